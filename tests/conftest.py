@@ -1,0 +1,52 @@
+"""Fixtures shared by every distribution's tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+TOY_PKG = REPO / "tests" / "core" / "toy_plugin_pkg"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The public traces and profiles in ../shared/data (never copied into the project)."""
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"public data folder {SHARED_DATA} is missing: CI has ../shared beside the checkout")
+    return SHARED_DATA
+
+
+def _import_toy():
+    name = "zeus_toy_plugin"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, TOY_PKG / name / "__init__.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def toy_plugin():
+    """The test-only simulated device and workload plugin (module object)."""
+    return _import_toy()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_state(tmp_path, monkeypatch):
+    """Every test gets its own machine-wide state folder and working directory."""
+    monkeypatch.setenv("ZEUS_STATE_DIR", str(tmp_path / "zeus-state"))
+    monkeypatch.delenv("ZEUS_DISABLED_PLUGINS", raising=False)
+    monkeypatch.delenv("ZEUS_TRACE_PLUGINS", raising=False)
+    monkeypatch.chdir(tmp_path)

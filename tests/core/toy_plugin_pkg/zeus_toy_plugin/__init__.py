@@ -1,0 +1,103 @@
+"""A deterministic simulated device and workload, for testing the core without hardware.
+
+Device ``toy``: a virtual clock and energy counter; power limits in [min, max].
+Workload ``toy``: epochs to target = 4 + 2*|log2(bs/64)| (never for bs >= never_bs);
+an epoch takes 10*sqrt(64/bs)*(max/limit)**0.3 seconds at min(limit, 250) W.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from zeus_core import hookimpl
+
+
+@attrs.define
+class ToyDeviceOptions:
+    max_power_w: float = 300.0
+    min_power_w: float = 100.0
+    can_set_power: bool = True
+
+
+class ToyDevice:
+    restored = 0
+
+    def __init__(self, options: ToyDeviceOptions, context) -> None:
+        self.o = options
+        self.names = ["toy0"]
+        self.energy_sources = {"toy0": "counter"}
+        self.max_power_w = options.max_power_w
+        self.t = 0.0
+        self.e = 0.0
+        self.limit = options.max_power_w
+        if options.can_set_power:
+            self.power_limit_range = lambda: (self.o.min_power_w, self.o.max_power_w)
+            self.set_power_limit = self._set
+            self.power_limit = lambda: self.limit
+
+    def _set(self, w: float) -> None:
+        if not self.o.min_power_w <= w <= self.o.max_power_w:
+            raise ValueError(f"power limit {w} outside range")
+        self.limit = float(w)
+
+    def clock(self) -> float:
+        return self.t
+
+    def read_energy(self) -> dict[str, float]:
+        return {"toy0": self.e}
+
+    def advance(self, seconds: float, watts: float) -> None:
+        self.t += seconds
+        self.e += seconds * watts
+
+    def close(self) -> None:
+        ToyDevice.restored += 1
+        self.limit = self.o.max_power_w
+
+
+@attrs.define
+class ToyWorkloadOptions:
+    batch_sizes: list[int] = attrs.field(factory=lambda: [16, 32, 64, 128, 256])
+    default_batch_size: int = 64
+    never_bs: int = 256
+    fail_at_try: int = 0  # raise in this try (counting calls), for tests
+
+
+class ToyWorkload:
+    def __init__(self, options: ToyWorkloadOptions, context) -> None:
+        self.o = options
+        self.batch_sizes = list(options.batch_sizes)
+        self.default_batch_size = options.default_batch_size
+        self.device = context.parts["device"]
+        self.calls = 0
+
+    def epochs_to_target(self, bs: int) -> float:
+        if bs >= self.o.never_bs:
+            return math.inf
+        return 4 + 2 * abs(math.log2(bs / 64))
+
+    def run(self, session) -> None:
+        self.calls += 1
+        if self.o.fail_at_try and self.calls == self.o.fail_at_try:
+            raise RuntimeError("toy training crashed")
+        bs = session.batch_size
+        dev = self.device
+        for epoch in session.epochs():
+            limit = getattr(dev, "limit", dev.max_power_w)
+            tpe = 10 * math.sqrt(64 / bs) * (dev.max_power_w / limit) ** 0.3
+            for _start, n in session.chunks(100):
+                limit = getattr(dev, "limit", dev.max_power_w)
+                dev.advance(tpe * n / 100, min(limit, 250.0))
+            session.report_metric(epoch / self.epochs_to_target(bs))
+
+
+@hookimpl
+def zeus_register_devices(register):
+    register("toy", ToyDevice, options=ToyDeviceOptions)
+
+
+@hookimpl
+def zeus_register_workloads(register):
+    register("toy", ToyWorkload, options=ToyWorkloadOptions)

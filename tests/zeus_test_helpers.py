@@ -1,0 +1,50 @@
+"""Helpers for core tests: a registry with the toy plugin, and an in-process CLI runner."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from zeus_core import cli as zcli
+from zeus_core import registry as zreg
+
+
+def toy_registry(toy_plugin, extra=()):
+    return zreg.load(extra_plugins=[("toy", toy_plugin), *extra])
+
+
+def run_cli(reg, *args: str):
+    """Run ``zeus ARGS`` in-process against ``reg``; returns the click Result."""
+    return CliRunner().invoke(zcli.cli, list(args), obj={"registry": reg}, catch_exceptions=False)
+
+
+def write_job(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+TOY_JOB = """
+[job]
+name = "toyjob"
+recurrences = 3
+target_metric = 1.0
+eta_knob = 0.5
+beta_knob = 2.0
+max_epochs = 30
+
+[workload]
+plugin = "toy"
+
+[device]
+plugin = "toy"
+
+[batch_size]
+plugin = "fixed"
+default = 32
+
+[power]
+plugin = "fixed"
+limit_w = 200
+"""

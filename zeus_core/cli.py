@@ -1,0 +1,303 @@
+"""The ``zeus`` command: run, validate, plugins (and what plugins add).
+
+Exit status: 0 success, 1 a failure while running, 2 bad input (job file,
+options, plugins that do not fit together). All terminal output goes through rich.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import sys
+import tempfile
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from zeus_core.job import JobError, load_job, resolved_values
+from zeus_core.registry import KINDS, PluginError, Registry, get_registry
+from zeus_core.results import TRY_COLUMNS, JobSummary
+from zeus_core.runner import PartMismatch, RunFailed, Runner, call_optional
+from zeus_core.store import StoreError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def core_version() -> str:
+    try:
+        return version("zeus-core")
+    except PackageNotFoundError:  # running from a source tree
+        return "0+unknown"
+
+
+def registry() -> Registry:
+    return click.get_current_context().obj["registry"]
+
+
+def fail(message: str, code: int) -> None:
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    sys.exit(code)
+
+
+def print_job_errors(e: JobError) -> None:
+    n = len(e.problems)
+    err_console.print(f"[bold red]{n} error{'s' if n != 1 else ''} in {escape(e.source)}:[/]")
+    for line in e.format_lines():
+        err_console.print(escape(line), highlight=False, soft_wrap=True)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _version_text(reg: Registry) -> str:
+    lines = [f"zeus-core {core_version()}", "registered plugins:"]
+    for p in reg.plugins():
+        lines.append(f"  {p.name}: {p.distribution} {p.version}")
+    return "\n".join(lines)
+
+
+class _VersionOption(click.Option):
+    pass
+
+
+def _print_version(ctx: click.Context, _param: Any, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    console.print(_version_text(ctx.obj["registry"]), highlight=False)
+    ctx.exit(0)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version of zeus-core and of every registered plugin.")
+def cli() -> None:
+    """Measure and cut the GPU energy of DNN training, one plugin at a time."""
+
+
+# --------------------------------------------------------------------------- plugins
+
+
+@cli.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plugins_cmd(as_json: bool) -> None:
+    """List installed plugins: distribution, version, hooks, and the names each provides."""
+    infos = registry().plugins()
+    if as_json:
+        click.echo(json.dumps([p.to_json() for p in infos], indent=2))
+        return
+    table = Table(title="zeus plugins")
+    for col in ("plugin", "distribution", "version", "provides", "hooks"):
+        table.add_column(col)
+    for p in infos:
+        provides = "\n".join(f"{k}: {', '.join(v)}" for k, v in p.provides.items()) or "-"
+        table.add_row(p.name, p.distribution, p.version, provides, "\n".join(p.hooks))
+    console.print(table)
+
+
+# --------------------------------------------------------------------------- validate
+
+
+@cli.command("validate")
+@click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, e.g. job.seed=3.")
+def validate_cmd(job_file: Path, sets: tuple[str, ...]) -> None:
+    """Check a job file and report every mistake, each with its line and path."""
+    try:
+        spec = load_job(job_file, registry(), sets)
+    except JobError as e:
+        print_job_errors(e)
+        sys.exit(EXIT_BAD_INPUT)
+    parts = ", ".join(f"{s}={p.plugin}" for s, p in spec.parts.items())
+    console.print(f"[green]ok[/] {escape(str(job_file))}: job {spec.job.name!r} ({parts})")
+
+
+# --------------------------------------------------------------------------- run
+
+
+def _dry_run(spec) -> None:
+    table = Table(title=f"job {spec.job.name!r}: resolved configuration")
+    table.add_column("key")
+    table.add_column("value")
+    table.add_column("from")
+    colors = {"default": "dim", "file": "cyan", "--set": "bold yellow"}
+    for path, value, origin in resolved_values(spec):
+        table.add_row(path, escape(repr(value)), f"[{colors[origin]}]{origin}[/]")
+    console.print(table)
+    console.print(f"store: {escape(str(spec.store_path()))}")
+
+
+def _recurrence_line(rec: int, records: list) -> str:
+    last = records[-1]
+    cost = sum(r.cost for r in records if r.epochs > 0)
+    tries = " ".join(
+        f"{r.batch_size}@{'-' if r.power_limit is None else f'{r.power_limit:g}W'}{'' if r.reached else '✗'}"
+        for r in records
+    )
+    return (f"recurrence {rec}: {tries}  epochs={sum(r.epochs for r in records)} "
+            f"cost={cost:,.1f} {'reached' if last.reached else 'not reached'}")
+
+
+def _closing_table(summary: JobSummary) -> Table:
+    by_rec: dict[int, list] = {}
+    for r in summary.records:
+        by_rec.setdefault(r.recurrence, []).append(r)
+    table = Table(title=f"job {summary.job!r}: {summary.recurrences} recurrences, {summary.tries} tries")
+    for col in ("recurrence", "tries", "batch size", "power limit (W)", "epochs", "time (s)", "energy (J)", "cost", "reached"):
+        table.add_column(col, justify="right")
+    recs = sorted(by_rec)
+    shown = recs[-25:]
+    if len(recs) > len(shown):
+        table.add_row(f"... {len(recs) - len(shown)} earlier", "", "", "", "", "", "", "", "")
+    for rec in shown:
+        rs = by_rec[rec]
+        last = rs[-1]
+        table.add_row(
+            str(rec), str(len(rs)), str(last.batch_size),
+            "-" if last.power_limit is None else f"{last.power_limit:g}",
+            str(sum(r.epochs for r in rs)),
+            f"{sum(r.time_s for r in rs):,.1f}", f"{sum(r.energy_j for r in rs):,.1f}",
+            f"{sum(r.cost for r in rs):,.1f}", "yes" if last.reached else "no",
+        )
+    table.add_section()
+    table.add_row("total", str(summary.tries), "", "", str(sum(r.epochs for r in summary.records)),
+                  f"{summary.time_s:,.1f}", f"{summary.energy_j:,.1f}", f"{summary.cost:,.1f}", "")
+    return table
+
+
+def _write_outputs(runner: Runner, summary: JobSummary, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if "workload" in runner.parts:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(TRY_COLUMNS), lineterminator="\n")
+        w.writeheader()
+        for r in summary.records:
+            w.writerow(r.row())
+        write_atomic(out / "recurrences.csv", buf.getvalue())
+        written.append(out / "recurrences.csv")
+    write_atomic(out / "summary.json", json.dumps(summary.to_json(), indent=2, allow_nan=False, default=str) + "\n")
+    written.append(out / "summary.json")
+    for part in runner.parts.values():
+        got = call_optional(part, "write_outputs", out, summary)
+        if got:
+            written.extend(Path(p) for p in got)
+    return written
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every ``finally`` runs."""
+
+
+def _on_sigterm(signum, _frame):
+    raise _Terminated()
+
+
+@cli.command("run")
+@click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, e.g. job.recurrences=5.")
+@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), help="Write recurrences.csv, summary.json and plugin outputs here.")
+@click.option("--dry-run", is_flag=True, help="Print the resolved configuration and where each value came from; run nothing.")
+@click.option("--fresh", is_flag=True, help="Forget the job's stored state and results before running.")
+def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run: bool, fresh: bool) -> None:
+    """Run a job: compose the chosen plugins and run its recurrences."""
+    reg = registry()
+    try:
+        spec = load_job(job_file, reg, sets)
+    except JobError as e:
+        print_job_errors(e)
+        sys.exit(EXIT_BAD_INPUT)
+    if dry_run:
+        _dry_run(spec)
+        return
+    try:
+        runner = Runner(spec, reg, console)
+    except StoreError as e:
+        fail(str(e), EXIT_BAD_INPUT)
+    if fresh:
+        runner.store.clear()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    code = EXIT_OK
+    summary = None
+    try:
+        runner.build()
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=console, transient=True) as progress:
+            total = spec.job.recurrences if "workload" in runner.parts else 1
+            task = progress.add_task(f"{spec.job.name}", total=total)
+
+            def on_progress(kind: str, info: dict[str, Any]) -> None:
+                progress.console.print(escape(_recurrence_line(info["recurrence"], info["records"])), highlight=False)
+                progress.advance(task)
+
+            summary = runner.run(progress=on_progress)
+            if "workload" not in runner.parts:
+                progress.advance(task)
+    except PartMismatch as e:
+        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
+        code = EXIT_BAD_INPUT
+    except RunFailed as e:
+        err_console.print(f"[bold red]run failed:[/] {escape(str(e))}")
+        code = EXIT_FAILED
+    except (KeyboardInterrupt, _Terminated):
+        err_console.print("[bold red]interrupted[/]: stopping; devices are being restored")
+        code = 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        try:
+            runner.close()
+        except RunFailed as e:
+            err_console.print(f"[bold red]error while restoring devices:[/] {escape(str(e))}")
+            code = code or EXIT_FAILED
+    if summary is None:
+        sys.exit(code)
+    if summary.records:
+        console.print(_closing_table(summary))
+    for part in runner.parts.values():
+        call_optional(part, "report", console, summary)
+    if output is not None:
+        for p in _write_outputs(runner, summary, output):
+            console.print(f"wrote {escape(str(p))}")
+    sys.exit(code)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        reg = get_registry()
+    except PluginError as e:
+        fail(str(e), EXIT_BAD_INPUT)
+    try:
+        reg.pm.hook.zeus_register_commands(cli=cli)
+    except Exception as e:  # a plugin's command registration failed
+        fail(f"a plugin failed to add its commands: {type(e).__name__}: {e}", EXIT_BAD_INPUT)
+    cli.main(args=argv, prog_name="zeus", obj={"registry": reg})
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

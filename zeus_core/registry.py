@@ -1,0 +1,246 @@
+"""Plugin discovery and the name -> factory registries.
+
+Every plugin, first-party or not, arrives through the ``zeus`` entry-point
+group, so the built-ins prove the path third parties use. Environment knobs:
+
+* ``ZEUS_DISABLED_PLUGINS=a,b`` blocks those entry points (by entry-point name);
+* ``ZEUS_TRACE_PLUGINS=1`` prints every hook call with its arguments and results.
+
+Registering the same name twice for the same kind is an error naming both
+distributions; a hook implementation without a matching spec (a typo such as
+``zeus_register_device``) is an error naming the plugin.
+"""
+
+from __future__ import annotations
+
+import os
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+import pluggy
+
+from zeus_core import hookspecs
+
+#: kind -> (registration hook, job.toml section that selects a part of this kind)
+KINDS: dict[str, tuple[str, str]] = {
+    "device": ("zeus_register_devices", "device"),
+    "workload": ("zeus_register_workloads", "workload"),
+    "profiler": ("zeus_register_profilers", "profiler"),
+    "batch_size_policy": ("zeus_register_batch_size_policies", "batch_size"),
+    "power_policy": ("zeus_register_power_policies", "power"),
+    "allocator": ("zeus_register_allocators", "allocation"),
+    "frequency_plan_policy": ("zeus_register_frequency_plan_policies", "frequency_plan"),
+}
+
+SECTION_KIND = {section: kind for kind, (_, section) in KINDS.items()}
+
+
+class PluginError(RuntimeError):
+    """A plugin cannot be loaded or registers something invalid."""
+
+
+@attrs.define
+class NoOptions:
+    """Options class of factories that take no options."""
+
+
+@attrs.frozen
+class Registration:
+    """One name registered for one kind by one plugin."""
+
+    kind: str
+    name: str
+    factory: Callable[..., Any]
+    options: type
+    plugin: str
+    distribution: str
+    help: str = ""
+
+
+@attrs.define
+class PluginInfo:
+    """What ``zeus plugins`` shows for one plugin."""
+
+    name: str
+    distribution: str
+    version: str
+    hooks: list[str]
+    provides: dict[str, list[str]]
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+class Registry:
+    """The plugin manager plus one ``name -> Registration`` table per kind."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm = pm
+        self.parts: dict[str, dict[str, Registration]] = {kind: {} for kind in KINDS}
+        self.restorers: dict[str, Callable[[str, Any], Any]] = {}
+        self._dist: dict[str, tuple[str, str]] = {}
+
+    # -- lookups --
+
+    def get(self, kind: str, name: str) -> Registration:
+        return self.parts[kind][name]
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self.parts[kind])
+
+    def distribution_of(self, plugin_name: str) -> tuple[str, str]:
+        """(distribution, version) of a registered plugin, or a description of where it came from."""
+        return self._dist.get(plugin_name, ("(not installed; registered directly)", ""))
+
+    def plugins(self) -> list[PluginInfo]:
+        out = []
+        for name, plugin in sorted(self.pm.list_name_plugin(), key=lambda x: x[0]):
+            if plugin is hookspecs:
+                continue
+            dist, version = self.distribution_of(name)
+            hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
+            provides: dict[str, list[str]] = {}
+            for kind, table in self.parts.items():
+                got = sorted(r.name for r in table.values() if r.plugin == name)
+                if got:
+                    provides[kind] = got
+            restorers = sorted(o for o, f in self.restorers.items() if getattr(f, "_zeus_plugin", None) == name)
+            if restorers:
+                provides["restorer"] = restorers
+            out.append(PluginInfo(name, dist, version, hooks, provides))
+        return out
+
+    # -- registration --
+
+    def _collect(self) -> None:
+        plugins = [(n, p) for n, p in self.pm.list_name_plugin() if p is not hookspecs]
+        for kind, (hook_name, _) in KINDS.items():
+            for plugin_name, plugin in plugins:
+                caller = self._caller_for(hook_name, plugin, plugins)
+                if caller is None:
+                    continue
+                caller(register=self._registrar(kind, plugin_name))
+        for plugin_name, plugin in plugins:
+            caller = self._caller_for("zeus_register_restorers", plugin, plugins)
+            if caller is not None:
+                caller(register=self._restorer_registrar(plugin_name))
+
+    def _caller_for(self, hook_name: str, plugin: object, plugins: list[tuple[str, object]]):
+        impls = getattr(self.pm.hook, hook_name).get_hookimpls()
+        if not any(i.plugin is plugin for i in impls):
+            return None
+        others = [p for _, p in plugins if p is not plugin]
+        # Going through a subset hook caller (not the bare function) keeps
+        # ZEUS_TRACE_PLUGINS monitoring working for these calls.
+        return self.pm.subset_hook_caller(hook_name, remove_plugins=others)
+
+    def _registrar(self, kind: str, plugin_name: str):
+        dist = self.distribution_of(plugin_name)[0]
+
+        def register(name: str, factory: Callable[..., Any], options: type | None = None, help: str = "") -> None:
+            if not isinstance(name, str) or not name or name != name.strip():
+                raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid {kind} name {name!r}")
+            if not callable(factory):
+                raise PluginError(f"plugin {plugin_name!r} ({dist}) registered {kind} {name!r} with a non-callable factory")
+            opts = options if options is not None else getattr(factory, "Options", None) or NoOptions
+            if not attrs.has(opts):
+                raise PluginError(
+                    f"plugin {plugin_name!r} ({dist}): the options of {kind} {name!r} must be an attrs class, got {opts!r}"
+                )
+            table = self.parts[kind]
+            if name in table:
+                prev = table[name]
+                raise PluginError(
+                    f"{kind} {name!r} is registered twice: by plugin {prev.plugin!r} (distribution "
+                    f"{prev.distribution}) and by plugin {plugin_name!r} (distribution {dist}). "
+                    f"Uninstall one, or block one with ZEUS_DISABLED_PLUGINS={plugin_name}"
+                )
+            doc = help or (factory.__doc__ or "").strip().splitlines()[0:1]
+            table[name] = Registration(kind, name, factory, opts, plugin_name, dist, doc if isinstance(doc, str) else "".join(doc))
+
+        return register
+
+    def _restorer_registrar(self, plugin_name: str):
+        def register(owner: str, restore: Callable[[str, Any], Any]) -> None:
+            if owner in self.restorers:
+                raise PluginError(f"restorer {owner!r} is registered twice (second by plugin {plugin_name!r})")
+            try:
+                restore._zeus_plugin = plugin_name  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
+            self.restorers[owner] = restore
+
+        return register
+
+
+def _trace(pm: pluggy.PluginManager) -> None:
+    from rich.console import Console
+
+    err = Console(stderr=True)
+
+    def before(hook_name, hook_impls, kwargs):
+        err.print(f"[dim]zeus hook[/] {hook_name} -> {[i.plugin_name for i in hook_impls]} kwargs={list(kwargs)}")
+
+    def after(outcome, hook_name, hook_impls, kwargs):
+        try:
+            result = outcome.get_result()
+        except BaseException as e:  # noqa: BLE001 - only reported here
+            result = f"raised {e!r}"
+        err.print(f"[dim]zeus hook[/] {hook_name} <- {result!r}")
+
+    pm.add_hookcall_monitoring(before, after)
+
+
+def _split_env(name: str) -> list[str]:
+    return [x.strip() for x in os.environ.get(name, "").split(",") if x.strip()]
+
+
+def load(extra_plugins: Iterable[tuple[str, object]] = (), entry_points: bool = True) -> Registry:
+    """Discover plugins and build the registries.
+
+    ``extra_plugins`` are (name, module-or-object) pairs registered after the
+    entry points, for tests and embedding.
+    """
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    if os.environ.get("ZEUS_TRACE_PLUGINS", "") not in ("", "0"):
+        _trace(pm)
+    for blocked in _split_env("ZEUS_DISABLED_PLUGINS"):
+        pm.set_blocked(blocked)
+    reg = Registry(pm)
+    if entry_points:
+        try:
+            pm.load_setuptools_entrypoints(hookspecs.PROJECT)
+        except Exception as e:  # an entry point that fails to import
+            raise PluginError(f"a zeus plugin failed to load: {type(e).__name__}: {e}") from e
+        for plugin, dist in pm.list_plugin_distinfo():
+            name = pm.get_name(plugin)
+            reg._dist[name] = (dist.metadata["name"], dist.version)
+    for name, obj in extra_plugins:
+        if pm.is_blocked(name):
+            continue
+        pm.register(obj, name=name)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as e:
+        raise PluginError(
+            f"plugin {e.plugin!r} implements a hook zeus does not define: {e}. "
+            "Check the hook's name against zeus_core/hookspecs.py"
+        ) from e
+    reg._collect()
+    return reg
+
+
+_cached: Registry | None = None
+
+
+def get_registry(refresh: bool = False) -> Registry:
+    """The process-wide registry, loaded once."""
+    global _cached
+    if _cached is None or refresh:
+        _cached = load()
+    return _cached
+
+

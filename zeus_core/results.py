@@ -1,0 +1,80 @@
+"""Result records: one per try, and the job summary.
+
+These are the rows of ``recurrences.csv`` and the body of ``summary.json``;
+their column and key names are a contract with scripts outside the project.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+#: Columns of ``recurrences.csv``, in order (contract: extend, never rename).
+TRY_COLUMNS = ("recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached")
+
+
+@attrs.define
+class TryRecord:
+    """One try: a training run at one batch size, to the target or until stopped.
+
+    ``recurrence`` and ``try_index`` count from 1. ``power_limit`` is the limit the
+    run held after any profiling (None when the device has no power control).
+    ``stopped`` says why a run that did not reach the target ended:
+    ``early-stop`` (cost bound), ``max-epochs``, or ``never-ran`` (the bound
+    allowed no epoch at all). ``extra`` holds plugin details (JSON-able).
+    """
+
+    recurrence: int
+    try_index: int
+    batch_size: int
+    power_limit: float | None
+    epochs: int
+    time_s: float
+    energy_j: float
+    cost: float
+    reached: bool
+    stopped: str | None = None
+    extra: dict[str, Any] = attrs.field(factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        """The ``recurrences.csv`` row of this try."""
+        return {
+            "recurrence": self.recurrence,
+            "try": self.try_index,
+            "batch_size": self.batch_size,
+            "power_limit": "" if self.power_limit is None else self.power_limit,
+            "epochs": self.epochs,
+            "time_s": self.time_s,
+            "energy_j": self.energy_j,
+            "cost": self.cost,
+            "reached": self.reached,
+        }
+
+
+@attrs.define
+class JobSummary:
+    """Totals over every try of the job (this run and earlier ones in the store)."""
+
+    job: str
+    recurrences: int
+    tries: int
+    energy_j: float
+    time_s: float
+    cost: float
+    knobs: dict[str, Any]
+    records: list[TryRecord] = attrs.field(factory=list, repr=False)
+    extra: dict[str, Any] = attrs.field(factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "job": self.job,
+            "recurrences": self.recurrences,
+            "tries": self.tries,
+            "energy_j": self.energy_j,
+            "time_s": self.time_s,
+            "cost": self.cost,
+            "knobs": self.knobs,
+        }
+        out.update(self.extra)
+        return out
