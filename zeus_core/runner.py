@@ -147,6 +147,9 @@ class RunSession:
         #: A part may install ``f(session) -> float | None`` predicting the cost of
         #: one steady-state epoch (lets early stopping act even before epoch 1).
         self.predict_epoch_cost: Callable[[RunSession], float | None] | None = None
+        #: A data-parallel workload may install ``f(Measurement) -> Measurement`` that
+        #: combines the ranks' measurements (energy summed, time of the slowest rank).
+        self.reduce_measurement: Callable[[Measurement], Measurement] | None = None
         self.extra: dict[str, Any] = {}
         self._wants_iterations = False
         self._in_epoch: int | None = None
@@ -255,6 +258,8 @@ class RunSession:
             return
         self._in_epoch = None
         m = self.monitor.end_window(f"epoch-{epoch}")
+        if self.reduce_measurement is not None:
+            m = self.reduce_measurement(m)
         self.epochs_done += 1
         self.epoch_measurements.append(m)
         self.epoch_costs.append(self.cost(m.total_energy, m.time))
@@ -453,6 +458,8 @@ class Runner:
                 f"{type(e).__name__}: {e}. Results of earlier tries are kept in {self.store.path}"
             ) from e
         whole = self.monitor.end_window("run")
+        if session.reduce_measurement is not None and not session.epoch_measurements:
+            whole = session.reduce_measurement(whole)
         if session.epoch_measurements:
             time_s = float(sum(m.time for m in session.epoch_measurements))
             energy_j = float(sum(m.total_energy for m in session.epoch_measurements))
