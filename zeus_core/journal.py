@@ -1,0 +1,314 @@
+"""The device-settings journal: never leave a device changed.
+
+A plugin that changes a machine-wide setting (a GPU power limit, locked
+clocks) journals the setting's original value *before* changing it, in the
+machine-wide journal (:func:`zeus_core.store.journal`, a SQLite file under
+``$ZEUS_STATE_DIR``). The setting is then put back, and its entry cleared:
+
+* by the plugin's ``close()`` (normal end, and exceptions, through the runner);
+* at interpreter exit (``atexit``: an uncaught exception, ``sys.exit``, Ctrl-C);
+* on SIGTERM and SIGHUP whose handler was the default (killing): restore, then
+  die of the signal as before;
+* after SIGKILL, when nothing in the process can run: the next ``zeus`` start
+  calls :func:`restore_pending`, which restores every entry whose process is dead.
+
+Plugins use it through :class:`SettingsGuard`::
+
+    guard = SettingsGuard("nvml", restore_setting)     # restore_setting(key, original)
+    with guard.changing(f"gpu:{uuid}:power_limit", current_mw):
+        nvml.set_power_limit(...)                      # a failure here drops the entry
+    ...
+    guard.restore(f"gpu:{uuid}:power_limit")           # or guard.close() for all
+
+The same ``restore_setting`` function is registered through the
+``zeus_register_restorers`` hook, so the crash path and the normal path run
+the same code.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from zeus_core import store as _store
+
+Restorer = Callable[[str, Any], Any]
+
+_lock = threading.RLock()
+_guards: list[SettingsGuard] = []
+_installed = False
+class RestoreError(RuntimeError):
+    """One or more settings could not be put back; the message lists them and why."""
+
+
+class SettingsGuard:
+    """The settings one plugin instance changed, journaled and restorable.
+
+    ``restorer(key, original)`` puts setting ``key`` back to ``original``
+    (a JSON value). A key is journaled once: a second change of the same key
+    keeps the first original, which is what must come back.
+    """
+
+    def __init__(self, owner: str, restorer: Restorer) -> None:
+        self.owner = owner
+        self.restorer = restorer
+        self._entries: dict[str, tuple[int, Any]] = {}
+        self._journal: _store.Store | None = None
+        self._journal_pid = 0
+        self._pid = os.getpid()
+        with _lock:
+            _guards.append(self)
+            _install_exit_handlers()
+
+    def _j(self) -> _store.Store:
+        """This guard's connection to the machine-wide journal, opened on first use
+        (and again in a forked child, where the parent's connection must not be used)."""
+        if self._journal is None or self._journal_pid != os.getpid():
+            self._journal = _store.journal()
+            self._journal_pid = os.getpid()
+        return self._journal
+
+    @property
+    def pending(self) -> dict[str, Any]:
+        """Changed settings not yet restored: key -> original."""
+        return {k: v[1] for k, v in self._entries.items()}
+
+    def record(self, key: str, original: Any) -> bool:
+        """Journal ``original`` for ``key`` before a change; False if already journaled."""
+        with _lock:
+            if key in self._entries:
+                return False
+            if self not in _guards:  # reused after close()
+                _guards.append(self)
+            with self._j().transaction() as tx:
+                entry_id = tx.add_journal(self.owner, key, original)
+            self._entries[key] = (entry_id, original)
+            return True
+
+    def forget(self, key: str) -> None:
+        """Clear ``key``'s entry without restoring (the change did not happen)."""
+        with _lock:
+            got = self._entries.pop(key, None)
+            if got is not None:
+                with self._j().transaction() as tx:
+                    tx.remove_journal(got[0])
+
+    @contextmanager
+    def changing(self, key: str, original: Any) -> Iterator[None]:
+        """Journal, then run the body that changes the setting; if the body fails
+        and the entry is new, the entry is dropped (nothing was changed)."""
+        new = self.record(key, original)
+        try:
+            yield
+        except BaseException:
+            if new:
+                self.forget(key)
+            raise
+
+    def restore(self, key: str) -> bool:
+        """Put ``key`` back and clear its entry; False if it was not changed.
+
+        If the restorer fails the entry stays, so that a later ``zeus`` start
+        tries again, and the error propagates.
+        """
+        with _lock:
+            got = self._entries.get(key)
+            if got is None:
+                return False
+            self.restorer(key, got[1])
+            self.forget(key)
+            return True
+
+    def restore_all(self) -> None:
+        """Restore every pending setting, newest first; raise :class:`RestoreError` listing failures."""
+        errors = []
+        for key in reversed(list(self._entries)):
+            try:
+                self.restore(key)
+            except Exception as e:  # noqa: BLE001 - try the others, then report all
+                errors.append(f"{self.owner} {key}: {type(e).__name__}: {e}")
+        if errors:
+            raise RestoreError("could not restore " + "; ".join(errors) + " (the journal keeps them for the next `zeus` start)")
+
+    def close(self) -> None:
+        """Restore everything and stop watching process exit for this guard."""
+        try:
+            self.restore_all()
+        finally:
+            with _lock:
+                if not self._entries:
+                    if self in _guards:
+                        _guards.remove(self)
+                    if self._journal is not None and self._journal_pid == os.getpid():
+                        self._journal.close()
+                    self._journal = None
+
+
+# --------------------------------------------------------------------------- process exit
+
+
+def restore_all_guards() -> list[str]:
+    """Restore the settings of every live guard of this process; return the failures."""
+    errors = []
+    with _lock:
+        # A forked child (a data-loader worker) inherits the guards but changed nothing.
+        guards = [g for g in reversed(_guards) if g._pid == os.getpid()]
+    for g in guards:
+        try:
+            g.close()
+        except Exception as e:  # noqa: BLE001 - an exit path must not raise
+            errors.append(str(e))
+    return errors
+
+
+def _at_exit() -> None:
+    errors = restore_all_guards()
+    if errors:
+        Console(stderr=True).print(f"[bold red]zeus:[/] {escape('; '.join(errors))}")
+
+
+def _on_fatal_signal(signum: int, _frame: Any) -> None:
+    """Restore, then die of the same signal as the default action would have."""
+    _at_exit()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _install_exit_handlers() -> None:
+    """Once per process: atexit, plus SIGTERM/SIGHUP where their action is the default kill.
+
+    A program (or the ``zeus`` CLI) that installed its own handler keeps it; such
+    handlers end in ``sys.exit`` or an exception, which reaches the atexit path.
+    Signal handlers can only be set from the main thread; elsewhere atexit and
+    :func:`restore_pending` remain.
+    """
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    atexit.register(_at_exit)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _on_fatal_signal)
+
+
+# --------------------------------------------------------------------------- after a crash
+
+
+def _boot_time() -> float | None:
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _started_at(pid: int) -> float | None:
+    """Unix time process ``pid`` started (Linux ``/proc``), or None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    boot = _boot_time()
+    if boot is None:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def process_alive(pid: int, since: float | None = None) -> bool:
+    """Whether the process that wrote a journal entry at ``since`` still runs.
+
+    A pid reused by a process that started after the entry was written is not
+    that process (1 s of slack for clock-tick rounding).
+    """
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, another user's
+    if since is not None:
+        started = _started_at(pid)
+        if started is not None and started > since + 1.0:
+            return False
+    return True
+
+
+def _created_times(j: _store.Store) -> dict[int, float]:
+    # Store.journal_entries() does not return the creation time; read it here.
+    rows = j._conn.execute("SELECT id, created FROM journal").fetchall()  # noqa: SLF001
+    return {int(r[0]): float(r[1]) for r in rows}
+
+
+def restore_pending(restorers: dict[str, Restorer], console: Console | None = None) -> int:
+    """Restore settings left by dead processes (SIGKILL, power loss); return how many.
+
+    Called at every ``zeus`` start. For each (owner, key) only held by dead
+    processes, the oldest journaled original (the value before any zeus
+    process touched it) is restored and the entries are cleared. A key that a
+    live process also holds is left for that process and a later start. An
+    owner without a restorer (plugin uninstalled) or a restorer that fails
+    is reported and kept.
+    """
+    path = _store.state_dir() / "journal.sqlite"
+    if not path.exists():
+        return 0
+    console = console or Console(stderr=True)
+    with _store.Store(path) as j:
+        entries = j.journal_entries()
+        if not entries:
+            return 0
+        created = _created_times(j)
+        first_entry: dict[int, float] = {}
+        for entry_id, *_, pid in entries:
+            t = created.get(entry_id, time.time())
+            first_entry[pid] = min(first_entry.get(pid, t), t)
+        alive = {pid: process_alive(pid, since) for pid, since in first_entry.items()}
+        live_keys = {(owner, key) for _i, owner, key, _o, pid in entries if alive[pid]}
+        groups: dict[tuple[str, str], list[tuple[int, Any]]] = {}
+        for entry_id, owner, key, original, pid in entries:
+            if not alive[pid] and (owner, key) not in live_keys:
+                groups.setdefault((owner, key), []).append((entry_id, original))
+        restored = 0
+        for (owner, key), items in groups.items():
+            restorer = restorers.get(owner)
+            if restorer is None:
+                console.print(
+                    f"[yellow]zeus:[/] a killed process left {escape(owner)} setting {escape(key)} changed, "
+                    f"and no installed plugin restores {escape(owner)!r} settings: install that plugin "
+                    "(e.g. zeus-plugins-nvml) and run zeus again"
+                )
+                continue
+            original = items[0][1]  # entries are oldest first
+            try:
+                restorer(key, original)
+            except Exception as e:  # noqa: BLE001 - report, keep the entry for next time
+                console.print(
+                    f"[yellow]zeus:[/] could not restore {escape(owner)} {escape(key)} to {escape(repr(original))} "
+                    f"left by a killed process: {escape(f'{type(e).__name__}: {e}')}"
+                )
+                continue
+            with j.transaction() as tx:
+                for entry_id, _ in items:
+                    tx.remove_journal(entry_id)
+            console.print(f"[green]zeus:[/] restored {escape(owner)} {escape(key)} to {escape(repr(original))} (left by a killed process)")
+            restored += 1
+        return restored
