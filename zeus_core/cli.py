@@ -32,7 +32,7 @@ from zeus_core.store import StoreError
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def core_version() -> str:
@@ -250,7 +250,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             task = progress.add_task(f"{spec.job.name}", total=total)
 
             def on_progress(kind: str, info: dict[str, Any]) -> None:
-                progress.console.print(escape(_recurrence_line(info["recurrence"], info["records"])), highlight=False)
+                progress.console.print(escape(_recurrence_line(info["recurrence"], info["records"])), highlight=False, soft_wrap=True)
                 progress.advance(task)
 
             summary = runner.run(progress=on_progress)

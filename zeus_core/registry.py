@@ -97,7 +97,7 @@ class Registry:
     def plugins(self) -> list[PluginInfo]:
         out = []
         for name, plugin in sorted(self.pm.list_name_plugin(), key=lambda x: x[0]):
-            if plugin is hookspecs:
+            if plugin is hookspecs or plugin is None:  # None: blocked
                 continue
             dist, version = self.distribution_of(name)
             hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
@@ -115,7 +115,7 @@ class Registry:
     # -- registration --
 
     def _collect(self) -> None:
-        plugins = [(n, p) for n, p in self.pm.list_name_plugin() if p is not hookspecs]
+        plugins = [(n, p) for n, p in self.pm.list_name_plugin() if p is not hookspecs and p is not None]
         for kind, (hook_name, _) in KINDS.items():
             for plugin_name, plugin in plugins:
                 caller = self._caller_for(hook_name, plugin, plugins)

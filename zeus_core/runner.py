@@ -262,7 +262,7 @@ class RunSession:
             m = self.reduce_measurement(m)
         self.epochs_done += 1
         self.epoch_measurements.append(m)
-        self.epoch_costs.append(self.cost(m.total_energy, m.time))
+        self.epoch_costs.append(self.cost(m.total_system_energy, m.time))
         self.epoch_profiled.append(self._wants_iterations)
         self._wants_iterations = False
         if self.power_policy is not None:
@@ -462,9 +462,9 @@ class Runner:
             whole = session.reduce_measurement(whole)
         if session.epoch_measurements:
             time_s = float(sum(m.time for m in session.epoch_measurements))
-            energy_j = float(sum(m.total_energy for m in session.epoch_measurements))
+            energy_j = float(sum(m.total_system_energy for m in session.epoch_measurements))
         else:
-            time_s, energy_j = whole.time, whole.total_energy
+            time_s, energy_j = whole.time, whole.total_system_energy
         stopped = None if session.reached else (session.stopped or "ended")
         record = TryRecord(
             recurrence=rec,

@@ -67,7 +67,7 @@ def line_index(text: str) -> dict[tuple, int]:
 
 def find_line(index: dict[tuple, int], path: tuple) -> int:
     """Line of ``path``, or of its nearest ancestor present in the document, or 1."""
-    for n in range(len(path), 0, -1):
+    for n in range(len(path), -1, -1):
         if path[:n] in index:
             return index[path[:n]]
     return 1

@@ -93,6 +93,38 @@ class ToyWorkload:
             session.report_metric(epoch / self.epochs_to_target(bs))
 
 
+class CountingPolicy:
+    """Fixed batch size; its state counts observations (to detect lost updates)."""
+
+    @attrs.define
+    class Options:
+        default: int = 32
+
+    def __init__(self, options, context) -> None:
+        self.bs = options.default
+        self.observed = 0
+        self.chosen = 0
+
+    def choose(self, ctx) -> int:
+        self.chosen += 1
+        return self.bs
+
+    def observe(self, ctx, record) -> None:
+        self.observed += 1
+
+    def get_state(self):
+        return {"observed": self.observed, "chosen": self.chosen}
+
+    def set_state(self, state) -> None:
+        self.observed = state["observed"]
+        self.chosen = state["chosen"]
+
+
+@hookimpl
+def zeus_register_batch_size_policies(register):
+    register("counting", CountingPolicy)
+
+
 @hookimpl
 def zeus_register_devices(register):
     register("toy", ToyDevice, options=ToyDeviceOptions)

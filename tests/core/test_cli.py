@@ -1,0 +1,204 @@
+"""`zeus run / validate / plugins` end to end (in-process, with the toy plugin)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+
+from zeus_core.job import load_job
+from zeus_core.measurement import Monitor
+from zeus_core.runner import Runner, RunSession
+from zeus_core.store import Store
+from zeus_test_helpers import TOY_JOB, run_cli, toy_registry, write_job
+
+
+@pytest.fixture
+def reg(toy_plugin):
+    return toy_registry(toy_plugin)
+
+
+@pytest.fixture
+def job(tmp_path):
+    return write_job(tmp_path / "job.toml", TOY_JOB)
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_run_writes_contract_outputs(reg, job):
+    r = run_cli(reg, "run", str(job), "--output", "out")
+    assert r.exit_code == 0, r.output
+    assert "recurrence 3: 32@200W" in r.output
+    rows = read_csv(Path("out/recurrences.csv"))
+    assert list(rows[0]) == ["recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached"]
+    assert [int(x["recurrence"]) for x in rows] == [1, 2, 3]
+    assert all(x["reached"] == "True" and x["batch_size"] == "32" and float(x["power_limit"]) == 200 for x in rows)
+    # toy: bs 32 -> 6 epochs; energy = time * min(limit, 250) W
+    assert all(int(x["epochs"]) == 6 for x in rows)
+    assert float(rows[0]["energy_j"]) == pytest.approx(float(rows[0]["time_s"]) * 200)
+    assert float(rows[0]["cost"]) == pytest.approx(0.5 * float(rows[0]["energy_j"]) + 0.5 * 300 * float(rows[0]["time_s"]))
+    summary = json.loads(Path("out/summary.json").read_text())
+    assert summary["energy_j"] == pytest.approx(sum(float(x["energy_j"]) for x in rows))
+    assert summary["time_s"] == pytest.approx(sum(float(x["time_s"]) for x in rows))
+    assert summary["cost"] == pytest.approx(sum(float(x["cost"]) for x in rows))
+    assert summary["knobs"]["batch_size"] == 32 and summary["knobs"]["power_limit"] == 200.0
+
+
+def test_second_run_continues_from_the_store(reg, job):
+    sets = ["--set", "batch_size.plugin=counting", "--set", "batch_size.default=64", "--set", "job.recurrences=2"]
+    assert run_cli(reg, "run", str(job), *sets).exit_code == 0
+    r = run_cli(reg, "run", str(job), *sets, "--output", "out")
+    assert r.exit_code == 0, r.output
+    rows = read_csv(Path("out/recurrences.csv"))
+    assert [int(x["recurrence"]) for x in rows] == [1, 2, 3, 4]
+    with Store(Path(".zeus/toyjob.sqlite")) as s:
+        assert s.get("policy:batch_size") == {"observed": 4, "chosen": 4}
+    r = run_cli(reg, "run", str(job), *sets, "--fresh", "--output", "out")
+    assert [int(x["recurrence"]) for x in read_csv(Path("out/recurrences.csv"))] == [1, 2]
+
+
+def test_dry_run_shows_provenance_and_runs_nothing(reg, job):
+    r = run_cli(reg, "run", str(job), "--dry-run", "--set", "job.seed=9")
+    assert r.exit_code == 0
+    lines = {l.split("│")[1].strip(): l for l in r.output.splitlines() if l.count("│") >= 3}
+    assert "9" in lines["$.job.seed"] and "--set" in lines["$.job.seed"]
+    assert "file" in lines["$.job.recurrences"]
+    assert "default" in lines["$.job.max_tries"]
+    assert "'toy'" in lines["$.device.plugin"]
+    assert not Path(".zeus").exists()
+
+
+def test_bad_input_exits_2_and_validate_reports(reg, job, tmp_path):
+    bad = write_job(tmp_path / "bad.toml", '[job]\nrecurrences = "x"\n[device]\nplugin = "nvm"\n')
+    r = run_cli(reg, "validate", str(bad))
+    assert r.exit_code == 2
+    assert f"{bad}:2: expected int" in r.output
+    r = run_cli(reg, "run", str(bad))
+    assert r.exit_code == 2
+    r = run_cli(reg, "validate", str(job))
+    assert r.exit_code == 0 and "ok" in r.output
+    r = run_cli(reg, "run", str(tmp_path / "missing.toml"))
+    assert r.exit_code == 2 and "cannot read the job file" in r.output
+
+
+def test_parts_that_do_not_fit_exit_2_before_running(reg, job, toy_plugin):
+    before = toy_plugin.ToyDevice.restored
+    r = run_cli(reg, "run", str(job), "--set", "device.can_set_power=false")
+    assert r.exit_code == 2
+    assert "needs a device that supports power_limit_range, set_power_limit" in r.output
+    assert toy_plugin.ToyDevice.restored == before + 1  # the device was closed (restored)
+    r = run_cli(reg, "run", str(job), "--set", "power.limit_w=400")
+    assert r.exit_code == 2 and "outside the device's range [100, 300] W" in r.output
+
+
+def test_failing_workload_exits_1_keeps_earlier_results(reg, job, toy_plugin):
+    before = toy_plugin.ToyDevice.restored
+    r = run_cli(reg, "run", str(job), "--set", "workload.fail_at_try=3", "--output", "out")
+    assert r.exit_code == 1
+    assert "recurrence 3, try 1 (batch size 32) failed in the workload: RuntimeError: toy training crashed" in r.output
+    assert toy_plugin.ToyDevice.restored == before + 1
+    with Store(Path(".zeus/toyjob.sqlite")) as s:
+        assert [t.recurrence for t in s.tries()] == [1, 2]
+
+
+def test_retries_until_reached_and_max_tries_failure(reg, job):
+    r = run_cli(reg, "run", str(job), "--set", "batch_size.default=256", "--set", "job.max_tries=2",
+                "--set", "job.max_epochs=5", "--output", "out")
+    assert r.exit_code == 1
+    assert "did not reach the target metric in 2 tries" in r.output
+    with Store(Path(".zeus/toyjob.sqlite")) as s:
+        tries = s.tries()
+    assert [(t.try_index, t.reached, t.stopped, t.epochs) for t in tries] == [(1, False, "max-epochs", 5), (2, False, "max-epochs", 5)]
+
+
+def test_plugins_json_and_version(reg):
+    r = run_cli(reg, "plugins", "--json")
+    data = {p["name"]: p for p in json.loads(r.output)}
+    assert data["toy"]["provides"]["device"] == ["toy"]
+    assert data["baseline"]["distribution"] == "zeus-plugins-baseline"
+    r = run_cli(reg, "--version")
+    assert "zeus-core" in r.output and "baseline: zeus-plugins-baseline 0.1.0" in r.output
+
+
+class _Clockless:
+    """A device whose every epoch costs the same: for early-stop arithmetic."""
+
+    names = ["d"]
+    energy_sources = {"d": "counter"}
+    max_power_w = 100.0
+
+    def __init__(self):
+        self.t = 0.0
+
+    def clock(self):
+        return self.t
+
+    def read_energy(self):
+        return {"d": self.t * 100.0}
+
+
+def test_early_stop_before_the_epoch_that_would_cross_the_bound(reg, job):
+    spec = load_job(job, reg)
+    dev = _Clockless()
+    # Each epoch: 1 s at 100 W -> energy 100 J; cost = 0.5*100 + 0.5*100*1 = 100.
+    s = RunSession(job=spec.job, batch_size=8, recurrence=2, try_index=1, cost_bound=350.0,
+                   devices=dev, monitor=Monitor(dev), power_policy=None)
+    done = []
+    for e in s.epochs():
+        dev.t += 1.0
+        done.append(e)
+    assert done == [1, 2, 3] and s.stopped == "early-stop" and s.cost_so_far == pytest.approx(300)
+    # A predictor lets the check act before the first epoch: the "never ran" case.
+    s = RunSession(job=spec.job, batch_size=8, recurrence=2, try_index=1, cost_bound=50.0,
+                   devices=dev, monitor=Monitor(dev), power_policy=None)
+    s.predict_epoch_cost = lambda sess: 100.0
+    assert list(s.epochs()) == [] and s.stopped == "never-ran"
+    s = RunSession(job=spec.job, batch_size=8, recurrence=1, try_index=1, cost_bound=math.inf,
+                   devices=dev, monitor=Monitor(dev), power_policy=None)
+    for e in s.epochs():
+        dev.t += 1.0
+        if e == 4:
+            s.mark_reached()
+            break
+    assert s.reached and s.epochs_done == 4 and s.stopped is None
+
+
+def _run_job_in_process(job_path: str, n: int) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import conftest
+
+    from zeus_core import registry as zreg
+
+    reg = zreg.load(extra_plugins=[("toy", conftest._import_toy())])
+    spec = load_job(job_path, reg, ["batch_size.plugin=counting", "batch_size.default=64", f"job.recurrences={n}",
+                                    f"job.store={Path(job_path).parent / 'shared.sqlite'}"])
+    runner = Runner(spec, reg)
+    runner.build()
+    try:
+        runner.run()
+    finally:
+        runner.close()
+
+
+def test_four_concurrent_zeus_runs_of_one_job_lose_nothing(job):
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_run_job_in_process, args=(str(job), 3)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    with Store(job.parent / "shared.sqlite") as s:
+        recs = sorted(t.recurrence for t in s.tries())
+        assert recs == list(range(1, 13))
+        assert s.get("policy:batch_size") == {"observed": 12, "chosen": 12}
+        assert s.get("runner")["next_recurrence"] == 13

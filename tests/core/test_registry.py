@@ -1,0 +1,104 @@
+"""Discovery through entry points, blocking, name clashes, hooks without specs, tracing."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from zeus_core import hookimpl, hookspecs
+from zeus_core import registry as zreg
+
+
+class _ClashPlugin:
+    @hookimpl
+    def zeus_register_devices(self, register):
+        register("toy", object)
+
+
+def test_builtin_baseline_plugin_arrives_through_entry_points():
+    reg = zreg.load()
+    fixed = reg.get("batch_size_policy", "fixed")
+    assert fixed.plugin == "baseline"
+    assert fixed.distribution == "zeus-plugins-baseline"
+    info = {p.name: p for p in reg.plugins()}["baseline"]
+    assert info.version == "0.1.0"
+    assert "zeus_register_power_policies" in info.hooks
+    assert info.provides["power_policy"] == ["fixed", "max"]
+
+
+def test_disabled_plugins_are_blocked(monkeypatch):
+    monkeypatch.setenv("ZEUS_DISABLED_PLUGINS", " baseline , other")
+    reg = zreg.load()
+    assert "fixed" not in reg.names("batch_size_policy")
+    assert "baseline" not in {p.name for p in reg.plugins()}
+
+
+def test_disabled_plugins_also_block_directly_registered_ones(monkeypatch, toy_plugin):
+    monkeypatch.setenv("ZEUS_DISABLED_PLUGINS", "toy")
+    reg = zreg.load(extra_plugins=[("toy", toy_plugin)])
+    assert "toy" not in reg.names("device")
+
+
+def test_same_name_twice_names_both_distributions(toy_plugin):
+    with pytest.raises(zreg.PluginError) as e:
+        zreg.load(extra_plugins=[("toy", toy_plugin), ("clash", _ClashPlugin())])
+    msg = str(e.value)
+    assert "device 'toy' is registered twice" in msg
+    assert "'toy'" in msg and "'clash'" in msg
+    assert "ZEUS_DISABLED_PLUGINS=clash" in msg
+
+
+def test_clash_with_installed_distribution_names_it():
+    class Again:
+        @hookimpl
+        def zeus_register_batch_size_policies(self, register):
+            register("fixed", object)
+
+    with pytest.raises(zreg.PluginError, match=r"distribution zeus-plugins-baseline\)"):
+        zreg.load(extra_plugins=[("again", Again())])
+
+
+def test_hookimpl_without_spec_is_an_error():
+    class Typo:
+        @hookimpl
+        def zeus_register_device(self, register):  # missing "s"
+            pass
+
+    with pytest.raises(zreg.PluginError, match="zeus_register_device"):
+        zreg.load(extra_plugins=[("typo", Typo())])
+
+
+def test_options_must_be_attrs():
+    class Bad:
+        @hookimpl
+        def zeus_register_devices(self, register):
+            register("weird", lambda o, c: None, options=dict)
+
+    with pytest.raises(zreg.PluginError, match="must be an attrs class"):
+        zreg.load(extra_plugins=[("bad", Bad())])
+
+
+def test_trace_plugins_prints_hook_calls(monkeypatch, capsys, toy_plugin):
+    monkeypatch.setenv("ZEUS_TRACE_PLUGINS", "1")
+    zreg.load(extra_plugins=[("toy", toy_plugin)])
+    err = capsys.readouterr().err
+    assert "zeus_register_devices" in err
+    assert "toy" in err
+
+
+def test_every_hook_has_a_docstring_and_is_documented(repo_root: Path):
+    """Like datasette's test: a hook missing from docs/hooks.md fails here."""
+    docs = (repo_root / "docs" / "hooks.md").read_text()
+    specs = [
+        (name, fn)
+        for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
+        if name.startswith("zeus_")
+    ]
+    assert len(specs) >= 13
+    for name, fn in specs:
+        assert (fn.__doc__ or "").strip(), f"hook {name} has no docstring"
+        args = ", ".join(inspect.signature(fn).parameters)
+        assert re.search(rf"^### `{name}\({re.escape(args)}\)`", docs, re.M), f"hook {name}({args}) is not documented in docs/hooks.md"

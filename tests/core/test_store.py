@@ -1,0 +1,106 @@
+"""The store: atomic commits, concurrent writers, a process killed mid-write."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from zeus_core.results import TryRecord
+from zeus_core.store import Store, StoreError
+
+
+def _rec(rec: int, i: int = 1) -> TryRecord:
+    return TryRecord(rec, i, 32, 200.0, 3, 10.0, 1000.0, 1500.0, True)
+
+
+def _writer(path: str, n: int, who: int) -> None:
+    store = Store(path)
+    for k in range(n):
+        with store.transaction() as tx:
+            count = tx.get("counter", 0)
+            tx.add_try(_rec(who * 1000 + k))
+            tx.set("counter", count + 1)
+    store.close()
+
+
+def test_four_processes_writing_one_store_lose_nothing(tmp_path):
+    path = str(tmp_path / "job.sqlite")
+    Store(path).close()
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, 60, who)) for who in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    store = Store(path)
+    assert store.get("counter") == 240
+    assert len(store.tries()) == 240
+    assert len({r.recurrence for r in store.tries()}) == 240
+
+
+def _die_mid_write(path: str) -> None:
+    store = Store(path)
+    with store.transaction() as tx:
+        tx.add_try(_rec(99))
+        tx.set("runner", {"next_recurrence": 100})
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_process_killed_mid_write_leaves_last_commit_intact(tmp_path):
+    path = str(tmp_path / "job.sqlite")
+    with Store(path) as s, s.transaction() as tx:
+        tx.add_try(_rec(1))
+        tx.set("runner", {"next_recurrence": 2})
+    p = mp.get_context("spawn").Process(target=_die_mid_write, args=(path,))
+    p.start()
+    p.join(60)
+    assert p.exitcode == -signal.SIGKILL
+    with Store(path) as s:
+        assert [r.recurrence for r in s.tries()] == [1]
+        assert s.get("runner") == {"next_recurrence": 2}
+        with s.transaction() as tx:  # still writable: the lock died with the process
+            tx.set("runner", {"next_recurrence": 3})
+        assert s.get("runner") == {"next_recurrence": 3}
+
+
+def test_exception_inside_transaction_rolls_back(tmp_path):
+    with Store(tmp_path / "s.sqlite") as s:
+        with pytest.raises(RuntimeError):
+            with s.transaction() as tx:
+                tx.set("x", 1)
+                tx.add_try(_rec(1))
+                raise RuntimeError("boom")
+        assert s.get("x") is None and s.tries() == []
+
+
+def test_nan_state_is_refused_not_stored(tmp_path):
+    with Store(tmp_path / "s.sqlite") as s:
+        with pytest.raises(ValueError):
+            with s.transaction() as tx:
+                tx.set("x", float("nan"))
+        assert s.get("x") is None
+
+
+def test_not_a_store_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="cannot use as a zeus store"):
+        Store(bad)
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    c = sqlite3.connect(path)
+    c.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
+    c.commit()
+    c.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store(path)
