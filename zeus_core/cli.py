@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from zeus_core.journal import restore_pending
 from zeus_core.job import JobError, load_job, resolved_values
 from zeus_core.registry import KINDS, PluginError, Registry, get_registry
 from zeus_core.results import TRY_COLUMNS, JobSummary
@@ -292,6 +293,11 @@ def main(argv: list[str] | None = None) -> None:
         reg = get_registry()
     except PluginError as e:
         fail(str(e), EXIT_BAD_INPUT)
+    try:
+        # Settings a SIGKILLed zeus process left changed are put back first.
+        restore_pending(reg.restorers, err_console)
+    except Exception as e:  # noqa: BLE001 - never block the command on this
+        err_console.print(f"[yellow]zeus:[/] could not check the settings journal: {escape(str(e))}")
     try:
         reg.pm.hook.zeus_register_commands(cli=cli)
     except Exception as e:  # a plugin's command registration failed

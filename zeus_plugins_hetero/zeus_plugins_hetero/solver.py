@@ -243,9 +243,11 @@ def solve(problem: Problem, restrict: Restriction | None = None, method: str = "
     batches = [int(prep.tables[k].batches[jb]) for k, (jb, _) in enumerate(picks)]
     limits = [float(prep.tables[k].limits[jp]) for k, (_, jp) in enumerate(picks)]
     alloc = evaluate(problem, batches, limits, method=method)
-    extra["thresholds_evaluated"] = evaluated
-    extra["thresholds_total"] = int(cands.size)
-    extra["solve_seconds"] = _time.perf_counter() - started
+    extra["solver"] = {
+        "thresholds_evaluated": evaluated,
+        "thresholds_total": int(cands.size),
+        "seconds": _time.perf_counter() - started,
+    }
     alloc.extra.update(extra)
     return alloc
 
