@@ -7,13 +7,12 @@ import pytest
 
 from zeus_plugins_hetero.profile import Profile
 
-HETERO_AWS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "hetero_aws"
 
 
 @pytest.fixture
-def hetero_aws() -> Path:
+def hetero_aws(shared_data) -> Path:
     """Folder of the published A10/T4 profiles (CI has ../shared beside the checkout)."""
-    return HETERO_AWS.resolve()
+    return shared_data / "hetero_aws"
 
 
 @pytest.fixture

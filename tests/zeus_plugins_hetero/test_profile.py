@@ -75,7 +75,7 @@ def test_every_problem_is_reported_at_once(tmp_path):
     with pytest.raises(ProfileError) as info:
         Profile.load(_write(tmp_path, data, "bad.json"), profile_steps=1)
     msg = str(info.value)
-    assert "5 problem(s)" in msg
+    assert "5 problems in profile" in msg
     assert '$["128"]: expected a non-empty list' in msg
     assert "bad.json: $[\"32\"][0]: missing key 'time'" in msg
     assert '$["32"][1].time: must be positive' in msg

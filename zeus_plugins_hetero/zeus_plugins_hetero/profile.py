@@ -163,10 +163,11 @@ class Profile:
                         f"{', '.join(f'{p:g}' for p in sorted(missing))} W; profile every batch size "
                         "at the same power limits"
                     )
+        if len(errors) == 1:
+            raise ProfileError(f"{source}: {errors[0]}")
         if errors:
             raise ProfileError(
-                f"{source}: {len(errors)} problem(s) in profile:\n"
-                + "\n".join(f"  {source}: {e}" for e in errors)
+                f"{len(errors)} problems in profile {source}:\n" + "\n".join(f"  {source}: {e}" for e in errors)
             )
         batches = sorted(rows)
         limits = sorted(rows[batches[0]], reverse=True)
