@@ -1,0 +1,222 @@
+"""The ``power-sweep`` profiler: time and energy per (local batch, power limit) on one device group.
+
+It produces the input of the allocator. For each batch size it asks the user's
+step factory for a step function, then for each power limit sets the limit,
+runs ``warmup_steps`` untimed iterations (the clock and power settle after a
+limit change) and measures ``profile_steps`` iterations in one window. The
+result is written in the published format, so a profile taken here and one
+from the prototype's scripts are interchangeable.
+
+The step factory is named in ``job.toml`` as ``"module:function"`` or
+``"file.py:function"`` (a file relative to the job file's folder). It is called
+as ``function(batch_size)`` or, when it takes two arguments,
+``function(batch_size, devices)`` and returns a callable that runs one training
+iteration. Energy is summed over the group's devices (or over ``devices`` when
+given), so profile one GPU type with a group holding only those GPUs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from zeus_core.measurement import Monitor
+from zeus_core.runner import RunFailed
+
+from zeus_plugins_hetero.profile import Profile
+
+
+def _positive_ints(_inst, attribute, value):
+    if not value:
+        raise ValueError(f"{attribute.name} must list at least one batch size")
+    bad = [v for v in value if v < 1]
+    if bad or len(set(value)) != len(value):
+        raise ValueError(f"{attribute.name} must be distinct positive integers, got {value!r}")
+
+
+def _limits(_inst, attribute, value):
+    bad = [v for v in value if not (math.isfinite(v) and v > 0)]
+    if bad or len(set(value)) != len(value):
+        raise ValueError(f"{attribute.name} must be distinct positive watts, got {value!r}")
+
+
+def _at_least(lo):
+    def check(_inst, attribute, value):
+        if value < lo:
+            raise ValueError(f"{attribute.name} must be at least {lo}, got {value!r}")
+
+    return check
+
+
+def _step_spec(_inst, attribute, value):
+    if value.count(":") != 1 or not all(value.split(":")):
+        raise ValueError(f"{attribute.name} must look like 'package.module:function' or 'file.py:function', got {value!r}")
+
+
+@attrs.define
+class PowerSweepOptions:
+    """The ``[profiler]`` table of plugin ``power-sweep``."""
+
+    step: str = attrs.field(validator=_step_spec)
+    batch_sizes: list[int] = attrs.field(validator=_positive_ints)
+    power_limits: list[float] = attrs.field(factory=list, validator=_limits)
+    limit_step_w: float = attrs.field(default=25.0, validator=_at_least(1))
+    warmup_steps: int = attrs.field(default=5, validator=_at_least(0))
+    profile_steps: int = attrs.field(default=10, validator=_at_least(1))
+    devices: list[str] = attrs.field(factory=list)
+    save_to: str = ""
+
+
+def load_step_factory(spec: str, job_dir: Path | None) -> Callable[..., Any]:
+    """Import ``module:function`` or ``file.py:function`` (relative to ``job_dir``); errors say which."""
+    target, _, name = spec.partition(":")
+    if target.endswith(".py"):
+        path = Path(target).expanduser()
+        if not path.is_absolute() and job_dir is not None:
+            path = job_dir / path
+        if not path.is_file():
+            raise ValueError(f"step {spec!r}: file {path} not found")
+        mod_name = f"_zeus_power_sweep_{abs(hash(str(path.resolve())))}"
+        module_spec = importlib.util.spec_from_file_location(mod_name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[mod_name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:
+            raise ValueError(f"step {spec!r}: importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise ValueError(f"step {spec!r}: cannot import module {target!r}: {exc}") from exc
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ValueError(f"step {spec!r}: {target} has no function {name!r}")
+    return fn
+
+
+def _takes_devices(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+def sweep_limits(devices: Any, step_w: float) -> list[float]:
+    """Highest to lowest limit in ``step_w`` steps over the device's range (both ends included)."""
+    low, high = (float(x) for x in devices.power_limit_range())
+    limits = list(np.arange(high, low - 1e-9, -step_w))
+    if limits[-1] - low > 1e-9:
+        limits.append(low)
+    return [float(x) for x in limits]
+
+
+class PowerSweep:
+    """Profiler part: sweeps batch sizes x power limits on the job's device group."""
+
+    requires_device = ("set_power_limit",)
+
+    def __init__(self, options: PowerSweepOptions, context: Any, step_factory: Callable[..., Any] | None = None) -> None:
+        self.options = options
+        self.devices = context.parts.get("device")
+        if self.devices is None:
+            raise ValueError("power-sweep needs a [device] section: the device group to profile")
+        self.job_dir = getattr(context, "job_dir", None)
+        self.step_factory = step_factory or load_step_factory(options.step, self.job_dir)
+        if options.power_limits:
+            self.limits = sorted((float(p) for p in options.power_limits), reverse=True)
+        elif callable(getattr(self.devices, "power_limit_range", None)):
+            self.limits = sweep_limits(self.devices, options.limit_step_w)
+        else:
+            raise ValueError("set power_limits: the device cannot report its power-limit range")
+        names = list(self.devices.names)
+        unknown = [n for n in options.devices if n not in names]
+        if unknown:
+            raise ValueError(f"devices {unknown} are not in the device group (it has {', '.join(names)})")
+        self.names = list(options.devices) or names
+        self.profile: Profile | None = None
+        self.saved: Path | None = None
+
+    def plan(self, ctx: Any = None) -> None:
+        """Run the sweep; restore the power limit the devices had before it."""
+        o = self.options
+        devices = self.devices
+        get_limit = getattr(devices, "power_limit", None)
+        before = float(get_limit()) if callable(get_limit) else max(self.limits)
+        monitor = Monitor(devices)
+        batches = sorted(o.batch_sizes)
+        time = np.empty((len(batches), len(self.limits)))
+        energy = np.empty_like(time)
+        try:
+            for i, b in enumerate(batches):
+                try:
+                    step = self.step_factory(b, devices) if _takes_devices(self.step_factory) else self.step_factory(b)
+                except Exception as exc:
+                    raise RunFailed(f"power-sweep: the step factory failed for batch size {b}: "
+                                    f"{type(exc).__name__}: {exc}") from exc
+                for j, limit in enumerate(self.limits):
+                    devices.set_power_limit(limit)
+                    try:
+                        for _ in range(o.warmup_steps):
+                            step()
+                        monitor.begin_window("power-sweep")
+                        for _ in range(o.profile_steps):
+                            step()
+                        m = monitor.end_window("power-sweep")
+                    except Exception as exc:
+                        monitor.reset_windows()
+                        raise RunFailed(f"power-sweep: a step failed at batch size {b}, {limit:g} W: "
+                                        f"{type(exc).__name__}: {exc}") from exc
+                    time[i, j] = m.time
+                    energy[i, j] = sum(m.energy[n] for n in self.names)
+        finally:
+            devices.set_power_limit(before)
+        source = o.save_to or "power-sweep"
+        self.profile = Profile(batches, self.limits, time, energy, o.profile_steps, source=source)
+        if o.save_to:
+            path = Path(o.save_to).expanduser()
+            if not path.is_absolute() and self.job_dir is not None:
+                path = Path(self.job_dir) / path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.saved = self.profile.save(path)
+
+    def write_outputs(self, out_dir: Path) -> list[Path]:
+        if self.profile is None:
+            return []
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        return [self.profile.save(Path(out_dir) / "profile.json")]
+
+    def summary(self) -> dict:
+        if self.profile is None:
+            return {}
+        return {
+            "batch_sizes": [int(b) for b in self.profile.batch_sizes],
+            "power_limits": self.limits,
+            "profile_steps": self.profile.profile_steps,
+            "saved_to": None if self.saved is None else str(self.saved),
+        }
+
+    def report(self, console: Console) -> None:
+        if self.profile is None:
+            return
+        p = self.profile
+        table = Table(title=f"power sweep: ms and J per iteration ({p.profile_steps} measured per point)")
+        table.add_column("batch", justify="right")
+        for limit in self.limits:
+            table.add_column(f"{limit:g} W", justify="right")
+        t, e = p.per_iteration(p.batch_sizes)
+        for i, b in enumerate(p.batch_sizes):
+            table.add_row(str(int(b)), *[f"{t[i, j] * 1e3:,.1f} ms / {e[i, j]:,.2f} J" for j in range(len(self.limits))])
+        console.print(table)
