@@ -151,6 +151,9 @@ class RunSession:
         #: combines the ranks' measurements (energy summed, time of the slowest rank).
         self.reduce_measurement: Callable[[Measurement], Measurement] | None = None
         self.extra: dict[str, Any] = {}
+        #: Iterations in the current epoch, as the workload announced them to
+        #: :meth:`iterations` or :meth:`chunks` (lets a power policy fit its windows).
+        self.epoch_iterations: int | None = None
         self._wants_iterations = False
         self._in_epoch: int | None = None
 
@@ -192,6 +195,7 @@ class RunSession:
 
     def iterations(self, count: int) -> Iterator[int]:
         """Iteration indices of this epoch; the power policy acts between them when it wants."""
+        self.epoch_iterations = int(count)
         if self._wants_iterations and self.power_policy is not None:
             hook = self.power_policy.on_iteration
             for i in range(count):
@@ -203,6 +207,7 @@ class RunSession:
     def chunks(self, count: int) -> Iterator[tuple[int, int]]:
         """Like :meth:`iterations` for simulated workloads: (start, n) ranges, split only
         where the power policy wants control."""
+        self.epoch_iterations = int(count)
         if self._wants_iterations and self.power_policy is not None:
             for i in self.iterations(count):
                 yield (i, 1)
