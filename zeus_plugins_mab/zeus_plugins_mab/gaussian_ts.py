@@ -1,0 +1,119 @@
+"""Gaussian Thompson sampling over batch sizes (the MAB stage of Zeus).
+
+Each arm's reward (the negative cost of a try) is modelled as normal with a
+known precision that is re-estimated from the arm's own observations
+(1 / population variance); the posterior of the arm's mean is the conjugate
+normal, recomputed from the prior at every update. With the flat prior
+(precision 0) the posterior is N(mean, var / n). An arm whose observations
+are all equal gets infinite precision: its mean is then taken as known.
+
+The random generator's state is part of :meth:`GaussianTS.to_json`, so a
+policy restored in another process draws the same samples it would have.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+def posterior(rewards: list[float], prior_mean: float, prior_precision: float) -> tuple[float, float]:
+    """(mean, precision) of an arm's mean reward after ``rewards``."""
+    if not rewards:
+        return prior_mean, prior_precision
+    r = np.asarray(rewards, dtype=float)
+    var = float(r.var())
+    if var == 0.0:
+        return float(r.mean()), math.inf
+    lam = 1.0 / var
+    tau = prior_precision + len(r) * lam
+    return (prior_precision * prior_mean + lam * float(r.sum())) / tau, tau
+
+
+class GaussianTS:
+    """Thompson sampling over ``arms`` (sorted batch sizes)."""
+
+    def __init__(
+        self,
+        arms: list[int],
+        *,
+        prior_mean: float = 0.0,
+        prior_precision: float = 0.0,
+        num_exploration: int = 2,
+        window: int = 0,
+        seed: int = 0,
+    ) -> None:
+        self.arms = sorted(int(a) for a in arms)
+        if not self.arms:
+            raise ValueError("Thompson sampling needs at least one arm")
+        self.prior_mean = float(prior_mean)
+        self.prior_precision = float(prior_precision)
+        self.num_exploration = int(num_exploration)
+        self.window = int(window)
+        self.rng = np.random.default_rng(seed)
+        self.rewards: dict[int, list[float]] = {a: [] for a in self.arms}
+        self.mean = np.full(len(self.arms), self.prior_mean)
+        self.precision = np.full(len(self.arms), self.prior_precision)
+
+    def _index(self, arm: int) -> int:
+        try:
+            return self.arms.index(int(arm))
+        except ValueError:
+            raise ValueError(f"batch size {arm} is not an arm of the bandit (arms: {self.arms})") from None
+
+    def _window(self, arm: int) -> list[float]:
+        r = self.rewards[arm]
+        return r[-self.window :] if self.window > 0 else r
+
+    def fit(self, arm: int) -> None:
+        i = self._index(arm)
+        self.mean[i], self.precision[i] = posterior(self._window(arm), self.prior_mean, self.prior_precision)
+
+    def observe(self, arm: int, reward: float) -> None:
+        self._index(arm)
+        self.rewards[int(arm)].append(float(reward))
+        self.fit(arm)
+
+    def predict(self) -> int:
+        """The arm to pull: one still under ``num_exploration`` pulls, else the best posterior sample."""
+        order = self.rng.choice(self.arms, len(self.arms), replace=False)
+        for arm in order:
+            if len(self.rewards[int(arm)]) < self.num_exploration:
+                return int(arm)
+        with np.errstate(divide="ignore"):
+            sd = np.where(np.isinf(self.precision), 0.0, 1.0 / np.sqrt(self.precision))
+        # An arm with no information at all (flat prior, no data) would have an
+        # infinite spread; sample it as if it were the best, which it may be.
+        theta = self.rng.normal(self.mean, np.where(np.isfinite(sd), sd, 0.0))
+        theta = np.where(np.isfinite(sd), theta, math.inf)
+        return self.arms[int(np.argmax(theta))]
+
+    # -- state --
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "arms": self.arms,
+            "prior_mean": self.prior_mean,
+            "prior_precision": self.prior_precision,
+            "num_exploration": self.num_exploration,
+            "window": self.window,
+            "rewards": {str(a): r for a, r in self.rewards.items()},
+            "rng": self.rng.bit_generator.state,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> GaussianTS:
+        ts = cls(
+            d["arms"],
+            prior_mean=d["prior_mean"],
+            prior_precision=d["prior_precision"],
+            num_exploration=d["num_exploration"],
+            window=d["window"],
+        )
+        ts.rng.bit_generator.state = d["rng"]
+        for a in ts.arms:
+            ts.rewards[a] = [float(x) for x in d["rewards"][str(a)]]
+            ts.fit(a)
+        return ts

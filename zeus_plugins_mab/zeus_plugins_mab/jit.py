@@ -1,0 +1,231 @@
+"""The ``jit`` power policy: profile each power limit during the first epoch at a batch size.
+
+For a batch size it has not seen, the policy sets each limit in turn (highest
+first), lets ``warmup_iters`` iterations settle, measures ``measure_iters``
+iterations in a window, and then holds the limit with the lowest cost per
+iteration (``eta x power + (1 - eta) x MAXPOWER``, times the time per
+iteration: the paper's Eq. 7). Ties go to the higher limit. The choice is
+remembered per batch size in the policy state, which the runner keeps in the
+store, so later runs (and later processes) skip profiling.
+
+Windows must fit in what is left of an epoch; one that does not waits for the
+next epoch, and one an epoch end interrupts is measured again in the next
+epoch. When a window is longer than a whole epoch it is scaled down to fit.
+With ``spread_over_epoch`` the first epoch is instead split evenly among all
+limits, which is how the paper's trace-driven simulator charges that epoch
+(the mean over limits).
+
+It works with any device that can set power limits; a device that knows its
+own settable limits (``supported_power_limits()``, e.g. the trace device)
+is profiled on those, otherwise on ``step_w`` steps down from the maximum of
+``power_limit_range()``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+from zeus_core.cost import zeus_cost
+
+from zeus_plugins_mab.options import JitOptions
+
+WINDOW = "jit-power-limit"
+
+
+@attrs.define
+class _Slot:
+    """One limit's place in an epoch: set at ``start``, measure from ``start + warmup`` for ``measure`` iterations."""
+
+    limit: float
+    start: int
+    warmup: int
+    measure: int
+
+    @property
+    def begin(self) -> int:
+        return self.start + self.warmup
+
+    @property
+    def end(self) -> int:
+        return self.begin + self.measure
+
+
+@attrs.define
+class _Profile:
+    """A profiling run in progress."""
+
+    limits: list[float]
+    costs: dict[float, float] = attrs.field(factory=dict)  # limit -> cost per iteration
+    slots: list[_Slot] = attrs.field(factory=list)
+    open: _Slot | None = None
+    profiled_epochs: int = 0
+
+    @property
+    def remaining(self) -> list[float]:
+        return [p for p in self.limits if p not in self.costs]
+
+
+class JitPowerPolicy:
+    """Zeus's just-in-time power-limit optimizer."""
+
+    requires_device = ("power_limit_range", "set_power_limit")
+
+    def __init__(self, options: JitOptions, job_eta: float) -> None:
+        self.options = options
+        self.eta = job_eta if options.eta_knob is None else options.eta_knob
+        #: str(batch size) -> {"power_limit", "cost_per_iteration", "iterations_per_epoch"}
+        self.choices: dict[str, dict[str, Any]] = {}
+        #: str(batch size) -> {str(limit): cost per iteration} of an unfinished profile
+        self.partial: dict[str, dict[str, float]] = {}
+        self._run: _Profile | None = None
+
+    # -- which limits --
+
+    def limits(self, devices: Any) -> list[float]:
+        own = getattr(devices, "supported_power_limits", None)
+        if callable(own):
+            return sorted({float(p) for p in own()}, reverse=True)
+        lo, hi = (float(x) for x in devices.power_limit_range())
+        out, p = [], hi
+        while p >= lo - 1e-9:
+            out.append(p)
+            p -= self.options.step_w
+        return out
+
+    # -- the PowerPolicy protocol --
+
+    def begin_run(self, session: Any) -> None:
+        key = str(session.batch_size)
+        devices = session.devices
+        if key in self.choices:
+            self._run = None
+            devices.set_power_limit(self.choices[key]["power_limit"])
+            return
+        limits = self.limits(devices)
+        if not limits:
+            raise ValueError("the device offers no power limit to profile")
+        self._run = _Profile(limits, {float(p): c for p, c in self.partial.get(key, {}).items() if float(p) in limits})
+        devices.set_power_limit(limits[0])
+
+    def wants_iterations(self, session: Any) -> bool:
+        return self._run is not None and bool(self._run.remaining)
+
+    def _plan(self, n: int) -> list[_Slot]:
+        """The windows that fit in an epoch of ``n`` iterations."""
+        o, run = self.options, self._run
+        assert run is not None
+        todo = run.remaining
+        if n <= 0 or not todo:
+            return []
+        length = o.warmup_iters + o.measure_iters
+        if o.spread_over_epoch:
+            length = n // len(todo) if n >= len(todo) else 1
+        length = min(length, n)
+        warmup = min(o.warmup_iters * length // (o.warmup_iters + o.measure_iters), length - 1)
+        slots = []
+        for k, limit in enumerate(todo):
+            if (k + 1) * length > n:
+                break
+            slots.append(_Slot(limit, k * length, warmup, length - warmup))
+        return slots
+
+    def on_iteration(self, session: Any, iteration: int) -> None:
+        run = self._run
+        if run is None:
+            return
+        if iteration == 0:
+            run.slots = self._plan(int(session.epoch_iterations or 0))
+            run.profiled_epochs += 1
+        if run.open is not None and iteration == run.open.end:
+            self._close(session)
+        for slot in run.slots:
+            if iteration == slot.start:
+                session.devices.set_power_limit(slot.limit)
+            if iteration == slot.begin:
+                session.monitor.begin_window(WINDOW)
+                run.open = slot
+        if run.open is None and not run.remaining:
+            self._decide(session)
+
+    def _close(self, session: Any) -> None:
+        run = self._run
+        assert run is not None and run.open is not None
+        m = session.monitor.end_window(WINDOW)
+        energy = getattr(m, "total_system_energy", None)
+        energy = m.total_energy if energy is None else energy
+        cost = zeus_cost(energy, m.time, self.eta, session.max_power_w)
+        run.costs[run.open.limit] = float(cost) / run.open.measure
+        self.partial.setdefault(str(session.batch_size), {})[str(run.open.limit)] = run.costs[run.open.limit]
+        run.open = None
+
+    def _decide(self, session: Any) -> None:
+        run = self._run
+        assert run is not None
+        best, best_cost = None, math.inf
+        for limit in run.limits:  # high to low; only a strictly lower cost wins
+            if run.costs[limit] < best_cost:
+                best, best_cost = limit, run.costs[limit]
+        key = str(session.batch_size)
+        self.choices[key] = {
+            "power_limit": best,
+            "cost_per_iteration": best_cost,
+            "iterations_per_epoch": session.epoch_iterations,
+        }
+        self.partial.pop(key, None)
+        session.devices.set_power_limit(best)
+        self._run = None
+
+    def on_epoch_end(self, session: Any, epoch: int, measurement: Any) -> None:
+        run = self._run
+        if run is None:
+            return
+        if run.open is not None:
+            if run.open.end == session.epoch_iterations:
+                self._close(session)
+            else:  # cut by the epoch end: measure it again next epoch
+                session.monitor.end_window(WINDOW, cancel=True)
+                run.open = None
+        run.slots = []
+        if not run.remaining:
+            self._decide(session)
+        else:
+            session.devices.set_power_limit(run.limits[0])
+
+    def end_run(self, session: Any) -> None:
+        run = self._run
+        if run is not None:
+            if run.open is not None:
+                session.monitor.end_window(WINDOW, cancel=True)
+            self._run = None
+        profiled = [i for i, p in enumerate(getattr(session, "epoch_profiled", [])) if p]
+        if profiled:
+            session.extra["profiled"] = True
+            steady = self.steady_epoch_cost(session)
+            if steady is not None:
+                # What the try would have cost with every epoch at the chosen limit:
+                # the estimate of later tries at this batch size.
+                costs = list(session.epoch_costs)
+                session.extra["steady_cost"] = sum(c for i, c in enumerate(costs) if i not in profiled) + steady * len(profiled)
+
+    def steady_epoch_cost(self, session: Any) -> float | None:
+        """Cost of one epoch at the chosen limit, from the profiled cost per iteration."""
+        c = self.choices.get(str(session.batch_size))
+        if c is None:
+            return None
+        n = session.epoch_iterations or c.get("iterations_per_epoch")
+        return None if not n else c["cost_per_iteration"] * n
+
+    # -- state --
+
+    def get_state(self) -> dict[str, Any]:
+        return {"choices": self.choices, "partial": self.partial}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.choices = {str(k): dict(v) for k, v in state.get("choices", {}).items()}
+        self.partial = {str(k): dict(v) for k, v in state.get("partial", {}).items()}
+
+    def summary(self) -> dict[str, Any]:
+        return {"power_limit_by_batch_size": {k: v["power_limit"] for k, v in sorted(self.choices.items(), key=lambda kv: int(kv[0]))}}

@@ -1,0 +1,100 @@
+"""Options of the ``mab`` batch-size policy and the ``jit`` power policy (``job.toml`` tables)."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+VARIANTS = ("improved", "paper")
+
+
+def _in(choices):
+    def check(_inst, attribute, value):
+        if value not in choices:
+            raise ValueError(f"{attribute.name} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}")
+
+    return check
+
+
+def _at_least(low):
+    def check(_inst, attribute, value):
+        if value is not None and not (isinstance(value, (int, float)) and value >= low):
+            raise ValueError(f"{attribute.name} must be at least {low}, got {value!r}")
+
+    return check
+
+
+def _optional_unit(_inst, attribute, value):
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise ValueError(f"{attribute.name} must be between 0 and 1 inclusive (or left out for the job's), got {value!r}")
+
+
+def _optional_beta(_inst, attribute, value):
+    if value is not None and (math.isnan(value) or value < 1.0):
+        raise ValueError(f"{attribute.name} must be at least 1 (or left out for the job's), got {value!r}")
+
+
+def _batch_sizes(_inst, attribute, value):
+    if any((not isinstance(b, int)) or b <= 0 for b in value):
+        raise ValueError(f"{attribute.name} must list positive whole batch sizes, got {value!r}")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{attribute.name} lists a batch size twice: {value!r}")
+
+
+@attrs.define
+class MabOptions:
+    """``[batch_size] plugin = "mab"``.
+
+    ``variant``: ``improved`` (this project's default, see the README) or
+    ``paper`` (Zeus NSDI'23 as published: two pruning rounds, flat-prior
+    Gaussian Thompson sampling). ``default``: the user's batch size, where
+    pruning starts (0: the workload's default). ``batch_sizes``: the arms
+    (empty: the workload's list). ``prior_mean``/``prior_precision``: the
+    normal prior of each arm's mean reward (negative cost); precision 0 is a
+    flat prior. ``window``: how many recent observations of an arm the
+    posterior uses (0: all). ``seed``: the sampler's seed (left out: job.seed).
+    ``eta_knob``/``beta_knob``: left out, the job's; eta weighs the reward's
+    cost, beta scales the penalty of a try the cost bound did not let start.
+    Paper variant only: ``pruning_rounds``, ``num_exploration``. Improved
+    variant only: ``tolerance`` and ``patience`` (a walk stops once
+    ``patience`` tries in a row cost more than 1 + tolerance times the best
+    so far) and ``cv0`` (prior relative noise of
+    a try's cost).
+    """
+
+    variant: str = attrs.field(default="improved", validator=_in(VARIANTS))
+    default: int = attrs.field(default=0, validator=_at_least(0))
+    batch_sizes: list[int] = attrs.field(factory=list, validator=_batch_sizes)
+    prior_mean: float = 0.0
+    prior_precision: float = attrs.field(default=0.0, validator=_at_least(0.0))
+    window: int = attrs.field(default=0, validator=_at_least(0))
+    seed: int | None = None
+    pruning_rounds: int = attrs.field(default=2, validator=_at_least(1))
+    num_exploration: int = attrs.field(default=2, validator=_at_least(0))
+    eta_knob: float | None = attrs.field(default=None, validator=_optional_unit)
+    beta_knob: float | None = attrs.field(default=None, validator=_optional_beta)
+    tolerance: float = attrs.field(default=0.3, validator=_at_least(0.0))
+    cv0: float = attrs.field(default=0.1, validator=_at_least(0.0))
+    patience: int = attrs.field(default=2, validator=_at_least(1))
+
+
+@attrs.define
+class JitOptions:
+    """``[power] plugin = "jit"``.
+
+    During the first epoch at a batch size, each power limit (highest first,
+    ``step_w`` apart, or the device's own list) runs ``warmup_iters`` then
+    ``measure_iters`` iterations; the limit with the lowest cost per
+    iteration is held from then on and remembered per batch size. Windows
+    longer than an epoch are scaled down to fit. ``spread_over_epoch`` splits
+    the whole first epoch evenly among the limits instead (the accounting of
+    the paper's trace-driven simulator: that epoch costs the mean over limits).
+    ``eta_knob`` left out: the job's.
+    """
+
+    step_w: float = attrs.field(default=25.0, validator=_at_least(1.0))
+    warmup_iters: int = attrs.field(default=10, validator=_at_least(0))
+    measure_iters: int = attrs.field(default=40, validator=_at_least(1))
+    spread_over_epoch: bool = False
+    eta_knob: float | None = attrs.field(default=None, validator=_optional_unit)

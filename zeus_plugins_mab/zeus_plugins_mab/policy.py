@@ -1,0 +1,178 @@
+"""The ``mab`` batch-size policy: pruning, then Gaussian Thompson sampling.
+
+The same class serves ``zeus run`` (through the core's runner) and the
+trace plugin's fast simulator (which calls :meth:`MabPolicy.choose` and
+:meth:`MabPolicy.observe` exactly as the runner does), so a benchmark
+measures the policy that users run.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from zeus_core.cost import zeus_cost
+
+from zeus_plugins_mab.gaussian_ts import GaussianTS
+from zeus_plugins_mab.options import MabOptions
+from zeus_plugins_mab.pruning import Pruning
+from zeus_plugins_mab.relative_ts import RelativeTS
+from zeus_plugins_mab.walk import Walk
+
+#: A try the cost bound did not let start is fed back as this many times the bound.
+NEVER_RAN_PENALTY = 100.0
+
+
+def effective_default(batch_sizes: list[int], default: int) -> int:
+    """The largest listed batch size not above ``default`` (the paper's min(b0, max bs))."""
+    below = [b for b in batch_sizes if b <= default]
+    if not below:
+        raise ValueError(
+            f"default batch size {default} is smaller than every batch size the workload offers "
+            f"({', '.join(map(str, batch_sizes))}); set batch_size.default to one of them"
+        )
+    return max(below)
+
+
+class MabPolicy:
+    """Zeus's batch-size optimizer for one recurring job.
+
+    Two stages: exploration (``paper``: two pruning rounds; ``improved``: one
+    walk down and up that also stops where cost turns up), then Thompson
+    sampling over the batch sizes exploration kept (``paper``: per-arm noise;
+    ``improved``: noise pooled over arms). The improved variant also learns
+    from a try's steady-state cost (``record.extra["steady_cost"]``, what it
+    would have cost without the power-profiling epoch) when the power policy
+    reports one, since that is what later tries at that batch size will cost.
+    """
+
+    def __init__(self, options: MabOptions, job_seed: int = 0) -> None:
+        self.options = options
+        self.seed = job_seed if options.seed is None else options.seed
+        self.batch_sizes: list[int] | None = None
+        self.default_batch_size: int | None = options.default or None
+        self.paper = options.variant == "paper"
+        self.pruning: Pruning | Walk | None = None
+        self.ts: GaussianTS | RelativeTS | None = None
+        #: (batch size, reward) of every observation, in order.
+        self.history: list[tuple[int, float]] = []
+
+    # -- setup --
+
+    def _register(self, batch_sizes: list[int] | None, default: int | None) -> None:
+        bss = sorted(set(self.options.batch_sizes or batch_sizes or []))
+        if not bss:
+            raise ValueError("the mab policy needs batch sizes: set batch_size.batch_sizes or use a workload that lists them")
+        b0 = self.options.default or default
+        if not b0:
+            raise ValueError("the mab policy needs a default batch size: set batch_size.default")
+        self.batch_sizes = bss
+        self.default_batch_size = effective_default(bss, int(b0))
+        if self.paper:
+            self.pruning = Pruning.start(bss, self.default_batch_size, self.options.pruning_rounds)
+        else:
+            self.pruning = Walk.start(bss, self.default_batch_size, self.options.tolerance, self.options.patience)
+
+    def _build_bandit(self) -> GaussianTS | RelativeTS:
+        assert self.pruning is not None
+        o = self.options
+        arms = self.pruning.survivors
+        if not arms:
+            raise RuntimeError(
+                f"no batch size reached the target during exploration (tried {sorted({b for b, _ in self.history})}); "
+                "check job.target_metric and job.max_epochs"
+            )
+        ts: GaussianTS | RelativeTS
+        if self.paper:
+            ts = GaussianTS(
+                arms,
+                prior_mean=o.prior_mean,
+                prior_precision=o.prior_precision,
+                num_exploration=o.num_exploration,
+                window=o.window,
+                seed=self.seed,
+            )
+        else:
+            ts = RelativeTS(
+                arms, cv0=o.cv0, prior_mean=o.prior_mean, prior_precision=o.prior_precision, window=o.window, seed=self.seed
+            )
+        for bs, reward in self.history:
+            if bs in ts.rewards:
+                ts.rewards[bs].append(reward)
+        if isinstance(ts, GaussianTS):
+            for a in ts.arms:
+                ts.fit(a)
+        return ts
+
+    # -- the BatchSizePolicy protocol --
+
+    def choose(self, ctx: Any) -> int:
+        if self.pruning is None:
+            self._register(ctx.batch_sizes, ctx.default_batch_size)
+        assert self.pruning is not None
+        nxt = self.pruning.next()
+        if nxt is not None:
+            return nxt
+        if self.ts is None:
+            self.ts = self._build_bandit()
+        return self.ts.predict()
+
+    def cost_of(self, ctx: Any, record: Any) -> float:
+        """The cost the policy learns from: the try's, or a penalty when it never started."""
+        o = self.options
+        if record.epochs == 0 and not record.reached:
+            beta = o.beta_knob if o.beta_knob is not None else ctx.job.beta_knob
+            return NEVER_RAN_PENALTY * beta * ctx.min_cost
+        if not self.paper and "steady_cost" in record.extra and o.eta_knob is None:
+            return float(record.extra["steady_cost"])
+        if o.eta_knob is None:
+            return float(record.cost)
+        return float(zeus_cost(record.energy_j, record.time_s, o.eta_knob, ctx.max_power_w))
+
+    def observe(self, ctx: Any, record: Any) -> None:
+        if self.pruning is None:
+            self._register(ctx.batch_sizes, ctx.default_batch_size)
+        assert self.pruning is not None
+        bs = int(record.batch_size)
+        cost = self.cost_of(ctx, record)
+        if not math.isfinite(cost):
+            raise ValueError(f"try at batch size {bs} has a non-finite cost {cost!r}")
+        self.history.append((bs, -cost))
+        if not self.pruning.done:
+            self.pruning.observe(bs, cost, bool(record.reached))
+        elif self.ts is not None:
+            self.ts.observe(bs, -cost)
+
+    # -- state --
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "variant": self.options.variant,
+            "batch_sizes": self.batch_sizes,
+            "default": self.default_batch_size,
+            "pruning": None if self.pruning is None else self.pruning.to_json(),
+            "bandit": None if self.ts is None else self.ts.to_json(),
+            "history": [[b, r] for b, r in self.history],
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if state.get("variant") != self.options.variant:
+            raise ValueError(
+                f"the store holds the state of mab variant {state.get('variant')!r}, but the job asks for "
+                f"{self.options.variant!r}; use another job.store (or zeus run --fresh) to start over"
+            )
+        self.batch_sizes = state["batch_sizes"]
+        self.default_batch_size = state["default"]
+        explorer, bandit = (Pruning, GaussianTS) if self.paper else (Walk, RelativeTS)
+        self.pruning = None if state["pruning"] is None else explorer.from_json(state["pruning"])
+        self.ts = None if state["bandit"] is None else bandit.from_json(state["bandit"])
+        self.history = [(int(b), float(r)) for b, r in state["history"]]
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"variant": self.options.variant, "default_batch_size": self.default_batch_size}
+        if self.pruning is not None:
+            out["pruning_done"] = self.pruning.done
+            out["survivors"] = self.pruning.survivors
+        if self.ts is not None:
+            out["posterior_mean_cost"] = {str(a): -float(m) for a, m in zip(self.ts.arms, self.ts.mean)}
+        return out

@@ -1,0 +1,116 @@
+"""The pruning stage of Zeus's batch-size policy, as a resumable state machine.
+
+Each round walks the batch sizes down from the current default (the default
+itself first), then up from the one above it, and stops a direction at the
+first batch size whose try fails to reach the target. The next round starts
+from the cheapest batch size of the last one and re-tests only the survivors.
+
+A state machine rather than a generator because its state must be saved to
+the store after every try and restored by another process (a generator
+cannot be serialised).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+
+def round_order(batch_sizes: list[int], default: int) -> tuple[list[int], list[int]]:
+    """(down, up): ``default`` and the smaller sizes descending, then the larger ones ascending."""
+    idx = batch_sizes.index(default)
+    return batch_sizes[: idx + 1][::-1], batch_sizes[idx + 1 :]
+
+
+@attrs.define
+class Pruning:
+    """Where the pruning stage is.
+
+    ``survivors`` are the batch sizes the current round walks (all of them in
+    round 0); ``down``/``up`` the round's two walks, fixed when it starts;
+    ``leg`` 0 (down) or 1 (up) and ``pos`` the next index in that walk;
+    ``good`` the sizes that reached the target this round, ``best_cost`` and
+    ``default`` the cheapest of them (the next round's starting point).
+    """
+
+    survivors: list[int]
+    default: int
+    rounds: int = 2
+    round: int = 0
+    down: list[int] = attrs.field(factory=list)
+    up: list[int] = attrs.field(factory=list)
+    leg: int = 0
+    pos: int = 0
+    good: list[int] = attrs.field(factory=list)
+    best_cost: float | None = None
+
+    @classmethod
+    def start(cls, batch_sizes: list[int], default: int, rounds: int = 2) -> Pruning:
+        bss = sorted(set(int(b) for b in batch_sizes))
+        p = cls(survivors=bss, default=int(default), rounds=rounds)
+        p._begin_round()
+        return p
+
+    def _begin_round(self) -> None:
+        self.down, self.up = round_order(self.survivors, self.default)
+        self.leg, self.pos, self.good, self.best_cost = 0, 0, [], None
+        self._skip_empty()
+
+    def _skip_empty(self) -> None:
+        while not self.done and self.pos >= len(self._walk()):
+            if self.leg == 0:
+                self.leg, self.pos = 1, 0
+            else:
+                self._end_round()
+
+    def _walk(self) -> list[int]:
+        return self.down if self.leg == 0 else self.up
+
+    def _end_round(self) -> None:
+        # Nothing reached the target this round: keep the round's survivors
+        # rather than leave the bandit without arms.
+        if self.good:
+            self.survivors = sorted(self.good)
+        self.round += 1
+        if not self.done:
+            self._begin_round()
+
+    @property
+    def done(self) -> bool:
+        return self.round >= self.rounds
+
+    def next(self) -> int | None:
+        """The batch size to try next, or None when pruning is over."""
+        return None if self.done else self._walk()[self.pos]
+
+    def observe(self, batch_size: int, cost: float, reached: bool) -> None:
+        """Record the try of :meth:`next`; its cost is the cost of that single try."""
+        expected = self.next()
+        if expected is None:
+            raise RuntimeError("pruning is over; nothing to observe")
+        if int(batch_size) != expected:
+            raise RuntimeError(f"pruning expected a try at batch size {expected}, got one at {batch_size}")
+        if reached:
+            self.good.append(expected)
+            if self.best_cost is None or cost < self.best_cost:
+                self.best_cost = float(cost)
+                self.default = expected
+            self.pos += 1
+        else:
+            self.leg, self.pos = self.leg + 1, 0
+            if self.leg > 1:
+                self._end_round()
+                return
+        self._skip_empty()
+
+    def to_json(self) -> dict[str, Any]:
+        d = attrs.asdict(self)
+        if d["best_cost"] is not None and not math.isfinite(d["best_cost"]):
+            d["best_cost"] = None
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Pruning:
+        return cls(**d)
