@@ -1,0 +1,64 @@
+"""Putting GPU settings back: the restorer used in-process and after a crash.
+
+Journal keys are ``gpu:<UUID>:power_limit`` (original in mW) and
+``gpu:<UUID>:locked_clocks`` (original ``None``: NVML cannot read back whether
+clocks were locked, so zeus assumes they were not and resets them, as upstream
+Zeus does). GPUs are addressed by UUID, which survives reboots and
+``CUDA_VISIBLE_DEVICES``, unlike indices.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from zeus_core.measurement import DeviceError
+
+OWNER = "nvml"
+
+PERMISSION_FIX = (
+    "Changing GPU power limits and clocks needs root or the CAP_SYS_ADMIN capability. "
+    "Fix: run zeus as root (sudo -E zeus ...), or start the container with --cap-add SYS_ADMIN, "
+    "or let a privileged helper that holds CAP_SYS_ADMIN make the change; "
+    'or keep the GPU as it is with [power] plugin = "max"'
+)
+
+
+def nvml_module() -> Any:
+    """``pynvml`` as the process sees it (tests put a simulated driver in its place)."""
+    return importlib.import_module("pynvml")
+
+
+def key_for(uuid: str, setting: str) -> str:
+    return f"gpu:{uuid}:{setting}"
+
+
+def apply(nvml: Any, handle: Any, setting: str, value: Any) -> None:
+    """Set one setting on a GPU handle; NVML errors propagate."""
+    if setting == "power_limit":
+        nvml.nvmlDeviceSetPowerManagementLimit(handle, int(value))
+    elif setting == "locked_clocks":
+        if value is None:
+            nvml.nvmlDeviceResetGpuLockedClocks(handle)
+        else:
+            nvml.nvmlDeviceSetGpuLockedClocks(handle, int(value[0]), int(value[1]))
+    else:
+        raise ValueError(f"unknown nvml setting {setting!r}")
+
+
+def restore_setting(key: str, original: Any) -> None:
+    """Restorer registered for owner ``nvml``: put ``key`` back to ``original``."""
+    parts = key.split(":")
+    if len(parts) != 3 or parts[0] != "gpu":
+        raise ValueError(f"not an nvml journal key: {key!r}")
+    _, uuid, setting = parts
+    nvml = nvml_module()
+    nvml.nvmlInit()
+    try:
+        handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+        try:
+            apply(nvml, handle, setting, original)
+        except nvml.NVMLError_NoPermission:
+            raise DeviceError(f"cannot restore {setting} of GPU {uuid}: NVML refused (no permission). {PERMISSION_FIX}") from None
+    finally:
+        nvml.nvmlShutdown()

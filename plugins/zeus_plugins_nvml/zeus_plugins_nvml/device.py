@@ -1,0 +1,349 @@
+"""The ``nvml`` device: the CUDA-visible NVIDIA GPUs, measured and steered through NVML.
+
+Energy comes from each GPU's total-energy counter (Volta and newer, one NVML
+call per window edge) or, on older GPUs, from power polled in a background
+process (:mod:`zeus_plugins_nvml.poller`). Every setting changed (power limit,
+locked clocks) is journaled first and put back on close, at exit, on SIGTERM,
+or at the next ``zeus`` start after a SIGKILL (:mod:`zeus_core.journal`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from zeus_core.journal import SettingsGuard
+from zeus_core.measurement import DeviceError
+
+from zeus_plugins_nvml.control import OWNER, PERMISSION_FIX, apply, key_for, nvml_module, restore_setting
+from zeus_plugins_nvml.options import NvmlOptions
+from zeus_plugins_nvml.poller import PollerError, PowerPoller
+from zeus_plugins_nvml.visible import VisibleDevicesError, VisibleGpu, visible_gpus
+
+
+class NvmlGpu:
+    """One CUDA-visible GPU: identity, energy source and control, in watts and MHz."""
+
+    def __init__(self, nvml: Any, vis: VisibleGpu, guard: SettingsGuard, source: str) -> None:
+        self._nvml = nvml
+        self.name = f"gpu{vis.cuda_index}"
+        self.cuda_index = vis.cuda_index
+        self.uuid = vis.uuid
+        self.handle = vis.handle
+        self.mig_uuid = vis.mig_uuid
+        self.model = nvml.nvmlDeviceGetName(vis.handle)
+        self.source = source
+        self._guard = guard
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.model}, {self.uuid})"
+
+    def _call(self, action: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call NVML; turn its errors into messages that name the GPU, the action and the fix."""
+        nvml = self._nvml
+        try:
+            return fn(*args)
+        except nvml.NVMLError_NoPermission:
+            raise DeviceError(f"cannot {action} of {self.label}: NVML refused (Insufficient Permissions). {PERMISSION_FIX}") from None
+        except nvml.NVMLError_NotSupported:
+            raise DeviceError(f"{self.label} does not support this: cannot {action} (NVML: Not Supported)") from None
+        except nvml.NVMLError as e:
+            raise DeviceError(f"cannot {action} of {self.label}: NVML error: {e}") from None
+
+    def _require_whole_gpu(self, action: str) -> None:
+        if self.mig_uuid is not None:
+            raise DeviceError(
+                f"cannot {action} of {self.label}: CUDA sees only MIG slice {self.mig_uuid} of it, and the "
+                "GPU's power limit and clocks are shared with the other slices; zeus does not change them"
+            )
+
+    # -- reads --
+
+    def read_power(self) -> float:
+        """Instant power draw (W)."""
+        return self._call("read the power", self._nvml.nvmlDeviceGetPowerUsage, self.handle) / 1000.0
+
+    def power_limit_range(self) -> tuple[float, float]:
+        lo, hi = self._call("read the power-limit range", self._nvml.nvmlDeviceGetPowerManagementLimitConstraints, self.handle)
+        return lo / 1000.0, hi / 1000.0
+
+    def power_limit(self) -> float:
+        return self._call("read the power limit", self._nvml.nvmlDeviceGetPowerManagementLimit, self.handle) / 1000.0
+
+    def supported_clocks(self) -> list[int]:
+        """SM clocks (MHz, highest first) the GPU supports at its highest memory clock."""
+        mems = self._call("read the supported memory clocks", self._nvml.nvmlDeviceGetSupportedMemoryClocks, self.handle)
+        clocks = self._call("read the supported SM clocks", self._nvml.nvmlDeviceGetSupportedGraphicsClocks, self.handle, max(mems))
+        return sorted({int(c) for c in clocks}, reverse=True)
+
+    # -- control (journaled) --
+
+    def set_power_limit(self, watts: float) -> None:
+        self._require_whole_gpu("set the power limit")
+        lo, hi = self.power_limit_range()
+        if not lo <= watts <= hi:
+            raise ValueError(f"power limit {watts:g} W is outside the range of {self.label}: {lo:g} to {hi:g} W")
+        mw = int(round(watts * 1000))
+        current = self._call("read the power limit", self._nvml.nvmlDeviceGetPowerManagementLimit, self.handle)
+        if current == mw:
+            return
+        with self._guard.changing(key_for(self.uuid, "power_limit"), current):
+            self._call("set the power limit", apply, self._nvml, self.handle, "power_limit", mw)
+
+    def lock_clocks(self, mhz: int) -> None:
+        self._require_whole_gpu("lock the SM clock")
+        supported = self.supported_clocks()
+        if mhz not in supported:
+            near = sorted(supported, key=lambda c: abs(c - mhz))[:3]
+            raise ValueError(
+                f"{mhz} MHz is not a supported SM clock of {self.label}; nearest: {', '.join(map(str, sorted(near)))} MHz "
+                f"(range {min(supported)}..{max(supported)})"
+            )
+        with self._guard.changing(key_for(self.uuid, "locked_clocks"), None):
+            self._call("lock the SM clock", apply, self._nvml, self.handle, "locked_clocks", [mhz, mhz])
+
+    def reset_clocks(self) -> None:
+        self._require_whole_gpu("reset the SM clock")
+        key = key_for(self.uuid, "locked_clocks")
+        if key in self._guard.pending:
+            try:
+                self._guard.restore(key)
+            except DeviceError:
+                raise
+            except self._nvml.NVMLError as e:
+                raise DeviceError(f"cannot reset the SM clock of {self.label}: NVML error: {e}") from None
+        else:
+            self._call("reset the SM clock", apply, self._nvml, self.handle, "locked_clocks", None)
+
+    def restore_power_limit(self) -> None:
+        """Put back the power limit this process found (no-op if it changed nothing)."""
+        self._guard.restore(key_for(self.uuid, "power_limit"))
+
+
+class NvmlGpus:
+    """The ``nvml`` device group (:class:`zeus_core.parts.DeviceGroup`): CUDA-visible GPUs.
+
+    ``names`` are ``gpu<i>`` with ``i`` the CUDA-visible index. Group-level
+    control applies one value to every GPU; ``gpus`` holds the per-GPU objects
+    and ``set_power_limits`` sets one limit per GPU (for allocators over mixed
+    GPUs).
+    """
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, options: NvmlOptions | None = None, nvml: Any = None) -> None:
+        self.options = options = options or NvmlOptions()
+        self._nvml = nvml = nvml or nvml_module()
+        self._poller: PowerPoller | None = None
+        self._closed = False
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as e:
+            raise DeviceError(
+                f"NVML cannot start ({e}): this machine has no usable NVIDIA driver. Install the driver, or measure "
+                'the CPU instead with [device] plugin = "rapl" or "cpu-estimate"'
+            ) from None
+        try:
+            self._setup(options)
+        except BaseException:
+            self._shutdown()
+            raise
+
+    def _setup(self, options: NvmlOptions) -> None:
+        nvml = self._nvml
+        try:
+            visible = visible_gpus(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        except VisibleDevicesError as e:
+            raise DeviceError(str(e)) from None
+        if options.gpus is not None:
+            bad = [i for i in options.gpus if i >= len(visible)]
+            if bad:
+                raise DeviceError(
+                    f"gpus {bad} are not CUDA-visible: CUDA sees {len(visible)} GPU(s), indices 0..{len(visible) - 1}"
+                    + (f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r})" if "CUDA_VISIBLE_DEVICES" in os.environ else "")
+                )
+            visible = [visible[i] for i in options.gpus]
+        self._check_mig(visible, options.mig)
+        self._guard = SettingsGuard(OWNER, restore_setting)
+        self.gpus = [NvmlGpu(nvml, v, self._guard, self._source(v, options.energy)) for v in visible]
+        self._warn_device_order()
+        self.names = [g.name for g in self.gpus]
+        self.energy_sources = {g.name: g.source for g in self.gpus}
+        self.sync_indices = [g.cuda_index for g in self.gpus]
+        self.max_power_w = self._max_power(options.max_power_w)
+        self._counter = [(g.name, g.handle) for g in self.gpus if g.source == "counter"]
+        self._get_energy = nvml.nvmlDeviceGetTotalEnergyConsumption
+        polled = [g for g in self.gpus if g.source == "polling"]
+        self._polled = [(g.name, slot) for slot, g in enumerate(polled)]
+        self._polled_last = {g.name: 0.0 for g in polled}
+        if polled:
+            try:
+                self._poller = PowerPoller(nvml.__name__, [g.uuid for g in polled], options.poll_interval_s)
+            except PollerError as e:
+                raise DeviceError(str(e)) from None
+
+    def _check_mig(self, visible: list[VisibleGpu], mode: str) -> None:
+        slices = [v for v in visible if v.mig_uuid is not None]
+        if not slices:
+            return
+        if mode == "error":
+            v = slices[0]
+            raise DeviceError(
+                f"CUDA device {v.cuda_index} is MIG slice {v.mig_uuid} of GPU {v.uuid}. NVML measures the power and "
+                "energy of whole GPUs only, so a slice cannot be measured on its own. Set mig = \"parent\" in "
+                "[device] to measure the whole GPU (which includes the other slices' load), or use a GPU without MIG"
+            )
+        parents = [v.uuid for v in visible]
+        dup = sorted({u for u in parents if parents.count(u) > 1})
+        if dup:
+            raise DeviceError(
+                f"several visible MIG slices live on GPU {dup[0]}; with mig = \"parent\" each would count the whole "
+                "GPU's energy. Make one slice per GPU visible (CUDA_VISIBLE_DEVICES)"
+            )
+
+    def _source(self, v: VisibleGpu, mode: str) -> str:
+        if mode == "polling":
+            return "polling"
+        nvml = self._nvml
+        try:
+            nvml.nvmlDeviceGetTotalEnergyConsumption(v.handle)
+            return "counter"
+        except nvml.NVMLError_NotSupported:
+            if mode == "counter":
+                raise DeviceError(
+                    f"gpu{v.cuda_index} ({nvml.nvmlDeviceGetName(v.handle)}, {v.uuid}) has no energy counter "
+                    '(NVML: Not Supported; counters exist from Volta on). Use energy = "auto" or "polling"'
+                ) from None
+            return "polling"
+
+    def _warn_device_order(self) -> None:
+        models = {g.model for g in self.gpus}
+        env = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        by_uuid = env and all(e.strip().startswith(("GPU-", "MIG-")) for e in env.split(","))
+        if len(models) > 1 and os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" and not by_uuid:
+            warnings.warn(
+                f"this machine mixes GPU models ({', '.join(sorted(models))}) and CUDA_DEVICE_ORDER is not "
+                "PCI_BUS_ID: CUDA may number the GPUs differently from NVML. Set CUDA_DEVICE_ORDER=PCI_BUS_ID",
+                stacklevel=3,
+            )
+
+    def _max_power(self, per_gpu: float | None) -> float:
+        if per_gpu is not None:
+            return per_gpu * len(self.gpus)
+        total = 0.0
+        for g in self.gpus:
+            try:
+                total += g.power_limit_range()[1]
+            except DeviceError:
+                try:
+                    total += self._nvml.nvmlDeviceGetEnforcedPowerLimit(g.handle) / 1000.0
+                except self._nvml.NVMLError:
+                    raise DeviceError(
+                        f"cannot read the maximum power limit of {g.label}; set max_power_w in [device]"
+                    ) from None
+        return total
+
+    # -- measurement --
+
+    def read_energy(self) -> dict[str, float]:
+        """Cumulative joules per GPU: the counter (mJ -> J) or the integrated polled power."""
+        get = self._get_energy
+        out = {name: get(h) / 1000.0 for name, h in self._counter}
+        if self._poller is not None:
+            now = time.monotonic()
+            energy = self._poller.energy(now)
+            last = self._polled_last
+            for name, slot in self._polled:
+                # A new sample can revise the held-power estimate down; never go backwards.
+                v = max(energy[slot], last[name])
+                last[name] = v
+                out[name] = v
+        return out
+
+    def read_power(self) -> dict[str, float]:
+        """Instant power (W) per GPU."""
+        return {g.name: g.read_power() for g in self.gpus}
+
+    # -- control --
+
+    def power_limit_range(self) -> tuple[float, float]:
+        """The range every GPU accepts (the intersection of their ranges), in W."""
+        ranges = [g.power_limit_range() for g in self.gpus]
+        lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
+        if lo > hi:
+            raise DeviceError(f"the GPUs' power-limit ranges do not overlap: {dict(zip(self.names, ranges))}; use set_power_limits")
+        return lo, hi
+
+    def power_limits(self) -> dict[str, float]:
+        return {g.name: g.power_limit() for g in self.gpus}
+
+    def power_limit(self) -> float:
+        """The GPUs' power limit (W); their mean when they differ."""
+        values = list(self.power_limits().values())
+        return values[0] if len(set(values)) == 1 else sum(values) / len(values)
+
+    def set_power_limit(self, watts: float) -> None:
+        lo, hi = self.power_limit_range()
+        if not lo <= watts <= hi:
+            raise ValueError(f"power limit {watts:g} W is outside the GPUs' common range {lo:g} to {hi:g} W")
+        for g in self.gpus:
+            g.set_power_limit(watts)
+
+    def set_power_limits(self, watts: dict[str, float]) -> None:
+        unknown = sorted(set(watts) - set(self.names))
+        if unknown:
+            raise ValueError(f"no GPU named {', '.join(unknown)}; this device has {', '.join(self.names)}")
+        for g in self.gpus:
+            if g.name in watts:
+                g.set_power_limit(watts[g.name])
+
+    def supported_clocks(self) -> list[int]:
+        """SM clocks (MHz, highest first) that every GPU supports."""
+        common = set(self.gpus[0].supported_clocks())
+        for g in self.gpus[1:]:
+            common &= set(g.supported_clocks())
+        return sorted(common, reverse=True)
+
+    def lock_clocks(self, mhz: int) -> None:
+        for g in self.gpus:
+            g.lock_clocks(mhz)
+
+    def reset_clocks(self) -> None:
+        for g in self.gpus:
+            g.reset_clocks()
+
+    # -- lifetime --
+
+    def _shutdown(self) -> None:
+        if self._poller is not None:
+            self._poller.stop()
+            self._poller = None
+        try:
+            self._nvml.nvmlShutdown()
+        except self._nvml.NVMLError:
+            pass
+
+    def close(self) -> None:
+        """Put back every setting this device changed, stop the poller, release NVML."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._guard.close()
+        finally:
+            self._shutdown()
+
+    def __enter__(self) -> NvmlGpus:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def make_nvml(options: NvmlOptions, context: Any) -> NvmlGpus:
+    """NVIDIA GPUs through NVML: counter or polled energy, power limits and SM clocks."""
+    return NvmlGpus(options)

@@ -1,0 +1,468 @@
+"""A simulated NVIDIA driver with ``pynvml``'s interface, for tests and benchmarks.
+
+Put it in ``sys.modules["pynvml"]`` (see :func:`install`) and the plugin's own
+code, unchanged, runs against it: the point is that the code under test is the
+code that runs on a real GPU. It behaves like the driver where that matters:
+
+* power in milliwatts, energy in millijoules, an energy counter that only grows;
+* ``NVMLError_NotSupported`` for the energy counter before Volta, and for power
+  and energy of a MIG slice (NVML measures whole GPUs only);
+* ``NVMLError_NoPermission`` for every setter unless the driver state is
+  ``privileged`` (root or CAP_SYS_ADMIN);
+* ``NVMLError_InvalidArgument`` for a limit outside the constraints or an
+  unknown clock; ``NVMLError_Uninitialized`` before ``nvmlInit``;
+  ``NVMLError_LibraryNotFound`` from ``nvmlInit`` when no driver state exists
+  (a machine without the NVIDIA driver).
+
+The driver state is a JSON file named by ``$ZEUS_FAKE_NVML``, shared by every
+process like a real driver's: a setting changed by a process that is then
+SIGKILLed stays changed for the next one, and the background power poller
+(another process) sees the same GPUs. Energy is computed from the draw since
+the last change of state, so readings need no background activity. The draw
+of a GPU is ``min(demand, limit)`` scaled by its locked SM clock; a test sets
+``demand_w`` to model load (:func:`set_demand`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pynvml as _real
+
+ENV = "ZEUS_FAKE_NVML"
+
+# Constants and error classes are the real ones, so `except pynvml.NVMLError_...`
+# in the plugin matches what the fake raises.
+for _name in dir(_real):
+    if _name.startswith(("NVML_", "NVMLError")):
+        globals()[_name] = getattr(_real, _name)
+NVMLError = _real.NVMLError
+
+
+def _err(code: int) -> Exception:
+    return _real.NVMLError(code)
+
+
+# --------------------------------------------------------------------------- the driver state
+
+
+@attrs.define
+class FakeGpu:
+    """One simulated GPU. Watts and MHz here; the NVML interface converts to mW."""
+
+    name: str = "NVIDIA A100-SXM4-40GB"
+    uuid: str = ""
+    arch: int = 7  # NVML_DEVICE_ARCH_AMPERE
+    min_limit_w: float = 100.0
+    max_limit_w: float = 400.0
+    default_limit_w: float = 400.0
+    limit_w: float | None = None
+    idle_w: float = 60.0
+    demand_w: float = 250.0
+    mem_clocks: list[int] = attrs.field(factory=lambda: [1215])
+    graphics_clocks: list[int] = attrs.field(factory=lambda: list(range(1410, 209, -15)))
+    locked_clocks: list[int] | None = None
+    mig_slices: list[str] = attrs.field(factory=list)  # MIG UUIDs; non-empty = MIG mode on
+    energy_mj: float = 1.0e9  # counter value at the anchor (a driver loaded for a while)
+    anchor_t: float | None = None
+    counter_period_s: float = 0.0  # > 0: the counter only moves in steps of this period
+    temperature_c: int = 45
+
+
+def _uuid(i: int) -> str:
+    return f"GPU-{i:08x}-fa6e-4e5d-9c1b-{0xA100 + i:012x}"
+
+
+def create(
+    path: str | os.PathLike[str],
+    gpus: list[FakeGpu] | int = 1,
+    privileged: bool = False,
+    driver_version: str = "550.54.15",
+) -> Path:
+    """Write a driver state with ``gpus`` (a count of default A100s or a list) and return its path."""
+    if isinstance(gpus, int):
+        gpus = [FakeGpu() for _ in range(gpus)]
+    now = time.monotonic()
+    for i, g in enumerate(gpus):
+        g.uuid = g.uuid or _uuid(i)
+        g.limit_w = g.default_limit_w if g.limit_w is None else g.limit_w
+        g.anchor_t = now if g.anchor_t is None else g.anchor_t
+    state = {"driver_version": driver_version, "privileged": privileged, "gpus": [attrs.asdict(g) for g in gpus]}
+    p = Path(path)
+    _write(p, state)
+    return p
+
+
+def install(path: str | os.PathLike[str], monkeypatch: Any = None) -> types.ModuleType:
+    """Make ``import pynvml`` return this module, driven by the state at ``path``.
+
+    With pytest's ``monkeypatch`` the change is undone after the test.
+    """
+    mod = sys.modules[__name__]
+    if monkeypatch is not None:
+        monkeypatch.setenv(ENV, str(path))
+        monkeypatch.setitem(sys.modules, "pynvml", mod)
+    else:
+        os.environ[ENV] = str(path)
+        sys.modules["pynvml"] = mod
+    _cache.clear()
+    return mod
+
+
+def _write(path: Path, state: dict) -> None:
+    """Replace the file atomically with a strictly newer mtime, so readers' caches notice."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(state))
+    try:
+        old = path.stat().st_mtime_ns
+    except FileNotFoundError:
+        old = 0
+    stamp = max(time.time_ns(), old + 1)
+    os.utime(tmp, ns=(stamp, stamp))
+    os.replace(tmp, path)
+    _cache["key"] = (str(path), stamp)
+    _cache["state"] = state
+
+
+_cache: dict[str, Any] = {}
+
+
+def _path() -> Path:
+    p = os.environ.get(ENV)
+    if not p:
+        raise _err(_real.NVML_ERROR_LIBRARY_NOT_FOUND)
+    return Path(p)
+
+
+def _state() -> dict:
+    path = _path()
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except FileNotFoundError:
+        raise _err(_real.NVML_ERROR_DRIVER_NOT_LOADED) from None
+    key = (str(path), stamp)
+    if _cache.get("key") != key:
+        _cache["state"] = json.loads(path.read_text())
+        _cache["key"] = key
+    return _cache["state"]
+
+
+@contextlib.contextmanager
+def _mutate():
+    """Read-modify-write of the state under an exclusive lock (several processes share it)."""
+    path = _path()
+    with open(str(path) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _cache.clear()
+        state = _state()
+        yield state
+        _write(path, state)
+
+
+def _draw_w(g: dict) -> float:
+    top = min(g["demand_w"], g["limit_w"])
+    if g["locked_clocks"]:
+        top = g["idle_w"] + (top - g["idle_w"]) * g["locked_clocks"][1] / max(g["graphics_clocks"])
+    return max(top, g["idle_w"])
+
+
+def _energy_mj(g: dict, now: float) -> float:
+    if g["counter_period_s"] > 0:
+        now = now - (now % g["counter_period_s"])
+    return g["energy_mj"] + _draw_w(g) * 1000.0 * max(0.0, now - g["anchor_t"])
+
+
+def _reanchor(g: dict) -> None:
+    """Fold the energy drawn so far into the counter before the draw changes."""
+    now = time.monotonic()
+    g["energy_mj"] = g["energy_mj"] + _draw_w(g) * 1000.0 * max(0.0, now - g["anchor_t"])
+    g["anchor_t"] = now
+
+
+def set_demand(index: int, watts: float) -> None:
+    """Change the load on GPU ``index`` (the power it would draw without a limit)."""
+    with _mutate() as state:
+        g = state["gpus"][index]
+        _reanchor(g)
+        g["demand_w"] = float(watts)
+
+
+def read_state(path: str | os.PathLike[str] | None = None) -> dict:
+    """The driver state as a dict (for assertions)."""
+    if path is not None:
+        return json.loads(Path(path).read_text())
+    _cache.clear()
+    return _state()
+
+
+# --------------------------------------------------------------------------- handles
+
+
+@attrs.frozen
+class _Handle:
+    index: int
+    mig: int | None = None
+
+
+_init_count = 0
+
+
+def _check_init() -> None:
+    if _init_count <= 0:
+        raise _err(_real.NVML_ERROR_UNINITIALIZED)
+
+
+def _gpu(handle: _Handle, allow_mig: bool = False) -> dict:
+    _check_init()
+    if not isinstance(handle, _Handle):
+        raise _err(_real.NVML_ERROR_INVALID_ARGUMENT)
+    gpus = _state()["gpus"]
+    if handle.index >= len(gpus):
+        raise _err(_real.NVML_ERROR_GPU_IS_LOST)
+    if handle.mig is not None and not allow_mig:
+        raise _err(_real.NVML_ERROR_NOT_SUPPORTED)
+    return gpus[handle.index]
+
+
+def _setter(handle: _Handle) -> tuple[int, int | None]:
+    _gpu(handle)  # MIG slices cannot be steered
+    if not _state()["privileged"]:
+        raise _err(_real.NVML_ERROR_NO_PERMISSION)
+    return handle.index, handle.mig
+
+
+# --------------------------------------------------------------------------- pynvml interface
+
+
+def nvmlInit() -> None:
+    global _init_count
+    _state()
+    _init_count += 1
+
+
+def nvmlInitWithFlags(flags: int) -> None:
+    nvmlInit()
+
+
+def nvmlShutdown() -> None:
+    global _init_count
+    _check_init()
+    _init_count -= 1
+
+
+def nvmlSystemGetDriverVersion() -> str:
+    _check_init()
+    return _state()["driver_version"]
+
+
+def nvmlDeviceGetCount() -> int:
+    _check_init()
+    return len(_state()["gpus"])
+
+
+def nvmlDeviceGetHandleByIndex(index: int) -> _Handle:
+    _check_init()
+    if not 0 <= index < len(_state()["gpus"]):
+        raise _err(_real.NVML_ERROR_INVALID_ARGUMENT)
+    return _Handle(index)
+
+
+def nvmlDeviceGetHandleByUUID(uuid: str | bytes) -> _Handle:
+    _check_init()
+    if isinstance(uuid, bytes):
+        uuid = uuid.decode()
+    for i, g in enumerate(_state()["gpus"]):
+        if g["uuid"] == uuid:
+            return _Handle(i)
+        if uuid in g["mig_slices"]:
+            return _Handle(i, g["mig_slices"].index(uuid))
+    raise _err(_real.NVML_ERROR_NOT_FOUND)
+
+
+def nvmlDeviceGetUUID(handle: _Handle) -> str:
+    g = _gpu(handle, allow_mig=True)
+    return g["uuid"] if handle.mig is None else g["mig_slices"][handle.mig]
+
+
+def nvmlDeviceGetName(handle: _Handle) -> str:
+    g = _gpu(handle, allow_mig=True)
+    return g["name"] if handle.mig is None else f"{g['name']} MIG {handle.mig}g"
+
+
+def nvmlDeviceGetIndex(handle: _Handle) -> int:
+    _gpu(handle)
+    return handle.index
+
+
+def nvmlDeviceGetArchitecture(handle: _Handle) -> int:
+    return _gpu(handle, allow_mig=True)["arch"]
+
+
+def nvmlDeviceGetMigMode(handle: _Handle) -> list[int]:
+    g = _gpu(handle)
+    if g["arch"] < _real.NVML_DEVICE_ARCH_AMPERE:
+        raise _err(_real.NVML_ERROR_NOT_SUPPORTED)
+    on = 1 if g["mig_slices"] else 0
+    return [on, on]
+
+
+def nvmlDeviceIsMigDeviceHandle(handle: _Handle) -> bool:
+    _gpu(handle, allow_mig=True)
+    return handle.mig is not None
+
+
+def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle: _Handle) -> _Handle:
+    _gpu(handle, allow_mig=True)
+    if handle.mig is None:
+        raise _err(_real.NVML_ERROR_INVALID_ARGUMENT)
+    return _Handle(handle.index)
+
+
+def nvmlDeviceGetMaxMigDeviceCount(handle: _Handle) -> int:
+    return 7 if _gpu(handle)["arch"] >= _real.NVML_DEVICE_ARCH_AMPERE else 0
+
+
+def nvmlDeviceGetMigDeviceHandleByIndex(handle: _Handle, index: int) -> _Handle:
+    g = _gpu(handle)
+    if not 0 <= index < len(g["mig_slices"]):
+        raise _err(_real.NVML_ERROR_NOT_FOUND)
+    return _Handle(handle.index, index)
+
+
+def nvmlDeviceGetTotalEnergyConsumption(handle: _Handle) -> int:
+    g = _gpu(handle)
+    if g["arch"] < _real.NVML_DEVICE_ARCH_VOLTA:
+        raise _err(_real.NVML_ERROR_NOT_SUPPORTED)
+    return int(_energy_mj(g, time.monotonic()))
+
+
+def nvmlDeviceGetPowerUsage(handle: _Handle) -> int:
+    return int(_draw_w(_gpu(handle)) * 1000)
+
+
+class _FieldValue:
+    __slots__ = ("fieldId", "scopeId", "nvmlReturn", "value", "timestamp", "latencyUsec", "valueType")
+
+
+def nvmlDeviceGetFieldValues(handle: _Handle, fieldIds: list) -> list:
+    g = _gpu(handle)
+    out = []
+    for f in fieldIds:
+        fid, scope = f if isinstance(f, tuple) else (f, 0)
+        v = _FieldValue()
+        v.fieldId, v.scopeId, v.timestamp, v.latencyUsec, v.valueType = fid, scope, time.time_ns() // 1000, 0, 1
+        if fid in (_real.NVML_FI_DEV_POWER_INSTANT, _real.NVML_FI_DEV_POWER_AVERAGE) and scope == 0:
+            v.nvmlReturn = _real.NVML_SUCCESS
+            v.value = types.SimpleNamespace(uiVal=int(_draw_w(g) * 1000))
+        else:
+            v.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
+            v.value = types.SimpleNamespace(uiVal=0)
+        out.append(v)
+    return out
+
+
+def nvmlDeviceGetPowerManagementLimitConstraints(handle: _Handle) -> list[int]:
+    g = _gpu(handle)
+    return [int(g["min_limit_w"] * 1000), int(g["max_limit_w"] * 1000)]
+
+
+def nvmlDeviceGetPowerManagementLimit(handle: _Handle) -> int:
+    return int(_gpu(handle)["limit_w"] * 1000)
+
+
+def nvmlDeviceGetEnforcedPowerLimit(handle: _Handle) -> int:
+    return nvmlDeviceGetPowerManagementLimit(handle)
+
+
+def nvmlDeviceGetPowerManagementDefaultLimit(handle: _Handle) -> int:
+    return int(_gpu(handle)["default_limit_w"] * 1000)
+
+
+def nvmlDeviceSetPowerManagementLimit(handle: _Handle, limit_mw: int) -> None:
+    index, _ = _setter(handle)
+    with _mutate() as state:
+        g = state["gpus"][index]
+        if not g["min_limit_w"] * 1000 <= limit_mw <= g["max_limit_w"] * 1000:
+            raise _err(_real.NVML_ERROR_INVALID_ARGUMENT)
+        _reanchor(g)
+        g["limit_w"] = limit_mw / 1000.0
+
+
+def nvmlDeviceGetSupportedMemoryClocks(handle: _Handle) -> list[int]:
+    return list(_gpu(handle)["mem_clocks"])
+
+
+def nvmlDeviceGetSupportedGraphicsClocks(handle: _Handle, memoryClockMHz: int) -> list[int]:
+    g = _gpu(handle)
+    if memoryClockMHz not in g["mem_clocks"]:
+        raise _err(_real.NVML_ERROR_NOT_FOUND)
+    return list(g["graphics_clocks"])
+
+
+def nvmlDeviceSetGpuLockedClocks(handle: _Handle, minGpuClockMHz: int, maxGpuClockMHz: int) -> None:
+    index, _ = _setter(handle)
+    with _mutate() as state:
+        g = state["gpus"][index]
+        if g["arch"] < _real.NVML_DEVICE_ARCH_VOLTA:
+            raise _err(_real.NVML_ERROR_NOT_SUPPORTED)
+        lo, hi = min(g["graphics_clocks"]), max(g["graphics_clocks"])
+        if not lo <= minGpuClockMHz <= maxGpuClockMHz <= hi:
+            raise _err(_real.NVML_ERROR_INVALID_ARGUMENT)
+        _reanchor(g)
+        g["locked_clocks"] = [int(minGpuClockMHz), int(maxGpuClockMHz)]
+
+
+def nvmlDeviceResetGpuLockedClocks(handle: _Handle) -> None:
+    index, _ = _setter(handle)
+    with _mutate() as state:
+        g = state["gpus"][index]
+        if g["arch"] < _real.NVML_DEVICE_ARCH_VOLTA:
+            raise _err(_real.NVML_ERROR_NOT_SUPPORTED)
+        _reanchor(g)
+        g["locked_clocks"] = None
+
+
+def nvmlDeviceGetClockInfo(handle: _Handle, clock_type: int) -> int:
+    g = _gpu(handle)
+    if clock_type == _real.NVML_CLOCK_MEM:
+        return max(g["mem_clocks"])
+    return g["locked_clocks"][1] if g["locked_clocks"] else max(g["graphics_clocks"])
+
+
+def nvmlDeviceGetMaxClockInfo(handle: _Handle, clock_type: int) -> int:
+    g = _gpu(handle)
+    return max(g["mem_clocks"]) if clock_type == _real.NVML_CLOCK_MEM else max(g["graphics_clocks"])
+
+
+def nvmlDeviceGetTemperature(handle: _Handle, sensor: int) -> int:
+    return int(_gpu(handle)["temperature_c"])
+
+
+def nvmlDeviceGetPersistenceMode(handle: _Handle) -> int:
+    _gpu(handle)
+    return _real.NVML_FEATURE_ENABLED
+
+
+def nvmlDeviceGetC2cModeInfoV(handle: _Handle) -> Any:
+    _gpu(handle)
+    raise _err(_real.NVML_ERROR_NOT_SUPPORTED)
+
+
+def _nvmlGetFunctionPointer(name: str) -> Any:
+    raise _err(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+
+def __getattr__(name: str) -> Any:
+    # Anything not simulated fails loudly instead of reaching the real library.
+    if name.startswith("nvml"):
+        raise AttributeError(f"the fake NVML does not simulate {name}; add it to {__name__}")
+    raise AttributeError(name)

@@ -1,0 +1,54 @@
+"""Options of the ``nvml`` device (its ``[device]`` table in ``job.toml``)."""
+
+from __future__ import annotations
+
+import attrs
+
+
+def _gpus(_inst, _attr, value):
+    if value is None:
+        return
+    if not value:
+        raise ValueError("gpus must list at least one CUDA-visible GPU index, or be left out for all GPUs")
+    if any(i < 0 for i in value):
+        raise ValueError(f"gpus are CUDA-visible indices (0, 1, ...), got {value}")
+    if len(set(value)) != len(value):
+        raise ValueError(f"gpus lists a GPU twice: {value}")
+
+
+def _one_of(*allowed: str):
+    def check(_inst, attr, value):
+        if value not in allowed:
+            raise ValueError(f"{attr.name} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
+
+    return check
+
+
+def _interval(_inst, _attr, value):
+    if not 0.005 <= value <= 5.0:
+        raise ValueError(f"poll_interval_s must be between 0.005 and 5 seconds, got {value}")
+
+
+def _positive_or_none(_inst, attr, value):
+    if value is not None and not value > 0:
+        raise ValueError(f"{attr.name} must be a positive number of watts, got {value}")
+
+
+@attrs.define
+class NvmlOptions:
+    """``gpus``: CUDA-visible indices to measure (as torch numbers them; all when left out).
+
+    ``energy``: ``auto`` (the GPU's energy counter where it has one, Volta and
+    newer; polled power otherwise), ``counter`` (fail on GPUs without one) or
+    ``polling`` (always poll, e.g. to compare with the counter).
+    ``poll_interval_s``: the power poller's period. ``mig``: ``error`` (a MIG
+    slice cannot be measured on its own) or ``parent`` (measure the whole GPU
+    the slice lives on). ``max_power_w``: MAXPOWER of the cost metric, per GPU;
+    default each GPU's maximum power limit.
+    """
+
+    gpus: list[int] | None = attrs.field(default=None, validator=_gpus)
+    energy: str = attrs.field(default="auto", validator=_one_of("auto", "counter", "polling"))
+    poll_interval_s: float = attrs.field(default=0.1, validator=_interval)
+    mig: str = attrs.field(default="error", validator=_one_of("error", "parent"))
+    max_power_w: float | None = attrs.field(default=None, validator=_positive_or_none)

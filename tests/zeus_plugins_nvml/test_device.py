@@ -1,0 +1,248 @@
+"""The nvml device against the simulated driver: energy sources, control, errors, restore."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from zeus_core import store
+from zeus_core.journal import restore_pending
+from zeus_core.measurement import DeviceError, Monitor
+from zeus_core.registry import load
+from zeus_plugins_nvml import fake_pynvml
+from zeus_plugins_nvml.control import restore_setting
+from zeus_plugins_nvml.device import NvmlGpus
+from zeus_plugins_nvml.fake_pynvml import FakeGpu
+from zeus_plugins_nvml.options import NvmlOptions
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def journal_keys():
+    with store.journal() as j:
+        return [e[2] for e in j.journal_entries()]
+
+
+def test_counter_energy_is_the_drivers_millijoules_in_joules(fake_nvml):
+    nvml = fake_nvml([FakeGpu(demand_w=300.0), FakeGpu(demand_w=150.0)])
+    with NvmlGpus() as dev:
+        assert dev.energy_sources == {"gpu0": "counter", "gpu1": "counter"}
+        assert dev.max_power_w == 800.0
+        e = dev.read_energy()
+        raw = nvml.nvmlDeviceGetTotalEnergyConsumption(dev.gpus[0].handle)
+        assert raw / 1000.0 - e["gpu0"] < 0.5  # mJ -> J, read a moment apart at 300 W
+        mon = Monitor(dev)
+        mon.begin_window("w")
+        time.sleep(0.2)
+        m = mon.end_window("w")
+        assert m.energy["gpu0"] == pytest.approx(300.0 * m.time, rel=0.02)
+        assert m.energy["gpu1"] == pytest.approx(150.0 * m.time, rel=0.02)
+        assert m.total_energy == pytest.approx(m.energy["gpu0"] + m.energy["gpu1"])
+        assert dev.read_power() == {"gpu0": 300.0, "gpu1": 150.0}
+
+
+def test_counter_only_grows_across_load_changes(fake_nvml):
+    fake_nvml([FakeGpu(demand_w=300.0)])
+    with NvmlGpus() as dev:
+        seen = [dev.read_energy()["gpu0"]]
+        for w in (100.0, 400.0, 0.0):
+            fake_pynvml.set_demand(0, w)
+            seen.append(dev.read_energy()["gpu0"])
+        assert seen == sorted(seen)
+
+
+def test_old_gpu_is_polled_in_a_process_that_stops_with_the_device(fake_nvml, monkeypatch):
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    fake_nvml([FakeGpu(name="Tesla P100-PCIE-16GB", arch=4, demand_w=200.0), FakeGpu(demand_w=100.0)])
+    dev = NvmlGpus(NvmlOptions(poll_interval_s=0.02))
+    try:
+        assert dev.energy_sources == {"gpu0": "polling", "gpu1": "counter"}
+        proc = dev._poller.proc
+        mon = Monitor(dev)
+        mon.begin_window("w")
+        time.sleep(0.5)
+        fake_pynvml.set_demand(0, 100.0)  # the load halves mid-window
+        time.sleep(0.5)
+        m = mon.end_window("w")
+        assert m.sources["gpu0"] == "polling"
+        # 200 W for ~0.5 s then 100 W for ~0.5 s
+        assert m.energy["gpu0"] == pytest.approx(150.0 * m.time, rel=0.08)
+        assert dev._poller.samples > 20
+    finally:
+        dev.close()
+    assert proc.poll() is not None  # the poller ended with the device
+
+
+def test_poller_never_outlives_a_sigkilled_parent(fake_nvml, tmp_path):
+    fake_nvml([FakeGpu(arch=4)])
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from zeus_plugins_nvml import fake_pynvml
+        fake_pynvml.install(sys.argv[1])
+        from zeus_plugins_nvml.device import NvmlGpus
+        dev = NvmlGpus()
+        print(dev._poller.proc.pid, flush=True)
+        time.sleep(60)
+        """
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script, os.environ[fake_pynvml.ENV]], stdout=subprocess.PIPE, text=True)
+    poller_pid = int(parent.stdout.readline())
+    os.kill(poller_pid, 0)  # running
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{poller_pid}/stat") as f:
+                if f.read().split(") ")[1].startswith("Z"):
+                    break  # exited; only its zombie remains until init reaps it
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(poller_pid, signal.SIGKILL)
+        pytest.fail("the poller outlived its SIGKILLed parent")
+
+
+def test_energy_counter_required_but_missing_names_volta(fake_nvml):
+    fake_nvml([FakeGpu(name="Tesla K80", arch=2)])
+    with pytest.raises(DeviceError, match=r"gpu0 \(Tesla K80, GPU-.*\) has no energy counter .*from Volta on"):
+        NvmlGpus(NvmlOptions(energy="counter"))
+
+
+def test_no_driver_says_what_to_use_instead(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml)
+    monkeypatch.delenv(fake_pynvml.ENV, raising=False)
+    with pytest.raises(DeviceError, match=r'no usable NVIDIA driver.*"rapl" or "cpu-estimate"'):
+        NvmlGpus()
+
+
+def test_setters_without_permission_name_the_fix_and_change_nothing(fake_nvml):
+    fake_nvml(1, privileged=False)
+    with NvmlGpus() as dev:
+        with pytest.raises(DeviceError, match=r"cannot set the power limit of gpu0 .*Insufficient Permissions.*CAP_SYS_ADMIN.*privileged helper"):
+            dev.set_power_limit(250)
+        with pytest.raises(DeviceError, match="cannot lock the SM clock of gpu0.*CAP_SYS_ADMIN"):
+            dev.lock_clocks(1005)
+        assert journal_keys() == []
+    assert fake_pynvml.read_state()["gpus"][0]["limit_w"] == 400.0
+
+
+def test_power_limit_is_journaled_and_restored_on_close(fake_nvml):
+    fake_nvml(2, privileged=True)
+    dev = NvmlGpus()
+    assert dev.power_limit_range() == (100.0, 400.0)
+    with pytest.raises(ValueError, match=r"power limit 450 W is outside the GPUs' common range 100 to 400 W"):
+        dev.set_power_limit(450)
+    dev.set_power_limit(175)
+    dev.set_power_limit(150)  # the journal keeps the first original
+    assert dev.power_limit() == 150.0
+    state = fake_pynvml.read_state()
+    assert [g["limit_w"] for g in state["gpus"]] == [150.0, 150.0]
+    assert len(journal_keys()) == 2
+    dev.set_power_limits({"gpu1": 300})
+    assert dev.power_limits() == {"gpu0": 150.0, "gpu1": 300.0}
+    assert dev.power_limit() == 225.0
+    with pytest.raises(ValueError, match="no GPU named gpu7"):
+        dev.set_power_limits({"gpu7": 300})
+    dev.close()
+    assert [g["limit_w"] for g in fake_pynvml.read_state()["gpus"]] == [400.0, 400.0]
+    assert journal_keys() == []
+
+
+def test_clocks_from_the_supported_list_locked_and_reset(fake_nvml):
+    fake_nvml(1, privileged=True)
+    with NvmlGpus() as dev:
+        clocks = dev.supported_clocks()
+        assert clocks[0] == 1410 and clocks == sorted(clocks, reverse=True)
+        with pytest.raises(ValueError, match=r"1000 MHz is not a supported SM clock of gpu0 .*nearest: 990, 1005"):
+            dev.lock_clocks(1000)
+        dev.lock_clocks(1005)
+        assert fake_pynvml.read_state()["gpus"][0]["locked_clocks"] == [1005, 1005]
+        assert journal_keys() == [f"gpu:{dev.gpus[0].uuid}:locked_clocks"]
+        dev.reset_clocks()
+        assert fake_pynvml.read_state()["gpus"][0]["locked_clocks"] is None
+        assert journal_keys() == []
+        dev.lock_clocks(810)
+    assert fake_pynvml.read_state()["gpus"][0]["locked_clocks"] is None
+
+
+def test_old_gpu_cannot_lock_clocks(fake_nvml):
+    fake_nvml([FakeGpu(arch=4)], privileged=True)
+    with NvmlGpus(NvmlOptions(energy="polling")) as dev:
+        with pytest.raises(DeviceError, match="does not support this: cannot lock the SM clock"):
+            dev.lock_clocks(1005)
+        assert journal_keys() == []
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from zeus_plugins_nvml import fake_pynvml
+    fake_pynvml.install(sys.argv[1])
+    from zeus_plugins_nvml.device import NvmlGpus
+    dev = NvmlGpus()
+    dev.set_power_limit(150)
+    dev.lock_clocks(1005)
+    print("changed", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_sigkilled_run_is_restored_at_the_next_start(fake_nvml):
+    fake_nvml(2, privileged=True)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, os.environ[fake_pynvml.ENV]], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "changed"
+    child.kill()
+    child.wait()
+    gpus = fake_pynvml.read_state()["gpus"]
+    assert [g["limit_w"] for g in gpus] == [150.0, 150.0]  # a SIGKILL leaves the GPUs changed
+    assert len(journal_keys()) == 4
+    restorers = load(entry_points=True).restorers  # what `zeus` loads at start
+    assert restorers["nvml"] is restore_setting
+    out = Console(record=True, width=300)
+    assert restore_pending(restorers, out) == 4
+    gpus = fake_pynvml.read_state()["gpus"]
+    assert [g["limit_w"] for g in gpus] == [400.0, 400.0]
+    assert [g["locked_clocks"] for g in gpus] == [None, None]
+    assert journal_keys() == []
+
+
+def test_restore_without_permission_keeps_the_entry(fake_nvml):
+    fake_nvml(1, privileged=False)
+    with store.journal() as j, j.transaction() as tx:
+        tx.add_journal("nvml", "gpu:GPU-00000000-fa6e-4e5d-9c1b-00000000a100:power_limit", 300000)
+        tx._c.execute("UPDATE journal SET pid = 999999999")
+    out = Console(record=True, width=400)
+    assert restore_pending({"nvml": restore_setting}, out) == 0
+    assert "CAP_SYS_ADMIN" in out.export_text()
+    assert len(journal_keys()) == 1
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("energy", "sometimes", "energy must be one of 'auto', 'counter', 'polling'"),
+    ("poll_interval_s", 0.0001, "between 0.005 and 5 seconds"),
+    ("mig", "slice", "mig must be one of 'error', 'parent'"),
+    ("gpus", [], "at least one"),
+    ("gpus", [0, 0], "lists a GPU twice"),
+    ("max_power_w", -3.0, "positive number of watts"),
+])
+def test_options_say_the_allowed_values(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        NvmlOptions(**{field: value})
+
+
+def test_max_power_option(fake_nvml):
+    fake_nvml(2)
+    with NvmlGpus(NvmlOptions(max_power_w=250.0)) as dev:
+        assert dev.max_power_w == 500.0
