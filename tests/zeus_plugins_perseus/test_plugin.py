@@ -1,0 +1,104 @@
+"""`zeus run` / `zeus validate` on jobs with ``[frequency_plan] plugin = "perseus"``."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from zeus_core import cli as zcli
+from zeus_core import registry as zreg
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def zeus(*args):
+    return CliRunner().invoke(zcli.cli, list(args), obj={"registry": zreg.load()}, catch_exceptions=False)
+
+
+def job(tmp_path, profile, **keys):
+    table = {"plugin": "perseus", "profile": str(profile), "microbatches": 3, "blocking_power_w": 83.64, **keys}
+    body = "\n".join(f"{k} = {json.dumps(v)}" for k, v in table.items())
+    path = tmp_path / "job.toml"
+    path.write_text(f'[job]\nname = "p"\n\n[frequency_plan]\n{body}\n')
+    return path
+
+
+def read_rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_registered_as_frequency_plan_policy():
+    assert "perseus" in zreg.load().names("frequency_plan_policy")
+
+
+def test_run_writes_frontier_plans_and_figures(tmp_path, gpt3_a100):
+    out = tmp_path / "out"
+    r = zeus("run", str(job(tmp_path, gpt3_a100)), "--output", str(out))
+    assert r.exit_code == 0, r.output
+    rows = read_rows(out / "frontier.csv")
+    assert list(rows[0]) == ["plan", "iteration_time_s", "energy_j", "emulated_time_s", "emulated_energy_j"]
+    times = [float(r["iteration_time_s"]) for r in rows]
+    energies = [float(r["energy_j"]) for r in rows]
+    assert times == sorted(times) and len(set(times)) == len(times)  # fastest first, one per unit
+    assert all(b <= a for a, b in zip(energies, energies[1:]))  # a frontier: slower is never costlier
+    assert all(float(r["emulated_time_s"]) <= float(r["iteration_time_s"]) + 1e-9 for r in rows)
+    plans = sorted((out / "plans").glob("*.json"))
+    assert [p.name for p in plans[:2]] == ["00000.json", "00001.json"] and len(plans) == len(rows)
+    plan = json.loads(plans[-1].read_text())
+    assert plan["iteration_time_s"] == pytest.approx(times[-1])
+    assert len(plan["stages"]) == 8
+    s0 = plan["stages"][0]
+    assert s0["instructions"] == ["forward", "forward", "forward", "backward", "backward", "backward"]
+    assert all(850 <= f <= 1410 for f in s0["frequencies"])
+    for name in ("frontier.png", "timeline.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+    chosen = json.loads((out / "summary.json").read_text())["frequency_plan"]["chosen"]
+    assert chosen["plan"] == 0  # no plan is as fast as all max clocks at a 1 ms unit: the fastest one
+    assert 0.05 < chosen["energy_saving_vs_max"] < 0.5
+    assert "Perseus" in r.output and "chosen plan" in r.output
+
+
+def test_deadline_picks_least_energy_plan_that_meets_it(tmp_path, gpt3_a100):
+    out = tmp_path / "out"
+    r = zeus("run", str(job(tmp_path, gpt3_a100, deadline=1.75, schedule="gpipe")), "--output", str(out))
+    assert r.exit_code == 0, r.output
+    rows = read_rows(out / "frontier.csv")
+    ok = [r for r in rows if float(r["emulated_time_s"]) <= 1.75]
+    best = min(ok, key=lambda r: float(r["emulated_energy_j"]))
+    chosen = json.loads((out / "chosen_plan.json").read_text())
+    assert chosen["plan"] == int(best["plan"])
+    assert chosen["emulated_time_s"] <= 1.75
+
+
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        ({"schedule": "zb"}, "schedule must be one of '1f1b', 'gpipe'"),
+        ({"model": "linear"}, "model must be one of 'measured', 'exponential'"),
+        ({"unit_time_s": 0}, "unit_time_s must be a finite number > 0"),
+        ({"max_slowdown": 0.9}, "max_slowdown must be a finite number >= 1"),
+        ({"deadline": 3.0, "max_slowdown": 1.1}, "not both"),
+        ({"stages": 4}, "has 8 stage(s) but the job asks for 4"),
+    ],
+)
+def test_bad_options_are_reported(tmp_path, gpt3_a100, keys, message):
+    r = zeus("run", str(job(tmp_path, gpt3_a100, **keys)))
+    assert r.exit_code == 2, r.output
+    assert message in " ".join(r.output.split())
+
+
+def test_bad_profile_line_is_reported(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("stage,instruction,frequency,time,energy\n0,forward,1410,0.05,20\n0,backward,1410,nan,40\n")
+    r = zeus("run", str(job(tmp_path, bad)))
+    assert r.exit_code == 2
+    assert "bad.csv:3: column 'time' is 'nan'" in " ".join(r.output.split())
+
+
+@pytest.mark.parametrize("example", sorted(p.parent.name for p in (REPO / "examples" / "perseus").glob("*/job.toml")))
+def test_examples_validate(example):
+    r = zeus("validate", str(REPO / "examples" / "perseus" / example / "job.toml"))
+    assert r.exit_code == 0, r.output

@@ -1,0 +1,71 @@
+import itertools
+
+import numpy as np
+import pytest
+
+from zeus_plugins_perseus.tradeoff import TradeoffError, longest_path, solve_frontier
+
+
+def brute_force(n, edges, spec, lo, hi, tables):
+    """Least cost for every critical-path length, over every duration combination."""
+    best = {}
+    for d in itertools.product(*[range(lo[spec[i]], hi[spec[i]] + 1) for i in range(n)]):
+        t = longest_path(n, edges, d)
+        c = sum(tables[spec[i]][d[i] - lo[spec[i]]] for i in range(n))
+        best[t] = min(best.get(t, np.inf), c)
+    return best
+
+
+def random_instance(rng):
+    n = int(rng.integers(1, 6))
+    edges = [(a, b) for a in range(n) for b in range(a + 1, n) if rng.random() < 0.45]
+    nspec = int(rng.integers(1, n + 1))
+    spec = rng.integers(0, nspec, n)
+    lo, hi, tables = [], [], []
+    for _ in range(nspec):
+        lo_j = int(rng.integers(0, 4))
+        hi_j = lo_j + int(rng.integers(0, 5))
+        saving = np.sort(rng.integers(0, 6, hi_j - lo_j))[::-1] * (1.0 if rng.random() < 0.5 else 0.37)
+        tables.append(50.0 - np.concatenate([[0.0], np.cumsum(saving)]))
+        lo.append(lo_j)
+        hi.append(hi_j)
+    return n, edges, spec, lo, hi, tables
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_matches_brute_force_on_tiny_dags(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        n, edges, spec, lo, hi, tables = random_instance(rng)
+        fr = solve_frontier(n, edges, spec, lo, hi, tables)
+        best = brute_force(n, edges, spec, lo, hi, tables)
+        ts = sorted(best)
+        # one plan per unit from the all-slowest to the all-fastest critical path
+        assert list(fr.times) == list(range(ts[-1], ts[0] - 1, -1))
+        for t, cost, d in zip(fr.times, fr.costs, fr.durations):
+            assert longest_path(n, edges, d) <= t
+            assert cost == pytest.approx(min(v for k, v in best.items() if k <= t), abs=1e-9)
+
+
+def test_hand_example_two_paths():
+    # a -> c and b -> c; a and b in parallel. Speeding c is cheapest, then a+b together.
+    edges = [(0, 2), (1, 2)]
+    lo, hi = [1, 1, 1], [3, 3, 2]
+    tables = [[10.0, 7.0, 5.0], [10.0, 8.0, 6.0], [4.0, 3.5]]
+    fr = solve_frontier(3, edges, [0, 1, 2], lo, hi, tables)
+    assert list(fr.times) == [5, 4, 3, 2]
+    assert list(fr.costs) == pytest.approx([14.5, 15.0, 19.0, 24.0])
+    assert list(fr.durations[1]) == [3, 3, 1]
+
+
+def test_t_stop_and_errors():
+    fr = solve_frontier(2, [(0, 1)], [0, 0], [1], [4], [[4.0, 3.0, 2.0, 1.0]], t_stop=5)
+    assert list(fr.times) == [8, 7, 6, 5]
+    with pytest.raises(TradeoffError, match="must not increase"):
+        solve_frontier(1, [], [0], [1], [2], [[1.0, 2.0]])
+    with pytest.raises(TradeoffError, match="convex"):
+        solve_frontier(1, [], [0], [1], [3], [[3.0, 2.9, 0.0]])
+    with pytest.raises(TradeoffError, match="expected 2 costs"):
+        solve_frontier(1, [], [0], [1], [2], [[1.0]])
+    with pytest.raises(TradeoffError, match="cycle"):
+        solve_frontier(2, [(0, 1), (1, 0)], [0, 0], [1], [2], [[2.0, 1.0]])

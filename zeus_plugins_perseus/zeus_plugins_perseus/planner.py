@@ -1,0 +1,191 @@
+"""From a profile to the whole iteration time-energy frontier of frequency plans.
+
+``plan_frontier`` builds the pipeline DAG, one energy model per (stage,
+instruction), solves the time-cost tradeoff for every integer iteration time,
+maps each planned duration to the slowest clock that meets it, and replays every
+plan on the measured profile. Plans are listed fastest first.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import attrs
+import numpy as np
+
+from zeus_plugins_perseus.costmodel import OpSpec, build_spec
+from zeus_plugins_perseus.emulator import emulate
+from zeus_plugins_perseus.profile import InstructionProfile
+from zeus_plugins_perseus.schedule import BACKWARD, FORWARD, PipelineDAG, build_dag
+from zeus_plugins_perseus.tradeoff import solve_frontier
+
+
+@attrs.frozen
+class PlanSet:
+    """Every plan of a frontier, fastest first, with planned and emulated numbers."""
+
+    dag: PipelineDAG
+    specs: dict[tuple[int, str], OpSpec]
+    model: str
+    unit_time_s: float
+    blocking_power_w: float
+    time_units: np.ndarray  # planned iteration time, in units
+    planned_energy_j: np.ndarray
+    frequencies: np.ndarray  # [plan, op] MHz
+    emulated_time_s: np.ndarray
+    emulated_energy_j: np.ndarray
+    max_freq_time_s: float  # every instruction at the profile's highest clock
+    max_freq_energy_j: float
+    max_frequencies: np.ndarray  # [op]
+    solve_seconds: float
+    phases: int
+
+    @property
+    def planned_time_s(self) -> np.ndarray:
+        return self.time_units * self.unit_time_s
+
+    def __len__(self) -> int:
+        return len(self.time_units)
+
+    def choose(self, deadline_s: float | None = None, max_slowdown: float | None = None) -> int:
+        """Index of the plan of least emulated energy whose emulated time meets the limit.
+
+        ``deadline_s`` is an absolute iteration time; ``max_slowdown`` a factor
+        of the all-max-frequency iteration time (1.0 = no slowdown, the default;
+        1.05 = up to 5% slower). When nothing meets the limit, the fastest plan
+        is returned (``meets`` tells).
+        """
+        if deadline_s is not None and max_slowdown is not None:
+            raise ValueError("give deadline or max_slowdown, not both")
+        limit = self.limit_s(deadline_s, max_slowdown)
+        ok = np.flatnonzero(self.emulated_time_s <= limit * (1 + 1e-12))
+        if ok.size == 0:
+            return int(np.argmin(self.emulated_time_s))
+        return int(ok[np.argmin(self.emulated_energy_j[ok])])
+
+    def limit_s(self, deadline_s: float | None = None, max_slowdown: float | None = None) -> float:
+        if deadline_s is not None:
+            return float(deadline_s)
+        return self.max_freq_time_s * (1.0 if max_slowdown is None else float(max_slowdown))
+
+    def meets(self, k: int, deadline_s: float | None = None, max_slowdown: float | None = None) -> bool:
+        return bool(self.emulated_time_s[k] <= self.limit_s(deadline_s, max_slowdown) * (1 + 1e-12))
+
+    def plan_json(self, k: int) -> dict:
+        """One plan as JSON: per stage, the ordered instruction names and clocks."""
+        stages = []
+        for s in range(self.dag.stages):
+            idx = self.dag.stage_ops(s)
+            stages.append(
+                {
+                    "stage": s,
+                    "instructions": [self.dag.ops[i].instruction for i in idx],
+                    "microbatches": [self.dag.ops[i].microbatch for i in idx],
+                    "frequencies": [int(f) for f in self.frequencies[k, idx]],
+                }
+            )
+        return {
+            "plan": k,
+            "schedule": self.dag.schedule,
+            "stages_count": self.dag.stages,
+            "microbatches": self.dag.microbatches,
+            "model": self.model,
+            "unit_time_s": self.unit_time_s,
+            "blocking_power_w": self.blocking_power_w,
+            "iteration_time_s": float(self.planned_time_s[k]),
+            "energy_j": float(self.planned_energy_j[k]),
+            "emulated_time_s": float(self.emulated_time_s[k]),
+            "emulated_energy_j": float(self.emulated_energy_j[k]),
+            "stages": stages,
+        }
+
+    def write_plan(self, k: int, path: Path) -> Path:
+        path.write_text(json.dumps(self.plan_json(k), indent=1) + "\n")
+        return path
+
+
+def build_specs(
+    profile: InstructionProfile, stages: int, model: str, unit_time_s: float, blocking_power_w: float
+) -> dict[tuple[int, str], OpSpec]:
+    profile.check_stages(stages, (FORWARD, BACKWARD))
+    return {
+        (s, inst): build_spec(profile.get(s, inst), model, unit_time_s, blocking_power_w)
+        for s in range(stages)
+        for inst in (FORWARD, BACKWARD)
+    }
+
+
+def plan_frontier(
+    profile: InstructionProfile,
+    stages: int,
+    microbatches: int,
+    schedule: str = "1f1b",
+    unit_time_s: float = 0.001,
+    blocking_power_w: float = 0.0,
+    model: str = "measured",
+    pareto_only: bool | None = None,
+) -> PlanSet:
+    """Solve and emulate the frontier.
+
+    ``pareto_only`` (default: True for ``measured``, False for ``exponential``)
+    keeps only plans from the fastest to the minimum planned energy; the
+    exponential model otherwise lists every plan the published solver emits
+    (one per unit from just below the all-slowest time to the fastest) so the
+    two can be compared point by point.
+    """
+    if not unit_time_s > 0:
+        raise ValueError(f"unit_time_s must be > 0, got {unit_time_s}")
+    if blocking_power_w < 0:
+        raise ValueError(f"blocking_power_w must be >= 0, got {blocking_power_w}")
+    started = time.perf_counter()
+    dag = build_dag(schedule, stages, microbatches)
+    specs = build_specs(profile, stages, model, unit_time_s, blocking_power_w)
+    keys = list(specs)
+    key_index = {k: j for j, k in enumerate(keys)}
+    spec_of_op = np.array([key_index[(op.stage, op.instruction)] for op in dag.ops])
+    fr = solve_frontier(
+        dag.n_ops,
+        dag.edges,
+        spec_of_op,
+        [specs[k].lo for k in keys],
+        [specs[k].hi for k in keys],
+        [specs[k].costs for k in keys],
+    )
+    # Fastest first.
+    t_units = fr.times[::-1]
+    durations = fr.durations[::-1]
+    energy = fr.costs[::-1] + stages * t_units * unit_time_s * blocking_power_w
+    if pareto_only is None:
+        pareto_only = model == "measured"
+    if pareto_only:
+        keep = slice(0, int(np.argmin(energy)) + 1)
+    else:
+        keep = slice(0, len(t_units) - 1)  # the all-slowest starting point is not a published plan
+    t_units, durations, energy = t_units[keep], durations[keep], energy[keep]
+    freqs = np.empty(durations.shape, dtype=np.int64)
+    for j, k in enumerate(keys):
+        cols = spec_of_op == j
+        freqs[:, cols] = specs[k].frequencies_for(durations[:, cols])
+    solve_seconds = time.perf_counter() - started
+    emu_t, emu_e = emulate(dag, profile, freqs, blocking_power_w)
+    fmax = np.array([int(profile.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
+    mt, me = emulate(dag, profile, fmax[None, :], blocking_power_w)
+    return PlanSet(
+        dag=dag,
+        specs=specs,
+        model=model,
+        unit_time_s=unit_time_s,
+        blocking_power_w=blocking_power_w,
+        time_units=t_units,
+        planned_energy_j=energy,
+        frequencies=freqs,
+        emulated_time_s=emu_t,
+        emulated_energy_j=emu_e,
+        max_freq_time_s=float(mt[0]),
+        max_freq_energy_j=float(me[0]),
+        max_frequencies=fmax,
+        solve_seconds=solve_seconds,
+        phases=fr.phases,
+    )

@@ -1,0 +1,75 @@
+"""PNG figures of a frontier and of one plan's per-stage timeline (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from zeus_plugins_perseus.emulator import measured_tables, timeline  # noqa: E402
+from zeus_plugins_perseus.planner import PlanSet  # noqa: E402
+from zeus_plugins_perseus.profile import InstructionProfile  # noqa: E402
+
+
+def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
+    """Planned and emulated (time, energy) of every plan, with the all-max-frequency point."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(ps.planned_time_s, ps.planned_energy_j, ".", ms=3, color="tab:blue", label="planned")
+    ax.plot(ps.emulated_time_s, ps.emulated_energy_j, ".", ms=3, color="tab:orange", label="emulated on the profile")
+    ax.plot([ps.max_freq_time_s], [ps.max_freq_energy_j], "k*", ms=12, label="all max clocks")
+    if chosen is not None:
+        ax.plot([ps.emulated_time_s[chosen]], [ps.emulated_energy_j[chosen]], "o", mfc="none", mec="red", ms=12,
+                label=f"chosen plan {chosen}")
+    ax.set_xlabel("iteration time (s)")
+    ax.set_ylabel("iteration energy (J)")
+    ax.set_title(f"{ps.dag.stages} stages x {ps.dag.microbatches} microbatches, {ps.dag.schedule}, "
+                 f"{ps.model} model: {len(ps)} plans", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path) -> Path:
+    """One row per stage: each instruction as a bar from its emulated start, coloured by its clock."""
+    times, _ = measured_tables(ps.dag, profile, ps.frequencies[k][None, :])
+    start, finish = timeline(ps.dag, times[0])
+    freqs = ps.frequencies[k]
+    lo, hi = float(freqs.min()), float(freqs.max())
+    cmap = plt.get_cmap("viridis")
+    fig, ax = plt.subplots(figsize=(max(8, ps.dag.microbatches * 0.6), 0.5 * ps.dag.stages + 1.5))
+    for i, op in enumerate(ps.dag.ops):
+        frac = 0.5 if hi == lo else (freqs[i] - lo) / (hi - lo)
+        ax.barh(op.stage, finish[i] - start[i], left=start[i], color=cmap(frac),
+                edgecolor="black" if op.instruction == "backward" else "white", linewidth=0.5)
+        if ps.dag.microbatches <= 16:
+            ax.text((start[i] + finish[i]) / 2, op.stage, op.label, ha="center", va="center", fontsize=6, color="white")
+    ax.set_yticks(range(ps.dag.stages))
+    ax.set_yticklabels([f"stage {s}" for s in range(ps.dag.stages)])
+    ax.invert_yaxis()
+    ax.set_xlabel("time (s)")
+    ax.set_title(f"plan {k}: {ps.emulated_time_s[k]:.4f} s, {ps.emulated_energy_j[k]:,.1f} J (emulated); "
+                 "colour = SM clock, black edge = backward", fontsize=10)
+    sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(lo, hi if hi > lo else lo + 1))
+    fig.colorbar(sm, ax=ax, label="SM clock (MHz)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def frontier_rows(ps: PlanSet) -> list[tuple]:
+    return [
+        (k, float(ps.planned_time_s[k]), float(ps.planned_energy_j[k]), float(ps.emulated_time_s[k]),
+         float(ps.emulated_energy_j[k]))
+        for k in range(len(ps))
+    ]
+
+
+__all__ = ["frontier_rows", "plot_frontier", "plot_timeline"]

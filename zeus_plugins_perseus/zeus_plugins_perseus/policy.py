@@ -1,0 +1,131 @@
+"""The ``perseus`` frequency-plan policy: a planner part of ``zeus run``."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from zeus_plugins_perseus.options import PerseusOptions
+from zeus_plugins_perseus.planner import PlanSet, plan_frontier
+from zeus_plugins_perseus.profile import read_profile
+
+FRONTIER_COLUMNS = ("plan", "iteration_time_s", "energy_j", "emulated_time_s", "emulated_energy_j")
+
+
+def _write_atomic(path: Path, text: str) -> Path:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+class PerseusPolicy:
+    """Every Pareto-optimal per-instruction SM-clock plan of a pipeline, and the one the job's limit picks."""
+
+    Options = PerseusOptions
+
+    def __init__(self, options: PerseusOptions, context: Any) -> None:
+        self.options = options
+        path = context.resolve_path(options.profile) if hasattr(context, "resolve_path") else Path(options.profile)
+        self.profile_path = path
+        self.profile = read_profile(path)  # ProfileError is a ValueError: the core reports it with the section
+        self.stages = options.stages if options.stages is not None else len(self.profile.stages)
+        self.profile.check_stages(self.stages, ("forward", "backward"))
+        self.plans: PlanSet | None = None
+        self.chosen: int | None = None
+
+    def plan(self, ctx: Any = None) -> None:
+        o = self.options
+        self.plans = plan_frontier(
+            self.profile,
+            stages=self.stages,
+            microbatches=o.microbatches,
+            schedule=o.schedule,
+            unit_time_s=o.unit_time_s,
+            blocking_power_w=o.blocking_power_w,
+            model=o.model,
+        )
+        self.chosen = self.plans.choose(deadline_s=o.deadline, max_slowdown=o.max_slowdown)
+
+    def _require(self) -> PlanSet:
+        if self.plans is None:
+            raise RuntimeError("plan() has not run")
+        return self.plans
+
+    def frequencies(self, plan: int | None = None) -> list[list[tuple[str, int]]]:
+        """Per stage, the ordered (instruction, clock) pairs of a plan (the chosen one by default)."""
+        ps = self._require()
+        k = self.chosen if plan is None else plan
+        return [
+            [(ps.dag.ops[i].instruction, int(ps.frequencies[k, i])) for i in ps.dag.stage_ops(s)]
+            for s in range(ps.dag.stages)
+        ]
+
+    def summary(self, _summary: Any = None) -> dict:
+        ps = self._require()
+        k = self.chosen
+        o = self.options
+        return {
+            "plans": len(ps),
+            "model": ps.model,
+            "schedule": ps.dag.schedule,
+            "stages": ps.dag.stages,
+            "microbatches": ps.dag.microbatches,
+            "solve_seconds": round(ps.solve_seconds, 4),
+            "max_frequency": {"time_s": ps.max_freq_time_s, "energy_j": ps.max_freq_energy_j},
+            "chosen": {
+                "plan": k,
+                "limit_s": ps.limit_s(o.deadline, o.max_slowdown),
+                "meets_limit": ps.meets(k, o.deadline, o.max_slowdown),
+                "iteration_time_s": float(ps.planned_time_s[k]),
+                "energy_j": float(ps.planned_energy_j[k]),
+                "emulated_time_s": float(ps.emulated_time_s[k]),
+                "emulated_energy_j": float(ps.emulated_energy_j[k]),
+                "energy_saving_vs_max": 1.0 - float(ps.emulated_energy_j[k]) / ps.max_freq_energy_j,
+            },
+        }
+
+    def report(self, console: Console, _summary: Any = None) -> None:
+        ps = self._require()
+        s = self.summary()
+        c = s["chosen"]
+        table = Table(title=f"Perseus: {len(ps)} plans ({ps.model} model, {ps.dag.schedule}, "
+                            f"{ps.dag.stages} stages x {ps.dag.microbatches} microbatches) in {ps.solve_seconds:.2f} s")
+        for col in ("", "iteration time (s)", "energy (J)", "emulated time (s)", "emulated energy (J)"):
+            table.add_column(col, justify="right" if col else "left")
+        table.add_row("all max clocks", "", "", f"{ps.max_freq_time_s:.4f}", f"{ps.max_freq_energy_j:,.1f}")
+        for label, k in (("fastest plan", 0), ("least-energy plan", len(ps) - 1), (f"chosen plan {c['plan']}", c["plan"])):
+            table.add_row(label, f"{ps.planned_time_s[k]:.4f}", f"{ps.planned_energy_j[k]:,.1f}",
+                          f"{ps.emulated_time_s[k]:.4f}", f"{ps.emulated_energy_j[k]:,.1f}")
+        console.print(table)
+        verdict = "meets" if c["meets_limit"] else "[yellow]misses (no plan is fast enough; the fastest is shown)[/]"
+        console.print(
+            f"chosen plan {c['plan']} {verdict} the limit of {c['limit_s']:.4f} s and saves "
+            f"{100 * c['energy_saving_vs_max']:.1f}% energy against all max clocks (emulated)"
+        )
+
+    def write_outputs(self, out_dir: Path, _summary: Any = None) -> list[Path]:
+        from zeus_plugins_perseus.plots import frontier_rows, plot_frontier, plot_timeline
+
+        ps = self._require()
+        out_dir = Path(out_dir)
+        plans_dir = out_dir / "plans"
+        plans_dir.mkdir(parents=True, exist_ok=True)
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(FRONTIER_COLUMNS)
+        for k, t, e, et, ee in frontier_rows(ps):
+            w.writerow([k, repr(t), repr(e), repr(et), repr(ee)])
+        written = [_write_atomic(out_dir / "frontier.csv", buf.getvalue())]
+        for k in range(len(ps)):
+            ps.write_plan(k, plans_dir / f"{k:05d}.json")
+        written.append(plans_dir)  # one entry for the folder: hundreds of plan files would flood the listing
+        written.append(_write_atomic(out_dir / "chosen_plan.json", (plans_dir / f"{self.chosen:05d}.json").read_text()))
+        written.append(plot_frontier(ps, out_dir / "frontier.png", self.chosen))
+        written.append(plot_timeline(ps, self.profile, self.chosen, out_dir / "timeline.png"))
+        return written

@@ -1,0 +1,292 @@
+"""Exact time-cost tradeoff over a DAG: the optimal plan for every integer deadline.
+
+Problem. Each operation ``i`` of an activity-on-node DAG runs for an integer
+duration ``d_i`` in ``[lo_i, hi_i]`` at cost ``c_i(d_i)``, convex and
+non-increasing (slower is cheaper, with diminishing savings). For every integer
+iteration time ``T`` from the all-slowest critical path down to the all-fastest
+one, find durations of minimum total cost whose critical path is at most ``T``.
+
+Method. The published solver (Phillips-Dessouky, as in lowtime) recomputes a
+minimum cut of the critical network from scratch for every unit of time. We
+solve the same linear program in its potential ("event time") form and keep
+its dual, a flow ``f`` that certifies optimality, across steps:
+
+* node times ``pi`` with ``pi[sink] - pi[source] = T``; an operation runs for
+  ``min(hi, pi[out] - pi[in])``. The cost of an arc as a function of its time
+  span ``x`` is convex piecewise linear with integer breakpoints.
+* complementary slackness: each arc's flow lies between the saving of slowing
+  it by one unit (lower bound) and the cost of speeding it up by one unit
+  (upper bound), both at its current span.
+* a step augments ``f`` to a maximum flow inside those bounds (scipy's Dinic on
+  integer capacities) and takes the minimum cut ``(S, T-side)``. Shifting every
+  T-side node earlier by ``k`` keeps ``f`` optimal for as long as every cut arc
+  stays on one linear piece of its cost, so one max flow yields a run of
+  ``delta >= 1`` consecutive optimal plans (Fulkerson's parametric idea) and
+  the flow is warm-started instead of rebuilt.
+
+Marginal costs are scaled to integers (rounding is monotone, so convexity is
+kept); reported costs are always recomputed from the unrounded cost tables.
+The rounding can only pick a plan whose true cost is within
+``n_ops / scale`` of the optimum, far below 1e-6 relative on real profiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+
+_INF = 2**30  # capacity of an arc that cannot be crashed further / a tight dummy arc
+_FLOW_BUDGET = 2**28  # every finite capacity sum stays below this, so int32 never overflows
+_NO_LIMIT = np.iinfo(np.int64).max // 4
+
+
+@attrs.frozen
+class Frontier:
+    """Optimal plans, slowest first: ``times[k]`` (units) and ``durations[k, op]`` (units)."""
+
+    times: np.ndarray
+    durations: np.ndarray
+    costs: np.ndarray  # sum of c_i(d_i), unrounded
+    phases: int  # number of max-flow computations
+
+
+class TradeoffError(ValueError):
+    """The problem handed to the solver is malformed (a bug upstream or a bad cost model)."""
+
+
+def _check_tables(lo, hi, cost_tables):
+    for i, (l, h, c) in enumerate(zip(lo, hi, cost_tables)):
+        c = np.asarray(c, dtype=float)
+        if h < l or l < 0:
+            raise TradeoffError(f"spec {i}: duration range [{l}, {h}] is empty or negative")
+        if c.shape != (h - l + 1,):
+            raise TradeoffError(f"spec {i}: expected {h - l + 1} costs for durations {l}..{h}, got {c.shape}")
+        m = c[:-1] - c[1:]  # saving of each unit of slowing
+        if np.any(m < -1e-9 * max(1.0, float(np.abs(c).max()))):
+            raise TradeoffError(f"spec {i}: cost must not increase with duration")
+        if np.any(np.diff(m) > 1e-9 * max(1.0, float(np.abs(m).max(initial=0.0)))):
+            raise TradeoffError(f"spec {i}: cost must be convex in duration")
+
+
+def solve_frontier(
+    n_ops: int,
+    edges: Sequence[tuple[int, int]] | np.ndarray,
+    spec_of_op: Sequence[int] | np.ndarray,
+    lo: Sequence[int],
+    hi: Sequence[int],
+    cost_tables: Sequence[Sequence[float]],
+    t_stop: int | None = None,
+) -> Frontier:
+    """Every optimal plan from the all-slowest critical path down to ``t_stop`` (default: the fastest).
+
+    ``spec_of_op[i]`` indexes ``lo``/``hi``/``cost_tables``: operations that
+    share a (stage, instruction) share a spec. ``cost_tables[j][k]`` is the cost
+    of spec ``j`` at duration ``lo[j] + k``. ``edges`` are (before, after) pairs.
+    """
+    lo = np.asarray(lo, dtype=np.int64)
+    hi = np.asarray(hi, dtype=np.int64)
+    _check_tables(lo, hi, cost_tables)
+    spec = np.asarray(spec_of_op, dtype=np.int64)
+    if spec.shape != (n_ops,) or (n_ops and (spec.min() < 0 or spec.max() >= len(lo))):
+        raise TradeoffError("spec_of_op must give a valid spec index for every operation")
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    if e.size and (e.min() < 0 or e.max() >= n_ops):
+        raise TradeoffError("edges must connect operations 0..n_ops-1")
+
+    n_spec = len(lo)
+    width = int((hi - lo).max()) if n_spec else 0
+    # Unrounded cost and marginal tables, padded: column y <-> duration lo + y.
+    ctab = np.zeros((n_spec, width + 1))
+    marg = np.zeros((n_spec, width + 2))  # marg[j, y]: saving of going from y-1 to y (0 beyond hi)
+    for j, c in enumerate(cost_tables):
+        c = np.asarray(c, dtype=float)
+        ctab[j, : len(c)] = c
+        ctab[j, len(c) :] = c[-1]
+        m = np.maximum(c[:-1] - c[1:], 0.0)
+        m = np.maximum.accumulate(m[::-1])[::-1]  # enforce convexity against float noise
+        marg[j, 1 : len(c)] = m
+    total = float(np.sum(marg[spec, 1])) if n_ops else 0.0
+    scale = min(1e9, _FLOW_BUDGET / total) if total > 0 else 1.0
+    mint = np.rint(marg * scale).astype(np.int64)
+    mint[:, 0] = _INF  # cannot go below lo
+
+    # Run lengths of equal slopes, for how far a cut can be reused.
+    down = np.zeros_like(mint)  # intervals y, y-1, ..., 1 with the slope of interval y
+    up = np.full_like(mint, _NO_LIMIT)  # intervals y+1, y+2, ... with the slope of interval y+1
+    for y in range(1, width + 2):
+        down[:, y] = np.where(mint[:, y] == mint[:, y - 1], down[:, y - 1] + 1, 1)
+    for y in range(width, -1, -1):
+        nxt = mint[:, y + 1]
+        if y + 2 <= width + 1:
+            same = mint[:, y + 2] == nxt
+            up[:, y] = np.where(same, np.where(up[:, y + 1] >= _NO_LIMIT, _NO_LIMIT, up[:, y + 1] + 1), 1)
+        else:
+            up[:, y] = _NO_LIMIT
+        up[:, y] = np.where(nxt == 0, _NO_LIMIT, up[:, y])
+    last = width + 1
+
+    # Graph: node 0 source, 1 sink, op i -> in 2+2i, out 3+2i.
+    n_nodes = 2 + 2 * n_ops
+    ops = np.arange(n_ops)
+    has_pred = np.zeros(n_ops, bool)
+    has_succ = np.zeros(n_ops, bool)
+    if e.size:
+        has_pred[e[:, 1]] = True
+        has_succ[e[:, 0]] = True
+    starts = ops[~has_pred]
+    ends = ops[~has_succ]
+    tail = np.concatenate([2 + 2 * ops, 3 + 2 * e[:, 0], np.zeros(len(starts), np.int64), 3 + 2 * ends])
+    head = np.concatenate([3 + 2 * ops, 2 + 2 * e[:, 1], 2 + 2 * starts, np.ones(len(ends), np.int64)])
+    n_arcs = len(tail)
+    is_act = np.zeros(n_arcs, bool)
+    is_act[:n_ops] = True
+
+    # Initial potentials: earliest event times with every op at its slowest duration.
+    pi = _earliest_times(n_ops, e, hi[spec], order_check=True)
+    pi_nodes = np.zeros(n_nodes, np.int64)
+    pi_nodes[2 + 2 * ops] = pi
+    pi_nodes[3 + 2 * ops] = pi + hi[spec]
+    t_max = int(pi_nodes[3 + 2 * ends].max()) if n_ops else 0
+    pi_nodes[1] = t_max
+    t_fast = int((_earliest_times(n_ops, e, lo[spec], order_check=False) + lo[spec]).max()) if n_ops else 0
+    stop = t_fast if t_stop is None else max(int(t_stop), t_fast)
+
+    # Fixed CSR structure with a forward and a backward entry per arc.
+    rows = np.concatenate([tail, head])
+    cols = np.concatenate([head, tail])
+    probe = sp.csr_array((np.arange(1, 2 * n_arcs + 1), (rows, cols)), shape=(n_nodes, n_nodes))
+    probe.sort_indices()
+    pos = np.empty(2 * n_arcs, np.int64)
+    pos[probe.data - 1] = np.arange(2 * n_arcs)
+    pos_f, pos_b = pos[:n_arcs], pos[n_arcs:]
+    indices, indptr = probe.indices.astype(np.int32), probe.indptr.astype(np.int32)
+
+    lo_op, hi_op = lo[spec], hi[spec]
+    flow = np.zeros(n_arcs, np.int64)
+    in_nodes, out_nodes = 2 + 2 * ops, 3 + 2 * ops
+
+    times = [t_max]
+    durs = [np.minimum(hi_op, pi_nodes[out_nodes] - pi_nodes[in_nodes])]
+    phases = 0
+    T = t_max
+    while T > stop:
+        phases += 1
+        x = pi_nodes[head] - pi_nodes[tail]
+        y = np.minimum(x[:n_ops] - lo_op, last)
+        ub = np.empty(n_arcs, np.int64)
+        lb = np.zeros(n_arcs, np.int64)
+        ub[:n_ops] = mint[spec, y]
+        lb[:n_ops] = mint[spec, np.minimum(y + 1, last)]
+        ub[n_ops:] = np.where(x[n_ops:] == 0, _INF, 0)
+        # At the fastest point some source-sink path is all infinite: stop there.
+        inf_arcs = ub >= _INF
+        g_inf = sp.csr_array(
+            (np.ones(int(inf_arcs.sum()), np.int8), (tail[inf_arcs], head[inf_arcs])), shape=(n_nodes, n_nodes)
+        )
+        if 1 in set(breadth_first_order(g_inf, 0, directed=True, return_predecessors=False).tolist()):
+            break
+        cap = np.empty(2 * n_arcs, np.int64)
+        cap[pos_f] = np.where(inf_arcs, _INF, ub - flow)
+        cap[pos_b] = flow - lb
+        if cap.min() < 0:  # pragma: no cover - would mean a broken invariant
+            raise TradeoffError("internal error: flow left its complementary-slackness bounds")
+        graph = sp.csr_array((cap.astype(np.int32), indices, indptr), shape=(n_nodes, n_nodes))
+        res = maximum_flow(graph, 0, 1)
+        net = res.flow.data.astype(np.int64)
+        flow += net[pos_f]
+        resid = cap - net
+        reach = sp.csr_array(((resid > 0).astype(np.int8), indices.copy(), indptr.copy()), shape=(n_nodes, n_nodes))
+        reach.eliminate_zeros()
+        in_s = np.zeros(n_nodes, bool)
+        in_s[breadth_first_order(reach, 0, directed=True, return_predecessors=False)] = True
+        if in_s[1]:  # pragma: no cover - excluded by the infinite-path check above
+            break
+        fwd = in_s[tail] & ~in_s[head]
+        bwd = ~in_s[tail] & in_s[head]
+        limit = T - stop
+        fa = fwd & is_act
+        if fa.any():
+            ya = x[:n_ops][fa[:n_ops]] - lo_op[fa[:n_ops]]
+            sa = spec[fa[:n_ops]]
+            lim = down[sa, np.minimum(ya, last)] + np.maximum(ya - last, 0)
+            limit = min(limit, int(lim.min()))
+        fd = fwd & ~is_act
+        if fd.any():
+            limit = min(limit, int(x[fd].min()))
+        ba = bwd & is_act
+        if ba.any():
+            ya = x[:n_ops][ba[:n_ops]] - lo_op[ba[:n_ops]]
+            lim = up[spec[ba[:n_ops]], np.minimum(ya, last)]
+            limit = min(limit, int(lim.min()))
+        if limit < 1:  # pragma: no cover
+            raise TradeoffError("internal error: a minimum cut that cannot move")
+        moved = (~in_s).astype(np.int64)
+        shift = moved[out_nodes] - moved[in_nodes]
+        base = pi_nodes[out_nodes] - pi_nodes[in_nodes]
+        for k in range(1, limit + 1):
+            times.append(T - k)
+            durs.append(np.minimum(hi_op, base - k * shift))
+        pi_nodes -= limit * moved
+        T -= limit
+    durations = np.vstack(durs).astype(np.int32)
+    costs = ctab[spec[None, :], durations - lo_op[None, :]].sum(axis=1)
+    return Frontier(times=np.asarray(times, np.int64), durations=durations, costs=costs, phases=phases)
+
+
+def _earliest_times(n_ops: int, edges: np.ndarray, dur: np.ndarray, order_check: bool) -> np.ndarray:
+    """Earliest start of every op (longest path from the start), in a topological order."""
+    order = topological_order(n_ops, edges) if order_check else topological_order(n_ops, edges)
+    preds: list[list[int]] = [[] for _ in range(n_ops)]
+    for a, b in edges.tolist():
+        preds[b].append(a)
+    start = np.zeros(n_ops, np.int64)
+    finish = np.zeros(n_ops, np.int64)
+    st = start.tolist()
+    du = dur.tolist()
+    fi = [0] * n_ops
+    for v in order:
+        s = max((fi[p] for p in preds[v]), default=0)
+        st[v] = s
+        fi[v] = s + du[v]
+    start[:] = st
+    finish[:] = fi
+    return start
+
+
+def topological_order(n: int, edges) -> list[int]:
+    """Kahn's algorithm; raises TradeoffError naming a node on a cycle (a schedule that deadlocks)."""
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indeg = [0] * n
+    for a, b in np.asarray(edges, dtype=np.int64).reshape(-1, 2).tolist():
+        succ[a].append(b)
+        indeg[b] += 1
+    ready = [v for v in range(n) if indeg[v] == 0]
+    order = []
+    while ready:
+        v = ready.pop()
+        order.append(v)
+        for w in succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    if len(order) != n:
+        stuck = next(v for v in range(n) if indeg[v] > 0)
+        raise TradeoffError(f"the dependency graph has a cycle through operation {stuck} (the schedule deadlocks)")
+    return order
+
+
+def longest_path(n_ops: int, edges, dur) -> float:
+    """Critical path length of a node-weighted DAG (any numeric durations)."""
+    order = topological_order(n_ops, edges)
+    preds: list[list[int]] = [[] for _ in range(n_ops)]
+    for a, b in np.asarray(edges, dtype=np.int64).reshape(-1, 2).tolist():
+        preds[b].append(a)
+    du = list(np.asarray(dur).tolist())
+    fi = [0.0] * n_ops
+    for v in order:
+        fi[v] = max((fi[p] for p in preds[v]), default=0) + du[v]
+    return max(fi, default=0)
