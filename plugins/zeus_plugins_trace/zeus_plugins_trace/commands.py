@@ -1,0 +1,74 @@
+"""``zeus traces synth|fetch``: make a trace folder without leaving the command line."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from zeus_plugins_trace import synth
+from zeus_plugins_trace.traces import POWER_PATTERN, TRAIN_FILE, TraceError, read_power, read_train
+
+#: Where the public NSDI'23 traces live in the Zeus repository.
+DEFAULT_BASE_URL = "https://raw.githubusercontent.com/ml-energy/zeus/master/examples/research_reproducibility/zeus_nsdi23/trace"
+GPUS = ("v100", "a40", "p100", "rtx6000")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+@click.group("traces")
+def traces_group() -> None:
+    """Make Zeus NSDI'23 trace folders: synthetic (no download) or the public ones."""
+
+
+@traces_group.command("synth")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Folder to write the traces into.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the runs' epochs to target.")
+def synth_cmd(out: Path, seed: int) -> None:
+    """Write a synthetic train trace and power traces for v100, a40, p100 and rtx6000."""
+    for path in synth.write(out, seed):
+        console.print(f"wrote {escape(str(path))}")
+    console.print("[yellow]synthetic[/]: made by a parametric model (zeus_plugins_trace.synth), not measured on any GPU")
+
+
+def fetch(out: Path, base_url: str = DEFAULT_BASE_URL, gpus: tuple[str, ...] = GPUS, timeout: float = 60.0) -> list[Path]:
+    """Download the train trace and the power traces of ``gpus`` into ``out``.
+
+    Each file is checked with the same reader ``zeus run`` uses before it is
+    put in place, so a failed or garbled download leaves no file behind.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in (TRAIN_FILE, *(POWER_PATTERN.format(gpu=g) for g in gpus)):
+        url = f"{base_url.rstrip('/')}/{name}"
+        tmp = out / f".{name}.part"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                tmp.write_bytes(resp.read())
+        except (urllib.error.URLError, OSError) as e:
+            tmp.unlink(missing_ok=True)
+            raise click.ClickException(f"cannot download {url}: {getattr(e, 'reason', e)}; check --base-url or the network") from None
+        try:
+            (read_train if name == TRAIN_FILE else read_power)(tmp)
+        except TraceError as e:
+            tmp.unlink(missing_ok=True)
+            raise click.ClickException(f"{url} is not a valid trace: {e}") from None
+        target = out / name
+        tmp.replace(target)
+        written.append(target)
+    return written
+
+
+@traces_group.command("fetch")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Folder to write the traces into.")
+@click.option("--base-url", default=DEFAULT_BASE_URL, show_default=True, help="URL of the folder holding the trace files.")
+@click.option("--gpu", "gpus", multiple=True, type=click.Choice(GPUS), help="Power traces to fetch (default: all four).")
+def fetch_cmd(out: Path, base_url: str, gpus: tuple[str, ...]) -> None:
+    """Download the public Zeus NSDI'23 train and power traces."""
+    for path in fetch(out, base_url, gpus or GPUS):
+        console.print(f"wrote {escape(str(path))}")

@@ -1,0 +1,154 @@
+"""The comparison of a trace run with the default and oracle baselines: table, JSON, plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+from rich.table import Table
+
+from zeus_core.cost import pareto_frontier
+
+from zeus_plugins_trace import baselines
+from zeus_plugins_trace.traces import WorkloadTrace
+
+
+@attrs.frozen
+class Comparison:
+    """The run's totals next to both baselines over the same number of recurrences."""
+
+    trace: str
+    synthetic: bool
+    gpu: str
+    recurrences: int
+    max_epochs: int
+    method: dict[str, float]
+    default: baselines.Baseline
+    oracle: baselines.Baseline
+
+    def to_json(self) -> dict[str, Any]:
+        n = self.recurrences
+        return {
+            "trace": self.trace,
+            "synthetic": self.synthetic,
+            "gpu": self.gpu,
+            "baselines": {"default": self.default.to_json(n), "oracle": self.oracle.to_json(n)},
+            "vs_default": baselines.compare(self.method, self.default, n),
+            "vs_oracle": baselines.compare(self.method, self.oracle, n),
+        }
+
+
+def compare(trace: WorkloadTrace, summary: Any, job: Any, default_batch_size: int) -> Comparison:
+    records = summary.records
+    n = len({r.recurrence for r in records})
+    method = {
+        "energy_j": float(sum(r.energy_j for r in records)),
+        "time_s": float(sum(r.time_s for r in records)),
+        "cost": float(sum(r.cost for r in records)),
+    }
+    return Comparison(
+        trace=trace.source,
+        synthetic=trace.synthetic,
+        gpu=trace.gpu,
+        recurrences=n,
+        max_epochs=job.max_epochs,
+        method=method,
+        default=baselines.default(trace, job.eta_knob, job.max_epochs, default_batch_size),
+        oracle=baselines.oracle(trace, job.eta_knob, job.max_epochs),
+    )
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f}%"
+
+
+def print_table(console: Any, c: Comparison) -> None:
+    n = c.recurrences
+    kind = "SYNTHETIC trace" if c.synthetic else "trace"
+    table = Table(title=f"{n} recurrences on {c.gpu} ({kind}: {c.trace}) against baselines by expected cost")
+    for col in ("method", "knobs", "energy (J)", "time (s)", "cost", "energy saved", "time saved", "cost saved", "regret vs oracle"):
+        table.add_column(col, justify="right")
+    vs_d = baselines.compare(c.method, c.default, n)
+    vs_o = baselines.compare(c.method, c.oracle, n)
+    table.add_row(
+        "this run", "(chosen per recurrence)", f"{c.method['energy_j']:,.0f}", f"{c.method['time_s']:,.0f}",
+        f"{c.method['cost']:,.0f}", _pct(vs_d["energy_saved"]), _pct(vs_d["time_saved"]), _pct(vs_d["cost_saved"]),
+        _pct(vs_o["regret"]),
+    )
+    for b in (c.default, c.oracle):
+        d = baselines.compare({"energy_j": b.energy_j * n, "time_s": b.time_s * n, "cost": b.cost * n}, c.default, n)
+        o = baselines.compare({"energy_j": b.energy_j * n, "time_s": b.time_s * n, "cost": b.cost * n}, c.oracle, n)
+        table.add_row(
+            b.name, f"{b.batch_size} @ {b.power_limit:g} W", f"{b.energy_j * n:,.0f}", f"{b.time_s * n:,.0f}",
+            f"{b.cost * n:,.0f}", _pct(d["energy_saved"]), _pct(d["time_saved"]), _pct(d["cost_saved"]), _pct(o["regret"]),
+        )
+    console.print(table)
+    console.print("savings are against the default; regret is the extra cost over the oracle")
+
+
+def plots(out: Path, trace: WorkloadTrace, c: Comparison, records: list, eta: float) -> list[Path]:
+    """``cost_per_recurrence.png`` and ``pareto.png`` under ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    recs = sorted({r.recurrence for r in records})
+    per = np.array([sum(r.cost for r in records if r.recurrence == k) for k in recs])
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(recs, per, ".-", lw=0.8, label="this run")
+    ax.axhline(c.default.cost, color="tab:red", ls="--", label=f"default {c.default.batch_size} @ {c.default.power_limit:g} W (expected)")
+    ax.axhline(c.oracle.cost, color="tab:green", ls="--", label=f"oracle {c.oracle.batch_size} @ {c.oracle.power_limit:g} W (expected)")
+    ax.set_xlabel("recurrence")
+    ax.set_ylabel(f"cost (eta = {eta:g})")
+    ax.set_yscale("log")
+    ax.set_title(f"{trace.dataset} on {trace.gpu}: cost per recurrence" + (" (synthetic trace)" if trace.synthetic else ""))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "cost_per_recurrence.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+    epochs = baselines.expected_epochs(trace, c.max_epochs)
+    t = (epochs[:, None] * trace.time).ravel()
+    e = (epochs[:, None] * trace.energy).ravel()
+    ok = np.isfinite(t) & np.isfinite(e)
+    labels = [(int(b), float(p)) for b in trace.batch_sizes for p in trace.power_limits]
+    fig, ax = plt.subplots(figsize=(7, 5))
+    ax.scatter(t[ok], e[ok], s=10, c="0.6", label="(batch size, power limit), expected per recurrence")
+    front = pareto_frontier(np.where(ok, t, np.nan), np.where(ok, e, np.nan))
+    ax.plot(t[front], e[front], "-", color="k", lw=1, label="Pareto frontier")
+
+    def mark(b: int, p: float, style: str, name: str) -> None:
+        k = labels.index((b, p))
+        ax.plot(t[k], e[k], style, ms=10, mfc="none", mew=2, label=name)
+
+    mark(c.default.batch_size, c.default.power_limit, "rs", "default")
+    mark(c.oracle.batch_size, c.oracle.power_limit, "g^", "oracle")
+    chosen: dict[tuple[int, float], int] = {}
+    for r in records:
+        if r.reached and r.power_limit is not None:
+            chosen[(r.batch_size, float(r.power_limit))] = chosen.get((r.batch_size, float(r.power_limit)), 0) + 1
+    for (b, p), count in sorted(chosen.items(), key=lambda kv: -kv[1])[:5]:
+        if (b, p) in labels:
+            k = labels.index((b, p))
+            ax.plot(t[k], e[k], "o", color="tab:blue", ms=4 + 8 * count / max(chosen.values()), alpha=0.7)
+            ax.annotate(f"{b}@{p:g}W x{count}", (t[k], e[k]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    ax.plot([], [], "o", color="tab:blue", label="chosen by this run (size: how often)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time to target (s)")
+    ax.set_ylabel("energy to target (J)")
+    ax.set_title(f"{trace.dataset} on {trace.gpu}: time-energy tradeoff" + (" (synthetic trace)" if trace.synthetic else ""))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "pareto.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+    return written

@@ -1,0 +1,172 @@
+"""A fast replay of a recurring job on a trace, with the paper simulator's accounting.
+
+``zeus run`` on the trace device and workload goes through the core's runner
+epoch by epoch; this module computes the same tries directly from per-batch-size
+arrays, so that the benchmark grid (6 workloads x 4 GPUs x 5 seeds, 3 methods)
+runs in seconds. The batch-size policy is any part with the core's
+``choose(ctx)``/``observe(ctx, record)`` protocol (the registered ``mab``
+policy in the benchmarks), called with the core's own PolicyContext and
+TryRecord, exactly as the runner calls it.
+
+Accounting (the Zeus NSDI'23 simulator, DESIGN: "same accounting"):
+
+* the power limit at a batch size is the JIT's choice: the limit with the
+  lowest epoch cost, ties to the higher limit; the first run at a batch size
+  spends its first epoch profiling, charged as the mean over the limits;
+* each try samples one train run of its batch size (``rng.choice`` over the
+  runs in file order, one draw per try from ``default_rng(seed)``);
+* a try stops before the epoch that would push its cost past
+  ``beta x min_cost``: it runs ``min(floor(beta x min_cost / epoch cost),
+  max_epochs)`` epochs, where ``min_cost`` is the lowest cost of a finished
+  recurrence (all its tries); zero epochs is the "never ran" case (no cost);
+* it reaches the target if its run's ``target_epoch`` fits in that horizon.
+
+One deliberate difference: a try that never ran does not count as having
+profiled its batch size (the runner's JIT cannot profile without an epoch).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+import numpy as np
+
+from zeus_core.job import JobOptions
+from zeus_core.results import TryRecord
+from zeus_core.runner import PolicyContext
+
+from zeus_plugins_trace.traces import WorkloadTrace
+
+
+class SimulationError(RuntimeError):
+    """A recurrence could not reach the target in ``max_tries`` tries."""
+
+
+@attrs.frozen
+class Knobs:
+    """Per batch size: the JIT's limit, its epoch energy/time/cost, and the profiling epoch's."""
+
+    limit: np.ndarray
+    energy: np.ndarray
+    time: np.ndarray
+    cost: np.ndarray
+    profile_energy: np.ndarray
+    profile_time: np.ndarray
+
+
+def jit_knobs(wt: WorkloadTrace, eta: float) -> Knobs:
+    """What the JIT power policy ends up with at each batch size (vectorised over B)."""
+    cpe = wt.epoch_cost(eta)
+    masked = np.where(np.isnan(cpe), np.inf, cpe)
+    # Limits are high to low and argmin takes the first minimum: ties go high.
+    j = np.argmin(masked, axis=1)
+    rows = np.arange(len(wt.batch_sizes))
+    energy = wt.energy
+    return Knobs(
+        limit=wt.power_limits[j],
+        energy=energy[rows, j],
+        time=wt.time[rows, j],
+        cost=cpe[rows, j],
+        profile_energy=np.nanmean(energy, axis=1),
+        profile_time=np.nanmean(wt.time, axis=1),
+    )
+
+
+@attrs.define
+class SimResult:
+    """Every try of a simulated job, as the core's TryRecords, plus per-recurrence totals."""
+
+    records: list[TryRecord]
+    recurrence_cost: np.ndarray
+    recurrence_energy: np.ndarray
+    recurrence_time: np.ndarray
+
+    @property
+    def cost(self) -> float:
+        return float(self.recurrence_cost.sum())
+
+    @property
+    def energy(self) -> float:
+        return float(self.recurrence_energy.sum())
+
+    @property
+    def time(self) -> float:
+        return float(self.recurrence_time.sum())
+
+
+def simulate(
+    wt: WorkloadTrace,
+    policy: Any,
+    job: JobOptions,
+    *,
+    default_batch_size: int | None = None,
+    batch_sizes: list[int] | None = None,
+) -> SimResult:
+    """Run ``job.recurrences`` recurrences of ``job`` on ``wt`` with ``policy`` choosing batch sizes."""
+    eta, beta, max_epochs = job.eta_knob, job.beta_knob, job.max_epochs
+    k = jit_knobs(wt, eta)
+    index = {int(b): i for i, b in enumerate(wt.batch_sizes)}
+    # Plain Python floats: the loop is scalar, and numpy scalars are slower there.
+    limit, e_ep, t_ep, c_ep = k.limit.tolist(), k.energy.tolist(), k.time.tolist(), k.cost.tolist()
+    e_prof, t_prof = k.profile_energy.tolist(), k.profile_time.tolist()
+    paths = [p.tolist() for p in wt.paths]
+    n_paths = [len(p) for p in paths]
+    profiled = [False] * len(index)
+    rng = np.random.default_rng(job.seed)
+    maxp = wt.max_power_w
+    bss = list(batch_sizes) if batch_sizes is not None else [int(b) for b in wt.batch_sizes]
+
+    min_cost = math.inf
+    records: list[TryRecord] = []
+    n = job.recurrences
+    rc, re_, rt = np.zeros(n), np.zeros(n), np.zeros(n)
+    for rec in range(1, n + 1):
+        acc_c = acc_e = acc_t = 0.0
+        for try_index in range(1, job.max_tries + 1):
+            ctx = PolicyContext(job, rec, try_index, min_cost, bss, default_batch_size, maxp)
+            bs = int(policy.choose(ctx))
+            i = index.get(bs)
+            if i is None:
+                raise SimulationError(f"the policy chose batch size {bs}, which the trace does not have ({bss})")
+            # One path draw per try, before the horizon (the paper's order).
+            target = paths[i][int(rng.choice(n_paths[i], 1, replace=False)[0])] if n_paths[i] else math.nan
+            bound = beta * min_cost
+            horizon = max_epochs if math.isinf(bound) else min(int(bound // c_ep[i]), max_epochs)
+            # floor() on a ratio that is a whole number up to rounding: allow the
+            # same 1e-12 slack the runner's early-stop check allows.
+            if not math.isinf(bound) and horizon < max_epochs and (horizon + 1) * c_ep[i] <= bound * (1 + 1e-12):
+                horizon += 1
+            if horizon <= 0:
+                record = TryRecord(rec, try_index, bs, limit[i], 0, 0.0, 0.0, 0.0, False, "never-ran")
+            else:
+                reached = target == target and target <= horizon
+                epochs = int(target) if reached else horizon
+                extra = {}
+                if profiled[i]:
+                    energy, time = epochs * e_ep[i], epochs * t_ep[i]
+                else:
+                    energy = e_prof[i] + (epochs - 1) * e_ep[i]
+                    time = t_prof[i] + (epochs - 1) * t_ep[i]
+                    # What the JIT reports: the try's cost had every epoch run at the chosen limit.
+                    extra = {"profiled": True, "steady_cost": epochs * c_ep[i]}
+                profiled[i] = True
+                cost = eta * energy + (1.0 - eta) * maxp * time
+                stopped = None if reached else ("max-epochs" if horizon >= max_epochs else "early-stop")
+                record = TryRecord(rec, try_index, bs, limit[i], epochs, time, energy, cost, reached, stopped, extra)
+                acc_c += cost
+                acc_e += energy
+                acc_t += time
+            records.append(record)
+            policy.observe(ctx, record)
+            if record.reached:
+                min_cost = min(min_cost, acc_c)
+                break
+        else:
+            raise SimulationError(
+                f"recurrence {rec} of {wt.dataset} on {wt.gpu} did not reach the target in {job.max_tries} tries "
+                f"(batch sizes {[r.batch_size for r in records if r.recurrence == rec]})"
+            )
+        rc[rec - 1], re_[rec - 1], rt[rec - 1] = acc_c, acc_e, acc_t
+    return SimResult(records, rc, re_, rt)

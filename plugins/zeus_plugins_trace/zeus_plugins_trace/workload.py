@@ -1,0 +1,181 @@
+"""The ``trace`` workload: one training run replays one seeded run of the train trace.
+
+A run at batch size ``b`` samples one of the train trace's runs of ``b`` at the
+job's target metric (uniformly, from a random generator seeded with
+``job.seed`` whose state is kept in the job's store, so a job split over many
+``zeus run`` invocations samples what one long run would), and reaches the
+target at the end of that run's ``target_epoch``, or never. Each epoch's time
+and energy come from the ``trace`` device.
+
+It also knows the whole trace, so it reports the two baselines of the paper
+next to the run (:mod:`zeus_plugins_trace.baselines`), draws the plots, and
+installs ``session.predict_epoch_cost`` so that early stopping judges an epoch
+by its exact cost, even before the first one has run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from zeus_core.runner import call_optional
+
+from zeus_plugins_trace import baselines, report
+from zeus_plugins_trace.device import TraceDevice
+from zeus_plugins_trace.synth import synthetic_traces
+from zeus_plugins_trace.traces import TraceError, WorkloadTrace, load_traces, select
+
+#: The users' batch sizes of the six NSDI'23 workloads (the paper's b0).
+PAPER_DEFAULTS = {
+    "cifar100": 1024,
+    "imagenet": 256,
+    "librispeech": 192,
+    "movielens-1m": 1024,
+    "squad": 32,
+    "sentiment140": 128,
+}
+
+RNG_KEY = "workload:trace:rng"
+
+
+def _positive(_inst, attribute, value):
+    if value <= 0:
+        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
+
+
+def _non_negative(_inst, attribute, value):
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be 0 (the paper's default) or a positive batch size, got {value!r}")
+
+
+def _not_empty(_inst, attribute, value):
+    if not value.strip():
+        raise ValueError(f"{attribute.name} must not be empty")
+
+
+@attrs.define
+class TraceWorkloadOptions:
+    """``[workload] plugin = "trace"``.
+
+    ``traces``: a folder holding ``summary_train.csv`` and
+    ``summary_power_{gpu}.csv`` (relative to the job file), or ``"synthetic"``
+    for the synthetic model's traces made in memory (seed ``synthetic_seed``).
+    ``dataset``/``model``/``optimizer`` select the workload in the traces.
+    ``default_batch_size``: the user's batch size (0: the paper's for the six
+    NSDI'23 workloads). ``iterations_per_epoch``: how finely an epoch is split
+    for a power policy that acts between iterations (2520 divides evenly by
+    every count of limits from 5 to 10).
+    """
+
+    traces: str = attrs.field(default="synthetic", validator=_not_empty)
+    dataset: str = attrs.field(default="cifar100", validator=_not_empty)
+    model: str = attrs.field(default="shufflenetv2", validator=_not_empty)
+    optimizer: str = attrs.field(default="adadelta", validator=_not_empty)
+    default_batch_size: int = attrs.field(default=0, validator=_non_negative)
+    iterations_per_epoch: int = attrs.field(default=2520, validator=_positive)
+    synthetic_seed: int = 0
+
+
+def load_workload_trace(options: TraceWorkloadOptions, gpu: str, target_metric: float, job_dir: Path) -> WorkloadTrace:
+    """The arrays of the job, from a folder or from the synthetic model."""
+    if options.traces == "synthetic":
+        traces = synthetic_traces(gpu, options.synthetic_seed)
+    else:
+        folder = Path(options.traces).expanduser()
+        traces = load_traces(folder if folder.is_absolute() else job_dir / folder, gpu)
+    return select(traces, options.dataset, options.model, options.optimizer, target_metric)
+
+
+class TraceWorkload:
+    """Replays the train trace of one job on the trace device."""
+
+    def __init__(self, options: TraceWorkloadOptions, context: Any) -> None:
+        self.options = options
+        self.context = context
+        job = context.job
+        device = context.parts.get("device")
+        if not isinstance(device, TraceDevice):
+            raise ValueError('the trace workload runs on the trace device: set [device] plugin = "trace"')
+        if job.target_metric is None:
+            raise ValueError("set job.target_metric: the trace workload replays the epoch each run reached it")
+        try:
+            self.trace = load_workload_trace(options, device.gpu, job.target_metric, context.job_dir)
+        except TraceError as e:
+            raise ValueError(str(e)) from None
+        device.attach(self.trace)
+        self.device = device
+        self.store = context.store
+        self.job = job
+        self.batch_sizes = [int(b) for b in self.trace.batch_sizes]
+        b0 = options.default_batch_size or PAPER_DEFAULTS.get(options.dataset) or self.batch_sizes[len(self.batch_sizes) // 2]
+        below = [b for b in self.batch_sizes if b <= b0]
+        self.default_batch_size = max(below) if below else self.batch_sizes[0]
+
+    # -- one run --
+
+    def _sample_target_epoch(self, batch_size: int) -> float:
+        """One draw from the job's path generator, whose state lives in the store."""
+        paths = self.trace.paths[self.trace.index(batch_size)]
+        with self.store.transaction() as tx:
+            rng = np.random.default_rng(self.job.seed)
+            state = tx.get(RNG_KEY)
+            if state is not None:
+                rng.bit_generator.state = state
+            # Same draw as the paper's simulator (pandas' sample on a Generator).
+            pick = int(rng.choice(len(paths), 1, replace=False)[0]) if len(paths) else -1
+            tx.set(RNG_KEY, rng.bit_generator.state)
+        return float(paths[pick]) if pick >= 0 else float("nan")
+
+    def _predict_epoch_cost(self, session: Any) -> float:
+        """Exact cost of one epoch at the limit the run will hold.
+
+        Before the first epoch of a run whose power policy is about to profile,
+        the limit it will hold is not set yet; the paper's simulator profiles
+        first and then uses the chosen limit, which for the JIT is the cheapest
+        one, so that is what this returns then.
+        """
+        eta, maxp = session.job.eta_knob, self.device.max_power_w
+        if session.epochs_done == 0 and session.power_policy is not None and call_optional(
+            session.power_policy, "wants_iterations", session
+        ):
+            costs = [eta * e + (1 - eta) * maxp * t for t, e in (self.device.epoch_time_energy(p) for p in self.device.supported_power_limits())]
+            return min(costs)
+        t, e = self.device.epoch_time_energy()
+        return eta * e + (1 - eta) * maxp * t
+
+    def run(self, session: Any) -> None:
+        self.device.use_batch_size(session.batch_size)
+        target = self._sample_target_epoch(session.batch_size)
+        session.extra["target_epoch"] = None if target != target else int(target)
+        session.predict_epoch_cost = self._predict_epoch_cost
+        n = self.options.iterations_per_epoch
+        for epoch in session.epochs():
+            for _start, count in session.chunks(n):
+                self.device.advance(count, n)
+            if target == target and epoch >= target:
+                session.mark_reached()
+
+    # -- results --
+
+    def _default_batch_size(self) -> int:
+        policy = self.context.parts.get("batch_size")
+        b = getattr(policy, "default_batch_size", None)
+        return int(b) if b in self.batch_sizes else self.default_batch_size
+
+    def comparison(self, summary: Any) -> report.Comparison:
+        return report.compare(self.trace, summary, self.job, self._default_batch_size())
+
+    def summary(self, summary: Any) -> dict[str, Any]:
+        return self.comparison(summary).to_json()
+
+    def report(self, console: Any, summary: Any) -> None:
+        if summary.records:
+            report.print_table(console, self.comparison(summary))
+
+    def write_outputs(self, out_dir: Path, summary: Any) -> list[Path]:
+        if not summary.records:
+            return []
+        return report.plots(Path(out_dir), self.trace, self.comparison(summary), summary.records, self.job.eta_knob)
