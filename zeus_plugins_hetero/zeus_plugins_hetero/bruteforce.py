@@ -52,22 +52,29 @@ def enumerate_optimum(problem: Problem) -> Allocation:
 
     idle = np.array([g.idle_power_w for g in problem.gpus])
     n = np.array(counts, dtype=float)
-    rows = []  # (limit tuple, step time per split, energy per split)
-    for limit_idx in itertools.product(*[range(t.limits.size) for t in tables]):
+    limit_tuples = list(itertools.product(*[range(t.limits.size) for t in tables]))
+
+    def step_and_energy(limit_idx):
         t = np.column_stack([tables[k].time[splits[:, k], limit_idx[k]] for k in range(K)])
         e = np.column_stack([tables[k].energy[splits[:, k], limit_idx[k]] for k in range(K)])
         step = t.max(axis=1) + problem.allreduce_time_s
-        energy = (n * (e + idle * (step[:, None] - t))).sum(axis=1)
-        rows.append((limit_idx, step, energy))
-    if problem.objective == "zeus-cost":
-        mp = problem.max_power_w
-        scored = [(p, problem.eta * e + (1 - problem.eta) * mp * s) for p, s, e in rows]
-    else:
-        fastest = min(float(s.min()) for _, s, _ in rows)
+        return step, (n * (e + idle * (step[:, None] - t))).sum(axis=1)
+
+    # One limit tuple at a time keeps memory at one array per split, whatever the size.
+    if problem.objective == "min-energy":
+        fastest = min(float(step_and_energy(lt)[0].min()) for lt in limit_tuples)
         bound = problem.max_slowdown * fastest * (1 + SLOWDOWN_RTOL)
-        scored = [(p, np.where(s <= bound, e, np.inf)) for p, s, e in rows]
-    limit_idx, values = min(scored, key=lambda pv: float(pv[1].min()))
-    i = int(np.argmin(values))
+    best = (np.inf, None, -1)
+    for lt in limit_tuples:
+        step, energy = step_and_energy(lt)
+        if problem.objective == "zeus-cost":
+            values = problem.eta * energy + (1 - problem.eta) * problem.max_power_w * step
+        else:
+            values = np.where(step <= bound, energy, np.inf)
+        i = int(np.argmin(values))
+        if values[i] < best[0]:
+            best = (float(values[i]), lt, i)
+    _, limit_idx, i = best
     batches = [int(tables[k].batches[splits[i, k]]) for k in range(K)]
     limits = [float(tables[k].limits[limit_idx[k]]) for k in range(K)]
     return evaluate(problem, batches, limits, method="exhaustive enumeration")
