@@ -1,0 +1,15 @@
+"""Entry point of zeus-plugins-cpu: the ``rapl`` and ``cpu-estimate`` devices."""
+
+from __future__ import annotations
+
+from zeus_core import hookimpl
+
+from zeus_plugins_cpu.estimate import make_estimate
+from zeus_plugins_cpu.options import EstimateOptions, RaplOptions
+from zeus_plugins_cpu.rapl import make_rapl
+
+
+@hookimpl
+def zeus_register_devices(register):
+    register("rapl", make_rapl, options=RaplOptions)
+    register("cpu-estimate", make_estimate, options=EstimateOptions)

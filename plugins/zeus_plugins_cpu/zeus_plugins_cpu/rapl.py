@@ -1,0 +1,214 @@
+"""The ``rapl`` device: CPU package and DRAM energy from ``/sys/class/powercap``.
+
+RAPL counters (``energy_uj``) wrap around at ``max_energy_range_uj``, which at
+a few hundred watts can be minutes. Each counter keeps a wrap count: every
+read that finds the value lower than the last one adds one range. A daemon
+thread reads all counters often enough (a quarter of the time the fastest
+counter needs to wrap at 1000 W) that no wrap is missed between two window
+edges however long the window. A thread, not a process: a sysfs read is a
+few microseconds and never holds the GIL long.
+
+Zones: top-level ``intel-rapl:N`` zones named ``package-K`` are packages
+(``cpuK-package``); their subzone named ``dram`` is ``cpuK-dram``. Other zones
+(``psys``, ``core``, ``uncore``) are not measured: ``core`` and ``uncore`` are
+inside the package's figure, and ``psys`` covers the platform.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from zeus_core.measurement import DeviceError
+
+from zeus_plugins_cpu.options import RaplOptions
+
+DEFAULT_ROOTS = ("/sys/class/powercap", "/zeus_sys/class/powercap")
+ASSUMED_MAX_W = 1000.0  # no CPU package draws more; bounds how fast a counter can wrap
+
+PERMISSION_FIX = (
+    "Since Linux 5.10 the RAPL energy files are readable by root only (CVE-2020-8694). "
+    "Fix: run zeus as root, or let your user read them "
+    "(sudo chmod o+r /sys/class/powercap/intel-rapl:*/energy_uj /sys/class/powercap/intel-rapl:*/intel-rapl:*/energy_uj, "
+    "undone at reboot), or mount /sys/class/powercap into the container; "
+    'or estimate instead with [device] plugin = "cpu-estimate"'
+)
+
+
+class RaplCounter:
+    """One ``energy_uj`` file with wraparound accounting; thread-safe."""
+
+    def __init__(self, name: str, zone: Path) -> None:
+        self.name = name
+        self.zone = zone
+        self.path = zone / "energy_uj"
+        try:
+            self.range_uj = int((zone / "max_energy_range_uj").read_text())
+            self._fd = os.open(self.path, os.O_RDONLY)
+        except PermissionError:
+            raise DeviceError(f"cannot read {self.path}: permission denied. {PERMISSION_FIX}") from None
+        except (OSError, ValueError) as e:
+            raise DeviceError(f"cannot use RAPL zone {zone}: {e}") from None
+        if self.range_uj <= 0:
+            raise DeviceError(f"{zone}/max_energy_range_uj is {self.range_uj}; this RAPL zone cannot be used")
+        self._lock = threading.Lock()
+        self.wraps = 0
+        self._last = self._raw()
+
+    def _raw(self) -> int:
+        try:
+            text = os.pread(self._fd, 32, 0)
+        except PermissionError:
+            raise DeviceError(f"cannot read {self.path}: permission denied. {PERMISSION_FIX}") from None
+        return int(text)
+
+    def read_uj(self) -> int:
+        """Energy in µJ since the counter's zero, wraps included."""
+        with self._lock:
+            raw = self._raw()
+            if raw < self._last:
+                self.wraps += 1
+            self._last = raw
+            return raw + self.wraps * self.range_uj
+
+    def seconds_to_wrap(self) -> float:
+        """The shortest time the counter could take to wrap (at ``ASSUMED_MAX_W``)."""
+        return self.range_uj / 1e6 / ASSUMED_MAX_W
+
+    def close(self) -> None:
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+
+
+def find_root(explicit: str | None) -> Path:
+    """The powercap folder: the option, else the first default that has an intel-rapl zone."""
+    if explicit is not None:
+        root = Path(explicit)
+        if not root.is_dir():
+            raise DeviceError(f"powercap_root {explicit!r} is not a folder")
+        return root
+    for cand in DEFAULT_ROOTS:
+        root = Path(cand)
+        if any(root.glob("intel-rapl:*")):
+            return root
+    raise DeviceError(
+        "no RAPL zones under /sys/class/powercap (or /zeus_sys/class/powercap): this CPU or kernel does not expose "
+        "RAPL (a VM, a non-x86 CPU, or the intel_rapl_msr module not loaded: try `sudo modprobe intel_rapl_msr`). "
+        'Estimate instead with [device] plugin = "cpu-estimate"'
+    )
+
+
+def discover(root: Path) -> dict[int, dict[str, Path]]:
+    """Package index -> {"package": zone, "dram": zone?} under ``root``."""
+    out: dict[int, dict[str, Path]] = {}
+    for zone in sorted(root.glob("intel-rapl:*")):
+        if not re.fullmatch(r"intel-rapl:\d+", zone.name):
+            continue
+        try:
+            label = (zone / "name").read_text().strip()
+        except OSError:
+            continue
+        m = re.fullmatch(r"package-(\d+)", label)
+        if not m:
+            continue  # psys and other platform zones
+        entry = out.setdefault(int(m.group(1)), {"package": zone})
+        for sub in sorted(zone.glob(f"{zone.name}:*")):
+            try:
+                if (sub / "name").read_text().strip() == "dram":
+                    entry["dram"] = sub
+            except OSError:
+                continue
+    return out
+
+
+def _package_limit_w(zone: Path) -> float | None:
+    for fname in ("constraint_0_max_power_uw", "constraint_0_power_limit_uw"):
+        try:
+            v = int((zone / fname).read_text())
+        except (OSError, ValueError):
+            continue
+        if v > 0:
+            return v / 1e6
+    return None
+
+
+class RaplCpus:
+    """The ``rapl`` device group: ``cpu<K>-package`` and ``cpu<K>-dram`` energy counters."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, options: RaplOptions | None = None) -> None:
+        self.options = options = options or RaplOptions()
+        root = find_root(options.powercap_root)
+        zones = discover(root)
+        if not zones:
+            raise DeviceError(f"{root} has intel-rapl zones but none is a CPU package (named package-N)")
+        wanted = sorted(zones) if options.packages is None else options.packages
+        missing = [p for p in wanted if p not in zones]
+        if missing:
+            raise DeviceError(f"RAPL packages {missing} do not exist; this machine has packages {sorted(zones)}")
+        self.counters: list[RaplCounter] = []
+        try:
+            for p in wanted:
+                self.counters.append(RaplCounter(f"cpu{p}-package", zones[p]["package"]))
+                if options.dram and "dram" in zones[p]:
+                    self.counters.append(RaplCounter(f"cpu{p}-dram", zones[p]["dram"]))
+        except DeviceError:
+            for c in self.counters:
+                c.close()
+            raise
+        self.names = [c.name for c in self.counters]
+        self.energy_sources = {n: "counter" for n in self.names}
+        self.max_power_w = self._max_power(options.max_power_w, [zones[p]["package"] for p in wanted])
+        period = options.wrap_check_s or min(60.0, max(0.05, min(c.seconds_to_wrap() for c in self.counters) / 4))
+        self.wrap_check_s = period
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="zeus-rapl-wrap-watch", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _max_power(option: float | None, packages: list[Path]) -> float:
+        if option is not None:
+            return option
+        limits = [_package_limit_w(z) for z in packages]
+        if any(v is None for v in limits):
+            raise DeviceError("cannot read the RAPL power limit of every package; set max_power_w in [device]")
+        return float(sum(limits))  # type: ignore[arg-type]
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.wrap_check_s):
+            self.poll()
+
+    def poll(self) -> None:
+        """Read every counter once (what the wrap-watch thread does each period)."""
+        for c in self.counters:
+            try:
+                c.read_uj()
+            except (DeviceError, OSError, ValueError):
+                pass  # the next window edge reports it
+
+    def read_energy(self) -> dict[str, float]:
+        return {c.name: c.read_uj() / 1e6 for c in self.counters}
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(5)
+        for c in self.counters:
+            c.close()
+
+
+def make_rapl(options: RaplOptions, context: Any) -> RaplCpus:
+    """CPU packages and DRAM through RAPL (/sys/class/powercap), wraparound handled."""
+    resolve = getattr(context, "resolve_path", None)
+    if options.powercap_root is not None and resolve is not None:
+        options = attrs.evolve(options, powercap_root=str(resolve(options.powercap_root)))
+    return RaplCpus(options)
