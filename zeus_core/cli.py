@@ -25,6 +25,7 @@ from rich.table import Table
 
 from zeus_core.journal import restore_pending
 from zeus_core.job import JobError, load_job, resolved_values
+from zeus_core.monitor_cli import monitor_command
 from zeus_core.registry import KINDS, PluginError, Registry, get_registry
 from zeus_core.results import TRY_COLUMNS, JobSummary
 from zeus_core.runner import PartMismatch, RunFailed, Runner, call_optional
@@ -283,6 +284,9 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
         for p in _write_outputs(runner, summary, output):
             console.print(f"wrote {escape(str(p))}")
     sys.exit(code)
+
+
+cli.add_command(monitor_command)
 
 
 # --------------------------------------------------------------------------- entry point
