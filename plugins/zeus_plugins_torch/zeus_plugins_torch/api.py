@@ -1,0 +1,48 @@
+"""Running a job from the user's own script rather than ``zeus run``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from zeus_core.job import load_job
+from zeus_core.registry import get_registry
+from zeus_core.results import JobSummary
+from zeus_core.runner import Runner
+
+
+def run_job(
+    job_file: str | Path,
+    train: Callable | None = None,
+    *,
+    overrides: Sequence[str] = (),
+    fresh: bool = False,
+    console: Console | None = None,
+) -> JobSummary:
+    """Run ``job_file``'s recurrences with ``train(batch_size, zeus)`` as the workload.
+
+    What upstream Zeus's data loader did from inside the training script: the
+    script calls this once (``job.recurrences`` recurrences, continuing the
+    job's stored history), or once per recurrence with
+    ``overrides=["job.recurrences=1"]``. ``train`` must be importable by name
+    (a module-level function; ``__main__`` is fine) so that the other ranks of
+    a data-parallel job find it; guard the script with
+    ``if __name__ == "__main__":``. Without ``train`` the job's
+    ``[workload] entry`` is used. Raises :class:`zeus_core.job.JobError` for a
+    bad job file and :class:`zeus_core.runner.RunFailed` when a try fails.
+    """
+    sets = list(overrides)
+    if train is not None:
+        sets += ['workload.plugin="torch"', f'workload.entry="{train.__module__}:{train.__qualname__}"']
+    reg = get_registry()
+    spec = load_job(job_file, reg, sets)
+    runner = Runner(spec, reg, console)
+    if fresh:
+        runner.store.clear()
+    try:
+        runner.build()
+        return runner.run()
+    finally:
+        runner.close()

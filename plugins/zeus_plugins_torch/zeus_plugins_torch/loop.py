@@ -1,0 +1,273 @@
+"""The handle a training loop holds: ``zeus`` in ``train(batch_size, zeus)``.
+
+It plays the part of upstream Zeus's data loader, without owning the data:
+the loop asks it for epochs, the batch size the policy chose, and where its
+iterations are; it takes the validation metric. Between iterations of an epoch
+that the power policy profiles, the accelerator is synchronised and the policy
+acts (a power limit set mid-step would blur which step paid for what). When
+the target is reached, at ``max_epochs``, or when the run's cost would pass
+``beta x`` the best recurrence, ``epochs()`` simply ends; the try is then
+recorded as reached or not.
+
+Drivers hold what differs between one process (a :class:`LocalDriver` over
+the runner's :class:`~zeus_core.runner.RunSession`), rank 0 of a data-parallel
+job and the other ranks (:mod:`zeus_plugins_torch.parallel`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from zeus_core.measurement import Measurement, make_sync
+from zeus_core.runner import RunSession, call_optional
+
+from zeus_plugins_torch import lr as _lr
+
+
+class SyncedPolicy:
+    """Wraps a power policy so that it acts on synchronised iteration boundaries.
+
+    Records whether the policy asked for per-iteration control this epoch
+    (``profiling``), and runs ``after_iteration`` (rank 0 broadcasts the
+    limit) once the policy has acted. Every other attribute is the policy's.
+    """
+
+    def __init__(self, inner: Any, sync, after_iteration=None) -> None:
+        self.inner = inner
+        self.sync = sync
+        self.after_iteration = after_iteration
+        self.profiling = False
+
+    def wants_iterations(self, session) -> bool:
+        self.profiling = bool(call_optional(self.inner, "wants_iterations", session))
+        return self.profiling
+
+    def on_iteration(self, session, iteration: int) -> None:
+        self.sync()
+        self.inner.on_iteration(session, iteration)
+        if self.after_iteration is not None:
+            self.after_iteration()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def install_synced_policy(session: RunSession, after_iteration=None) -> SyncedPolicy | None:
+    """Wrap ``session.power_policy`` (once) in a :class:`SyncedPolicy`."""
+    policy = session.power_policy
+    if policy is None:
+        return None
+    if isinstance(policy, SyncedPolicy):
+        policy.after_iteration = after_iteration
+        return policy
+    sync = make_sync("torch", getattr(session.devices, "sync_indices", None))
+    wrapped = SyncedPolicy(policy, sync, after_iteration)
+    session.power_policy = wrapped
+    return wrapped
+
+
+def iterate_session(session: RunSession, iterable: Iterable, count: int) -> Iterator:
+    """``iterable``'s items, announcing ``count`` iterations to the session.
+
+    zip asks the data first, then the session: the policy acts after the next
+    batch is fetched and before the step runs, and never past the last batch.
+    """
+    for item, _ in zip(iterable, session.iterations(count)):
+        yield item
+
+
+class LocalDriver:
+    """One process: the runner's session does everything."""
+
+    def __init__(self, session: RunSession) -> None:
+        self.session = session
+
+    @property
+    def local_measurements(self) -> list[Measurement]:
+        return self.session.epoch_measurements
+
+    def epochs(self) -> Iterator[int]:
+        return self.session.epochs()
+
+    def iterate(self, iterable: Iterable, count: int) -> Iterator:
+        return iterate_session(self.session, iterable, count)
+
+    def report_metric(self, value: float) -> bool:
+        return self.session.report_metric(value)
+
+    def mark_reached(self) -> None:
+        self.session.mark_reached()
+
+    @property
+    def state(self) -> tuple[bool, str | None, float | None, int]:
+        s = self.session
+        return s.reached, s.stopped, s.metric, s.epochs_done
+
+    def measurements(self) -> list[Measurement]:
+        return list(self.session.epoch_measurements)
+
+
+def split_batch(batch_size: int, world_size: int, rank: int) -> int:
+    """This rank's share of the global batch: as even as possible, the remainder to the lowest ranks."""
+    if batch_size < world_size:
+        raise ValueError(
+            f"batch size {batch_size} cannot be split over {world_size} processes (each needs at least one sample); "
+            "use larger batch sizes or fewer processes"
+        )
+    base, extra = divmod(batch_size, world_size)
+    return base + (1 if rank < extra else 0)
+
+
+class ZeusLoop:
+    """What ``train(batch_size, zeus)`` gets as ``zeus``.
+
+    ``batch_size`` is the global batch the policy chose; ``local_batch_size``
+    this rank's share (the function's first argument). ``rank`` /
+    ``world_size`` / ``is_main`` describe the data-parallel job (0 / 1 / True
+    in one process); ``device`` is the torch device this rank trains on;
+    ``args`` the ``[workload] args`` table; ``recurrence`` / ``try_index``
+    count from 1; ``seed`` is this try's seed.
+
+    In a data-parallel job call ``epochs()``, ``iterate()`` and
+    ``report_metric()`` on every rank, the same number of times: they are
+    where ranks agree on what rank 0 decided. ``report_metric`` averages the
+    ranks' values.
+    """
+
+    def __init__(
+        self,
+        driver: Any,
+        *,
+        batch_size: int,
+        base_batch_size: int | None,
+        lr_scaling: str = "auto",
+        rank: int = 0,
+        world_size: int = 1,
+        recurrence: int = 1,
+        try_index: int = 1,
+        args: dict[str, Any] | None = None,
+        device: Any = "cpu",
+        seed: int = 0,
+    ) -> None:
+        self._driver = driver
+        self.batch_size = int(batch_size)
+        self.base_batch_size = base_batch_size
+        self.lr_scaling = lr_scaling
+        self.rank = rank
+        self.world_size = world_size
+        self.local_batch_size = split_batch(self.batch_size, world_size, rank)
+        self.recurrence = recurrence
+        self.try_index = try_index
+        self.args = dict(args or {})
+        self.device = device
+        self.seed = seed
+
+    # -- the loop --
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def epochs(self) -> Iterator[int]:
+        """Epoch numbers from 1, until the target, ``max_epochs`` or an early stop."""
+        return self._driver.epochs()
+
+    def iterate(self, iterable: Iterable, count: int | None = None) -> Iterator:
+        """The items of ``iterable`` (a DataLoader, a list of batches); the power policy acts between them.
+
+        ``count`` is how many items there are (``len(iterable)`` when left
+        out): a power policy fits its profiling windows into the epoch by it.
+        """
+        if count is None:
+            try:
+                count = len(iterable)  # type: ignore[arg-type]
+            except TypeError:
+                raise ValueError(
+                    f"zeus.iterate: a {type(iterable).__name__} has no len(); pass count=<batches in this epoch>"
+                ) from None
+        return self._driver.iterate(iterable, int(count))
+
+    def iterations(self, count: int) -> Iterator[int]:
+        """``range(count)``, with the power policy acting between iterations."""
+        return self.iterate(range(count))
+
+    def report_metric(self, value: float) -> bool:
+        """Report this epoch's validation metric; returns whether the target is reached."""
+        return self._driver.report_metric(float(value))
+
+    def mark_reached(self) -> None:
+        """Say the target is reached without a metric (rank 0 decides in data-parallel jobs)."""
+        self._driver.mark_reached()
+
+    @property
+    def reached(self) -> bool:
+        return self._driver.state[0]
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the epochs ended without the target: ``early-stop``, ``max-epochs``, ``never-ran``."""
+        return self._driver.state[1]
+
+    @property
+    def metric(self) -> float | None:
+        return self._driver.state[2]
+
+    @property
+    def epochs_done(self) -> int:
+        return self._driver.state[3]
+
+    @property
+    def local_measurements(self) -> list[Measurement]:
+        """This rank's own measurement of each finished epoch (before summing over ranks)."""
+        return list(self._driver.local_measurements)
+
+    @property
+    def measurements(self) -> list[Measurement]:
+        """Each finished epoch's measurement over the whole job (rank 0; this rank's own elsewhere)."""
+        return self._driver.measurements()
+
+    # -- learning rate --
+
+    def _base(self) -> int:
+        if self.base_batch_size is None:
+            raise ValueError(
+                "learning-rate scaling needs the batch size the learning rate was tuned for: set workload.default_batch_size"
+            )
+        return self.base_batch_size
+
+    def _rule(self, optimizer: Any = None) -> str:
+        if self.lr_scaling != "auto":
+            return self.lr_scaling
+        if optimizer is None:
+            raise ValueError(
+                "workload.lr_scaling is \"auto\": pass the optimizer (or its name, e.g. \"adam\") to scale_lr, "
+                "or set lr_scaling to \"sqrt\", \"linear\" or \"none\""
+            )
+        return _lr.rule_for(optimizer)
+
+    def scale_lr(self, lr: float, optimizer: Any = None) -> float:
+        """``lr`` tuned at ``default_batch_size``, scaled to this try's global batch size."""
+        return _lr.scale_lr(lr, self.batch_size, self._base(), self._rule(optimizer))
+
+    def scale_optimizer(self, optimizer: Any) -> float:
+        """Scale ``optimizer``'s learning rates in place for this try's batch size; returns the factor."""
+        return _lr.scale_optimizer(optimizer, self.batch_size, self._base(), self._rule(optimizer))
+
+    # -- data-parallel helpers --
+
+    def shard(self, n: int) -> range:
+        """The indices ``[0, n)`` this rank owns: a contiguous, near-even share."""
+        base, extra = divmod(n, self.world_size)
+        start = self.rank * base + min(self.rank, extra)
+        return range(start, start + base + (1 if self.rank < extra else 0))
+
+    def wrap_model(self, model: Any) -> Any:
+        """``DistributedDataParallel(model)`` in a data-parallel job, ``model`` itself otherwise."""
+        if self.world_size == 1:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        dev = getattr(self.device, "type", str(self.device))
+        ids = [self.device] if dev == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids)
