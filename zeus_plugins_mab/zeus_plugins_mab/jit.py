@@ -34,6 +34,11 @@ from zeus_plugins_mab.options import JitOptions
 
 WINDOW = "jit-power-limit"
 
+#: Costs closer than this (relative) are a tie, and ties go to the higher limit:
+#: limits that all meet the GPU's demand cost the same, and the last bits of a
+#: measured window must not pick among them.
+TIE = 1e-9
+
 
 @attrs.define
 class _Slot:
@@ -165,8 +170,8 @@ class JitPowerPolicy:
         run = self._run
         assert run is not None
         best, best_cost = None, math.inf
-        for limit in run.limits:  # high to low; only a strictly lower cost wins
-            if run.costs[limit] < best_cost:
+        for limit in run.limits:  # high to low; only a clearly lower cost wins
+            if run.costs[limit] < best_cost * (1 - TIE):
                 best, best_cost = limit, run.costs[limit]
         key = str(session.batch_size)
         self.choices[key] = {

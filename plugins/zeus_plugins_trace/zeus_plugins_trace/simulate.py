@@ -60,8 +60,9 @@ def jit_knobs(wt: WorkloadTrace, eta: float) -> Knobs:
     """What the JIT power policy ends up with at each batch size (vectorised over B)."""
     cpe = wt.epoch_cost(eta)
     masked = np.where(np.isnan(cpe), np.inf, cpe)
-    # Limits are high to low and argmin takes the first minimum: ties go high.
-    j = np.argmin(masked, axis=1)
+    # Limits are high to low: the first one within rounding (1e-9, the JIT's
+    # tie) of the cheapest wins, so ties go high.
+    j = np.argmax(masked <= masked.min(axis=1, keepdims=True) * (1 + 1e-9), axis=1)
     rows = np.arange(len(wt.batch_sizes))
     energy = wt.energy
     return Knobs(
