@@ -6,6 +6,7 @@ import pytest
 from zeus_core import registry as zreg
 from zeus_test_helpers import run_cli, write_job
 
+from zeus_plugins_hetero import plugin as hetero_plugin
 from zeus_plugins_hetero.model import GpuType, Problem
 from zeus_plugins_hetero.profile import Profile
 from zeus_plugins_hetero.solver import solve
@@ -15,12 +16,15 @@ CONTRACT_GPU_KEYS = {"name", "count", "local_batch", "power_limit"}
 
 @pytest.fixture(scope="module")
 def reg():
-    return zreg.load()
+    """Only this plugin, so that another distribution's state cannot break these tests."""
+    return zreg.load(entry_points=False, extra_plugins=[("hetero", hetero_plugin)])
 
 
-def test_registered_names(reg):
-    assert {"hetero", "even"} <= set(reg.names("allocator"))
-    assert reg.get("allocator", "hetero").distribution == "zeus-plugins-hetero"
+def test_registered_through_the_entry_point():
+    full = zreg.load()
+    assert {"hetero", "even"} <= set(full.names("allocator"))
+    assert full.get("allocator", "hetero").distribution == "zeus-plugins-hetero"
+    assert full.get("profiler", "power-sweep").distribution == "zeus-plugins-hetero"
 
 
 @pytest.mark.parametrize("example, workload, steps", [("cifar100_a10_t4", "cifar", 10), ("imagenet_a10_t4", "imagenet", 40)])
@@ -50,22 +54,21 @@ def test_example_jobs_write_the_contract(reg, repo_root, hetero_aws, tmp_path, e
     assert [r["gpu"] for r in data["ranks"]] == ["A10", "T4"]
 
 
-def _job(tmp_path, hetero_aws, allocation: str, gpus: str | None = None, plugin="hetero"):
-    gpus = gpus if gpus is not None else f'''
+def _gpu(name, count, profile, idle_power_w, profile_steps=10):
+    """One [[allocation.gpus]] table."""
+    return f'''
         [[allocation.gpus]]
-        name = "A10"
-        count = 2
-        profile = "{hetero_aws / 'cifar_a10.json'}"
-        profile_steps = 10
-        idle_power_w = 20
-
-        [[allocation.gpus]]
-        name = "T4"
-        count = 2
-        profile = "{hetero_aws / 'cifar_t4.json'}"
-        profile_steps = 10
-        idle_power_w = 10
+        name = "{name}"
+        count = {count}
+        profile = "{profile}"
+        profile_steps = {profile_steps}
+        idle_power_w = {idle_power_w}
         '''
+
+
+def _job(tmp_path, hetero_aws, allocation: str, gpus: str | None = None, plugin="hetero"):
+    if gpus is None:
+        gpus = _gpu("A10", 2, hetero_aws / "cifar_a10.json", 20) + _gpu("T4", 2, hetero_aws / "cifar_t4.json", 10)
     return write_job(tmp_path / "job.toml", f'''
         [job]
         name = "h"
@@ -94,14 +97,7 @@ def test_profile_relative_to_the_job_folder(reg, tmp_path, hetero_aws):
     (tmp_path / "profiles").mkdir()
     for name in ("cifar_a10.json", "cifar_t4.json"):
         (tmp_path / "profiles" / name).write_text((hetero_aws / name).read_text())
-    gpus = "\n".join(f'''
-        [[allocation.gpus]]
-        name = "{n}"
-        count = 1
-        profile = "profiles/{f}"
-        profile_steps = 10
-        idle_power_w = 5
-        ''' for n, f in (("A10", "cifar_a10.json"), ("T4", "cifar_t4.json")))
+    gpus = _gpu("A10", 1, "profiles/cifar_a10.json", 5) + _gpu("T4", 1, "profiles/cifar_t4.json", 5)
     job = _job(tmp_path, hetero_aws, "global_batch_size = 1024\nbatch_granularity = 8", gpus=gpus)
     result = run_cli(reg, "run", str(job))
     assert result.exit_code == 0, result.output
@@ -140,14 +136,7 @@ def test_nan_profile_exits_2_naming_file_and_key(reg, tmp_path, hetero_aws):
     bad = json.loads((hetero_aws / "cifar_t4.json").read_text())
     bad["128"][2]["time"] = float("nan")
     (tmp_path / "t4.json").write_text(json.dumps(bad))
-    gpus = f'''
-        [[allocation.gpus]]
-        name = "T4"
-        count = 1
-        profile = "t4.json"
-        profile_steps = 10
-        idle_power_w = 10
-        '''
+    gpus = _gpu("T4", 1, "t4.json", 10)
     job = _job(tmp_path, hetero_aws, "global_batch_size = 512\nbatch_granularity = 8", gpus=gpus)
     result = run_cli(reg, "run", str(job))
     assert result.exit_code == 2

@@ -4,7 +4,10 @@ import json
 import textwrap
 
 import pytest
-from zeus_test_helpers import run_cli, toy_registry, write_job
+from zeus_core import registry as zreg
+from zeus_test_helpers import run_cli, write_job
+
+from zeus_plugins_hetero import plugin as hetero_plugin
 
 from zeus_plugins_hetero.profile import Profile
 
@@ -22,6 +25,11 @@ STEPS = textwrap.dedent('''
 
         return step
 ''')
+
+
+def _registry(toy_plugin):
+    """The toy device and this plugin only, so another distribution's state cannot break these tests."""
+    return zreg.load(entry_points=False, extra_plugins=[("toy", toy_plugin), ("hetero", hetero_plugin)])
 
 
 def _expected(b, p, slow, steps):
@@ -53,7 +61,7 @@ def _sweep_job(tmp_path, name, slow, max_w, extra=""):
 
 
 def test_sweep_writes_the_published_format(toy_plugin, tmp_path):
-    reg = toy_registry(toy_plugin)
+    reg = _registry(toy_plugin)
     job = _sweep_job(tmp_path, "fast", 1.0, 300)
     result = run_cli(reg, "run", str(job), "--output", str(tmp_path / "out"))
     assert result.exit_code == 0, result.output
@@ -72,7 +80,7 @@ def test_sweep_writes_the_published_format(toy_plugin, tmp_path):
 
 
 def test_explicit_limits_and_an_unknown_device_name(toy_plugin, tmp_path):
-    reg = toy_registry(toy_plugin)
+    reg = _registry(toy_plugin)
     job = _sweep_job(tmp_path, "a", 1.0, 300, extra="power_limits = [120, 280]")
     assert run_cli(reg, "run", str(job)).exit_code == 0
     assert Profile.load(tmp_path / "profiles" / "a.json", 4).power_limits.tolist() == [280, 120]
@@ -83,7 +91,7 @@ def test_explicit_limits_and_an_unknown_device_name(toy_plugin, tmp_path):
 
 
 def test_missing_step_file_is_bad_input(toy_plugin, tmp_path):
-    reg = toy_registry(toy_plugin)
+    reg = _registry(toy_plugin)
     job = _sweep_job(tmp_path, "c", 1.0, 300)
     (tmp_path / "c_steps.py").unlink()
     result = run_cli(reg, "run", str(job))
@@ -93,7 +101,7 @@ def test_missing_step_file_is_bad_input(toy_plugin, tmp_path):
 
 
 def test_profiles_from_the_sweep_drive_the_allocator(toy_plugin, tmp_path):
-    reg = toy_registry(toy_plugin)
+    reg = _registry(toy_plugin)
     for name, slow, max_w in (("big", 1.0, 300), ("small", 2.5, 200)):
         assert run_cli(reg, "run", str(_sweep_job(tmp_path, name, slow, max_w))).exit_code == 0
     job = write_job(tmp_path / "alloc.toml", '''

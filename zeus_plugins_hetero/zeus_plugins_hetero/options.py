@@ -32,7 +32,9 @@ from zeus_core.cost import check_eta
 from zeus_plugins_hetero.model import OBJECTIVES
 
 
-def _at_least(lo):
+def at_least(lo):
+    """attrs validator: value >= lo, with a message naming the field."""
+
     def check(_inst, attribute, value):
         if value < lo:
             raise ValueError(f"{attribute.name} must be at least {lo}, got {value!r}")
@@ -79,9 +81,9 @@ class GpuTypeOptions:
     """One ``[[allocation.gpus]]`` table: ``count`` identical GPUs sharing one profile."""
 
     name: str = attrs.field(validator=_nonempty)
-    count: int = attrs.field(validator=_at_least(1))
+    count: int = attrs.field(validator=at_least(1))
     profile: str = attrs.field(validator=_nonempty)
-    profile_steps: int = attrs.field(validator=_at_least(1))
+    profile_steps: int = attrs.field(validator=at_least(1))
     idle_power_w: float = attrs.field(validator=_finite_nonnegative)
 
 
@@ -89,9 +91,9 @@ class GpuTypeOptions:
 class HeteroOptions:
     """Options of the ``hetero`` and ``even`` allocators."""
 
-    global_batch_size: int = attrs.field(validator=_at_least(1))
+    global_batch_size: int = attrs.field(validator=at_least(1))
     gpus: list[GpuTypeOptions] = attrs.field(validator=_gpu_list)
-    batch_granularity: int = attrs.field(default=1, validator=_at_least(1))
+    batch_granularity: int = attrs.field(default=1, validator=at_least(1))
     allreduce_time_s: float = attrs.field(default=0.0, validator=_finite_nonnegative)
     objective: str = attrs.field(default="zeus-cost", validator=_objective)
     eta_knob: Optional[float] = attrs.field(default=None, validator=_eta_or_none)

@@ -33,6 +33,7 @@ from rich.table import Table
 from zeus_core.measurement import Monitor
 from zeus_core.runner import RunFailed
 
+from zeus_plugins_hetero.options import at_least
 from zeus_plugins_hetero.profile import Profile
 
 
@@ -50,14 +51,6 @@ def _limits(_inst, attribute, value):
         raise ValueError(f"{attribute.name} must be distinct positive watts, got {value!r}")
 
 
-def _at_least(lo):
-    def check(_inst, attribute, value):
-        if value < lo:
-            raise ValueError(f"{attribute.name} must be at least {lo}, got {value!r}")
-
-    return check
-
-
 def _step_spec(_inst, attribute, value):
     if value.count(":") != 1 or not all(value.split(":")):
         raise ValueError(f"{attribute.name} must look like 'package.module:function' or 'file.py:function', got {value!r}")
@@ -70,9 +63,9 @@ class PowerSweepOptions:
     step: str = attrs.field(validator=_step_spec)
     batch_sizes: list[int] = attrs.field(validator=_positive_ints)
     power_limits: list[float] = attrs.field(factory=list, validator=_limits)
-    limit_step_w: float = attrs.field(default=25.0, validator=_at_least(1))
-    warmup_steps: int = attrs.field(default=5, validator=_at_least(0))
-    profile_steps: int = attrs.field(default=10, validator=_at_least(1))
+    limit_step_w: float = attrs.field(default=25.0, validator=at_least(1))
+    warmup_steps: int = attrs.field(default=5, validator=at_least(0))
+    profile_steps: int = attrs.field(default=10, validator=at_least(1))
     devices: list[str] = attrs.field(factory=list)
     save_to: str = ""
 
