@@ -1,0 +1,128 @@
+"""`zeus monitor` against a test-only device plugin: table, CSV samples, summary, errors."""
+
+from __future__ import annotations
+
+import csv
+import time
+import types
+
+import attrs
+import pytest
+from click.testing import CliRunner
+
+from zeus_core import hookimpl
+from zeus_core import registry as zreg
+from zeus_core.cli import cli
+from zeus_core.measurement import DeviceError
+
+
+@attrs.define
+class WattOptions:
+    watts: float = attrs.field(default=100.0)
+
+    @watts.validator
+    def _check(self, _attr, value):
+        if value <= 0:
+            raise ValueError(f"watts must be positive, got {value}")
+
+
+class Constant:
+    """A real-time device drawing constant power."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, options: WattOptions) -> None:
+        self.watts = options.watts
+        self.names = ["gpu0"]
+        self.energy_sources = {"gpu0": "counter"}
+        self.max_power_w = 300.0
+        self.t0 = time.monotonic()
+        self.closed = False
+        CLOSED.append(self)
+
+    def read_energy(self):
+        return {"gpu0": self.watts * (time.monotonic() - self.t0)}
+
+    def close(self):
+        self.closed = True
+
+
+class Virtual(Constant):
+    clock = staticmethod(lambda: 0.0)
+
+
+CLOSED: list[Constant] = []
+
+
+def _missing(options, context):
+    raise DeviceError("no such hardware here")
+
+
+plugin = types.SimpleNamespace()
+
+
+@hookimpl
+def zeus_register_devices(register):
+    register("const", lambda o, c: Constant(o), options=WattOptions)
+    register("sim", lambda o, c: Virtual(o), options=WattOptions)
+    register("absent", _missing)
+
+
+plugin.zeus_register_devices = zeus_register_devices
+
+
+@pytest.fixture
+def reg():
+    CLOSED.clear()
+    return zreg.load(extra_plugins=[("testdevices", plugin)], entry_points=False)
+
+
+def run(reg, *args):
+    return CliRunner().invoke(cli, ["monitor", *args], obj={"registry": reg}, catch_exceptions=False)
+
+
+def test_monitor_shows_real_devices_logs_samples_and_closes(reg, tmp_path):
+    out = tmp_path / "samples.csv"
+    r = run(reg, "--duration", "0.7", "--interval", "0.2", "--csv", str(out), "--set", "const.watts=50")
+    assert r.exit_code == 0, r.output
+    assert "absent: unavailable: no such hardware here" in r.output
+    assert "sim: unavailable: simulated (virtual clock)" in r.output
+    assert "summary over 0.7 s" in r.output
+    assert "50.0 W" in r.output  # average power of the constant device
+    rows = list(csv.DictReader(out.open()))
+    assert rows[0].keys() == {"time", "elapsed_s", "gpu0_power_w", "gpu0_energy_j"}
+    assert len(rows) in (4, 5)  # every 0.2 s, and the last at 0.7 s
+    assert float(rows[-1]["elapsed_s"]) == pytest.approx(0.7, abs=0.05)
+    assert float(rows[1]["gpu0_power_w"]) == pytest.approx(50.0, rel=1e-3)
+    assert float(rows[-1]["gpu0_energy_j"]) == pytest.approx(50.0 * float(rows[-1]["elapsed_s"]), rel=0.02)
+    assert CLOSED and all(d.closed for d in CLOSED)
+
+
+def test_named_devices_must_open_and_options_are_checked(reg):
+    r = run(reg, "-d", "absent", "--duration", "0.1")
+    assert r.exit_code == 2 and "absent: no such hardware here" in r.output
+    r = run(reg, "-d", "nope")
+    assert r.exit_code == 2 and "no device named nope; installed: absent, const, sim" in r.output
+    r = run(reg, "--set", "const.watts=-1", "--duration", "0.1")
+    assert r.exit_code == 2 and "watts must be positive" in r.output
+    r = run(reg, "--set", "const=3")
+    assert r.exit_code == 2 and "expected DEVICE.key=value" in r.output
+    r = run(reg, "-d", "sim", "--duration", "0.3", "--interval", "0.1")  # by name, a simulated device is shown
+    assert r.exit_code == 0 and "sim" in r.output
+
+
+def test_ctrl_c_ends_with_a_summary(reg, monkeypatch):
+    calls = {"n": 0}
+    real_sleep = time.sleep
+
+    def sleep(s):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        real_sleep(min(s, 0.05))
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    r = run(reg, "-d", "const", "--interval", "0.05")
+    assert r.exit_code == 0
+    assert "zeus monitor: summary over" in r.output
+    assert CLOSED[-1].closed
