@@ -106,9 +106,20 @@ class MabPolicy:
 
     # -- the BatchSizePolicy protocol --
 
+    def _check_arms(self, batch_sizes: list[int] | None) -> None:
+        """A stored state belongs to one batch-size list (one trace, one GPU)."""
+        if self.options.batch_sizes or not batch_sizes or self.batch_sizes is None:
+            return
+        if sorted(set(batch_sizes)) != self.batch_sizes:
+            raise ValueError(
+                f"the store holds a mab state for batch sizes {self.batch_sizes}, but the workload offers "
+                f"{sorted(set(batch_sizes))} (another trace or GPU?); use another job.store (or zeus run --fresh) to start over"
+            )
+
     def choose(self, ctx: Any) -> int:
         if self.pruning is None:
             self._register(ctx.batch_sizes, ctx.default_batch_size)
+        self._check_arms(ctx.batch_sizes)
         assert self.pruning is not None
         nxt = self.pruning.next()
         if nxt is not None:
@@ -160,6 +171,12 @@ class MabPolicy:
             raise ValueError(
                 f"the store holds the state of mab variant {state.get('variant')!r}, but the job asks for "
                 f"{self.options.variant!r}; use another job.store (or zeus run --fresh) to start over"
+            )
+        wanted = sorted(set(self.options.batch_sizes))
+        if wanted and state["batch_sizes"] is not None and wanted != state["batch_sizes"]:
+            raise ValueError(
+                f"the store holds a mab state for batch sizes {state['batch_sizes']}, but the job lists {wanted}; "
+                "use another job.store (or zeus run --fresh) to start over"
             )
         self.batch_sizes = state["batch_sizes"]
         self.default_batch_size = state["default"]
