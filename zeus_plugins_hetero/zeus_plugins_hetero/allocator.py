@@ -79,6 +79,10 @@ class AllocatorPart:
     def plan(self, ctx: Any = None) -> None:
         """Nothing left to do: the allocation was computed when the part was built."""
 
+    def ranks(self) -> list[dict]:
+        """Per GPU: ``rank``, ``gpu``, ``local_batch``, ``power_limit`` (for a data-parallel workload)."""
+        return ranks(self.allocation)
+
     def to_json(self) -> dict:
         """The contract of ``allocation.json``, plus the inputs, the per-rank plan and the baselines."""
         p = self.problem
@@ -91,7 +95,7 @@ class AllocatorPart:
                 "global_batch_size": p.global_batch,
                 "batch_granularity": p.granularity,
                 "allreduce_time_s": p.allreduce_time_s,
-                "ranks": ranks(self.allocation),
+                "ranks": self.ranks(),
                 "baselines": {
                     name: (a.to_json() if isinstance(a, Allocation) else {"unavailable": a})
                     for name, a in self.others.items()
