@@ -29,3 +29,14 @@ def registry(torchtest):
 def module_name():
     """A fresh module name for a training file written by a test (imports are cached by name)."""
     return f"train_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def write_trainer(module_name):
+    """Copy ``train_template.py`` next to a job as a fresh module; returns the module's name."""
+
+    def write(folder: Path) -> str:
+        (folder / f"{module_name}.py").write_text((HERE / "train_template.py").read_text())
+        return module_name
+
+    return write

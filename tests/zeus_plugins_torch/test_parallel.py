@@ -1,0 +1,97 @@
+"""Data-parallel jobs: ``job.processes = 2`` on CPU with gloo."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from zeus_test_helpers import run_cli, write_job
+
+from zeus_core.store import Store
+
+JOB = """
+[job]
+name = "ddp"
+recurrences = {recurrences}
+target_metric = 0.9
+max_epochs = 8
+store = "state.sqlite"
+processes = 2
+
+[workload]
+plugin = "torch"
+entry = "{module}:train"
+default_batch_size = 16
+timeout_s = 60
+
+[workload.args]
+out = "{out}"
+{args}
+
+[device]
+plugin = "wall"
+log = "{log}"
+
+[batch_size]
+plugin = "fixed"
+default = 32
+
+[power]
+plugin = "fixed"
+limit_w = 200
+"""
+
+
+def ddp_job(tmp_path, module, recurrences=2, args=""):
+    return write_job(tmp_path / "job.toml", JOB.format(
+        recurrences=recurrences, module=module, out=f"{tmp_path}/out-{{rank}}.jsonl",
+        log=f"{tmp_path}/device-{{rank}}.jsonl", args=args,
+    ))
+
+
+def lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_two_ranks_share_decisions_and_sum_energy(tmp_path, registry, write_trainer):
+    path = ddp_job(tmp_path, write_trainer(tmp_path))
+    result = run_cli(registry, "run", str(path))
+    assert result.exit_code == 0, result.output
+    tries = Store(tmp_path / "state.sqlite").tries()
+    assert [t.recurrence for t in tries] == [1, 2] and all(t.reached for t in tries)
+    r0, r1 = lines(tmp_path / "out-0.jsonl"), lines(tmp_path / "out-1.jsonl")
+    for a, b, t in zip(r0, r1, tries):
+        # Same decisions on every rank: global batch, epochs, outcome, metric (averaged).
+        assert (a["batch_size"], a["epochs"], a["reached"], a["metric"]) == (b["batch_size"], b["epochs"], b["reached"], b["metric"])
+        assert a["local_batch_size"] == b["local_batch_size"] == 16 and a["world_size"] == 2
+        # Energy summed over ranks, time the slowest rank's, epoch by epoch.
+        assert t.energy_j == pytest.approx(sum(e for _, e in a["local"]) + sum(e for _, e in b["local"]), rel=1e-9)
+        assert t.time_s == pytest.approx(sum(max(x[0], y[0]) for x, y in zip(a["local"], b["local"])), rel=1e-9)
+        # Rank 1 draws twice rank 0's power on the test device: its energy is really in the sum.
+        assert sum(e for _, e in b["local"]) > sum(e for _, e in a["local"])
+    # The power policy's limit reached rank 1, and both devices were put back.
+    dev1 = lines(tmp_path / "device-1.jsonl")
+    assert {"rank": 1, "event": "set", "w": 200.0} in dev1 and dev1[-1]["event"] == "restore"
+    assert lines(tmp_path / "device-0.jsonl")[-1] == {"rank": 0, "event": "restore", "w": 300.0}
+
+
+def test_a_rank_that_raises_fails_the_job_and_restores_devices(tmp_path, registry, write_trainer):
+    path = ddp_job(tmp_path, write_trainer(tmp_path), recurrences=3, args="fail_recurrence = 2\nfail_rank = 1")
+    result = run_cli(registry, "run", str(path))
+    assert result.exit_code == 1
+    out = " ".join(result.output.split())
+    assert "rank 1 of 2 failed: ZeroDivisionError: training blew up on purpose" in out
+    assert [(t.recurrence, t.reached) for t in Store(tmp_path / "state.sqlite").tries()] == [(1, True)]
+    for rank in (0, 1):
+        assert lines(tmp_path / f"device-{rank}.jsonl")[-1]["event"] == "restore"
+
+
+def test_a_killed_rank_fails_the_job_clearly(tmp_path, registry, write_trainer):
+    path = ddp_job(tmp_path, write_trainer(tmp_path), recurrences=2, args="fail_recurrence = 1\nfail_rank = 1\nhard = true")
+    result = run_cli(registry, "run", str(path))
+    assert result.exit_code == 1
+    out = " ".join(result.output.split())
+    assert "rank 1 of 2 (pid" in out and "exited with code 7" in out
+    # The killed rank could not restore its device; the journal did, from rank 0.
+    assert lines(tmp_path / "device-1.jsonl")[-1]["event"] == "journal-restore"
+    assert lines(tmp_path / "device-0.jsonl")[-1]["event"] == "restore"
