@@ -1,0 +1,130 @@
+"""Zeus on the NSDI'23 traces: 6 workloads x 4 GPUs x seeds 1-5, against default and oracle.
+
+    python benchmarks/zeus_nsdi23_grid.py [--traces DIR] [--recurrences N]
+
+For each case it simulates N = 2 x |batch sizes| x |power limits| recurrences
+(the paper's default) with the ``mab`` policy as registered by its plugin
+(looked up through the core's registry, not imported), once per variant
+(``improved``, this project's default, and ``paper``, the published
+algorithm) in the same run, and compares the cumulative cost with the oracle
+(best fixed batch size and power limit by expected cost) and the energy with
+the default (the user's batch size at the maximum limit). The settings of each
+workload come from the example jobs in ``examples/zeus_nsdi23/``.
+
+Targets (issue 4): improved variant at most 5 % above the oracle in every case
+and at most 3 % on average; the whole grid (Zeus, default and oracle) in under
+10 s. Upstream reports 1.6-10.5 % above the oracle and 1-7 s per simulation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from zeus_core import registry as zreg
+from zeus_core.job import JobOptions
+
+from zeus_plugins_trace import baselines
+from zeus_plugins_trace.simulate import simulate
+from zeus_plugins_trace.traces import load_traces, select
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "zeus_nsdi23"
+WORKLOADS = ("cifar100", "imagenet", "librispeech", "movielens-1m", "squad", "sentiment140")
+GPUS = ("v100", "a40", "p100", "rtx6000")
+SEEDS = range(1, 6)
+
+
+def example(name: str) -> dict:
+    return tomllib.loads((EXAMPLES / f"{name}.toml").read_text())
+
+
+def run_grid(traces_dir: Path, variant: str, mab, recurrences: int | None) -> tuple[list[dict], float]:
+    """Every case of the grid with one variant; returns (rows, seconds)."""
+    rows = []
+    t0 = time.perf_counter()
+    for gpu in GPUS:
+        traces = load_traces(traces_dir, gpu)
+        for name in WORKLOADS:
+            ex = example(name)
+            j, w = ex["job"], ex["workload"]
+            wt = select(traces, w["dataset"], w["model"], w["optimizer"], j["target_metric"])
+            n = recurrences or wt.recurrences_default()
+            b0 = ex["batch_size"]["default"]
+            oracle = baselines.oracle(wt, j["eta_knob"], j["max_epochs"])
+            for seed in SEEDS:
+                job = JobOptions(name=name, recurrences=n, seed=seed, eta_knob=j["eta_knob"], beta_knob=j["beta_knob"],
+                                 target_metric=j["target_metric"], max_epochs=j["max_epochs"])
+                options = mab.options(variant=variant, default=b0)
+                policy = mab.factory(options, SimpleNamespace(job=job))
+                result = simulate(wt, policy, job, default_batch_size=b0)
+                default = baselines.default(wt, j["eta_knob"], j["max_epochs"], policy.default_batch_size)
+                rows.append({
+                    "gpu": gpu, "workload": name, "seed": seed, "n": n,
+                    "regret": result.cost / (oracle.cost * n) - 1.0,
+                    "energy_saved": 1.0 - result.energy / (default.energy_j * n),
+                    "oracle_energy_saved": 1.0 - oracle.energy_j / default.energy_j,
+                })
+    return rows, time.perf_counter() - t0
+
+
+def by_case(rows: list[dict], key: str) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        out.setdefault((r["gpu"], r["workload"]), []).append(r[key])
+    return {k: float(np.mean(v)) for k, v in out.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--traces", type=Path, default=REPO.parent / "shared" / "data" / "zeus_nsdi23")
+    ap.add_argument("--recurrences", type=int, default=None, help="override N (default: 2 x |B| x |P| per case)")
+    args = ap.parse_args()
+    console = Console()
+    reg = zreg.load(entry_points=True)
+    mab = reg.get("batch_size_policy", "mab")
+
+    improved, t_improved = run_grid(args.traces, "improved", mab, args.recurrences)
+    paper, t_paper = run_grid(args.traces, "paper", mab, args.recurrences)
+
+    reg_i, reg_p = by_case(improved, "regret"), by_case(paper, "regret")
+    save_i, save_p = by_case(improved, "energy_saved"), by_case(paper, "energy_saved")
+    save_o = by_case(improved, "oracle_energy_saved")
+    worst_i = {}
+    for r in improved:
+        k = (r["gpu"], r["workload"])
+        worst_i[k] = max(worst_i.get(k, -1.0), r["regret"])
+    table = Table(title=f"cumulative cost over the oracle and energy saved against the default (mean of seeds {SEEDS.start}-{SEEDS.stop - 1})")
+    for col in ("gpu", "workload", "N", "paper: over oracle", "improved: over oracle", "improved: worst seed",
+                "paper: energy saved", "improved: energy saved", "oracle: energy saved"):
+        table.add_column(col, justify="right")
+    n_of = {(r["gpu"], r["workload"]): r["n"] for r in improved}
+    for k in reg_i:
+        table.add_row(k[0], k[1], str(n_of[k]), f"{reg_p[k]:.1%}", f"{reg_i[k]:.1%}", f"{worst_i[k]:.1%}",
+                      f"{save_p[k]:.1%}", f"{save_i[k]:.1%}", f"{save_o[k]:.1%}")
+    console.print(table)
+
+    mean_i, mean_p = float(np.mean(list(reg_i.values()))), float(np.mean(list(reg_p.values())))
+    console.print(f"paper variant:    over oracle  mean {mean_p:.2%}  case range {min(reg_p.values()):.2%} .. {max(reg_p.values()):.2%}")
+    console.print(f"improved variant: over oracle  mean {mean_i:.2%}  case range {min(reg_i.values()):.2%} .. {max(reg_i.values()):.2%}")
+    console.print(f"improved / paper excess cost over the oracle (mean of cases): {mean_i / mean_p:.2f}x")
+    ok_each = max(reg_i.values()) <= 0.05
+    ok_mean = mean_i <= 0.03
+    console.print(f"target: every case <= 5 %: {'PASS' if ok_each else 'FAIL'} (worst {max(reg_i.values()):.2%}); "
+                  f"average <= 3 %: {'PASS' if ok_mean else 'FAIL'} ({mean_i:.2%})")
+    cases = len(reg_i) * len(SEEDS)
+    console.print(f"wall time, {cases} simulations with default and oracle: improved {t_improved:.2f} s "
+                  f"({t_improved / cases * 1000:.1f} ms each), paper {t_paper:.2f} s; "
+                  f"target < 10 s: {'PASS' if t_improved < 10 else 'FAIL'}; "
+                  f"upstream's 1 s per simulation would be {cases:.0f} s, {cases / t_improved:.0f}x slower")
+
+
+if __name__ == "__main__":
+    main()
