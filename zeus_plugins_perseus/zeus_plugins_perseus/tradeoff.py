@@ -146,13 +146,13 @@ def solve_frontier(
     is_act[:n_ops] = True
 
     # Initial potentials: earliest event times with every op at its slowest duration.
-    pi = _earliest_times(n_ops, e, hi[spec], order_check=True)
+    pi = _earliest_times(n_ops, e, hi[spec])
     pi_nodes = np.zeros(n_nodes, np.int64)
     pi_nodes[2 + 2 * ops] = pi
     pi_nodes[3 + 2 * ops] = pi + hi[spec]
     t_max = int(pi_nodes[3 + 2 * ends].max()) if n_ops else 0
     pi_nodes[1] = t_max
-    t_fast = int((_earliest_times(n_ops, e, lo[spec], order_check=False) + lo[spec]).max()) if n_ops else 0
+    t_fast = int((_earliest_times(n_ops, e, lo[spec]) + lo[spec]).max()) if n_ops else 0
     stop = t_fast if t_stop is None else max(int(t_stop), t_fast)
 
     # Fixed CSR structure with a forward and a backward entry per arc.
@@ -237,24 +237,18 @@ def solve_frontier(
     return Frontier(times=np.asarray(times, np.int64), durations=durations, costs=costs, phases=phases)
 
 
-def _earliest_times(n_ops: int, edges: np.ndarray, dur: np.ndarray, order_check: bool) -> np.ndarray:
+def _earliest_times(n_ops: int, edges: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Earliest start of every op (longest path from the start), in a topological order."""
-    order = topological_order(n_ops, edges) if order_check else topological_order(n_ops, edges)
     preds: list[list[int]] = [[] for _ in range(n_ops)]
     for a, b in edges.tolist():
         preds[b].append(a)
-    start = np.zeros(n_ops, np.int64)
-    finish = np.zeros(n_ops, np.int64)
-    st = start.tolist()
     du = dur.tolist()
-    fi = [0] * n_ops
-    for v in order:
-        s = max((fi[p] for p in preds[v]), default=0)
-        st[v] = s
-        fi[v] = s + du[v]
-    start[:] = st
-    finish[:] = fi
-    return start
+    start = [0] * n_ops
+    finish = [0] * n_ops
+    for v in topological_order(n_ops, edges):
+        start[v] = max((finish[p] for p in preds[v]), default=0)
+        finish[v] = start[v] + du[v]
+    return np.asarray(start, dtype=np.int64)
 
 
 def topological_order(n: int, edges) -> list[int]:
