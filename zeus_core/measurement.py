@@ -58,7 +58,7 @@ def _by_index(energy: dict[str, float], pattern: re.Pattern[str]) -> dict[int, f
     return out
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)  # a dict-backed frozen class builds faster: one per window
 class Measurement:
     """What one window measured.
 
@@ -241,13 +241,6 @@ def make_sync(sync: str | Callable[[], Any] | None, indices: Iterable[int] | Non
 # --------------------------------------------------------------------------- the monitor
 
 
-@attrs.define
-class _Open:
-    clock: float
-    wall: float
-    energy: dict[str, float]
-
-
 class WindowLog:
     """CSV log of every window: ``start_time,window_name,elapsed_time,<device>_energy...,sources``.
 
@@ -311,7 +304,9 @@ class Monitor:
         self._on_measurement = on_measurement
         self.approx_instant_energy = approx_instant_energy
         self._names = list(self.devices.names)
-        self._open: dict[str, _Open] = {}
+        self._sources = dict(self.devices.energy_sources)
+        # name -> (clock at begin, Unix time at begin or 0.0 without a log, energy at begin)
+        self._open: dict[str, tuple[float, float, dict[str, float]]] = {}
         self._log = WindowLog(log_file, self._names) if log_file is not None else None
 
     # -- windows --
@@ -326,30 +321,34 @@ class Monitor:
             raise ValueError(f"Measurement window {name!r} already exists; end it first or pass restart=True")
         if sync_execution:
             self._sync()
-        wall = time.time()
+        wall = time.time() if self._log is not None else 0.0
         t = self.devices.clock()
-        self._open[name] = _Open(t, wall, self.devices.read_energy())
+        self._open[name] = (t, wall, self.devices.read_energy())
 
     def end_window(self, name: str, sync_execution: bool = True, cancel: bool = False) -> Measurement:
         """Close window ``name`` and return what it measured; ``cancel=True`` drops it
         (a zero measurement, nothing logged, no ``on_measurement``)."""
         try:
-            w = self._open.pop(name)
+            t0, wall0, e0 = self._open.pop(name)
         except KeyError:
             opened = ", ".join(repr(n) for n in self._open) or "none"
             raise ValueError(f"Measurement window {name!r} does not exist (open windows: {opened})") from None
-        sources = dict(self.devices.energy_sources)
+        sources = dict(self._sources)
         if cancel:
-            return Measurement(0.0, {k: 0.0 for k in self._names}, sources)
+            return Measurement(0.0, dict.fromkeys(self._names, 0.0), sources)
         power = self._instant_power() if self.approx_instant_energy else None
         if sync_execution:
             self._sync()
-        t1 = self.devices.clock()
-        e1 = self.devices.read_energy()
-        e0 = w.energy
-        elapsed = t1 - w.clock
-        energy = {k: e1[k] - e0[k] for k in self._names}
-        zero = [k for k, v in energy.items() if v == 0.0 and sources.get(k) == "counter" and elapsed > 0]
+        devices = self.devices
+        t1 = devices.clock()
+        e1 = devices.read_energy()
+        elapsed = t1 - t0
+        energy = {}
+        for k in self._names:  # a loop, not a comprehension: this is the per-step hot path
+            energy[k] = e1[k] - e0[k]
+        zero = None
+        if 0.0 in energy.values():
+            zero = [k for k, v in energy.items() if v == 0.0 and sources.get(k) == "counter" and elapsed > 0]
         if zero:
             if power is not None:
                 for k in zero:
@@ -357,15 +356,15 @@ class Monitor:
                         energy[k] = power[k] * elapsed
                         sources[k] = "estimate"
             else:
+                # No duration in the text: a window repeated every step warns once, not every step.
                 warnings.warn(
-                    f"window {name!r} ({elapsed * 1e3:.3g} ms) measured exactly 0 J on {', '.join(zero)}: "
-                    "shorter than the energy counter's update period; make the window longer or pass "
-                    "approx_instant_energy=True",
+                    f"window {name!r} measured exactly 0 J on {', '.join(zero)}: it was shorter than the "
+                    "energy counter's update period; make the window longer or pass approx_instant_energy=True",
                     stacklevel=2,
                 )
         m = Measurement(elapsed, energy, sources)
         if self._log is not None:
-            self._log.write(w.wall, name, m)
+            self._log.write(wall0, name, m)
         if self._on_measurement is not None:
             self._on_measurement(name, m)
         return m

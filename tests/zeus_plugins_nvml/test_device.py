@@ -18,6 +18,7 @@ from zeus_core.journal import restore_pending
 from zeus_core.measurement import DeviceError, Monitor
 from zeus_core.registry import load
 from zeus_plugins_nvml import fake_pynvml
+from zeus_plugins_nvml import plugin as nvml_plugin
 from zeus_plugins_nvml.control import restore_setting
 from zeus_plugins_nvml.device import NvmlGpus
 from zeus_plugins_nvml.fake_pynvml import FakeGpu
@@ -208,7 +209,7 @@ def test_sigkilled_run_is_restored_at_the_next_start(fake_nvml):
     gpus = fake_pynvml.read_state()["gpus"]
     assert [g["limit_w"] for g in gpus] == [150.0, 150.0]  # a SIGKILL leaves the GPUs changed
     assert len(journal_keys()) == 4
-    restorers = load(entry_points=True).restorers  # what `zeus` loads at start
+    restorers = load(extra_plugins=[("nvml", nvml_plugin)], entry_points=False).restorers
     assert restorers["nvml"] is restore_setting
     out = Console(record=True, width=300)
     assert restore_pending(restorers, out) == 4

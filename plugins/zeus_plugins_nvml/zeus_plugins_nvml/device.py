@@ -252,7 +252,9 @@ class NvmlGpus:
     def read_energy(self) -> dict[str, float]:
         """Cumulative joules per GPU: the counter (mJ -> J) or the integrated polled power."""
         get = self._get_energy
-        out = {name: get(h) / 1000.0 for name, h in self._counter}
+        out = {}
+        for name, h in self._counter:  # a loop, not a comprehension: called at every window edge
+            out[name] = get(h) / 1000.0
         if self._poller is not None:
             now = time.monotonic()
             energy = self._poller.energy(now)

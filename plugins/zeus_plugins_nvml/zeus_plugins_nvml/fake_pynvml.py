@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import mmap
 import os
 import sys
 import time
@@ -119,53 +120,64 @@ def install(path: str | os.PathLike[str], monkeypatch: Any = None) -> types.Modu
 
 
 def _write(path: Path, state: dict) -> None:
-    """Replace the file atomically with a strictly newer mtime, so readers' caches notice."""
+    """Replace the state file atomically, then bump the shared generation counter so
+    that every process's cached copy is reloaded at its next call."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(state))
-    try:
-        old = path.stat().st_mtime_ns
-    except FileNotFoundError:
-        old = 0
-    stamp = max(time.time_ns(), old + 1)
-    os.utime(tmp, ns=(stamp, stamp))
     os.replace(tmp, path)
-    _cache["key"] = (str(path), stamp)
-    _cache["state"] = state
+    gen_path = Path(str(path) + ".gen")
+    if not gen_path.exists():
+        gen_path.write_bytes(b"\0" * 8)
+    with open(gen_path, "r+b") as f:
+        gen = int.from_bytes(f.read(8), "little") + 1
+        f.seek(0)
+        f.write(gen.to_bytes(8, "little"))
+    _cache.clear()
 
 
+# The state is cached per process; a driver call checks 8 bytes of shared memory
+# (the generation counter) instead of the file, as cheap as a real NVML call.
 _cache: dict[str, Any] = {}
 
 
-def _path() -> Path:
+def _path() -> str:
+    """The state file named by ``$ZEUS_FAKE_NVML`` (read at ``nvmlInit``, like a driver is found at init)."""
     p = os.environ.get(ENV)
     if not p:
         raise _err(_real.NVML_ERROR_LIBRARY_NOT_FOUND)
-    return Path(p)
+    return p
 
 
 def _state() -> dict:
-    path = _path()
-    try:
-        stamp = os.stat(path).st_mtime_ns
-    except FileNotFoundError:
-        raise _err(_real.NVML_ERROR_DRIVER_NOT_LOADED) from None
-    key = (str(path), stamp)
-    if _cache.get("key") != key:
-        _cache["state"] = json.loads(path.read_text())
-        _cache["key"] = key
-    return _cache["state"]
+    c = _cache
+    path = c.get("path")
+    if path is not None and c["gen_map"][:8] == c["gen"]:
+        return c["state"]
+    if path is None:
+        path = _path()
+        c.clear()
+        try:
+            f = open(path + ".gen", "rb")
+        except FileNotFoundError:
+            raise _err(_real.NVML_ERROR_DRIVER_NOT_LOADED) from None
+        with f:
+            c["gen_map"] = mmap.mmap(f.fileno(), 8, access=mmap.ACCESS_READ)
+        c["path"] = path
+    c["gen"] = c["gen_map"][:8]
+    c["state"] = json.loads(Path(path).read_text())
+    return c["state"]
 
 
 @contextlib.contextmanager
 def _mutate():
     """Read-modify-write of the state under an exclusive lock (several processes share it)."""
     path = _path()
-    with open(str(path) + ".lock", "w") as lock:
+    with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         _cache.clear()
         state = _state()
         yield state
-        _write(path, state)
+        _write(Path(path), state)
 
 
 def _draw_w(g: dict) -> float:
@@ -245,6 +257,8 @@ def _setter(handle: _Handle) -> tuple[int, int | None]:
 
 def nvmlInit() -> None:
     global _init_count
+    if _cache.get("path") != os.environ.get(ENV):
+        _cache.clear()
     _state()
     _init_count += 1
 
