@@ -11,7 +11,13 @@ from zeus_core import cli as zcli
 from zeus_core import registry as zreg
 
 
-def toy_registry(toy_plugin, extra=()):
+def toy_registry(toy_plugin, extra=(), isolated=True):
+    """A registry with the toy plugin and the baseline plugin only (``isolated``),
+    so that what other distributions happen to be installed cannot change results."""
+    if isolated:
+        from zeus_plugins_baseline import plugin as baseline
+
+        return zreg.load(extra_plugins=[("baseline", baseline), ("toy", toy_plugin), *extra], entry_points=False)
     return zreg.load(extra_plugins=[("toy", toy_plugin), *extra])
 
 

@@ -118,7 +118,8 @@ def test_retries_until_reached_and_max_tries_failure(reg, job):
     assert [(t.try_index, t.reached, t.stopped, t.epochs) for t in tries] == [(1, False, "max-epochs", 5), (2, False, "max-epochs", 5)]
 
 
-def test_plugins_json_and_version(reg):
+def test_plugins_json_and_version(toy_plugin):
+    reg = toy_registry(toy_plugin, isolated=False)
     r = run_cli(reg, "plugins", "--json")
     data = {p["name"]: p for p in json.loads(r.output)}
     assert data["toy"]["provides"]["device"] == ["toy"]

@@ -95,7 +95,7 @@ def test_missing_required_and_plugin_key(reg):
 def test_validator_in_plugin_options(reg):
     text = TOY_JOB.replace("limit_w = 200", "limit_w = -5")
     lines = errors(reg, text)
-    assert lines == ["job.toml:21: limit_w must be a positive number of watts, got -5.0 @ $.power.limit_w"]
+    assert lines == ["job.toml:21: limit_w must be positive, got -5.0 @ $.power.limit_w"]
 
 
 def test_nested_list_paths_and_bool_not_int(reg):

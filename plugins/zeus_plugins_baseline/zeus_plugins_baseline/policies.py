@@ -6,10 +6,7 @@ from typing import Any
 
 import attrs
 
-
-def _positive_or_none(_i, a, v):
-    if v is not None and v <= 0:
-        raise ValueError(f"{a.name} must be a positive batch size, got {v}")
+from zeus_core.validators import positive, positive_or_none
 
 
 class FixedBatchSize:
@@ -17,7 +14,7 @@ class FixedBatchSize:
 
     @attrs.define
     class Options:
-        default: int | None = attrs.field(default=None, validator=_positive_or_none)
+        default: int | None = attrs.field(default=None, validator=positive_or_none)
 
     def __init__(self, options: Options, context: Any) -> None:
         bs = options.default
@@ -85,12 +82,7 @@ class MaxPower(_HoldPower):
 
 @attrs.define
 class FixedPowerOptions:
-    limit_w: float = attrs.field()
-
-    @limit_w.validator
-    def _check(self, attribute, value):
-        if not value > 0:
-            raise ValueError(f"limit_w must be a positive number of watts, got {value}")
+    limit_w: float = attrs.field(validator=positive)
 
 
 class FixedPower(_HoldPower):
