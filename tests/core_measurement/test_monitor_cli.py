@@ -58,7 +58,7 @@ def _missing(options, context):
     raise DeviceError("no such hardware here")
 
 
-plugin = types.SimpleNamespace()
+plugin = types.ModuleType("zeus_test_monitor_devices")
 
 
 @hookimpl
