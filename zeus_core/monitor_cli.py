@@ -98,8 +98,11 @@ class Sampler:
 
     def __init__(self, groups: list[tuple[str, Any]]) -> None:
         self.groups = groups
+        names = [n for _, g in groups for n in g.names]
+        # Two plugins may both call a device "gpu0": then the key says which plugin's.
+        self._key = {(p, n): (n if names.count(n) == 1 else f"{p}/{n}") for p, g in groups for n in g.names}
         self.rows: list[tuple[str, str, str]] = [
-            (plugin, n, g.energy_sources.get(n, "?")) for plugin, g in groups for n in g.names
+            (plugin, self._key[plugin, n], g.energy_sources.get(n, "?")) for plugin, g in groups for n in g.names
         ]
         self.t0 = time.monotonic()
         self.wall0 = time.time()
@@ -111,8 +114,9 @@ class Sampler:
 
     def _read(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for _, g in self.groups:
-            out.update(g.read_energy())
+        for plugin, g in self.groups:
+            for n, joules in g.read_energy().items():
+                out[self._key[plugin, n]] = joules
         return out
 
     def sample(self) -> None:

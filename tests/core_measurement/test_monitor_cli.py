@@ -111,6 +111,14 @@ def test_named_devices_must_open_and_options_are_checked(reg):
     assert r.exit_code == 0 and "sim" in r.output
 
 
+def test_same_device_name_from_two_plugins_is_kept_apart(reg, tmp_path):
+    out = tmp_path / "s.csv"
+    r = run(reg, "-d", "const", "-d", "sim", "--duration", "0.3", "--interval", "0.1", "--csv", str(out))
+    assert r.exit_code == 0, r.output
+    header = next(csv.reader(out.open()))
+    assert "const/gpu0_energy_j" in header and "sim/gpu0_energy_j" in header
+
+
 def test_ctrl_c_ends_with_a_summary(reg, monkeypatch):
     calls = {"n": 0}
     real_sleep = time.sleep
