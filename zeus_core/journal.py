@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import os
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +41,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from zeus_core import store as _store
+from zeus_core.measurement import DeviceError
 
 Restorer = Callable[[str, Any], Any]
 
@@ -89,8 +91,15 @@ class SettingsGuard:
                 return False
             if self not in _guards:  # reused after close()
                 _guards.append(self)
-            with self._j().transaction() as tx:
-                entry_id = tx.add_journal(self.owner, key, original)
+            try:
+                with self._j().transaction() as tx:
+                    entry_id = tx.add_journal(self.owner, key, original)
+            except (_store.StoreError, sqlite3.Error, OSError) as e:
+                raise DeviceError(
+                    f"cannot journal {self.owner} setting {key} in {_store.state_dir() / 'journal.sqlite'} ({e}); "
+                    "zeus changes no device setting it could not put back after a crash. "
+                    "Set ZEUS_STATE_DIR to a writable folder"
+                ) from e
             self._entries[key] = (entry_id, original)
             return True
 

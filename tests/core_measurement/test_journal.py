@@ -191,3 +191,15 @@ def _dead_pid() -> int:
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
     return p.pid
+
+
+def test_unwritable_journal_refuses_the_change(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("ZEUS_STATE_DIR", str(blocker / "state"))
+    guard = SettingsGuard("testdev", lambda k, o: None)
+    changed = []
+    with pytest.raises(ValueError, match="cannot journal testdev setting dev0:power_limit .*Set ZEUS_STATE_DIR"):
+        with guard.changing("dev0:power_limit", 300):
+            changed.append(True)
+    assert changed == [] and guard.pending == {}
