@@ -112,7 +112,16 @@ class Planner(Protocol):
     only). ``report(console)`` prints a summary; ``write_outputs(out_dir)`` writes
     its files under ``--output`` and returns their paths; ``summary()`` returns a
     JSON-able dict merged into ``summary.json`` under the part's section name.
-    All but ``plan`` are optional.
+    All but ``plan`` are optional; each optional method may also take the
+    :class:`~zeus_core.results.JobSummary` as its last argument.
+
+    ``plan`` raising ValueError means the input cannot be planned (infeasible,
+    bad profile): ``zeus run`` exits 2; any other exception exits 1.
+
+    An allocator may offer ``ranks() -> list[dict]`` with one entry per
+    data-parallel rank: ``{"rank", "gpu", "local_batch", "power_limit"}``;
+    data-parallel workloads use it to split the global batch unevenly
+    (see :mod:`zeus_core.parallel` for the matching gradient weighting).
     """
 
     def plan(self, ctx: Any) -> None: ...

@@ -369,7 +369,15 @@ class Runner:
         for section in PLANNER_SECTIONS:
             part = self.parts.get(section)
             if part is not None and hasattr(part, "plan"):
-                part.plan(self.ctx)
+                plugin = self.spec.parts[section].plugin if section in self.spec.parts else section
+                try:
+                    part.plan(self.ctx)
+                except (PartMismatch, RunFailed):
+                    raise
+                except (ValueError, FileNotFoundError) as e:  # bad input the plan reveals (infeasible, NaN)
+                    raise PartMismatch(f"[{section}] plugin {plugin!r}: {e}") from e
+                except Exception as e:
+                    raise RunFailed(f"[{section}] plugin {plugin!r} failed while planning: {type(e).__name__}: {e}") from e
 
     def run(self, progress: Callable[[str, dict], None] | None = None) -> JobSummary:
         """Plan, then run ``job.recurrences`` recurrences. Returns the job summary."""

@@ -23,12 +23,14 @@ plugin. torch is imported lazily, so the allocator itself does not need it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zeus_core.parallel import UnevenBatchState, allreduce_weighted_gradients, uneven_batch_comm_hook
 from zeus_plugins_hetero.profile import HeteroError
+
+__all__ = ["RankPlan", "UnevenBatchState", "allreduce_weighted_gradients", "uneven_batch_comm_hook"]
 
 
 @dataclass(frozen=True)
@@ -76,59 +78,3 @@ class RankPlan:
         if not callable(setter):
             raise HeteroError(f"the device group {type(devices).__name__} cannot set power limits")
         setter(self.power_limit)
-
-
-def allreduce_weighted_gradients(
-    parameters: Iterable[Any], local_batch: int, global_batch: int | None = None, group: Any = None
-) -> None:
-    """Scale this rank's gradients by ``local_batch / global_batch`` and sum them over the group.
-
-    Call after ``loss.backward()`` with the loss averaged over the local batch.
-    ``global_batch`` defaults to the sum of the ranks' ``local_batch`` (one extra
-    all-reduce). Gradients are packed into one buffer, so the ranks must hold the
-    same parameters in the same order; a missing gradient counts as zero.
-    """
-    import torch
-    import torch.distributed as dist
-
-    params = [p for p in parameters if p.requires_grad]
-    if global_batch is None:
-        total = torch.tensor([float(local_batch)], dtype=torch.float64)
-        dist.all_reduce(total, op=dist.ReduceOp.SUM, group=group)
-        global_batch = int(round(total.item()))
-    if not 0 <= local_batch <= global_batch or global_batch <= 0:
-        raise HeteroError(f"local batch {local_batch} must lie in [0, global batch {global_batch}]")
-    for p in params:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
-    flat.mul_(local_batch / global_batch)
-    dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
-    start = 0
-    for p in params:
-        n = p.grad.numel()
-        p.grad.copy_(flat[start : start + n].view_as(p.grad))
-        start += n
-
-
-@dataclass
-class UnevenBatchState:
-    """State of :func:`uneven_batch_comm_hook`: this rank's share of the global batch."""
-
-    share: float
-    group: Any = None
-
-
-def uneven_batch_comm_hook(state, bucket):
-    """DDP communication hook: each bucket is scaled by the rank's share, then summed.
-
-    (No annotations: DDP rejects a ``bucket`` annotation other than the GradBucket class.)
-
-    Register with ``ddp_model.register_comm_hook(UnevenBatchState(plan.share), uneven_batch_comm_hook)``.
-    """
-    import torch.distributed as dist
-
-    buffer = bucket.buffer()
-    buffer.mul_(state.share)
-    future = dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=state.group, async_op=True).get_future()
-    return future.then(lambda fut: fut.value()[0])

@@ -1,0 +1,76 @@
+"""Data-parallel helpers shared by workloads and allocators.
+
+Uneven local batches still give the global batch's gradient: with local
+batches b_r summing to B and a loss that is the mean over the local batch,
+the gradient of the mean over the global batch is ``g = sum_r (b_r / B) g_r``.
+Each rank scales its gradient by its share and the ranks SUM (not average)
+the scaled gradients:
+
+* :func:`allreduce_weighted_gradients` after ``loss.backward()``, for hand-written loops;
+* :func:`uneven_batch_comm_hook` for ``DistributedDataParallel``
+  (``model.register_comm_hook(UnevenBatchState(share), uneven_batch_comm_hook)``).
+
+torch is imported lazily: the core does not depend on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+def allreduce_weighted_gradients(
+    parameters: Iterable[Any], local_batch: int, global_batch: int | None = None, group: Any = None
+) -> None:
+    """Scale this rank's gradients by ``local_batch / global_batch`` and sum them over the group.
+
+    Call after ``loss.backward()`` with the loss averaged over the local batch.
+    ``global_batch`` defaults to the sum of the ranks' ``local_batch`` (one extra
+    all-reduce). Gradients are packed into one buffer, so the ranks must hold the
+    same parameters in the same order; a missing gradient counts as zero.
+    """
+    import torch
+    import torch.distributed as dist
+
+    params = [p for p in parameters if p.requires_grad]
+    if global_batch is None:
+        total = torch.tensor([float(local_batch)], dtype=torch.float64)
+        dist.all_reduce(total, op=dist.ReduceOp.SUM, group=group)
+        global_batch = int(round(total.item()))
+    if not 0 <= local_batch <= global_batch or global_batch <= 0:
+        raise ValueError(f"local batch {local_batch} must lie in [0, global batch {global_batch}]")
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    flat.mul_(local_batch / global_batch)
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
+    start = 0
+    for p in params:
+        n = p.grad.numel()
+        p.grad.copy_(flat[start : start + n].view_as(p.grad))
+        start += n
+
+
+@dataclass
+class UnevenBatchState:
+    """State of :func:`uneven_batch_comm_hook`: this rank's share of the global batch."""
+
+    share: float
+    group: Any = None
+
+
+def uneven_batch_comm_hook(state, bucket):
+    """DDP communication hook: each bucket is scaled by the rank's share, then summed.
+
+    (No annotations: DDP rejects a ``bucket`` annotation other than the GradBucket class.)
+
+    Register with ``ddp_model.register_comm_hook(UnevenBatchState(plan.share), uneven_batch_comm_hook)``.
+    """
+    import torch.distributed as dist
+
+    buffer = bucket.buffer()
+    buffer.mul_(state.share)
+    future = dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=state.group, async_op=True).get_future()
+    return future.then(lambda fut: fut.value()[0])
