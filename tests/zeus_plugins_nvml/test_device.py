@@ -69,13 +69,16 @@ def test_old_gpu_is_polled_in_a_process_that_stops_with_the_device(fake_nvml, mo
         proc = dev._poller.proc
         mon = Monitor(dev)
         mon.begin_window("w")
+        t0 = time.monotonic()
         time.sleep(0.5)
+        t_step = time.monotonic()
         fake_pynvml.set_demand(0, 100.0)  # the load halves mid-window
         time.sleep(0.5)
         m = mon.end_window("w")
+        t1 = time.monotonic()
         assert m.sources["gpu0"] == "polling"
-        # 200 W for ~0.5 s then 100 W for ~0.5 s
-        assert m.energy["gpu0"] == pytest.approx(150.0 * m.time, rel=0.08)
+        truth = 200.0 * (t_step - t0) + 100.0 * (t1 - t_step)
+        assert m.energy["gpu0"] == pytest.approx(truth, rel=0.1)
         assert dev._poller.samples > 20
     finally:
         dev.close()
