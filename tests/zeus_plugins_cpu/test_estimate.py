@@ -114,8 +114,8 @@ def test_unreadable_proc_stat_in_system_scope_names_the_option(tmp_path):
 @pytest.mark.parametrize("table,message", [
     ({"tdp_w": 0}, "tdp_w must be between 0 and 1000 W"),
     ({"tdp_w": 50.0, "idle_w": 60.0}, "idle_w (60.0 W) must be below tdp_w (50.0 W)"),
-    ({"scope": "container"}, "scope must be 'system'"),
-    ({"max_power_w": 0}, "max_power_w must be a positive number"),
+    ({"scope": "container"}, "scope must be one of 'system', 'process'"),
+    ({"max_power_w": 0}, "max_power_w must be positive"),
     ({"tdp": 100}, "'tdp_w'"),  # the core suggests the right key
 ])
 def test_job_toml_errors_name_the_field(table, message):

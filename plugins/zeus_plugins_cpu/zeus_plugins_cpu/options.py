@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from zeus_core.validators import nonnegative, one_of, positive_or_none
+
 
 def _packages(_inst, _attr, value):
     if value is None:
@@ -14,24 +16,9 @@ def _packages(_inst, _attr, value):
         raise ValueError(f"packages must be distinct CPU package indices (0, 1, ...), got {value}")
 
 
-def _positive_or_none(_inst, attr, value):
-    if value is not None and not value > 0:
-        raise ValueError(f"{attr.name} must be a positive number, got {value}")
-
-
 def _tdp(_inst, _attr, value):
     if not 0 < value <= 1000:
         raise ValueError(f"tdp_w must be between 0 and 1000 W per CPU package, got {value}")
-
-
-def _idle(_inst, _attr, value):
-    if value < 0:
-        raise ValueError(f"idle_w must be 0 or more watts, got {value}")
-
-
-def _scope(_inst, _attr, value):
-    if value not in ("system", "process"):
-        raise ValueError(f"scope must be 'system' (every process on the CPUs) or 'process' (this process), got {value!r}")
 
 
 @attrs.define
@@ -48,8 +35,8 @@ class RaplOptions:
     packages: list[int] | None = attrs.field(default=None, validator=_packages)
     dram: bool = True
     powercap_root: str | None = None
-    wrap_check_s: float | None = attrs.field(default=None, validator=_positive_or_none)
-    max_power_w: float | None = attrs.field(default=None, validator=_positive_or_none)
+    wrap_check_s: float | None = attrs.field(default=None, validator=positive_or_none)
+    max_power_w: float | None = attrs.field(default=None, validator=positive_or_none)
 
 
 @attrs.define
@@ -64,9 +51,9 @@ class EstimateOptions:
     """
 
     tdp_w: float = attrs.field(default=85.0, validator=_tdp)
-    idle_w: float = attrs.field(default=0.0, validator=_idle)
-    scope: str = attrs.field(default="system", validator=_scope)
-    max_power_w: float | None = attrs.field(default=None, validator=_positive_or_none)
+    idle_w: float = attrs.field(default=0.0, validator=nonnegative)
+    scope: str = attrs.field(default="system", validator=one_of("system", "process"))
+    max_power_w: float | None = attrs.field(default=None, validator=positive_or_none)
 
     def __attrs_post_init__(self) -> None:
         if self.idle_w >= self.tdp_w:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from zeus_core.validators import between, one_of, positive_or_none
+
 
 def _gpus(_inst, _attr, value):
     if value is None:
@@ -14,24 +16,6 @@ def _gpus(_inst, _attr, value):
         raise ValueError(f"gpus are CUDA-visible indices (0, 1, ...), got {value}")
     if len(set(value)) != len(value):
         raise ValueError(f"gpus lists a GPU twice: {value}")
-
-
-def _one_of(*allowed: str):
-    def check(_inst, attr, value):
-        if value not in allowed:
-            raise ValueError(f"{attr.name} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
-
-    return check
-
-
-def _interval(_inst, _attr, value):
-    if not 0.005 <= value <= 5.0:
-        raise ValueError(f"poll_interval_s must be between 0.005 and 5 seconds, got {value}")
-
-
-def _positive_or_none(_inst, attr, value):
-    if value is not None and not value > 0:
-        raise ValueError(f"{attr.name} must be a positive number of watts, got {value}")
 
 
 @attrs.define
@@ -48,7 +32,7 @@ class NvmlOptions:
     """
 
     gpus: list[int] | None = attrs.field(default=None, validator=_gpus)
-    energy: str = attrs.field(default="auto", validator=_one_of("auto", "counter", "polling"))
-    poll_interval_s: float = attrs.field(default=0.1, validator=_interval)
-    mig: str = attrs.field(default="error", validator=_one_of("error", "parent"))
-    max_power_w: float | None = attrs.field(default=None, validator=_positive_or_none)
+    energy: str = attrs.field(default="auto", validator=one_of("auto", "counter", "polling"))
+    poll_interval_s: float = attrs.field(default=0.1, validator=between(0.005, 5.0))
+    mig: str = attrs.field(default="error", validator=one_of("error", "parent"))
+    max_power_w: float | None = attrs.field(default=None, validator=positive_or_none)
