@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from zeus_plugins_torch import report
 from zeus_plugins_torch.entry import load_entry
 from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy
 from zeus_plugins_torch.options import TorchWorkloadOptions
@@ -33,6 +34,7 @@ class TorchWorkload:
         self.accelerator = resolve_accelerator(options.accelerator)
         self.device = torch_device(self.accelerator)
         self.world_size = int(context.job.processes)
+        self.context_parts = context.parts
         self.leader: Leader | None = None
         if self.world_size > 1:
             threads = options.threads or max(1, (os.cpu_count() or 1) // self.world_size)
@@ -69,6 +71,19 @@ class TorchWorkload:
             self.fn(loop.local_batch_size, loop)
         else:
             self.leader.run_try(session, self.fn, lambda driver: self._loop(driver, session, seed))
+
+    # -- results --
+
+    def _default_for_report(self) -> int | None:
+        b = getattr(self.context_parts.get("batch_size"), "default_batch_size", None)
+        return int(b) if b is not None else self.default_batch_size
+
+    def summary(self, summary: Any) -> dict[str, Any]:
+        return report.compare(summary.records, self._default_for_report()).to_json()
+
+    def report(self, console: Any, summary: Any) -> None:
+        if summary.records:
+            report.print_table(console, report.compare(summary.records, self._default_for_report()))
 
     def close(self) -> None:
         if self.leader is not None:

@@ -1,0 +1,123 @@
+"""This run against fixed batch sizes, measured by the run itself.
+
+The trace simulation compares a run with the default and the best fixed knob
+by their *expected* cost over the trace. Real training has no trace, but a
+recurring job under a batch-size policy does run whole recurrences at several
+batch sizes while it explores; a try that reached the target is one
+recurrence at that fixed batch size. So the baselines here are the mean of
+the job's own reached tries at a batch size, times the number of
+recurrences:
+
+* ``default``: the user's batch size (the policy's starting point);
+* ``best fixed``: the batch size whose reached tries cost least, in hindsight.
+
+Few tries per batch size make these estimates noisy; the table says how many
+tries each rests on. The columns are the trace simulation's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from rich.table import Table
+
+
+@attrs.frozen
+class FixedKnob:
+    """Mean measured cost of one recurrence at one batch size."""
+
+    name: str
+    batch_size: int
+    power_limit: float | None
+    tries: int
+    energy_j: float
+    time_s: float
+    cost: float
+
+    def totals(self, n: int) -> dict[str, float]:
+        return {"energy_j": self.energy_j * n, "time_s": self.time_s * n, "cost": self.cost * n}
+
+
+def per_batch_size(records: list[Any]) -> dict[int, FixedKnob]:
+    """Mean energy, time and cost of the reached tries at each batch size."""
+    groups: dict[int, list[Any]] = {}
+    for r in records:
+        if r.reached:
+            groups.setdefault(int(r.batch_size), []).append(r)
+    out = {}
+    for bs, rs in groups.items():
+        n = len(rs)
+        limits = {r.power_limit for r in rs}
+        out[bs] = FixedKnob(
+            name=str(bs), batch_size=bs, power_limit=limits.pop() if len(limits) == 1 else None, tries=n,
+            energy_j=sum(r.energy_j for r in rs) / n, time_s=sum(r.time_s for r in rs) / n, cost=sum(r.cost for r in rs) / n,
+        )
+    return out
+
+
+def savings(method: dict[str, float], base: dict[str, float]) -> dict[str, float]:
+    out = {f"{k.split('_')[0]}_saved": (1.0 - method[k] / base[k]) if base[k] else 0.0 for k in ("energy_j", "time_s", "cost")}
+    out["regret"] = method["cost"] / base["cost"] - 1.0 if base["cost"] else 0.0
+    return out
+
+
+@attrs.frozen
+class Comparison:
+    recurrences: int
+    method: dict[str, float]
+    default: FixedKnob | None
+    best: FixedKnob | None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"recurrences": self.recurrences, "this_run": self.method, "baselines": {}}
+        for key, knob in (("default", self.default), ("best_fixed", self.best)):
+            if knob is not None:
+                out["baselines"][key] = attrs.asdict(knob) | {"totals": knob.totals(self.recurrences)}
+                out[f"vs_{key}"] = savings(self.method, knob.totals(self.recurrences))
+        return out
+
+
+def compare(records: list[Any], default_batch_size: int | None) -> Comparison:
+    n = len({r.recurrence for r in records})
+    method = {k: float(sum(getattr(r, k) for r in records)) for k in ("energy_j", "time_s", "cost")}
+    knobs = per_batch_size(records)
+    default = knobs.get(default_batch_size) if default_batch_size is not None else None
+    best = min(knobs.values(), key=lambda k: k.cost) if knobs else None
+    if default is not None:
+        default = attrs.evolve(default, name="default")
+    if best is not None:
+        best = attrs.evolve(best, name="best fixed")
+    return Comparison(n, method, default, best)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f}%"
+
+
+def print_table(console: Any, c: Comparison) -> None:
+    n = c.recurrences
+    table = Table(title=f"{n} recurrences against fixed batch sizes, measured by this job's reached tries")
+    for col in ("method", "knobs", "energy (J)", "time (s)", "cost", "energy saved", "time saved", "cost saved", "regret vs best"):
+        table.add_column(col, justify="right")
+    base = c.default.totals(n) if c.default else None
+    best = c.best.totals(n) if c.best else None
+
+    def row(name: str, knobs: str, totals: dict[str, float]) -> None:
+        d = savings(totals, base) if base else None
+        table.add_row(
+            name, knobs, f"{totals['energy_j']:,.1f}", f"{totals['time_s']:,.1f}", f"{totals['cost']:,.1f}",
+            *((_pct(d["energy_saved"]), _pct(d["time_saved"]), _pct(d["cost_saved"])) if d else ("-", "-", "-")),
+            _pct(savings(totals, best)["regret"]) if best else "-",
+        )
+
+    row("this run", "(chosen per recurrence)", c.method)
+    for knob in (c.default, c.best):
+        if knob is not None:
+            limit = "" if knob.power_limit is None else f" @ {knob.power_limit:g} W"
+            row(knob.name, f"{knob.batch_size}{limit} ({knob.tries} tr{'y' if knob.tries == 1 else 'ies'})", knob.totals(n))
+    console.print(table)
+    if c.default is None:
+        console.print("the default batch size never reached the target in this job, so there is no default row")
+    console.print("baselines: mean of this job's reached tries at that batch size x recurrences; "
+                  "savings are against the default, regret is the extra cost over the best fixed batch size")

@@ -1,0 +1,27 @@
+"""examples/torch_recurring runs as written (shrunk: two recurrences, small data, an easy target)."""
+
+from __future__ import annotations
+
+from zeus_test_helpers import run_cli
+
+from zeus_core import registry as zreg
+from zeus_core.store import Store
+
+
+def test_example_job_trains_and_prints_the_comparison(repo_root, tmp_path):
+    job = repo_root / "examples" / "torch_recurring" / "job.toml"
+    reg = zreg.load()
+    assert run_cli(reg, "validate", str(job)).exit_code == 0
+    result = run_cli(
+        reg, "run", str(job), "--output", str(tmp_path / "out"),
+        "--set", f"job.store={tmp_path / 'state.sqlite'}", "--set", "job.recurrences=2", "--set", "job.target_metric=0.5",
+        "--set", "workload.args.train_samples=512", "--set", "workload.args.val_samples=256", "--set", "workload.args.width=32",
+        "--set", "workload.args.lr=0.003",
+    )
+    assert result.exit_code == 0, result.output
+    tries = Store(tmp_path / "state.sqlite").tries()
+    assert {t.recurrence for t in tries} == {1, 2} and tries[-1].reached
+    assert tries[0].batch_size == 16  # the policy starts from the user's batch size
+    assert all(t.energy_j > 0 for t in tries if t.epochs)  # cpu-estimate measured the training
+    assert "against fixed batch sizes" in result.output and "best fixed" in result.output
+    assert (tmp_path / "out" / "summary.json").exists()
