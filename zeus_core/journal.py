@@ -32,7 +32,6 @@ import os
 import signal
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -261,12 +260,6 @@ def process_alive(pid: int, since: float | None = None) -> bool:
     return True
 
 
-def _created_times(j: _store.Store) -> dict[int, float]:
-    # Store.journal_entries() does not return the creation time; read it here.
-    rows = j._conn.execute("SELECT id, created FROM journal").fetchall()  # noqa: SLF001
-    return {int(r[0]): float(r[1]) for r in rows}
-
-
 def restore_pending(restorers: dict[str, Restorer], console: Console | None = None) -> int:
     """Restore settings left by dead processes (SIGKILL, power loss); return how many.
 
@@ -285,17 +278,15 @@ def restore_pending(restorers: dict[str, Restorer], console: Console | None = No
         entries = j.journal_entries()
         if not entries:
             return 0
-        created = _created_times(j)
         first_entry: dict[int, float] = {}
-        for entry_id, *_, pid in entries:
-            t = created.get(entry_id, time.time())
-            first_entry[pid] = min(first_entry.get(pid, t), t)
+        for e in entries:
+            first_entry[e.pid] = min(first_entry.get(e.pid, e.created), e.created)
         alive = {pid: process_alive(pid, since) for pid, since in first_entry.items()}
-        live_keys = {(owner, key) for _i, owner, key, _o, pid in entries if alive[pid]}
+        live_keys = {(e.owner, e.key) for e in entries if alive[e.pid]}
         groups: dict[tuple[str, str], list[tuple[int, Any]]] = {}
-        for entry_id, owner, key, original, pid in entries:
-            if not alive[pid] and (owner, key) not in live_keys:
-                groups.setdefault((owner, key), []).append((entry_id, original))
+        for e in entries:
+            if not alive[e.pid] and (e.owner, e.key) not in live_keys:
+                groups.setdefault((e.owner, e.key), []).append((e.id, e.original))
         restored = 0
         for (owner, key), items in groups.items():
             restorer = restorers.get(owner)

@@ -30,10 +30,20 @@ class DeviceGroup(Protocol):
     ``max_power_w`` is the sum of the devices' maximum power limits (MAXPOWER of
     the cost metric).
 
+    Names follow ``gpu<i>`` (CUDA-visible index), ``cpu<i>-package`` and
+    ``cpu<i>-dram`` so that :class:`~zeus_core.measurement.Measurement` can
+    offer ZeusMonitor's ``gpu_energy`` / ``cpu_energy`` / ``dram_energy``.
+
     Optional control methods: ``power_limit_range() -> (min_w, max_w)``,
-    ``power_limit() -> float``, ``set_power_limit(watts)``,
-    ``supported_clocks() -> list[int]``, ``lock_clocks(mhz)``, ``reset_clocks()``.
-    ``close()`` restores whatever the device changed.
+    ``power_limit() -> float``, ``set_power_limit(watts)`` (every device),
+    ``set_power_limits({name: watts})`` (per device), ``supported_clocks() ->
+    list[int]``, ``lock_clocks(mhz)`` (SM clock; a device whose hardware needs
+    the memory clock locked too does that itself), ``reset_clocks()``.
+    Optional readings: ``read_power() -> {name: watts}`` (for ``zeus monitor``),
+    ``sync_indices`` (CUDA indices the window's sync hook waits on).
+    Every setter journals the original value first (:mod:`zeus_core.journal`)
+    and raises :class:`~zeus_core.measurement.DeviceError` with the fix when it
+    lacks permission. ``close()`` restores whatever the device changed.
     """
 
     names: list[str]

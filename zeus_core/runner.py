@@ -30,7 +30,7 @@ from rich.console import Console
 
 from zeus_core.cost import zeus_cost
 from zeus_core.job import JobOptions, JobSpec
-from zeus_core.measurement import Measurement, Monitor
+from zeus_core.measurement import DeviceError, Measurement, Monitor
 from zeus_core.registry import Registry
 from zeus_core.results import JobSummary, TryRecord
 from zeus_core.store import Store
@@ -464,6 +464,9 @@ class Runner:
             self.parts["workload"].run(session)
             if power is not None:
                 power.end_run(session)
+        except DeviceError as e:  # already says what is wrong and the fix
+            self.monitor.end_window("run", cancel=True)
+            raise RunFailed(f"recurrence {rec}, try {try_index} (batch size {batch_size}): {e}") from e
         except Exception as e:
             self.monitor.end_window("run", cancel=True)
             raise RunFailed(

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from zeus_core.results import TryRecord
 
@@ -55,6 +55,17 @@ CREATE TABLE IF NOT EXISTS journal (
     created REAL NOT NULL
 );
 """
+
+
+class JournalEntry(NamedTuple):
+    """A device setting changed by process ``pid`` at ``created`` (epoch seconds), to put back."""
+
+    id: int
+    owner: str
+    key: str
+    original: Any
+    pid: int
+    created: float
 
 
 class StoreError(RuntimeError):
@@ -186,10 +197,10 @@ class Store:
             for r in rows
         ]
 
-    def journal_entries(self) -> list[tuple[int, str, str, Any, int]]:
-        """Pending journal entries as (id, owner, key, original, pid), oldest first."""
-        rows = self._conn.execute("SELECT id, owner, key, original, pid FROM journal ORDER BY id").fetchall()
-        return [(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
+    def journal_entries(self) -> list[JournalEntry]:
+        """Pending journal entries, oldest first."""
+        rows = self._conn.execute("SELECT id, owner, key, original, pid, created FROM journal ORDER BY id").fetchall()
+        return [JournalEntry(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5]) for r in rows]
 
     def clear(self) -> None:
         """Forget the job's state and results (``zeus run --fresh``)."""
