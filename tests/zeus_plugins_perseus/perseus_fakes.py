@@ -64,3 +64,12 @@ def locked(state_path: str):
 
 def log(state_path: str):
     return json.loads(Path(state_path).read_text())["log"]
+
+
+def two_stage_rows():
+    """A small 2-stage profile with real tradeoffs: stage 1 is lighter, so it can run slower."""
+    rows = []
+    for s, scale in ((0, 1.0), (1, 0.6)):
+        for f, slow, e in ((1410, 1.0, 1.0), (1200, 1.12, 0.9), (1000, 1.3, 0.85), (800, 1.6, 0.83)):
+            rows += [(s, "forward", f, 0.02 * scale * slow, 5 * scale * e), (s, "backward", f, 0.04 * scale * slow, 10 * scale * e)]
+    return rows

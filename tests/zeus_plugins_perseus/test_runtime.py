@@ -15,7 +15,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # perseus_fakes must be importable in the controller's spawned process
 
-from perseus_fakes import FakeClockDevice, locked, log  # noqa: E402
+from perseus_fakes import FakeClockDevice, locked, log, two_stage_rows  # noqa: E402
 
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile  # noqa: E402
@@ -102,11 +102,7 @@ def test_load_stage_schedule_errors(tmp_path):
 
 def two_stage_plan(tmp_path, mbs):
     """A real Perseus plan with mixed clocks: stage 1 is lighter, so it can run slower."""
-    rows = []
-    for s, scale in ((0, 1.0), (1, 0.6)):
-        for f, slow, e in ((1410, 1.0, 1.0), (1200, 1.12, 0.9), (1000, 1.3, 0.85), (800, 1.6, 0.83)):
-            rows += [(s, "forward", f, 0.02 * scale * slow, 5 * scale * e), (s, "backward", f, 0.04 * scale * slow, 10 * scale * e)]
-    ps = plan_frontier(InstructionProfile.from_rows(rows), 2, mbs, "1f1b", 0.001, 60.0)
+    ps = plan_frontier(InstructionProfile.from_rows(two_stage_rows()), 2, mbs, "1f1b", 0.001, 60.0)
     k = len(ps) // 2
     path = ps.write_plan(k, tmp_path / "plan.json")
     assert len(np.unique(ps.frequencies[k])) > 1

@@ -16,3 +16,10 @@ def zeus_register_frequency_plan_policies(register):
         options=PerseusOptions,
         help="Every Pareto-optimal per-instruction SM-clock plan of a pipeline (Perseus); picks one by deadline.",
     )
+
+
+@hookimpl
+def zeus_register_commands(cli):
+    from zeus_plugins_perseus.cli import perseus_group
+
+    cli.add_command(perseus_group)

@@ -1,0 +1,63 @@
+"""``zeus perseus ...``: the plan server and the P2P blocking-power measurement.
+
+Heavy imports (FastAPI, uvicorn, torch) happen inside the commands, so adding
+the group costs the ``zeus`` command nothing at start-up.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from zeus_plugins_perseus.costmodel import MODELS
+
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    sys.exit(code)
+
+
+@click.group("perseus")
+def perseus_group() -> None:
+    """Perseus runtime: plan server for pipeline ranks, P2P blocking-power measurement."""
+
+
+@perseus_group.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; anything but loopback needs a token.")
+@click.option("--port", default=7787, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--profile", type=click.Path(dir_okay=False, path_type=Path),
+              help="Profile CSV that jobs without uploaded profiling results are planned on.")
+@click.option("--blocking-power-w", type=click.FloatRange(min=0), help="Default P2P blocking power (W) of jobs.")
+@click.option("--unit-time-s", default=0.001, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.option("--model", default="measured", show_default=True, type=click.Choice(MODELS))
+@click.option("--token-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="File whose first line is the bearer token (default: $ZEUS_PERSEUS_TOKEN).")
+@click.option("--dump-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Keep each job's registration, merged uploaded profile and chosen plan here.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, token_file, dump_dir, log_level) -> None:
+    """Serve per-rank frequency schedules over HTTP (FastAPI on uvicorn)."""
+    from zeus_plugins_perseus.profile import ProfileError, read_profile
+    from zeus_plugins_perseus.server.app import create_app
+    from zeus_plugins_perseus.server.jobs import JobManager, PlannerDefaults
+    from zeus_plugins_perseus.server.run import check_exposure, resolve_token, serve
+
+    try:
+        token = resolve_token(token_file)
+        check_exposure(host, token)
+        prof = read_profile(profile) if profile is not None else None
+    except (ValueError, ProfileError, OSError) as e:
+        _fail(str(e))
+    defaults = PlannerDefaults(profile=prof, blocking_power_w=blocking_power_w, unit_time_s=unit_time_s, model=model)
+    app = create_app(JobManager(defaults, dump_dir), token)
+    Console().print(f"zeus perseus plan server on http://{host}:{port} "
+                    f"({'bearer token required' if token else 'no token: loopback only'})")
+    serve(app, host, port, token, log_level)
