@@ -11,7 +11,9 @@ from zeus_plugins_torch import report
 from zeus_plugins_torch.entry import load_entry
 from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy
 from zeus_plugins_torch.options import TorchWorkloadOptions
-from zeus_plugins_torch.parallel import DataParallelDevices, Leader, resolve_accelerator, torch_device, try_seed
+from zeus_plugins_torch.accelerator import resolve_accelerator, torch_device
+from zeus_plugins_torch.control import try_seed
+from zeus_plugins_torch.leader import DataParallelDevices, Leader
 
 
 class TorchWorkload:

@@ -1,4 +1,4 @@
-"""Data-parallel jobs: one process per device, rank 0 deciding.
+"""Data-parallel jobs, rank 0: one process per device, rank 0 deciding.
 
 Rank 0 trains in the ``zeus run`` process, next to the runner's session and
 policies; ranks 1..N-1 are spawned processes that build their own device from
@@ -27,143 +27,28 @@ cannot restore its device; the journal of device settings
 
 from __future__ import annotations
 
-import importlib
-import math
 import os
 import queue as _queue
-import re
 import shutil
 import signal
 import sys
 import tempfile
 import time
-import traceback
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import attrs
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from zeus_core.measurement import Measurement, Monitor, make_sync
+from zeus_core.measurement import Measurement
 
-from zeus_plugins_torch.loop import ZeusLoop, install_synced_policy, iterate_session
-
-OP_END, OP_TRY, OP_EPOCH, OP_STOP, OP_ITER, OP_TRY_END = range(6)
-_OP_NAMES = {OP_END: "END", OP_TRY: "TRY", OP_EPOCH: "EPOCH", OP_STOP: "STOP", OP_ITER: "ITER", OP_TRY_END: "TRY_END"}
-_STOP_CODES = {None: 0, "early-stop": 1, "max-epochs": 2, "never-ran": 3}
-_STOP_NAMES = {v: k for k, v in _STOP_CODES.items()}
-
-_GPU = re.compile(r"gpu(\d+)$")
-
-
-class ProtocolError(RuntimeError):
-    """The ranks' training functions did not make the same calls."""
-
-
-def try_seed(job_seed: int, recurrence: int, try_index: int) -> int:
-    """One seed per try, the same on every rank."""
-    return (int(job_seed) * 1_000_003 + int(recurrence) * 1_009 + int(try_index)) % (2**63)
-
-
-# --------------------------------------------------------------------------- combining measurements
-
-
-def combine(measurements: list[Measurement]) -> Measurement:
-    """All ranks' measurements of one window as one: energy summed, time of the slowest.
-
-    Rank 0's device names stay; a GPU of rank r>0 is numbered after the GPUs
-    of the ranks before it (``gpu<i>``, as upstream names every GPU of a job);
-    any other device of rank r>0 is named ``rank<r>/<name>``.
-    """
-    first = measurements[0]
-    energy = dict(first.energy)
-    sources = dict(first.sources)
-    offset = max((int(_GPU.match(n).group(1)) + 1 for n in first.energy if _GPU.match(n)), default=0)
-    for r, m in enumerate(measurements[1:], start=1):
-        gpus = sorted(int(_GPU.match(n).group(1)) for n in m.energy if _GPU.match(n))
-        for name, joules in m.energy.items():
-            g = _GPU.match(name)
-            new = f"gpu{offset + gpus.index(int(g.group(1)))}" if g else f"rank{r}/{name}"
-            energy[new] = joules
-            if name in m.sources:
-                sources[new] = m.sources[name]
-        offset += len(gpus)
-    return Measurement(max(m.time for m in measurements), energy, sources)
-
-
-# --------------------------------------------------------------------------- the control channel
-
-
-class Control:
-    """Broadcasts from rank 0, gathers to rank 0, and a mean, over one gloo group."""
-
-    def __init__(self, group: Any, rank: int, world_size: int) -> None:
-        self.group = group
-        self.rank = rank
-        self.world_size = world_size
-        self._buf = torch.zeros(5, dtype=torch.float64)
-
-    def send(self, op: int, a: int = 0, b: int = 0, c: int = 0, limit: float | None = None) -> None:
-        self._buf.copy_(torch.tensor([op, a, b, c, math.nan if limit is None else float(limit)], dtype=torch.float64))
-        dist.broadcast(self._buf, src=0, group=self.group)
-
-    def recv(self, *expected: int) -> tuple[int, int, int, int, float | None]:
-        dist.broadcast(self._buf, src=0, group=self.group)
-        op, a, b, c, limit = self._buf.tolist()
-        op = int(op)
-        if expected and op not in expected:
-            want = " or ".join(_OP_NAMES[e] for e in expected)
-            raise ProtocolError(
-                f"rank {self.rank} expected {want} from rank 0 but got {_OP_NAMES.get(op, op)}: the ranks' training "
-                "functions diverged; call epochs(), iterate() and report_metric() the same number of times on every rank"
-            )
-        return op, int(a), int(b), int(c), None if math.isnan(limit) else float(limit)
-
-    def gather(self, obj: Any) -> list[Any] | None:
-        out = [None] * self.world_size if self.rank == 0 else None
-        dist.gather_object(obj, out, dst=0, group=self.group)
-        return out
-
-    def mean(self, value: float) -> float:
-        t = torch.tensor([float(value)], dtype=torch.float64)
-        dist.all_reduce(t, group=self.group)
-        return float(t.item()) / self.world_size
-
-
-def is_lost_contact(e: BaseException) -> bool:
-    """Whether ``e`` only says that another rank went away (not the first failure)."""
-    if isinstance(e, ProtocolError):
-        return False
-    dist_error = getattr(dist, "DistError", None)
-    if dist_error is not None and isinstance(e, dist_error):
-        return True
-    text = str(e).lower()
-    return any(s in text for s in ("connection closed", "connection reset", "broken pipe", "gloo", "timed out"))
-
-
-def describe(e: BaseException) -> str:
-    """``Type: message (at file:line)``, the line being the innermost frame of the error."""
-    tb = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
-    where = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
-    return f"{type(e).__name__}: {e}{where}"
-
-
-def resolve_accelerator(accelerator: str) -> str:
-    if accelerator == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if accelerator == "cuda" and not torch.cuda.is_available():
-        raise ValueError("accelerator = \"cuda\" but torch sees no CUDA device; use \"cpu\" or \"auto\"")
-    return accelerator
-
-
-def torch_device(accelerator: str) -> torch.device:
-    return torch.device("cuda", 0) if accelerator == "cuda" else torch.device("cpu")
-
-
-# --------------------------------------------------------------------------- rank 0
+from zeus_plugins_torch.control import (
+    OP_END, OP_EPOCH, OP_ITER, OP_STOP, OP_TRY, OP_TRY_END, STOP_CODES, Control, combine, describe, is_lost_contact,
+)
+from zeus_plugins_torch.follower import FollowerConfig, follower_main
+from zeus_plugins_torch.loop import install_synced_policy, iterate_session
 
 
 class DataParallelDevices:
@@ -193,23 +78,6 @@ class DataParallelDevices:
         if name == "local":  # not set yet (unpickling); avoid recursing
             raise AttributeError(name)
         return getattr(self.local, name)
-
-
-@attrs.frozen
-class FollowerConfig:
-    """What a spawned rank needs to rebuild its part of the job."""
-
-    rank: int
-    world_size: int
-    job_path: str
-    overrides: tuple[str, ...]
-    extra_plugins: tuple[tuple[str, str], ...]
-    init_method: str
-    backend: str
-    accelerator: str
-    timeout_s: float
-    threads: int
-    cuda_visible: str | None
 
 
 def _extra_plugin_modules(registry: Any, device_plugin: str) -> tuple[tuple[str, str], ...]:
@@ -483,7 +351,7 @@ class LeaderDriver:
         finally:
             it.close()
         if finished:
-            ctrl.send(OP_STOP, int(s.reached), _STOP_CODES.get(s.stopped, 0), 0, s.power_limit)
+            ctrl.send(OP_STOP, int(s.reached), STOP_CODES.get(s.stopped, 0), 0, s.power_limit)
 
     def iterate(self, iterable, count: int):
         return iterate_session(self.session, iterable, count)
@@ -505,174 +373,3 @@ class LeaderDriver:
 
     def measurements(self) -> list[Measurement]:
         return list(self.session.epoch_measurements)
-
-
-# --------------------------------------------------------------------------- ranks 1..N-1
-
-
-class FollowerDriver:
-    """A rank other than 0: does what rank 0 says, measures its own device."""
-
-    def __init__(self, follower: Follower) -> None:
-        self.f = follower
-        self.reached = False
-        self.stopped: str | None = None
-        self.metric: float | None = None
-        self.epochs_done = 0
-        self.local_measurements: list[Measurement] = []
-        self.pending: Measurement | None = None
-        self.got_try_end = False
-        self.profiling = False
-
-    def epochs(self):
-        f = self.f
-        while True:
-            op, epoch, a, b, limit = f.ctrl.recv(OP_EPOCH, OP_STOP, OP_TRY_END)
-            if op == OP_TRY_END:
-                self.got_try_end = True
-                return
-            if op == OP_STOP:
-                self.reached, self.stopped = bool(epoch), _STOP_NAMES.get(a)
-                return
-            f.apply_limit(limit)
-            self.profiling = bool(a)
-            name = f"epoch-{epoch}"
-            f.monitor.begin_window(name)
-            try:
-                yield epoch
-            except GeneratorExit:
-                self.profiling = False
-                self.pending = f.monitor.end_window(name)
-                self.local_measurements.append(self.pending)
-                raise
-            self.profiling = False
-            m = f.monitor.end_window(name)
-            self.local_measurements.append(m)
-            self.epochs_done += 1
-            f.ctrl.gather(m)
-
-    def iterate(self, iterable, count: int):
-        f = self.f
-        for item in iterable:
-            if self.profiling:
-                f.sync()
-                f.apply_limit(f.ctrl.recv(OP_ITER)[4])
-            yield item
-
-    def report_metric(self, value: float) -> bool:
-        v = self.f.ctrl.mean(value)
-        self.metric = v
-        target = self.f.job.target_metric
-        if target is not None and ((v >= target) if self.f.job.higher_is_better else (v <= target)):
-            self.reached = True
-        return self.reached
-
-    def mark_reached(self) -> None:
-        """Rank 0 decides; this rank learns it when the epochs end."""
-
-    @property
-    def state(self):
-        return self.reached, self.stopped, self.metric, self.epochs_done
-
-    def measurements(self) -> list[Measurement]:
-        return list(self.local_measurements)
-
-
-class Follower:
-    """The serving loop of one spawned rank."""
-
-    def __init__(self, cfg: FollowerConfig, job: Any, options: Any, device: Any, ctrl: Control, fn: Any) -> None:
-        self.cfg = cfg
-        self.job = job
-        self.options = options
-        self.device = device
-        self.ctrl = ctrl
-        self.fn = fn
-        self.monitor = Monitor(device)
-        self.sync = make_sync("torch", getattr(device, "sync_indices", None))
-        self._limit: float | None = None
-
-    def apply_limit(self, limit: float | None) -> None:
-        if limit is None or limit == self._limit:
-            return
-        setter = getattr(self.device, "set_power_limit", None)
-        if callable(setter):
-            setter(limit)
-            self._limit = limit
-
-    def serve(self) -> None:
-        tdev = torch_device(self.cfg.accelerator)
-        while True:
-            op, batch_size, rec, try_index, limit = self.ctrl.recv(OP_TRY, OP_END)
-            if op == OP_END:
-                return
-            self.apply_limit(limit)
-            seed = try_seed(self.job.seed, rec, try_index)
-            if self.options.seed_each_try:
-                torch.manual_seed(seed)
-            driver = FollowerDriver(self)
-            loop = ZeusLoop(
-                driver, batch_size=batch_size, base_batch_size=self.options.default_batch_size,
-                lr_scaling=self.options.lr_scaling, rank=self.cfg.rank, world_size=self.cfg.world_size,
-                recurrence=rec, try_index=try_index, args=self.options.args, device=tdev, seed=seed,
-            )
-            self.monitor.begin_window("run", restart=True)
-            self.fn(loop.local_batch_size, loop)
-            whole = self.monitor.end_window("run")
-            if not driver.got_try_end:
-                self.ctrl.recv(OP_TRY_END)
-            self.ctrl.gather({"whole": whole, "pending": driver.pending})
-
-
-def follower_main(cfg: FollowerConfig, queue: Any) -> None:
-    """Entry point of a spawned rank: rebuild the device, join the group, serve tries."""
-    os.environ.update(RANK=str(cfg.rank), LOCAL_RANK=str(cfg.rank), WORLD_SIZE=str(cfg.world_size),
-                      LOCAL_WORLD_SIZE=str(cfg.world_size))
-    if cfg.cuda_visible is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = cfg.cuda_visible
-    from rich.console import Console
-
-    from zeus_core import registry as zreg
-    from zeus_core.job import load_job
-    from zeus_core.runner import BuildContext
-    from zeus_core.store import Store
-
-    from zeus_plugins_torch.entry import load_entry
-
-    code, device, store, joined = 1, None, None, False
-    try:
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-        reg = zreg.load(extra_plugins=[(n, importlib.import_module(m)) for n, m in cfg.extra_plugins])
-        spec = load_job(cfg.job_path, reg, list(cfg.overrides))
-        store = Store(spec.store_path())
-        part = spec.parts["device"]
-        device = part.registration.factory(part.options, BuildContext(spec, store, Console(stderr=True), reg))
-        options = spec.parts["workload"].options
-        fn = load_entry(options.entry, [spec.job_dir / p for p in options.python_path])
-        queue.put(("ready", cfg.rank, float(device.max_power_w)))
-        dist.init_process_group(cfg.backend, init_method=cfg.init_method, rank=cfg.rank, world_size=cfg.world_size,
-                                timeout=timedelta(seconds=cfg.timeout_s))
-        joined = True
-        ctrl = Control(dist.new_group(backend="gloo"), cfg.rank, cfg.world_size)
-        Follower(cfg, spec.job, options, device, ctrl, fn).serve()
-        code = 0
-    except BaseException as e:  # noqa: BLE001 - every failure is reported to rank 0
-        queue.put(("error", cfg.rank, describe(e), is_lost_contact(e)))
-    finally:
-        if joined:
-            try:
-                dist.destroy_process_group()
-            except Exception:  # noqa: BLE001
-                pass
-        if device is not None:
-            try:
-                device.close()
-            except Exception as e:  # noqa: BLE001
-                queue.put(("error", cfg.rank, f"restoring the device failed: {describe(e)}", False))
-                code = 1
-        if store is not None:
-            store.close()
-        queue.close()
-        queue.join_thread()
-    sys.exit(code)
