@@ -1,0 +1,59 @@
+"""``run_job`` from the user's own script, and the comparison against fixed batch sizes."""
+
+from __future__ import annotations
+
+import pytest
+from zeus_test_helpers import write_job
+
+from zeus_core.results import TryRecord
+from zeus_plugins_torch.api import run_job
+from zeus_plugins_torch.report import compare
+
+SEEN = []
+
+
+def my_train(batch_size, zeus):
+    """The user's own loop: no [workload] table in the job, the function is handed over directly."""
+    for epoch in zeus.epochs():
+        sum(range(20000))  # some work for the device to measure
+        zeus.report_metric(epoch / 2)
+    SEEN.append((zeus.recurrence, batch_size, zeus.reached))
+
+
+def test_run_job_drives_the_users_own_function(tmp_path):
+    job = write_job(tmp_path / "job.toml", """
+        [job]
+        recurrences = 2
+        target_metric = 1.0
+        store = "s.sqlite"
+        [device]
+        plugin = "cpu-estimate"
+        scope = "process"
+        [batch_size]
+        plugin = "fixed"
+        default = 8
+    """)
+    SEEN.clear()
+    summary = run_job(job, my_train)
+    assert SEEN == [(1, 8, True), (2, 8, True)]
+    assert summary.recurrences == 2 and [r.epochs for r in summary.records] == [2, 2]
+    summary = run_job(job, my_train, overrides=["job.recurrences=1"])  # continues the stored history
+    assert summary.recurrences == 3 and SEEN[-1] == (3, 8, True)
+
+
+def rec(recurrence, bs, cost, reached=True, try_index=1):
+    return TryRecord(recurrence, try_index, bs, None, 3, cost / 10, cost / 2, cost, reached)
+
+
+def test_comparison_uses_the_reached_tries_per_batch_size():
+    records = [rec(1, 32, 100.0), rec(2, 64, 80.0, reached=False), rec(2, 16, 60.0, try_index=2),
+               rec(3, 16, 40.0), rec(4, 16, 50.0)]
+    c = compare(records, default_batch_size=32)
+    assert c.recurrences == 4
+    assert c.method["cost"] == pytest.approx(330.0)
+    assert (c.default.batch_size, c.default.tries, c.default.cost) == (32, 1, 100.0)
+    assert (c.best.batch_size, c.best.tries, c.best.cost) == (16, 3, pytest.approx(50.0))
+    out = c.to_json()
+    assert out["vs_default"]["cost_saved"] == pytest.approx(1 - 330.0 / 400.0)
+    assert out["vs_best_fixed"]["regret"] == pytest.approx(330.0 / 200.0 - 1)
+    assert compare(records, default_batch_size=128).default is None  # never reached: no default row
