@@ -32,6 +32,7 @@ from zeus_core import registry as zreg
 from zeus_core.job import JobOptions
 
 from zeus_plugins_trace import baselines
+from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
 from zeus_plugins_trace.simulate import simulate
 from zeus_plugins_trace.traces import load_traces, select
 
@@ -63,7 +64,9 @@ def run_grid(traces_dir: Path, variant: str, mab, recurrences: int | None) -> tu
                 job = JobOptions(name=name, recurrences=n, seed=seed, eta_knob=j["eta_knob"], beta_knob=j["beta_knob"],
                                  target_metric=j["target_metric"], max_epochs=j["max_epochs"])
                 options = mab.options(variant=variant, default=b0)
-                policy = mab.factory(options, SimpleNamespace(job=job))
+                device = TraceDevice(TraceDeviceOptions(gpu=gpu))
+                device.attach(wt)
+                policy = mab.factory(options, SimpleNamespace(job=job, parts={"device": device}))
                 result = simulate(wt, policy, job, default_batch_size=b0)
                 default = baselines.default(wt, j["eta_knob"], j["max_epochs"], policy.default_batch_size)
                 rows.append({

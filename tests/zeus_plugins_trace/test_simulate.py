@@ -95,3 +95,19 @@ def test_max_epochs_failure_and_too_many_tries(trace):
         simulate(trace, policy, job(1, max_epochs=5, max_tries=2))
     assert [x.stopped for _, x in policy.seen] == ["max-epochs", "max-epochs"]
     assert policy.seen[0][1].epochs == 5
+
+
+def test_trace_device_predicts_every_limit_of_a_batch_size_before_running(trace):
+    from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
+
+    dev = TraceDevice(TraceDeviceOptions(gpu=trace.gpu))
+    dev.attach(trace)
+    b = int(trace.batch_sizes[0])
+    rows = dev.predict_epoch(b)
+    limits = trace.limits_of(b)
+    assert [p for p, _t, _e in rows] == [float(p) for p in limits]
+    for p, t, e in rows:
+        dev.use_batch_size(b)
+        dev.set_power_limit(p)
+        assert (t, e) == pytest.approx(dev.epoch_time_energy())
+    assert dev.predict_epoch(123457) is None

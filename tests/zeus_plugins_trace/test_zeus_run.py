@@ -17,6 +17,7 @@ from zeus_plugins_mab import plugin as mab_plugin
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.policy import MabPolicy
 from zeus_plugins_trace import plugin as trace_plugin
+from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
 from zeus_plugins_trace.simulate import simulate
 from zeus_plugins_trace.workload import TraceWorkloadOptions, load_workload_trace
 
@@ -78,7 +79,9 @@ def test_runner_matches_fast_simulator_exactly(reg, tmp_path):
     assert res.exit_code == 0, res.output
     wt = load_workload_trace(TraceWorkloadOptions(dataset="squad", model="bert_base_uncased", optimizer="adamw"), "p100", 84.0, EXAMPLES)
     job = JobOptions(name="x", recurrences=40, seed=3, eta_knob=0.5, beta_knob=2.0, target_metric=84.0, max_epochs=6)
-    sim = simulate(wt, MabPolicy(MabOptions(default=32), 3), job, default_batch_size=32)
+    device = TraceDevice(TraceDeviceOptions(gpu="p100"))
+    device.attach(wt)  # the runner's mab factory hands the policy the device's predictions too
+    sim = simulate(wt, MabPolicy(MabOptions(default=32), 3, device.predict_epoch), job, default_batch_size=32)
     got = rows(out / "recurrences.csv")
     assert len(got) == len(sim.records)
     for a, b in zip(got, sim.records):

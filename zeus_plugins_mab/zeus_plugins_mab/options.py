@@ -30,6 +30,11 @@ def _optional_unit(_inst, attribute, value):
         raise ValueError(f"{attribute.name} must be between 0 and 1 inclusive (or left out for the job's), got {value!r}")
 
 
+def _unit(_inst, attribute, value):
+    if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
+        raise ValueError(f"{attribute.name} must be between 0 and 1 inclusive, got {value!r}")
+
+
 def _optional_beta(_inst, attribute, value):
     if value is not None and (math.isnan(value) or value < 1.0):
         raise ValueError(f"{attribute.name} must be at least 1 (or left out for the job's), got {value!r}")
@@ -60,7 +65,13 @@ class MabOptions:
     variant only: ``tolerance`` and ``patience`` (a walk stops once
     ``patience`` tries in a row cost more than 1 + tolerance times the best
     so far) and ``cv0`` (prior relative noise of
-    a try's cost).
+    a try's cost), for the walk; ``use_predictions`` (explore by a model of
+    epochs to target when the device predicts epoch costs, see
+    ``guided.py``), ``min_improvement_prob`` (explore a batch size only if
+    the model gives it at least this chance of beating the best so far),
+    ``sigma_w`` (how far, in log epochs, one batch size may depart from the
+    model's curve) and ``sigma_slope`` (prior spread of an extra trend of log
+    epochs per octave of batch size), for the model.
     """
 
     variant: str = attrs.field(default="improved", validator=_in(VARIANTS))
@@ -77,6 +88,10 @@ class MabOptions:
     tolerance: float = attrs.field(default=0.3, validator=_at_least(0.0))
     cv0: float = attrs.field(default=0.1, validator=_at_least(0.0))
     patience: int = attrs.field(default=2, validator=_at_least(1))
+    use_predictions: bool = True
+    min_improvement_prob: float = attrs.field(default=0.2, validator=_unit)
+    sigma_w: float = attrs.field(default=0.3, validator=_at_least(0.01))
+    sigma_slope: float = attrs.field(default=0.3, validator=_at_least(0.0))
 
 
 @attrs.define

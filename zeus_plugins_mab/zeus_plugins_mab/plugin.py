@@ -12,8 +12,12 @@ from zeus_plugins_mab.policy import MabPolicy
 
 
 def make_mab(options: MabOptions, context: Any) -> MabPolicy:
-    """Zeus's batch-size policy: pruning, then Gaussian Thompson sampling across recurrences."""
-    return MabPolicy(options, job_seed=context.job.seed)
+    """Zeus's batch-size policy: pruning, then Gaussian Thompson sampling across recurrences.
+
+    The device (built first) lends its epoch predictions when it has them
+    (``predict_epoch``, e.g. the ``trace`` device); others leave the policy walking."""
+    device = getattr(context, "parts", {}).get("device")
+    return MabPolicy(options, job_seed=context.job.seed, predict_epoch=getattr(device, "predict_epoch", None))
 
 
 def make_jit(options: JitOptions, context: Any) -> JitPowerPolicy:

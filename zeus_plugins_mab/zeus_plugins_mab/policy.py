@@ -14,6 +14,7 @@ from typing import Any
 from zeus_core.cost import zeus_cost
 
 from zeus_plugins_mab.gaussian_ts import GaussianTS
+from zeus_plugins_mab.guided import EpochPredictor, Guided, epoch_costs
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.pruning import Pruning
 from zeus_plugins_mab.relative_ts import RelativeTS
@@ -44,10 +45,18 @@ class MabPolicy:
     from a try's steady-state cost (``record.extra["steady_cost"]``, what it
     would have cost without the power-profiling epoch) when the power policy
     reports one, since that is what later tries at that batch size will cost.
+
+    ``predict_epoch`` (the device's, when it has one) predicts one epoch's
+    (limit, time, energy) rows at a batch size before it runs; with it, the
+    improved variant explores where a model of epochs to target expects
+    savings (:mod:`zeus_plugins_mab.guided`) instead of walking; without it
+    (a real GPU), or with ``use_predictions = false``, it walks.
     """
 
-    def __init__(self, options: MabOptions, job_seed: int = 0) -> None:
+    def __init__(self, options: MabOptions, job_seed: int = 0, predict_epoch: EpochPredictor | None = None) -> None:
         self.options = options
+        self.predict_epoch = predict_epoch
+        self.guided: Guided | None = None
         self.seed = job_seed if options.seed is None else options.seed
         self.batch_sizes: list[int] | None = None
         self.default_batch_size: int | None = options.default or None
@@ -59,7 +68,8 @@ class MabPolicy:
 
     # -- setup --
 
-    def _register(self, batch_sizes: list[int] | None, default: int | None) -> None:
+    def _register(self, ctx: Any) -> None:
+        batch_sizes, default = ctx.batch_sizes, ctx.default_batch_size
         bss = sorted(set(self.options.batch_sizes or batch_sizes or []))
         if not bss:
             raise ValueError("the mab policy needs batch sizes: set batch_size.batch_sizes or use a workload that lists them")
@@ -68,10 +78,21 @@ class MabPolicy:
             raise ValueError("the mab policy needs a default batch size: set batch_size.default")
         self.batch_sizes = bss
         self.default_batch_size = effective_default(bss, int(b0))
+        o = self.options
         if self.paper:
-            self.pruning = Pruning.start(bss, self.default_batch_size, self.options.pruning_rounds)
-        else:
-            self.pruning = Walk.start(bss, self.default_batch_size, self.options.tolerance, self.options.patience)
+            self.pruning = Pruning.start(bss, self.default_batch_size, o.pruning_rounds)
+            return
+        eta = o.eta_knob if o.eta_knob is not None else ctx.job.eta_knob
+        cpe = epoch_costs(self.predict_epoch, bss, eta, ctx.max_power_w) if o.use_predictions else None
+        if cpe is None:
+            self.pruning = Walk.start(bss, self.default_batch_size, o.tolerance, o.patience)
+            return
+        self.guided = Guided(bss, cpe, self.default_batch_size, o.min_improvement_prob, o.sigma_w, o.sigma_slope)
+        self.ts = self._relative_ts(bss)
+
+    def _relative_ts(self, arms: list[int]) -> RelativeTS:
+        o = self.options
+        return RelativeTS(arms, cv0=o.cv0, prior_mean=o.prior_mean, prior_precision=o.prior_precision, window=o.window, seed=self.seed)
 
     def _build_bandit(self) -> GaussianTS | RelativeTS:
         assert self.pruning is not None
@@ -93,9 +114,7 @@ class MabPolicy:
                 seed=self.seed,
             )
         else:
-            ts = RelativeTS(
-                arms, cv0=o.cv0, prior_mean=o.prior_mean, prior_precision=o.prior_precision, window=o.window, seed=self.seed
-            )
+            ts = self._relative_ts(arms)
         for bs, reward in self.history:
             if bs in ts.rewards:
                 ts.rewards[bs].append(reward)
@@ -116,10 +135,26 @@ class MabPolicy:
                 f"{sorted(set(batch_sizes))} (another trace or GPU?); use another job.store (or zeus run --fresh) to start over"
             )
 
+    def _started(self) -> bool:
+        return self.pruning is not None or self.guided is not None
+
+    def _choose_guided(self) -> int:
+        assert self.guided is not None and isinstance(self.ts, RelativeTS)
+        reached = [self.guided.batch_sizes[k] for k in self.guided.reached]
+        post = self.ts.posterior()
+        best = None
+        if reached:
+            mean = dict(zip(self.ts.arms, post[0]))
+            best = min(-float(mean[b]) for b in reached)
+        nxt = self.guided.explore(best)
+        return nxt if nxt is not None else self.ts.predict(among=reached, posterior=post)
+
     def choose(self, ctx: Any) -> int:
-        if self.pruning is None:
-            self._register(ctx.batch_sizes, ctx.default_batch_size)
+        if not self._started():
+            self._register(ctx)
         self._check_arms(ctx.batch_sizes)
+        if self.guided is not None:
+            return self._choose_guided()
         assert self.pruning is not None
         nxt = self.pruning.next()
         if nxt is not None:
@@ -141,14 +176,19 @@ class MabPolicy:
         return float(zeus_cost(record.energy_j, record.time_s, o.eta_knob, ctx.max_power_w))
 
     def observe(self, ctx: Any, record: Any) -> None:
-        if self.pruning is None:
-            self._register(ctx.batch_sizes, ctx.default_batch_size)
-        assert self.pruning is not None
+        if not self._started():
+            self._register(ctx)
         bs = int(record.batch_size)
         cost = self.cost_of(ctx, record)
         if not math.isfinite(cost):
             raise ValueError(f"try at batch size {bs} has a non-finite cost {cost!r}")
         self.history.append((bs, -cost))
+        if self.guided is not None:
+            assert self.ts is not None
+            self.guided.observe(bs, int(record.epochs), bool(record.reached))
+            self.ts.observe(bs, -cost)
+            return
+        assert self.pruning is not None
         if not self.pruning.done:
             self.pruning.observe(bs, cost, bool(record.reached))
         elif self.ts is not None:
@@ -162,6 +202,7 @@ class MabPolicy:
             "batch_sizes": self.batch_sizes,
             "default": self.default_batch_size,
             "pruning": None if self.pruning is None else self.pruning.to_json(),
+            "guided": None if self.guided is None else self.guided.to_json(),
             "bandit": None if self.ts is None else self.ts.to_json(),
             "history": [[b, r] for b, r in self.history],
         }
@@ -182,6 +223,7 @@ class MabPolicy:
         self.default_batch_size = state["default"]
         explorer, bandit = (Pruning, GaussianTS) if self.paper else (Walk, RelativeTS)
         self.pruning = None if state["pruning"] is None else explorer.from_json(state["pruning"])
+        self.guided = None if state.get("guided") is None else Guided.from_json(state["guided"])
         self.ts = None if state["bandit"] is None else bandit.from_json(state["bandit"])
         self.history = [(int(b), float(r)) for b, r in state["history"]]
 
@@ -190,6 +232,9 @@ class MabPolicy:
         if self.pruning is not None:
             out["pruning_done"] = self.pruning.done
             out["survivors"] = self.pruning.survivors
+        if self.guided is not None:
+            out["explored"] = sorted(self.guided.batch_sizes[k] for k in self.guided.tried)
+            out["predicted_cost_per_epoch"] = {str(b): c for b, c in zip(self.guided.batch_sizes, self.guided.cost_per_epoch)}
         if self.ts is not None:
             out["posterior_mean_cost"] = {str(a): -float(m) for a, m in zip(self.ts.arms, self.ts.mean)}
         return out

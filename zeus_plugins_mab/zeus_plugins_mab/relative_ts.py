@@ -52,11 +52,11 @@ class RelativeTS:
         """The pooled relative noise of one try's cost."""
         ss, dof = self.nu0 * self.cv0**2, self.nu0
         for a in self.arms:
-            r = np.asarray(self._window(a))
+            r = self._window(a)
             if len(r) > 1:
-                m = r.mean()
+                m = math.fsum(r) / len(r)
                 if m != 0:
-                    ss += float(((r - m) ** 2).sum()) / m**2
+                    ss += math.fsum((x - m) ** 2 for x in r) / (m * m)
                     dof += len(r) - 1
         return math.sqrt(ss / dof) if dof > 0 else self.cv0
 
@@ -71,13 +71,14 @@ class RelativeTS:
                 mean[k] = self.prior_mean
                 sd[k] = math.inf if self.prior_precision == 0 else 1.0 / math.sqrt(self.prior_precision)
                 continue
-            m = float(np.mean(r))
+            total = math.fsum(r)
+            m = total / len(r)
             noise = (cv * abs(m)) ** 2
             if noise == 0.0:
                 mean[k], sd[k] = m, 0.0
                 continue
             tau = self.prior_precision + len(r) / noise
-            mean[k] = (self.prior_precision * self.prior_mean + float(np.sum(r)) / noise) / tau
+            mean[k] = (self.prior_precision * self.prior_mean + total / noise) / tau
             sd[k] = 1.0 / math.sqrt(tau)
         return mean, sd
 
@@ -90,14 +91,24 @@ class RelativeTS:
     def mean(self) -> np.ndarray:
         return self.posterior()[0]
 
-    def predict(self) -> int:
-        """The arm whose sampled mean reward is highest (an arm never pulled goes first)."""
-        mean, sd = self.posterior()
+    def predict(self, among: list[int] | None = None, posterior: tuple[np.ndarray, np.ndarray] | None = None) -> int:
+        """The arm whose sampled mean reward is highest (an arm never pulled goes first);
+        ``among``: only these arms compete (all by default); ``posterior``: this
+        :meth:`posterior`, already computed."""
+        mean, sd = self.posterior() if posterior is None else posterior
+        if among is not None:
+            keep = [self.arms.index(int(a)) for a in among]
+            if not keep:
+                raise ValueError("Thompson sampling needs at least one arm to choose among")
+            arms = [self.arms[k] for k in keep]
+            mean, sd = mean[keep], sd[keep]
+        else:
+            arms = self.arms
         unknown = np.isinf(sd)
         if unknown.any():
-            return self.arms[int(np.flatnonzero(unknown)[0])]
+            return arms[int(np.flatnonzero(unknown)[0])]
         theta = self.rng.normal(mean, sd)
-        return self.arms[int(np.argmax(theta))]
+        return arms[int(np.argmax(theta))]
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -134,3 +134,20 @@ class TraceDevice:
         share = iterations / iterations_per_epoch
         self._clock += time * share
         self._energy += energy * share
+
+    # -- prediction --
+
+    def predict_epoch(self, batch_size: int) -> list[tuple[float, float, float]] | None:
+        """(power limit, time_s, energy_j) of one epoch at ``batch_size`` for every limit the trace has,
+        before any run: what a batch-size policy may plan with (a real GPU offers no such method).
+        None for a batch size the trace lacks."""
+        t = self._need()
+        hits = np.flatnonzero(t.batch_sizes == int(batch_size))
+        if not len(hits):
+            return None
+        i = int(hits[0])
+        return [
+            (float(p), float(t.time[i, j]), float(t.time[i, j] * t.power[i, j]))
+            for j, p in enumerate(t.power_limits)
+            if not np.isnan(t.time[i, j])
+        ]

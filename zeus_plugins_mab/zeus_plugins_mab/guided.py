@@ -1,0 +1,130 @@
+"""The improved variant's exploration when the device predicts epoch costs.
+
+The walk (:mod:`zeus_plugins_mab.walk`) has to run a batch size to learn what
+it costs. A device that can predict the time and energy of one epoch at
+every (batch size, power limit) (the ``trace`` device's ``predict_epoch``)
+leaves one unknown per batch size, the epochs to target, which
+:class:`~zeus_plugins_mab.epochs_model.EpochsModel` models from the batch
+sizes already run. Exploration then goes where the model expects savings:
+
+* each choice, for every batch size never run, the model gives the
+  probability that a recurrence there costs less than the best batch size so
+  far (the lowest posterior mean cost among those that reached the target)
+  and the expected saving;
+* among those with probability at least ``min_improvement_prob``, the one
+  with the largest expected saving is run next (it may jump past its
+  neighbours: on movielens, once 2048 takes as many epochs as 1024, the model
+  expects flat epochs and goes straight to 16384);
+* when none qualifies, Thompson sampling with pooled noise
+  (:class:`~zeus_plugins_mab.relative_ts.RelativeTS`) chooses among the batch
+  sizes that reached the target; the check runs again at every choice, so
+  exploration resumes if the best batch size turns out worse than it looked.
+
+A try that stopped before the target still tells the model that its batch
+size needs more epochs than it ran (a censored observation); a try the cost
+bound did not let start marks its batch size as run, with nothing learned
+about its epochs (one epoch there already costs more than the bound).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import attrs
+import numpy as np
+
+from zeus_plugins_mab.epochs_model import EpochsModel
+
+#: ``predict_epoch(batch_size)``: [(power limit, time_s, energy_j), ...] of one epoch, or None.
+EpochPredictor = Callable[[int], Any]
+
+
+def epoch_costs(predict: EpochPredictor | None, batch_sizes: list[int], eta: float, max_power_w: float) -> list[float] | None:
+    """Per batch size, the predicted cost of one epoch at its cheapest limit (what the JIT holds),
+    or None when the device predicts nothing for some batch size (a real GPU)."""
+    if predict is None:
+        return None
+    out = []
+    for b in batch_sizes:
+        rows = predict(int(b))
+        costs = [eta * e + (1.0 - eta) * max_power_w * t for _p, t, e in rows or ()]
+        costs = [c for c in costs if math.isfinite(c) and c > 0]
+        if not costs:
+            return None
+        out.append(min(costs))
+    return out
+
+
+@attrs.define
+class Guided:
+    """What exploration has learned: per batch-size index, the log epochs of runs that
+    reached the target and the most epochs of a run that did not; which indices ran."""
+
+    batch_sizes: list[int]
+    cost_per_epoch: list[float]
+    default: int
+    min_improvement_prob: float = 0.2
+    sigma_w: float = 0.3
+    sigma_slope: float = 0.3
+    log_epochs: dict[str, list[float]] = attrs.field(factory=dict)
+    censored: dict[str, float] = attrs.field(factory=dict)
+    tried: list[int] = attrs.field(factory=list)
+    _model: EpochsModel | None = attrs.field(default=None, init=False, repr=False, eq=False)
+
+    def _epochs_model(self) -> EpochsModel:
+        if self._model is None:
+            self._model = EpochsModel(self.batch_sizes, self.sigma_w, self.sigma_slope)
+        return self._model
+
+    @property
+    def reached(self) -> list[int]:
+        """Indices of the batch sizes with a run that reached the target."""
+        return sorted(int(k) for k, v in self.log_epochs.items() if v)
+
+    def sigma_e(self) -> float:
+        """Pooled spread of a run's log epochs around its batch size's (prior 0.1, two runs' worth)."""
+        ss, dof = 2 * 0.1**2, 2.0
+        for v in self.log_epochs.values():
+            if len(v) > 1:
+                m = math.fsum(v) / len(v)
+                ss += math.fsum((x - m) ** 2 for x in v)
+                dof += len(v) - 1
+        return math.sqrt(ss / dof)
+
+    def explore(self, best_cost: float | None) -> int | None:
+        """The batch size to run next for what it may save, or None to exploit."""
+        if not self.tried:
+            return self.default
+        untried = [k for k in range(len(self.batch_sizes)) if k not in self.tried]
+        if not untried:
+            return None
+        if not self.reached or best_cost is None or not best_cost > 0:
+            # Nothing reached the target yet: the untried size nearest the default.
+            x0 = math.log2(self.default)
+            return self.batch_sizes[min(untried, key=lambda k: (abs(math.log2(self.batch_sizes[k]) - x0), k))]
+        post = self._epochs_model().fit(
+            {int(k): v for k, v in self.log_epochs.items()},
+            {int(k): c for k, c in self.censored.items()},
+            self.sigma_e(),
+        )
+        prob, gain = post.improvement(untried, [self.cost_per_epoch[k] for k in untried], best_cost)
+        gain = np.where(prob >= self.min_improvement_prob, gain, 0.0)
+        i = int(np.argmax(gain))  # the first on ties: the smaller batch size
+        return self.batch_sizes[untried[i]] if gain[i] > 0.0 else None
+
+    def observe(self, batch_size: int, epochs: int, reached: bool) -> None:
+        k = self.batch_sizes.index(int(batch_size))
+        if k not in self.tried:
+            self.tried.append(k)
+        if reached:
+            self.log_epochs.setdefault(str(k), []).append(math.log(max(int(epochs), 1)))
+        elif epochs > 0:
+            self.censored[str(k)] = max(self.censored.get(str(k), 0.0), math.log(int(epochs)))
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self, filter=lambda a, _v: a.init)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Guided:
+        return cls(**d)
