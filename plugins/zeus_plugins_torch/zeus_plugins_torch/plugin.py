@@ -5,14 +5,21 @@ from __future__ import annotations
 from zeus_core import hookimpl
 
 from zeus_plugins_torch.options import TorchWorkloadOptions
-from zeus_plugins_torch.workload import TorchWorkload
+
+
+def make_torch_workload(options, context):
+    """Build the ``torch`` workload; torch is imported only here, so every other
+    ``zeus`` command starts without paying for it."""
+    from zeus_plugins_torch.workload import TorchWorkload
+
+    return TorchWorkload(options, context)
 
 
 @hookimpl
 def zeus_register_workloads(register):
     register(
         "torch",
-        TorchWorkload,
+        make_torch_workload,
         options=TorchWorkloadOptions,
         help="Real PyTorch training: entry = \"module:function\" called as function(batch_size, zeus) each try.",
     )
