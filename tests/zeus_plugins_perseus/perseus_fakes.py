@@ -73,3 +73,77 @@ def two_stage_rows():
         for f, slow, e in ((1410, 1.0, 1.0), (1200, 1.12, 0.9), (1000, 1.3, 0.85), (800, 1.6, 0.83)):
             rows += [(s, "forward", f, 0.02 * scale * slow, 5 * scale * e), (s, "backward", f, 0.04 * scale * slow, 10 * scale * e)]
     return rows
+
+
+class VirtualGPU:
+    """A GPU on a virtual clock whose instruction time and energy depend on the locked SM clock.
+
+    ``run(instruction)`` advances the clock by ``work * (0.3 + 0.7 * fmax / f)``
+    seconds (a memory-bound part does not speed up) at ``60 + 240 (f / fmax)^2.5``
+    watts, so energy per instruction falls with the clock, then rises again at
+    the lowest clocks, as on real GPUs. The first instruction after a clock
+    change is 50% slower (the transient a warm-up step absorbs).
+    """
+
+    names = ["gpu0"]
+    energy_sources = {"gpu0": "counter"}
+    max_power_w = 300.0
+    WORK = {"forward": 0.02, "backward": 0.04}
+
+    def __init__(self, clocks=(1410, 1200, 1000, 800)) -> None:
+        self.clocks = sorted(clocks, reverse=True)
+        self.t = 0.0
+        self.e = 0.0
+        self.locked = None
+        self.log = []
+        self._cold = False
+
+    def clock(self) -> float:
+        return self.t
+
+    def read_energy(self) -> dict:
+        return {"gpu0": self.e}
+
+    def supported_clocks(self) -> list:
+        return list(self.clocks)
+
+    def lock_clocks(self, mhz: int) -> None:
+        if mhz not in self.clocks:
+            raise ValueError(f"{mhz} MHz is not a supported SM clock")
+        self.locked = mhz
+        self.log.append(mhz)
+        self._cold = True
+
+    def reset_clocks(self) -> None:
+        self.locked = None
+        self.log.append("reset")
+
+    @classmethod
+    def expected(cls, instruction: str, mhz: int, fmax: int = 1410) -> tuple:
+        r = mhz / fmax
+        t = cls.WORK[instruction] * (0.3 + 0.7 / r)
+        return t, (60 + 240 * r**2.5) * t
+
+    def run(self, instruction: str) -> None:
+        t, e = self.expected(instruction, self.locked or self.clocks[0], self.clocks[0])
+        if self._cold:
+            t, e, self._cold = 1.5 * t, 1.5 * e, False
+        self.t += t
+        self.e += e
+
+    def close(self) -> None:
+        pass
+
+
+def stage_step(hooks, device, order):
+    """One training step of a stage whose instructions run on ``device`` in ``order`` [(name, microbatch)]."""
+
+    def step():
+        hooks.on_step_begin()
+        for inst, _ in order:
+            hooks.on_instruction_begin(inst)
+            device.run(inst)
+            hooks.on_instruction_end(inst)
+        hooks.on_step_end()
+
+    return step

@@ -1,4 +1,4 @@
-"""Entry point of zeus-plugins-perseus: the ``perseus`` frequency-plan policy and the ``perseus`` CLI group."""
+"""Entry point of zeus-plugins-perseus: the ``perseus`` frequency-plan policy, the ``perseus-stage`` profiler and the ``zeus perseus`` commands."""
 
 from __future__ import annotations
 
@@ -23,3 +23,15 @@ def zeus_register_commands(cli):
     from zeus_plugins_perseus.cli import perseus_group
 
     cli.add_command(perseus_group)
+
+
+@hookimpl
+def zeus_register_profilers(register):
+    from zeus_plugins_perseus.stage_profiler import StageProfiler, StageProfilerOptions
+
+    register(
+        "perseus-stage",
+        StageProfiler,
+        options=StageProfilerOptions,
+        help="Per-instruction time and energy of a pipeline stage at every SM clock, measured during training.",
+    )

@@ -1,0 +1,164 @@
+"""The ``perseus-stage`` profiler: a pipeline stage's instruction profile, measured by training it.
+
+    [device]
+    plugin = "nvml"
+
+    [profiler]
+    plugin = "perseus-stage"
+    step = "pipeline.py:make_step"   # make_step(hooks) or make_step(hooks, devices) -> one training step
+    stage = 0
+    warmup_steps = 1                 # per clock, not measured
+    profile_steps = 3                # per clock, measured
+    min_frequency = 0                # MHz; default: every clock the device supports
+    stop_after_rises = 0             # stop once every instruction's energy rose this many clocks in a row
+    save_to = "profile-stage0.csv"   # relative to the job file's folder
+
+The step factory receives an :class:`OnlineProfiler`, whose hooks the step
+calls around every forward and backward (``on_instruction_begin("forward")``
+...) and around the step itself. The part runs steps until the sweep is done,
+then writes the profile CSV (``--output DIR`` gets ``DIR/profile.csv`` too).
+Each rank of a multi-process pipeline profiles its own stage; their rows can
+be concatenated, or uploaded to the plan server (``PlanClient.upload_profile``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import runpy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+from attrs.validators import optional
+from rich.console import Console
+from rich.table import Table
+from zeus_core.runner import RunFailed
+from zeus_core.validators import at_least, nonnegative
+
+from zeus_plugins_perseus.runtime.hooks import ScheduleError
+from zeus_plugins_perseus.runtime.profiler import OnlineProfiler
+
+
+def _step_spec(_inst, attribute, value):
+    target, sep, name = value.partition(":")
+    if not (sep and target and name):
+        raise ValueError(f"{attribute.name} must look like 'package.module:function' or 'file.py:function', got {value!r}")
+
+
+@attrs.define
+class StageProfilerOptions:
+    """The ``[profiler]`` table of plugin ``perseus-stage``."""
+
+    step: str = attrs.field(validator=_step_spec)
+    stage: int = attrs.field(default=0, validator=nonnegative)
+    frequencies: list[int] = attrs.field(factory=list)
+    min_frequency: int = attrs.field(default=0, validator=nonnegative)
+    warmup_steps: int = attrs.field(default=1, validator=nonnegative)
+    profile_steps: int = attrs.field(default=3, validator=at_least(1))
+    stop_after_rises: int = attrs.field(default=0, validator=nonnegative)
+    devices: list[str] = attrs.field(factory=list)
+    save_to: str = ""
+    max_steps: int | None = attrs.field(default=None, validator=optional(at_least(1)))
+
+
+def load_callable(spec: str, base: Path | None) -> Callable[..., Any]:
+    """``module:function`` (imported) or ``file.py:function`` (run from ``base``); ValueError says what is wrong."""
+    target, _, name = spec.partition(":")
+    if target.endswith(".py"):
+        path = Path(target).expanduser()
+        if not path.is_absolute() and base is not None:
+            path = Path(base) / path
+        if not path.is_file():
+            raise ValueError(f"step {spec!r}: file {path} not found")
+        namespace = runpy.run_path(str(path))
+    else:
+        try:
+            namespace = vars(importlib.import_module(target))
+        except ImportError as e:
+            raise ValueError(f"step {spec!r}: cannot import {target!r}: {e}") from e
+    fn = namespace.get(name)
+    if not callable(fn):
+        raise ValueError(f"step {spec!r}: {target} defines no function {name!r}")
+    return fn
+
+
+class StageProfiler:
+    """Profiler part: sweeps the job device's SM clocks while a stage trains; writes the profile CSV."""
+
+    requires_device = ("lock_clocks", "reset_clocks")
+
+    def __init__(self, options: StageProfilerOptions, context: Any, step_factory: Callable[..., Any] | None = None) -> None:
+        self.options = options
+        self.devices = context.parts.get("device")
+        if self.devices is None:
+            raise ValueError("perseus-stage needs a [device] section: the GPU whose clocks are swept")
+        self.job_dir = getattr(context, "job_dir", None)
+        self.step_factory = step_factory or load_callable(options.step, self.job_dir)
+        o = options
+        self.profiler = OnlineProfiler(
+            self.devices, o.stage, frequencies=o.frequencies or None, warmup_steps=o.warmup_steps,
+            profile_steps=o.profile_steps, stop_after_rises=o.stop_after_rises, min_frequency=o.min_frequency,
+            names=o.devices or None,
+        )
+        self.saved: Path | None = None
+
+    def plan(self, ctx: Any = None) -> None:
+        p, o = self.profiler, self.options
+        try:
+            takes_devices = len(inspect.signature(self.step_factory).parameters) >= 2
+        except (TypeError, ValueError):
+            takes_devices = False
+        limit = o.max_steps or p.total_steps + 1
+        calls = 0
+        try:
+            step = self.step_factory(p, self.devices) if takes_devices else self.step_factory(p)
+            while not p.done:
+                if calls >= limit:
+                    raise RunFailed(f"perseus-stage: the sweep was not done after {calls} steps; the step must "
+                                    "call on_step_begin()/on_step_end() of the hooks it was given")
+                step()
+                calls += 1
+        except ScheduleError as e:
+            raise RunFailed(f"perseus-stage: {e}") from e
+        except RunFailed:
+            raise
+        except Exception as e:
+            raise RunFailed(f"perseus-stage: a step failed at {p.frequency} MHz: {type(e).__name__}: {e}") from e
+        finally:
+            p.close()  # resets the clocks even when a step failed
+        if o.save_to:
+            path = Path(o.save_to).expanduser()
+            if not path.is_absolute() and self.job_dir is not None:
+                path = Path(self.job_dir) / path
+            self.saved = p.to_csv(path)
+
+    def write_outputs(self, out_dir: Path) -> list[Path]:
+        if not self.profiler.measurements():
+            return []
+        return [self.profiler.to_csv(Path(out_dir) / "profile.csv")]
+
+    def summary(self) -> dict:
+        m = self.profiler.measurements()
+        return {
+            "stage": self.options.stage,
+            "frequencies": sorted({f for _, f, _, _ in m}, reverse=True),
+            "steps": self.profiler.steps,
+            "saved_to": None if self.saved is None else str(self.saved),
+        }
+
+    def report(self, console: Console) -> None:
+        m = self.profiler.measurements()
+        if not m:
+            return
+        table = Table(title=f"perseus-stage: stage {self.options.stage}, ms and J per microbatch")
+        table.add_column("MHz", justify="right")
+        insts = sorted({i for i, _, _, _ in m})
+        for i in insts:
+            table.add_column(i, justify="right")
+        by = {(i, f): (t, e) for i, f, t, e in m}
+        for f in sorted({f for _, f, _, _ in m}, reverse=True):
+            cells = [f"{by[i, f][0] * 1e3:,.2f} ms / {by[i, f][1]:,.3f} J" if (i, f) in by else "" for i in insts]
+            table.add_row(str(f), *cells)
+        console.print(table)
