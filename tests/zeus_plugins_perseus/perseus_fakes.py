@@ -147,3 +147,24 @@ def stage_step(hooks, device, order):
         hooks.on_step_end()
 
     return step
+
+
+class ConstantPowerDevice:
+    """A device drawing ``watts`` all the time, on the real clock (picklable for spawned processes)."""
+
+    names = ["gpu0"]
+    energy_sources = {"gpu0": "counter"}
+    max_power_w = 300.0
+
+    def __init__(self, watts: float) -> None:
+        self.watts = watts
+        self.t0 = time.monotonic()
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+    def read_energy(self) -> dict:
+        return {"gpu0": self.watts * (time.monotonic() - self.t0)}
+
+    def close(self) -> None:
+        pass

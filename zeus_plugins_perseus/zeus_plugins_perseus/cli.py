@@ -61,3 +61,48 @@ def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, tok
     Console().print(f"zeus perseus plan server on http://{host}:{port} "
                     f"({'bearer token required' if token else 'no token: loopback only'})")
     serve(app, host, port, token, log_level)
+
+
+@perseus_group.command("p2p-power")
+@click.option("--device", "device_name", default="nvml", show_default=True,
+              help="Device plugin measuring rank 0's GPU (as in job.toml's [device]).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="An option of that device, as in its [device] table (repeatable).")
+@click.option("--duration", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds rank 0 blocks on its receive.")
+@click.option("--backend", default="nccl", show_default=True, type=click.Choice(["nccl", "gloo"]),
+              help="nccl: two GPUs, as in training; gloo: CPU tensors.")
+@click.option("--gpus", default="0,1", show_default=True, help="CUDA indices of rank 0 and rank 1 (nccl).")
+def p2p_power_command(device_name, sets, duration, backend, gpus) -> None:
+    """Measure the P2P blocking power (W): rank 0 blocks on a receive for --duration seconds."""
+    import functools
+
+    from zeus_core.job import parse_override
+
+    from zeus_plugins_perseus.p2p import P2PError, measure_blocking_power, registry_device
+
+    options = {}
+    try:
+        for text in sets:
+            path, value = parse_override(text)
+            if len(path) != 1:
+                raise ValueError(f"--set {text!r}: expected KEY=VALUE of the device's table, e.g. gpus=[0]")
+            options[path[0]] = value
+        from zeus_core.registry import get_registry
+
+        known = get_registry().names("device")
+        if device_name not in known:
+            raise ValueError(f"no device plugin named {device_name!r}; installed: {', '.join(known) or 'none'}")
+        pair = tuple(int(g) for g in gpus.split(","))
+        if len(pair) != 2:
+            raise ValueError(f"--gpus must name two CUDA indices, e.g. 0,1; got {gpus!r}")
+    except ValueError as e:
+        _fail(str(e))
+    console = Console()
+    console.print(f"measuring P2P blocking power: {backend}, rank 0 blocks for {duration:g} s ...")
+    try:
+        r = measure_blocking_power(functools.partial(registry_device, device_name, options), duration, backend, pair)
+    except (P2PError, ValueError) as e:
+        _fail(str(e), 1)
+    console.print(f"P2P blocking power: [bold]{r.watts:.2f} W[/] ({r.joules:.1f} J over {r.seconds:.2f} s on "
+                  f"{', '.join(r.devices)}); use it as blocking_power_w")
