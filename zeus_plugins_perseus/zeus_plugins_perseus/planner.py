@@ -17,6 +17,7 @@ import numpy as np
 
 from zeus_plugins_perseus.costmodel import OpSpec, build_spec
 from zeus_plugins_perseus.emulator import emulate
+from zeus_plugins_perseus.exact import exact_plan
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import BACKWARD, FORWARD, PipelineDAG, build_dag
 from zeus_plugins_perseus.tradeoff import solve_frontier
@@ -31,7 +32,7 @@ class PlanSet:
     model: str
     unit_time_s: float
     blocking_power_w: float
-    time_units: np.ndarray  # planned iteration time, in units
+    time_units: np.ndarray  # planned iteration time, in units (fractional for the exact fast-end plan)
     planned_energy_j: np.ndarray
     frequencies: np.ndarray  # [plan, op] MHz
     emulated_time_s: np.ndarray
@@ -41,6 +42,8 @@ class PlanSet:
     max_frequencies: np.ndarray  # [op]
     solve_seconds: float
     phases: int
+
+    exact_fastest: bool = False  # plan 0 was solved in real time at the all-max-clock iteration time
 
     @property
     def planned_time_s(self) -> np.ndarray:
@@ -126,6 +129,7 @@ def plan_frontier(
     blocking_power_w: float = 0.0,
     model: str = "measured",
     pareto_only: bool | None = None,
+    exact_fastest: bool | None = None,
 ) -> PlanSet:
     """Solve and emulate the frontier.
 
@@ -134,6 +138,12 @@ def plan_frontier(
     exponential model otherwise lists every plan the published solver emits
     (one per unit from just below the all-slowest time to the fastest) so the
     two can be compared point by point.
+
+    ``exact_fastest`` (default: True for ``measured``) makes plan 0 the plan
+    solved in real time for the all-max-clock iteration time
+    (:mod:`~zeus_plugins_perseus.exact`): exactly as fast as all max clocks,
+    with the slack off the critical path spent. Quantised plans it dominates
+    (slower and at least as costly) are dropped.
     """
     if not unit_time_s > 0:
         raise ValueError(f"unit_time_s must be > 0, got {unit_time_s}")
@@ -172,6 +182,19 @@ def plan_frontier(
     emu_t, emu_e = emulate(dag, profile, freqs, blocking_power_w)
     fmax = np.array([int(profile.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
     mt, me = emulate(dag, profile, fmax[None, :], blocking_power_w)
+    t_units = t_units.astype(float)
+    if exact_fastest is None:
+        exact_fastest = model == "measured"
+    if exact_fastest:
+        f0 = exact_plan(dag, profile, blocking_power_w, float(mt[0]))
+        et0, ee0 = emulate(dag, profile, f0[None, :], blocking_power_w)
+        keep = energy < ee0[0]  # plans slower than plan 0 must save energy to stay on the frontier
+        t_units = np.concatenate([[float(mt[0]) / unit_time_s], t_units[keep]])
+        energy = np.concatenate([ee0, energy[keep]])
+        freqs = np.vstack([f0[None, :], freqs[keep]])
+        emu_t = np.concatenate([et0, emu_t[keep]])
+        emu_e = np.concatenate([ee0, emu_e[keep]])
+        solve_seconds = time.perf_counter() - started
     return PlanSet(
         dag=dag,
         specs=specs,
@@ -188,4 +211,5 @@ def plan_frontier(
         max_frequencies=fmax,
         solve_seconds=solve_seconds,
         phases=fr.phases,
+        exact_fastest=bool(exact_fastest),
     )

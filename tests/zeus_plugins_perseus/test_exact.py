@@ -1,0 +1,62 @@
+"""The real-time plan at a limit: exactly meets it on the measured profile, and spends the slack."""
+
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from perseus_fakes import two_stage_rows  # noqa: E402
+
+from zeus_plugins_perseus.emulator import emulate  # noqa: E402
+from zeus_plugins_perseus.exact import exact_plan  # noqa: E402
+from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
+from zeus_plugins_perseus.profile import InstructionProfile, read_profile  # noqa: E402
+from zeus_plugins_perseus.schedule import build_dag  # noqa: E402
+
+BLOCKING = 60.0
+
+
+def all_max(dag, prof):
+    fmax = np.array([int(prof.get(o.stage, o.instruction).frequency.max()) for o in dag.ops])
+    t, e = emulate(dag, prof, fmax[None], BLOCKING)
+    return float(t[0]), float(e[0])
+
+
+def test_close_to_brute_force_on_a_tiny_pipeline():
+    prof = InstructionProfile.from_rows(two_stage_rows())
+    dag = build_dag("1f1b", 2, 2)
+    t_max, e_max = all_max(dag, prof)
+    clocks = [1410, 1200, 1000, 800]
+    combos = np.array(list(itertools.product(clocks, repeat=dag.n_ops)))
+    t, e = emulate(dag, prof, combos, BLOCKING)
+    for limit in (t_max, t_max * 1.1, t_max * 1.3):
+        best = float(e[t <= limit].min())
+        f = exact_plan(dag, prof, BLOCKING, limit)
+        et, ee = emulate(dag, prof, f[None], BLOCKING)
+        assert et[0] <= limit  # exact, no tolerance
+        assert best <= ee[0] <= best * 1.01  # within 1% of the best of all 4^8 plans
+    assert ee[0] < e_max
+
+
+def test_fastest_plan_is_exactly_as_fast_as_all_max_clocks(gpt3_a100):
+    prof = read_profile(gpt3_a100)
+    ps = plan_frontier(prof, 8, 4, "1f1b", 0.001, 83.64)
+    assert ps.exact_fastest
+    assert ps.emulated_time_s[0] <= ps.max_freq_time_s and ps.planned_time_s[0] == ps.max_freq_time_s
+    assert ps.choose(max_slowdown=1.0) == 0 and ps.meets(0, max_slowdown=1.0)
+    assert ps.emulated_energy_j[0] < 0.95 * ps.max_freq_energy_j
+    # still a frontier: slower plans save energy
+    assert np.all(np.diff(ps.planned_time_s) > 0) and np.all(np.diff(ps.planned_energy_j) < 0)
+    published = plan_frontier(prof, 8, 4, "1f1b", 0.001, 83.64, model="exponential")
+    assert not published.exact_fastest and not published.meets(published.choose(max_slowdown=1.0), max_slowdown=1.0)
+
+
+def test_limit_below_all_fastest_is_refused():
+    prof = InstructionProfile.from_rows(two_stage_rows())
+    dag = build_dag("gpipe", 2, 3)
+    with pytest.raises(ValueError, match="no plan meets"):
+        exact_plan(dag, prof, BLOCKING, all_max(dag, prof)[0] * 0.99)
