@@ -73,6 +73,11 @@ class Workload(Protocol):
 class BatchSizePolicy(Protocol):
     """Chooses the batch size of each try and learns from its result.
 
+    Optional ``try_cost_bound(ctx, batch_size) -> float | None``: a cost after
+    which this try is not worth finishing (e.g. an exploratory try that can no
+    longer beat the best batch size). The runner stops the try at the smaller
+    of this and ``beta_knob x min_cost``.
+
     State that must survive the process is returned by ``get_state`` (JSON-able)
     and handed back by ``set_state``; the runner commits it together with the
     try's result in one transaction.

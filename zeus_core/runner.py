@@ -444,13 +444,18 @@ class Runner:
             self._load_policy_states(tx)
             ctx = self._policy_context(rec, try_index, min_cost)
             batch_size = int(bs_policy.choose(ctx))
+            # A policy may stop its own exploratory tries sooner than beta x min cost.
+            own_bound = call_optional(bs_policy, "try_cost_bound", ctx, batch_size)
             self._save_policy_states(tx, ("batch_size",))
+        cost_bound = job.beta_knob * min_cost
+        if own_bound is not None:
+            cost_bound = min(cost_bound, float(own_bound))
         session = RunSession(
             job=job,
             batch_size=batch_size,
             recurrence=rec,
             try_index=try_index,
-            cost_bound=job.beta_knob * min_cost,
+            cost_bound=cost_bound,
             devices=self.parts["device"],
             monitor=self.monitor,
             power_policy=power,

@@ -203,3 +203,49 @@ def test_four_concurrent_zeus_runs_of_one_job_lose_nothing(job):
         assert recs == list(range(1, 13))
         assert s.get("policy:batch_size") == {"observed": 12, "chosen": 12}
         assert s.get("runner")["next_recurrence"] == 13
+
+
+class _BoundedPolicy:
+    """Tries 32 then, from recurrence 2, 16 with its own tighter bound."""
+
+    def __init__(self, options, context):
+        self.bound = None
+
+    def choose(self, ctx):
+        return 32 if ctx.recurrence == 1 else 16
+
+    def try_cost_bound(self, ctx, batch_size):
+        return 0.5 * ctx.min_cost if batch_size == 16 else None
+
+    def observe(self, ctx, record):
+        pass
+
+    def get_state(self):
+        return None
+
+    def set_state(self, state):
+        pass
+
+
+def test_policy_can_tighten_the_bound_of_its_own_tries(toy_plugin, job):
+    from zeus_core import hookimpl
+
+    class P:
+        @hookimpl
+        def zeus_register_batch_size_policies(self, register):
+            register("bounded", _BoundedPolicy)
+
+    reg = toy_registry(toy_plugin, extra=[("bounded", P())])
+    spec = load_job(job, reg, ['batch_size={plugin="bounded"}', "job.recurrences=2", "job.max_tries=1"])
+    runner = Runner(spec, reg)
+    runner.build()
+    try:
+        runner.run_recurrence()
+        with pytest.raises(Exception, match="did not reach the target metric in 1 tries"):
+            runner.run_recurrence()
+    finally:
+        tries = runner.store.tries()
+        runner.close()
+    first, second = tries
+    assert first.reached and not second.reached and second.stopped == "early-stop"
+    assert second.cost <= 0.5 * first.cost  # beta (2.0) alone would have let it run to the target
