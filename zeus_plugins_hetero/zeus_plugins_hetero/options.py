@@ -28,23 +28,9 @@ from typing import Optional
 
 import attrs
 from zeus_core.cost import check_eta
+from zeus_core.validators import at_least, nonnegative
 
 from zeus_plugins_hetero.model import OBJECTIVES
-
-
-def at_least(lo):
-    """attrs validator: value >= lo, with a message naming the field."""
-
-    def check(_inst, attribute, value):
-        if value < lo:
-            raise ValueError(f"{attribute.name} must be at least {lo}, got {value!r}")
-
-    return check
-
-
-def _finite_nonnegative(_inst, attribute, value):
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{attribute.name} must be a finite number >= 0, got {value!r}")
 
 
 def _slowdown(_inst, attribute, value):
@@ -84,7 +70,7 @@ class GpuTypeOptions:
     count: int = attrs.field(validator=at_least(1))
     profile: str = attrs.field(validator=_nonempty)
     profile_steps: int = attrs.field(validator=at_least(1))
-    idle_power_w: float = attrs.field(validator=_finite_nonnegative)
+    idle_power_w: float = attrs.field(validator=nonnegative)
 
 
 @attrs.define
@@ -94,7 +80,7 @@ class HeteroOptions:
     global_batch_size: int = attrs.field(validator=at_least(1))
     gpus: list[GpuTypeOptions] = attrs.field(validator=_gpu_list)
     batch_granularity: int = attrs.field(default=1, validator=at_least(1))
-    allreduce_time_s: float = attrs.field(default=0.0, validator=_finite_nonnegative)
+    allreduce_time_s: float = attrs.field(default=0.0, validator=nonnegative)
     objective: str = attrs.field(default="zeus-cost", validator=_objective)
     eta_knob: Optional[float] = attrs.field(default=None, validator=_eta_or_none)
     max_slowdown: float = attrs.field(default=1.1, validator=_slowdown)

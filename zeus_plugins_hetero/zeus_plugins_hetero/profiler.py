@@ -33,7 +33,7 @@ from rich.table import Table
 from zeus_core.measurement import Monitor
 from zeus_core.runner import RunFailed
 
-from zeus_plugins_hetero.options import at_least
+from zeus_core.validators import at_least
 from zeus_plugins_hetero.profile import Profile
 
 
