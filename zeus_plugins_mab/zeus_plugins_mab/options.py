@@ -92,6 +92,8 @@ class MabOptions:
     min_improvement_prob: float = attrs.field(default=0.2, validator=_unit)
     sigma_w: float = attrs.field(default=0.3, validator=_at_least(0.01))
     sigma_slope: float = attrs.field(default=0.3, validator=_at_least(0.0))
+    #: Stop an exploratory try this many noise sds above the best known cost (inf: the paper's bound).
+    explore_bound_sds: float = attrs.field(default=math.inf, validator=_at_least(0.0))
 
 
 @attrs.define

@@ -16,7 +16,8 @@ Accounting (the Zeus NSDI'23 simulator, DESIGN: "same accounting"):
 * each try samples one train run of its batch size (``rng.choice`` over the
   runs in file order, one draw per try from ``default_rng(seed)``);
 * a try stops before the epoch that would push its cost past
-  ``beta x min_cost``: it runs ``min(floor(beta x min_cost / epoch cost),
+  ``beta x min_cost``, or the policy's own ``try_cost_bound`` when that is
+  lower (the runner's rule): it runs ``min(floor(beta x min_cost / epoch cost),
   max_epochs)`` epochs, where ``min_cost`` is the lowest cost of a finished
   recurrence (all its tries); zero epochs is the "never ran" case (no cost);
 * it reaches the target if its run's ``target_epoch`` fits in that horizon.
@@ -35,7 +36,7 @@ import numpy as np
 
 from zeus_core.job import JobOptions
 from zeus_core.results import TryRecord
-from zeus_core.runner import PolicyContext
+from zeus_core.runner import PolicyContext, call_optional
 
 from zeus_plugins_trace.traces import WorkloadTrace
 
@@ -134,6 +135,10 @@ def simulate(
             # One path draw per try, before the horizon (the paper's order).
             target = paths[i][int(rng.choice(n_paths[i], 1, replace=False)[0])] if n_paths[i] else math.nan
             bound = beta * min_cost
+            # The policy may stop its own (exploratory) tries sooner, as in the runner.
+            own_bound = call_optional(policy, "try_cost_bound", ctx, bs)
+            if own_bound is not None:
+                bound = min(bound, float(own_bound))
             horizon = max_epochs if math.isinf(bound) else min(int(bound // c_ep[i]), max_epochs)
             # floor() on a ratio that is a whole number up to rounding: allow the
             # same 1e-12 slack the runner's early-stop check allows.
