@@ -17,6 +17,7 @@ target_metric = 0.9
 max_epochs = 8
 store = "state.sqlite"
 processes = 2
+beta_knob = {beta}
 
 [workload]
 plugin = "torch"
@@ -42,9 +43,11 @@ limit_w = 200
 """
 
 
-def ddp_job(tmp_path, module, recurrences=2, args=""):
+def ddp_job(tmp_path, module, recurrences=2, args="", beta="inf"):
+    # beta = inf by default: real wall time on a shared machine varies, and a
+    # slow second recurrence must not be stopped early where a test expects it to reach.
     return write_job(tmp_path / "job.toml", JOB.format(
-        recurrences=recurrences, module=module, out=f"{tmp_path}/out-{{rank}}.jsonl",
+        recurrences=recurrences, module=module, out=f"{tmp_path}/out-{{rank}}.jsonl", beta=beta,
         log=f"{tmp_path}/device-{{rank}}.jsonl", args=args,
     ))
 
@@ -98,7 +101,7 @@ def test_a_killed_rank_fails_the_job_clearly(tmp_path, registry, write_trainer):
 
 
 def test_early_stop_ends_every_rank_and_records_not_reached(tmp_path, registry, write_trainer):
-    path = ddp_job(tmp_path, write_trainer(tmp_path), recurrences=1)
+    path = ddp_job(tmp_path, write_trainer(tmp_path), recurrences=1, beta="2.0")
     assert run_cli(registry, "run", str(path)).exit_code == 0
     # Now an unreachable target: each try stops once its cost would pass beta x the first recurrence's.
     result = run_cli(registry, "run", str(path), "--set", "job.target_metric=0.999", "--set", "job.max_tries=2",

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import attrs
+from zeus_core.validators import one_of, positive, positive_or_none
 
 from zeus_plugins_torch.lr import RULES
 
@@ -20,14 +21,6 @@ def _entry(_inst, attribute, value):
         )
 
 
-def _one_of(choices):
-    def check(_inst, attribute, value):
-        if value not in choices:
-            raise ValueError(f"{attribute.name} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}")
-
-    return check
-
-
 def _batch_sizes(_inst, attribute, value):
     if any(b <= 0 for b in value):
         raise ValueError(f"{attribute.name} must list positive batch sizes, got {value!r}")
@@ -35,19 +28,9 @@ def _batch_sizes(_inst, attribute, value):
         raise ValueError(f"{attribute.name} lists a batch size twice: {value!r}")
 
 
-def _positive_or_none(_inst, attribute, value):
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be a positive batch size, got {value!r}")
-
-
 def _non_negative(_inst, attribute, value):
     if value < 0:
         raise ValueError(f"{attribute.name} must be 0 (automatic) or more, got {value!r}")
-
-
-def _positive(_inst, attribute, value):
-    if not value > 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
 
 
 @attrs.define
@@ -74,13 +57,13 @@ class TorchWorkloadOptions:
     entry: str = attrs.field(validator=_entry)
     args: dict[str, Any] = attrs.field(factory=dict)
     batch_sizes: list[int] = attrs.field(factory=list, validator=_batch_sizes)
-    default_batch_size: int | None = attrs.field(default=None, validator=_positive_or_none)
-    lr_scaling: str = attrs.field(default="auto", validator=_one_of(RULES))
+    default_batch_size: int | None = attrs.field(default=None, validator=positive_or_none)
+    lr_scaling: str = attrs.field(default="auto", validator=one_of(*RULES))
     python_path: list[str] = attrs.field(factory=lambda: ["."])
-    accelerator: str = attrs.field(default="auto", validator=_one_of(ACCELERATORS))
+    accelerator: str = attrs.field(default="auto", validator=one_of(*ACCELERATORS))
     threads: int = attrs.field(default=0, validator=_non_negative)
     seed_each_try: bool = True
-    timeout_s: float = attrs.field(default=300.0, validator=_positive)
+    timeout_s: float = attrs.field(default=300.0, validator=positive)
 
     def __attrs_post_init__(self) -> None:
         if self.batch_sizes and self.default_batch_size is not None and self.default_batch_size not in self.batch_sizes:
