@@ -17,11 +17,8 @@ given), so profile one GPU type with a group holding only those GPUs.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,9 +27,9 @@ import attrs
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+from zeus_core.loading import load_callable
 from zeus_core.measurement import Monitor
 from zeus_core.runner import RunFailed
-
 from zeus_core.validators import at_least
 from zeus_plugins_hetero.profile import Profile
 
@@ -70,34 +67,6 @@ class PowerSweepOptions:
     save_to: str = ""
 
 
-def load_step_factory(spec: str, job_dir: Path | None) -> Callable[..., Any]:
-    """Import ``module:function`` or ``file.py:function`` (relative to ``job_dir``); errors say which."""
-    target, _, name = spec.partition(":")
-    if target.endswith(".py"):
-        path = Path(target).expanduser()
-        if not path.is_absolute() and job_dir is not None:
-            path = job_dir / path
-        if not path.is_file():
-            raise ValueError(f"step {spec!r}: file {path} not found")
-        mod_name = f"_zeus_power_sweep_{abs(hash(str(path.resolve())))}"
-        module_spec = importlib.util.spec_from_file_location(mod_name, path)
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[mod_name] = module
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as exc:
-            raise ValueError(f"step {spec!r}: importing {path} failed: {type(exc).__name__}: {exc}") from exc
-    else:
-        try:
-            module = importlib.import_module(target)
-        except ImportError as exc:
-            raise ValueError(f"step {spec!r}: cannot import module {target!r}: {exc}") from exc
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise ValueError(f"step {spec!r}: {target} has no function {name!r}")
-    return fn
-
-
 def _takes_devices(fn: Callable[..., Any]) -> bool:
     try:
         params = list(inspect.signature(fn).parameters.values())
@@ -127,7 +96,7 @@ class PowerSweep:
         if self.devices is None:
             raise ValueError("power-sweep needs a [device] section: the device group to profile")
         self.job_dir = getattr(context, "job_dir", None)
-        self.step_factory = step_factory or load_step_factory(options.step, self.job_dir)
+        self.step_factory = step_factory or load_callable(options.step, self.job_dir)
         if options.power_limits:
             self.limits = sorted((float(p) for p in options.power_limits), reverse=True)
         elif callable(getattr(self.devices, "power_limit_range", None)):

@@ -23,9 +23,7 @@ be concatenated, or uploaded to the plan server (``PlanClient.upload_profile``).
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import runpy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ import attrs
 from attrs.validators import optional
 from rich.console import Console
 from rich.table import Table
+from zeus_core.loading import load_callable
 from zeus_core.runner import RunFailed
 from zeus_core.validators import at_least, nonnegative
 
@@ -61,27 +60,6 @@ class StageProfilerOptions:
     devices: list[str] = attrs.field(factory=list)
     save_to: str = ""
     max_steps: int | None = attrs.field(default=None, validator=optional(at_least(1)))
-
-
-def load_callable(spec: str, base: Path | None) -> Callable[..., Any]:
-    """``module:function`` (imported) or ``file.py:function`` (run from ``base``); ValueError says what is wrong."""
-    target, _, name = spec.partition(":")
-    if target.endswith(".py"):
-        path = Path(target).expanduser()
-        if not path.is_absolute() and base is not None:
-            path = Path(base) / path
-        if not path.is_file():
-            raise ValueError(f"step {spec!r}: file {path} not found")
-        namespace = runpy.run_path(str(path))
-    else:
-        try:
-            namespace = vars(importlib.import_module(target))
-        except ImportError as e:
-            raise ValueError(f"step {spec!r}: cannot import {target!r}: {e}") from e
-    fn = namespace.get(name)
-    if not callable(fn):
-        raise ValueError(f"step {spec!r}: {target} defines no function {name!r}")
-    return fn
 
 
 class StageProfiler:
