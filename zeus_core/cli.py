@@ -26,7 +26,7 @@ from rich.table import Table
 from zeus_core.journal import restore_pending
 from zeus_core.job import JobError, load_job, resolved_values
 from zeus_core.monitor_cli import monitor_command
-from zeus_core.registry import KINDS, PluginError, Registry, get_registry
+from zeus_core.registry import PluginError, Registry, get_registry
 from zeus_core.results import TRY_COLUMNS, JobSummary
 from zeus_core.runner import PartMismatch, RunFailed, Runner, call_optional
 from zeus_core.store import StoreError
@@ -80,10 +80,6 @@ def _version_text(reg: Registry) -> str:
     for p in reg.plugins():
         lines.append(f"  {p.name}: {p.distribution} {p.version}")
     return "\n".join(lines)
-
-
-class _VersionOption(click.Option):
-    pass
 
 
 def _print_version(ctx: click.Context, _param: Any, value: bool) -> None:

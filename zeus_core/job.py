@@ -11,8 +11,10 @@ distribution to install.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
+import re
 import tomllib
 import typing
 from importlib import resources
@@ -342,13 +344,9 @@ def load_job(path: str | Path, registry: Registry, overrides: list[str] = ()) ->
         line = getattr(e, "lineno", None)
         msg = str(e)
         if line is None:
-            import re
-
             m = re.search(r"line (\d+)", msg)
             line = int(m.group(1)) if m else 1
         raise JobError(source, [Problem((), f"invalid TOML: {msg}")], {(): line}) from e
-    import copy
-
     raw = copy.deepcopy(raw_file)
     lines = line_index(text)
     try:

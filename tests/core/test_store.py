@@ -6,8 +6,6 @@ import multiprocessing as mp
 import os
 import signal
 import sqlite3
-import time
-from pathlib import Path
 
 import pytest
 

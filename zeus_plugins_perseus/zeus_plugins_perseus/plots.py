@@ -8,7 +8,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 
 from zeus_plugins_perseus.emulator import measured_tables, timeline  # noqa: E402
 from zeus_plugins_perseus.planner import PlanSet  # noqa: E402

@@ -23,7 +23,7 @@ import numpy as np
 
 from zeus_core.runner import call_optional
 
-from zeus_plugins_trace import baselines, report
+from zeus_plugins_trace import report
 from zeus_plugins_trace.device import TraceDevice
 from zeus_plugins_trace.synth import synthetic_traces
 from zeus_plugins_trace.traces import TraceError, WorkloadTrace, load_traces, select
