@@ -145,7 +145,7 @@ class Store:
                         f"{self.path}: store schema {row[0]} is newer than this zeus-core understands "
                         f"({SCHEMA_VERSION}); upgrade zeus-core"
                     )
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, OSError) as e:
             raise StoreError(f"{self.path}: cannot use as a zeus store ({e}); pass another `job.store` path") from e
 
     def close(self) -> None:

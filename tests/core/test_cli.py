@@ -249,3 +249,20 @@ def test_policy_can_tighten_the_bound_of_its_own_tries(toy_plugin, job):
     first, second = tries
     assert first.reached and not second.reached and second.stopped == "early-stop"
     assert second.cost <= 0.5 * first.cost  # beta (2.0) alone would have let it run to the target
+
+
+def test_unusable_store_exits_2_naming_the_fix(reg, job, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    r = run_cli(reg, "run", str(job), "--set", "job.store=afile/state.sqlite")
+    assert r.exit_code == 2
+    assert "cannot use as a zeus store" in r.output and "job.store" in r.output
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not sqlite" * 200)
+    r = run_cli(reg, "run", str(job), "--set", f"job.store={bad}")
+    assert r.exit_code == 2 and "cannot use as a zeus store" in r.output
+
+
+def test_set_into_a_value_is_a_clear_error(reg, job):
+    r = run_cli(reg, "validate", str(job), "--set", "job.name.first=x")
+    assert r.exit_code == 2
+    assert "'name' is a value, not a table" in r.output

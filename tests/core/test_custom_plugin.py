@@ -67,3 +67,35 @@ def test_disabling_the_installed_plugin(site, tmp_path):
         del os.environ["ZEUS_DISABLED_PLUGINS"]
     assert r.returncode == 2
     assert "unknown batch_size plugin 'greedy'" in r.stderr
+
+
+def test_sigterm_during_run_restores_the_device_and_keeps_results(site, tmp_path):
+    import signal
+    import time
+
+    marker = tmp_path / "closed.txt"
+    job = write_job(tmp_path / "job.toml", TOY_JOB)
+    env = dict(os.environ, PYTHONPATH=str(site), COLUMNS="200")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=50",
+         "--set", "workload.sleep_s=0.05", "--set", f"device.closed_marker={marker}"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )
+    store = tmp_path / ".zeus" / "toyjob.sqlite"
+    deadline = time.time() + 60
+    from zeus_core.store import Store
+
+    while time.time() < deadline:  # wait for the first committed recurrence
+        if store.exists():
+            with Store(store) as s:
+                if s.tries():
+                    break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert marker.read_text() == "closed\n"  # the device was closed (restored) exactly once
+    with Store(store) as s:
+        done = s.tries()
+    assert 1 <= len(done) < 50 and all(t.reached for t in done)

@@ -19,6 +19,7 @@ class ToyDeviceOptions:
     max_power_w: float = 300.0
     min_power_w: float = 100.0
     can_set_power: bool = True
+    closed_marker: str = ""  # close() appends a line here (for tests in other processes)
 
 
 class ToyDevice:
@@ -55,6 +56,9 @@ class ToyDevice:
     def close(self) -> None:
         ToyDevice.restored += 1
         self.limit = self.o.max_power_w
+        if self.o.closed_marker:
+            with open(self.o.closed_marker, "a") as f:
+                f.write("closed\n")
 
 
 @attrs.define
@@ -63,6 +67,7 @@ class ToyWorkloadOptions:
     default_batch_size: int = 64
     never_bs: int = 256
     fail_at_try: int = 0  # raise in this try (counting calls), for tests
+    sleep_s: float = 0.0  # real seconds per epoch, for signal tests
 
 
 class ToyWorkload:
@@ -85,6 +90,10 @@ class ToyWorkload:
         bs = session.batch_size
         dev = self.device
         for epoch in session.epochs():
+            if self.o.sleep_s:
+                import time
+
+                time.sleep(self.o.sleep_s)
             limit = getattr(dev, "limit", dev.max_power_w)
             tpe = 10 * math.sqrt(64 / bs) * (dev.max_power_w / limit) ** 0.3
             for _start, n in session.chunks(100):
