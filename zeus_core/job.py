@@ -406,6 +406,10 @@ def validate(
         opts = structure(reg.options, body, (section,), problems)
         if opts is not None:
             parts[section] = PartSpec(section, name, opts, reg)
+    if "workload" in raw and "power" not in raw and "max" in registry.parts[SECTION_KIND["power"]]:
+        # A training job without [power] holds the maximum limit (a no-op where limits can't be set).
+        reg = registry.get(SECTION_KIND["power"], "max")
+        parts["power"] = PartSpec("power", "max", reg.options(), reg)
     if "workload" in raw and "batch_size" not in raw:
         problems.append(Problem(("batch_size",), "a job with [workload] needs a [batch_size] table (e.g. plugin = \"fixed\", batch_size = 64)"))
     if "workload" in raw and "device" not in raw:

@@ -294,12 +294,7 @@ class Runner:
 
     def build(self) -> None:
         """Call each factory (device first) and check that the parts fit together."""
-        parts = dict(self.spec.parts)
-        if "workload" in parts and "power" not in parts and "max" in self.registry.parts["power_policy"]:
-            from zeus_core.job import PartSpec
-
-            reg = self.registry.get("power_policy", "max")
-            parts["power"] = PartSpec("power", "max", reg.options(), reg)
+        parts = self.spec.parts
         for section in BUILD_ORDER:
             ps = parts.get(section)
             if ps is None:

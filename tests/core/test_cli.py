@@ -73,6 +73,10 @@ def test_dry_run_shows_provenance_and_runs_nothing(reg, job):
     assert "default" in lines["$.job.max_tries"]
     assert "'toy'" in lines["$.device.plugin"]
     assert not Path(".zeus").exists()
+    # A training job without [power] holds the maximum limit, and --dry-run says so.
+    r2 = run_cli(reg, "run", str(write_job(job.parent / "nopower.toml", TOY_JOB.split("[power]")[0])), "--dry-run")
+    power = [l for l in r2.output.splitlines() if "$.power.plugin" in l]
+    assert len(power) == 1 and "'max'" in power[0] and "default" in power[0]
 
 
 def test_bad_input_exits_2_and_validate_reports(reg, job, tmp_path):
