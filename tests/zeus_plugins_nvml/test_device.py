@@ -135,9 +135,11 @@ def test_setters_without_permission_name_the_fix_and_change_nothing(fake_nvml):
     with NvmlGpus() as dev:
         with pytest.raises(DeviceError, match=r"cannot set the power limit of gpu0 .*Insufficient Permissions.*CAP_SYS_ADMIN.*privileged helper"):
             dev.set_power_limit(250)
-        with pytest.raises(DeviceError, match="cannot lock the SM clock of gpu0.*CAP_SYS_ADMIN"):
+        with pytest.raises(DeviceError, match=r"cannot lock the memory clock \(to 1215 MHz, done before the SM clock\) of gpu0.*CAP_SYS_ADMIN"):
             dev.lock_clocks(1005)
         assert journal_keys() == []
+    g = fake_pynvml.read_state()["gpus"][0]
+    assert g["locked_clocks"] is None and g["locked_mem_clocks"] is None
     assert fake_pynvml.read_state()["gpus"][0]["limit_w"] == 400.0
 
 
@@ -171,13 +173,87 @@ def test_clocks_from_the_supported_list_locked_and_reset(fake_nvml):
         with pytest.raises(ValueError, match=r"1000 MHz is not a supported SM clock of gpu0 .*nearest: 990, 1005"):
             dev.lock_clocks(1000)
         dev.lock_clocks(1005)
-        assert fake_pynvml.read_state()["gpus"][0]["locked_clocks"] == [1005, 1005]
-        assert journal_keys() == [f"gpu:{dev.gpus[0].uuid}:locked_clocks"]
+        g = fake_pynvml.read_state()["gpus"][0]
+        assert g["locked_clocks"] == [1005, 1005]
+        assert g["locked_mem_clocks"] == [1215, 1215]  # the memory clock is held at its max with the SM clock
+        uuid = dev.gpus[0].uuid
+        assert journal_keys() == [f"gpu:{uuid}:locked_memory_clocks", f"gpu:{uuid}:locked_clocks"]
+        dev.lock_clocks(1410)  # per-instruction changes move the SM clock only
+        assert fake_pynvml.read_state()["gpus"][0]["locked_mem_clocks"] == [1215, 1215]
+        assert len(journal_keys()) == 2
         dev.reset_clocks()
-        assert fake_pynvml.read_state()["gpus"][0]["locked_clocks"] is None
+        g = fake_pynvml.read_state()["gpus"][0]
+        assert g["locked_clocks"] is None and g["locked_mem_clocks"] is None
         assert journal_keys() == []
         dev.lock_clocks(810)
-    assert fake_pynvml.read_state()["gpus"][0]["locked_clocks"] is None
+    g = fake_pynvml.read_state()["gpus"][0]
+    assert g["locked_clocks"] is None and g["locked_mem_clocks"] is None  # close() resets both
+
+
+def test_memory_clock_is_locked_to_the_highest_supported_one(fake_nvml):
+    nvml = fake_nvml([FakeGpu(name="NVIDIA A40", mem_clocks=[5001, 7251, 405], graphics_clocks=[1740, 1500, 1005])],
+                     privileged=True)
+    with NvmlGpus() as dev:
+        assert dev.gpus[0].max_memory_clock() == 7251
+        dev.lock_clocks(1005)
+        assert fake_pynvml.read_state()["gpus"][0]["locked_mem_clocks"] == [7251, 7251]
+        assert nvml.nvmlDeviceGetClockInfo(dev.gpus[0].handle, nvml.NVML_CLOCK_MEM) == 7251
+        assert dev.gpus[0].memory_clock_lockable is True
+
+
+@pytest.mark.parametrize("gpu", [FakeGpu(memory_clock_lock=False), FakeGpu(name="Tesla V100-SXM2-16GB", arch=5)],
+                         ids=["board-refuses", "volta"])
+def test_gpu_that_cannot_lock_its_memory_clock_locks_the_sm_clock_alone(fake_nvml, gpu):
+    fake_nvml([gpu], privileged=True)
+    with NvmlGpus() as dev:
+        dev.lock_clocks(1005)
+        g = fake_pynvml.read_state()["gpus"][0]
+        assert g["locked_clocks"] == [1005, 1005] and g["locked_mem_clocks"] is None
+        assert journal_keys() == [f"gpu:{dev.gpus[0].uuid}:locked_clocks"]  # nothing to restore for memory
+        assert dev.gpus[0].memory_clock_lockable is False
+        dev.reset_clocks()
+        assert fake_pynvml.read_state()["gpus"][0]["locked_clocks"] is None
+    # resetting a fresh device's clocks (nothing locked by it) also tolerates NotSupported
+    with NvmlGpus() as dev:
+        dev.reset_clocks()
+        assert journal_keys() == []
+
+
+def test_failed_sm_lock_undoes_the_memory_lock(fake_nvml, monkeypatch):
+    nvml = fake_nvml(1, privileged=True)
+
+    def broken(handle, lo, hi):
+        raise nvml.NVMLError(nvml.NVML_ERROR_UNKNOWN)
+
+    monkeypatch.setattr(fake_pynvml, "nvmlDeviceSetGpuLockedClocks", broken)
+    with NvmlGpus() as dev:
+        with pytest.raises(DeviceError, match="cannot lock the SM clock of gpu0 .*NVML error: Unknown Error"):
+            dev.lock_clocks(1005)
+        assert fake_pynvml.read_state()["gpus"][0]["locked_mem_clocks"] is None
+        assert journal_keys() == []
+
+
+def test_fake_driver_memory_clock_rules(fake_nvml):
+    gpus = [FakeGpu(), FakeGpu(memory_clock_lock=False)]
+    nvml = fake_nvml(gpus, privileged=False)
+    nvml.nvmlInit()
+    try:
+        h0, h1 = nvml.nvmlDeviceGetHandleByIndex(0), nvml.nvmlDeviceGetHandleByIndex(1)
+        with pytest.raises(nvml.NVMLError_NoPermission):
+            nvml.nvmlDeviceSetMemoryLockedClocks(h0, 1215, 1215)
+        fake_nvml(gpus, privileged=True)  # the same GPUs, now as root
+        with pytest.raises(nvml.NVMLError_InvalidArgument):
+            nvml.nvmlDeviceSetMemoryLockedClocks(h0, 1000, 1000)  # not a supported memory clock
+        with pytest.raises(nvml.NVMLError_NotSupported):
+            nvml.nvmlDeviceSetMemoryLockedClocks(h1, 1215, 1215)
+        with pytest.raises(nvml.NVMLError_NotSupported):
+            nvml.nvmlDeviceResetMemoryLockedClocks(h1)
+        nvml.nvmlDeviceSetMemoryLockedClocks(h0, 1215, 1215)
+        assert fake_pynvml.read_state()["gpus"][0]["locked_mem_clocks"] == [1215, 1215]
+        nvml.nvmlDeviceResetMemoryLockedClocks(h0)
+        assert fake_pynvml.read_state()["gpus"][0]["locked_mem_clocks"] is None
+    finally:
+        nvml.nvmlShutdown()
 
 
 def test_old_gpu_cannot_lock_clocks(fake_nvml):
@@ -211,14 +287,25 @@ def test_sigkilled_run_is_restored_at_the_next_start(fake_nvml):
     child.wait()
     gpus = fake_pynvml.read_state()["gpus"]
     assert [g["limit_w"] for g in gpus] == [150.0, 150.0]  # a SIGKILL leaves the GPUs changed
-    assert len(journal_keys()) == 4
+    assert [g["locked_mem_clocks"] for g in gpus] == [[1215, 1215]] * 2
+    assert len(journal_keys()) == 6  # power limit, memory clock, SM clock per GPU
     restorers = load(extra_plugins=[("nvml", nvml_plugin)], entry_points=False).restorers
     assert restorers["nvml"] is restore_setting
     out = Console(record=True, width=300)
-    assert restore_pending(restorers, out) == 4
+    assert restore_pending(restorers, out) == 6
     gpus = fake_pynvml.read_state()["gpus"]
     assert [g["limit_w"] for g in gpus] == [400.0, 400.0]
     assert [g["locked_clocks"] for g in gpus] == [None, None]
+    assert [g["locked_mem_clocks"] for g in gpus] == [None, None]
+    assert journal_keys() == []
+
+
+def test_crash_restore_of_a_memory_clock_the_gpu_cannot_lock_is_a_no_op(fake_nvml):
+    fake_nvml([FakeGpu(memory_clock_lock=False)], privileged=True)
+    with store.journal() as j, j.transaction() as tx:
+        tx.add_journal("nvml", "gpu:GPU-00000000-fa6e-4e5d-9c1b-00000000a100:locked_memory_clocks", None)
+        tx._c.execute("UPDATE journal SET pid = 999999999")
+    assert restore_pending({"nvml": restore_setting}, Console(record=True, width=300)) == 1
     assert journal_keys() == []
 
 

@@ -1,10 +1,11 @@
 """Putting GPU settings back: the restorer used in-process and after a crash.
 
-Journal keys are ``gpu:<UUID>:power_limit`` (original in mW) and
-``gpu:<UUID>:locked_clocks`` (original ``None``: NVML cannot read back whether
-clocks were locked, so zeus assumes they were not and resets them, as upstream
-Zeus does). GPUs are addressed by UUID, which survives reboots and
-``CUDA_VISIBLE_DEVICES``, unlike indices.
+Journal keys are ``gpu:<UUID>:power_limit`` (original in mW),
+``gpu:<UUID>:locked_clocks`` (SM clock) and ``gpu:<UUID>:locked_memory_clocks``
+(original ``None`` for both: NVML cannot read back whether clocks were locked,
+so zeus assumes they were not and resets them, as upstream Zeus does). GPUs are
+addressed by UUID, which survives reboots and ``CUDA_VISIBLE_DEVICES``, unlike
+indices.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def apply(nvml: Any, handle: Any, setting: str, value: Any) -> None:
             nvml.nvmlDeviceResetGpuLockedClocks(handle)
         else:
             nvml.nvmlDeviceSetGpuLockedClocks(handle, int(value[0]), int(value[1]))
+    elif setting == "locked_memory_clocks":
+        if value is None:
+            nvml.nvmlDeviceResetMemoryLockedClocks(handle)
+        else:
+            nvml.nvmlDeviceSetMemoryLockedClocks(handle, int(value[0]), int(value[1]))
     else:
         raise ValueError(f"unknown nvml setting {setting!r}")
 
@@ -58,6 +64,10 @@ def restore_setting(key: str, original: Any) -> None:
         handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
         try:
             apply(nvml, handle, setting, original)
+        except nvml.NVMLError_NotSupported:
+            # A GPU that cannot lock its memory clock cannot have it locked either: nothing to undo.
+            if not (setting == "locked_memory_clocks" and original is None):
+                raise
         except nvml.NVMLError_NoPermission:
             raise DeviceError(f"cannot restore {setting} of GPU {uuid}: NVML refused (no permission). {PERMISSION_FIX}") from None
     finally:

@@ -3,8 +3,15 @@
 Energy comes from each GPU's total-energy counter (Volta and newer, one NVML
 call per window edge) or, on older GPUs, from power polled in a background
 process (:mod:`zeus_plugins_nvml.poller`). Every setting changed (power limit,
-locked clocks) is journaled first and put back on close, at exit, on SIGTERM,
-or at the next ``zeus`` start after a SIGKILL (:mod:`zeus_core.journal`).
+locked SM and memory clocks) is journaled first and put back on close, at exit,
+on SIGTERM, or at the next ``zeus`` start after a SIGKILL (:mod:`zeus_core.journal`).
+
+Locking the SM clock also locks the memory clock to its highest supported
+value (as the published Perseus controller does): the SM clocks NVML lists are
+those valid at the highest memory clock, and a memory clock the driver lowers
+on its own would change an instruction's time and energy under the plan.
+GPUs that refuse memory-clock locks (``NotSupported``: before Ampere, and some
+boards after) run with the SM clock locked alone.
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ class NvmlGpu:
         self.model = nvml.nvmlDeviceGetName(vis.handle)
         self.source = source
         self._guard = guard
+        self._clocks: tuple[int, list[int]] | None = None  # (highest memory clock, SM clocks at it)
+        #: True / False once a memory-clock lock was tried; None before
+        self.memory_clock_lockable: bool | None = None
 
     @property
     def label(self) -> str:
@@ -44,15 +54,18 @@ class NvmlGpu:
 
     def _call(self, action: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Call NVML; turn its errors into messages that name the GPU, the action and the fix."""
-        nvml = self._nvml
         try:
             return fn(*args)
-        except nvml.NVMLError_NoPermission:
-            raise DeviceError(f"cannot {action} of {self.label}: NVML refused (Insufficient Permissions). {PERMISSION_FIX}") from None
-        except nvml.NVMLError_NotSupported:
-            raise DeviceError(f"{self.label} does not support this: cannot {action} (NVML: Not Supported)") from None
-        except nvml.NVMLError as e:
-            raise DeviceError(f"cannot {action} of {self.label}: NVML error: {e}") from None
+        except self._nvml.NVMLError as e:
+            raise self._explain(action, e) from None
+
+    def _explain(self, action: str, e: Exception) -> DeviceError:
+        nvml = self._nvml
+        if isinstance(e, nvml.NVMLError_NoPermission):
+            return DeviceError(f"cannot {action} of {self.label}: NVML refused (Insufficient Permissions). {PERMISSION_FIX}")
+        if isinstance(e, nvml.NVMLError_NotSupported):
+            return DeviceError(f"{self.label} does not support this: cannot {action} (NVML: Not Supported)")
+        return DeviceError(f"cannot {action} of {self.label}: NVML error: {e}")
 
     def _require_whole_gpu(self, action: str) -> None:
         if self.mig_uuid is not None:
@@ -74,11 +87,22 @@ class NvmlGpu:
     def power_limit(self) -> float:
         return self._call("read the power limit", self._nvml.nvmlDeviceGetPowerManagementLimit, self.handle) / 1000.0
 
+    def _clock_table(self) -> tuple[int, list[int]]:
+        """(highest memory clock, SM clocks at it, highest first); read once: the hardware's list does not change."""
+        if self._clocks is None:
+            mems = self._call("read the supported memory clocks", self._nvml.nvmlDeviceGetSupportedMemoryClocks, self.handle)
+            mem = max(int(m) for m in mems)
+            clocks = self._call("read the supported SM clocks", self._nvml.nvmlDeviceGetSupportedGraphicsClocks, self.handle, mem)
+            self._clocks = (mem, sorted({int(c) for c in clocks}, reverse=True))
+        return self._clocks
+
     def supported_clocks(self) -> list[int]:
         """SM clocks (MHz, highest first) the GPU supports at its highest memory clock."""
-        mems = self._call("read the supported memory clocks", self._nvml.nvmlDeviceGetSupportedMemoryClocks, self.handle)
-        clocks = self._call("read the supported SM clocks", self._nvml.nvmlDeviceGetSupportedGraphicsClocks, self.handle, max(mems))
-        return sorted({int(c) for c in clocks}, reverse=True)
+        return list(self._clock_table()[1])
+
+    def max_memory_clock(self) -> int:
+        """The highest supported memory clock (MHz): what :meth:`lock_clocks` locks the memory clock to."""
+        return self._clock_table()[0]
 
     # -- control (journaled) --
 
@@ -103,21 +127,59 @@ class NvmlGpu:
                 f"{mhz} MHz is not a supported SM clock of {self.label}; nearest: {', '.join(map(str, sorted(near)))} MHz "
                 f"(range {min(supported)}..{max(supported)})"
             )
-        with self._guard.changing(key_for(self.uuid, "locked_clocks"), None):
-            self._call("lock the SM clock", apply, self._nvml, self.handle, "locked_clocks", [mhz, mhz])
+        new_memory_lock = self._lock_memory_clock()
+        try:
+            with self._guard.changing(key_for(self.uuid, "locked_clocks"), None):
+                self._call("lock the SM clock", apply, self._nvml, self.handle, "locked_clocks", [mhz, mhz])
+        except BaseException:
+            if new_memory_lock:  # a failed lock_clocks leaves the GPU as it was
+                try:
+                    self._reset("memory clock", "locked_memory_clocks")
+                except Exception:  # noqa: BLE001 - the journal keeps the entry; report the first error
+                    pass
+            raise
+
+    def _lock_memory_clock(self) -> bool:
+        """Lock the memory clock to the highest supported one, unless this process already did or the
+        GPU refuses (``NotSupported`` is remembered and ignored); True if this call locked it."""
+        key = key_for(self.uuid, "locked_memory_clocks")
+        if self.memory_clock_lockable is False or key in self._guard.pending:
+            return False
+        mem = self.max_memory_clock()
+        try:
+            with self._guard.changing(key, None):
+                apply(self._nvml, self.handle, "locked_memory_clocks", [mem, mem])
+        except self._nvml.NVMLError_NotSupported:
+            self.memory_clock_lockable = False
+            return False
+        except self._nvml.NVMLError as e:
+            raise self._explain(f"lock the memory clock (to {mem} MHz, done before the SM clock)", e) from None
+        self.memory_clock_lockable = True
+        return True
+
+    def _reset(self, what: str, setting: str, unsupported_ok: bool = False) -> bool:
+        """Put ``setting`` back through the journal if this process changed it, else reset it directly.
+        False if the GPU answered NotSupported and ``unsupported_ok`` (nothing to reset)."""
+        key = key_for(self.uuid, setting)
+        try:
+            if key in self._guard.pending:
+                self._guard.restore(key)
+            else:
+                apply(self._nvml, self.handle, setting, None)
+        except self._nvml.NVMLError_NotSupported as e:
+            if unsupported_ok:
+                return False
+            raise self._explain(f"reset the {what}", e) from None
+        except self._nvml.NVMLError as e:
+            raise self._explain(f"reset the {what}", e) from None
+        return True
 
     def reset_clocks(self) -> None:
+        """Unlock the SM clock, then the memory clock (skipped on a GPU that cannot lock it)."""
         self._require_whole_gpu("reset the SM clock")
-        key = key_for(self.uuid, "locked_clocks")
-        if key in self._guard.pending:
-            try:
-                self._guard.restore(key)
-            except DeviceError:
-                raise
-            except self._nvml.NVMLError as e:
-                raise DeviceError(f"cannot reset the SM clock of {self.label}: NVML error: {e}") from None
-        else:
-            self._call("reset the SM clock", apply, self._nvml, self.handle, "locked_clocks", None)
+        self._reset("SM clock", "locked_clocks")
+        if self.memory_clock_lockable is not False and not self._reset("memory clock", "locked_memory_clocks", unsupported_ok=True):
+            self.memory_clock_lockable = False
 
     def restore_power_limit(self) -> None:
         """Put back the power limit this process found (no-op if it changed nothing)."""

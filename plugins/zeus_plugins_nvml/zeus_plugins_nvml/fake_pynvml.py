@@ -11,6 +11,10 @@ code that runs on a real GPU. It behaves like the driver where that matters:
   ``privileged`` (root or CAP_SYS_ADMIN);
 * ``NVMLError_InvalidArgument`` for a limit outside the constraints or an
   unknown clock; ``NVMLError_Uninitialized`` before ``nvmlInit``;
+* memory-clock locking (``nvmlDeviceSetMemoryLockedClocks`` / ``Reset...``)
+  from Ampere on, and only on GPUs whose ``memory_clock_lock`` is true (some
+  boards refuse it): ``NVMLError_NotSupported`` otherwise, checked after the
+  permission like the driver; a clock not in ``mem_clocks`` is an invalid argument;
   ``NVMLError_LibraryNotFound`` from ``nvmlInit`` when no driver state exists
   (a machine without the NVIDIA driver).
 
@@ -72,6 +76,8 @@ class FakeGpu:
     mem_clocks: list[int] = attrs.field(factory=lambda: [1215])
     graphics_clocks: list[int] = attrs.field(factory=lambda: list(range(1410, 209, -15)))
     locked_clocks: list[int] | None = None
+    memory_clock_lock: bool = True  # False: the board refuses memory-clock locks (NotSupported), as some do
+    locked_mem_clocks: list[int] | None = None
     mig_slices: list[str] = attrs.field(factory=list)  # MIG UUIDs; non-empty = MIG mode on
     energy_mj: float = 1.0e9  # counter value at the anchor (a driver loaded for a while)
     anchor_t: float | None = None
@@ -445,10 +451,34 @@ def nvmlDeviceResetGpuLockedClocks(handle: _Handle) -> None:
         g["locked_clocks"] = None
 
 
+def _memory_lockable(g: dict) -> dict:
+    if g["arch"] < _real.NVML_DEVICE_ARCH_AMPERE or not g.get("memory_clock_lock", True):
+        raise _err(_real.NVML_ERROR_NOT_SUPPORTED)
+    return g
+
+
+def nvmlDeviceSetMemoryLockedClocks(handle: _Handle, minMemClockMHz: int, maxMemClockMHz: int) -> None:
+    index, _ = _setter(handle)
+    with _mutate() as state:
+        g = _memory_lockable(state["gpus"][index])
+        lo, hi = int(minMemClockMHz), int(maxMemClockMHz)
+        if lo > hi or lo not in g["mem_clocks"] or hi not in g["mem_clocks"]:
+            raise _err(_real.NVML_ERROR_INVALID_ARGUMENT)
+        g["locked_mem_clocks"] = [lo, hi]
+
+
+def nvmlDeviceResetMemoryLockedClocks(handle: _Handle) -> None:
+    index, _ = _setter(handle)
+    with _mutate() as state:
+        g = _memory_lockable(state["gpus"][index])
+        g["locked_mem_clocks"] = None
+
+
 def nvmlDeviceGetClockInfo(handle: _Handle, clock_type: int) -> int:
     g = _gpu(handle)
     if clock_type == _real.NVML_CLOCK_MEM:
-        return max(g["mem_clocks"])
+        locked = g.get("locked_mem_clocks")
+        return locked[1] if locked else max(g["mem_clocks"])
     return g["locked_clocks"][1] if g["locked_clocks"] else max(g["graphics_clocks"])
 
 
