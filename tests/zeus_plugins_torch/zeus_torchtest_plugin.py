@@ -97,9 +97,38 @@ def read_log(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+@attrs.define
+class AlwaysOptions:
+    size: int = 48
+
+
+class AlwaysBatchSize:
+    """Batch-size policy ``always``: ``size``, whatever the workload offers (a policy that ignores the workload)."""
+
+    def __init__(self, options: AlwaysOptions, context) -> None:
+        self.size = options.size
+
+    def choose(self, ctx) -> int:
+        return self.size
+
+    def observe(self, ctx, record) -> None:
+        return None
+
+    def get_state(self):
+        return None
+
+    def set_state(self, state) -> None:
+        return None
+
+
 @hookimpl
 def zeus_register_devices(register):
     register("wall", WallDevice, options=WallOptions)
+
+
+@hookimpl
+def zeus_register_batch_size_policies(register):
+    register("always", AlwaysBatchSize, options=AlwaysOptions)
 
 
 @hookimpl

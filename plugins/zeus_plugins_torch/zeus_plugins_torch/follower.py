@@ -20,9 +20,11 @@ import attrs
 import torch
 import torch.distributed as dist
 
+from zeus_core.allocation import AllocationPlan
 from zeus_core.measurement import Measurement, Monitor, make_sync
 
 from zeus_plugins_torch.accelerator import torch_device
+from zeus_plugins_torch.allocated import LimitHolder
 from zeus_plugins_torch.control import (
     OP_END, OP_EPOCH, OP_ITER, OP_STOP, OP_TRY, OP_TRY_END, STOP_NAMES, Control, describe, is_lost_contact, try_seed,
 )
@@ -44,6 +46,8 @@ class FollowerConfig:
     timeout_s: float
     threads: int
     cuda_visible: str | None
+    #: ``workload.allocation`` as rank 0 read it (one reading for every rank), or None.
+    allocation: AllocationPlan | None = None
 
 
 class FollowerDriver:
@@ -117,7 +121,8 @@ class FollowerDriver:
 class Follower:
     """The serving loop of one spawned rank."""
 
-    def __init__(self, cfg: FollowerConfig, job: Any, options: Any, device: Any, ctrl: Control, fn: Any) -> None:
+    def __init__(self, cfg: FollowerConfig, job: Any, options: Any, device: Any, ctrl: Control, fn: Any,
+                 holder: LimitHolder | None = None) -> None:
         self.cfg = cfg
         self.job = job
         self.options = options
@@ -127,8 +132,12 @@ class Follower:
         self.monitor = Monitor(device)
         self.sync = make_sync("torch", getattr(device, "sync_indices", None))
         self._limit: float | None = None
+        self.holder = holder
 
     def apply_limit(self, limit: float | None) -> None:
+        if self.holder is not None:  # under an allocation this rank holds its own limit, not rank 0's
+            self.holder.hold()
+            return
         if limit is None or limit == self._limit:
             return
         setter = getattr(self.device, "set_power_limit", None)
@@ -151,6 +160,7 @@ class Follower:
                 driver, batch_size=batch_size, base_batch_size=self.options.default_batch_size,
                 lr_scaling=self.options.lr_scaling, rank=self.cfg.rank, world_size=self.cfg.world_size,
                 recurrence=rec, try_index=try_index, args=self.options.args, device=tdev, seed=seed,
+                allocation=self.cfg.allocation,
             )
             self.monitor.begin_window("run", restart=True)
             self.fn(loop.local_batch_size, loop)
@@ -186,12 +196,15 @@ def follower_main(cfg: FollowerConfig, queue: Any) -> None:
         device = part.registration.factory(part.options, BuildContext(spec, store, Console(stderr=True), reg))
         options = spec.parts["workload"].options
         fn = load_entry(options.entry, [spec.job_dir / p for p in options.python_path])
+        holder = None
+        if cfg.allocation is not None:  # checked now, set before the first try
+            holder = LimitHolder(device, cfg.allocation, cfg.rank, f"device {part.plugin!r} (rank {cfg.rank})")
         queue.put(("ready", cfg.rank, float(device.max_power_w)))
         dist.init_process_group(cfg.backend, init_method=cfg.init_method, rank=cfg.rank, world_size=cfg.world_size,
                                 timeout=timedelta(seconds=cfg.timeout_s))
         joined = True
         ctrl = Control(dist.new_group(backend="gloo"), cfg.rank, cfg.world_size)
-        Follower(cfg, spec.job, options, device, ctrl, fn).serve()
+        Follower(cfg, spec.job, options, device, ctrl, fn, holder).serve()
         code = 0
     except BaseException as e:  # noqa: BLE001 - every failure is reported to rank 0
         queue.put(("error", cfg.rank, describe(e), is_lost_contact(e)))

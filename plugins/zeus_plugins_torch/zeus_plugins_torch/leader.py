@@ -109,8 +109,9 @@ def _signal_name(code: int) -> str:
 class Leader:
     """Rank 0: starts the other ranks, runs each try with them, and tears the group down."""
 
-    def __init__(self, context: Any, options: Any, accelerator: str, threads: int) -> None:
+    def __init__(self, context: Any, options: Any, accelerator: str, threads: int, allocation: Any = None) -> None:
         self.world_size = int(context.job.processes)
+        self.allocation = allocation
         self.options = options
         self.accelerator = accelerator
         self.backend = "nccl" if accelerator == "cuda" else "gloo"
@@ -153,6 +154,7 @@ class Leader:
                 timeout_s=float(self.options.timeout_s),
                 threads=self.threads,
                 cuda_visible=None if cuda_visible is None else cuda_visible[r],
+                allocation=self.allocation,
             )
             for r in range(1, self.world_size)
         ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from zeus_core.allocation import AllocationPlan
 from zeus_core.measurement import Measurement, make_sync
 from zeus_core.runner import RunSession, call_optional
 
@@ -133,6 +134,11 @@ class ZeusLoop:
     ``report_metric()`` on every rank, the same number of times: they are
     where ranks agree on what rank 0 decided. ``report_metric`` averages the
     ranks' values.
+
+    Under an allocation (``workload.allocation``) ``local_batch_size`` is this
+    rank's allocated local batch and ``allocation`` its
+    :class:`~zeus_core.allocation.RankPlan` (GPU, power limit, share, slice);
+    ``None`` otherwise.
     """
 
     def __init__(
@@ -149,6 +155,7 @@ class ZeusLoop:
         args: dict[str, Any] | None = None,
         device: Any = "cpu",
         seed: int = 0,
+        allocation: AllocationPlan | None = None,
     ) -> None:
         self._driver = driver
         self.batch_size = int(batch_size)
@@ -156,7 +163,20 @@ class ZeusLoop:
         self.lr_scaling = lr_scaling
         self.rank = rank
         self.world_size = world_size
-        self.local_batch_size = split_batch(self.batch_size, world_size, rank)
+        self._plan = allocation
+        self.allocation = None if allocation is None else allocation.rank(rank)
+        if self.allocation is not None:
+            if self.batch_size != allocation.global_batch or allocation.world_size != world_size:
+                raise ValueError(
+                    f"rank {rank}: global batch {self.batch_size} over {world_size} processes does not match the "
+                    f"allocation ({allocation.global_batch} over {allocation.world_size})"
+                )
+            self.local_batch_size = self.allocation.local_batch
+            self._offset = self.allocation.offset
+        else:
+            self.local_batch_size = split_batch(self.batch_size, world_size, rank)
+            base, extra = divmod(self.batch_size, world_size)
+            self._offset = rank * base + min(rank, extra)
         self.recurrence = recurrence
         self.try_index = try_index
         self.args = dict(args or {})
@@ -256,18 +276,69 @@ class ZeusLoop:
 
     # -- data-parallel helpers --
 
+    @property
+    def share(self) -> float:
+        """This rank's weight in the global gradient: ``local_batch_size / batch_size``."""
+        return self.local_batch_size / self.batch_size
+
+    @property
+    def batch_slice(self) -> slice:
+        """This rank's samples of one global batch laid out rank after rank."""
+        return slice(self._offset, self._offset + self.local_batch_size)
+
+    @property
+    def uneven(self) -> bool:
+        """Whether the ranks' local batches differ (an allocation, or a batch that does not divide evenly)."""
+        if self._plan is not None:
+            return len(set(self._plan.local_batches)) > 1
+        return self.batch_size % self.world_size != 0
+
     def shard(self, n: int) -> range:
-        """The indices ``[0, n)`` this rank owns: a contiguous, near-even share."""
-        base, extra = divmod(n, self.world_size)
-        start = self.rank * base + min(self.rank, extra)
-        return range(start, start + base + (1 if self.rank < extra else 0))
+        """The indices ``[0, n)`` this rank owns, contiguous.
+
+        Without an allocation: a near-even share. Under an allocation: a share
+        in proportion to the local batch, ``k x local_batch_size`` indices with
+        ``k = n // batch_size`` whole global batches, so every rank runs the
+        same number of iterations per epoch; the last ``n - k x batch_size``
+        samples (less than one global batch) are left out.
+        """
+        if self.allocation is None:
+            base, extra = divmod(n, self.world_size)
+            start = self.rank * base + min(self.rank, extra)
+            return range(start, start + base + (1 if self.rank < extra else 0))
+        k = n // self.batch_size
+        if k == 0:
+            raise ValueError(
+                f"zeus.shard({n}): fewer samples than one global batch ({self.batch_size}) of the allocation; "
+                "every rank needs at least one local batch"
+            )
+        return range(k * self._offset, k * (self._offset + self.local_batch_size))
 
     def wrap_model(self, model: Any) -> Any:
-        """``DistributedDataParallel(model)`` in a data-parallel job, ``model`` itself otherwise."""
+        """``DistributedDataParallel(model)`` in a data-parallel job, ``model`` itself otherwise.
+
+        When the ranks' local batches differ, DDP's averaging would weigh every
+        rank alike; then each rank's gradient is scaled by its :attr:`share`
+        and the ranks sum them (:func:`zeus_core.parallel.uneven_batch_comm_hook`),
+        so a step equals one process's step on the whole global batch.
+        """
         if self.world_size == 1:
             return model
         from torch.nn.parallel import DistributedDataParallel
 
+        from zeus_core.parallel import UnevenBatchState, uneven_batch_comm_hook
+
         dev = getattr(self.device, "type", str(self.device))
         ids = [self.device] if dev == "cuda" else None
-        return DistributedDataParallel(model, device_ids=ids)
+        ddp = DistributedDataParallel(model, device_ids=ids)
+        if self.uneven:
+            ddp.register_comm_hook(UnevenBatchState(self.share), uneven_batch_comm_hook)
+        return ddp
+
+    def reduce_gradients(self, parameters: Any) -> None:
+        """For loops without DDP: after ``backward()``, weigh this rank's gradients by its share and sum them over ranks."""
+        if self.world_size == 1:
+            return
+        from zeus_core.parallel import allreduce_weighted_gradients
+
+        allreduce_weighted_gradients(parameters, self.local_batch_size, self.batch_size)

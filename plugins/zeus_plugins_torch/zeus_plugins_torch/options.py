@@ -33,6 +33,11 @@ def _non_negative(_inst, attribute, value):
         raise ValueError(f"{attribute.name} must be 0 (automatic) or more, got {value!r}")
 
 
+def _path_or_none(_inst, attribute, value):
+    if value is not None and not value.strip():
+        raise ValueError(f"{attribute.name} must be the path of an allocation.json, or left out; got an empty string")
+
+
 @attrs.define
 class TorchWorkloadOptions:
     """What to train and how.
@@ -52,6 +57,12 @@ class TorchWorkloadOptions:
     ``job.processes`` when there are several, torch's default otherwise).
     ``seed_each_try``: seed torch on every rank with one seed per try.
     ``timeout_s``: how long a rank waits for the others (start-up, collectives).
+    ``allocation``: an ``allocation.json`` (relative to the job's folder), as
+    the ``hetero`` allocator writes it: rank r trains with its allocated local
+    batch at its allocated power limit, gradients weighted by batch share
+    (see :mod:`zeus_plugins_torch.allocated`). It fixes the global batch and
+    the power limits, so ``batch_sizes`` and a ``[power]`` table must be left
+    out, and its rank count must equal ``job.processes``.
     """
 
     entry: str = attrs.field(validator=_entry)
@@ -64,6 +75,7 @@ class TorchWorkloadOptions:
     threads: int = attrs.field(default=0, validator=_non_negative)
     seed_each_try: bool = True
     timeout_s: float = attrs.field(default=300.0, validator=positive)
+    allocation: str | None = attrs.field(default=None, validator=_path_or_none)
 
     def __attrs_post_init__(self) -> None:
         if self.batch_sizes and self.default_batch_size is not None and self.default_batch_size not in self.batch_sizes:

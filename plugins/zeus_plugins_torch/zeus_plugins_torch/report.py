@@ -121,3 +121,13 @@ def print_table(console: Any, c: Comparison) -> None:
         console.print("the default batch size never reached the target in this job, so there is no default row")
     console.print("baselines: mean of this job's reached tries at that batch size x recurrences; "
                   "savings are against the default, regret is the extra cost over the best fixed batch size")
+
+
+def print_allocation(console: Any, plan: Any) -> None:
+    """What each rank trained with under ``workload.allocation``."""
+    table = Table(title=f"trained by the allocation {plan.source}: global batch {plan.global_batch}")
+    for col in ("rank", "gpu", "local batch", "share", "power limit (W)"):
+        table.add_column(col, justify="right")
+    for r in plan.ranks:
+        table.add_row(str(r.rank), r.gpu or "-", str(r.local_batch), f"{r.share:.3f}", f"{r.power_limit:g}")
+    console.print(table)

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from zeus_plugins_torch import report
+from zeus_plugins_torch.allocated import AllocatedDevices, LimitHolder, check_batch_size, load_allocation
 from zeus_plugins_torch.entry import load_entry
 from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy
 from zeus_plugins_torch.options import TorchWorkloadOptions
@@ -21,7 +22,9 @@ class TorchWorkload:
 
     With several processes the other ranks start when the job's parts are
     built (so a rank that cannot build its device fails the job before any
-    training) and end when the job closes.
+    training) and end when the job closes. With ``allocation`` the file is
+    read and checked against the job before any rank starts, and each rank
+    holds its allocated power limit from its first try to the job's end.
     """
 
     Options = TorchWorkloadOptions
@@ -37,22 +40,33 @@ class TorchWorkload:
         self.device = torch_device(self.accelerator)
         self.world_size = int(context.job.processes)
         self.context_parts = context.parts
+        self.spec = context.spec
         self.leader: Leader | None = None
+        self.allocation = None
+        self.holder: LimitHolder | None = None
+        local = context.parts["device"]
+        if options.allocation is not None:
+            self.allocation = load_allocation(options, context)
+            # The allocation fixes the global batch: the only one offered to the batch-size policy.
+            self.batch_sizes = [self.allocation.global_batch]
+            self.default_batch_size = self.allocation.global_batch
+            self.holder = LimitHolder(local, self.allocation, 0, f"device {context.spec.parts['device'].plugin!r} (rank 0)")
         if self.world_size > 1:
             threads = options.threads or max(1, (os.cpu_count() or 1) // self.world_size)
             torch.set_num_threads(threads)
-            local = context.parts["device"]
-            self.leader = Leader(context, options, self.accelerator, threads)
+            self.leader = Leader(context, options, self.accelerator, threads, allocation=self.allocation)
             self.leader.start(float(local.max_power_w))
             context.parts["device"] = DataParallelDevices(local, self.leader.max_power_w, self.world_size)
         elif options.threads:
             torch.set_num_threads(options.threads)
+        if self.allocation is not None:
+            context.parts["device"] = AllocatedDevices(context.parts["device"], self.allocation)
 
     def _loop(self, driver: Any, session: Any, seed: int) -> ZeusLoop:
         return ZeusLoop(
             driver,
             batch_size=session.batch_size,
-            base_batch_size=self.default_batch_size,
+            base_batch_size=self.options.default_batch_size,
             lr_scaling=self.options.lr_scaling,
             rank=0,
             world_size=self.world_size,
@@ -61,10 +75,15 @@ class TorchWorkload:
             args=self.options.args,
             device=self.device,
             seed=seed,
+            allocation=self.allocation,
         )
 
     def run(self, session: Any) -> None:
         seed = try_seed(self.job.seed, session.recurrence, session.try_index)
+        if self.allocation is not None:
+            # Before any rank is told to train: a policy that chose another batch fails the try here.
+            check_batch_size(session.batch_size, self.allocation, self.spec.parts["batch_size"].plugin)
+            self.holder.hold()
         if self.options.seed_each_try:
             torch.manual_seed(seed)
         if self.leader is None:
@@ -81,9 +100,14 @@ class TorchWorkload:
         return int(b) if b is not None else self.default_batch_size
 
     def summary(self, summary: Any) -> dict[str, Any]:
-        return report.compare(summary.records, self._default_for_report()).to_json()
+        out = report.compare(summary.records, self._default_for_report()).to_json()
+        if self.allocation is not None:
+            out["allocation"] = self.allocation.to_json()
+        return out
 
     def report(self, console: Any, summary: Any) -> None:
+        if self.allocation is not None:
+            report.print_allocation(console, self.allocation)
         if summary.records:
             report.print_table(console, report.compare(summary.records, self._default_for_report()))
 

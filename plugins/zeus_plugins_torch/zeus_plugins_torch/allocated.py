@@ -1,0 +1,147 @@
+"""Training by an allocation: ``[workload] allocation = "allocation.json"``.
+
+An allocator (``zeus-plugins-hetero``) decides, per data-parallel rank, the
+local batch and the power limit; the file it writes is read here through the
+core (:mod:`zeus_core.allocation`). Under an allocation:
+
+* the global batch is the allocation's: the batch-size policy is offered only
+  that batch size, and one configured to choose another is bad input;
+* each rank's device holds its allocated power limit for the whole job (set
+  through the device plugin, which journals it and restores it on close), so
+  the job has no power policy to steer: a ``[power]`` table is bad input, and
+  the device group the runner sees offers no power control, which makes the
+  default ``max`` policy a no-op;
+* rank r trains with its local batch and DDP weighs its gradient by its share
+  of the global batch (:mod:`zeus_core.parallel`), so a step equals a
+  single-process step on the global batch.
+
+Every check runs when the workload is built, before any rank starts or any
+device setting changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zeus_core.allocation import AllocationError, AllocationPlan, read_allocation
+
+#: Device methods that change power limits: hidden from the runner under an allocation.
+POWER_CONTROL = frozenset({"set_power_limit", "set_power_limits", "power_limit_range"})
+
+
+def load_allocation(options: Any, context: Any) -> AllocationPlan:
+    """Read ``workload.allocation`` and check that the job fits it; ValueError (exit 2) otherwise."""
+    path = context.resolve_path(options.allocation)
+    try:
+        plan = read_allocation(path, source=str(path))
+    except AllocationError as e:
+        raise ValueError(f"workload.allocation: {e}") from None
+    processes = int(context.job.processes)
+    problems = []
+    if plan.world_size != processes:
+        problems.append(
+            f"{path} allocates {plan.world_size} rank{'s' if plan.world_size != 1 else ''} "
+            f"(local batches {plan.local_batches}) but job.processes = {processes}; "
+            f"set job.processes = {plan.world_size} (one process per allocated GPU), or allocate for {processes}"
+        )
+    B = plan.global_batch
+    if options.batch_sizes and list(options.batch_sizes) != [B]:
+        problems.append(
+            f"workload.batch_sizes = {list(options.batch_sizes)}, but the allocation fixes the global batch at {B} "
+            f"({' + '.join(map(str, plan.local_batches))}); leave workload.batch_sizes out"
+        )
+    problems += _batch_size_policy_conflicts(context, B)
+    if "power" in context.spec.raw:
+        problems.append(
+            f"[power] plugin {context.spec.parts['power'].plugin if 'power' in context.spec.parts else '?'!r}: "
+            "the allocation sets every rank's power limit (allocation.json power_limit), so a power policy "
+            "would fight it; remove the [power] table"
+        )
+    if problems:
+        raise ValueError("; ".join(problems))
+    return plan
+
+
+def _batch_size_policy_conflicts(context: Any, global_batch: int) -> list[str]:
+    """A ``[batch_size]`` policy configured to choose another batch size than the allocation's.
+
+    Read from the policy's options before it is built, by the option names the
+    batch-size policies share (``default``, ``batch_sizes``); a policy that
+    still chooses another batch size is stopped by :func:`check_batch_size`
+    before its first try trains.
+    """
+    part = context.spec.parts.get("batch_size")
+    if part is None:
+        return []
+    out = []
+    default = getattr(part.options, "default", None)
+    if isinstance(default, int) and not isinstance(default, bool) and default and default != global_batch:
+        out.append(
+            f"batch_size.default = {default}, but the allocation fixes the global batch at {global_batch}; "
+            f"remove batch_size.default (the workload then offers {global_batch}) or set it to {global_batch}"
+        )
+    sizes = getattr(part.options, "batch_sizes", None)
+    if isinstance(sizes, list) and sizes and sizes != [global_batch]:
+        out.append(
+            f"batch_size.batch_sizes = {sizes}, but the allocation fixes the global batch at {global_batch}; "
+            "remove batch_size.batch_sizes"
+        )
+    return out
+
+
+def check_batch_size(batch_size: int, plan: AllocationPlan, policy: str) -> None:
+    """The policy's choice must be the allocation's global batch (checked before the try trains)."""
+    if int(batch_size) != plan.global_batch:
+        raise ValueError(
+            f"the [batch_size] policy {policy!r} chose batch size {batch_size}, but workload.allocation "
+            f"({plan.source}) fixes the global batch at {plan.global_batch}; use [batch_size] plugin = \"fixed\" "
+            "without a default, or allocate for that batch size"
+        )
+
+
+class AllocatedDevices:
+    """The runner's view of the devices under an allocation: measured, but no power control.
+
+    Every rank's limit comes from the allocation and is held by its own rank,
+    so nothing the runner drives (a power policy) may change it: the
+    power-control methods are hidden, and ``power_limit()`` reads rank 0's.
+    """
+
+    def __init__(self, inner: Any, plan: AllocationPlan) -> None:
+        self.inner = inner
+        self.plan = plan
+        self.names = list(inner.names)
+        self.energy_sources = dict(inner.energy_sources)
+        self.max_power_w = float(inner.max_power_w)
+
+    def clock(self) -> float:
+        return self.inner.clock()
+
+    def read_energy(self) -> dict[str, float]:
+        return self.inner.read_energy()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in POWER_CONTROL or name in ("inner", "plan"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class LimitHolder:
+    """Holds one rank's allocated limit on its own device, set once before its first try."""
+
+    def __init__(self, device: Any, plan: AllocationPlan, rank: int, device_name: str) -> None:
+        self.device = device
+        self.rank_plan = plan.rank(rank)
+        self.held = False
+        try:
+            self.rank_plan.check_device(device, device_name)
+        except AllocationError as e:
+            raise ValueError(f"workload.allocation ({plan.source}): {e}") from None
+
+    def hold(self) -> None:
+        if not self.held:
+            self.rank_plan.apply_power_limit(self.device)
+            self.held = True
