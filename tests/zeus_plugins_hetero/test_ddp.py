@@ -89,3 +89,24 @@ def test_rank_plan_from_allocation_json(tmp_path):
     assert dev.limit == 70
     with pytest.raises(ValueError, match="rank 3 is not in the allocation, which has 3 GPUs"):
         RankPlan.from_allocation(data, 3)
+
+
+def test_the_reader_is_the_core_one_and_reads_what_the_allocator_writes(repo_root, hetero_aws, tmp_path):
+    """One contract for both plugins: hetero writes allocation.json, the core reads it (for the torch workload too)."""
+    import zeus_core.allocation as core
+    from zeus_core import registry as zreg
+    from zeus_test_helpers import run_cli
+
+    from zeus_plugins_hetero import ddp
+    from zeus_plugins_hetero import plugin as hetero_plugin
+
+    assert ddp.RankPlan is core.RankPlan and ddp.read_allocation is core.read_allocation
+    assert issubclass(ddp.AllocationError, ValueError)
+    reg = zreg.load(entry_points=False, extra_plugins=[("hetero", hetero_plugin)])
+    job = repo_root / "examples" / "hetero" / "cifar100_a10_t4" / "job.toml"
+    assert run_cli(reg, "run", str(job), "--output", str(tmp_path)).exit_code == 0
+    data = json.loads((tmp_path / "allocation.json").read_text())
+    plan = ddp.read_allocation(tmp_path / "allocation.json")  # both "ranks" and "gpus": checked to agree
+    assert plan.global_batch == data["global_batch_size"] == 1024
+    assert [(r.gpu, r.local_batch, r.power_limit) for r in plan.ranks] == [
+        (g["name"], g["local_batch"], g["power_limit"]) for g in data["gpus"]]
