@@ -168,3 +168,25 @@ class ConstantPowerDevice:
 
     def close(self) -> None:
         pass
+
+
+def nvml_device(driver_path: str, gpus=None):
+    """The real ``nvml`` device plugin on the simulated driver at ``driver_path`` (module level, so the
+    frequency controller's spawned process can build it): the code that runs on a real GPU."""
+    from zeus_plugins_nvml import fake_pynvml
+
+    fake_pynvml.install(driver_path)
+    from zeus_plugins_nvml.device import NvmlGpus
+    from zeus_plugins_nvml.options import NvmlOptions
+
+    return NvmlGpus(NvmlOptions(gpus=list(gpus)) if gpus is not None else None)
+
+
+def nvml_clocks(driver_path: str, index: int = 0):
+    """(locked SM clock, locked memory clock) of simulated GPU ``index``; None where not locked."""
+    from zeus_plugins_nvml import fake_pynvml
+
+    g = fake_pynvml.read_state(driver_path)["gpus"][index]
+    sm, mem = g["locked_clocks"], g["locked_mem_clocks"]
+    return (sm[1] if sm else None), (mem[1] if mem else None)
+

@@ -4,7 +4,9 @@ The controller builds its device in a child process (``make_device`` must be
 picklable: a module-level function or a ``functools.partial`` of one) through
 the device plugin API (:class:`zeus_core.parts.DeviceGroup`'s optional
 ``lock_clocks`` / ``reset_clocks``). It locks the SM clock to each requested
-value and resets the clocks when it stops: on ``close()``, when the training
+value (the device locks the memory clock as its hardware requires: the ``nvml``
+device holds it at its maximum from the first lock on) and resets the clocks
+when it stops: on ``close()``, when the training
 process exits (``atexit``) or dies (the child notices its parent is gone), and
 on SIGTERM / SIGINT / SIGHUP of the child. A SIGKILLed controller is covered by
 the device plugin's journal, which the next ``zeus`` start restores.
@@ -42,7 +44,8 @@ def _serve(make_device: Callable[[], Any], requests: Any, replies: Any, parent: 
             if not callable(getattr(device, needed, None)):
                 raise ControllerError(f"device {type(device).__name__} cannot {needed.replace('_', ' ')}; "
                                       "Perseus needs a device plugin with SM clock control")
-        replies.put(("ready", None))
+        listed = getattr(device, "supported_clocks", None)
+        replies.put(("ready", [int(c) for c in listed()] if callable(listed) else None))
         current = None
         while True:
             try:
@@ -90,6 +93,9 @@ class FrequencyController:
         if status != "ready":
             self.process.join(5)
             raise ControllerError(f"frequency controller did not start: {detail}")
+        #: SM clocks (MHz, highest first) the device supports, or None if it cannot list them: what a
+        #: rank registers with the plan server as its ``available_frequencies``
+        self.supported_clocks: list[int] | None = detail
         atexit.register(self.close)
 
     def _reply(self, timeout: float) -> tuple[str, Any]:
