@@ -61,105 +61,148 @@ def _timeline(order, preds, succs, times, limit):
     return ef, lf
 
 
+def fastest_frequencies(dag: PipelineDAG, profile: InstructionProfile) -> np.ndarray:
+    """Per op, the clock with the shortest measured time (not always the highest on a noisy profile)."""
+    best: dict[tuple[int, str], int] = {}
+    for op in dag.ops:
+        key = (op.stage, op.instruction)
+        if key not in best:
+            o = profile.get(*key)
+            order = np.lexsort((o.energy, o.time))
+            best[key] = int(o.frequency[order[0]])
+    return np.array([best[(op.stage, op.instruction)] for op in dag.ops], dtype=np.int64)
+
+
 def exact_plan(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float, limit_s: float) -> np.ndarray:
     """Clocks (MHz per op) of least energy found whose measured iteration time is at most ``limit_s``.
 
     ValueError if even every instruction at its fastest clock is slower than ``limit_s``.
     """
-    opts: dict[tuple[int, str], _Options] = {}
-    for op in dag.ops:
-        key = (op.stage, op.instruction)
-        if key not in opts:
-            o = profile.get(*key)
-            opts[key] = _Options(o.time.astype(float), o.energy.astype(float), o.frequency, blocking_w)
-    op_opts = [opts[(op.stage, op.instruction)] for op in dag.ops]
-    n = dag.n_ops
-    edges = dag.edges
+    return ExactPlanner(dag, profile, blocking_w).plan(limit_s)
 
-    # --- 1. the LP: variables [s_0..s_{n-1}, x_(i,k)...]; d_i = t_fast_i + sum_k x_ik
-    seg_op, seg_len, seg_gain = [], [], []
-    for i, o in enumerate(op_opts):
-        dt = np.diff(o.hull_t)
-        de = -np.diff(o.hull_e)  # energy saved over each hull segment
-        for L, g in zip(dt, de):
-            if L > 0:
-                seg_op.append(i)
-                seg_len.append(L)
-                seg_gain.append(g / L)
-    seg_op = np.asarray(seg_op, dtype=np.int64)
-    n_seg = len(seg_op)
-    t_fast = np.array([o.t[0] for o in op_opts])
-    rows, cols, vals = [], [], []
-    b = []
-    r = 0
-    segs_of = [[] for _ in range(n)]
-    for k, i in enumerate(seg_op):
-        segs_of[i].append(n + k)
-    for a, c in edges.tolist():  # s_a + d_a <= s_c
-        rows += [r, r] + [r] * len(segs_of[a])
-        cols += [a, c] + segs_of[a]
-        vals += [1.0, -1.0] + [1.0] * len(segs_of[a])
-        b.append(-t_fast[a])
-        r += 1
-    for i in range(n):  # s_i + d_i <= limit
-        rows += [r] + [r] * len(segs_of[i])
-        cols += [i] + segs_of[i]
-        vals += [1.0] + [1.0] * len(segs_of[i])
-        b.append(limit_s - t_fast[i])
-        r += 1
-    A = sp.csr_array((vals, (rows, cols)), shape=(r, n + n_seg))
-    cost = np.concatenate([np.zeros(n), -np.asarray(seg_gain, dtype=float)])
-    bounds = [(0, None)] * n + [(0, L) for L in seg_len]
-    res = linprog(cost, A_ub=A, b_ub=np.asarray(b), bounds=bounds, method="highs")
-    if res.status == 2:
-        raise ValueError(f"no plan meets {limit_s:.6f} s: every instruction at its fastest clock is slower")
-    if res.status != 0:  # pragma: no cover - numerical trouble in HiGHS
-        raise RuntimeError(f"the exact plan's linear program failed: {res.message}")
-    dur = t_fast.copy()
-    np.add.at(dur, seg_op, res.x[n:])
 
-    # --- 2. slowest measured option within each duration
-    choice = [o.slowest_within(d) for o, d in zip(op_opts, dur)]
+class ExactPlanner:
+    """The LP of one DAG and profile, built once, solved for as many limits as asked."""
 
-    # --- 3. exact repair and slack reclamation on real times
-    order = topological_order(n, edges)
-    preds = [[] for _ in range(n)]
-    succs = [[] for _ in range(n)]
-    for a, c in edges.tolist():
-        preds[c].append(a)
-        succs[a].append(c)
+    def __init__(self, dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> None:
+        opts: dict[tuple[int, str], _Options] = {}
+        for op in dag.ops:
+            key = (op.stage, op.instruction)
+            if key not in opts:
+                o = profile.get(*key)
+                opts[key] = _Options(o.time.astype(float), o.energy.astype(float), o.frequency, blocking_w)
+        self.op_opts = op_opts = [opts[(op.stage, op.instruction)] for op in dag.ops]
+        self.n = n = dag.n_ops
+        edges = dag.edges
 
-    def times_now():
-        return [float(o.t[c]) for o, c in zip(op_opts, choice)]
+        # variables [s_0..s_{n-1}, x_(i,k)...]; d_i = t_fast_i + sum_k x_ik
+        seg_op, seg_len, seg_gain = [], [], []
+        for i, o in enumerate(op_opts):
+            dt = np.diff(o.hull_t)
+            de = -np.diff(o.hull_e)  # energy saved over each hull segment
+            for L, g in zip(dt, de):
+                if L > 0:
+                    seg_op.append(i)
+                    seg_len.append(L)
+                    seg_gain.append(g / L)
+        self.seg_op = seg_op = np.asarray(seg_op, dtype=np.int64)
+        n_seg = len(seg_op)
+        self.t_fast = t_fast = np.array([o.t[0] for o in op_opts])
+        rows, cols, vals = [], [], []
+        b = []
+        r = 0
+        segs_of = [[] for _ in range(n)]
+        for k, i in enumerate(seg_op):
+            segs_of[i].append(n + k)
+        for a, c in edges.tolist():  # s_a + d_a <= s_c
+            rows += [r, r] + [r] * len(segs_of[a])
+            cols += [a, c] + segs_of[a]
+            vals += [1.0, -1.0] + [1.0] * len(segs_of[a])
+            b.append(-t_fast[a])
+            r += 1
+        for i in range(n):  # s_i + d_i <= limit
+            rows += [r] + [r] * len(segs_of[i])
+            cols += [i] + segs_of[i]
+            vals += [1.0] + [1.0] * len(segs_of[i])
+            b.append(-t_fast[i])  # + limit at solve time
+            r += 1
+        self.n_edges = len(edges)
+        self.A = sp.csr_array((vals, (rows, cols)), shape=(r, n + n_seg))
+        self.b0 = np.asarray(b)
+        self.cost = np.concatenate([np.zeros(n), -np.asarray(seg_gain, dtype=float)])
+        self.bounds = [(0, None)] * n + [(0, L) for L in seg_len]
+        self.stages, self.blocking_w = dag.stages, blocking_w
+        self.order = topological_order(n, edges)
+        self.preds = [[] for _ in range(n)]
+        self.succs = [[] for _ in range(n)]
+        for a, c in edges.tolist():
+            self.preds[c].append(a)
+            self.succs[a].append(c)
 
-    times = times_now()
-    ef, lf = _timeline(order, preds, succs, times, limit_s)
-    while max(ef) > limit_s:  # solver tolerance: speed up a late critical op, cheapest per second first
-        late = [i for i in range(n) if ef[i] > lf[i] and choice[i] > 0]
-        if not late:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
-            raise ValueError(f"no plan meets {limit_s:.6f} s")
-        i = min(late, key=lambda j: (op_opts[j].e[choice[j] - 1] - op_opts[j].e[choice[j]])
-                / (op_opts[j].t[choice[j]] - op_opts[j].t[choice[j] - 1]))
-        choice[i] -= 1
+    def _solve(self, limit_s: float):
+        b = self.b0.copy()
+        b[self.n_edges:] += limit_s
+        res = linprog(self.cost, A_ub=self.A, b_ub=b, bounds=self.bounds, method="highs")
+        if res.status == 2:
+            raise ValueError(f"no plan meets {limit_s:.6f} s: every instruction at its fastest clock is slower")
+        if res.status != 0:  # pragma: no cover - numerical trouble in HiGHS
+            raise RuntimeError(f"the exact plan's linear program failed: {res.message}")
+        return res
+
+    def hull_energy_j(self, limit_s: float) -> float:
+        """Least iteration energy on the convex hulls with every op finished by ``limit_s``.
+
+        Discrete clocks lie on or above each hull, so no plan finishing at
+        ``limit_s`` uses less energy: a bound to judge a plan at that limit by.
+        """
+        res = self._solve(limit_s)
+        fastest_eff = sum(float(o.hull_e[0]) for o in self.op_opts)
+        return fastest_eff + float(res.fun) + self.stages * limit_s * self.blocking_w
+
+    def plan(self, limit_s: float) -> np.ndarray:
+        """Clocks (MHz per op) for one limit; see :func:`exact_plan`."""
+        op_opts, n = self.op_opts, self.n
+        res = self._solve(limit_s)
+        dur = self.t_fast.copy()
+        np.add.at(dur, self.seg_op, res.x[n:])
+
+        # --- 2. slowest measured option within each duration
+        choice = [o.slowest_within(d) for o, d in zip(op_opts, dur)]
+
+        # --- 3. exact repair and slack reclamation on real times
+        order, preds, succs = self.order, self.preds, self.succs
+
+        def times_now():
+            return [float(o.t[c]) for o, c in zip(op_opts, choice)]
+
         times = times_now()
         ef, lf = _timeline(order, preds, succs, times, limit_s)
-    # Reclaim: ops by the saving of their next slower option, largest first; slow each while float allows.
-    blocked: set[int] = set()
-    while True:
-        best, best_gain = None, 0.0
-        for i, o in enumerate(op_opts):
-            c = choice[i]
-            if i not in blocked and c + 1 < len(o.t) and o.t[c + 1] - o.t[c] <= lf[i] - ef[i]:
-                gain = o.e[c] - o.e[c + 1]
-                if gain > best_gain:
-                    best, best_gain = i, gain
-        if best is None:
-            break
-        choice[best] += 1
-        new_ef, new_lf = _timeline(order, preds, succs, times_now(), limit_s)
-        if max(new_ef) > limit_s:  # a float rounding of the slack: keep the faster option
-            choice[best] -= 1
-            blocked.add(best)
-            continue
-        ef, lf = new_ef, new_lf
-    return np.array([int(o.f[c]) for o, c in zip(op_opts, choice)], dtype=np.int64)
+        while max(ef) > limit_s:  # solver tolerance: speed up a late critical op, cheapest per second first
+            late = [i for i in range(n) if ef[i] > lf[i] and choice[i] > 0]
+            if not late:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
+                raise ValueError(f"no plan meets {limit_s:.6f} s")
+            i = min(late, key=lambda j: (op_opts[j].e[choice[j] - 1] - op_opts[j].e[choice[j]])
+                    / (op_opts[j].t[choice[j]] - op_opts[j].t[choice[j] - 1]))
+            choice[i] -= 1
+            times = times_now()
+            ef, lf = _timeline(order, preds, succs, times, limit_s)
+        # Reclaim: ops by the saving of their next slower option, largest first; slow each while float allows.
+        blocked: set[int] = set()
+        while True:
+            best, best_gain = None, 0.0
+            for i, o in enumerate(op_opts):
+                c = choice[i]
+                if i not in blocked and c + 1 < len(o.t) and o.t[c + 1] - o.t[c] <= lf[i] - ef[i]:
+                    gain = o.e[c] - o.e[c + 1]
+                    if gain > best_gain:
+                        best, best_gain = i, gain
+            if best is None:
+                break
+            choice[best] += 1
+            new_ef, new_lf = _timeline(order, preds, succs, times_now(), limit_s)
+            if max(new_ef) > limit_s:  # a float rounding of the slack: keep the faster option
+                choice[best] -= 1
+                blocked.add(best)
+                continue
+            ef, lf = new_ef, new_lf
+        return np.array([int(o.f[c]) for o, c in zip(op_opts, choice)], dtype=np.int64)

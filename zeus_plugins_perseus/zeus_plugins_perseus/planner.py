@@ -15,9 +15,12 @@ from pathlib import Path
 import attrs
 import numpy as np
 
+from zeus_core.cost import pareto_frontier
+
 from zeus_plugins_perseus.costmodel import OpSpec, build_spec
 from zeus_plugins_perseus.emulator import emulate
-from zeus_plugins_perseus.exact import exact_plan
+from zeus_plugins_perseus.exact import ExactPlanner, fastest_frequencies
+from zeus_plugins_perseus.reclaim import reclaim_slack
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import BACKWARD, FORWARD, PipelineDAG, build_dag
 from zeus_plugins_perseus.tradeoff import solve_frontier
@@ -43,7 +46,7 @@ class PlanSet:
     solve_seconds: float
     phases: int
 
-    exact_fastest: bool = False  # plan 0 was solved in real time at the all-max-clock iteration time
+    exact_fastest: bool = False  # real-time plans (all-max time, fastest time, the rounding gap) are included
 
     @property
     def planned_time_s(self) -> np.ndarray:
@@ -110,14 +113,42 @@ class PlanSet:
 
 
 def build_specs(
-    profile: InstructionProfile, stages: int, model: str, unit_time_s: float, blocking_power_w: float
+    profile: InstructionProfile, stages: int, model: str, unit_time_s: float, blocking_power_w: float, rounding: str = "up"
 ) -> dict[tuple[int, str], OpSpec]:
     profile.check_stages(stages, (FORWARD, BACKWARD))
     return {
-        (s, inst): build_spec(profile.get(s, inst), model, unit_time_s, blocking_power_w)
+        (s, inst): build_spec(profile.get(s, inst), model, unit_time_s, blocking_power_w, rounding)
         for s in range(stages)
         for inst in (FORWARD, BACKWARD)
     }
+
+
+def _solve(dag: PipelineDAG, specs: dict, unit_time_s: float, blocking_power_w: float, pareto_only: bool):
+    """(time units, planned energy, clocks[plan, op], max-flow phases) of the solver's plans, fastest first."""
+    keys = list(specs)
+    key_index = {k: j for j, k in enumerate(keys)}
+    spec_of_op = np.array([key_index[(op.stage, op.instruction)] for op in dag.ops])
+    fr = solve_frontier(
+        dag.n_ops,
+        dag.edges,
+        spec_of_op,
+        [specs[k].lo for k in keys],
+        [specs[k].hi for k in keys],
+        [specs[k].costs for k in keys],
+    )
+    t_units = fr.times[::-1]
+    durations = fr.durations[::-1]
+    energy = fr.costs[::-1] + dag.stages * t_units * unit_time_s * blocking_power_w
+    if pareto_only:
+        keep = slice(0, int(np.argmin(energy)) + 1)
+    else:
+        keep = slice(0, len(t_units) - 1)  # the all-slowest starting point is not a published plan
+    t_units, durations, energy = t_units[keep], durations[keep], energy[keep]
+    freqs = np.empty(durations.shape, dtype=np.int64)
+    for j, k in enumerate(keys):
+        cols = spec_of_op == j
+        freqs[:, cols] = specs[k].frequencies_for(durations[:, cols])
+    return t_units.astype(float), energy, freqs, fr.phases
 
 
 def plan_frontier(
@@ -130,20 +161,29 @@ def plan_frontier(
     model: str = "measured",
     pareto_only: bool | None = None,
     exact_fastest: bool | None = None,
+    reclaim: bool | None = None,
+    max_gap_plans: int = 32,
 ) -> PlanSet:
     """Solve and emulate the frontier.
 
     ``pareto_only`` (default: True for ``measured``, False for ``exponential``)
-    keeps only plans from the fastest to the minimum planned energy; the
-    exponential model otherwise lists every plan the published solver emits
-    (one per unit from just below the all-slowest time to the fastest) so the
-    two can be compared point by point.
+    keeps only plans from the fastest to the minimum planned energy, and then
+    the emulated Pareto frontier (sorted by emulated time); the exponential
+    model otherwise lists every plan the published solver emits (one per unit
+    from just below the all-slowest time to the fastest) so the two can be
+    compared point by point.
 
-    ``exact_fastest`` (default: True for ``measured``) makes plan 0 the plan
-    solved in real time for the all-max-clock iteration time
-    (:mod:`~zeus_plugins_perseus.exact`): exactly as fast as all max clocks,
-    with the slack off the critical path spent. Quantised plans it dominates
-    (slower and at least as costly) are dropped.
+    ``reclaim`` (default: True for ``measured``) spends the float each
+    quantised plan leaves on the real timeline (:mod:`~zeus_plugins_perseus.reclaim`):
+    same or shorter emulated time, less energy.
+
+    ``exact_fastest`` (default: True for ``measured``) adds plans solved in real
+    time (:mod:`~zeus_plugins_perseus.exact`): one at exactly the all-max-clock
+    iteration time (the zero-slowdown plan), one at the fastest time the
+    measured clocks allow when that is shorter (a noisy profile where a lower
+    clock is faster), and up to ``max_gap_plans`` evenly over the gap between
+    those and the fastest quantised plan (one per unit when it fits), which
+    rounding times up leaves empty.
     """
     if not unit_time_s > 0:
         raise ValueError(f"unit_time_s must be > 0, got {unit_time_s}")
@@ -152,49 +192,46 @@ def plan_frontier(
     started = time.perf_counter()
     dag = build_dag(schedule, stages, microbatches)
     specs = build_specs(profile, stages, model, unit_time_s, blocking_power_w)
-    keys = list(specs)
-    key_index = {k: j for j, k in enumerate(keys)}
-    spec_of_op = np.array([key_index[(op.stage, op.instruction)] for op in dag.ops])
-    fr = solve_frontier(
-        dag.n_ops,
-        dag.edges,
-        spec_of_op,
-        [specs[k].lo for k in keys],
-        [specs[k].hi for k in keys],
-        [specs[k].costs for k in keys],
-    )
-    # Fastest first.
-    t_units = fr.times[::-1]
-    durations = fr.durations[::-1]
-    energy = fr.costs[::-1] + stages * t_units * unit_time_s * blocking_power_w
     if pareto_only is None:
         pareto_only = model == "measured"
-    if pareto_only:
-        keep = slice(0, int(np.argmin(energy)) + 1)
-    else:
-        keep = slice(0, len(t_units) - 1)  # the all-slowest starting point is not a published plan
-    t_units, durations, energy = t_units[keep], durations[keep], energy[keep]
-    freqs = np.empty(durations.shape, dtype=np.int64)
-    for j, k in enumerate(keys):
-        cols = spec_of_op == j
-        freqs[:, cols] = specs[k].frequencies_for(durations[:, cols])
-    solve_seconds = time.perf_counter() - started
+    t_units, energy, freqs, phases = _solve(dag, specs, unit_time_s, blocking_power_w, pareto_only)
+    if reclaim is None:
+        reclaim = model == "measured"
+    if reclaim:
+        freqs = reclaim_slack(dag, profile, freqs, blocking_power_w)
     emu_t, emu_e = emulate(dag, profile, freqs, blocking_power_w)
     fmax = np.array([int(profile.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
     mt, me = emulate(dag, profile, fmax[None, :], blocking_power_w)
-    t_units = t_units.astype(float)
     if exact_fastest is None:
         exact_fastest = model == "measured"
     if exact_fastest:
-        f0 = exact_plan(dag, profile, blocking_power_w, float(mt[0]))
-        et0, ee0 = emulate(dag, profile, f0[None, :], blocking_power_w)
-        keep = energy < ee0[0]  # plans slower than plan 0 must save energy to stay on the frontier
-        t_units = np.concatenate([[float(mt[0]) / unit_time_s], t_units[keep]])
-        energy = np.concatenate([ee0, energy[keep]])
-        freqs = np.vstack([f0[None, :], freqs[keep]])
-        emu_t = np.concatenate([et0, emu_t[keep]])
-        emu_e = np.concatenate([ee0, emu_e[keep]])
-        solve_seconds = time.perf_counter() - started
+        # Real-time plans at the all-max-clock time; when a lower clock is faster somewhere
+        # (noisy profiles), at the fastest time the measured options allow; and one per unit
+        # across the gap that rounding up leaves between those and the quantised plans.
+        limits = [float(mt[0])]
+        fastest = emulate(dag, profile, fastest_frequencies(dag, profile)[None, :], blocking_power_w)[0][0]
+        if fastest < limits[0] * (1 - 1e-9):
+            limits.append(float(fastest))
+        quantised_fastest = float(emu_t.min()) if len(emu_t) else float(mt[0])
+        gap = np.arange(min(limits) + unit_time_s, quantised_fastest, unit_time_s)
+        if len(gap) > max_gap_plans:
+            gap = np.linspace(gap[0], gap[-1], max_gap_plans)
+        limits += [float(x) for x in gap]
+        exact = ExactPlanner(dag, profile, blocking_power_w)
+        f_exact = np.array([exact.plan(lim) for lim in limits])
+        et, ee = emulate(dag, profile, f_exact, blocking_power_w)
+        t_units = np.concatenate([np.array(limits) / unit_time_s, t_units])
+        energy = np.concatenate([ee, energy])
+        freqs = np.vstack([f_exact, freqs])
+        emu_t = np.concatenate([et, emu_t])
+        emu_e = np.concatenate([ee, emu_e])
+    if pareto_only:
+        # The emulated frontier, fastest first: a plan stays only if no faster-or-equal
+        # plan uses at most its energy.
+        keep = pareto_frontier(emu_t, emu_e)
+        keep = keep[np.argsort(emu_t[keep], kind="stable")]
+        t_units, energy, freqs, emu_t, emu_e = t_units[keep], energy[keep], freqs[keep], emu_t[keep], emu_e[keep]
+    solve_seconds = time.perf_counter() - started
     return PlanSet(
         dag=dag,
         specs=specs,
@@ -210,6 +247,6 @@ def plan_frontier(
         max_freq_energy_j=float(me[0]),
         max_frequencies=fmax,
         solve_seconds=solve_seconds,
-        phases=fr.phases,
+        phases=phases,
         exact_fastest=bool(exact_fastest),
     )

@@ -1,0 +1,100 @@
+"""Slack reclamation: never slower, never costlier, and no single op left that could run slower for free."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from perseus_fakes import two_stage_rows  # noqa: E402
+
+from zeus_core.cost import pareto_frontier  # noqa: E402
+from zeus_plugins_perseus.emulator import emulate, measured_tables  # noqa: E402
+from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
+from zeus_plugins_perseus.profile import InstructionProfile, read_profile  # noqa: E402
+from zeus_plugins_perseus.reclaim import reclaim_slack  # noqa: E402
+from zeus_plugins_perseus.schedule import build_dag  # noqa: E402
+from zeus_plugins_perseus.tradeoff import topological_order  # noqa: E402
+
+BLOCKING = 60.0
+CLOCKS = np.array([1410, 1200, 1000, 800])
+
+
+def _float_left(dag, prof, freqs):
+    """Per op: can it take its next slower effective-energy Pareto option without lengthening the iteration?"""
+    times, _ = measured_tables(dag, prof, freqs[None])
+    times = times[0]
+    order = topological_order(dag.n_ops, dag.edges)
+    preds = [[] for _ in range(dag.n_ops)]
+    succs = [[] for _ in range(dag.n_ops)]
+    for a, b in dag.edges.tolist():
+        preds[b].append(a)
+        succs[a].append(b)
+    ef = np.zeros(dag.n_ops)
+    for v in order:
+        ef[v] = max((ef[p] for p in preds[v]), default=0.0) + times[v]
+    T = ef.max()
+    lf = np.zeros(dag.n_ops)
+    for v in reversed(order):
+        lf[v] = min((lf[w] - times[w] for w in succs[v]), default=T)
+    free = []
+    for i, op in enumerate(dag.ops):
+        o = prof.get(op.stage, op.instruction)
+        eff = o.energy - BLOCKING * o.time
+        front = pareto_frontier(o.time, eff)
+        t_front, f_front = o.time[front], o.frequency[front]
+        k = int(np.flatnonzero(f_front == freqs[i])[0]) if freqs[i] in f_front else None
+        if k is not None and k + 1 < len(front) and t_front[k + 1] - t_front[k] < lf[i] - ef[i] - 1e-9:
+            free.append(i)
+    return free
+
+
+def test_random_plans_get_cheaper_never_slower_and_leave_no_free_float():
+    prof = InstructionProfile.from_rows(two_stage_rows())
+    dag = build_dag("1f1b", 2, 4)
+    rng = np.random.default_rng(7)
+    plans = CLOCKS[rng.integers(0, len(CLOCKS), size=(300, dag.n_ops))]
+    t0, e0 = emulate(dag, prof, plans, BLOCKING)
+    out = reclaim_slack(dag, prof, plans, BLOCKING)
+    t1, e1 = emulate(dag, prof, out, BLOCKING)
+    assert np.all(t1 <= t0)  # never slower: exact, no tolerance
+    assert np.all(e1 <= e0 + 1e-9)
+    assert np.mean(e1 < e0 - 1e-9) > 0.5  # random plans waste float; most get cheaper
+    for k in range(0, 300, 30):
+        assert _float_left(dag, prof, out[k]) == []
+
+
+def test_all_max_plan_slows_only_the_light_stage():
+    prof = InstructionProfile.from_rows(two_stage_rows())
+    dag = build_dag("gpipe", 2, 3)
+    fmax = np.full(dag.n_ops, 1410)
+    out = reclaim_slack(dag, prof, fmax[None], BLOCKING)[0]
+    t0, e0 = emulate(dag, prof, fmax[None], BLOCKING)
+    t1, e1 = emulate(dag, prof, out[None], BLOCKING)
+    assert t1[0] <= t0[0] and e1[0] < e0[0]
+    stage = np.array([op.stage for op in dag.ops])
+    assert np.all(out[stage == 0] == 1410)  # stage 0 is the critical path: left alone
+    assert np.any(out[stage == 1] < 1410)  # stage 1 (0.6x the work) takes its float
+
+
+def test_measured_frontier_reaches_the_fastest_clocks_of_a_noisy_profile():
+    # stage 0 backward runs fastest at 1200 MHz, not at its highest clock (a noisy profile)
+    rows = [r if not (r[0] == 0 and r[1] == "backward" and r[2] == 1200) else (0, "backward", 1200, 0.038, r[4])
+            for r in two_stage_rows()]
+    prof = InstructionProfile.from_rows(rows)
+    ps = plan_frontier(prof, 2, 4, "1f1b", 0.001, BLOCKING)
+    assert ps.emulated_time_s[0] < ps.max_freq_time_s  # faster than every op at its highest clock
+    dag = build_dag("1f1b", 2, 4)
+    fastest = np.where([op.stage == 0 and op.instruction == "backward" for op in dag.ops], 1200, 1410)
+    t_fast, _ = emulate(dag, prof, fastest[None], BLOCKING)
+    assert ps.emulated_time_s[0] == t_fast[0]
+
+
+def test_default_model_never_worse_than_published_model(gpt3_a100):
+    prof = read_profile(gpt3_a100)
+    meas = plan_frontier(prof, 8, 12, "1f1b", 0.001, 83.64)
+    pub = plan_frontier(prof, 8, 12, "1f1b", 0.001, 83.64, model="exponential")
+    for t, e in zip(pub.emulated_time_s, pub.emulated_energy_j):
+        ok = meas.emulated_energy_j[meas.emulated_time_s <= t]
+        assert ok.size and ok.min() <= e * (1 + 1e-9), f"published plan at {t:.4f} s, {e:.2f} J beats every measured plan"

@@ -1,0 +1,148 @@
+"""Give back the slack a quantised plan leaves on the real timeline, for many plans at once.
+
+A plan solved in integer time units assigns each instruction the slowest clock
+whose *rounded* time fits its planned duration. On the measured timeline most
+instructions then finish early, and instructions off the critical path keep
+float that a slower clock could use for free: same iteration time, less
+energy (a slower Pareto option burns less *effective* energy, and the blocking
+term ``stages x T x P_blocking`` does not change while ``T`` does not).
+
+The pass is safe by construction. With ``lf`` the latest finish of every op on
+the current plan (against the plan's own measured iteration time), ops are
+visited in topological order and each takes the slowest Pareto option that
+still finishes by its ``lf`` given its predecessors' *new* finish times.
+Every successor ``w`` of ``v`` has ``lf[v] <= lf[w] - t[w]``, so ``w`` still
+fits at its old clock and, by induction, no op finishes after its ``lf``: the
+iteration time never grows. The mirror pass (reverse topological order, each
+op starting no earlier than its earliest start) gives slack to late ops
+instead; each plan keeps whichever saves more, and passes repeat while they
+help. All plans are handled together with numpy, one op at a time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zeus_core.cost import pareto_frontier
+
+from zeus_plugins_perseus.profile import InstructionProfile
+from zeus_plugins_perseus.schedule import PipelineDAG
+from zeus_plugins_perseus.tradeoff import topological_order
+
+_EPS = 1e-12  # relative float guard on windows
+
+
+class _OpTable:
+    """Pareto options of one (stage, instruction) on (time, effective energy), fastest first."""
+
+    def __init__(self, times: np.ndarray, energies: np.ndarray, freqs: np.ndarray, blocking_w: float) -> None:
+        eff = energies - blocking_w * times
+        front = pareto_frontier(times, eff)
+        self.t, self.eff, self.f = times[front], eff[front], freqs[front].astype(np.int64)
+        self.all = {int(f): (float(t), float(e)) for f, t, e in zip(freqs, times, eff)}
+
+
+def _tables(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> list[_OpTable]:
+    cache: dict[tuple[int, str], _OpTable] = {}
+    out = []
+    for op in dag.ops:
+        key = (op.stage, op.instruction)
+        if key not in cache:
+            o = profile.get(*key)
+            cache[key] = _OpTable(o.time.astype(float), o.energy.astype(float), np.asarray(o.frequency), blocking_w)
+        out.append(cache[key])
+    return out
+
+
+def _lookup(tables: list[_OpTable], freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    times = np.empty(freqs.shape)
+    eff = np.empty(freqs.shape)
+    for i, tab in enumerate(tables):
+        col = freqs[:, i]
+        for f in np.unique(col):
+            t, e = tab.all[int(f)]
+            hit = col == f
+            times[hit, i], eff[hit, i] = t, e
+    return times, eff
+
+
+def _pass(tables, order, preds, succs, freqs, times, eff, limit, forward: bool):
+    """One safe pass; returns new (freqs, times, eff) arrays (inputs untouched)."""
+    freqs, times, eff = freqs.copy(), times.copy(), eff.copy()
+    guard = limit * _EPS
+    if forward:
+        # latest finish on the current plan
+        lf = np.empty_like(times)
+        for v in reversed(order):
+            if succs[v]:
+                lf[:, v] = (lf[:, succs[v]] - times[:, succs[v]]).min(axis=1)
+            else:
+                lf[:, v] = limit
+        ef = np.empty_like(times)
+        for v in order:
+            es = ef[:, preds[v]].max(axis=1) if preds[v] else np.zeros(len(limit))
+            _choose(tables[v], v, freqs, times, eff, lf[:, v] - es - guard)
+            ef[:, v] = es + times[:, v]
+    else:
+        es = np.empty_like(times)
+        for v in order:
+            es[:, v] = (es[:, preds[v]] + times[:, preds[v]]).max(axis=1) if preds[v] else 0.0
+        ls = np.empty_like(times)
+        for v in reversed(order):
+            lf = ls[:, succs[v]].min(axis=1) if succs[v] else limit
+            _choose(tables[v], v, freqs, times, eff, lf - es[:, v] - guard)
+            ls[:, v] = lf - times[:, v]
+    return freqs, times, eff
+
+
+def _choose(tab: _OpTable, v: int, freqs, times, eff, window) -> None:
+    """Op ``v`` of every plan takes the slowest Pareto option within ``window`` if it saves energy."""
+    k = np.searchsorted(tab.t, window, side="right") - 1
+    ok = k >= 0
+    kk = np.where(ok, k, 0)
+    better = ok & (tab.eff[kk] < eff[:, v]) & (tab.t[kk] > times[:, v])
+    if better.any():
+        freqs[better, v] = tab.f[kk[better]]
+        times[better, v] = tab.t[kk[better]]
+        eff[better, v] = tab.eff[kk[better]]
+
+
+def _makespan(order, preds, times):
+    ef = np.empty_like(times)
+    for v in order:
+        ef[:, v] = (ef[:, preds[v]].max(axis=1) if preds[v] else 0.0) + times[:, v]
+    return ef.max(axis=1)
+
+
+def reclaim_slack(
+    dag: PipelineDAG, profile: InstructionProfile, freqs: np.ndarray, blocking_power_w: float, max_passes: int = 4
+) -> np.ndarray:
+    """Clocks ``freqs[plan, op]`` with float spent: measured time never longer, energy never higher."""
+    freqs = np.atleast_2d(np.asarray(freqs, dtype=np.int64))
+    if freqs.size == 0:
+        return freqs.copy()
+    tables = _tables(dag, profile, blocking_power_w)
+    order = topological_order(dag.n_ops, dag.edges)
+    preds: list[list[int]] = [[] for _ in range(dag.n_ops)]
+    succs: list[list[int]] = [[] for _ in range(dag.n_ops)]
+    for a, b in dag.edges.tolist():
+        preds[b].append(a)
+        succs[a].append(b)
+    times, eff = _lookup(tables, freqs)
+    limit = _makespan(order, preds, times)
+    for _ in range(max_passes):
+        before = eff.sum(axis=1)
+        cands = [_pass(tables, order, preds, succs, freqs, times, eff, limit, fw) for fw in (True, False)]
+        totals = np.stack([c[2].sum(axis=1) for c in cands])
+        pick = np.argmin(totals, axis=0)
+        new_f = np.where(pick[:, None] == 0, cands[0][0], cands[1][0])
+        new_t = np.where(pick[:, None] == 0, cands[0][1], cands[1][1])
+        new_e = np.where(pick[:, None] == 0, cands[0][2], cands[1][2])
+        # float safety: a plan whose iteration time grew keeps its old clocks
+        grew = _makespan(order, preds, new_t) > limit
+        new_f[grew], new_t[grew], new_e[grew] = freqs[grew], times[grew], eff[grew]
+        gain = before - new_e.sum(axis=1)
+        freqs, times, eff = new_f, new_t, new_e
+        if not np.any(gain > 1e-9):
+            break
+    return freqs
