@@ -6,7 +6,8 @@ each figure comes from), optionally a CSV of every sample, and a summary when
 Ctrl-C (or SIGTERM, or ``--duration``) ends it. The core names no device: the
 devices are whatever ``zeus_register_devices`` registered; without
 ``--device`` every one that can be opened on this machine is shown, and the
-others are listed with the reason.
+others are listed with the reason. Devices are opened through
+:mod:`zeus_core.devices`, as every tool outside a job does.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import attrs
 import click
 from rich.console import Console, Group
 from rich.live import Live
@@ -27,25 +27,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from zeus_core.job import Problem, parse_override, structure
+from zeus_core.devices import open_devices
+from zeus_core.job import parse_override
 from zeus_core.measurement import format_joules
 from zeus_core.registry import Registry, get_registry
-
-
-@attrs.define
-class MonitorContext:
-    """What a device factory sees under ``zeus monitor``: no job, no store, paths relative to the cwd."""
-
-    console: Console
-    registry: Registry
-    job: Any = None
-    store: Any = None
-    parts: dict[str, Any] = attrs.field(factory=dict)
-    job_dir: Path = attrs.field(factory=Path.cwd)
-
-    def resolve_path(self, p: str | Path) -> Path:
-        p = Path(p).expanduser()
-        return p if p.is_absolute() else self.job_dir / p
 
 
 class _Stop(BaseException):
@@ -73,24 +58,6 @@ def _device_options(reg: Registry, sets: tuple[str, ...]) -> tuple[dict[str, dic
             continue
         tables.setdefault(path[0], {})[path[1]] = value
     return tables, errors
-
-
-def open_devices(reg: Registry, names: list[str], tables: dict[str, dict], console: Console) -> tuple[list[tuple[str, Any]], list[tuple[str, str]], list[str]]:
-    """Build the devices: (opened [(plugin name, group)], unavailable [(name, why)], option errors)."""
-    ctx = MonitorContext(console, reg)
-    opened, unavailable, errors = [], [], []
-    for name in names:
-        r = reg.get("device", name)
-        problems: list[Problem] = []
-        options = structure(r.options, tables.get(name, {}), (name,), problems)
-        if options is None:
-            errors += [f"{name}: {p.message} @ {p.jsonpath()}" for p in problems]
-            continue
-        try:
-            opened.append((name, r.factory(options, ctx)))
-        except Exception as e:  # noqa: BLE001 - a device this machine cannot open is reported, not fatal
-            unavailable.append((name, str(e) or type(e).__name__))
-    return opened, unavailable, errors
 
 
 class Sampler:

@@ -44,6 +44,12 @@ class DeviceGroup(Protocol):
     Every setter journals the original value first (:mod:`zeus_core.journal`)
     and raises :class:`~zeus_core.measurement.DeviceError` with the fix when it
     lacks permission. ``close()`` restores whatever the device changed.
+
+    ``lock_clocks`` may also lock other clocks the SM clock depends on: the
+    ``nvml`` device holds the memory clock at its highest supported value from
+    the first lock on (where the GPU allows it), journaled like the SM clock,
+    and ``reset_clocks`` unlocks both. Outside a job (tools, helper processes)
+    a device plugin is opened by name with :func:`zeus_core.devices.open_device`.
     """
 
     names: list[str]

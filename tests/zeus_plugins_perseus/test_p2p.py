@@ -23,10 +23,17 @@ def test_rank0_blocks_for_the_duration_and_reports_its_power():
 
 
 def test_bad_requests():
-    with pytest.raises(p2p.P2PError, match="no device plugin named 'no-such-device'; installed: .*nvml"):
-        p2p.registry_device("no-such-device")
     with pytest.raises(ValueError, match="backend must be"):
         p2p.measure_blocking_power(dict, 1.0, "mpi")
+
+
+def test_a_rank_that_cannot_open_its_device_fails_the_job_with_the_reason():
+    pytest.importorskip("torch")
+    from zeus_core.devices import open_device
+
+    make = functools.partial(open_device, "no-such-device", {})  # picklable, opened in rank 0's process
+    with pytest.raises(p2p.P2PError, match="rank 0: DeviceOpenError: no device plugin named 'no-such-device'; installed: .*nvml"):
+        p2p.measure_blocking_power(make, duration_s=0.2, backend="gloo", timeout_s=120)
 
 
 def test_cli(monkeypatch):
@@ -37,12 +44,14 @@ def test_cli(monkeypatch):
     calls = []
 
     def fake(make_device, duration, backend, gpus):
-        calls.append((make_device.args, make_device.keywords, duration, backend, gpus))
+        calls.append((make_device.func, make_device.args, make_device.keywords, duration, backend, gpus))
         return p2p.BlockingPower(83.64, 2.0, 167.28, ["gpu3"], backend)
 
     monkeypatch.setattr(p2p, "measure_blocking_power", fake)
     r = CliRunner().invoke(perseus_group, ["p2p-power", "--set", "gpus=[3]", "--duration", "2", "--gpus", "3,4"])
     assert r.exit_code == 0, r.output
-    assert "83.64 W" in r.output and calls == [(("nvml", {"gpus": [3]}), {}, 2.0, "nccl", (3, 4))]
+    from zeus_core.devices import open_device  # rank 0 opens the device by name through the core
+
+    assert "83.64 W" in r.output and calls == [(open_device, ("nvml", {"gpus": [3]}), {}, 2.0, "nccl", (3, 4))]
     bad = CliRunner().invoke(perseus_group, ["p2p-power", "--gpus", "0"])
     assert bad.exit_code == 2 and "two CUDA indices" in bad.output

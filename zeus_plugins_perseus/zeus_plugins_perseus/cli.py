@@ -77,9 +77,10 @@ def p2p_power_command(device_name, sets, duration, backend, gpus) -> None:
     """Measure the P2P blocking power (W): rank 0 blocks on a receive for --duration seconds."""
     import functools
 
+    from zeus_core.devices import open_device
     from zeus_core.job import parse_override
 
-    from zeus_plugins_perseus.p2p import P2PError, measure_blocking_power, registry_device
+    from zeus_plugins_perseus.p2p import P2PError, measure_blocking_power
 
     options = {}
     try:
@@ -101,7 +102,7 @@ def p2p_power_command(device_name, sets, duration, backend, gpus) -> None:
     console = Console()
     console.print(f"measuring P2P blocking power: {backend}, rank 0 blocks for {duration:g} s ...")
     try:
-        r = measure_blocking_power(functools.partial(registry_device, device_name, options), duration, backend, pair)
+        r = measure_blocking_power(functools.partial(open_device, device_name, options), duration, backend, pair)
     except (P2PError, ValueError) as e:
         _fail(str(e), 1)
     console.print(f"P2P blocking power: [bold]{r.watts:.2f} W[/] ({r.joules:.1f} J over {r.seconds:.2f} s on "

@@ -9,8 +9,9 @@ With ``backend="nccl"`` rank r uses GPU ``gpus[r]`` and the receive really
 spins on rank 0's GPU, as during training; ``gloo`` runs on CPU tensors (for
 tests, or to measure what a host-staged pipeline costs). ``make_device`` builds
 rank 0's device group in its own process, so it must be picklable: a
-module-level function or a ``functools.partial`` of one (see
-:func:`registry_device` for a device plugin by name).
+module-level function or a ``functools.partial`` of one, e.g.
+``functools.partial(zeus_core.devices.open_device, "nvml", {"gpus": [0]})``
+for a device plugin by name.
 """
 
 from __future__ import annotations
@@ -37,22 +38,6 @@ class BlockingPower:
 
 class P2PError(RuntimeError):
     """The measurement job failed; the message carries the failing rank's error."""
-
-
-def registry_device(name: str, options: dict[str, Any] | None = None) -> Any:
-    """Open device plugin ``name`` with ``options`` (its ``[device]`` table) through the zeus registry."""
-    from rich.console import Console
-    from zeus_core.monitor_cli import open_devices
-    from zeus_core.registry import get_registry
-
-    reg = get_registry()
-    known = reg.names("device")
-    if name not in known:
-        raise P2PError(f"no device plugin named {name!r}; installed: {', '.join(known) or 'none'}")
-    opened, unavailable, errors = open_devices(reg, [name], {name: dict(options or {})}, Console(stderr=True))
-    if errors or unavailable:
-        raise P2PError("; ".join(errors + [f"{n}: {why}" for n, why in unavailable]))
-    return opened[0][1]
 
 
 def _worker(rank: int, make_device, duration_s: float, backend: str, init_file: str, gpus, rounds: int, out) -> None:
