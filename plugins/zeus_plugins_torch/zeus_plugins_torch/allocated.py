@@ -99,36 +99,6 @@ def check_batch_size(batch_size: int, plan: AllocationPlan, policy: str) -> None
         )
 
 
-class AllocatedDevices:
-    """The runner's view of the devices under an allocation: measured, but no power control.
-
-    Every rank's limit comes from the allocation and is held by its own rank,
-    so nothing the runner drives (a power policy) may change it: the
-    power-control methods are hidden, and ``power_limit()`` reads rank 0's.
-    """
-
-    def __init__(self, inner: Any, plan: AllocationPlan) -> None:
-        self.inner = inner
-        self.plan = plan
-        self.names = list(inner.names)
-        self.energy_sources = dict(inner.energy_sources)
-        self.max_power_w = float(inner.max_power_w)
-
-    def clock(self) -> float:
-        return self.inner.clock()
-
-    def read_energy(self) -> dict[str, float]:
-        return self.inner.read_energy()
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name in POWER_CONTROL or name in ("inner", "plan"):
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-
 class LimitHolder:
     """Holds one rank's allocated limit on its own device, set once before its first try."""
 

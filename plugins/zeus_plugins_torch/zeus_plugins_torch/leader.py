@@ -55,13 +55,17 @@ class DataParallelDevices:
     """Rank 0's device group standing for every rank's: what the runner measures and steers.
 
     Reads, the clock and power control are rank 0's own (other ranks follow
-    the limits rank 0 sets); ``max_power_w`` is the sum over ranks.
+    the limits rank 0 sets); ``max_power_w`` is the sum over ranks. Methods
+    named in ``hidden`` are not offered: under an allocation every rank holds
+    its own limit, so the runner's view has no power control
+    (:data:`zeus_plugins_torch.allocated.POWER_CONTROL`).
     """
 
-    def __init__(self, local: Any, max_power_w: float, world_size: int) -> None:
+    def __init__(self, local: Any, max_power_w: float, world_size: int, hidden: frozenset[str] = frozenset()) -> None:
         self.local = local
         self.max_power_w = float(max_power_w)
         self.world_size = world_size
+        self.hidden = frozenset(hidden)
         self.names = list(local.names)
         self.energy_sources = dict(local.energy_sources)
 
@@ -75,8 +79,10 @@ class DataParallelDevices:
         self.local.close()
 
     def __getattr__(self, name: str) -> Any:
-        if name == "local":  # not set yet (unpickling); avoid recursing
+        if name in ("local", "hidden"):  # not set yet (unpickling); avoid recursing
             raise AttributeError(name)
+        if name in self.hidden:
+            raise AttributeError(f"{name} is not offered here: each rank holds its allocated power limit")
         return getattr(self.local, name)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from zeus_plugins_torch import report
-from zeus_plugins_torch.allocated import AllocatedDevices, LimitHolder, check_batch_size, load_allocation
+from zeus_plugins_torch.allocated import POWER_CONTROL, LimitHolder, check_batch_size, load_allocation
 from zeus_plugins_torch.entry import load_entry
 from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy
 from zeus_plugins_torch.options import TorchWorkloadOptions
@@ -56,11 +56,14 @@ class TorchWorkload:
             torch.set_num_threads(threads)
             self.leader = Leader(context, options, self.accelerator, threads, allocation=self.allocation)
             self.leader.start(float(local.max_power_w))
-            context.parts["device"] = DataParallelDevices(local, self.leader.max_power_w, self.world_size)
         elif options.threads:
             torch.set_num_threads(options.threads)
-        if self.allocation is not None:
-            context.parts["device"] = AllocatedDevices(context.parts["device"], self.allocation)
+        if self.leader is not None or self.allocation is not None:
+            # The runner's view: every rank's maximum power; no power control under an allocation
+            # (which makes the default `max` policy a no-op: each rank holds its own limit).
+            hidden = POWER_CONTROL if self.allocation is not None else frozenset()
+            max_power = self.leader.max_power_w if self.leader is not None else float(local.max_power_w)
+            context.parts["device"] = DataParallelDevices(local, max_power, self.world_size, hidden)
 
     def _loop(self, driver: Any, session: Any, seed: int) -> ZeusLoop:
         return ZeusLoop(
