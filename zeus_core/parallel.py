@@ -10,6 +10,10 @@ the scaled gradients:
 * :func:`uneven_batch_comm_hook` for ``DistributedDataParallel``
   (``model.register_comm_hook(UnevenBatchState(share), uneven_batch_comm_hook)``).
 
+Who holds which local batch comes from ``allocation.json``
+(:mod:`zeus_core.allocation`); the ``torch`` workload's ``zeus.wrap_model``
+registers the hook whenever the ranks' local batches differ.
+
 torch is imported lazily: the core does not depend on it.
 """
 
