@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import log_ndtr, ndtr
+from scipy.special import ndtr
 
 
 class EpochsModel:
@@ -54,11 +54,12 @@ class EpochsModel:
     def fit(
         self,
         log_epochs: dict[int, list[float]],
-        censored: dict[int, float],
+        censored: dict[int, list[float] | float],
         sigma_e: float,
     ) -> Posterior:
         """Posterior given the log epochs of runs that reached the target, per batch-size index,
-        and, per index with no such run, the log of the most epochs a stopped run ran."""
+        and, per index with no such run, the log epochs of every run that stopped before the
+        target (a float: one such run)."""
         idx = sorted(k for k, v in log_epochs.items() if v)
         if not idx:
             raise ValueError("the epochs model needs at least one run that reached the target")
@@ -73,31 +74,106 @@ class EpochsModel:
         beta = (r * w[None, :]) @ X @ A_inv  # (grid, 2), A symmetric
         ll = -0.5 * ((r * r * w[None, :]).sum(axis=1) - np.einsum("gi,ij,gj->g", beta, A, beta))
         mu = beta @ self.basis.T + self.h  # (grid, batch sizes)
-        var = self.sigma_w2 + np.einsum("ki,ij,kj->k", self.basis, A_inv, self.basis)
-        cens = [k for k in censored if k not in log_epochs or not log_epochs[k]]
-        if cens:
-            s = np.sqrt(var[cens] + sigma_e**2)
-            ll = ll + log_ndtr((mu[:, cens] - np.array([censored[k] for k in cens])[None, :]) / s[None, :]).sum(axis=1)
-        p = np.exp(ll - ll.max())
-        p /= p.sum()
-        return Posterior(p, mu, np.sqrt(var))
+        sd = np.sqrt(self.sigma_w2 + np.einsum("ki,ij,kj->k", self.basis, A_inv, self.basis))
+        post = Posterior(ll, mu, sd, sigma_e)
+        for k, c in censored.items():
+            cs = [float(c)] if isinstance(c, (int, float)) else [float(v) for v in c]
+            if cs and not log_epochs.get(k):
+                post.add_censored(k, cs)
+        return post
+
+
+#: Quadrature nodes (in sds of a batch size's log epochs) and their normal weights.
+Z = np.linspace(-5.0, 5.0, 201)
+PHI_Z = np.exp(-0.5 * Z * Z)
+PHI_Z /= PHI_Z.sum()
 
 
 class Posterior:
     """The model's belief about log E(b) at every batch size: a mixture over the B_noise grid
-    of normals with means ``mu[g, k]`` and standard deviations ``sd[k]``."""
+    of normals with means ``mu[g, k]`` and standard deviations ``sd[k]``, each batch size
+    with stopped runs (and none that reached the target) conditioned on them.
 
-    def __init__(self, weights: np.ndarray, mu: np.ndarray, sd: np.ndarray) -> None:
-        self.weights, self.mu, self.sd = weights, mu, sd
+    A stopped run at index ``k`` that ran ``c`` (log) epochs says ``log E(b_k) + e > c``
+    with the run's noise ``e ~ N(0, sigma_e^2)``. Several such runs share ``log E(b_k)``, so
+    their likelihood is integrated numerically over it (``Z``: a fine grid, because
+    ``sigma_e`` is often a tenth of ``sd``), per grid point: ``lik[k][g, z]``. The grid's
+    weights include each such batch size's marginal likelihood, so that a stopped run also
+    tells about the curve, hence about its neighbours.
+    """
+
+    def __init__(self, log_lik: np.ndarray, mu: np.ndarray, sd: np.ndarray, sigma_e: float) -> None:
+        self.log_lik, self.mu, self.sd, self.sigma_e = log_lik, mu, sd, float(sigma_e)
+        #: Per censored index: likelihood of its stopped runs at every (grid point, node).
+        self.lik: dict[int, np.ndarray] = {}
+        #: Per censored index: the log of its stopped runs' likelihood per grid point.
+        self.log_lik_cens: dict[int, np.ndarray] = {}
+
+    @property
+    def weights(self) -> np.ndarray:
+        p = np.exp(self.log_lik - self.log_lik.max())
+        return p / p.sum()
+
+    def _nodes(self, k: int) -> np.ndarray:
+        """log E(b_k) at every (grid point, quadrature node)."""
+        return self.mu[:, k][:, None] + self.sd[k] * Z[None, :]
+
+    def _stopped(self, k: int, cs: list[float]) -> np.ndarray:
+        x = self._nodes(k)
+        lik = ndtr((x - cs[0]) / self.sigma_e)
+        for c in cs[1:]:
+            lik *= ndtr((x - c) / self.sigma_e)
+        return lik
+
+    def add_censored(self, k: int, cs: list[float]) -> None:
+        lik = self._stopped(k, cs)
+        self.lik[k] = lik
+        self.log_lik_cens[k] = np.log(np.maximum(lik @ PHI_Z, 1e-300))
+        self.log_lik = self.log_lik + self.log_lik_cens[k]
+
+    def _censored_improvement(self, k: int, lik: np.ndarray, log_lik_other: np.ndarray, cpe: float, best: float) -> tuple[float, float]:
+        """(probability, expected saving) at a batch size whose stopped runs have likelihood ``lik``."""
+        x = self._nodes(k)
+        joint = lik * PHI_Z[None, :] * np.exp(log_lik_other - log_lik_other.max())[:, None]
+        total = joint.sum()
+        if not total > 0:
+            return 0.0, 0.0
+        cost = cpe * np.exp(x)
+        prob = float(joint[cost < best].sum() / total)
+        return prob, float((joint * np.maximum(best - cost, 0.0)).sum() / total)
 
     def improvement(self, k: list[int], cost_per_epoch: list[float], best: float) -> tuple[np.ndarray, np.ndarray]:
         """Per index in ``k`` (cost of one epoch there: ``cost_per_epoch``): the probability that
         a recurrence there costs less than ``best``, and the expected amount by which it does."""
+        weights = self.weights
         mu = self.mu[:, k] + np.log(cost_per_epoch)[None, :]  # log cost, (grid, len(k))
         s = self.sd[k][None, :]
         d = (math.log(best) - mu) / s
         phi = ndtr(d)
-        prob = self.weights @ phi
+        prob = weights @ phi
         # E[max(0, best - X)] for X lognormal(mu, s): best Phi(d) - exp(mu + s^2/2) Phi(d - s).
         ei = np.maximum(best * phi - np.exp(mu + 0.5 * s * s) * ndtr(d - s), 0.0)
-        return prob, self.weights @ ei
+        gain = weights @ ei
+        for i, kk in enumerate(k):
+            if kk in self.lik:
+                prob[i], gain[i] = self._censored_improvement(kk, self.lik[kk], self._log_lik_without(kk), cost_per_epoch[i], best)
+        return prob, gain
+
+    def _log_lik_without(self, k: int) -> np.ndarray:
+        """The grid's log likelihood without index ``k``'s stopped runs."""
+        return self.log_lik - self.log_lik_cens[k] if k in self.log_lik_cens else self.log_lik
+
+    def reach_survival(self, k: int, epochs: np.ndarray) -> np.ndarray:
+        """Per count in ``epochs``: the chance that a run at index ``k`` has not reached the
+        target by then, if it ever does (``log E(b_k)`` from the model and ``k``'s stopped
+        runs, plus the run's noise; a run reaching at epoch ``t`` rounds ``log t``)."""
+        x = self._nodes(k)
+        joint = PHI_Z[None, :] * np.exp(self._log_lik_without(k) - self.log_lik.max())[:, None]
+        if k in self.lik:
+            joint = joint * self.lik[k]
+        # The (grid, node) mixture binned on log E: a few hundred points, whatever the grid.
+        hist, edges = np.histogram(x.ravel(), bins=256, weights=joint.ravel())
+        centres = 0.5 * (edges[1:] + edges[:-1])
+        hist = hist / hist.sum()
+        z = (centres[None, :] - np.log(np.asarray(epochs, dtype=float) + 0.5)[:, None]) / self.sigma_e
+        return ndtr(z) @ hist

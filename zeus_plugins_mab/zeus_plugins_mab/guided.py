@@ -68,7 +68,7 @@ class Guided:
     sigma_w: float = 0.3
     sigma_slope: float = 0.3
     log_epochs: dict[str, list[float]] = attrs.field(factory=dict)
-    censored: dict[str, float] = attrs.field(factory=dict)
+    censored: dict[str, list[float]] = attrs.field(factory=dict)
     tried: list[int] = attrs.field(factory=list)
     _model: EpochsModel | None = attrs.field(default=None, init=False, repr=False, eq=False)
 
@@ -92,26 +92,81 @@ class Guided:
                 dof += len(v) - 1
         return math.sqrt(ss / dof)
 
-    def explore(self, best_cost: float | None) -> int | None:
-        """The batch size to run next for what it may save, or None to exploit."""
-        if not self.tried:
-            return self.default
-        untried = [k for k in range(len(self.batch_sizes)) if k not in self.tried]
-        if not untried:
-            return None
-        if not self.reached or best_cost is None or not best_cost > 0:
-            # Nothing reached the target yet: the untried size nearest the default.
-            x0 = math.log2(self.default)
-            return self.batch_sizes[min(untried, key=lambda k: (abs(math.log2(self.batch_sizes[k]) - x0), k))]
-        post = self._epochs_model().fit(
+    def _posterior(self):
+        return self._epochs_model().fit(
             {int(k): v for k, v in self.log_epochs.items()},
             {int(k): c for k, c in self.censored.items()},
             self.sigma_e(),
         )
-        prob, gain = post.improvement(untried, [self.cost_per_epoch[k] for k in untried], best_cost)
+
+    def open_sizes(self) -> list[int]:
+        """Indices still to learn about: never run, or only stopped before the target."""
+        reached = set(self.reached)
+        return [k for k in range(len(self.batch_sizes)) if k not in self.tried or (str(k) in self.censored and k not in reached)]
+
+    def explore(self, best_cost: float | None) -> int | None:
+        """The batch size to run next for what it may save, or None to exploit.
+
+        Candidates are the sizes never run and those whose runs all stopped before the
+        target: a stopped run is a lower bound on its size's epochs, and while that
+        bound (with the model) still leaves the size at least ``min_improvement_prob``
+        chance of beating the best, it is worth another try (an unlucky run of a good
+        size stopped early is not the end of it)."""
+        if not self.tried:
+            return self.default
+        untried = [k for k in range(len(self.batch_sizes)) if k not in self.tried]
+        if not self.reached or best_cost is None or not best_cost > 0:
+            if not untried:
+                return None
+            # Nothing reached the target yet: the untried size nearest the default.
+            x0 = math.log2(self.default)
+            return self.batch_sizes[min(untried, key=lambda k: (abs(math.log2(self.batch_sizes[k]) - x0), k))]
+        open_ = self.open_sizes()
+        if not open_:
+            return None
+        prob, gain = self._posterior().improvement(open_, [self.cost_per_epoch[k] for k in open_], best_cost)
         gain = np.where(prob >= self.min_improvement_prob, gain, 0.0)
         i = int(np.argmax(gain))  # the first on ties: the smaller batch size
-        return self.batch_sizes[untried[i]] if gain[i] > 0.0 else None
+        return self.batch_sizes[open_[i]] if gain[i] > 0.0 else None
+
+    def stop_epochs(self, batch_size: int, best_cost: float | None, fail_prob: float, max_epochs: int) -> int | None:
+        """After how many epochs without reaching the target an exploratory try at
+        ``batch_size`` is best stopped (the recurrence then restarts at the best size,
+        expected cost ``best_cost``), or None: run it to ``max_epochs`` (the most the
+        runner allows: ``beta x min_cost`` or the job's ``max_epochs``).
+
+        An optimal stopping rule for the try's own recurrence. A run reaches the target
+        at an epoch the epochs model predicts (with the size's stopped runs and the run
+        noise), unless it fails to reach it at all, with chance ``fail_prob`` (runs that
+        never reach the target are common in the traces: imagenet's 64, movielens' small
+        sizes, single runs elsewhere). After ``e`` epochs without the target, running
+        one more costs ``cpe`` and ends the try with the chance that the target comes in
+        that epoch; stopping costs a restart, ``best_cost``. Backward induction from
+        ``max_epochs`` (where the try stops anyway) gives the first ``e`` at which
+        stopping is the cheaper. Early on a run is likely to reach soon, so it goes on,
+        also past the best size's cost (finishing is still cheaper than a restart);
+        once the epochs pass what the model expects, a run that has not reached the target
+        is ever more likely one that never will, and it stops, where the paper's
+        ``beta x min_cost`` would run it to twice the best recurrence. What is learnt
+        from the try is left out (a stopped size may be tried again, see :meth:`explore`).
+        """
+        k = self.batch_sizes.index(int(batch_size))
+        if k in self.reached or best_cost is None or not best_cost > 0 or max_epochs < 2:
+            return None
+        e = np.arange(0, max_epochs + 1)
+        surv = fail_prob + (1.0 - fail_prob) * self._posterior().reach_survival(k, e)
+        surv[0] = 1.0
+        c = self.cost_per_epoch[k] / best_cost
+        # value[e]: expected cost to finish the recurrence after e epochs without the target
+        # (units of best_cost), stopping where that is cheaper.
+        go_on = np.empty(max_epochs + 1)
+        value = 1.0
+        for n in range(max_epochs - 1, -1, -1):
+            go_on[n] = c + (surv[n + 1] / surv[n] if surv[n] > 0 else 0.0) * value
+            value = min(1.0, go_on[n])
+        first = max(1, math.ceil(1.0 / c - 1e-9))  # break-even: the try has cost best_cost
+        stop = np.flatnonzero(go_on[first:max_epochs] >= 1.0)
+        return int(stop[0]) + first if stop.size else None
 
     def observe(self, batch_size: int, epochs: int, reached: bool) -> None:
         k = self.batch_sizes.index(int(batch_size))
@@ -120,11 +175,14 @@ class Guided:
         if reached:
             self.log_epochs.setdefault(str(k), []).append(math.log(max(int(epochs), 1)))
         elif epochs > 0:
-            self.censored[str(k)] = max(self.censored.get(str(k), 0.0), math.log(int(epochs)))
+            self.censored.setdefault(str(k), []).append(math.log(int(epochs)))
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self, filter=lambda a, _v: a.init)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Guided:
+        d = dict(d)
+        # Stores written before stopped runs were kept one by one hold only the longest.
+        d["censored"] = {k: [float(v)] if isinstance(v, (int, float)) else [float(x) for x in v] for k, v in d.get("censored", {}).items()}
         return cls(**d)

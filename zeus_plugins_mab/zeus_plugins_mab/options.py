@@ -94,6 +94,10 @@ class MabOptions:
     sigma_slope: float = attrs.field(default=0.3, validator=_at_least(0.0))
     #: Stop an exploratory try this many noise sds above the best known cost (inf: the paper's bound).
     explore_bound_sds: float = attrs.field(default=math.inf, validator=_at_least(0.0))
+    #: Guided exploration: stop an exploratory try where a restart at the best size is expected to be cheaper.
+    explore_stop: bool = True
+    #: Prior chance that a run never reaches the target (for explore_stop).
+    fail_prob: float = attrs.field(default=0.05, validator=_unit)
 
 
 @attrs.define

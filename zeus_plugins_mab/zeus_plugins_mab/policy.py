@@ -138,9 +138,12 @@ class MabPolicy:
     def _started(self) -> bool:
         return self.pruning is not None or self.guided is not None
 
-    def _choose_guided(self) -> int:
+    def _choose_guided(self, ctx: Any) -> int:
         assert self.guided is not None and isinstance(self.ts, RelativeTS)
         reached = [self.guided.batch_sizes[k] for k in self.guided.reached]
+        if reached and ctx.try_index > 1:
+            # A try of this recurrence stopped: restart at a size known to reach the target.
+            return self.ts.predict(among=reached)
         nxt = self.guided.explore(self.best_known_cost())
         return nxt if nxt is not None else self.ts.predict(among=reached)
 
@@ -149,7 +152,7 @@ class MabPolicy:
             self._register(ctx)
         self._check_arms(ctx.batch_sizes)
         if self.guided is not None:
-            return self._choose_guided()
+            return self._choose_guided(ctx)
         assert self.pruning is not None
         nxt = self.pruning.next()
         if nxt is not None:
@@ -199,7 +202,30 @@ class MabPolicy:
         censors unlucky runs of movielens' best sizes (4-7 epochs) and loses them
         (mean 2.65 -> 3.62 %, movielens up to 8.7 %).
         """
-        if self.paper or not math.isfinite(self.options.explore_bound_sds):
+        if self.paper:
+            return None
+        bounds = [b for b in (self._model_bound(ctx, batch_size), self._noise_bound(batch_size)) if b is not None]
+        return min(bounds) if bounds else None
+
+    def _model_bound(self, ctx: Any, batch_size: int) -> float | None:
+        """Guided exploration's bound (``explore_stop``): see :meth:`Guided.stop_epochs`."""
+        o = self.options
+        if self.guided is None or not o.explore_stop:
+            return None
+        bs = int(batch_size)
+        cpe = self.guided.cost_per_epoch[self.guided.batch_sizes.index(bs)]
+        # The most epochs the runner allows this try: the job's, and beta x min_cost.
+        most = int(ctx.job.max_epochs)
+        beta = o.beta_knob if o.beta_knob is not None else ctx.job.beta_knob
+        if math.isfinite(ctx.min_cost):
+            most = min(most, int(beta * ctx.min_cost // cpe))
+        e = self.guided.stop_epochs(bs, self.best_known_cost(), o.fail_prob, most)
+        # Half an epoch of slack: the runner stops before the epoch that would pass the bound.
+        return None if e is None else (e + 0.5) * cpe
+
+    def _noise_bound(self, batch_size: int) -> float | None:
+        """``explore_bound_sds``'s bound: see :meth:`try_cost_bound`."""
+        if not math.isfinite(self.options.explore_bound_sds):
             return None
         bs = int(batch_size)
         if self.guided is not None:
