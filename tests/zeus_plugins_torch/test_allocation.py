@@ -249,3 +249,23 @@ def test_the_option_is_validated(tmp_path, registry, module_name):
     result = run_cli(registry, "validate", str(path), "--set", 'workload.allocation=""')
     assert result.exit_code == 2
     assert "allocation must be the path of an allocation.json" in result.output and "$.workload.allocation" in result.output
+
+
+def test_the_handle_splits_and_weighs_uneven_batches():
+    from zeus_core.allocation import read_allocation
+    from zeus_plugins_torch.loop import ZeusLoop
+
+    # Without an allocation: near-even; a remainder makes the batches uneven, so wrap_model weighs by share.
+    loops = [ZeusLoop(None, batch_size=33, base_batch_size=None, rank=r, world_size=2) for r in range(2)]
+    assert [(z.local_batch_size, z.batch_slice, z.uneven) for z in loops] == [(17, slice(0, 17), True), (16, slice(17, 33), True)]
+    assert sum(z.share for z in loops) == pytest.approx(1.0)
+    assert not ZeusLoop(None, batch_size=32, base_batch_size=None, rank=1, world_size=2).uneven
+    plan = read_allocation(allocation())
+    z = ZeusLoop(None, batch_size=32, base_batch_size=None, rank=1, world_size=2, allocation=plan)
+    assert (z.local_batch_size, z.batch_slice, z.uneven, z.allocation.power_limit) == (12, slice(20, 32), True, 150)
+    with pytest.raises(ValueError, match=r"zeus.shard\(31\): fewer samples than one global batch \(32\)"):
+        z.shard(31)
+    with pytest.raises(ValueError, match=r"global batch 48 over 2 processes does not match the allocation \(32 over 2\)"):
+        ZeusLoop(None, batch_size=48, base_batch_size=None, rank=1, world_size=2, allocation=plan)
+    even = read_allocation(allocation([16, 16], [200, 200]))
+    assert not ZeusLoop(None, batch_size=32, base_batch_size=None, rank=0, world_size=2, allocation=even).uneven
