@@ -159,8 +159,12 @@ class ExactPlanner:
         fastest_eff = sum(float(o.hull_e[0]) for o in self.op_opts)
         return fastest_eff + float(res.fun) + self.stages * limit_s * self.blocking_w
 
-    def plan(self, limit_s: float) -> np.ndarray:
-        """Clocks (MHz per op) for one limit; see :func:`exact_plan`."""
+    def plan(self, limit_s: float, greedy_reclaim: bool = True) -> np.ndarray:
+        """Clocks (MHz per op) for one limit; see :func:`exact_plan`.
+
+        ``greedy_reclaim = False`` skips the (slow, one op at a time) float pass, for
+        callers that reclaim many plans at once with :mod:`~zeus_plugins_perseus.reclaim`.
+        """
         op_opts, n = self.op_opts, self.n
         res = self._solve(limit_s)
         dur = self.t_fast.copy()
@@ -188,7 +192,7 @@ class ExactPlanner:
             ef, lf = _timeline(order, preds, succs, times, limit_s)
         # Reclaim: ops by the saving of their next slower option, largest first; slow each while float allows.
         blocked: set[int] = set()
-        while True:
+        while greedy_reclaim:
             best, best_gain = None, 0.0
             for i, o in enumerate(op_opts):
                 c = choice[i]
