@@ -171,6 +171,13 @@ class _Reader:
             return float(v)
         return None
 
+    def name(self, entry: dict, key: str, path: tuple) -> str:
+        v = entry.get(key, "")
+        if not isinstance(v, str):
+            self.problem(path + (key,), f"must be a GPU name (string), got {v!r}")
+            return ""
+        return v
+
     def entries(self, data: dict, key: str) -> list | None:
         v = data.get(key)
         if v is None:
@@ -189,10 +196,7 @@ class _Reader:
                 continue
             if "rank" in e and (isinstance(e["rank"], bool) or e["rank"] != i):
                 self.problem(("ranks", i, "rank"), f"is {e['rank']!r}, expected {i}: list the ranks in order 0..{len(items) - 1}")
-            gpu = e.get("gpu", "")
-            if not isinstance(gpu, str):
-                self.problem(("ranks", i, "gpu"), f"must be a GPU name (string), got {gpu!r}")
-                gpu = ""
+            gpu = self.name(e, "gpu", ("ranks", i))
             out.append((gpu, self.positive_int(e, "local_batch", ("ranks", i)), self.power(e, ("ranks", i))))
         return out
 
@@ -202,10 +206,7 @@ class _Reader:
             if not isinstance(g, dict):
                 self.problem(("gpus", i), f"must be an object {{\"name\", \"count\", \"local_batch\", \"power_limit\"}}, got {g!r}")
                 continue
-            name = g.get("name", "")
-            if not isinstance(name, str):
-                self.problem(("gpus", i, "name"), f"must be a GPU name (string), got {name!r}")
-                name = ""
+            name = self.name(g, "name", ("gpus", i))
             count = self.positive_int(g, "count", ("gpus", i))
             batch = self.positive_int(g, "local_batch", ("gpus", i))
             limit = self.power(g, ("gpus", i))
