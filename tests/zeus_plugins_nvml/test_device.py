@@ -337,3 +337,32 @@ def test_max_power_option(fake_nvml):
     fake_nvml(2)
     with NvmlGpus(NvmlOptions(max_power_w=250.0)) as dev:
         assert dev.max_power_w == 500.0
+
+
+def test_zeus_fake_nvml_selects_the_simulated_driver_without_touching_pynvml(tmp_path, monkeypatch, capsys):
+    """What examples use on a machine without a GPU: write a state, point $ZEUS_FAKE_NVML at it."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    path = tmp_path / "drv.json"
+    monkeypatch.setenv(fake_pynvml.ENV, str(path))
+    with pytest.raises(DeviceError, match=r"simulated NVIDIA driver \$ZEUS_FAKE_NVML=.*drv.json cannot start .*"
+                                          r"python -m zeus_plugins_nvml.fake_pynvml .*drv.json --privileged"):
+        NvmlGpus()
+    fake_pynvml.main([str(path), "--gpus", "2", "--privileged", "--graphics-clocks", "1005,1410"])
+    assert "simulated driver with 2 GPU(s)" in capsys.readouterr().out
+    assert sys.modules.get("pynvml") is not fake_pynvml  # selected by the variable, not by a test's swap
+    with NvmlGpus() as dev:
+        assert dev.names == ["gpu0", "gpu1"] and dev.supported_clocks() == [1410, 1005]
+        dev.lock_clocks(1005)
+        assert fake_pynvml.read_state(path)["gpus"][1]["locked_clocks"] == [1005, 1005]
+    assert fake_pynvml.read_state(path)["gpus"][1]["locked_clocks"] is None
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpus", "0"], "--gpus must be at least 1"),
+    (["--graphics-clocks", "1410,fast"], "--graphics-clocks must be comma-separated integers"),
+    (["--graphics-clocks", "0"], "--graphics-clocks needs positive clocks"),
+])
+def test_fake_driver_cli_rejects_bad_arguments(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as e:
+        fake_pynvml.main([str(tmp_path / "d.json"), *args])
+    assert e.value.code == 2 and message in capsys.readouterr().err

@@ -11,6 +11,7 @@ indices.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from zeus_core.measurement import DeviceError
@@ -25,8 +26,20 @@ PERMISSION_FIX = (
 )
 
 
+#: Set to a driver-state file, this makes the plugin use the simulated driver
+#: (:mod:`zeus_plugins_nvml.fake_pynvml`) instead of ``pynvml``: demos and CI without a GPU.
+FAKE_ENV = "ZEUS_FAKE_NVML"
+
+
 def nvml_module() -> Any:
-    """``pynvml`` as the process sees it (tests put a simulated driver in its place)."""
+    """``pynvml`` as the process sees it; the simulated driver when ``$ZEUS_FAKE_NVML`` names its state.
+
+    Tests may also put the simulated driver in ``sys.modules["pynvml"]``. Every
+    process of a run (device, poller, crash restorer at the next start) resolves the
+    module the same way, so a simulated run never reaches a real GPU and vice versa.
+    """
+    if os.environ.get(FAKE_ENV):
+        return importlib.import_module("zeus_plugins_nvml.fake_pynvml")
     return importlib.import_module("pynvml")
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from zeus_core.journal import SettingsGuard
 from zeus_core.measurement import DeviceError
 
-from zeus_plugins_nvml.control import OWNER, PERMISSION_FIX, apply, key_for, nvml_module, restore_setting
+from zeus_plugins_nvml.control import FAKE_ENV, OWNER, PERMISSION_FIX, apply, key_for, nvml_module, restore_setting
 from zeus_plugins_nvml.options import NvmlOptions
 from zeus_plugins_nvml.poller import PollerError, PowerPoller
 from zeus_plugins_nvml.visible import VisibleDevicesError, VisibleGpu, visible_gpus
@@ -205,6 +205,12 @@ class NvmlGpus:
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as e:
+            if nvml.__name__.endswith("fake_pynvml") and os.environ.get(FAKE_ENV):
+                raise DeviceError(
+                    f"the simulated NVIDIA driver ${FAKE_ENV}={os.environ[FAKE_ENV]} cannot start ({e}): create its "
+                    f"state first with `python -m zeus_plugins_nvml.fake_pynvml {os.environ[FAKE_ENV]} --privileged`, "
+                    f"or unset {FAKE_ENV} to use the real driver"
+                ) from None
             raise DeviceError(
                 f"NVML cannot start ({e}): this machine has no usable NVIDIA driver. Install the driver, or measure "
                 'the CPU instead with [device] plugin = "rapl" or "cpu-estimate"'

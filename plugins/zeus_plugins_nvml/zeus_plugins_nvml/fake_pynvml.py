@@ -18,6 +18,12 @@ code that runs on a real GPU. It behaves like the driver where that matters:
   ``NVMLError_LibraryNotFound`` from ``nvmlInit`` when no driver state exists
   (a machine without the NVIDIA driver).
 
+Outside tests, ``ZEUS_FAKE_NVML=PATH`` makes the ``nvml`` device use this
+module instead of ``pynvml`` (:func:`zeus_plugins_nvml.control.nvml_module`),
+so a job with ``[device] plugin = "nvml"`` runs on a machine without a GPU;
+``python -m zeus_plugins_nvml.fake_pynvml PATH [--gpus N] [--privileged]``
+writes the state first.
+
 The driver state is a JSON file named by ``$ZEUS_FAKE_NVML``, shared by every
 process like a real driver's: a setting changed by a process that is then
 SIGKILLed stays changed for the next one, and the background power poller
@@ -510,3 +516,36 @@ def __getattr__(name: str) -> Any:
     if name.startswith("nvml"):
         raise AttributeError(f"the fake NVML does not simulate {name}; add it to {__name__}")
     raise AttributeError(name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m zeus_plugins_nvml.fake_pynvml PATH``: write a simulated driver state."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m zeus_plugins_nvml.fake_pynvml",
+                                description="Write the state of a simulated NVIDIA driver; then run zeus with "
+                                            f"{ENV}=PATH to use it instead of a GPU.")
+    p.add_argument("path", help="driver state file to write (replaced if it exists)")
+    p.add_argument("--gpus", type=int, default=1, help="number of simulated A100s (default 1)")
+    p.add_argument("--privileged", action="store_true", help="allow setters (as root / CAP_SYS_ADMIN); default: refuse")
+    p.add_argument("--graphics-clocks", help="comma-separated SM clocks in MHz (default 1410 down to 210 in 15 MHz steps)")
+    p.add_argument("--demand-w", type=float, default=250.0, help="power each GPU draws at its highest clock (W)")
+    a = p.parse_args(argv)
+    if a.gpus < 1:
+        p.error(f"--gpus must be at least 1, got {a.gpus}")
+    clocks = None
+    if a.graphics_clocks:
+        try:
+            clocks = sorted({int(c) for c in a.graphics_clocks.split(",") if c.strip()}, reverse=True)
+        except ValueError:
+            p.error(f"--graphics-clocks must be comma-separated integers (MHz), got {a.graphics_clocks!r}")
+        if not clocks or min(clocks) <= 0:
+            p.error(f"--graphics-clocks needs positive clocks, got {a.graphics_clocks!r}")
+    gpus = [FakeGpu(demand_w=a.demand_w, **({"graphics_clocks": clocks} if clocks else {})) for _ in range(a.gpus)]
+    path = create(a.path, gpus, privileged=a.privileged)
+    print(f"simulated driver with {a.gpus} GPU(s) in {path}; use it with {ENV}={Path(path).resolve()}")
+
+
+if __name__ == "__main__":
+    main()
+
