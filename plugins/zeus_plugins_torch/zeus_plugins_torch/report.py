@@ -22,6 +22,8 @@ from typing import Any
 import attrs
 from rich.table import Table
 
+from zeus_core.comparison import Row, comparison_table, savings
+
 
 @attrs.frozen
 class FixedKnob:
@@ -56,12 +58,6 @@ def per_batch_size(records: list[Any]) -> dict[int, FixedKnob]:
     return out
 
 
-def savings(method: dict[str, float], base: dict[str, float]) -> dict[str, float]:
-    out = {f"{k.split('_')[0]}_saved": (1.0 - method[k] / base[k]) if base[k] else 0.0 for k in ("energy_j", "time_s", "cost")}
-    out["regret"] = method["cost"] / base["cost"] - 1.0 if base["cost"] else 0.0
-    return out
-
-
 @attrs.frozen
 class Comparison:
     recurrences: int
@@ -91,32 +87,19 @@ def compare(records: list[Any], default_batch_size: int | None) -> Comparison:
     return Comparison(n, method, default, best)
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:+.1f}%"
-
-
 def print_table(console: Any, c: Comparison) -> None:
     n = c.recurrences
-    table = Table(title=f"{n} recurrences against fixed batch sizes, measured by this job's reached tries")
-    for col in ("method", "knobs", "energy (J)", "time (s)", "cost", "energy saved", "time saved", "cost saved", "regret vs best"):
-        table.add_column(col, justify="right")
-    base = c.default.totals(n) if c.default else None
-    best = c.best.totals(n) if c.best else None
-
-    def row(name: str, knobs: str, totals: dict[str, float]) -> None:
-        d = savings(totals, base) if base else None
-        table.add_row(
-            name, knobs, f"{totals['energy_j']:,.1f}", f"{totals['time_s']:,.1f}", f"{totals['cost']:,.1f}",
-            *((_pct(d["energy_saved"]), _pct(d["time_saved"]), _pct(d["cost_saved"])) if d else ("-", "-", "-")),
-            _pct(savings(totals, best)["regret"]) if best else "-",
-        )
-
-    row("this run", "(chosen per recurrence)", c.method)
+    rows = [Row("this run", "(chosen per recurrence)", c.method)]
     for knob in (c.default, c.best):
         if knob is not None:
             limit = "" if knob.power_limit is None else f" @ {knob.power_limit:g} W"
-            row(knob.name, f"{knob.batch_size}{limit} ({knob.tries} tr{'y' if knob.tries == 1 else 'ies'})", knob.totals(n))
-    console.print(table)
+            rows.append(Row(knob.name, f"{knob.batch_size}{limit} ({knob.tries} tr{'y' if knob.tries == 1 else 'ies'})",
+                            knob.totals(n)))
+    console.print(comparison_table(
+        f"{n} recurrences against fixed batch sizes, measured by this job's reached tries", rows,
+        base=c.default.totals(n) if c.default else None, reference=c.best.totals(n) if c.best else None,
+        reference_label="regret vs best", decimals=1,
+    ))
     if c.default is None:
         console.print("the default batch size never reached the target in this job, so there is no default row")
     console.print("baselines: mean of this job's reached tries at that batch size x recurrences; "

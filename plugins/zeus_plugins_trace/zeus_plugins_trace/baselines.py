@@ -21,6 +21,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from zeus_core.comparison import TOTAL_KEYS, savings
+
 from zeus_plugins_trace.traces import WorkloadTrace
 
 
@@ -85,9 +87,4 @@ def default(wt: WorkloadTrace, eta: float, max_epochs: int, batch_size: int) -> 
 
 def compare(method: dict[str, float], base: Baseline, recurrences: int) -> dict[str, float]:
     """Savings of ``method`` (totals of energy_j, time_s, cost) against ``base`` over ``recurrences``."""
-    out = {}
-    for key in ("energy_j", "time_s", "cost"):
-        ref = getattr(base, key) * recurrences
-        out[f"{key.split('_')[0]}_saved"] = 1.0 - method[key] / ref if ref else 0.0
-    out["regret"] = method["cost"] / (base.cost * recurrences) - 1.0
-    return out
+    return savings(method, {k: getattr(base, k) * recurrences for k in TOTAL_KEYS})

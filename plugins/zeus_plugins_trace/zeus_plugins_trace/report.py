@@ -7,8 +7,8 @@ from typing import Any
 
 import attrs
 import numpy as np
-from rich.table import Table
 
+from zeus_core.comparison import Row, comparison_table
 from zeus_core.cost import pareto_frontier
 
 from zeus_plugins_trace import baselines
@@ -60,31 +60,16 @@ def compare(trace: WorkloadTrace, summary: Any, job: Any, default_batch_size: in
     )
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:+.1f}%"
-
-
 def print_table(console: Any, c: Comparison) -> None:
     n = c.recurrences
     kind = "SYNTHETIC trace" if c.synthetic else "trace"
-    table = Table(title=f"{n} recurrences on {c.gpu} ({kind}: {c.trace}) against baselines by expected cost")
-    for col in ("method", "knobs", "energy (J)", "time (s)", "cost", "energy saved", "time saved", "cost saved", "regret vs oracle"):
-        table.add_column(col, justify="right")
-    vs_d = baselines.compare(c.method, c.default, n)
-    vs_o = baselines.compare(c.method, c.oracle, n)
-    table.add_row(
-        "this run", "(chosen per recurrence)", f"{c.method['energy_j']:,.0f}", f"{c.method['time_s']:,.0f}",
-        f"{c.method['cost']:,.0f}", _pct(vs_d["energy_saved"]), _pct(vs_d["time_saved"]), _pct(vs_d["cost_saved"]),
-        _pct(vs_o["regret"]),
-    )
-    for b in (c.default, c.oracle):
-        d = baselines.compare({"energy_j": b.energy_j * n, "time_s": b.time_s * n, "cost": b.cost * n}, c.default, n)
-        o = baselines.compare({"energy_j": b.energy_j * n, "time_s": b.time_s * n, "cost": b.cost * n}, c.oracle, n)
-        table.add_row(
-            b.name, f"{b.batch_size} @ {b.power_limit:g} W", f"{b.energy_j * n:,.0f}", f"{b.time_s * n:,.0f}",
-            f"{b.cost * n:,.0f}", _pct(d["energy_saved"]), _pct(d["time_saved"]), _pct(d["cost_saved"]), _pct(o["regret"]),
-        )
-    console.print(table)
+    rows = [Row("this run", "(chosen per recurrence)", c.method)]
+    rows += [Row(b.name, f"{b.batch_size} @ {b.power_limit:g} W",
+                 {"energy_j": b.energy_j * n, "time_s": b.time_s * n, "cost": b.cost * n}) for b in (c.default, c.oracle)]
+    console.print(comparison_table(
+        f"{n} recurrences on {c.gpu} ({kind}: {c.trace}) against baselines by expected cost",
+        rows, base=rows[1].totals, reference=rows[2].totals,
+    ))
     console.print("savings are against the default; regret is the extra cost over the oracle")
 
 
