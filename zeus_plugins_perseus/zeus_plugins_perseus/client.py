@@ -1,10 +1,16 @@
 """What a rank calls to get its plan: from the plan server, or from a plan file.
 
+    controller = FrequencyController(functools.partial(open_device, "nvml", {"gpus": [local_rank]}))
     client = PlanClient("http://127.0.0.1:7787", token=os.environ.get("ZEUS_PERSEUS_TOKEN"))
     job_id = client.register_job(pp_degree=4, world_size=4, microbatches=8, max_slowdown=1.0)  # rank 0;
     # broadcast job_id to the other ranks (e.g. torch.distributed.broadcast_object_list)
-    client.register_rank(job_id, rank=r, pp_rank=r, available_frequencies=device.supported_clocks())
+    client.register_rank(job_id, rank=r, pp_rank=r, available_frequencies=controller.supported_clocks)
     hooks = PerseusHooks(client.schedule(job_id, rank=r), controller.set_frequency)
+    ...                                            # train, calling the hooks
+    client.upload_profile(job_id, r, rows)         # optional: measured (instruction, MHz, s, J) rows
+
+(``open_device`` is :func:`zeus_core.devices.open_device`; the pipeline test
+``tests/zeus_plugins_perseus/pipeline_worker.py`` does all of this with real gloo ranks.)
 
 or, without a server, ``rank_schedule("plans/00012.json", stage=r)``. Server
 errors raise :class:`PlanServerError` with the server's explanation.
