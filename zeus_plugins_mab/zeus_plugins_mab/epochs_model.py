@@ -63,7 +63,7 @@ class EpochsModel:
         idx = sorted(k for k, v in log_epochs.items() if v)
         if not idx:
             raise ValueError("the epochs model needs at least one run that reached the target")
-        y = np.array([float(np.mean(log_epochs[k])) for k in idx])
+        y = np.array([math.fsum(log_epochs[k]) / len(log_epochs[k]) for k in idx])
         n = np.array([len(log_epochs[k]) for k in idx], dtype=float)
         w = 1.0 / (self.sigma_w2 + sigma_e**2 / n)
         X = self.basis[idx]

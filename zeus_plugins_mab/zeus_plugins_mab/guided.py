@@ -129,7 +129,7 @@ class Guided:
         i = int(np.argmax(gain))  # the first on ties: the smaller batch size
         return self.batch_sizes[open_[i]] if gain[i] > 0.0 else None
 
-    def stop_epochs(self, batch_size: int, best_cost: float | None, fail_prob: float, max_epochs: int) -> int | None:
+    def stop_epochs(self, batch_size: int, best_cost: float | None, fail_prob: float, max_epochs: int, margin: float = 0.0) -> int | None:
         """After how many epochs without reaching the target an exploratory try at
         ``batch_size`` is best stopped (the recurrence then restarts at the best size,
         expected cost ``best_cost``), or None: run it to ``max_epochs`` (the most the
@@ -164,7 +164,8 @@ class Guided:
         for n in range(max_epochs - 1, -1, -1):
             go_on[n] = c + (surv[n + 1] / surv[n] if surv[n] > 0 else 0.0) * value
             value = min(1.0, go_on[n])
-        first = max(1, math.ceil(1.0 / c - 1e-9))  # break-even: the try has cost best_cost
+        # Never before the try has cost best_cost x (1 + margin): until then it may still beat the best.
+        first = max(1, math.ceil((1.0 + margin) / c - 1e-9))
         stop = np.flatnonzero(go_on[first:max_epochs] >= 1.0)
         return int(stop[0]) + first if stop.size else None
 

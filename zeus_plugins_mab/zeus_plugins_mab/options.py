@@ -98,6 +98,8 @@ class MabOptions:
     explore_stop: bool = True
     #: Prior chance that a run never reaches the target (for explore_stop).
     fail_prob: float = attrs.field(default=0.05, validator=_unit)
+    #: explore_stop: an exploratory try runs at least until it costs the best size's expected cost plus this many noise sds.
+    stop_margin_sds: float = attrs.field(default=0.0, validator=_at_least(0.0))
 
 
 @attrs.define

@@ -213,13 +213,17 @@ class MabPolicy:
         if self.guided is None or not o.explore_stop:
             return None
         bs = int(batch_size)
-        cpe = self.guided.cost_per_epoch[self.guided.batch_sizes.index(bs)]
+        k = self.guided.batch_sizes.index(bs)
+        if k in self.guided.reached:  # a sampling try: the paper's bound
+            return None
+        cpe = self.guided.cost_per_epoch[k]
         # The most epochs the runner allows this try: the job's, and beta x min_cost.
         most = int(ctx.job.max_epochs)
         beta = o.beta_knob if o.beta_knob is not None else ctx.job.beta_knob
         if math.isfinite(ctx.min_cost):
             most = min(most, int(beta * ctx.min_cost // cpe))
-        e = self.guided.stop_epochs(bs, self.best_known_cost(), o.fail_prob, most)
+        assert isinstance(self.ts, RelativeTS)
+        e = self.guided.stop_epochs(bs, self.best_known_cost(), o.fail_prob, most, o.stop_margin_sds * self.ts.cv())
         # Half an epoch of slack: the runner stops before the epoch that would pass the bound.
         return None if e is None else (e + 0.5) * cpe
 
