@@ -21,9 +21,12 @@ sizes already run. Exploration then goes where the model expects savings:
   exploration resumes if the best batch size turns out worse than it looked.
 
 A try that stopped before the target still tells the model that its batch
-size needs more epochs than it ran (a censored observation); a try the cost
-bound did not let start marks its batch size as run, with nothing learned
-about its epochs (one epoch there already costs more than the bound).
+size needs more epochs than it ran (a censored observation); the size stays a
+candidate, with its chance computed from all its stopped runs, so an unlucky
+run of a good size is not the end of it. A try the cost bound did not let
+start marks its batch size as run, with nothing learned about its epochs (one
+epoch there already costs more than the bound). Exploratory tries stop by
+:meth:`Guided.stop_epochs` (the policy's ``explore_stop``).
 """
 
 from __future__ import annotations

@@ -71,7 +71,13 @@ class MabOptions:
     the model gives it at least this chance of beating the best so far),
     ``sigma_w`` (how far, in log epochs, one batch size may depart from the
     model's curve) and ``sigma_slope`` (prior spread of an extra trend of log
-    epochs per octave of batch size), for the model.
+    epochs per octave of batch size), for the model; ``explore_stop`` (stop an
+    exploratory try where a restart at the best size is expected to be cheaper
+    than finishing it, see ``Guided.stop_epochs``), ``fail_prob`` (the prior
+    chance that a run never reaches the target, for that rule) and
+    ``stop_margin_sds`` (never stop before the try has cost the best size's
+    expected cost plus this many noise sds); ``explore_bound_sds`` (stop an
+    exploratory try this many noise sds above the best known cost; off).
     """
 
     variant: str = attrs.field(default="improved", validator=_in(VARIANTS))

@@ -181,26 +181,25 @@ class MabPolicy:
 
         A try at a batch size not yet known to reach the target is there to learn
         whether that size is cheaper than the best known one (expected cost ``C``,
-        :meth:`best_known_cost`). The runner's early stop counts steady-state
-        epochs, the unit the policy learns in, so the try's cost can be compared
-        with ``C`` directly. A try of a size as good as the best exceeds ``C``
-        only by its noise: one relative sd ``cv``, pooled over every arm's repeats
-        (:meth:`RelativeTS.cv`, prior ``cv0``). Past ``C x (1 + k cv)`` without
-        reaching the target (``k`` = ``explore_bound_sds``; 2: worse than the best at ~98 %),
-        exploration has its answer (a censored observation), and the recurrence
-        restarts at the best size instead of running on to the paper's
-        ``beta x min_cost`` (2x the best recurrence: a size that never reaches
-        the target, imagenet's 64, costs 2 recurrences there). A bound at ``C``
-        itself (no margin) censors sizes that are as good as the best but drew
-        an unlucky run, and loses them for good. The runner takes the smaller
-        of this and ``beta x min_cost``; sampling tries (sizes that reached the
-        target) keep the paper's bound, and the paper variant keeps it everywhere.
+        :meth:`best_known_cost`). The runner's early stop counts steady-state epochs,
+        the unit the policy learns in, so the bound is comparable with ``C``. Two
+        bounds, the lower applies; the runner takes the smaller of it and the paper's
+        ``beta x min_cost`` (2x the best recurrence: a size that never reaches the
+        target, imagenet's 64, costs 2 recurrences there):
 
-        Off by default (``explore_bound_sds = inf``): on the NSDI'23 grid, k = 2
-        brings the worst case from 8.10 % to 5.06 % over the oracle (imagenet) on
-        seeds 1-5 but raises the mean (2.64 -> 2.87 %), and on seeds 6-10 it
-        censors unlucky runs of movielens' best sizes (4-7 epochs) and loses them
-        (mean 2.65 -> 3.62 %, movielens up to 8.7 %).
+        * ``explore_stop`` (guided exploration, on by default): where finishing the try
+          is expected to cost more than a restart at the best size, by the epochs
+          model and a prior chance ``fail_prob`` that a run never reaches the target
+          (:meth:`Guided.stop_epochs`); the stopped size may be tried again while the
+          model still gives it a chance (:meth:`Guided.explore`).
+        * ``explore_bound_sds = k`` (off by default; the walk too): ``C x (1 + k cv)``,
+          ``cv`` the pooled relative noise of a try's cost (:meth:`RelativeTS.cv`).
+          On the NSDI'23 grid it censors unlucky runs of movielens' best sizes (4-7
+          epochs) and, with retries, retries sizes within noise of the best over and
+          over (see the README).
+
+        Sampling tries (sizes that reached the target) keep the paper's bound, and the
+        paper variant keeps it everywhere.
         """
         if self.paper:
             return None
