@@ -25,6 +25,7 @@ def test_run_job_drives_the_users_own_function(tmp_path):
         [job]
         recurrences = 2
         target_metric = 1.0
+        beta_knob = inf  # no early stop: a slow epoch under load must not end a recurrence
         store = "s.sqlite"
         [device]
         plugin = "cpu-estimate"
