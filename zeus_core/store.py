@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -122,31 +123,54 @@ class Transaction:
         self._c.execute("DELETE FROM journal WHERE id = ?", (entry_id,))
 
 
+def _is_busy(e: sqlite3.OperationalError) -> bool:
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
+
+
 class Store:
     """A SQLite store file. Safe to open from several processes at once."""
 
     def __init__(self, path: str | os.PathLike[str], timeout_s: float = 60.0) -> None:
         self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
-            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
+                self._setup(timeout_s)
+                return
+            except sqlite3.OperationalError as e:
+                # Switching a new file to WAL needs an exclusive lock, and SQLite answers
+                # "database is locked" at once (no busy wait) when another process opens the
+                # same new file at that moment, e.g. two ranks journaling their first setting.
+                self._conn.close()
+                if _is_busy(e) and time.monotonic() < deadline:
+                    time.sleep(random.uniform(0.005, 0.05))
+                    continue
+                raise StoreError(f"{self.path}: cannot use as a zeus store ({e}); pass another `job.store` path") from e
+            except (sqlite3.DatabaseError, OSError) as e:
+                if getattr(self, "_conn", None) is not None:
+                    self._conn.close()
+                raise StoreError(f"{self.path}: cannot use as a zeus store ({e}); pass another `job.store` path") from e
+
+    def _setup(self, timeout_s: float) -> None:
+        self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            with self.transaction():
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._conn.execute(statement)
-                row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-                if row is None:
-                    self._conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-                elif int(row[0]) > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"{self.path}: store schema {row[0]} is newer than this zeus-core understands "
-                        f"({SCHEMA_VERSION}); upgrade zeus-core"
-                    )
-        except (sqlite3.DatabaseError, OSError) as e:
-            raise StoreError(f"{self.path}: cannot use as a zeus store ({e}); pass another `job.store` path") from e
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        with self.transaction():
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._conn.execute(statement)
+            row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if row is None:
+                self._conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: store schema {row[0]} is newer than this zeus-core understands "
+                    f"({SCHEMA_VERSION}); upgrade zeus-core"
+                )
 
     def close(self) -> None:
         self._conn.close()

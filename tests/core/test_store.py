@@ -43,6 +43,28 @@ def test_four_processes_writing_one_store_lose_nothing(tmp_path):
     assert len({r.recurrence for r in store.tries()}) == 240
 
 
+def _open_fresh_at_once(path: str, go, n: int, who: int) -> None:
+    go.wait(60)
+    _writer(path, n, who)
+
+
+def test_processes_creating_one_new_store_at_the_same_moment_all_succeed(tmp_path):
+    # Two ranks journaling their first setting open the same *new* file together; switching
+    # it to WAL then failed at once with "database is locked" in one of them.
+    ctx = mp.get_context("spawn")
+    for attempt in range(3):
+        path = str(tmp_path / f"fresh{attempt}.sqlite")
+        go = ctx.Barrier(6)  # every process ready before any opens the file
+        procs = [ctx.Process(target=_open_fresh_at_once, args=(path, go, 5, who)) for who in range(6)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(120)
+        assert [p.exitcode for p in procs] == [0] * 6
+        with Store(path) as store:
+            assert store.get("counter") == 30
+
+
 def _die_mid_write(path: str) -> None:
     store = Store(path)
     with store.transaction() as tx:

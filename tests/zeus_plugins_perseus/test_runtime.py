@@ -167,9 +167,9 @@ def run_ranks(tmp_path, source_args, mbs, steps, world=2, extra_env=None, nvml=N
     procs = [subprocess.Popen([sys.executable, str(HERE / "pipeline_worker.py"), "--rank", str(r), *common],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in range(world)]
-    for p in procs:
-        out, _ = p.communicate(timeout=180)
-        assert p.returncode == 0, out
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    for r, (p, out) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, "\n".join(f"--- rank {k} (exit {q.returncode}):\n{o}" for k, (q, o) in enumerate(zip(procs, outs)))
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
 
 
