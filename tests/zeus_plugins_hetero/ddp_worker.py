@@ -46,6 +46,9 @@ def main():
     torch.nn.functional.mse_loss(ddp(x[plan.batch_slice]), y[plan.batch_slice]).backward()
     opt.step()
     np.save(f"{out}/ddp_{rank}.npy", torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy())
+    # every rank done before any leaves: a rank tearing gloo down while a peer still talks
+    # aborts the peer at exit ("terminate called without an active exception")
+    dist.barrier()
     dist.destroy_process_group()
 
 

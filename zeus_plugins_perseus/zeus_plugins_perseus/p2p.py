@@ -81,6 +81,7 @@ def _worker(rank: int, make_device, duration_s: float, backend: str, init_file: 
             time.sleep(duration_s)
             dist.send(buf, peer)
             out.put(("ok", rank, None))
+        dist.barrier()  # both ranks done before either tears gloo down (a peer left talking aborts at exit)
         dist.destroy_process_group()
     except BaseException as e:  # noqa: BLE001 - reported to the parent with the rank
         out.put(("error", rank, f"{type(e).__name__}: {e}"))
