@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -11,6 +12,7 @@ from perseus_fakes import two_stage_rows  # noqa: E402
 
 from zeus_core.cost import pareto_frontier  # noqa: E402
 from zeus_plugins_perseus.emulator import emulate, measured_tables  # noqa: E402
+from zeus_plugins_perseus.exact import fastest_frequencies  # noqa: E402
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile  # noqa: E402
 from zeus_plugins_perseus.reclaim import reclaim_slack  # noqa: E402
@@ -78,17 +80,26 @@ def test_all_max_plan_slows_only_the_light_stage():
     assert np.any(out[stage == 1] < 1410)  # stage 1 (0.6x the work) takes its float
 
 
-def test_measured_frontier_reaches_the_fastest_clocks_of_a_noisy_profile():
-    # stage 0 backward runs fastest at 1200 MHz, not at its highest clock (a noisy profile)
+def test_measured_frontier_reaches_the_fastest_clocks_of_a_noisy_profile(perseus_data):
+    # On BLOOM / A40 a lower clock is faster than the highest for some instructions: the
+    # frontier must start at the critical path of every op at its fastest measured clock,
+    # below all-max clocks (rounded-up quantised plans alone stop short of it).
+    prof = read_profile(perseus_data / "bloom+a40_bf16.csv")
+    ps = plan_frontier(prof, 8, 4, "1f1b", 0.001, 70.38)
+    dag = build_dag("1f1b", 8, 4)
+    t_fast, _ = emulate(dag, prof, fastest_frequencies(dag, prof)[None], 70.38)
+    assert t_fast[0] < ps.max_freq_time_s
+    assert ps.emulated_time_s[0] == t_fast[0]
+    assert np.all(np.diff(ps.emulated_time_s) > 0) and np.all(np.diff(ps.emulated_energy_j) < 0)
+
+
+def test_fastest_frequencies_pick_the_shortest_measured_time():
     rows = [r if not (r[0] == 0 and r[1] == "backward" and r[2] == 1200) else (0, "backward", 1200, 0.038, r[4])
             for r in two_stage_rows()]
     prof = InstructionProfile.from_rows(rows)
-    ps = plan_frontier(prof, 2, 4, "1f1b", 0.001, BLOCKING)
-    assert ps.emulated_time_s[0] < ps.max_freq_time_s  # faster than every op at its highest clock
-    dag = build_dag("1f1b", 2, 4)
-    fastest = np.where([op.stage == 0 and op.instruction == "backward" for op in dag.ops], 1200, 1410)
-    t_fast, _ = emulate(dag, prof, fastest[None], BLOCKING)
-    assert ps.emulated_time_s[0] == t_fast[0]
+    dag = build_dag("1f1b", 2, 2)
+    want = [1200 if (op.stage, op.instruction) == (0, "backward") else 1410 for op in dag.ops]
+    assert fastest_frequencies(dag, prof).tolist() == want
 
 
 def test_default_model_never_worse_than_published_model(gpt3_a100):
@@ -98,3 +109,12 @@ def test_default_model_never_worse_than_published_model(gpt3_a100):
     for t, e in zip(pub.emulated_time_s, pub.emulated_energy_j):
         ok = meas.emulated_energy_j[meas.emulated_time_s <= t]
         assert ok.size and ok.min() <= e * (1 + 1e-9), f"published plan at {t:.4f} s, {e:.2f} J beats every measured plan"
+
+
+def test_a_clock_the_profile_lacks_is_named():
+    prof = InstructionProfile.from_rows(two_stage_rows())
+    dag = build_dag("1f1b", 2, 2)
+    plan = np.full(dag.n_ops, 1410)
+    plan[0] = 1300
+    with pytest.raises(KeyError, match="stage 0 forward was not profiled at 1300 MHz"):
+        reclaim_slack(dag, prof, plan[None], BLOCKING)

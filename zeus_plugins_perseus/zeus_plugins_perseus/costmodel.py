@@ -190,10 +190,9 @@ def exponential_spec(o: InstructionOptions, unit: float, blocking_w: float) -> O
     )
 
 
-def build_spec(o: InstructionOptions, model: str, unit: float, blocking_w: float, rounding: str = "up") -> OpSpec:
-    """``rounding`` applies to ``measured`` only; ``exponential`` always rounds down as published."""
+def build_spec(o: InstructionOptions, model: str, unit: float, blocking_w: float) -> OpSpec:
     if model == "measured":
-        return measured_spec(o, unit, blocking_w, rounding)
+        return measured_spec(o, unit, blocking_w)
     if model == "exponential":
         return exponential_spec(o, unit, blocking_w)
     raise ValueError(f"model must be one of {MODELS}, got {model!r}")

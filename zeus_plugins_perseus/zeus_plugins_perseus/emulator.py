@@ -41,9 +41,7 @@ def measured_tables(dag: PipelineDAG, profile: InstructionProfile, freqs: np.nda
 def critical_path(dag: PipelineDAG, times: np.ndarray) -> np.ndarray:
     """Iteration time of each plan (row of ``times[plan, op]``): longest path, all plans at once."""
     times = np.atleast_2d(times)
-    preds: list[list[int]] = [[] for _ in range(dag.n_ops)]
-    for a, b in dag.edges.tolist():
-        preds[b].append(a)
+    preds, _ = dag.neighbours()
     finish = np.zeros_like(times)
     for v in topological_order(dag.n_ops, dag.edges):
         if preds[v]:
@@ -58,9 +56,7 @@ def critical_path(dag: PipelineDAG, times: np.ndarray) -> np.ndarray:
 
 def timeline(dag: PipelineDAG, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(start, finish) of every op of one plan, each op as early as its dependencies allow."""
-    preds: list[list[int]] = [[] for _ in range(dag.n_ops)]
-    for a, b in dag.edges.tolist():
-        preds[b].append(a)
+    preds, _ = dag.neighbours()
     start = np.zeros(dag.n_ops)
     finish = np.zeros(dag.n_ops)
     for v in topological_order(dag.n_ops, dag.edges):

@@ -35,7 +35,7 @@ from zeus_plugins_perseus.tradeoff import topological_order
 _TOL = 1e-9  # seconds: LP feasibility slack tolerated when mapping durations to clocks
 
 
-class _Options:
+class EffectiveOptions:
     """Pareto options of one (stage, instruction), fastest first, with effective energies."""
 
     def __init__(self, times: np.ndarray, energies: np.ndarray, freqs: np.ndarray, blocking_w: float) -> None:
@@ -85,12 +85,12 @@ class ExactPlanner:
     """The LP of one DAG and profile, built once, solved for as many limits as asked."""
 
     def __init__(self, dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> None:
-        opts: dict[tuple[int, str], _Options] = {}
+        opts: dict[tuple[int, str], EffectiveOptions] = {}
         for op in dag.ops:
             key = (op.stage, op.instruction)
             if key not in opts:
                 o = profile.get(*key)
-                opts[key] = _Options(o.time.astype(float), o.energy.astype(float), o.frequency, blocking_w)
+                opts[key] = EffectiveOptions(o.time.astype(float), o.energy.astype(float), o.frequency, blocking_w)
         self.op_opts = op_opts = [opts[(op.stage, op.instruction)] for op in dag.ops]
         self.n = n = dag.n_ops
         edges = dag.edges
@@ -133,11 +133,7 @@ class ExactPlanner:
         self.bounds = [(0, None)] * n + [(0, L) for L in seg_len]
         self.stages, self.blocking_w = dag.stages, blocking_w
         self.order = topological_order(n, edges)
-        self.preds = [[] for _ in range(n)]
-        self.succs = [[] for _ in range(n)]
-        for a, c in edges.tolist():
-            self.preds[c].append(a)
-            self.succs[a].append(c)
+        self.preds, self.succs = dag.neighbours()
 
     def _solve(self, limit_s: float):
         b = self.b0.copy()

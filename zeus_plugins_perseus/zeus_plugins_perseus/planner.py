@@ -113,11 +113,11 @@ class PlanSet:
 
 
 def build_specs(
-    profile: InstructionProfile, stages: int, model: str, unit_time_s: float, blocking_power_w: float, rounding: str = "up"
+    profile: InstructionProfile, stages: int, model: str, unit_time_s: float, blocking_power_w: float
 ) -> dict[tuple[int, str], OpSpec]:
     profile.check_stages(stages, (FORWARD, BACKWARD))
     return {
-        (s, inst): build_spec(profile.get(s, inst), model, unit_time_s, blocking_power_w, rounding)
+        (s, inst): build_spec(profile.get(s, inst), model, unit_time_s, blocking_power_w)
         for s in range(stages)
         for inst in (FORWARD, BACKWARD)
     }

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from zeus_core.cost import pareto_frontier
-
+from zeus_plugins_perseus.emulator import critical_path, measured_tables
+from zeus_plugins_perseus.exact import EffectiveOptions
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import PipelineDAG
 from zeus_plugins_perseus.tradeoff import topological_order
@@ -32,41 +32,17 @@ from zeus_plugins_perseus.tradeoff import topological_order
 _EPS = 1e-12  # relative float guard on windows
 
 
-class _OpTable:
-    """Pareto options of one (stage, instruction) on (time, effective energy), fastest first."""
-
-    def __init__(self, times: np.ndarray, energies: np.ndarray, freqs: np.ndarray, blocking_w: float) -> None:
-        eff = energies - blocking_w * times
-        front = pareto_frontier(times, eff)
-        self.t, self.eff, self.f = times[front], eff[front], freqs[front].astype(np.int64)
-        self.all = {int(f): (float(t), float(e)) for f, t, e in zip(freqs, times, eff)}
-
-
-def _tables(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> list[_OpTable]:
-    cache: dict[tuple[int, str], _OpTable] = {}
-    out = []
+def _options(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> list[EffectiveOptions]:
+    cache: dict[tuple[int, str], EffectiveOptions] = {}
     for op in dag.ops:
         key = (op.stage, op.instruction)
         if key not in cache:
             o = profile.get(*key)
-            cache[key] = _OpTable(o.time.astype(float), o.energy.astype(float), np.asarray(o.frequency), blocking_w)
-        out.append(cache[key])
-    return out
+            cache[key] = EffectiveOptions(o.time.astype(float), o.energy.astype(float), o.frequency, blocking_w)
+    return [cache[(op.stage, op.instruction)] for op in dag.ops]
 
 
-def _lookup(tables: list[_OpTable], freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    times = np.empty(freqs.shape)
-    eff = np.empty(freqs.shape)
-    for i, tab in enumerate(tables):
-        col = freqs[:, i]
-        for f in np.unique(col):
-            t, e = tab.all[int(f)]
-            hit = col == f
-            times[hit, i], eff[hit, i] = t, e
-    return times, eff
-
-
-def _pass(tables, order, preds, succs, freqs, times, eff, limit, forward: bool):
+def _pass(opts, order, preds, succs, freqs, times, eff, limit, forward: bool):
     """One safe pass; returns new (freqs, times, eff) arrays (inputs untouched)."""
     freqs, times, eff = freqs.copy(), times.copy(), eff.copy()
     guard = limit * _EPS
@@ -81,7 +57,7 @@ def _pass(tables, order, preds, succs, freqs, times, eff, limit, forward: bool):
         ef = np.empty_like(times)
         for v in order:
             es = ef[:, preds[v]].max(axis=1) if preds[v] else np.zeros(len(limit))
-            _choose(tables[v], v, freqs, times, eff, lf[:, v] - es - guard)
+            _choose(opts[v], v, freqs, times, eff, lf[:, v] - es - guard)
             ef[:, v] = es + times[:, v]
     else:
         es = np.empty_like(times)
@@ -90,56 +66,46 @@ def _pass(tables, order, preds, succs, freqs, times, eff, limit, forward: bool):
         ls = np.empty_like(times)
         for v in reversed(order):
             lf = ls[:, succs[v]].min(axis=1) if succs[v] else limit
-            _choose(tables[v], v, freqs, times, eff, lf - es[:, v] - guard)
+            _choose(opts[v], v, freqs, times, eff, lf - es[:, v] - guard)
             ls[:, v] = lf - times[:, v]
     return freqs, times, eff
 
 
-def _choose(tab: _OpTable, v: int, freqs, times, eff, window) -> None:
+def _choose(o: EffectiveOptions, v: int, freqs, times, eff, window) -> None:
     """Op ``v`` of every plan takes the slowest Pareto option within ``window`` if it saves energy."""
-    k = np.searchsorted(tab.t, window, side="right") - 1
+    k = np.searchsorted(o.t, window, side="right") - 1
     ok = k >= 0
     kk = np.where(ok, k, 0)
-    better = ok & (tab.eff[kk] < eff[:, v]) & (tab.t[kk] > times[:, v])
+    better = ok & (o.e[kk] < eff[:, v]) & (o.t[kk] > times[:, v])
     if better.any():
-        freqs[better, v] = tab.f[kk[better]]
-        times[better, v] = tab.t[kk[better]]
-        eff[better, v] = tab.eff[kk[better]]
-
-
-def _makespan(order, preds, times):
-    ef = np.empty_like(times)
-    for v in order:
-        ef[:, v] = (ef[:, preds[v]].max(axis=1) if preds[v] else 0.0) + times[:, v]
-    return ef.max(axis=1)
+        freqs[better, v] = o.f[kk[better]]
+        times[better, v] = o.t[kk[better]]
+        eff[better, v] = o.e[kk[better]]
 
 
 def reclaim_slack(
     dag: PipelineDAG, profile: InstructionProfile, freqs: np.ndarray, blocking_power_w: float, max_passes: int = 4
 ) -> np.ndarray:
-    """Clocks ``freqs[plan, op]`` with float spent: measured time never longer, energy never higher."""
+    """Clocks ``freqs[plan, op]`` with float spent: measured time never longer, energy never higher.
+
+    KeyError (naming the op and clock) if a plan uses a clock the profile lacks.
+    """
     freqs = np.atleast_2d(np.asarray(freqs, dtype=np.int64))
     if freqs.size == 0:
         return freqs.copy()
-    tables = _tables(dag, profile, blocking_power_w)
+    opts = _options(dag, profile, blocking_power_w)
     order = topological_order(dag.n_ops, dag.edges)
-    preds: list[list[int]] = [[] for _ in range(dag.n_ops)]
-    succs: list[list[int]] = [[] for _ in range(dag.n_ops)]
-    for a, b in dag.edges.tolist():
-        preds[b].append(a)
-        succs[a].append(b)
-    times, eff = _lookup(tables, freqs)
-    limit = _makespan(order, preds, times)
+    preds, succs = dag.neighbours()
+    times, energies = measured_tables(dag, profile, freqs)
+    eff = energies - blocking_power_w * times
+    limit = critical_path(dag, times)
     for _ in range(max_passes):
         before = eff.sum(axis=1)
-        cands = [_pass(tables, order, preds, succs, freqs, times, eff, limit, fw) for fw in (True, False)]
-        totals = np.stack([c[2].sum(axis=1) for c in cands])
-        pick = np.argmin(totals, axis=0)
-        new_f = np.where(pick[:, None] == 0, cands[0][0], cands[1][0])
-        new_t = np.where(pick[:, None] == 0, cands[0][1], cands[1][1])
-        new_e = np.where(pick[:, None] == 0, cands[0][2], cands[1][2])
+        cands = [_pass(opts, order, preds, succs, freqs, times, eff, limit, fw) for fw in (True, False)]
+        backward = np.argmin([c[2].sum(axis=1) for c in cands], axis=0)[:, None] == 1
+        new_f, new_t, new_e = (np.where(backward, b, f) for f, b in zip(cands[0], cands[1]))
         # float safety: a plan whose iteration time grew keeps its old clocks
-        grew = _makespan(order, preds, new_t) > limit
+        grew = critical_path(dag, new_t) > limit
         new_f[grew], new_t[grew], new_e[grew] = freqs[grew], times[grew], eff[grew]
         gain = before - new_e.sum(axis=1)
         freqs, times, eff = new_f, new_t, new_e

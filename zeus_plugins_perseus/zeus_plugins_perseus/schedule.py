@@ -49,6 +49,15 @@ class PipelineDAG:
     def index(self) -> dict[tuple[int, str, int], int]:
         return {(o.stage, o.instruction, o.microbatch): i for i, o in enumerate(self.ops)}
 
+    def neighbours(self) -> tuple[list[list[int]], list[list[int]]]:
+        """(predecessors, successors) of every op, from the edges."""
+        preds: list[list[int]] = [[] for _ in range(self.n_ops)]
+        succs: list[list[int]] = [[] for _ in range(self.n_ops)]
+        for a, b in self.edges.tolist():
+            preds[b].append(a)
+            succs[a].append(b)
+        return preds, succs
+
 
 def one_f_one_b_order(stages: int, microbatches: int, stage: int) -> list[tuple[str, int]]:
     """Synchronous 1F1B: warm-up forwards, then backward/forward pairs, then cool-down backwards."""
