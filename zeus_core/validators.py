@@ -35,6 +35,12 @@ def finite(_inst: Any, attribute: Any, value: Any) -> None:
         raise ValueError(f"{attribute.name} must be a finite number, got {value!r}")
 
 
+def nonempty(_inst: Any, attribute: Any, value: Any) -> None:
+    """A string with something in it besides whitespace."""
+    if value is None or not str(value).strip():
+        raise ValueError(f"{attribute.name} must not be empty")
+
+
 def at_least(lo: float):
     """value >= lo."""
 

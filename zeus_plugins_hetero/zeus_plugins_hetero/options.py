@@ -28,7 +28,7 @@ from typing import Optional
 
 import attrs
 from zeus_core.cost import check_eta
-from zeus_core.validators import at_least, nonnegative
+from zeus_core.validators import at_least, nonempty, nonnegative
 
 from zeus_plugins_hetero.model import OBJECTIVES
 
@@ -36,11 +36,6 @@ from zeus_plugins_hetero.model import OBJECTIVES
 def _slowdown(_inst, attribute, value):
     if not (math.isfinite(value) and value >= 1):
         raise ValueError(f"{attribute.name} must be a finite number >= 1 (1.1 allows 10% slower steps), got {value!r}")
-
-
-def _nonempty(_inst, attribute, value):
-    if not value.strip():
-        raise ValueError(f"{attribute.name} must not be empty")
 
 
 def _objective(_inst, attribute, value):
@@ -66,9 +61,9 @@ def _gpu_list(_inst, attribute, value):
 class GpuTypeOptions:
     """One ``[[allocation.gpus]]`` table: ``count`` identical GPUs sharing one profile."""
 
-    name: str = attrs.field(validator=_nonempty)
+    name: str = attrs.field(validator=nonempty)
     count: int = attrs.field(validator=at_least(1))
-    profile: str = attrs.field(validator=_nonempty)
+    profile: str = attrs.field(validator=nonempty)
     profile_steps: int = attrs.field(validator=at_least(1))
     idle_power_w: float = attrs.field(validator=nonnegative)
 

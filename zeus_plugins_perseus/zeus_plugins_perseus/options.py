@@ -22,22 +22,17 @@ from typing import Optional
 
 import attrs
 from attrs.validators import optional
-from zeus_core.validators import at_least, finite, nonnegative, one_of, positive
+from zeus_core.validators import at_least, finite, nonempty, nonnegative, one_of, positive
 
 from zeus_plugins_perseus.costmodel import MODELS
 from zeus_plugins_perseus.schedule import SCHEDULES
-
-
-def _path(_inst, attribute, value):
-    if not value.strip():
-        raise ValueError(f"{attribute.name} must name a profile CSV")
 
 
 @attrs.define
 class PerseusOptions:
     """Options of the ``perseus`` frequency-plan policy."""
 
-    profile: str = attrs.field(validator=_path)
+    profile: str = attrs.field(validator=nonempty)
     microbatches: int = attrs.field(validator=at_least(1))
     blocking_power_w: float = attrs.field(validator=nonnegative)
     stages: Optional[int] = attrs.field(default=None, validator=optional(at_least(1)))

@@ -22,6 +22,7 @@ import attrs
 import numpy as np
 
 from zeus_core.runner import call_optional
+from zeus_core.validators import nonempty, positive
 
 from zeus_plugins_trace import report
 from zeus_plugins_trace.device import TraceDevice
@@ -41,19 +42,9 @@ PAPER_DEFAULTS = {
 RNG_KEY = "workload:trace:rng"
 
 
-def _positive(_inst, attribute, value):
-    if value <= 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
-
-
 def _non_negative(_inst, attribute, value):
     if value < 0:
         raise ValueError(f"{attribute.name} must be 0 (the paper's default) or a positive batch size, got {value!r}")
-
-
-def _not_empty(_inst, attribute, value):
-    if not value.strip():
-        raise ValueError(f"{attribute.name} must not be empty")
 
 
 @attrs.define
@@ -70,12 +61,12 @@ class TraceWorkloadOptions:
     every count of limits from 5 to 10).
     """
 
-    traces: str = attrs.field(default="synthetic", validator=_not_empty)
-    dataset: str = attrs.field(default="cifar100", validator=_not_empty)
-    model: str = attrs.field(default="shufflenetv2", validator=_not_empty)
-    optimizer: str = attrs.field(default="adadelta", validator=_not_empty)
+    traces: str = attrs.field(default="synthetic", validator=nonempty)
+    dataset: str = attrs.field(default="cifar100", validator=nonempty)
+    model: str = attrs.field(default="shufflenetv2", validator=nonempty)
+    optimizer: str = attrs.field(default="adadelta", validator=nonempty)
     default_batch_size: int = attrs.field(default=0, validator=_non_negative)
-    iterations_per_epoch: int = attrs.field(default=2520, validator=_positive)
+    iterations_per_epoch: int = attrs.field(default=2520, validator=positive)
     synthetic_seed: int = 0
 
 
