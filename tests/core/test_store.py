@@ -124,3 +124,18 @@ def test_newer_schema_is_refused(tmp_path):
     c.close()
     with pytest.raises(StoreError, match="newer"):
         Store(path)
+
+
+def test_a_store_locked_past_the_timeout_is_a_clear_error(tmp_path):
+    path = tmp_path / "busy.sqlite"
+    Store(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process mid-write, for longer than we wait
+    try:
+        with pytest.raises(StoreError, match=r"busy.sqlite: cannot use as a zeus store \(database is locked\)"):
+            Store(path, timeout_s=0.3)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with Store(path, timeout_s=0.3) as store:  # free again: opens
+        assert store.get("nothing") is None
