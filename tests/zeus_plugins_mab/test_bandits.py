@@ -73,3 +73,16 @@ def test_state_round_trip_continues_the_same_draws(cls):
     a.predict()
     b = cls.from_json(a.to_json())
     assert [a.predict() for _ in range(20)] == [b.predict() for _ in range(20)]
+
+
+@pytest.mark.parametrize("cls", [GaussianTS, RelativeTS])
+def test_unknown_arm_and_no_arms_are_refused(cls):
+    ts = cls([32, 64], window=2)
+    with pytest.raises(ValueError, match=r"batch size 48 is not an arm of the bandit \(arms: \[32, 64\]\)"):
+        ts.observe(48, -1.0)
+    with pytest.raises(ValueError, match="at least one arm"):
+        cls([])
+    for r in (-1.0, -2.0, -3.0):
+        ts.observe(32, r)
+    assert ts._window(32) == [-2.0, -3.0]  # only the last `window` rewards count
+    assert cls.from_json(ts.to_json()).rewards == {32: [-1.0, -2.0, -3.0], 64: []}

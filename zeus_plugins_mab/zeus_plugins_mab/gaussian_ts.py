@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from zeus_plugins_mab.arms import ArmRewards
+
 
 def posterior(rewards: list[float], prior_mean: float, prior_precision: float) -> tuple[float, float]:
     """(mean, precision) of an arm's mean reward after ``rewards``."""
@@ -32,7 +34,7 @@ def posterior(rewards: list[float], prior_mean: float, prior_precision: float) -
     return (prior_precision * prior_mean + lam * float(r.sum())) / tau, tau
 
 
-class GaussianTS:
+class GaussianTS(ArmRewards):
     """Thompson sampling over ``arms`` (sorted batch sizes)."""
 
     def __init__(
@@ -45,35 +47,19 @@ class GaussianTS:
         window: int = 0,
         seed: int = 0,
     ) -> None:
-        self.arms = sorted(int(a) for a in arms)
-        if not self.arms:
-            raise ValueError("Thompson sampling needs at least one arm")
+        super().__init__(arms, window, seed)
         self.prior_mean = float(prior_mean)
         self.prior_precision = float(prior_precision)
         self.num_exploration = int(num_exploration)
-        self.window = int(window)
-        self.rng = np.random.default_rng(seed)
-        self.rewards: dict[int, list[float]] = {a: [] for a in self.arms}
         self.mean = np.full(len(self.arms), self.prior_mean)
         self.precision = np.full(len(self.arms), self.prior_precision)
-
-    def _index(self, arm: int) -> int:
-        try:
-            return self.arms.index(int(arm))
-        except ValueError:
-            raise ValueError(f"batch size {arm} is not an arm of the bandit (arms: {self.arms})") from None
-
-    def _window(self, arm: int) -> list[float]:
-        r = self.rewards[arm]
-        return r[-self.window :] if self.window > 0 else r
 
     def fit(self, arm: int) -> None:
         i = self._index(arm)
         self.mean[i], self.precision[i] = posterior(self._window(arm), self.prior_mean, self.prior_precision)
 
     def observe(self, arm: int, reward: float) -> None:
-        self._index(arm)
-        self.rewards[int(arm)].append(float(reward))
+        self._add(arm, reward)
         self.fit(arm)
 
     def predict(self) -> int:
@@ -94,13 +80,10 @@ class GaussianTS:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "arms": self.arms,
             "prior_mean": self.prior_mean,
             "prior_precision": self.prior_precision,
             "num_exploration": self.num_exploration,
-            "window": self.window,
-            "rewards": {str(a): r for a, r in self.rewards.items()},
-            "rng": self.rng.bit_generator.state,
+            **self._history_json(),
         }
 
     @classmethod
@@ -112,8 +95,7 @@ class GaussianTS:
             num_exploration=d["num_exploration"],
             window=d["window"],
         )
-        ts.rng.bit_generator.state = d["rng"]
+        ts._load_history(d)
         for a in ts.arms:
-            ts.rewards[a] = [float(x) for x in d["rewards"][str(a)]]
             ts.fit(a)
         return ts

@@ -20,8 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from zeus_plugins_mab.arms import ArmRewards
 
-class RelativeTS:
+
+class RelativeTS(ArmRewards):
     """Thompson sampling over ``arms`` with a pooled relative noise."""
 
     def __init__(
@@ -35,18 +37,9 @@ class RelativeTS:
         window: int = 0,
         seed: int = 0,
     ) -> None:
-        self.arms = sorted(int(a) for a in arms)
-        if not self.arms:
-            raise ValueError("Thompson sampling needs at least one arm")
+        super().__init__(arms, window, seed)
         self.cv0, self.nu0 = float(cv0), float(nu0)
         self.prior_mean, self.prior_precision = float(prior_mean), float(prior_precision)
-        self.window = int(window)
-        self.rng = np.random.default_rng(seed)
-        self.rewards: dict[int, list[float]] = {a: [] for a in self.arms}
-
-    def _window(self, arm: int) -> list[float]:
-        r = self.rewards[arm]
-        return r[-self.window :] if self.window > 0 else r
 
     def cv(self) -> float:
         """The pooled relative noise of one try's cost."""
@@ -83,9 +76,7 @@ class RelativeTS:
         return mean, sd
 
     def observe(self, arm: int, reward: float) -> None:
-        if int(arm) not in self.rewards:
-            raise ValueError(f"batch size {arm} is not an arm of the bandit (arms: {self.arms})")
-        self.rewards[int(arm)].append(float(reward))
+        self._add(arm, reward)
 
     @property
     def mean(self) -> np.ndarray:
@@ -112,14 +103,11 @@ class RelativeTS:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "arms": self.arms,
             "cv0": self.cv0,
             "nu0": self.nu0,
             "prior_mean": self.prior_mean,
             "prior_precision": self.prior_precision,
-            "window": self.window,
-            "rewards": {str(a): r for a, r in self.rewards.items()},
-            "rng": self.rng.bit_generator.state,
+            **self._history_json(),
         }
 
     @classmethod
@@ -132,6 +120,5 @@ class RelativeTS:
             prior_precision=d["prior_precision"],
             window=d["window"],
         )
-        ts.rng.bit_generator.state = d["rng"]
-        ts.rewards = {int(a): [float(x) for x in d["rewards"][str(a)]] for a in ts.arms}
+        ts._load_history(d)
         return ts
