@@ -82,6 +82,15 @@ def plots(out: Path, trace: WorkloadTrace, c: Comparison, records: list, eta: fl
 
     out.mkdir(parents=True, exist_ok=True)
     written = []
+
+    def finish(fig, ax, what: str, name: str, legend_size: int) -> None:
+        ax.set_title(f"{trace.dataset} on {trace.gpu}: {what}" + (" (synthetic trace)" if trace.synthetic else ""))
+        ax.legend(fontsize=legend_size)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        written.append(out / name)
+
     recs = sorted({r.recurrence for r in records})
     per = np.array([sum(r.cost for r in records if r.recurrence == k) for k in recs])
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -91,13 +100,7 @@ def plots(out: Path, trace: WorkloadTrace, c: Comparison, records: list, eta: fl
     ax.set_xlabel("recurrence")
     ax.set_ylabel(f"cost (eta = {eta:g})")
     ax.set_yscale("log")
-    ax.set_title(f"{trace.dataset} on {trace.gpu}: cost per recurrence" + (" (synthetic trace)" if trace.synthetic else ""))
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out / "cost_per_recurrence.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    finish(fig, ax, "cost per recurrence", "cost_per_recurrence.png", legend_size=8)
 
     epochs = baselines.expected_epochs(trace, c.max_epochs)
     t = (epochs[:, None] * trace.time).ravel()
@@ -129,11 +132,5 @@ def plots(out: Path, trace: WorkloadTrace, c: Comparison, records: list, eta: fl
     ax.set_yscale("log")
     ax.set_xlabel("time to target (s)")
     ax.set_ylabel("energy to target (J)")
-    ax.set_title(f"{trace.dataset} on {trace.gpu}: time-energy tradeoff" + (" (synthetic trace)" if trace.synthetic else ""))
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = out / "pareto.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    finish(fig, ax, "time-energy tradeoff", "pareto.png", legend_size=7)
     return written

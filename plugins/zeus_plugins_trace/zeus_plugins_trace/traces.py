@@ -136,10 +136,7 @@ def read_train(path: str | Path) -> list[TrainRow]:
             _positive(path, line, "target_epoch", epoch)
         out.append(
             TrainRow(
-                dataset=_text(path, line, "dataset", r["dataset"]),
-                network=_text(path, line, "network", r["network"]),
-                batch_size=int(_positive(path, line, "batch_size", _number(path, line, "batch_size", r["batch_size"], integer=True))),
-                optimizer=_text(path, line, "optimizer", r["optimizer"]).lower(),
+                **_workload_key(path, line, r),
                 run=int(_number(path, line, "run", r["run"], integer=True)),
                 target_metric=_number(path, line, "target_metric", r["target_metric"]),
                 target_epoch=epoch,
@@ -150,6 +147,16 @@ def read_train(path: str | Path) -> list[TrainRow]:
     return out
 
 
+def _workload_key(path: Path, line: int, r: dict) -> dict:
+    """The columns both traces share: which workload and batch size a row is about."""
+    return {
+        "dataset": _text(path, line, "dataset", r["dataset"]),
+        "network": _text(path, line, "network", r["network"]),
+        "batch_size": int(_positive(path, line, "batch_size", _number(path, line, "batch_size", r["batch_size"], integer=True))),
+        "optimizer": _text(path, line, "optimizer", r["optimizer"]).lower(),
+    }
+
+
 def read_power(path: str | Path) -> list[PowerRow]:
     """Rows of one GPU's power trace."""
     path = Path(path)
@@ -157,10 +164,7 @@ def read_power(path: str | Path) -> list[PowerRow]:
     for line, r in _rows(path, POWER_COLUMNS):
         out.append(
             PowerRow(
-                dataset=_text(path, line, "dataset", r["dataset"]),
-                network=_text(path, line, "network", r["network"]),
-                batch_size=int(_positive(path, line, "batch_size", _number(path, line, "batch_size", r["batch_size"], integer=True))),
-                optimizer=_text(path, line, "optimizer", r["optimizer"]).lower(),
+                **_workload_key(path, line, r),
                 power_limit=_positive(path, line, "power_limit", _number(path, line, "power_limit", r["power_limit"])),
                 time_per_epoch=_positive(path, line, "time_per_epoch", _number(path, line, "time_per_epoch", r["time_per_epoch"])),
                 average_power=_positive(path, line, "average_power", _number(path, line, "average_power", r["average_power"])),
