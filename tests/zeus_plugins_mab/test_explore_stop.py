@@ -7,32 +7,15 @@ import math
 
 import pytest
 
-from zeus_core.job import JobOptions
+from mab_tiny_trace import run_tiny
 
 from zeus_plugins_mab.guided import Guided
 from zeus_plugins_mab.options import MabOptions
-from zeus_plugins_mab.policy import MabPolicy
-from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
-from zeus_plugins_trace.simulate import simulate
-from zeus_plugins_trace.traces import load_traces, select
-
-# bs 8: steady epoch cost 1740 (100 W), reaches at epoch 3; bs 16: epoch cost 1140 (200 W), never reaches.
-TRAIN = "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\nd,n,8,sgd,0.1,1,0.5,3\nd,n,16,sgd,0.1,1,0.5,nan\n"
-POWER = (
-    "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
-    "d,n,8,sgd,200,10,150\nd,n,8,sgd,100,12,90\nd,n,16,sgd,200,6,180\nd,n,16,sgd,100,9,100\n"
-)
 
 
 def run(tmp_path, recurrences=3, **options):
-    (tmp_path / "summary_train.csv").write_text(TRAIN)
-    (tmp_path / "summary_power_g.csv").write_text(POWER)
-    trace = select(load_traces(tmp_path, "g"), "d", "n", "sgd", 0.5)
-    device = TraceDevice(TraceDeviceOptions(gpu="g"))
-    device.attach(trace)
-    job = JobOptions(name="t", recurrences=recurrences, seed=0, eta_knob=0.5, beta_knob=2.0, target_metric=0.5, max_epochs=100)
-    policy = MabPolicy(MabOptions(default=8, **options), 0, device.predict_epoch)
-    return policy, simulate(trace, policy, job, default_batch_size=8)
+    policy, result, _job = run_tiny(tmp_path, recurrences, **options)
+    return policy, result
 
 
 def test_an_exploratory_try_that_never_reaches_stops_past_break_even_and_is_censored(tmp_path):
@@ -50,8 +33,8 @@ def test_an_exploratory_try_that_never_reaches_stops_past_break_even_and_is_cens
     assert (restart.recurrence, restart.try_index, restart.batch_size, restart.reached) == (2, 2, 8, True)
 
 
-def test_explore_stop_off_keeps_the_paper_bound(tmp_path):
-    policy, r = run(tmp_path, explore_stop=False)
+def test_explore_stop_and_budget_off_keep_the_paper_bound(tmp_path):
+    policy, r = run(tmp_path, explore_stop=False, explore_budget=math.inf)
     assert r.records[1].batch_size == 16 and r.records[1].epochs == 9
     assert policy.try_cost_bound(None, 16) is None
 

@@ -70,6 +70,10 @@ class Guided:
     min_improvement_prob: float = 0.2
     sigma_w: float = 0.3
     sigma_slope: float = 0.3
+    #: Recurrences the job is expected to have (``explore_budget``'s horizon).
+    horizon: int = 0
+    #: Total cost of the exploratory tries that stopped before the target.
+    waste: float = 0.0
     log_epochs: dict[str, list[float]] = attrs.field(factory=dict)
     censored: dict[str, list[float]] = attrs.field(factory=dict)
     tried: list[int] = attrs.field(factory=list)
@@ -172,8 +176,18 @@ class Guided:
         stop = np.flatnonzero(go_on[first:max_epochs] >= 1.0)
         return int(stop[0]) + first if stop.size else None
 
-    def observe(self, batch_size: int, epochs: int, reached: bool) -> None:
+    def budget_left(self, fraction: float, recurrence: int, best_cost: float) -> float:
+        """What stopped exploratory tries may still waste: ``fraction`` of the job's
+        expected cost at the best size (``horizon`` recurrences, or more once the job
+        has run longer), less what they have wasted so far."""
+        return fraction * max(self.horizon, recurrence, 1) * best_cost - self.waste
+
+    def observe(self, batch_size: int, epochs: int, reached: bool, cost: float = 0.0) -> None:
+        """A try's outcome; ``cost``: what it cost, counted as waste when it was
+        exploratory (its size never reached the target) and stopped before the target."""
         k = self.batch_sizes.index(int(batch_size))
+        if not reached and k not in self.reached:
+            self.waste += float(cost)
         if k not in self.tried:
             self.tried.append(k)
         if reached:

@@ -77,7 +77,13 @@ class MabOptions:
     chance that a run never reaches the target, for that rule) and
     ``stop_margin_sds`` (never stop before the try has cost the best size's
     expected cost plus this many noise sds); ``explore_bound_sds`` (stop an
-    exploratory try this many noise sds above the best known cost; off).
+    exploratory try this many noise sds above the best known cost; off);
+    ``explore_budget`` (guided exploration: the tries that stop before the
+    target may together waste at most this fraction of ``horizon`` x the best
+    size's expected cost; once spent, an exploratory try stops once it costs
+    the best size's cost plus two noise sds; ``inf``: no budget) and
+    ``horizon`` (how many recurrences the job is expected to have; 0: the
+    paper's 2 x batch sizes x power limits).
     """
 
     variant: str = attrs.field(default="improved", validator=_in(VARIANTS))
@@ -106,6 +112,10 @@ class MabOptions:
     fail_prob: float = attrs.field(default=0.05, validator=_unit)
     #: explore_stop: an exploratory try runs at least until it costs the best size's expected cost plus this many noise sds.
     stop_margin_sds: float = attrs.field(default=0.0, validator=_at_least(0.0))
+    #: Guided exploration: stopped exploratory tries may waste at most this fraction of horizon x the best cost.
+    explore_budget: float = attrs.field(default=0.05, validator=_at_least(0.0))
+    #: Recurrences the job is expected to have, for explore_budget (0: 2 x batch sizes x power limits).
+    horizon: int = attrs.field(default=0, validator=_at_least(0))
 
 
 @attrs.define

@@ -23,6 +23,10 @@ from zeus_plugins_mab.walk import Walk
 #: A try the cost bound did not let start is fed back as this many times the bound.
 NEVER_RAN_PENALTY = 100.0
 
+#: Once ``explore_budget`` is spent, an exploratory try still runs until it costs the best
+#: size's expected cost plus this many noise sds: until then it may still beat the best.
+BUDGET_FLOOR_SDS = 2.0
+
 
 def effective_default(batch_sizes: list[int], default: int) -> int:
     """The largest listed batch size not above ``default`` (the paper's min(b0, max bs))."""
@@ -87,8 +91,16 @@ class MabPolicy:
         if cpe is None:
             self.pruning = Walk.start(bss, self.default_batch_size, o.tolerance, o.patience)
             return
-        self.guided = Guided(bss, cpe, self.default_batch_size, o.min_improvement_prob, o.sigma_w, o.sigma_slope)
+        self.guided = Guided(bss, cpe, self.default_batch_size, o.min_improvement_prob, o.sigma_w, o.sigma_slope, self._horizon(bss))
         self.ts = self._relative_ts(bss)
+
+    def _horizon(self, batch_sizes: list[int]) -> int:
+        """``explore_budget``'s horizon: the option, or the recurrences the paper's evaluation
+        gives a job, 2 x batch sizes x power limits (the device's limits per batch size)."""
+        if self.options.horizon:
+            return self.options.horizon
+        limits = max((len(self.predict_epoch(int(b)) or ()) for b in batch_sizes), default=0) if self.predict_epoch else 0
+        return 2 * len(batch_sizes) * max(limits, 1)
 
     def _relative_ts(self, arms: list[int]) -> RelativeTS:
         o = self.options
@@ -197,13 +209,22 @@ class MabPolicy:
           On the NSDI'23 grid it censors unlucky runs of movielens' best sizes (4-7
           epochs) and, with retries, retries sizes within noise of the best over and
           over (see the README).
+        * ``explore_budget = f`` (guided exploration, 5 % by default): the exploratory
+          tries that stop before the target are pure loss (their recurrence starts
+          again), and together they may waste at most ``f x horizon x C``. A try may
+          run until it has cost what the budget has left, but at least ``C x (1 + 2 cv)``
+          (until then it may still show its size beats the best). This bounds what a
+          short job loses to a size that never reaches the target (P100 imagenet's 64:
+          24 recurrences, a stop at 1.8 C was 7.5 % of the job); on long jobs the
+          budget is never spent and the model's bound is the one that acts.
 
         Sampling tries (sizes that reached the target) keep the paper's bound, and the
         paper variant keeps it everywhere.
         """
         if self.paper:
             return None
-        bounds = [b for b in (self._model_bound(ctx, batch_size), self._noise_bound(batch_size)) if b is not None]
+        bounds = (self._model_bound(ctx, batch_size), self._noise_bound(batch_size), self._budget_bound(ctx, batch_size))
+        bounds = [b for b in bounds if b is not None]
         return min(bounds) if bounds else None
 
     def _model_bound(self, ctx: Any, batch_size: int) -> float | None:
@@ -225,6 +246,20 @@ class MabPolicy:
         e = self.guided.stop_epochs(bs, self.best_known_cost(), o.fail_prob, most, o.stop_margin_sds * self.ts.cv())
         # Half an epoch of slack: the runner stops before the epoch that would pass the bound.
         return None if e is None else (e + 0.5) * cpe
+
+    def _budget_bound(self, ctx: Any, batch_size: int) -> float | None:
+        """``explore_budget``'s bound: see :meth:`try_cost_bound`."""
+        o = self.options
+        if self.guided is None or not math.isfinite(o.explore_budget):
+            return None
+        k = self.guided.batch_sizes.index(int(batch_size))
+        best = self.best_known_cost()
+        if k in self.guided.reached or best is None or not best > 0:
+            return None
+        assert isinstance(self.ts, RelativeTS)
+        floor = best * (1.0 + BUDGET_FLOOR_SDS * self.ts.cv())
+        # Half an epoch of slack, as the model's bound: the runner stops before the epoch that would pass it.
+        return max(floor, self.guided.budget_left(o.explore_budget, ctx.recurrence, best)) + 0.5 * self.guided.cost_per_epoch[k]
 
     def _noise_bound(self, batch_size: int) -> float | None:
         """``explore_bound_sds``'s bound: see :meth:`try_cost_bound`."""
@@ -265,7 +300,7 @@ class MabPolicy:
         self.history.append((bs, -cost))
         if self.guided is not None:
             assert self.ts is not None
-            self.guided.observe(bs, int(record.epochs), bool(record.reached))
+            self.guided.observe(bs, int(record.epochs), bool(record.reached), float(record.cost))
             self.ts.observe(bs, -cost)
             return
         assert self.pruning is not None
@@ -304,6 +339,8 @@ class MabPolicy:
         explorer, bandit = (Pruning, GaussianTS) if self.paper else (Walk, RelativeTS)
         self.pruning = None if state["pruning"] is None else explorer.from_json(state["pruning"])
         self.guided = None if state.get("guided") is None else Guided.from_json(state["guided"])
+        if self.guided is not None and not self.guided.horizon:  # a state stored before explore_budget
+            self.guided.horizon = self._horizon(self.guided.batch_sizes)
         self.ts = None if state["bandit"] is None else bandit.from_json(state["bandit"])
         self.history = [(int(b), float(r)) for b, r in state["history"]]
 

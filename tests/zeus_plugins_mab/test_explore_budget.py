@@ -1,0 +1,91 @@
+"""``explore_budget``: what stopped exploratory tries may waste, over the job's horizon."""
+
+from __future__ import annotations
+
+import json
+import math
+from types import SimpleNamespace
+
+import cattrs
+import pytest
+
+from mab_tiny_trace import BEST, CPE_16
+from mab_tiny_trace import run_tiny as run
+
+from zeus_plugins_mab.guided import Guided
+from zeus_plugins_mab.options import MabOptions
+from zeus_plugins_mab.policy import BUDGET_FLOOR_SDS, MabPolicy
+
+
+def ctx(job, recurrence):
+    return SimpleNamespace(job=job, recurrence=recurrence, try_index=1, min_cost=BEST)
+
+
+def test_only_exploratory_tries_that_stop_count_as_waste():
+    g = Guided([8, 16, 32], [1.0, 1.0, 1.0], 8, horizon=10)
+    g.observe(8, 3, True, cost=30.0)  # reached: not waste
+    g.observe(16, 4, False, cost=40.0)  # exploratory, stopped: waste
+    g.observe(8, 5, False, cost=50.0)  # a sampling try of a size that reached, stopped: not exploration
+    g.observe(16, 2, False, cost=20.0)  # a retry of the stopped size: waste again
+    g.observe(32, 3, True, cost=33.0)  # an exploratory try that reached: not waste
+    assert g.waste == 60.0
+    # 5 % of 10 recurrences at cost 100, less the waste; a job that runs past its horizon gets more.
+    assert g.budget_left(0.05, 3, 100.0) == pytest.approx(50.0 - 60.0)
+    assert g.budget_left(0.05, 40, 100.0) == pytest.approx(200.0 - 60.0)
+
+
+def test_the_budget_caps_an_exploratory_try_but_never_below_the_noise_floor(tmp_path):
+    # explore_stop off: the budget is the only bound of the policy's own.
+    policy, r, job = run(tmp_path, recurrences=1, explore_stop=False, horizon=100)
+    assert policy.guided.reached == [0]
+    best = policy.best_known_cost()
+    assert best == pytest.approx(BEST)
+    # Nothing wasted yet: 5 % of 100 recurrences at the best cost (and half an epoch of slack).
+    assert policy.try_cost_bound(ctx(job, 2), 16) == pytest.approx(0.05 * 100 * best + 0.5 * CPE_16)
+    # Once the budget is spent, the try may still run until it costs the best plus two noise sds.
+    policy.guided.waste = 10 * best
+    floor = best * (1 + BUDGET_FLOOR_SDS * policy.ts.cv())
+    assert policy.try_cost_bound(ctx(job, 2), 16) == pytest.approx(floor + 0.5 * CPE_16)
+    # A job that has run past its horizon has more budget.
+    assert policy.try_cost_bound(ctx(job, 400), 16) == pytest.approx(0.05 * 400 * best - 10 * best + 0.5 * CPE_16)
+    # Sampling tries (a size that reached the target) keep the paper's bound.
+    assert policy.try_cost_bound(ctx(job, 2), 8) is None
+
+
+def test_a_short_job_stops_a_size_that_never_reaches_sooner_than_a_long_one(tmp_path):
+    # Default horizon: 2 x 2 batch sizes x 2 limits = 8 recurrences, 5 % of it is less than one
+    # recurrence, so the never-reaching 16 stops at the noise floor; with a long horizon the
+    # model's own stop acts, later.
+    short, r_short, _ = run(tmp_path)
+    long, r_long, _ = run(tmp_path, horizon=1000)
+    assert short.guided.horizon == 8 and long.guided.horizon == 1000
+    e_short, e_long = r_short.records[1], r_long.records[1]
+    assert e_short.batch_size == e_long.batch_size == 16 and not e_short.reached and not e_long.reached
+    assert e_short.epochs < e_long.epochs
+    # It still ran until it could no longer beat the best (5220 / 1140 = 4.6 epochs).
+    assert e_short.epochs * CPE_16 >= BEST
+    # Its cost is the waste, and it is kept with the state.
+    assert short.guided.waste == pytest.approx(e_short.cost)
+    again = MabPolicy(MabOptions(default=8), 0, None)
+    again.set_state(json.loads(json.dumps(short.get_state())))
+    assert (again.guided.waste, again.guided.horizon) == (short.guided.waste, 8)
+    # Budget off: the model's stop alone.
+    off, r_off, _ = run(tmp_path, explore_budget=math.inf)
+    assert r_off.records[1].epochs == e_long.epochs
+
+
+def test_a_state_stored_before_the_budget_gets_the_default_horizon(tmp_path):
+    policy, _r, _job = run(tmp_path)
+    state = json.loads(json.dumps(policy.get_state()))
+    del state["guided"]["horizon"], state["guided"]["waste"]
+    again = MabPolicy(MabOptions(default=8), 0, policy.predict_epoch)
+    again.set_state(state)
+    assert (again.guided.horizon, again.guided.waste) == (8, 0.0)
+
+
+def test_a_negative_budget_or_horizon_is_refused_by_name():
+    conv = cattrs.Converter()
+    for key, value in (("explore_budget", -0.1), ("horizon", -3)):
+        with pytest.raises(Exception) as e:
+            conv.structure({key: value}, MabOptions)
+        assert key in str(e.value) or any(key in str(x) for x in getattr(e.value, "exceptions", []))
