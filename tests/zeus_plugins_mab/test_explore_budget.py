@@ -71,8 +71,9 @@ def test_a_short_job_stops_a_size_that_never_reaches_sooner_than_a_long_one(tmp_
     assert e_short.epochs < e_long.epochs
     # It still ran until it could no longer beat the best (5220 / 1140 = 4.6 epochs).
     assert e_short.epochs * CPE_16 >= BEST
-    # Its cost is the waste, and it is kept with the state.
+    # Its cost is the waste, kept with the state and reported in the policy's summary.
     assert short.guided.waste == pytest.approx(e_short.cost)
+    assert short.summary()["exploration_waste"] == pytest.approx(e_short.cost) and short.summary()["horizon"] == 8
     again = MabPolicy(MabOptions(default=8), 0, None)
     again.set_state(json.loads(json.dumps(short.get_state())))
     assert (again.guided.waste, again.guided.horizon) == (short.guided.waste, 8)

@@ -352,6 +352,9 @@ class MabPolicy:
         if self.guided is not None:
             out["explored"] = sorted(self.guided.batch_sizes[k] for k in self.guided.tried)
             out["predicted_cost_per_epoch"] = {str(b): c for b, c in zip(self.guided.batch_sizes, self.guided.cost_per_epoch)}
+            # What stopped exploratory tries cost, against explore_budget x horizon.
+            out["exploration_waste"] = self.guided.waste
+            out["horizon"] = self.guided.horizon
         if self.ts is not None:
             out["posterior_mean_cost"] = {str(a): -float(m) for a, m in zip(self.ts.arms, self.ts.mean)}
         return out
