@@ -50,6 +50,17 @@ class EffectiveOptions:
         return max(int(np.searchsorted(self.t, duration + _TOL, side="right")) - 1, 0)
 
 
+def effective_options(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> list[EffectiveOptions]:
+    """Per op of ``dag``, its instruction's options (built once per (stage, instruction))."""
+    cache: dict[tuple[int, str], EffectiveOptions] = {}
+    for op in dag.ops:
+        key = (op.stage, op.instruction)
+        if key not in cache:
+            o = profile.get(*key)
+            cache[key] = EffectiveOptions(o.time.astype(float), o.energy.astype(float), o.frequency, blocking_w)
+    return [cache[(op.stage, op.instruction)] for op in dag.ops]
+
+
 def _timeline(order, preds, succs, times, limit):
     """Earliest finish and latest finish (against ``limit``) of every op."""
     ef = [0.0] * len(times)
@@ -85,13 +96,7 @@ class ExactPlanner:
     """The LP of one DAG and profile, built once, solved for as many limits as asked."""
 
     def __init__(self, dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> None:
-        opts: dict[tuple[int, str], EffectiveOptions] = {}
-        for op in dag.ops:
-            key = (op.stage, op.instruction)
-            if key not in opts:
-                o = profile.get(*key)
-                opts[key] = EffectiveOptions(o.time.astype(float), o.energy.astype(float), o.frequency, blocking_w)
-        self.op_opts = op_opts = [opts[(op.stage, op.instruction)] for op in dag.ops]
+        self.op_opts = op_opts = effective_options(dag, profile, blocking_w)
         self.n = n = dag.n_ops
         edges = dag.edges
 

@@ -24,22 +24,12 @@ from __future__ import annotations
 import numpy as np
 
 from zeus_plugins_perseus.emulator import critical_path, measured_tables
-from zeus_plugins_perseus.exact import EffectiveOptions
+from zeus_plugins_perseus.exact import EffectiveOptions, effective_options
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import PipelineDAG
 from zeus_plugins_perseus.tradeoff import topological_order
 
 _EPS = 1e-12  # relative float guard on windows
-
-
-def _options(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> list[EffectiveOptions]:
-    cache: dict[tuple[int, str], EffectiveOptions] = {}
-    for op in dag.ops:
-        key = (op.stage, op.instruction)
-        if key not in cache:
-            o = profile.get(*key)
-            cache[key] = EffectiveOptions(o.time.astype(float), o.energy.astype(float), o.frequency, blocking_w)
-    return [cache[(op.stage, op.instruction)] for op in dag.ops]
 
 
 def _pass(opts, order, preds, succs, freqs, times, eff, limit, forward: bool):
@@ -93,7 +83,7 @@ def reclaim_slack(
     freqs = np.atleast_2d(np.asarray(freqs, dtype=np.int64))
     if freqs.size == 0:
         return freqs.copy()
-    opts = _options(dag, profile, blocking_power_w)
+    opts = effective_options(dag, profile, blocking_power_w)
     order = topological_order(dag.n_ops, dag.edges)
     preds, succs = dag.neighbours()
     times, energies = measured_tables(dag, profile, freqs)
