@@ -29,15 +29,15 @@ def ctx(job, recurrence):
 
 
 def test_only_exploratory_tries_that_stop_count_as_waste():
-    g = Guided([8, 16, 32], [1.0, 1.0, 1.0], 8, horizon=10)
+    g = Guided([8, 16, 32], [1.0, 1.0, 1.0], 8)
     g.observe(8, 3, True, cost=30.0)  # reached: not waste
     g.observe(16, 4, False, cost=40.0)  # exploratory, stopped: waste
     g.observe(8, 5, False, cost=50.0)  # a sampling try of a size that reached, stopped: not exploration
     g.observe(16, 2, False, cost=20.0)  # a retry of the stopped size: waste again
     g.observe(32, 3, True, cost=33.0)  # an exploratory try that reached: not waste
     assert g.waste == 60.0
-    # 5 % of 10 recurrences at cost 100, less the waste; a job that runs past its horizon gets more.
-    assert g.budget_left(0.05, 3, 100.0) == pytest.approx(50.0 - 60.0)
+    # 5 % of 10 recurrences at cost 100, less the waste.
+    assert g.budget_left(0.05, 10, 100.0) == pytest.approx(50.0 - 60.0)
     assert g.budget_left(0.05, 40, 100.0) == pytest.approx(200.0 - 60.0)
 
 
@@ -65,7 +65,7 @@ def test_a_short_job_stops_a_size_that_never_reaches_sooner_than_a_long_one(tmp_
     # model's own stop acts, later.
     short, r_short, _ = run(tmp_path)
     long, r_long, _ = run(tmp_path, horizon=1000)
-    assert short.guided.horizon == 8 and long.guided.horizon == 1000
+    assert short.horizon() == 8 and long.horizon() == 1000
     e_short, e_long = r_short.records[1], r_long.records[1]
     assert e_short.batch_size == e_long.batch_size == 16 and not e_short.reached and not e_long.reached
     assert e_short.epochs < e_long.epochs
@@ -74,21 +74,26 @@ def test_a_short_job_stops_a_size_that_never_reaches_sooner_than_a_long_one(tmp_
     # Its cost is the waste, kept with the state and reported in the policy's summary.
     assert short.guided.waste == pytest.approx(e_short.cost)
     assert short.summary()["exploration_waste"] == pytest.approx(e_short.cost) and short.summary()["horizon"] == 8
-    again = MabPolicy(MabOptions(default=8), 0, None)
+    again = MabPolicy(MabOptions(default=8), 0, short.predict_epoch)
     again.set_state(json.loads(json.dumps(short.get_state())))
-    assert (again.guided.waste, again.guided.horizon) == (short.guided.waste, 8)
+    assert (again.guided.waste, again.horizon()) == (short.guided.waste, 8)
+    # The horizon is the option's, read afresh: a job given one later uses it.
+    later = MabPolicy(MabOptions(default=8, horizon=50), 0, short.predict_epoch)
+    later.set_state(json.loads(json.dumps(short.get_state())))
+    assert later.horizon() == 50
     # Budget off: the model's stop alone.
     off, r_off, _ = run(tmp_path, explore_budget=math.inf)
     assert r_off.records[1].epochs == e_long.epochs
 
 
-def test_a_state_stored_before_the_budget_gets_the_default_horizon(tmp_path):
+def test_a_state_stored_before_the_budget_loads_with_nothing_wasted(tmp_path):
     policy, _r, _job = run(tmp_path)
     state = json.loads(json.dumps(policy.get_state()))
-    del state["guided"]["horizon"], state["guided"]["waste"]
+    del state["guided"]["waste"]
+    state["guided"]["horizon"] = 8  # kept in the state for a while; ignored now
     again = MabPolicy(MabOptions(default=8), 0, policy.predict_epoch)
     again.set_state(state)
-    assert (again.guided.horizon, again.guided.waste) == (8, 0.0)
+    assert (again.guided.waste, again.horizon()) == (0.0, 8)
 
 
 def test_a_negative_budget_or_horizon_is_refused_with_its_key():
@@ -117,7 +122,7 @@ def test_p100_imagenet_a_short_job_loses_less_than_two_recurrences_to_a_size_tha
         job = JobOptions(name="imagenet", recurrences=n, seed=1, eta_knob=0.5, beta_knob=2.0, target_metric=0.65, max_epochs=100)
         policy = MabPolicy(MabOptions(default=256, explore_budget=budget), 1, device.predict_epoch)
         result = simulate(trace, policy, job, default_batch_size=256)
-        assert policy.guided.horizon == n == 24
+        assert policy.horizon() == n == 24
         stopped = [r for r in result.records if r.batch_size == 64]
         assert len(stopped) == 1 and not stopped[0].reached
         regrets[budget] = (result.cost / (oracle.cost * n) - 1.0, stopped[0].cost / oracle.cost)

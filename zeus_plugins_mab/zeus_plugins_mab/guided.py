@@ -70,8 +70,6 @@ class Guided:
     min_improvement_prob: float = 0.2
     sigma_w: float = 0.3
     sigma_slope: float = 0.3
-    #: Recurrences the job is expected to have (``explore_budget``'s horizon).
-    horizon: int = 0
     #: Total cost of the exploratory tries that stopped before the target.
     waste: float = 0.0
     log_epochs: dict[str, list[float]] = attrs.field(factory=dict)
@@ -176,11 +174,10 @@ class Guided:
         stop = np.flatnonzero(go_on[first:max_epochs] >= 1.0)
         return int(stop[0]) + first if stop.size else None
 
-    def budget_left(self, fraction: float, recurrence: int, best_cost: float) -> float:
+    def budget_left(self, fraction: float, recurrences: int, best_cost: float) -> float:
         """What stopped exploratory tries may still waste: ``fraction`` of the job's
-        expected cost at the best size (``horizon`` recurrences, or more once the job
-        has run longer), less what they have wasted so far."""
-        return fraction * max(self.horizon, recurrence, 1) * best_cost - self.waste
+        expected cost at the best size over ``recurrences``, less what they have wasted so far."""
+        return fraction * max(recurrences, 1) * best_cost - self.waste
 
     def observe(self, batch_size: int, epochs: int, reached: bool, cost: float = 0.0) -> None:
         """A try's outcome; ``cost``: what it cost, counted as waste when it was
@@ -201,6 +198,7 @@ class Guided:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Guided:
         d = dict(d)
+        d.pop("horizon", None)  # stored for a while; it is the policy's option (or its default), not learnt
         # Stores written before stopped runs were kept one by one hold only the longest.
         d["censored"] = {k: [float(v)] if isinstance(v, (int, float)) else [float(x) for x in v] for k, v in d.get("censored", {}).items()}
         return cls(**d)

@@ -91,16 +91,17 @@ class MabPolicy:
         if cpe is None:
             self.pruning = Walk.start(bss, self.default_batch_size, o.tolerance, o.patience)
             return
-        self.guided = Guided(bss, cpe, self.default_batch_size, o.min_improvement_prob, o.sigma_w, o.sigma_slope, self._horizon(bss))
+        self.guided = Guided(bss, cpe, self.default_batch_size, o.min_improvement_prob, o.sigma_w, o.sigma_slope)
         self.ts = self._relative_ts(bss)
 
-    def _horizon(self, batch_sizes: list[int]) -> int:
+    def horizon(self) -> int:
         """``explore_budget``'s horizon: the option, or the recurrences the paper's evaluation
         gives a job, 2 x batch sizes x power limits (the device's limits per batch size)."""
         if self.options.horizon:
             return self.options.horizon
-        limits = max((len(self.predict_epoch(int(b)) or ()) for b in batch_sizes), default=0) if self.predict_epoch else 0
-        return 2 * len(batch_sizes) * max(limits, 1)
+        bss = self.batch_sizes or []
+        limits = max((len(self.predict_epoch(int(b)) or ()) for b in bss), default=0) if self.predict_epoch else 0
+        return 2 * len(bss) * max(limits, 1)
 
     def _relative_ts(self, arms: list[int]) -> RelativeTS:
         o = self.options
@@ -259,7 +260,9 @@ class MabPolicy:
         assert isinstance(self.ts, RelativeTS)
         floor = best * (1.0 + BUDGET_FLOOR_SDS * self.ts.cv())
         # Half an epoch of slack, as the model's bound: the runner stops before the epoch that would pass it.
-        return max(floor, self.guided.budget_left(o.explore_budget, ctx.recurrence, best)) + 0.5 * self.guided.cost_per_epoch[k]
+        # The job's horizon, or more once it has run longer.
+        left = self.guided.budget_left(o.explore_budget, max(self.horizon(), ctx.recurrence), best)
+        return max(floor, left) + 0.5 * self.guided.cost_per_epoch[k]
 
     def _noise_bound(self, batch_size: int) -> float | None:
         """``explore_bound_sds``'s bound: see :meth:`try_cost_bound`."""
@@ -339,8 +342,6 @@ class MabPolicy:
         explorer, bandit = (Pruning, GaussianTS) if self.paper else (Walk, RelativeTS)
         self.pruning = None if state["pruning"] is None else explorer.from_json(state["pruning"])
         self.guided = None if state.get("guided") is None else Guided.from_json(state["guided"])
-        if self.guided is not None and not self.guided.horizon:  # a state stored before explore_budget
-            self.guided.horizon = self._horizon(self.guided.batch_sizes)
         self.ts = None if state["bandit"] is None else bandit.from_json(state["bandit"])
         self.history = [(int(b), float(r)) for b, r in state["history"]]
 
@@ -354,7 +355,7 @@ class MabPolicy:
             out["predicted_cost_per_epoch"] = {str(b): c for b, c in zip(self.guided.batch_sizes, self.guided.cost_per_epoch)}
             # What stopped exploratory tries cost, against explore_budget x horizon.
             out["exploration_waste"] = self.guided.waste
-            out["horizon"] = self.guided.horizon
+            out["horizon"] = self.horizon()
         if self.ts is not None:
             out["posterior_mean_cost"] = {str(a): -float(m) for a, m in zip(self.ts.arms, self.ts.mean)}
         return out
