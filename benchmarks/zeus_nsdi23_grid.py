@@ -19,6 +19,7 @@ and at most 3 % on average; the whole grid (Zeus, default and oracle) in under
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import tomllib
 from pathlib import Path
@@ -90,6 +91,7 @@ def main() -> None:
     ap.add_argument("--traces", type=Path, default=REPO.parent / "shared" / "data" / "zeus_nsdi23")
     ap.add_argument("--recurrences", type=int, default=None, help="override N (default: 2 x |B| x |P| per case)")
     ap.add_argument("--seeds", default="1-5", help="first-last seed (default 1-5; 6-10 checks that nothing was tuned to 1-5)")
+    ap.add_argument("--json", type=Path, default=None, help="also write every (variant, case, seed) row at full precision")
     args = ap.parse_args()
     first, _, last = args.seeds.partition("-")
     seeds = range(int(first), int(last or first) + 1)
@@ -100,6 +102,8 @@ def main() -> None:
     improved, t_improved = run_grid(args.traces, "improved", mab, args.recurrences, seeds)
     paper, t_paper = run_grid(args.traces, "paper", mab, args.recurrences, seeds)
 
+    if args.json is not None:
+        args.json.write_text(json.dumps({"improved": improved, "paper": paper}, indent=1) + "\n")
     reg_i, reg_p = by_case(improved, "regret"), by_case(paper, "regret")
     save_i, save_p = by_case(improved, "energy_saved"), by_case(paper, "energy_saved")
     save_o = by_case(improved, "oracle_energy_saved")
