@@ -62,7 +62,7 @@ def driver_pair(nvml, handles):
 
 
 def build_ours(n_gpus: int):
-    from zeus_core.measurement import Monitor
+    from zeus_core import Monitor
     from zeus_plugins_nvml.device import NvmlGpus
 
     dev = NvmlGpus()

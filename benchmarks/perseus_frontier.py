@@ -38,7 +38,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from zeus_core.cost import pareto_frontier
+from zeus_core import pareto_frontier
 from zeus_plugins_perseus.emulator import emulate
 from zeus_plugins_perseus.exact import ExactPlanner, fastest_frequencies
 from zeus_plugins_perseus.planner import plan_frontier

@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zeus_core import registry as zreg
-from zeus_core.job import JobOptions
+from zeus_core import JobOptions
 
 from zeus_plugins_trace import baselines
 from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions

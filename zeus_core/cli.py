@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,10 @@ from zeus_core.job import JobError, load_job, resolved_values
 from zeus_core.monitor_cli import monitor_command
 from zeus_core.registry import PluginError, Registry, get_registry
 from zeus_core.results import TRY_COLUMNS, JobSummary
-from zeus_core.runner import PartMismatch, RunFailed, Runner, call_optional
+from zeus_core.errors import PartMismatch, RunFailed
+from zeus_core.files import write_atomic
+from zeus_core.parts import Reports, WritesOutputs
+from zeus_core.runner import Runner
 from zeus_core.store import StoreError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -58,21 +60,6 @@ def print_job_errors(e: JobError) -> None:
     err_console.print(f"[bold red]{n} error{'s' if n != 1 else ''} in {escape(e.source)}:[/]")
     for line in e.format_lines():
         err_console.print(escape(line), highlight=False, soft_wrap=True)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _version_text(reg: Registry) -> str:
@@ -200,9 +187,8 @@ def _write_outputs(runner: Runner, summary: JobSummary, out: Path) -> list[Path]
     write_atomic(out / "summary.json", json.dumps(summary.to_json(), indent=2, allow_nan=False, default=str) + "\n")
     written.append(out / "summary.json")
     for part in runner.parts.values():
-        got = call_optional(part, "write_outputs", out, summary)
-        if got:
-            written.extend(Path(p) for p in got)
+        if isinstance(part, WritesOutputs):
+            written.extend(Path(p) for p in part.write_outputs(out, summary) or ())
     return written
 
 
@@ -275,7 +261,8 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     if summary.records:
         console.print(_closing_table(summary))
     for part in runner.parts.values():
-        call_optional(part, "report", console, summary)
+        if isinstance(part, Reports):
+            part.report(console, summary)
     if output is not None:
         for p in _write_outputs(runner, summary, output):
             console.print(f"wrote {escape(str(p))}")

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def check_eta(eta: float) -> float:
@@ -45,6 +47,8 @@ def pareto_frontier(times: Sequence[float], energies: Sequence[float]) -> np.nda
     energy-hungry while strictly better in one of the two. Of exact duplicates
     the first is kept. NaN points are never on the frontier.
     """
+    import numpy as np  # here, not at the top: `zeus --help` must not pay for numpy
+
     t = np.asarray(times, dtype=float)
     e = np.asarray(energies, dtype=float)
     if t.shape != e.shape or t.ndim != 1:
@@ -66,6 +70,8 @@ def lower_convex_hull(times: Sequence[float], energies: Sequence[float]) -> np.n
 
     These are the options a convex time-cost tradeoff model can use exactly.
     """
+    import numpy as np
+
     idx = pareto_frontier(times, energies)
     t = np.asarray(times, dtype=float)[idx]
     e = np.asarray(energies, dtype=float)[idx]

@@ -7,7 +7,7 @@ from a picklable ``functools.partial(open_device, "nvml", {...})``) use
 :func:`open_device`: the same registry, the same options class (so a misspelt
 option fails with its name, as in ``job.toml``) and the same factory as a job.
 
-    from zeus_core.devices import open_device
+    from zeus_core import open_device
     gpus = open_device("nvml", {"gpus": [0]})
     try:
         ...
@@ -17,12 +17,11 @@ option fails with its name, as in ``job.toml``) and the same factory as a job.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import attrs
 from rich.console import Console
 
+from zeus_core.contexts import BuildContext
 from zeus_core.job import Problem, structure
 from zeus_core.registry import Registry, get_registry
 
@@ -30,22 +29,6 @@ from zeus_core.registry import Registry, get_registry
 class DeviceOpenError(RuntimeError):
     """A device plugin could not be opened; the message says which and why (unknown name,
     bad options with their field paths, or the plugin's own error such as a missing driver)."""
-
-
-@attrs.define
-class DeviceContext:
-    """What a device factory sees outside a job: no job, no store, paths relative to the cwd."""
-
-    console: Console
-    registry: Registry
-    job: Any = None
-    store: Any = None
-    parts: dict[str, Any] = attrs.field(factory=dict)
-    job_dir: Path = attrs.field(factory=Path.cwd)
-
-    def resolve_path(self, p: str | Path) -> Path:
-        p = Path(p).expanduser()
-        return p if p.is_absolute() else self.job_dir / p
 
 
 def open_devices(
@@ -58,7 +41,7 @@ def open_devices(
     path"``). ``tables`` holds each name's options as in its ``[device]`` table.
     Every name must be registered (KeyError otherwise; check ``reg.names("device")``).
     """
-    ctx = DeviceContext(console, reg)
+    ctx = BuildContext.outside_job(console, reg)
     opened, unavailable, errors = [], [], []
     for name in names:
         r = reg.get("device", name)

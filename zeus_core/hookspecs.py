@@ -1,21 +1,38 @@
-"""The contract between the core and every plugin. Read this module first.
+"""Every hook zeus calls: the contract between the core and every plugin. Read this first.
 
-Registration hooks follow the ``llm`` pattern: the core calls each hook with a
-``register`` callback, and the plugin calls ``register(name, factory)`` once per
-part it provides. ``job.toml`` then selects a part by that name
-(``[device] plugin = "nvml"``).
+A plugin is a module with functions marked ``@hookimpl`` whose names are hooks
+below, reached through one entry point in the ``zeus`` group::
 
-``factory`` is called as ``factory(options, context)`` and returns the part.
-``options`` is an instance of the factory's attrs options class, structured from
-the part's table in ``job.toml``: pass it as ``register(name, factory,
-options=MyOptions)``, or give the factory an ``Options`` attribute. A factory
-without an options class accepts no keys besides ``plugin``. ``context`` is a
-:class:`zeus_core.runner.BuildContext` (the job, the store, the parts built so
-far). The protocols each kind of part satisfies live in
-:mod:`zeus_core.parts`.
+    # pyproject.toml
+    [project.entry-points.zeus]
+    greedy = "zeus_greedy_policy"
 
-Event hooks (``zeus_on_*``) are for observers: loggers, exporters, plots. They
-must not change the run; their return values are ignored.
+Registration hooks follow ``llm``'s pattern: the core calls each with a
+``register`` callback, and the plugin calls it once per part it provides::
+
+    register(name, factory, options=OptionsClass, help="one line", default=False)
+
+``job.toml`` then selects a part by that name (``[batch_size] plugin =
+"greedy"``). ``factory(options, context)`` returns the part: ``options`` is an
+instance of the attrs class ``OptionsClass``, structured from the part's table
+by cattrs (so a misspelt key fails ``zeus validate`` with its path), and
+``context`` is a :class:`zeus_core.BuildContext` (the job, its store, the
+parts built before). Without ``options`` the factory's ``Options`` attribute
+is used, and without that the part takes no keys besides ``plugin``.
+``default=True`` makes the part what a job without that section gets where the
+core needs one (at most one per kind). What each kind of part must have, and
+the capabilities it may declare, are the protocols in :mod:`zeus_core.parts`
+and :mod:`zeus_core.device`.
+
+Keep the module the entry point names light: register factories that import
+the heavy parts (numpy, torch, scipy) when they are called, so that ``zeus
+--help`` does not pay for them.
+
+Event hooks (``zeus_on_*``) are for observers (loggers, exporters, plots).
+They must not change the run; their return values are ignored.
+
+``docs/hooks.md`` is generated from this module (``python -m zeus_core.docgen``);
+a test fails when it is stale or a hook has no example.
 """
 
 from __future__ import annotations
@@ -35,8 +52,15 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def zeus_register_devices(register):
     """Register measurement and control backends (``nvml``, ``rapl``, ``cpu-estimate``, ``trace``).
 
-    A device part satisfies :class:`zeus_core.parts.DeviceGroup`: it reads energy
-    counters and a clock, and may expose power-limit and clock control.
+    A device part is a :class:`zeus_core.DeviceGroup`: it reads cumulative energy
+    and a clock, and declares what else it can do with the capabilities of
+    :mod:`zeus_core.device` (``PowerLimitControl``, ``ClockControl``, ...).
+
+    Example::
+
+        @hookimpl
+        def zeus_register_devices(register):
+            register("my-gpu", MyGpus, options=MyGpuOptions, help="GPUs through my vendor's library.")
     """
 
 
@@ -44,9 +68,15 @@ def zeus_register_devices(register):
 def zeus_register_workloads(register):
     """Register what is trained (``torch``, ``trace``).
 
-    A workload part satisfies :class:`zeus_core.parts.Workload`: given a
-    :class:`zeus_core.runner.RunSession` it trains one run at the session's batch
-    size, epoch by epoch, and reports the validation metric.
+    A workload part is a :class:`zeus_core.Workload`: its ``run(session)`` trains
+    one try at ``session.batch_size`` through the session's epochs and reports
+    the validation metric.
+
+    Example::
+
+        @hookimpl
+        def zeus_register_workloads(register):
+            register("my-loop", make_my_loop, options=MyLoopOptions, help="My training loop.")
     """
 
 
@@ -54,8 +84,14 @@ def zeus_register_workloads(register):
 def zeus_register_profilers(register):
     """Register sweeps that produce time/energy tables (``power-sweep``, ``perseus-stage``).
 
-    A profiler part satisfies :class:`zeus_core.parts.Planner` (it runs once before
-    the recurrences and may write output files).
+    A profiler part is a :class:`zeus_core.Planner`: it runs once before the
+    recurrences and may write its table under ``--output``.
+
+    Example::
+
+        @hookimpl
+        def zeus_register_profilers(register):
+            register("clock-sweep", ClockSweep, options=ClockSweepOptions, help="Time and energy per SM clock.")
     """
 
 
@@ -63,7 +99,14 @@ def zeus_register_profilers(register):
 def zeus_register_batch_size_policies(register):
     """Register policies that choose the batch size of each try (``fixed``, ``mab``).
 
-    A batch-size policy satisfies :class:`zeus_core.parts.BatchSizePolicy`.
+    A batch-size policy is a :class:`zeus_core.BatchSizePolicy`; it may stop its
+    own tries sooner with :class:`zeus_core.TryCostBound`.
+
+    Example::
+
+        @hookimpl
+        def zeus_register_batch_size_policies(register):
+            register("greedy", GreedyPolicy, options=GreedyOptions, help="Tries each size once, then keeps the cheapest.")
     """
 
 
@@ -71,7 +114,15 @@ def zeus_register_batch_size_policies(register):
 def zeus_register_power_policies(register):
     """Register policies that choose the power limit devices run at (``max``, ``fixed``, ``jit``).
 
-    A power policy satisfies :class:`zeus_core.parts.PowerPolicy`.
+    A power policy is a :class:`zeus_core.PowerPolicy`; it declares the device
+    capabilities it needs with :class:`zeus_core.NeedsDevice` and acts between
+    iterations with :class:`zeus_core.IterationControl`.
+
+    Example::
+
+        @hookimpl
+        def zeus_register_power_policies(register):
+            register("hold-min", HoldMinimum, help="Hold the lowest limit the device allows.")
     """
 
 
@@ -79,7 +130,14 @@ def zeus_register_power_policies(register):
 def zeus_register_allocators(register):
     """Register allocators of per-device local batch and power limit over mixed GPUs (``even``, ``hetero``).
 
-    An allocator satisfies :class:`zeus_core.parts.Planner`.
+    An allocator is a :class:`zeus_core.Planner`; a data-parallel workload trains
+    by the ``allocation.json`` it writes (:func:`zeus_core.read_allocation`).
+
+    Example::
+
+        @hookimpl
+        def zeus_register_allocators(register):
+            register("proportional", ProportionalSplit, options=SplitOptions, help="Local batch proportional to speed.")
     """
 
 
@@ -87,13 +145,33 @@ def zeus_register_allocators(register):
 def zeus_register_frequency_plan_policies(register):
     """Register policies that give each pipeline instruction an SM clock (``max``, ``perseus``).
 
-    A frequency-plan policy satisfies :class:`zeus_core.parts.Planner`.
+    A frequency-plan policy is a :class:`zeus_core.Planner` that may lock clocks
+    on a :class:`zeus_core.ClockControl` device.
+
+    Example::
+
+        @hookimpl
+        def zeus_register_frequency_plan_policies(register):
+            register("all-min", AllMinimum, help="Every instruction at the lowest clock.")
     """
 
 
 @hookspec
 def zeus_register_commands(cli):
-    """Add subcommands to the ``zeus`` command line; ``cli`` is the root ``click.Group``."""
+    """Add subcommands to the ``zeus`` command line; ``cli`` is the root ``click.Group``.
+
+    Import what the command needs inside it, not at module level, so that other
+    commands start fast.
+
+    Example::
+
+        @hookimpl
+        def zeus_register_commands(cli):
+            @cli.command("hello")
+            def hello():
+                \"\"\"Say hello.\"\"\"
+                click.echo("hello")
+    """
 
 
 @hookspec
@@ -103,7 +181,14 @@ def zeus_register_restorers(register):
     ``register(owner, restore)`` where ``restore(key, original)`` puts device
     setting ``key`` (a string chosen by the plugin, e.g. ``"gpu:UUID:power_limit"``)
     back to ``original`` (the JSON value journaled before the change). The core
-    calls these at every ``zeus`` start for entries a killed process left behind.
+    calls these at every ``zeus`` start for entries a killed process left behind;
+    the plugin's :class:`zeus_core.SettingsGuard` uses the same function.
+
+    Example::
+
+        @hookimpl
+        def zeus_register_restorers(register):
+            register("my-gpu", restore_setting)   # restore_setting(key, original)
     """
 
 
@@ -112,24 +197,61 @@ def zeus_register_restorers(register):
 
 @hookspec
 def zeus_on_job_start(job, context):
-    """Called once after the parts are built and before the first recurrence."""
+    """Called once after the parts are built and before the first recurrence, with the
+    ``[job]`` options (:class:`zeus_core.JobOptions`) and the :class:`zeus_core.BuildContext`.
+
+    Example::
+
+        @hookimpl
+        def zeus_on_job_start(job, context):
+            print(f"job {job.name} with {sorted(context.parts)}")
+    """
 
 
 @hookspec
 def zeus_on_measurement(name, measurement):
-    """Called when a measurement window named ``name`` ends with a :class:`zeus_core.measurement.Measurement`."""
+    """Called when a measurement window named ``name`` ends, with its :class:`zeus_core.Measurement`.
+
+    Example::
+
+        @hookimpl
+        def zeus_on_measurement(name, measurement):
+            if name.startswith("epoch-"):
+                print(name, measurement.time, measurement.total_system_energy)
+    """
 
 
 @hookspec
 def zeus_on_try_end(record):
-    """Called after each try (one training run) with its :class:`zeus_core.results.TryRecord`."""
+    """Called after each try (one training run) with its :class:`zeus_core.TryRecord`.
+
+    Example::
+
+        @hookimpl
+        def zeus_on_try_end(record):
+            print(record.batch_size, record.cost, "reached" if record.reached else record.stopped)
+    """
 
 
 @hookspec
 def zeus_on_recurrence_end(recurrence, records):
-    """Called when recurrence number ``recurrence`` ends, with the list of its :class:`TryRecord` s."""
+    """Called when recurrence number ``recurrence`` ends, with the list of its :class:`zeus_core.TryRecord` s.
+
+    Example::
+
+        @hookimpl
+        def zeus_on_recurrence_end(recurrence, records):
+            print(recurrence, sum(r.energy_j for r in records))
+    """
 
 
 @hookspec
 def zeus_on_job_end(summary):
-    """Called once when the job ends, with the :class:`zeus_core.results.JobSummary`."""
+    """Called once when the job ends, with the :class:`zeus_core.JobSummary`.
+
+    Example::
+
+        @hookimpl
+        def zeus_on_job_end(summary):
+            print(f"{summary.recurrences} recurrences, {summary.energy_j:.0f} J")
+    """

@@ -27,6 +27,7 @@ import cattrs
 from zeus_core.cost import check_eta
 from zeus_core.registry import KINDS, SECTION_KIND, Registration, Registry
 from zeus_core.tomlpos import find_line, line_index
+from zeus_core.validators import at_least, finite, positive
 
 # --------------------------------------------------------------------------- errors
 
@@ -69,25 +70,6 @@ class JobError(Exception):
 # --------------------------------------------------------------------------- core table
 
 
-def _positive(_inst, attribute, value):
-    if value is not None and not value > 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
-
-
-def _eta(_inst, _attribute, value):
-    check_eta(value)
-
-
-def _beta(_inst, _attribute, value):
-    if math.isnan(value) or value < 1.0:
-        raise ValueError(f"beta_knob must be at least 1 (inf disables early stopping), got {value!r}")
-
-
-def _finite_or_none(_inst, attribute, value):
-    if value is not None and not math.isfinite(value):
-        raise ValueError(f"{attribute.name} must be a finite number, got {value!r}")
-
-
 @attrs.define
 class JobOptions:
     """The core's ``[job]`` table.
@@ -98,16 +80,16 @@ class JobOptions:
     """
 
     name: str = ""
-    recurrences: int = attrs.field(default=1, validator=_positive)
+    recurrences: int = attrs.field(default=1, validator=positive)
     seed: int = 0
-    eta_knob: float = attrs.field(default=0.5, validator=_eta)
-    beta_knob: float = attrs.field(default=2.0, validator=_beta)
-    target_metric: float | None = attrs.field(default=None, validator=_finite_or_none)
+    eta_knob: float = attrs.field(default=0.5, validator=lambda _i, _a, v: check_eta(v))
+    beta_knob: float = attrs.field(default=2.0, validator=at_least(1, hint="inf disables early stopping"))
+    target_metric: float | None = attrs.field(default=None, validator=attrs.validators.optional(finite))
     higher_is_better: bool = True
-    max_epochs: int = attrs.field(default=100, validator=_positive)
-    max_tries: int = attrs.field(default=20, validator=_positive)
+    max_epochs: int = attrs.field(default=100, validator=positive)
+    max_tries: int = attrs.field(default=20, validator=positive)
     store: str = ""
-    processes: int = attrs.field(default=1, validator=_positive)
+    processes: int = attrs.field(default=1, validator=positive)
 
 
 CORE_SECTION = "job"
@@ -406,14 +388,15 @@ def validate(
         opts = structure(reg.options, body, (section,), problems)
         if opts is not None:
             parts[section] = PartSpec(section, name, opts, reg)
-    if "workload" in raw and "power" not in raw and "max" in registry.parts[SECTION_KIND["power"]]:
-        # A training job without [power] holds the maximum limit (a no-op where limits can't be set).
-        reg = registry.get(SECTION_KIND["power"], "max")
-        parts["power"] = PartSpec("power", "max", reg.options(), reg)
-    if "workload" in raw and "batch_size" not in raw:
-        problems.append(Problem(("batch_size",), "a job with [workload] needs a [batch_size] table (e.g. plugin = \"fixed\", batch_size = 64)"))
-    if "workload" in raw and "device" not in raw:
-        problems.append(Problem(("device",), "a job with [workload] needs a [device] table naming a device plugin"))
+    default_power = registry.default(SECTION_KIND["power"])
+    if "workload" in raw and "power" not in raw and default_power is not None:
+        # A training job without [power] uses the power policy registered as the default.
+        reg = registry.get(SECTION_KIND["power"], default_power)
+        parts["power"] = PartSpec("power", default_power, reg.options(), reg)
+    for needed in ("batch_size", "device"):
+        if "workload" in raw and needed not in raw:
+            installed = ", ".join(registry.names(SECTION_KIND[needed])) or "none installed"
+            problems.append(Problem((needed,), f"a job with [workload] needs a [{needed}] table naming one of: {installed}"))
     if not any(s in raw for s in PART_SECTIONS):
         problems.append(Problem((), "the job has nothing to run: add a [workload] (with [device] and [batch_size]) or a planner section ([allocation], [frequency_plan], [profiler])"))
     problems = [attrs.evolve(p, origin=_origin(overrides, p.path)) for p in problems]

@@ -40,7 +40,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from zeus_core import store as _store
-from zeus_core.measurement import DeviceError
+from zeus_core.errors import DeviceError
 
 Restorer = Callable[[str, Any], Any]
 

@@ -1,92 +1,224 @@
-"""Protocols that each kind of registered part satisfies.
+"""What each kind of part is, and the optional abilities a part may declare.
 
-The core only talks to parts through these methods, so a plugin is free in how
-it implements them. Optional methods are noted; the core checks for them with
-``getattr`` and says plainly when a job needs one that a part lacks (for
-example a power policy other than ``max`` on a device that cannot set limits).
+The core talks to parts only through these protocols (and the device ones in
+:mod:`zeus_core.device`). A *part protocol* (:class:`Workload`,
+:class:`BatchSizePolicy`, :class:`PowerPolicy`, :class:`Planner`) lists what
+every part of that kind has. A *capability* is a small ``runtime_checkable``
+protocol with one fixed signature per method: a part has it by defining those
+methods, and the core asks ``isinstance(part, SteadyEpochCost)``, never counts
+parameters or looks names up by string. Implement a capability completely or
+not at all.
+
+:class:`Session` is what a workload trains through and a power policy steers:
+the runner hands each try's :class:`~zeus_core.session.RunSession` to both.
+
+Parts never call each other through anything but these protocols (a plugin
+never imports another plugin), so what two plugins share is declared here or
+in :mod:`zeus_core.device`: the ``trace`` device predicts epochs
+(:class:`~zeus_core.device.EpochPredictor`) that the ``mab`` policy plans
+with, and a power policy reports its steady-state epoch cost
+(:class:`SteadyEpochCost`) that the runner turns into
+:attr:`~zeus_core.results.TryRecord.steady_cost` for any batch-size policy.
+
+``docs/parts.md`` is generated from this module and :mod:`zeus_core.device`
+(``python -m zeus_core.docgen``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # annotations only; none of these modules imports this one
     from rich.console import Console
 
-    from zeus_core.results import TryRecord
-    from zeus_core.runner import PolicyContext, RunSession
+    from zeus_core.contexts import BuildContext, PolicyContext
+    from zeus_core.device import DeviceGroup
+    from zeus_core.job import JobOptions
+    from zeus_core.measurement import Measurement
+    from zeus_core.monitor import Monitor
+    from zeus_core.results import JobSummary, TryRecord
 
 
-@runtime_checkable
-class DeviceGroup(Protocol):
-    """One or more devices measured and steered together.
+# =========================================================================== the session
 
-    ``names`` label the devices (``"gpu0"``, ``"cpu0-package"``); ``read_energy``
-    returns one cumulative, never-decreasing energy value in joules per name;
-    ``clock`` is the time source of windows on these devices (``time.monotonic``
-    for real hardware, a virtual clock for simulated devices). ``energy_sources``
-    says per name where energy comes from: ``counter``, ``polling`` or ``estimate``.
-    ``max_power_w`` is the sum of the devices' maximum power limits (MAXPOWER of
-    the cost metric).
 
-    Names follow ``gpu<i>`` (CUDA-visible index), ``cpu<i>-package`` and
-    ``cpu<i>-dram`` so that :class:`~zeus_core.measurement.Measurement` can
-    offer ZeusMonitor's ``gpu_energy`` / ``cpu_energy`` / ``dram_energy``.
+class Session(Protocol):
+    """One try, as a workload and a power policy see it (implemented by
+    :class:`~zeus_core.session.RunSession`).
 
-    Optional control methods: ``power_limit_range() -> (min_w, max_w)``,
-    ``power_limit() -> float``, ``set_power_limit(watts)`` (every device),
-    ``set_power_limits({name: watts})`` (per device), ``supported_clocks() ->
-    list[int]``, ``lock_clocks(mhz)`` (SM clock; a device whose hardware needs
-    the memory clock locked too does that itself), ``reset_clocks()``.
-    Optional readings: ``read_power() -> {name: watts}`` (for ``zeus monitor``),
-    ``sync_indices`` (CUDA indices the window's sync hook waits on).
-    Every setter journals the original value first (:mod:`zeus_core.journal`)
-    and raises :class:`~zeus_core.measurement.DeviceError` with the fix when it
-    lacks permission. ``close()`` restores whatever the device changed.
+    Facts: ``job`` (the ``[job]`` options), ``batch_size``, ``recurrence`` and
+    ``try_index`` (from 1), ``cost_bound`` (the try stops before the epoch that
+    would pass it), ``devices`` (the job's device group), ``monitor`` (windows
+    over it), ``power_policy``, ``rank``/``world_size``, ``max_epochs``.
 
-    ``lock_clocks`` may also lock other clocks the SM clock depends on: the
-    ``nvml`` device holds the memory clock at its highest supported value from
-    the first lock on (where the GPU allows it), journaled like the SM clock,
-    and ``reset_clocks`` unlocks both. Outside a job (tools, helper processes)
-    a device plugin is opened by name with :func:`zeus_core.devices.open_device`.
+    Progress: ``epochs_done``, and per finished epoch ``epoch_measurements``,
+    ``epoch_costs`` and ``epoch_profiled`` (whether the power policy acted
+    between its iterations); ``epoch_iterations`` (iterations of the current
+    epoch, as the workload announced them); ``metric``, ``reached``,
+    ``stopped`` (``early-stop``, ``max-epochs``, ``never-ran``, or None).
+
+    ``extra`` holds the workload's own JSON-able details for the try's record
+    (``TryRecord.extra``); no other part reads them. ``ranks`` is None, or the
+    :class:`RankCombiner` a data-parallel workload installs.
+
+    Example::
+
+        # a workload's run(): train until the session ends the epochs
+        def run(self, session: Session) -> None:
+            for epoch in session.epochs():
+                for i in session.iterations(len(self.loader)):
+                    self.step(session.batch_size)
+                if session.report_metric(self.evaluate()):
+                    break
     """
 
-    names: list[str]
-    energy_sources: dict[str, str]
-    max_power_w: float
+    job: JobOptions
+    batch_size: int
+    recurrence: int
+    try_index: int
+    cost_bound: float
+    devices: DeviceGroup
+    monitor: Monitor
+    power_policy: PowerPolicy | None
+    rank: int
+    world_size: int
+    max_epochs: int
+    epochs_done: int
+    epoch_measurements: list[Measurement]
+    epoch_costs: list[float]
+    epoch_profiled: list[bool]
+    epoch_iterations: int | None
+    metric: float | None
+    reached: bool
+    stopped: str | None
+    extra: dict[str, Any]
+    ranks: RankCombiner | None
 
-    def clock(self) -> float: ...
+    @property
+    def max_power_w(self) -> float: ...
 
-    def read_energy(self) -> dict[str, float]: ...
+    @property
+    def power_limit(self) -> float | None: ...
 
-    def close(self) -> None: ...
+    @property
+    def cost_so_far(self) -> float: ...
+
+    def cost(self, energy_j: float, time_s: float) -> float: ...
+
+    def epochs(self) -> Iterator[int]: ...
+
+    def iterations(self, count: int) -> Iterator[int]: ...
+
+    def chunks(self, count: int) -> Iterator[tuple[int, int]]: ...
+
+    def report_metric(self, value: float) -> bool: ...
+
+    def mark_reached(self) -> None: ...
+
+
+# =========================================================================== workloads
 
 
 class Workload(Protocol):
-    """What is trained. ``run`` trains one run at ``session.batch_size``.
+    """What is trained: ``[workload]``. ``run(session)`` trains one try at ``session.batch_size``.
 
-    It drives the session's epoch and iteration iterators and reports the
-    validation metric (``session.report_metric``) or that the target was reached
-    (``session.mark_reached``). ``batch_sizes`` (optional attribute) lists the
-    batch sizes the workload supports, used by policies that are not given a list.
-    ``default_batch_size`` (optional) is the user's batch size.
+    It drives the session's epochs (and, where a power policy may act between
+    iterations, its iterations or chunks) and reports the validation metric with
+    ``session.report_metric`` or says ``session.mark_reached()``.
+
+    Example::
+
+        class Loop:
+            def __init__(self, options, context):
+                self.train = load_callable(options.entry, context.job_dir)
+
+            def run(self, session: Session) -> None:
+                for epoch in session.epochs():
+                    for i in session.iterations(100):
+                        self.train.step(session.batch_size)
+                    session.report_metric(self.train.accuracy())
     """
 
-    def run(self, session: RunSession) -> None: ...
+    def run(self, session: Session) -> None: ...
+
+
+@runtime_checkable
+class OffersBatchSizes(Protocol):
+    """A workload that lists the batch sizes it can train (``batch_sizes``) and the
+    user's own (``default_batch_size``, None when it has none); policies that are
+    given no list use these.
+
+    Example::
+
+        batch_sizes = [32, 64, 128, 256]
+        default_batch_size = 128
+    """
+
+    batch_sizes: list[int]
+    default_batch_size: int | None
+
+
+@runtime_checkable
+class EpochCostPredictor(Protocol):
+    """A workload that knows what the next epoch of a try will cost at its steady state
+    (a replayed trace), so early stopping can act before the first epoch has run.
+    None means "measure it".
+
+    Example::
+
+        def predict_epoch_cost(self, session: Session) -> float | None:
+            t, e = self.device.epoch_time_energy()
+            return session.cost(e, t)
+    """
+
+    def predict_epoch_cost(self, session: Session) -> float | None: ...
+
+
+@runtime_checkable
+class RankCombiner(Protocol):
+    """What a data-parallel workload installs as ``session.ranks``: combines rank 0's
+    measurement of an epoch (or of the whole try) with every other rank's: energy summed,
+    time of the slowest rank.
+
+    Example::
+
+        def combine_ranks(self, measurement: Measurement) -> Measurement:
+            return combine(self.group.gather(measurement))
+    """
+
+    def combine_ranks(self, measurement: Measurement) -> Measurement: ...
+
+
+# =========================================================================== policies
 
 
 class BatchSizePolicy(Protocol):
-    """Chooses the batch size of each try and learns from its result.
+    """Chooses the batch size of each try and learns from its result: ``[batch_size]``.
 
-    Optional ``try_cost_bound(ctx, batch_size) -> float | None``: a cost after
-    which this try is not worth finishing (e.g. an exploratory try that can no
-    longer beat the best batch size). The runner stops the try at the smaller
-    of this and ``beta_knob x min_cost``.
+    The runner loads the policy's state (``set_state``) from the store before it
+    chooses and before it observes, and saves it (``get_state``, JSON-able or
+    None) in the same transaction, so concurrent runners of one job each add
+    their observation to the latest state.
 
-    State that must survive the process is returned by ``get_state`` (JSON-able)
-    and handed back by ``set_state``; the runner commits it together with the
-    try's result in one transaction.
+    Example::
+
+        class Smallest:
+            def __init__(self, options, context):
+                self.tried = []
+
+            def choose(self, ctx: PolicyContext) -> int:
+                return min(ctx.batch_sizes)
+
+            def observe(self, ctx: PolicyContext, record: TryRecord) -> None:
+                self.tried.append(record.batch_size)
+
+            def get_state(self):
+                return {"tried": self.tried}
+
+            def set_state(self, state) -> None:
+                self.tried = list(state["tried"])
     """
 
     def choose(self, ctx: PolicyContext) -> int: ...
@@ -98,57 +230,216 @@ class BatchSizePolicy(Protocol):
     def set_state(self, state: Any) -> None: ...
 
 
-class PowerPolicy(Protocol):
-    """Chooses the power limit while a run trains.
+@runtime_checkable
+class TryCostBound(Protocol):
+    """A batch-size policy that may stop a try sooner than ``beta_knob x`` the best
+    recurrence (an exploratory try that can no longer beat the best size): the runner
+    stops the try at the smaller of the two. None keeps the runner's bound.
 
-    ``begin_run`` is called before the first epoch and ``end_run`` after the last.
-    ``wants_iterations(session)`` returning True at an epoch start makes the session
-    call ``on_iteration(session, i)`` before every iteration of that epoch (a JIT
-    profiler); otherwise the epoch runs without per-iteration calls.
-    ``on_epoch_end(session, epoch, measurement)`` sees each epoch's measurement.
-    ``steady_epoch_cost(session)`` (optional) predicts the cost of one epoch at
-    the limit it holds, for early stopping after a profiling epoch.
+    Example::
+
+        def try_cost_bound(self, ctx: PolicyContext, batch_size: int) -> float | None:
+            if batch_size in self.known_good:
+                return None
+            return 1.2 * self.best_cost
     """
 
-    def begin_run(self, session: RunSession) -> None: ...
+    def try_cost_bound(self, ctx: PolicyContext, batch_size: int) -> float | None: ...
 
-    def wants_iterations(self, session: RunSession) -> bool: ...
 
-    def on_iteration(self, session: RunSession, iteration: int) -> None: ...
+class PowerPolicy(Protocol):
+    """Chooses the power limit while a try trains: ``[power]``.
 
-    def on_epoch_end(self, session: RunSession, epoch: int, measurement: Any) -> None: ...
+    ``begin_run`` is called before the first epoch, ``on_epoch_end`` after each
+    epoch with its measurement, and ``end_run`` after the last. State is kept
+    like a batch-size policy's. A policy that must act between iterations also
+    has :class:`IterationControl`; one that steers the device declares what it
+    needs with :class:`NeedsDevice`.
 
-    def end_run(self, session: RunSession) -> None: ...
+    Example::
+
+        class Hold200:
+            needs_device = (PowerLimitControl,)
+
+            def __init__(self, options, context):
+                pass
+
+            def begin_run(self, session: Session) -> None:
+                session.devices.set_power_limit(200.0)
+
+            def on_epoch_end(self, session, epoch, measurement) -> None:
+                pass
+
+            def end_run(self, session) -> None:
+                pass
+
+            def get_state(self):
+                return None
+
+            def set_state(self, state) -> None:
+                pass
+    """
+
+    def begin_run(self, session: Session) -> None: ...
+
+    def on_epoch_end(self, session: Session, epoch: int, measurement: Measurement) -> None: ...
+
+    def end_run(self, session: Session) -> None: ...
 
     def get_state(self) -> Any: ...
 
     def set_state(self, state: Any) -> None: ...
 
 
-class Planner(Protocol):
-    """A part that computes a plan once per ``zeus run``: profilers, allocators and
-    frequency-plan policies.
+@runtime_checkable
+class IterationControl(Protocol):
+    """A power policy that acts between iterations (a just-in-time profiler).
 
-    ``plan(ctx)`` runs before any recurrence (a job may consist of planners
-    only). ``report(console)`` prints a summary; ``write_outputs(out_dir)`` writes
-    its files under ``--output`` and returns their paths; ``summary()`` returns a
-    JSON-able dict merged into ``summary.json`` under the part's section name.
-    All but ``plan`` are optional; each optional method may also take the
-    :class:`~zeus_core.results.JobSummary` as its last argument.
+    ``wants_iterations(session)`` is asked at each epoch start; when True the
+    session calls ``on_iteration(session, i)`` before every iteration of that
+    epoch, and the epoch counts as a profiling epoch (``session.epoch_profiled``).
 
-    ``plan`` raising ValueError means the input cannot be planned (infeasible,
-    bad profile): ``zeus run`` exits 2; any other exception exits 1.
+    Example::
 
-    An allocator may offer ``ranks() -> list[dict]`` with one entry per
-    data-parallel rank: ``{"rank", "gpu", "local_batch", "power_limit"}``;
-    data-parallel workloads use it to split the global batch unevenly
-    (see :mod:`zeus_core.parallel` for the matching gradient weighting).
+        def wants_iterations(self, session: Session) -> bool:
+            return session.batch_size not in self.chosen
+
+        def on_iteration(self, session: Session, iteration: int) -> None:
+            if iteration % 10 == 0:
+                session.devices.set_power_limit(self.next_limit())
     """
 
-    def plan(self, ctx: Any) -> None: ...
+    def wants_iterations(self, session: Session) -> bool: ...
 
-    def report(self, console: Console) -> None: ...
+    def on_iteration(self, session: Session, iteration: int) -> None: ...
 
-    def write_outputs(self, out_dir: Path) -> list[Path]: ...
 
-    def summary(self) -> dict: ...
+@runtime_checkable
+class SteadyEpochCost(Protocol):
+    """A power policy that knows what one epoch costs at the limit it settled on, once it
+    has: early stopping then judges a profiling try by that, and the try's record gets
+    its :attr:`~zeus_core.results.TryRecord.steady_cost`. None: not known yet.
+
+    Example::
+
+        def steady_epoch_cost(self, session: Session) -> float | None:
+            choice = self.chosen.get(session.batch_size)
+            return None if choice is None else choice.cost_per_iteration * session.epoch_iterations
+    """
+
+    def steady_epoch_cost(self, session: Session) -> float | None: ...
+
+
+@runtime_checkable
+class NeedsDevice(Protocol):
+    """A part that only works on a device with certain capabilities: ``needs_device`` lists
+    them (capability protocols of this module). The runner refuses the job before it runs
+    when the ``[device]`` lacks one, naming both.
+
+    Example::
+
+        needs_device = (PowerLimitControl,)
+    """
+
+    needs_device: ClassVar[tuple[type, ...]]
+
+
+# =========================================================================== planners
+
+
+class Planner(Protocol):
+    """A part that computes a plan once per ``zeus run``, before any recurrence: profilers
+    (``[profiler]``), allocators (``[allocation]``) and frequency-plan policies
+    (``[frequency_plan]``). A job may consist of planners only.
+
+    ``plan`` raising ValueError means the input cannot be planned (infeasible,
+    bad profile): ``zeus run`` exits 2; any other exception exits 1. What a
+    planner reports, writes and adds to ``summary.json`` it declares with
+    :class:`Reports`, :class:`WritesOutputs` and :class:`Summarizes`.
+
+    Example::
+
+        class EvenSplit:
+            def __init__(self, options, context):
+                self.options = options
+
+            def plan(self, ctx: BuildContext) -> None:
+                n = self.options.gpus
+                self.local = [self.options.global_batch // n] * n
+    """
+
+    def plan(self, ctx: BuildContext) -> None: ...
+
+
+@runtime_checkable
+class Summarizes(Protocol):
+    """Any part: a JSON-able dict merged into ``summary.json`` under the part's section
+    (``"power": {...}``), or None for nothing.
+
+    Example::
+
+        def summary(self, job: JobSummary) -> dict | None:
+            return {"power_limit_by_batch_size": self.choices}
+    """
+
+    def summary(self, job: JobSummary) -> dict[str, Any] | None: ...
+
+
+@runtime_checkable
+class Reports(Protocol):
+    """Any part: prints its own table after the job's (rich console).
+
+    Example::
+
+        def report(self, console: Console, job: JobSummary) -> None:
+            console.print(f"chosen plan: {self.chosen}")
+    """
+
+    def report(self, console: Console, job: JobSummary) -> None: ...
+
+
+@runtime_checkable
+class WritesOutputs(Protocol):
+    """Any part: writes its files under ``--output`` (through
+    :func:`~zeus_core.files.write_atomic`) and returns their paths.
+
+    Example::
+
+        def write_outputs(self, out_dir: Path, job: JobSummary) -> list[Path]:
+            return [write_atomic(out_dir / "plan.json", json.dumps(self.plan))]
+    """
+
+    def write_outputs(self, out_dir: Path, job: JobSummary) -> list[Path]: ...
+
+
+@runtime_checkable
+class Closeable(Protocol):
+    """Any part that holds something to give back (a device setting, a process, a file):
+    closed in reverse build order when the job ends, however it ends.
+
+    Example::
+
+        def close(self) -> None:
+            self.controller.stop()
+    """
+
+    def close(self) -> None: ...
+
+
+#: Every part capability (device ones: :data:`zeus_core.device.DEVICE_CAPABILITIES`).
+PART_CAPABILITIES: tuple[type, ...] = (
+    OffersBatchSizes,
+    EpochCostPredictor,
+    RankCombiner,
+    TryCostBound,
+    IterationControl,
+    SteadyEpochCost,
+    NeedsDevice,
+    Summarizes,
+    Reports,
+    WritesOutputs,
+    Closeable,
+)
+
+#: Every part protocol, in the order the docs list them.
+PART_PROTOCOLS: tuple[type, ...] = (Session, Workload, BatchSizePolicy, PowerPolicy, Planner)

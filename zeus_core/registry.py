@@ -57,6 +57,7 @@ class Registration:
     plugin: str
     distribution: str
     help: str = ""
+    default: bool = False
 
 
 @attrs.define
@@ -89,6 +90,11 @@ class Registry:
 
     def names(self, kind: str) -> list[str]:
         return sorted(self.parts[kind])
+
+    def default(self, kind: str) -> str | None:
+        """The name registered with ``default=True`` for ``kind`` (what a job without that
+        section uses, where the core needs one), or None."""
+        return next((r.name for r in self.parts[kind].values() if r.default), None)
 
     def distribution_of(self, plugin_name: str) -> tuple[str, str]:
         """(distribution, version) of a registered plugin, or a description of where it came from."""
@@ -139,7 +145,9 @@ class Registry:
     def _registrar(self, kind: str, plugin_name: str):
         dist = self.distribution_of(plugin_name)[0]
 
-        def register(name: str, factory: Callable[..., Any], options: type | None = None, help: str = "") -> None:
+        def register(
+            name: str, factory: Callable[..., Any], options: type | None = None, help: str = "", default: bool = False
+        ) -> None:
             if not isinstance(name, str) or not name or name != name.strip():
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid {kind} name {name!r}")
             if not callable(factory):
@@ -157,8 +165,16 @@ class Registry:
                     f"{prev.distribution}) and by plugin {plugin_name!r} (distribution {dist}). "
                     f"Uninstall one, or block one with ZEUS_DISABLED_PLUGINS={plugin_name}"
                 )
-            doc = help or (factory.__doc__ or "").strip().splitlines()[0:1]
-            table[name] = Registration(kind, name, factory, opts, plugin_name, dist, doc if isinstance(doc, str) else "".join(doc))
+            if default:
+                prev_default = next((r for r in table.values() if r.default), None)
+                if prev_default is not None:
+                    raise PluginError(
+                        f"two {kind} parts declare themselves the default: {prev_default.name!r} (plugin "
+                        f"{prev_default.plugin!r}) and {name!r} (plugin {plugin_name!r}); uninstall one, or block one "
+                        f"with ZEUS_DISABLED_PLUGINS"
+                    )
+            doc = help or "".join((factory.__doc__ or "").strip().splitlines()[0:1])
+            table[name] = Registration(kind, name, factory, opts, plugin_name, dist, doc, bool(default))
 
         return register
 

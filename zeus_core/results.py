@@ -22,7 +22,12 @@ class TryRecord:
     run held after any profiling (None when the device has no power control).
     ``stopped`` says why a run that did not reach the target ended:
     ``early-stop`` (cost bound), ``max-epochs``, or ``never-ran`` (the bound
-    allowed no epoch at all). ``extra`` holds plugin details (JSON-able).
+    allowed no epoch at all). ``extra`` holds the workload's own details
+    (JSON-able). ``steady_cost`` is what the try would have cost had its
+    power-profiling epochs run at the limit the power policy settled on (None
+    when no epoch profiled): the cost later tries at this batch size will have,
+    which is what a batch-size policy learns from
+    (:func:`zeus_core.stopping.steady_state_cost`).
     """
 
     recurrence: int
@@ -36,6 +41,7 @@ class TryRecord:
     reached: bool
     stopped: str | None = None
     extra: dict[str, Any] = attrs.field(factory=dict)
+    steady_cost: float | None = None
 
     def row(self) -> dict[str, Any]:
         """The ``recurrences.csv`` row of this try."""

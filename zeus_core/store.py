@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from zeus_core.results import TryRecord
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS tries (
     reached INTEGER NOT NULL,
     stopped TEXT,
     extra TEXT NOT NULL DEFAULT '{}',
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    steady_cost REAL
 );
 CREATE TABLE IF NOT EXISTS journal (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -94,7 +95,7 @@ class Transaction:
     def add_try(self, r: TryRecord) -> int:
         cur = self._c.execute(
             "INSERT INTO tries (recurrence, try_index, batch_size, power_limit, epochs, time_s, energy_j, cost,"
-            " reached, stopped, extra, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            " reached, stopped, extra, created, steady_cost) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 r.recurrence,
                 r.try_index,
@@ -108,6 +109,7 @@ class Transaction:
                 r.stopped,
                 json.dumps(r.extra, allow_nan=False),
                 time.time(),
+                None if r.steady_cost is None else float(r.steady_cost),
             ),
         )
         return int(cur.lastrowid)
@@ -171,6 +173,9 @@ class Store:
                     f"{self.path}: store schema {row[0]} is newer than this zeus-core understands "
                     f"({SCHEMA_VERSION}); upgrade zeus-core"
                 )
+            elif int(row[0]) < 2:
+                self._conn.execute("ALTER TABLE tries ADD COLUMN steady_cost REAL")
+                self._conn.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self._conn.close()
@@ -202,7 +207,7 @@ class Store:
     def tries(self) -> list[TryRecord]:
         rows = self._conn.execute(
             "SELECT recurrence, try_index, batch_size, power_limit, epochs, time_s, energy_j, cost, reached,"
-            " stopped, extra FROM tries ORDER BY recurrence, try_index, id"
+            " stopped, extra, steady_cost FROM tries ORDER BY recurrence, try_index, id"
         ).fetchall()
         return [
             TryRecord(
@@ -217,6 +222,7 @@ class Store:
                 reached=bool(r[8]),
                 stopped=r[9],
                 extra=json.loads(r[10]),
+                steady_cost=r[11],
             )
             for r in rows
         ]

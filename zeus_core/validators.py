@@ -41,12 +41,13 @@ def nonempty(_inst: Any, attribute: Any, value: Any) -> None:
         raise ValueError(f"{attribute.name} must not be empty")
 
 
-def at_least(lo: float):
-    """value >= lo."""
+def at_least(lo: float, hint: str = ""):
+    """value >= lo (NaN fails); ``hint`` adds what the bound means, e.g. "inf disables early stopping"."""
+    extra = f" ({hint})" if hint else ""
 
     def check(_inst: Any, attribute: Any, value: Any) -> None:
         if value is None or not value >= lo:
-            raise ValueError(f"{attribute.name} must be at least {lo}, got {value!r}")
+            raise ValueError(f"{attribute.name} must be at least {lo}{extra}, got {value!r}")
 
     return check
 
@@ -78,3 +79,41 @@ def positive_list(_inst: Any, attribute: Any, value: Iterable[Any] | None) -> No
     items = list(value)
     if not items or any(not (v > 0) for v in items):
         raise ValueError(f"{attribute.name} must be a non-empty list of positive numbers, got {items!r}")
+
+
+def distinct_numbers(minimum: float, *, what: str, allow_empty: bool = False):
+    """None, or a list of distinct numbers, each at least ``minimum`` (finite); ``what``
+    says what they are in the message ("batch sizes", "CUDA-visible GPU indices (0, 1, ...)").
+    An empty list is refused unless ``allow_empty``."""
+
+    def check(_inst: Any, attribute: Any, value: Iterable[Any] | None) -> None:
+        if value is None:
+            return
+        items = list(value)
+        if not items and not allow_empty:
+            raise ValueError(f"{attribute.name} must list at least one of the {what}, got an empty list")
+        bad = [v for v in items if isinstance(v, bool) or not (math.isfinite(v) and v >= minimum)]
+        if bad:
+            raise ValueError(f"{attribute.name} must list {what}, each at least {minimum:g}; got {bad[0]!r} in {items!r}")
+        repeated = sorted({v for v in items if items.count(v) > 1})
+        if repeated:
+            raise ValueError(f"{attribute.name} lists {repeated[0]!r} twice: {items!r}")
+
+    return check
+
+
+def callable_spec(*, files: bool = True):
+    """A user function named as ``"package.module:function"`` (or ``"file.py:function"`` when
+    ``files``), as :func:`zeus_core.loading.load_callable` takes it."""
+    forms = "'package.module:function' or 'file.py:function'" if files else "'package.module:function'"
+
+    def check(_inst: Any, attribute: Any, value: Any) -> None:
+        target, sep, name = str(value).partition(":")
+        ok = bool(sep and target.strip() and name.strip()) and ":" not in name
+        if ok and not (files and target.endswith(".py")):
+            ok = all(part.isidentifier() for part in target.split("."))
+        ok = ok and all(part.isidentifier() for part in name.split("."))
+        if not ok:
+            raise ValueError(f"{attribute.name} must look like {forms}, got {value!r}")
+
+    return check

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from zeus_core.job import load_job
-from zeus_core.measurement import Monitor
-from zeus_core.runner import Runner, RunSession
-from zeus_core.store import Store
+from zeus_core import load_job
+from zeus_core import Monitor
+from zeus_core import Runner, RunSession
+from zeus_core import Store
 from zeus_test_helpers import TOY_JOB, run_cli, toy_registry, write_job
 
 
@@ -96,7 +96,8 @@ def test_parts_that_do_not_fit_exit_2_before_running(reg, job, toy_plugin):
     before = toy_plugin.ToyDevice.restored
     r = run_cli(reg, "run", str(job), "--set", "device.can_set_power=false")
     assert r.exit_code == 2
-    assert "needs a device that supports power_limit_range, set_power_limit" in r.output
+    assert "needs a device with PowerLimitControl (power_limit_range(), power_limit(), set_power_limit())" in r.output
+    assert "default power plugin 'max'" in r.output  # the fix names the registered default, not a hard-coded one
     assert toy_plugin.ToyDevice.restored == before + 1  # the device was closed (restored)
     r = run_cli(reg, "run", str(job), "--set", "power.limit_w=400")
     assert r.exit_code == 2 and "outside the device's range [100, 300] W" in r.output
@@ -161,9 +162,15 @@ def test_early_stop_before_the_epoch_that_would_cross_the_bound(reg, job):
         done.append(e)
     assert done == [1, 2, 3] and s.stopped == "early-stop" and s.cost_so_far == pytest.approx(300)
     # A predictor lets the check act before the first epoch: the "never ran" case.
+    class Predicting:  # a workload that knows its epoch cost (EpochCostPredictor)
+        def run(self, session):
+            pass
+
+        def predict_epoch_cost(self, session):
+            return 100.0
+
     s = RunSession(job=spec.job, batch_size=8, recurrence=2, try_index=1, cost_bound=50.0,
-                   devices=dev, monitor=Monitor(dev), power_policy=None)
-    s.predict_epoch_cost = lambda sess: 100.0
+                   devices=dev, monitor=Monitor(dev), power_policy=None, workload=Predicting())
     assert list(s.epochs()) == [] and s.stopped == "never-ran"
     s = RunSession(job=spec.job, batch_size=8, recurrence=1, try_index=1, cost_bound=math.inf,
                    devices=dev, monitor=Monitor(dev), power_policy=None)

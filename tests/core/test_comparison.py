@@ -5,7 +5,7 @@ import io
 import pytest
 from rich.console import Console
 
-from zeus_core.comparison import Row, comparison_table, savings
+from zeus_core import ComparisonRow as Row, comparison_table, savings
 
 
 def test_savings_are_fractions_of_the_base_and_regret_is_extra_cost():

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from zeus_core.cost import lower_convex_hull, pareto_frontier, zeus_cost
+from zeus_core import lower_convex_hull, pareto_frontier, zeus_cost
 
 
 def test_cost_metric_weighs_energy_against_time():

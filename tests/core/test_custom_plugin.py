@@ -83,7 +83,7 @@ def test_sigterm_during_run_restores_the_device_and_keeps_results(site, tmp_path
     )
     store = tmp_path / ".zeus" / "toyjob.sqlite"
     deadline = time.time() + 60
-    from zeus_core.store import Store
+    from zeus_core import Store
 
     while time.time() < deadline:  # wait for the first committed recurrence
         if store.exists():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from zeus_core.job import JobError, load_job, parse_override
+from zeus_core import JobError, load_job, parse_override
 from zeus_test_helpers import TOY_JOB, toy_registry, write_job
 
 

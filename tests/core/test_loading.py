@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zeus_core.loading import load_callable
+from zeus_core import load_callable
 
 
 def test_file_relative_to_base_and_module(tmp_path):

@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from zeus_core.results import TryRecord
-from zeus_core.store import Store, StoreError
+from zeus_core import TryRecord
+from zeus_core import Store, StoreError
 
 
 def _rec(rec: int, i: int = 1) -> TryRecord:

@@ -12,8 +12,8 @@ import pytest
 
 from zeus_core import hookimpl
 from zeus_core import registry as zreg
-from zeus_core.devices import DeviceContext, DeviceOpenError, open_device, open_devices
-from zeus_core.measurement import DeviceError
+from zeus_core import BuildContext, DeviceOpenError, open_device, open_devices
+from zeus_core import DeviceError
 
 
 @attrs.define
@@ -71,7 +71,7 @@ def reg():
 def test_opens_with_options_structured_like_a_device_table(reg, tmp_path):
     dev = open_device("clocky", {"clocks": [900, 600], "label": "gpu3"}, registry=reg)
     assert isinstance(dev, ClockDevice) and dev.names == ["gpu3"] and dev.supported_clocks() == [900, 600]
-    assert isinstance(dev.context, DeviceContext) and dev.context.job is None and dev.context.registry is reg
+    assert isinstance(dev.context, BuildContext) and dev.context.job is None and dev.context.registry is reg
     assert dev.context.resolve_path("x.csv") == tmp_path / "x.csv"  # relative to the cwd (the test's tmp dir)
     assert open_device("clocky", registry=reg).supported_clocks() == [1410, 1005]  # defaults
 

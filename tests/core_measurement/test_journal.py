@@ -81,7 +81,7 @@ CHILD = textwrap.dedent(
     """
     import json, os, signal, sys, time
     from pathlib import Path
-    from zeus_core.journal import SettingsGuard
+    from zeus_core import SettingsGuard
     path = Path(sys.argv[1]); mode = sys.argv[2]
     def restore(key, original):
         path.write_text(json.dumps({"power_limit": original}))

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from zeus_core import hookimpl
 from zeus_core import registry as zreg
 from zeus_core.cli import cli
-from zeus_core.measurement import DeviceError
+from zeus_core import DeviceError
 
 
 @attrs.define

@@ -9,7 +9,8 @@ import warnings
 
 import pytest
 
-from zeus_core.measurement import DeviceSet, Measurement, Monitor, TorchSync, make_sync
+from zeus_core import DeviceSet, Measurement, Monitor, make_sync
+from zeus_core.monitor import TorchSync
 
 
 class ManualDevices:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from zeus_core import hookimpl
-from zeus_core.job import load_job
-from zeus_core.runner import Runner
+from zeus_core import load_job
+from zeus_core import Runner
 from zeus_test_helpers import TOY_JOB, run_cli, toy_registry, write_job
 
 
@@ -105,6 +105,12 @@ class ClockDevice:
 
     def read_energy(self):
         return {"g0": 0.0}
+
+    def supported_clocks(self):
+        return [1410, 1200]
+
+    def lock_clocks(self, mhz):
+        raise AssertionError("the max plan never locks a clock")
 
     def reset_clocks(self):
         self.resets += 1

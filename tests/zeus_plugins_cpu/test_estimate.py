@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from zeus_core.job import Problem, structure
-from zeus_core.measurement import DeviceError, Monitor
+from zeus_core import DeviceError, Monitor
 from zeus_plugins_cpu.estimate import CpuEstimate
 from zeus_plugins_cpu.options import EstimateOptions
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from zeus_core.measurement import DeviceError, Monitor
+from zeus_core import DeviceError, Monitor
 from zeus_plugins_cpu import rapl
 from zeus_plugins_cpu.options import RaplOptions
 from zeus_plugins_cpu.rapl import RaplCpus

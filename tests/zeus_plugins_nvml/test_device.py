@@ -15,8 +15,8 @@ from rich.console import Console
 
 from zeus_core import store
 from zeus_core.journal import restore_pending
-from zeus_core.measurement import DeviceError, Monitor
-from zeus_core.registry import load
+from zeus_core import DeviceError, Monitor
+from zeus_core import load_plugins as load
 from zeus_plugins_nvml import fake_pynvml
 from zeus_plugins_nvml import plugin as nvml_plugin
 from zeus_plugins_nvml.control import restore_setting

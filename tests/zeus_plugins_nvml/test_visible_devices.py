@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zeus_core.measurement import DeviceError
+from zeus_core import DeviceError
 from zeus_plugins_nvml.device import NvmlGpus
 from zeus_plugins_nvml.fake_pynvml import FakeGpu
 from zeus_plugins_nvml.options import NvmlOptions

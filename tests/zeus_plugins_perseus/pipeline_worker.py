@@ -88,7 +88,7 @@ def main() -> None:
 
     monitor = None
     if args.nvml:
-        from zeus_core.measurement import Monitor
+        from zeus_core import Monitor
 
         controller = FrequencyController(functools.partial(nvml_device, args.nvml, [rank]))
         clocks = functools.partial(nvml_clocks, args.nvml, rank)

@@ -83,7 +83,7 @@ def test_the_example_step_refuses_a_stage_the_pipeline_lacks(repo_root):
     pytest.importorskip("torch")
     from types import SimpleNamespace
 
-    from zeus_core.loading import load_callable
+    from zeus_core import load_callable
 
     make_step = load_callable("stage.py:make_step", repo_root / "examples" / "perseus" / "online_profiler")
     with pytest.raises(ValueError, match="this pipeline has stages 0..1; the profiler asked for stage 2"):

@@ -29,7 +29,7 @@ def test_bad_requests():
 
 def test_a_rank_that_cannot_open_its_device_fails_the_job_with_the_reason():
     pytest.importorskip("torch")
-    from zeus_core.devices import open_device
+    from zeus_core import open_device
 
     make = functools.partial(open_device, "no-such-device", {})  # picklable, opened in rank 0's process
     with pytest.raises(p2p.P2PError, match="rank 0: DeviceOpenError: no device plugin named 'no-such-device'; installed: .*nvml"):
@@ -50,7 +50,7 @@ def test_cli(monkeypatch):
     monkeypatch.setattr(p2p, "measure_blocking_power", fake)
     r = CliRunner().invoke(perseus_group, ["p2p-power", "--set", "gpus=[3]", "--duration", "2", "--gpus", "3,4"])
     assert r.exit_code == 0, r.output
-    from zeus_core.devices import open_device  # rank 0 opens the device by name through the core
+    from zeus_core import open_device  # rank 0 opens the device by name through the core
 
     assert "83.64 W" in r.output and calls == [(open_device, ("nvml", {"gpus": [3]}), {}, 2.0, "nccl", (3, 4))]
     bad = CliRunner().invoke(perseus_group, ["p2p-power", "--gpus", "0"])

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perseus_fakes import two_stage_rows  # noqa: E402
 
-from zeus_core.cost import pareto_frontier  # noqa: E402
+from zeus_core import pareto_frontier  # noqa: E402
 from zeus_plugins_perseus.emulator import emulate, measured_tables  # noqa: E402
 from zeus_plugins_perseus.exact import fastest_frequencies  # noqa: E402
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402

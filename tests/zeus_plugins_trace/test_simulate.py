@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zeus_core.job import JobOptions
+from zeus_core import JobOptions
 
 from zeus_plugins_trace.simulate import SimulationError, simulate
 from zeus_plugins_trace.traces import load_traces, select
@@ -78,7 +78,7 @@ def test_profiling_epoch_early_stop_and_retries(trace):
     # a recurrence's cost counts all its tries; min_cost stays the cheapest recurrence
     assert r.recurrence_cost[1] == pytest.approx(r.records[1].cost + 5220)
     assert [m for m, _ in policy.seen] == [float("inf"), 5225, 5225, 5225, 5225]
-    assert r.records[1].extra["steady_cost"] == pytest.approx(9 * 1140)
+    assert r.records[1].steady_cost == pytest.approx(9 * 1140)
 
 
 def test_never_ran_costs_nothing_and_retries(trace):

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from zeus_core import cli as zcli
 from zeus_core import registry as zreg
-from zeus_core.job import JobOptions
-from zeus_core.store import Store
+from zeus_core import JobOptions
+from zeus_core import Store
 from zeus_plugins_mab import plugin as mab_plugin
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.policy import MabPolicy

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
+
+from zeus_core import BuildContext, JobSummary, write_atomic
 
 from zeus_plugins_hetero.baselines import EVEN_BEST, EVEN_MAX, HEURISTIC, all_baselines, even_split_best_limits
 from zeus_plugins_hetero.model import Allocation, GpuType, Problem
@@ -23,14 +23,14 @@ from zeus_plugins_hetero.solver import solve
 OPTIMUM = "optimal"
 
 
-def build_problem(options: HeteroOptions, context: Any) -> Problem:
+def build_problem(options: HeteroOptions, context: BuildContext) -> Problem:
     """Load each type's profile (relative to the job file's folder) and assemble the problem."""
     eta = options.eta_knob
     if eta is None:
-        eta = float(getattr(getattr(context, "job", None), "eta_knob", 0.5))
+        eta = 0.5 if context.job is None else float(context.job.eta_knob)
     gpus = []
     for i, g in enumerate(options.gpus):
-        path = _resolve(context, g.profile)
+        path = context.resolve_path(g.profile)
         try:
             profile = Profile.load(path, g.profile_steps)
         except HeteroError as exc:
@@ -47,21 +47,12 @@ def build_problem(options: HeteroOptions, context: Any) -> Problem:
     )
 
 
-def _resolve(context: Any, path: str) -> Path:
-    resolve = getattr(context, "resolve_path", None)
-    if resolve is not None:
-        return Path(resolve(path))
-    p = Path(path).expanduser()
-    job_dir = getattr(context, "job_dir", None)
-    return p if p.is_absolute() or job_dir is None else Path(job_dir) / p
-
-
 class AllocatorPart:
     """A planner holding one chosen allocation and the others it is compared with."""
 
     method = OPTIMUM
 
-    def __init__(self, options: HeteroOptions, context: Any) -> None:
+    def __init__(self, options: HeteroOptions, context: BuildContext) -> None:
         self.options = options
         self.problem = build_problem(options, context)
         self.allocation = self._choose(self.problem)
@@ -76,7 +67,7 @@ class AllocatorPart:
 
     # --- Planner protocol -----------------------------------------------------
 
-    def plan(self, ctx: Any = None) -> None:
+    def plan(self, ctx: BuildContext) -> None:
         """Nothing left to do: the allocation was computed when the part was built."""
 
     def ranks(self) -> list[dict]:
@@ -104,15 +95,10 @@ class AllocatorPart:
         )
         return out
 
-    def write_outputs(self, out_dir: Path) -> list[Path]:
-        path = Path(out_dir) / "allocation.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(".allocation.json.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")
-        tmp.replace(path)
-        return [path]
+    def write_outputs(self, out_dir: Path, job: JobSummary) -> list[Path]:
+        return [write_atomic(Path(out_dir) / "allocation.json", json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")]
 
-    def summary(self) -> dict:
+    def summary(self, job: JobSummary) -> dict:
         a = self.allocation
         return {
             "method": a.method,
@@ -123,7 +109,7 @@ class AllocatorPart:
             "cost": a.cost,
         }
 
-    def report(self, console: Console) -> None:
+    def report(self, console: Console, job: JobSummary) -> None:
         console.print(allocation_table(self.problem, self.allocation, self.others))
 
 

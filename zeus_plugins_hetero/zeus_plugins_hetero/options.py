@@ -27,25 +27,10 @@ import math
 from typing import Optional
 
 import attrs
-from zeus_core.cost import check_eta
-from zeus_core.validators import at_least, nonempty, nonnegative
+from zeus_core.validators import at_least, between, callable_spec, distinct_numbers, finite, nonempty, nonnegative, one_of
 
-from zeus_plugins_hetero.model import OBJECTIVES
-
-
-def _slowdown(_inst, attribute, value):
-    if not (math.isfinite(value) and value >= 1):
-        raise ValueError(f"{attribute.name} must be a finite number >= 1 (1.1 allows 10% slower steps), got {value!r}")
-
-
-def _objective(_inst, attribute, value):
-    if value not in OBJECTIVES:
-        raise ValueError(f"{attribute.name} must be one of {', '.join(map(repr, OBJECTIVES))}, got {value!r}")
-
-
-def _eta_or_none(_inst, _attribute, value):
-    if value is not None:
-        check_eta(value)
+#: What the allocator minimises: the Zeus cost metric, or energy alone.
+OBJECTIVES = ("zeus-cost", "min-energy")
 
 
 def _gpu_list(_inst, attribute, value):
@@ -76,6 +61,20 @@ class HeteroOptions:
     gpus: list[GpuTypeOptions] = attrs.field(validator=_gpu_list)
     batch_granularity: int = attrs.field(default=1, validator=at_least(1))
     allreduce_time_s: float = attrs.field(default=0.0, validator=nonnegative)
-    objective: str = attrs.field(default="zeus-cost", validator=_objective)
-    eta_knob: Optional[float] = attrs.field(default=None, validator=_eta_or_none)
-    max_slowdown: float = attrs.field(default=1.1, validator=_slowdown)
+    objective: str = attrs.field(default="zeus-cost", validator=one_of(*OBJECTIVES))
+    eta_knob: Optional[float] = attrs.field(default=None, validator=attrs.validators.optional(between(0.0, 1.0)))
+    max_slowdown: float = attrs.field(default=1.1, validator=[finite, at_least(1, hint="1.1 allows 10% slower steps")])
+
+
+@attrs.define
+class PowerSweepOptions:
+    """The ``[profiler]`` table of plugin ``power-sweep``."""
+
+    step: str = attrs.field(validator=callable_spec())
+    batch_sizes: list[int] = attrs.field(validator=distinct_numbers(1, what="batch sizes"))
+    power_limits: list[float] = attrs.field(factory=list, validator=distinct_numbers(1, what="power limits in watts", allow_empty=True))
+    limit_step_w: float = attrs.field(default=25.0, validator=at_least(1))
+    warmup_steps: int = attrs.field(default=5, validator=at_least(0))
+    profile_steps: int = attrs.field(default=10, validator=at_least(1))
+    devices: list[str] = attrs.field(factory=list)
+    save_to: str = ""

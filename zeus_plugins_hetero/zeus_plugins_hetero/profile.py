@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from zeus_core import write_atomic
+
 FIELDS = ("power_limit", "energy", "time")
 
 
@@ -192,9 +194,7 @@ class Profile:
     def save(self, path: str | Path) -> Path:
         """Write the published format; the file appears whole or not at all."""
         path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)
+        write_atomic(path, json.dumps(self.to_dict(), indent=1) + "\n")
         return path
 
     # --- the per-iteration model -----------------------------------------------

@@ -27,44 +27,9 @@ import attrs
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-from zeus_core.loading import load_callable
-from zeus_core.measurement import Monitor
-from zeus_core.runner import RunFailed
-from zeus_core.validators import at_least
+from zeus_core import BuildContext, JobSummary, Monitor, PowerLimitControl, RunFailed, load_callable
+from zeus_plugins_hetero.options import PowerSweepOptions
 from zeus_plugins_hetero.profile import Profile
-
-
-def _positive_ints(_inst, attribute, value):
-    if not value:
-        raise ValueError(f"{attribute.name} must list at least one batch size")
-    bad = [v for v in value if v < 1]
-    if bad or len(set(value)) != len(value):
-        raise ValueError(f"{attribute.name} must be distinct positive integers, got {value!r}")
-
-
-def _limits(_inst, attribute, value):
-    bad = [v for v in value if not (math.isfinite(v) and v > 0)]
-    if bad or len(set(value)) != len(value):
-        raise ValueError(f"{attribute.name} must be distinct positive watts, got {value!r}")
-
-
-def _step_spec(_inst, attribute, value):
-    if value.count(":") != 1 or not all(value.split(":")):
-        raise ValueError(f"{attribute.name} must look like 'package.module:function' or 'file.py:function', got {value!r}")
-
-
-@attrs.define
-class PowerSweepOptions:
-    """The ``[profiler]`` table of plugin ``power-sweep``."""
-
-    step: str = attrs.field(validator=_step_spec)
-    batch_sizes: list[int] = attrs.field(validator=_positive_ints)
-    power_limits: list[float] = attrs.field(factory=list, validator=_limits)
-    limit_step_w: float = attrs.field(default=25.0, validator=at_least(1))
-    warmup_steps: int = attrs.field(default=5, validator=at_least(0))
-    profile_steps: int = attrs.field(default=10, validator=at_least(1))
-    devices: list[str] = attrs.field(factory=list)
-    save_to: str = ""
 
 
 def _takes_devices(fn: Callable[..., Any]) -> bool:
@@ -88,21 +53,21 @@ def sweep_limits(devices: Any, step_w: float) -> list[float]:
 class PowerSweep:
     """Profiler part: sweeps batch sizes x power limits on the job's device group."""
 
-    requires_device = ("set_power_limit",)
+    needs_device = (PowerLimitControl,)
 
-    def __init__(self, options: PowerSweepOptions, context: Any, step_factory: Callable[..., Any] | None = None) -> None:
+    def __init__(self, options: PowerSweepOptions, context: BuildContext, step_factory: Callable[..., Any] | None = None) -> None:
         self.options = options
         self.devices = context.parts.get("device")
         if self.devices is None:
             raise ValueError("power-sweep needs a [device] section: the device group to profile")
-        self.job_dir = getattr(context, "job_dir", None)
-        self.step_factory = step_factory or load_callable(options.step, self.job_dir)
+        if not isinstance(self.devices, PowerLimitControl):
+            raise ValueError("power-sweep needs a device that can set power limits (PowerLimitControl)")
+        self.context = context
+        self.step_factory = step_factory or load_callable(options.step, context.job_dir)
         if options.power_limits:
             self.limits = sorted((float(p) for p in options.power_limits), reverse=True)
-        elif callable(getattr(self.devices, "power_limit_range", None)):
-            self.limits = sweep_limits(self.devices, options.limit_step_w)
         else:
-            raise ValueError("set power_limits: the device cannot report its power-limit range")
+            self.limits = sweep_limits(self.devices, options.limit_step_w)
         names = list(self.devices.names)
         unknown = [n for n in options.devices if n not in names]
         if unknown:
@@ -111,12 +76,12 @@ class PowerSweep:
         self.profile: Profile | None = None
         self.saved: Path | None = None
 
-    def plan(self, ctx: Any = None) -> None:
+    def plan(self, ctx: BuildContext) -> None:
         """Run the sweep; restore the power limit the devices had before it."""
         o = self.options
         devices = self.devices
-        get_limit = getattr(devices, "power_limit", None)
-        before = float(get_limit()) if callable(get_limit) else max(self.limits)
+        current = devices.power_limit()
+        before = max(self.limits) if current is None else float(current)
         monitor = Monitor(devices)
         batches = sorted(o.batch_sizes)
         time = np.empty((len(batches), len(self.limits)))
@@ -148,19 +113,14 @@ class PowerSweep:
         source = o.save_to or "power-sweep"
         self.profile = Profile(batches, self.limits, time, energy, o.profile_steps, source=source)
         if o.save_to:
-            path = Path(o.save_to).expanduser()
-            if not path.is_absolute() and self.job_dir is not None:
-                path = Path(self.job_dir) / path
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.saved = self.profile.save(path)
+            self.saved = self.profile.save(self.context.resolve_path(o.save_to))
 
-    def write_outputs(self, out_dir: Path) -> list[Path]:
+    def write_outputs(self, out_dir: Path, job: JobSummary) -> list[Path]:
         if self.profile is None:
             return []
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
         return [self.profile.save(Path(out_dir) / "profile.json")]
 
-    def summary(self) -> dict:
+    def summary(self, job: JobSummary) -> dict:
         if self.profile is None:
             return {}
         return {
@@ -170,7 +130,7 @@ class PowerSweep:
             "saved_to": None if self.saved is None else str(self.saved),
         }
 
-    def report(self, console: Console) -> None:
+    def report(self, console: Console, job: JobSummary) -> None:
         if self.profile is None:
             return
         p = self.profile

@@ -28,7 +28,7 @@ import attrs
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit
 
-from zeus_core.cost import lower_convex_hull, pareto_frontier
+from zeus_core import lower_convex_hull, pareto_frontier
 
 from zeus_plugins_perseus.profile import InstructionOptions, ProfileError
 

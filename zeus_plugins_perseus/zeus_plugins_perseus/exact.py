@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from zeus_core.cost import lower_convex_hull, pareto_frontier
+from zeus_core import lower_convex_hull, pareto_frontier
 
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import PipelineDAG

@@ -64,7 +64,7 @@ def _worker(rank: int, make_device, duration_s: float, backend: str, init_file: 
                 dist.recv(buf, peer)
                 dist.send(buf, peer)
         if rank == 0:
-            from zeus_core.measurement import Monitor
+            from zeus_core import Monitor
 
             device = make_device()
             monitor = Monitor(device, sync="torch" if where.type == "cuda" else "none")

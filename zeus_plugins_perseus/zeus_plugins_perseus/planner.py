@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from zeus_core.cost import pareto_frontier
+from zeus_core import pareto_frontier
 
 from zeus_plugins_perseus.costmodel import OpSpec, build_spec
 from zeus_plugins_perseus.emulator import emulate

@@ -10,18 +10,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from zeus_core import write_atomic
+
 from zeus_plugins_perseus.options import PerseusOptions
 from zeus_plugins_perseus.planner import PlanSet, plan_frontier
 from zeus_plugins_perseus.profile import read_profile
 
 FRONTIER_COLUMNS = ("plan", "iteration_time_s", "energy_j", "emulated_time_s", "emulated_energy_j")
-
-
-def _write_atomic(path: Path, text: str) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return path
 
 
 class PerseusPolicy:
@@ -31,7 +26,7 @@ class PerseusPolicy:
 
     def __init__(self, options: PerseusOptions, context: Any) -> None:
         self.options = options
-        path = context.resolve_path(options.profile) if hasattr(context, "resolve_path") else Path(options.profile)
+        path = context.resolve_path(options.profile)
         self.profile_path = path
         self.profile = read_profile(path)  # ProfileError is a ValueError: the core reports it with the section
         self.stages = options.stages if options.stages is not None else len(self.profile.stages)
@@ -121,11 +116,11 @@ class PerseusPolicy:
         w.writerow(FRONTIER_COLUMNS)
         for k, t, e, et, ee in frontier_rows(ps):
             w.writerow([k, repr(t), repr(e), repr(et), repr(ee)])
-        written = [_write_atomic(out_dir / "frontier.csv", buf.getvalue())]
+        written = [write_atomic(out_dir / "frontier.csv", buf.getvalue())]
         for k in range(len(ps)):
             ps.write_plan(k, plans_dir / f"{k:05d}.json")
         written.append(plans_dir)  # one entry for the folder: hundreds of plan files would flood the listing
-        written.append(_write_atomic(out_dir / "chosen_plan.json", (plans_dir / f"{self.chosen:05d}.json").read_text()))
+        written.append(write_atomic(out_dir / "chosen_plan.json", (plans_dir / f"{self.chosen:05d}.json").read_text()))
         written.append(plot_frontier(ps, out_dir / "frontier.png", self.chosen))
         written.append(plot_timeline(ps, self.profile, self.chosen, out_dir / "timeline.png"))
         return written

@@ -32,25 +32,18 @@ import attrs
 from attrs.validators import optional
 from rich.console import Console
 from rich.table import Table
-from zeus_core.loading import load_callable
-from zeus_core.runner import RunFailed
-from zeus_core.validators import at_least, nonnegative
+from zeus_core import BuildContext, ClockControl, JobSummary, RunFailed, load_callable
+from zeus_core.validators import at_least, callable_spec, nonnegative
 
 from zeus_plugins_perseus.runtime.hooks import ScheduleError
 from zeus_plugins_perseus.runtime.profiler import OnlineProfiler
-
-
-def _step_spec(_inst, attribute, value):
-    target, sep, name = value.partition(":")
-    if not (sep and target and name):
-        raise ValueError(f"{attribute.name} must look like 'package.module:function' or 'file.py:function', got {value!r}")
 
 
 @attrs.define
 class StageProfilerOptions:
     """The ``[profiler]`` table of plugin ``perseus-stage``."""
 
-    step: str = attrs.field(validator=_step_spec)
+    step: str = attrs.field(validator=callable_spec())
     stage: int = attrs.field(default=0, validator=nonnegative)
     frequencies: list[int] = attrs.field(factory=list)
     min_frequency: int = attrs.field(default=0, validator=nonnegative)
@@ -65,15 +58,15 @@ class StageProfilerOptions:
 class StageProfiler:
     """Profiler part: sweeps the job device's SM clocks while a stage trains; writes the profile CSV."""
 
-    requires_device = ("lock_clocks", "reset_clocks")
+    needs_device = (ClockControl,)
 
-    def __init__(self, options: StageProfilerOptions, context: Any, step_factory: Callable[..., Any] | None = None) -> None:
+    def __init__(self, options: StageProfilerOptions, context: BuildContext, step_factory: Callable[..., Any] | None = None) -> None:
         self.options = options
         self.devices = context.parts.get("device")
         if self.devices is None:
             raise ValueError("perseus-stage needs a [device] section: the GPU whose clocks are swept")
-        self.job_dir = getattr(context, "job_dir", None)
-        self.step_factory = step_factory or load_callable(options.step, self.job_dir)
+        self.context = context
+        self.step_factory = step_factory or load_callable(options.step, context.job_dir)
         o = options
         self.profiler = OnlineProfiler(
             self.devices, o.stage, frequencies=o.frequencies or None, warmup_steps=o.warmup_steps,
@@ -82,7 +75,7 @@ class StageProfiler:
         )
         self.saved: Path | None = None
 
-    def plan(self, ctx: Any = None) -> None:
+    def plan(self, ctx: BuildContext) -> None:
         p, o = self.profiler, self.options
         try:
             takes_devices = len(inspect.signature(self.step_factory).parameters) >= 2
@@ -107,17 +100,14 @@ class StageProfiler:
         finally:
             p.close()  # resets the clocks even when a step failed
         if o.save_to:
-            path = Path(o.save_to).expanduser()
-            if not path.is_absolute() and self.job_dir is not None:
-                path = Path(self.job_dir) / path
-            self.saved = p.to_csv(path)
+            self.saved = p.to_csv(self.context.resolve_path(o.save_to))
 
-    def write_outputs(self, out_dir: Path) -> list[Path]:
+    def write_outputs(self, out_dir: Path, job: JobSummary) -> list[Path]:
         if not self.profiler.measurements():
             return []
         return [self.profiler.to_csv(Path(out_dir) / "profile.csv")]
 
-    def summary(self) -> dict:
+    def summary(self, job: JobSummary) -> dict:
         m = self.profiler.measurements()
         return {
             "stage": self.options.stage,
@@ -126,7 +116,7 @@ class StageProfiler:
             "saved_to": None if self.saved is None else str(self.saved),
         }
 
-    def report(self, console: Console) -> None:
+    def report(self, console: Console, job: JobSummary) -> None:
         m = self.profiler.measurements()
         if not m:
             return

@@ -6,6 +6,7 @@ from typing import Any
 
 import attrs
 
+from zeus_core import BuildContext, ClockControl, JobSummary, OffersBatchSizes, PolicyContext, PowerLimitControl, Session, TryRecord
 from zeus_core.validators import positive, positive_or_none
 
 
@@ -16,68 +17,62 @@ class FixedBatchSize:
     class Options:
         default: int | None = attrs.field(default=None, validator=positive_or_none)
 
-    def __init__(self, options: Options, context: Any) -> None:
+    def __init__(self, options: Options, context: BuildContext) -> None:
         bs = options.default
-        if bs is None:
-            bs = getattr(context.parts.get("workload"), "default_batch_size", None)
+        workload = context.parts.get("workload")
+        if bs is None and isinstance(workload, OffersBatchSizes):
+            bs = workload.default_batch_size
         if bs is None:
             raise ValueError("set batch_size.default: the workload has no default batch size")
         self.batch_size = int(bs)
 
-    def choose(self, ctx) -> int:
+    def choose(self, ctx: PolicyContext) -> int:
         return self.batch_size
 
-    def observe(self, ctx, record) -> None:
+    def observe(self, ctx: PolicyContext, record: TryRecord) -> None:
         return None
 
     def get_state(self) -> None:
         return None
 
-    def set_state(self, state) -> None:
+    def set_state(self, state: Any) -> None:
         return None
 
 
 class _HoldPower:
     """A power policy that sets one limit at the start of each run and holds it."""
 
-    def target(self, devices) -> float | None:  # pragma: no cover - overridden
+    def target(self, devices: Any) -> float | None:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def begin_run(self, session) -> None:
+    def begin_run(self, session: Session) -> None:
         limit = self.target(session.devices)
         if limit is not None:
             session.devices.set_power_limit(limit)
 
-    def wants_iterations(self, session) -> bool:
-        return False
-
-    def on_iteration(self, session, iteration) -> None:
+    def on_epoch_end(self, session: Session, epoch: int, measurement: Any) -> None:
         return None
 
-    def on_epoch_end(self, session, epoch, measurement) -> None:
-        return None
-
-    def end_run(self, session) -> None:
+    def end_run(self, session: Session) -> None:
         return None
 
     def get_state(self) -> None:
         return None
 
-    def set_state(self, state) -> None:
+    def set_state(self, state: Any) -> None:
         return None
 
 
 class MaxPower(_HoldPower):
-    """Hold the maximum power limit: the paper's "default" baseline."""
+    """Hold the maximum power limit: the paper's "default" baseline (a no-op where limits can't be set)."""
 
-    def __init__(self, options: Any, context: Any) -> None:
+    def __init__(self, options: Any, context: BuildContext) -> None:
         pass
 
-    def target(self, devices) -> float | None:
-        rng = getattr(devices, "power_limit_range", None)
-        if rng is None or not callable(getattr(devices, "set_power_limit", None)):
+    def target(self, devices: Any) -> float | None:
+        if not isinstance(devices, PowerLimitControl):
             return None
-        return float(rng()[1])
+        return float(devices.power_limit_range()[1])
 
 
 @attrs.define
@@ -88,18 +83,17 @@ class FixedPowerOptions:
 class FixedPower(_HoldPower):
     """Hold ``limit_w`` watts on every device (must lie in the device's range)."""
 
-    requires_device = ("power_limit_range", "set_power_limit")
+    needs_device = (PowerLimitControl,)
 
-    def __init__(self, options: FixedPowerOptions, context: Any) -> None:
+    def __init__(self, options: FixedPowerOptions, context: BuildContext) -> None:
         self.limit = float(options.limit_w)
         device = context.parts.get("device")
-        rng = getattr(device, "power_limit_range", None)
-        if callable(rng):
-            lo, hi = rng()
+        if isinstance(device, PowerLimitControl):
+            lo, hi = device.power_limit_range()
             if not lo <= self.limit <= hi:
                 raise ValueError(f"power.limit_w = {self.limit:g} W is outside the device's range [{lo:g}, {hi:g}] W")
 
-    def target(self, devices) -> float:
+    def target(self, devices: Any) -> float:
         return self.limit
 
 
@@ -110,15 +104,14 @@ class MaxFrequencyPlan:
     so the GPU runs at its default maximum boost behaviour.
     """
 
-    def __init__(self, options: Any, context: Any) -> None:
+    def __init__(self, options: Any, context: BuildContext) -> None:
         self.device = context.parts.get("device")
         self.applied = False
 
-    def plan(self, ctx) -> None:
-        reset = getattr(self.device, "reset_clocks", None)
-        if callable(reset):
-            reset()
+    def plan(self, ctx: BuildContext) -> None:
+        if isinstance(self.device, ClockControl):
+            self.device.reset_clocks()
             self.applied = True
 
-    def summary(self, summary=None) -> dict:
+    def summary(self, job: JobSummary) -> dict:
         return {"plan": "max", "clocks_reset": self.applied}

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from zeus_core.measurement import DeviceError
+from zeus_core import DeviceError
 
 from zeus_plugins_cpu.options import EstimateOptions
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from zeus_core.measurement import DeviceError
+from zeus_core import DeviceError
 
 from zeus_plugins_cpu.options import RaplOptions
 

@@ -14,7 +14,7 @@ import importlib
 import os
 from typing import Any
 
-from zeus_core.measurement import DeviceError
+from zeus_core import DeviceError
 
 OWNER = "nvml"
 

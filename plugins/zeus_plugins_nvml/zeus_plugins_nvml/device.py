@@ -22,8 +22,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from zeus_core.journal import SettingsGuard
-from zeus_core.measurement import DeviceError
+from zeus_core import SettingsGuard
+from zeus_core import DeviceError
 
 from zeus_plugins_nvml.control import FAKE_ENV, OWNER, PERMISSION_FIX, apply, key_for, nvml_module, restore_setting
 from zeus_plugins_nvml.options import NvmlOptions

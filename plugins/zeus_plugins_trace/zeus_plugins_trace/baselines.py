@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from zeus_core.comparison import TOTAL_KEYS, savings
+from zeus_core import TOTAL_KEYS, savings, zeus_cost
 
 from zeus_plugins_trace.traces import WorkloadTrace
 
@@ -64,7 +64,7 @@ def expected_epochs(wt: WorkloadTrace, max_epochs: int) -> np.ndarray:
 def _baseline(name: str, wt: WorkloadTrace, i: int, j: int, epochs: np.ndarray, eta: float) -> Baseline:
     e = float(epochs[i] * wt.energy[i, j])
     t = float(epochs[i] * wt.time[i, j])
-    return Baseline(name, int(wt.batch_sizes[i]), float(wt.power_limits[j]), float(epochs[i]), e, t, eta * e + (1 - eta) * wt.max_power_w * t)
+    return Baseline(name, int(wt.batch_sizes[i]), float(wt.power_limits[j]), float(epochs[i]), e, t, zeus_cost(e, t, eta, wt.max_power_w))
 
 
 def oracle(wt: WorkloadTrace, eta: float, max_epochs: int) -> Baseline:

@@ -10,8 +10,10 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from zeus_plugins_trace import synth
-from zeus_plugins_trace.traces import POWER_PATTERN, TRAIN_FILE, TraceError, read_power, read_train
+from zeus_core import atomic_path
+
+# synth and traces need numpy: they are imported inside the commands, so `zeus --help` stays light.
+from zeus_plugins_trace.options import POWER_PATTERN, TRAIN_FILE
 
 #: Where the public NSDI'23 traces live in the Zeus repository.
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/ml-energy/zeus/master/examples/research_reproducibility/zeus_nsdi23/trace"
@@ -31,6 +33,8 @@ def traces_group() -> None:
 @click.option("--seed", default=0, show_default=True, help="Seed of the runs' epochs to target.")
 def synth_cmd(out: Path, seed: int) -> None:
     """Write a synthetic train trace and power traces for v100, a40, p100 and rtx6000."""
+    from zeus_plugins_trace import synth
+
     for path in synth.write(out, seed):
         console.print(f"wrote {escape(str(path))}")
     console.print("[yellow]synthetic[/]: made by a parametric model (zeus_plugins_trace.synth), not measured on any GPU")
@@ -42,24 +46,23 @@ def fetch(out: Path, base_url: str = DEFAULT_BASE_URL, gpus: tuple[str, ...] = G
     Each file is checked with the same reader ``zeus run`` uses before it is
     put in place, so a failed or garbled download leaves no file behind.
     """
+    from zeus_plugins_trace.traces import TraceError, read_power, read_train
+
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name in (TRAIN_FILE, *(POWER_PATTERN.format(gpu=g) for g in gpus)):
         url = f"{base_url.rstrip('/')}/{name}"
-        tmp = out / f".{name}.part"
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
-                tmp.write_bytes(resp.read())
-        except (urllib.error.URLError, OSError) as e:
-            tmp.unlink(missing_ok=True)
-            raise click.ClickException(f"cannot download {url}: {getattr(e, 'reason', e)}; check --base-url or the network") from None
-        try:
-            (read_train if name == TRAIN_FILE else read_power)(tmp)
-        except TraceError as e:
-            tmp.unlink(missing_ok=True)
-            raise click.ClickException(f"{url} is not a valid trace: {e}") from None
         target = out / name
-        tmp.replace(target)
+        with atomic_path(target) as tmp:  # a failed or garbled download leaves no file behind
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as resp:
+                    tmp.write_bytes(resp.read())
+            except (urllib.error.URLError, OSError) as e:
+                raise click.ClickException(f"cannot download {url}: {getattr(e, 'reason', e)}; check --base-url or the network") from None
+            try:
+                (read_train if name == TRAIN_FILE else read_power)(tmp)
+            except TraceError as e:
+                raise click.ClickException(f"{url} is not a valid trace: {e}") from None
         written.append(target)
     return written
 

@@ -16,22 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 import numpy as np
 
+from zeus_core import EpochPrediction
+
+from zeus_plugins_trace.options import TraceDeviceOptions
 from zeus_plugins_trace.traces import WorkloadTrace
-
-
-def _gpu_name(_inst, attribute, value):
-    if not value or not value.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"{attribute.name} must be a GPU name such as v100, a40, p100 or rtx6000, got {value!r}")
-
-
-@attrs.define
-class TraceDeviceOptions:
-    """``[device] plugin = "trace"``: ``gpu`` names the power trace (``summary_power_{gpu}.csv``)."""
-
-    gpu: str = attrs.field(default="v100", validator=_gpu_name)
 
 
 class TraceDevice:
@@ -137,7 +127,7 @@ class TraceDevice:
 
     # -- prediction --
 
-    def predict_epoch(self, batch_size: int) -> list[tuple[float, float, float]] | None:
+    def predict_epoch(self, batch_size: int) -> list[EpochPrediction] | None:
         """(power limit, time_s, energy_j) of one epoch at ``batch_size`` for every limit the trace has,
         before any run: what a batch-size policy may plan with (a real GPU offers no such method).
         None for a batch size the trace lacks."""
@@ -147,7 +137,7 @@ class TraceDevice:
             return None
         i = int(hits[0])
         return [
-            (float(p), float(t.time[i, j]), float(t.time[i, j] * t.power[i, j]))
+            EpochPrediction(float(p), float(t.time[i, j]), float(t.time[i, j] * t.power[i, j]))
             for j, p in enumerate(t.power_limits)
             if not np.isnan(t.time[i, j])
         ]

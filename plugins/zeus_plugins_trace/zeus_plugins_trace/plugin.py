@@ -1,21 +1,38 @@
-"""Registers the ``trace`` device and workload and the ``zeus traces`` commands."""
+"""Registers the ``trace`` device and workload and the ``zeus traces`` commands.
+
+Only the options classes are imported here: the parts (and numpy) load when a
+job builds them, so ``zeus --help`` does not pay for them.
+"""
 
 from __future__ import annotations
 
 from zeus_core import hookimpl
 
-from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
-from zeus_plugins_trace.workload import TraceWorkload, TraceWorkloadOptions
+from zeus_plugins_trace.options import TraceDeviceOptions, TraceWorkloadOptions
+
+
+def make_device(options: TraceDeviceOptions, context):
+    """A simulated GPU replaying a Zeus NSDI'23 power trace."""
+    from zeus_plugins_trace.device import TraceDevice
+
+    return TraceDevice(options, context)
+
+
+def make_workload(options: TraceWorkloadOptions, context):
+    """Replays seeded runs of a Zeus NSDI'23 train trace."""
+    from zeus_plugins_trace.workload import TraceWorkload
+
+    return TraceWorkload(options, context)
 
 
 @hookimpl
 def zeus_register_devices(register):
-    register("trace", TraceDevice, options=TraceDeviceOptions, help="A simulated GPU replaying a Zeus NSDI'23 power trace.")
+    register("trace", make_device, options=TraceDeviceOptions, help="A simulated GPU replaying a Zeus NSDI'23 power trace.")
 
 
 @hookimpl
 def zeus_register_workloads(register):
-    register("trace", TraceWorkload, options=TraceWorkloadOptions, help="Replays seeded runs of a Zeus NSDI'23 train trace.")
+    register("trace", make_workload, options=TraceWorkloadOptions, help="Replays seeded runs of a Zeus NSDI'23 train trace.")
 
 
 @hookimpl

@@ -8,8 +8,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from zeus_core.comparison import Row, comparison_table
-from zeus_core.cost import pareto_frontier
+from zeus_core import ComparisonRow as Row, comparison_table
+from zeus_core import atomic_path, pareto_frontier
 
 from zeus_plugins_trace import baselines
 from zeus_plugins_trace.traces import WorkloadTrace
@@ -87,7 +87,8 @@ def plots(out: Path, trace: WorkloadTrace, c: Comparison, records: list, eta: fl
         ax.set_title(f"{trace.dataset} on {trace.gpu}: {what}" + (" (synthetic trace)" if trace.synthetic else ""))
         ax.legend(fontsize=legend_size)
         fig.tight_layout()
-        fig.savefig(out / name, dpi=110)
+        with atomic_path(out / name) as tmp:
+            fig.savefig(tmp, dpi=110)
         plt.close(fig)
         written.append(out / name)
 

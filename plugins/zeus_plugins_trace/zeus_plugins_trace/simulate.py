@@ -17,9 +17,10 @@ Accounting (the Zeus NSDI'23 simulator, DESIGN: "same accounting"):
   runs in file order, one draw per try from ``default_rng(seed)``);
 * a try stops before the epoch that would push its cost past
   ``beta x min_cost``, or the policy's own ``try_cost_bound`` when that is
-  lower (the runner's rule): it runs ``min(floor(beta x min_cost / epoch cost),
-  max_epochs)`` epochs, where ``min_cost`` is the lowest cost of a finished
-  recurrence (all its tries); zero epochs is the "never ran" case (no cost);
+  lower: it runs :func:`zeus_core.epochs_within` epochs of that bound at the
+  JIT's epoch cost (the function the runner's sessions stop by), where
+  ``min_cost`` is the lowest cost of a finished recurrence (all its tries);
+  zero epochs is the "never ran" case (no cost);
 * it reaches the target if its run's ``target_epoch`` fits in that horizon.
 
 One deliberate difference: a try that never ran does not count as having
@@ -34,9 +35,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from zeus_core.job import JobOptions
-from zeus_core.results import TryRecord
-from zeus_core.runner import PolicyContext, call_optional
+from zeus_core import JobOptions, PolicyContext, TryCostBound, TryRecord, epochs_within, steady_state_cost, zeus_cost
 
 from zeus_plugins_trace.traces import WorkloadTrace
 
@@ -113,6 +112,8 @@ def simulate(
     # Plain Python floats: the loop is scalar, and numpy scalars are slower there.
     limit, e_ep, t_ep, c_ep = k.limit.tolist(), k.energy.tolist(), k.time.tolist(), k.cost.tolist()
     e_prof, t_prof = k.profile_energy.tolist(), k.profile_time.tolist()
+    c_prof = [zeus_cost(e, t, eta, wt.max_power_w) for e, t in zip(e_prof, t_prof)]
+    bounded = isinstance(policy, TryCostBound)
     paths = [p.tolist() for p in wt.paths]
     n_paths = [len(p) for p in paths]
     profiled = [False] * len(index)
@@ -136,31 +137,27 @@ def simulate(
             target = paths[i][int(rng.choice(n_paths[i], 1, replace=False)[0])] if n_paths[i] else math.nan
             bound = beta * min_cost
             # The policy may stop its own (exploratory) tries sooner, as in the runner.
-            own_bound = call_optional(policy, "try_cost_bound", ctx, bs)
+            own_bound = policy.try_cost_bound(ctx, bs) if bounded else None
             if own_bound is not None:
                 bound = min(bound, float(own_bound))
-            horizon = max_epochs if math.isinf(bound) else min(int(bound // c_ep[i]), max_epochs)
-            # floor() on a ratio that is a whole number up to rounding: allow the
-            # same 1e-12 slack the runner's early-stop check allows.
-            if not math.isinf(bound) and horizon < max_epochs and (horizon + 1) * c_ep[i] <= bound * (1 + 1e-12):
-                horizon += 1
+            horizon = epochs_within(bound, c_ep[i], max_epochs)  # the runner's rule, in one step
             if horizon <= 0:
                 record = TryRecord(rec, try_index, bs, limit[i], 0, 0.0, 0.0, 0.0, False, "never-ran")
             else:
                 reached = target == target and target <= horizon
                 epochs = int(target) if reached else horizon
-                extra = {}
+                steady = None
                 if profiled[i]:
                     energy, time = epochs * e_ep[i], epochs * t_ep[i]
                 else:
                     energy = e_prof[i] + (epochs - 1) * e_ep[i]
                     time = t_prof[i] + (epochs - 1) * t_ep[i]
-                    # What the JIT reports: the try's cost had every epoch run at the chosen limit.
-                    extra = {"profiled": True, "steady_cost": epochs * c_ep[i]}
+                    # As the runner records it: the first epoch profiled, the rest held the JIT's limit.
+                    steady = steady_state_cost([c_prof[i]] + [c_ep[i]] * (epochs - 1), [True] + [False] * (epochs - 1), c_ep[i])
                 profiled[i] = True
-                cost = eta * energy + (1.0 - eta) * maxp * time
+                cost = zeus_cost(energy, time, eta, maxp)
                 stopped = None if reached else ("max-epochs" if horizon >= max_epochs else "early-stop")
-                record = TryRecord(rec, try_index, bs, limit[i], epochs, time, energy, cost, reached, stopped, extra)
+                record = TryRecord(rec, try_index, bs, limit[i], epochs, time, energy, cost, reached, stopped, steady_cost=steady)
                 acc_c += cost
                 acc_e += energy
                 acc_t += time

@@ -36,6 +36,8 @@ from pathlib import Path
 import attrs
 import numpy as np
 
+from zeus_core import write_atomic
+
 from zeus_plugins_trace.traces import (
     POWER_COLUMNS,
     POWER_PATTERN,
@@ -182,13 +184,8 @@ def write(out: str | Path, seed: int = 0) -> list[Path]:
         return str(v)
 
     def dump(path: Path, columns, rows) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w") as f:
-            f.write(",".join(columns) + "\n")
-            for r in rows:
-                f.write(",".join(fmt(getattr(r, c, "")) for c in columns) + "\n")
-        tmp.replace(path)
-        written.append(path)
+        lines = [",".join(columns)] + [",".join(fmt(getattr(r, c, "")) for c in columns) for r in rows]
+        written.append(write_atomic(path, "\n".join(lines) + "\n"))
 
     # The public format also has a learning_rate column, which no simulation
     # reads; the synthetic model has none, so it is written empty.
@@ -197,6 +194,5 @@ def write(out: str | Path, seed: int = 0) -> list[Path]:
     for g in GPUS:
         dump(out / POWER_PATTERN.format(gpu=g.name), POWER_COLUMNS, power_rows(g))
     marker = out / SYNTHETIC_MARKER
-    marker.write_text(json.dumps(model_description(seed), indent=2) + "\n")
-    written.append(marker)
+    written.append(write_atomic(marker, json.dumps(model_description(seed), indent=2) + "\n"))
     return written

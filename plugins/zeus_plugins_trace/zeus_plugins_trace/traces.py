@@ -23,8 +23,9 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-TRAIN_FILE = "summary_train.csv"
-POWER_PATTERN = "summary_power_{gpu}.csv"
+from zeus_core import zeus_cost
+
+from zeus_plugins_trace.options import POWER_PATTERN, TRAIN_FILE  # noqa: E402 - re-exported names
 SYNTHETIC_MARKER = "synthetic.json"
 
 TRAIN_COLUMNS = ("dataset", "network", "batch_size", "optimizer", "run", "target_metric", "target_epoch")
@@ -269,7 +270,7 @@ class WorkloadTrace:
 
     def epoch_cost(self, eta: float) -> np.ndarray:
         """Cost of one epoch at every (batch size, limit): eta*E + (1-eta)*MAXPOWER*T (NaN where absent)."""
-        return eta * self.energy + (1.0 - eta) * self.max_power_w * self.time
+        return zeus_cost(self.energy, self.time, eta, self.max_power_w)
 
     def recurrences_default(self) -> int:
         """The paper's default number of recurrences, 2 x |B| x |P| at this target."""

@@ -16,18 +16,21 @@ by its exact cost, even before the first one has run.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
-from zeus_core.runner import call_optional
-from zeus_core.validators import nonempty, positive
+from zeus_core import BuildContext, IterationControl, JobSummary, OffersBatchSizes, Session, zeus_cost
 
 from zeus_plugins_trace import report
 from zeus_plugins_trace.device import TraceDevice
+from zeus_plugins_trace.options import TraceWorkloadOptions
 from zeus_plugins_trace.synth import synthetic_traces
 from zeus_plugins_trace.traces import TraceError, WorkloadTrace, load_traces, select
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: The users' batch sizes of the six NSDI'23 workloads (the paper's b0).
 PAPER_DEFAULTS = {
@@ -40,34 +43,6 @@ PAPER_DEFAULTS = {
 }
 
 RNG_KEY = "workload:trace:rng"
-
-
-def _non_negative(_inst, attribute, value):
-    if value < 0:
-        raise ValueError(f"{attribute.name} must be 0 (the paper's default) or a positive batch size, got {value!r}")
-
-
-@attrs.define
-class TraceWorkloadOptions:
-    """``[workload] plugin = "trace"``.
-
-    ``traces``: a folder holding ``summary_train.csv`` and
-    ``summary_power_{gpu}.csv`` (relative to the job file), or ``"synthetic"``
-    for the synthetic model's traces made in memory (seed ``synthetic_seed``).
-    ``dataset``/``model``/``optimizer`` select the workload in the traces.
-    ``default_batch_size``: the user's batch size (0: the paper's for the six
-    NSDI'23 workloads). ``iterations_per_epoch``: how finely an epoch is split
-    for a power policy that acts between iterations (2520 divides evenly by
-    every count of limits from 5 to 10).
-    """
-
-    traces: str = attrs.field(default="synthetic", validator=nonempty)
-    dataset: str = attrs.field(default="cifar100", validator=nonempty)
-    model: str = attrs.field(default="shufflenetv2", validator=nonempty)
-    optimizer: str = attrs.field(default="adadelta", validator=nonempty)
-    default_batch_size: int = attrs.field(default=0, validator=_non_negative)
-    iterations_per_epoch: int = attrs.field(default=2520, validator=positive)
-    synthetic_seed: int = 0
 
 
 def load_workload_trace(options: TraceWorkloadOptions, gpu: str, target_metric: float, job_dir: Path) -> WorkloadTrace:
@@ -83,7 +58,7 @@ def load_workload_trace(options: TraceWorkloadOptions, gpu: str, target_metric: 
 class TraceWorkload:
     """Replays the train trace of one job on the trace device."""
 
-    def __init__(self, options: TraceWorkloadOptions, context: Any) -> None:
+    def __init__(self, options: TraceWorkloadOptions, context: BuildContext) -> None:
         self.options = options
         self.context = context
         job = context.job
@@ -120,8 +95,8 @@ class TraceWorkload:
             tx.set(RNG_KEY, rng.bit_generator.state)
         return float(paths[pick]) if pick >= 0 else float("nan")
 
-    def _predict_epoch_cost(self, session: Any) -> float:
-        """Exact cost of one epoch at the limit the run will hold.
+    def predict_epoch_cost(self, session: Session) -> float:
+        """Exact cost of one epoch at the limit the run will hold (:class:`zeus_core.EpochCostPredictor`).
 
         Before the first epoch of a run whose power policy is about to profile,
         the limit it will hold is not set yet; the paper's simulator profiles
@@ -129,19 +104,17 @@ class TraceWorkload:
         one, so that is what this returns then.
         """
         eta, maxp = session.job.eta_knob, self.device.max_power_w
-        if session.epochs_done == 0 and session.power_policy is not None and call_optional(
-            session.power_policy, "wants_iterations", session
-        ):
-            costs = [eta * e + (1 - eta) * maxp * t for t, e in (self.device.epoch_time_energy(p) for p in self.device.supported_power_limits())]
-            return min(costs)
+        policy = session.power_policy
+        if session.epochs_done == 0 and isinstance(policy, IterationControl) and policy.wants_iterations(session):
+            limits = self.device.supported_power_limits()
+            return min(zeus_cost(e, t, eta, maxp) for t, e in (self.device.epoch_time_energy(p) for p in limits))
         t, e = self.device.epoch_time_energy()
-        return eta * e + (1 - eta) * maxp * t
+        return zeus_cost(e, t, eta, maxp)
 
-    def run(self, session: Any) -> None:
+    def run(self, session: Session) -> None:
         self.device.use_batch_size(session.batch_size)
         target = self._sample_target_epoch(session.batch_size)
         session.extra["target_epoch"] = None if target != target else int(target)
-        session.predict_epoch_cost = self._predict_epoch_cost
         n = self.options.iterations_per_epoch
         for epoch in session.epochs():
             for _start, count in session.chunks(n):
@@ -152,21 +125,23 @@ class TraceWorkload:
     # -- results --
 
     def _default_batch_size(self) -> int:
+        # A batch-size policy that resolved the user's size itself (mab: the largest listed
+        # size not above its `default`) says so; the comparison uses the same one.
         policy = self.context.parts.get("batch_size")
-        b = getattr(policy, "default_batch_size", None)
+        b = policy.default_batch_size if isinstance(policy, OffersBatchSizes) else None
         return int(b) if b in self.batch_sizes else self.default_batch_size
 
-    def comparison(self, summary: Any) -> report.Comparison:
+    def comparison(self, summary: JobSummary) -> report.Comparison:
         return report.compare(self.trace, summary, self.job, self._default_batch_size())
 
-    def summary(self, summary: Any) -> dict[str, Any]:
+    def summary(self, summary: JobSummary) -> dict[str, Any]:
         return self.comparison(summary).to_json()
 
-    def report(self, console: Any, summary: Any) -> None:
+    def report(self, console: Console, summary: JobSummary) -> None:
         if summary.records:
             report.print_table(console, self.comparison(summary))
 
-    def write_outputs(self, out_dir: Path, summary: Any) -> list[Path]:
+    def write_outputs(self, out_dir: Path, summary: JobSummary) -> list[Path]:
         if not summary.records:
             return []
         return report.plots(Path(out_dir), self.trace, self.comparison(summary), summary.records, self.job.eta_knob)

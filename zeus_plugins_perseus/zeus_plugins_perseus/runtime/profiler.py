@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from zeus_core.measurement import Monitor
+from zeus_core import Monitor
 
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.runtime.hooks import ScheduleError

@@ -1,0 +1,73 @@
+"""Each distribution declares the third-party packages it imports, and only those.
+
+Imports are read from the source (``ast``), mapped to their distributions with
+``importlib.metadata.packages_distributions()``, and compared with the
+``dependencies`` (and optional extras) of the distribution's pyproject.toml.
+An import inside a function counts: it is a dependency when that code runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DISTRIBUTIONS = {
+    "zeus-core": (REPO, "zeus_core"),
+    "zeus-plugins-baseline": (REPO / "plugins" / "zeus_plugins_baseline", "zeus_plugins_baseline"),
+    "zeus-plugins-cpu": (REPO / "plugins" / "zeus_plugins_cpu", "zeus_plugins_cpu"),
+    "zeus-plugins-nvml": (REPO / "plugins" / "zeus_plugins_nvml", "zeus_plugins_nvml"),
+    "zeus-plugins-torch": (REPO / "plugins" / "zeus_plugins_torch", "zeus_plugins_torch"),
+    "zeus-plugins-trace": (REPO / "plugins" / "zeus_plugins_trace", "zeus_plugins_trace"),
+    "zeus-plugins-hetero": (REPO / "zeus_plugins_hetero", "zeus_plugins_hetero"),
+    "zeus-plugins-mab": (REPO / "zeus_plugins_mab", "zeus_plugins_mab"),
+    "zeus-plugins-perseus": (REPO / "zeus_plugins_perseus", "zeus_plugins_perseus"),
+}
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def imported_distributions(package_dir: Path) -> set[str]:
+    mapping = packages_distributions()
+    found: set[str] = set()
+    for path in package_dir.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                tops = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top in sys.stdlib_module_names:
+                    continue
+                for dist in mapping.get(top, []):
+                    found.add(_norm(dist))
+    return found
+
+
+def declared(root: Path) -> set[str]:
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    reqs = list(project.get("dependencies", []))
+    for extra in project.get("optional-dependencies", {}).values():
+        reqs += extra
+    return {_norm(re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0]) for r in reqs}
+
+
+@pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
+def test_imports_are_declared_and_declarations_are_imported(dist):
+    root, package = DISTRIBUTIONS[dist]
+    imported = imported_distributions(root / package) - {_norm(dist)}
+    # zeus distributions import each other only through zeus-core (a test of the contract checks how)
+    imported = {d for d in imported if not d.startswith("zeus-plugins-")}
+    wanted = declared(root) - {"pytest"}  # a test extra
+    assert imported <= wanted, f"{dist} imports {sorted(imported - wanted)} without declaring them in {root / 'pyproject.toml'}"
+    assert wanted <= imported, f"{dist} declares {sorted(wanted - imported)} but never imports them"

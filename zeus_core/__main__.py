@@ -1,0 +1,5 @@
+"""``python -m zeus_core``: the ``zeus`` command."""
+
+from zeus_core.cli import main
+
+main()

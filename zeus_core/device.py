@@ -1,0 +1,216 @@
+"""What a device part is, and the optional abilities a device group may declare.
+
+A ``[device]`` part is a :class:`DeviceGroup`. Everything else a device can do
+is a small ``runtime_checkable`` capability protocol with fixed signatures:
+a group has it by defining those methods, and the core (and any part) asks
+``isinstance(devices, PowerLimitControl)`` rather than probing for names. A
+power policy that needs one says so with
+:class:`~zeus_core.parts.NeedsDevice`, and the job is refused before it runs
+on a device without it.
+
+This module imports nothing from the rest of the core, so anything may import
+it. Outside a job, a device plugin is opened by name with
+:func:`zeus_core.devices.open_device`. The reference in ``docs/parts.md`` is
+generated from this module and :mod:`zeus_core.parts`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class DeviceGroup(Protocol):
+    """One or more devices measured (and maybe steered) together: ``[device]``.
+
+    ``names`` label the devices: ``gpu<i>`` (CUDA-visible index),
+    ``cpu<i>-package``, ``cpu<i>-dram``, anything else for other devices.
+    ``read_energy()`` returns one cumulative, never-decreasing joule count per
+    name; ``clock()`` is the time source of windows over these devices
+    (``time.monotonic`` for real hardware, a virtual clock for simulated ones).
+    ``energy_sources`` says per name where energy comes from: ``counter``,
+    ``polling`` or ``estimate``. ``max_power_w`` is the sum of the devices'
+    maximum power limits (MAXPOWER of the cost metric). ``close()`` puts back
+    every setting the group changed.
+
+    Example::
+
+        class OneFakeGpu:
+            names = ["gpu0"]
+            energy_sources = {"gpu0": "estimate"}
+            max_power_w = 300.0
+
+            def clock(self) -> float:
+                return time.monotonic()
+
+            def read_energy(self) -> dict[str, float]:
+                return {"gpu0": 250.0 * time.monotonic()}
+
+            def close(self) -> None:
+                pass
+    """
+
+    names: list[str]
+    energy_sources: dict[str, str]
+    max_power_w: float
+
+    def clock(self) -> float: ...
+
+    def read_energy(self) -> dict[str, float]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class PowerLimitControl(Protocol):
+    """A device group whose power limit can be read and set (every device at once).
+
+    ``set_power_limit`` journals the original limit first
+    (:class:`~zeus_core.journal.SettingsGuard`), so it is put back on exit, on
+    signals and after a crash, and raises :class:`~zeus_core.errors.DeviceError`
+    naming the fix when the process lacks the privilege. ``power_limit()`` is
+    None while nothing was set on a device that cannot read its limit.
+
+    Example::
+
+        def power_limit_range(self) -> tuple[float, float]:
+            return (100.0, 300.0)
+
+        def power_limit(self) -> float | None:
+            return self._limit
+
+        def set_power_limit(self, watts: float) -> None:
+            self._guard.record("limit", self._limit)
+            self._limit = watts
+    """
+
+    def power_limit_range(self) -> tuple[float, float]: ...
+
+    def power_limit(self) -> float | None: ...
+
+    def set_power_limit(self, watts: float) -> None: ...
+
+
+@runtime_checkable
+class PerDevicePowerLimits(Protocol):
+    """A device group that can hold a different limit on each device (Zeus^2 allocations).
+
+    Example::
+
+        def power_limits(self) -> dict[str, float]:
+            return {"gpu0": 250.0, "gpu1": 150.0}
+
+        def set_power_limits(self, watts: dict[str, float]) -> None:
+            for name, w in watts.items():
+                self._gpus[name].set_power_limit(w)
+    """
+
+    def power_limits(self) -> dict[str, float]: ...
+
+    def set_power_limits(self, watts: dict[str, float]) -> None: ...
+
+
+@runtime_checkable
+class ClockControl(Protocol):
+    """A device group whose SM clock can be locked (Perseus frequency plans).
+
+    ``lock_clocks`` may also lock clocks the SM clock depends on (the ``nvml``
+    device holds the memory clock at its maximum where the GPU allows it),
+    journaled like the SM clock; ``reset_clocks`` unlocks them all.
+
+    Example::
+
+        def supported_clocks(self) -> list[int]:
+            return [1410, 1395, 1380]
+
+        def lock_clocks(self, mhz: int) -> None:
+            self._guard.record("sm_clock", None)
+            self._driver.lock(mhz)
+
+        def reset_clocks(self) -> None:
+            self._driver.unlock()
+    """
+
+    def supported_clocks(self) -> list[int]: ...
+
+    def lock_clocks(self, mhz: int) -> None: ...
+
+    def reset_clocks(self) -> None: ...
+
+
+@runtime_checkable
+class PowerReadings(Protocol):
+    """A device group that reads instant power, in watts per device name (``zeus monitor``,
+    and short windows with ``approx_instant_energy``).
+
+    Example::
+
+        def read_power(self) -> dict[str, float]:
+            return {"gpu0": self._driver.power_mw() / 1000}
+    """
+
+    def read_power(self) -> dict[str, float]: ...
+
+
+@runtime_checkable
+class GpuSync(Protocol):
+    """A device group with GPUs: the CUDA indices a measurement window synchronises
+    before each timestamp, so that kernels in flight are paid for by their window.
+
+    Example::
+
+        sync_indices = [0, 1]
+    """
+
+    sync_indices: list[int] | None
+
+
+@runtime_checkable
+class SupportedPowerLimits(Protocol):
+    """A device group that offers a discrete set of power limits (a replayed trace), which
+    power policies profile instead of steps over ``power_limit_range()``.
+
+    Example::
+
+        def supported_power_limits(self) -> list[float]:
+            return [300.0, 250.0, 200.0, 150.0]
+    """
+
+    def supported_power_limits(self) -> list[float]: ...
+
+
+class EpochPrediction(NamedTuple):
+    """One epoch at one power limit, predicted before it runs."""
+
+    power_limit: float
+    time_s: float
+    energy_j: float
+
+
+@runtime_checkable
+class EpochPredictor(Protocol):
+    """A device group that knows, before a run, what one epoch costs at a batch size and
+    each power limit (the ``trace`` device). Batch-size policies may plan with it; a
+    real GPU does not offer it.
+
+    Example::
+
+        def predict_epoch(self, batch_size: int) -> list[EpochPrediction] | None:
+            if batch_size not in self.table:
+                return None
+            return [EpochPrediction(p, t, e) for p, t, e in self.table[batch_size]]
+    """
+
+    def predict_epoch(self, batch_size: int) -> list[EpochPrediction] | None: ...
+
+
+#: Every device capability, in the order the docs list them.
+DEVICE_CAPABILITIES: tuple[type, ...] = (
+    PowerLimitControl,
+    PerDevicePowerLimits,
+    ClockControl,
+    PowerReadings,
+    GpuSync,
+    SupportedPowerLimits,
+    EpochPredictor,
+)
