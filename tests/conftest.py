@@ -43,6 +43,22 @@ def toy_plugin():
     return _import_toy()
 
 
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    """The example custom-policy plugin and the toy plugin, pip-installed into a private folder
+    (put it on PYTHONPATH for a `zeus` subprocess: its entry points are then found for real)."""
+    import subprocess
+
+    target = tmp_path_factory.mktemp("site")
+    for pkg in (REPO / "examples" / "custom_policy", TOY_PKG):
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+             "--target", str(target), str(pkg)],
+            check=True, capture_output=True, text=True,
+        )
+    return target
+
+
 @pytest.fixture(autouse=True)
 def _isolated_state(tmp_path, monkeypatch):
     """Every test gets its own machine-wide state folder and working directory."""

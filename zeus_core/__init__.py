@@ -33,6 +33,13 @@ _EXPORTS: dict[str, str] = {
     "IterationControl": "zeus_core.parts",
     "SteadyEpochCost": "zeus_core.parts",
     "NeedsDevice": "zeus_core.parts",
+    "MergesState": "zeus_core.parts",
+    "HasIdentity": "zeus_core.parts",
+    "ChecksFiles": "zeus_core.parts",
+    "WritesFiles": "zeus_core.parts",
+    "FileChecks": "zeus_core.filechecks",
+    "NOT_IDENTITY": "zeus_core.identity",
+    "IdentityMismatch": "zeus_core.identity",
     "Summarizes": "zeus_core.parts",
     "Reports": "zeus_core.parts",
     "WritesOutputs": "zeus_core.parts",
@@ -130,6 +137,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.comparison import TOTAL_KEYS, comparison_table, savings
     from zeus_core.comparison import Row as ComparisonRow
     from zeus_core.contexts import BuildContext, PolicyContext
+    from zeus_core.filechecks import FileChecks
     from zeus_core.cost import check_eta, cost_per_iteration, lower_convex_hull, pareto_frontier, zeus_cost
     from zeus_core.device import (
         ClockControl,
@@ -146,6 +154,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.errors import DeviceError, PartMismatch, RunFailed
     from zeus_core.files import atomic_path, write_atomic
     from zeus_core.hookspecs import PROJECT, hookimpl
+    from zeus_core.identity import NOT_IDENTITY, IdentityMismatch
     from zeus_core.job import JobError, JobOptions, JobSpec, load_job, parse_override
     from zeus_core.journal import RestoreError, SettingsGuard, restore_pending
     from zeus_core.loading import load_callable
@@ -153,9 +162,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.monitor import DeviceSet, Monitor, Window, make_sync
     from zeus_core.parts import (
         BatchSizePolicy,
+        ChecksFiles,
         Closeable,
         EpochCostPredictor,
+        HasIdentity,
         IterationControl,
+        MergesState,
         NeedsDevice,
         OffersBatchSizes,
         Planner,
@@ -167,6 +179,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
         Summarizes,
         TryCostBound,
         Workload,
+        WritesFiles,
         WritesOutputs,
     )
     from zeus_core.registry import PluginError, Registry, get_registry

@@ -28,15 +28,25 @@ from zeus_core.monitor_cli import monitor_command
 from zeus_core.registry import PluginError, Registry, get_registry
 from zeus_core.results import TRY_COLUMNS, JobSummary
 from zeus_core.errors import PartMismatch, RunFailed
+from zeus_core.identity import IdentityMismatch
 from zeus_core.files import write_atomic
 from zeus_core.parts import Reports, WritesOutputs
 from zeus_core.runner import Runner
 from zeus_core.store import StoreError
+from zeus_core.store_cli import store_group
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
+def _console(stderr: bool = False) -> Console:
+    """A console that never cuts a table when output is not a terminal (CI logs, ``| tee``)."""
+    c = Console(stderr=stderr, soft_wrap=stderr)
+    if not c.is_terminal and "COLUMNS" not in os.environ:
+        c = Console(stderr=stderr, soft_wrap=stderr, width=240)
+    return c
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 
 def core_version() -> str:
@@ -118,6 +128,8 @@ def validate_cmd(job_file: Path, sets: tuple[str, ...]) -> None:
         sys.exit(EXIT_BAD_INPUT)
     parts = ", ".join(f"{s}={p.plugin}" for s, p in spec.parts.items())
     console.print(f"[green]ok[/] {escape(str(job_file))}: job {spec.job.name!r} ({parts})")
+    for note in spec.deferred:
+        console.print(f"[yellow]deferred[/] {escape(note)}", highlight=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- run
@@ -193,11 +205,60 @@ def _write_outputs(runner: Runner, summary: JobSummary, out: Path) -> list[Path]
 
 
 class _Terminated(BaseException):
-    """SIGTERM, raised in the main thread so that every ``finally`` runs."""
+    """SIGTERM or SIGHUP, raised in the main thread so that every ``finally`` runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
-def _on_sigterm(signum, _frame):
-    raise _Terminated()
+def _on_signal(signum, _frame):
+    raise _Terminated(signum)
+
+
+#: Exit status of a run stopped by a signal: 128 + the signal's number, as shells report it.
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+
+def _check_output(output: Path | None) -> None:
+    """``--output`` must be a folder this process can write, found before any work is done."""
+    if output is None:
+        return
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        probe = output / f".zeus-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        fail(f"--output {output}: cannot write there ({e.strerror or e}); choose a folder you can write", EXIT_BAD_INPUT)
+
+
+def _load(job_file: Path, sets: tuple[str, ...], check_identity: bool = True):
+    try:
+        return load_job(job_file, registry(), sets, check_identity=check_identity)
+    except JobError as e:
+        print_job_errors(e)
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def _make_runner(spec, fresh: bool = False) -> Runner:
+    try:
+        return Runner(spec, registry(), console, fresh=fresh)
+    except (StoreError, IdentityMismatch) as e:
+        fail(str(e), EXIT_BAD_INPUT)
+        raise  # unreachable: fail exits
+
+
+def _finish(runner: Runner, summary: JobSummary, output: Path | None) -> None:
+    """The closing table, the parts' reports, and every output file."""
+    if summary.records:
+        console.print(_closing_table(summary))
+    for part in runner.parts.values():
+        if isinstance(part, Reports):
+            part.report(console, summary)
+    if output is not None:
+        for p in _write_outputs(runner, summary, output):
+            console.print(f"wrote {escape(str(p))}")
 
 
 @cli.command("run")
@@ -205,25 +266,22 @@ def _on_sigterm(signum, _frame):
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, e.g. job.recurrences=5.")
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), help="Write recurrences.csv, summary.json and plugin outputs here.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved configuration and where each value came from; run nothing.")
-@click.option("--fresh", is_flag=True, help="Forget the job's stored state and results before running.")
+@click.option("--fresh", is_flag=True, help="Forget what the job's store learned (in the job's first write) and start over.")
 def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run: bool, fresh: bool) -> None:
-    """Run a job: compose the chosen plugins and run its recurrences."""
-    reg = registry()
-    try:
-        spec = load_job(job_file, reg, sets)
-    except JobError as e:
-        print_job_errors(e)
-        sys.exit(EXIT_BAD_INPUT)
+    """Run a job: compose the chosen plugins and run its recurrences.
+
+    Exit status: 0 done, 1 a part failed while running, 2 bad input (nothing run),
+    130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (devices restored, outputs of
+    what finished written).
+    """
+    spec = _load(job_file, sets, check_identity=not fresh)
     if dry_run:
         _dry_run(spec)
         return
-    try:
-        runner = Runner(spec, reg, console)
-    except StoreError as e:
-        fail(str(e), EXIT_BAD_INPUT)
-    if fresh:
-        runner.store.clear()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    _check_output(output)
+    runner = _make_runner(spec, fresh=fresh)
+    handled = (signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, _on_signal) for s in handled}
     code = EXIT_OK
     summary = None
     try:
@@ -240,36 +298,63 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             summary = runner.run(progress=on_progress)
             if "workload" not in runner.parts:
                 progress.advance(task)
-    except PartMismatch as e:
+    except (PartMismatch, IdentityMismatch, StoreError) as e:
         err_console.print(f"[bold red]error:[/] {escape(str(e))}")
         code = EXIT_BAD_INPUT
     except RunFailed as e:
         err_console.print(f"[bold red]run failed:[/] {escape(str(e))}")
         code = EXIT_FAILED
-    except (KeyboardInterrupt, _Terminated):
-        err_console.print("[bold red]interrupted[/]: stopping; devices are being restored")
-        code = 130
+    except (KeyboardInterrupt, _Terminated) as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        err_console.print(f"[bold red]interrupted[/] by {signal.Signals(signum).name}: stopping; devices are being "
+                          "restored; outputs of the finished recurrences follow")
+        code = SIGNAL_EXIT[signum]
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         try:
             runner.close()
         except RunFailed as e:
             err_console.print(f"[bold red]error while restoring devices:[/] {escape(str(e))}")
             code = code or EXIT_FAILED
+    if summary is None and code in SIGNAL_EXIT.values() and "workload" in runner.parts:
+        summary = runner.summary()  # what finished before the signal is in the store
     if summary is None:
         sys.exit(code)
-    if summary.records:
-        console.print(_closing_table(summary))
-    for part in runner.parts.values():
-        if isinstance(part, Reports):
-            part.report(console, summary)
-    if output is not None:
-        for p in _write_outputs(runner, summary, output):
-            console.print(f"wrote {escape(str(p))}")
+    _finish(runner, summary, output)
     sys.exit(code)
 
 
+@cli.command("report")
+@click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, as for zeus run.")
+@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), help="Write recurrences.csv, summary.json and the parts' outputs here.")
+def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> None:
+    """Report what a job's store holds, and write its output files, without running anything.
+
+    The workload, device and policies are built (nothing is trained or changed) so
+    that their tables and files come out as after ``zeus run``; planners'
+    files (allocations, frequency plans, profiles) are computed by ``zeus run``.
+    """
+    spec = _load(job_file, sets)
+    _check_output(output)
+    runner = _make_runner(spec)
+    if runner.store.info.tries == 0:
+        runner.close()
+        fail(f"the store {runner.store.path} holds no results of job {spec.job.name!r} yet; run it first "
+             f"(zeus run {job_file})", EXIT_BAD_INPUT)
+    try:
+        runner.build(sections=("device", "workload", "batch_size", "power"))
+        summary = runner.summary()
+    except (PartMismatch, IdentityMismatch, StoreError) as e:
+        fail(str(e), EXIT_BAD_INPUT)
+    finally:
+        runner.close()
+    _finish(runner, summary, output)
+
+
 cli.add_command(monitor_command)
+cli.add_command(store_group)
 
 
 # --------------------------------------------------------------------------- entry point

@@ -27,7 +27,10 @@ import cattrs
 from zeus_core.cost import check_eta
 from zeus_core.registry import KINDS, SECTION_KIND, Registration, Registry
 from zeus_core.tomlpos import find_line, line_index
-from zeus_core.validators import at_least, finite, positive
+from zeus_core.filechecks import FileChecks
+from zeus_core.identity import NOT_IDENTITY, IdentityMismatch, differences, option_identity
+from zeus_core.store import StoreError, inspect_store
+from zeus_core.validators import at_least, finite, nonnegative, positive
 
 # --------------------------------------------------------------------------- errors
 
@@ -70,6 +73,28 @@ class JobError(Exception):
 # --------------------------------------------------------------------------- core table
 
 
+#: The longest job name: it names a file (``.zeus/<name>.sqlite``).
+MAX_NAME = 100
+
+
+def job_name(_inst: Any, _attribute: Any, value: str) -> None:
+    """A job name is a name, not a path: it becomes ``.zeus/<name>.sqlite``."""
+    if value == "":  # the job file's stem is used
+        return
+    bad = next((c for c in value if c in "/\\\0" or not c.isprintable()), None)
+    if bad is not None or value in (".", "..") or value.strip() != value or len(value) > MAX_NAME:
+        why = (
+            f"contains {bad!r}" if bad is not None
+            else f"is longer than {MAX_NAME} characters" if len(value) > MAX_NAME
+            else "has leading or trailing spaces" if value.strip() != value else "is not a name"
+        )
+        raise ValueError(
+            f"name {value[:40]!r}{'...' if len(value) > 40 else ''} {why}: a job name names the store file "
+            f"(.zeus/<name>.sqlite), so it must be a plain name of letters, digits, '-', '_' or '.' "
+            "(use job.store to put the store elsewhere)"
+        )
+
+
 @attrs.define
 class JobOptions:
     """The core's ``[job]`` table.
@@ -79,17 +104,25 @@ class JobOptions:
     of them, continuing the numbering of earlier runs of the same job.
     """
 
-    name: str = ""
-    recurrences: int = attrs.field(default=1, validator=positive)
-    seed: int = 0
+    name: str = attrs.field(default="", validator=job_name, metadata=NOT_IDENTITY)
+    recurrences: int = attrs.field(default=1, validator=nonnegative, metadata=NOT_IDENTITY)
+    seed: int = attrs.field(default=0, metadata=NOT_IDENTITY)
     eta_knob: float = attrs.field(default=0.5, validator=lambda _i, _a, v: check_eta(v))
     beta_knob: float = attrs.field(default=2.0, validator=at_least(1, hint="inf disables early stopping"))
     target_metric: float | None = attrs.field(default=None, validator=attrs.validators.optional(finite))
     higher_is_better: bool = True
     max_epochs: int = attrs.field(default=100, validator=positive)
-    max_tries: int = attrs.field(default=20, validator=positive)
-    store: str = ""
+    max_tries: int = attrs.field(default=20, validator=positive, metadata=NOT_IDENTITY)
+    store: str = attrs.field(default="", metadata=NOT_IDENTITY)
     processes: int = attrs.field(default=1, validator=positive)
+
+
+def store_path_of(job: JobOptions, job_dir: Path) -> Path:
+    """``job.store`` relative to the job file's folder, or ``.zeus/<name>.sqlite`` under the current one."""
+    if job.store:
+        p = Path(job.store).expanduser()
+        return p if p.is_absolute() else job_dir / p
+    return Path(".zeus") / f"{job.name}.sqlite"
 
 
 CORE_SECTION = "job"
@@ -122,10 +155,16 @@ class JobSpec:
         return self.path.parent
 
     def store_path(self) -> Path:
-        if self.job.store:
-            p = Path(self.job.store)
-            return p if p.is_absolute() else self.job_dir / p
-        return Path(".zeus") / f"{self.job.name}.sqlite"
+        return store_path_of(self.job, self.job_dir)
+
+    def identity(self) -> dict[str, Any]:
+        """What this job optimises, as declared by its options (:mod:`zeus_core.identity`):
+        ``[job]`` and every part section (``plugin`` None where the job has none)."""
+        out: dict[str, Any] = {CORE_SECTION: option_identity(self.job)}
+        for section in PART_SECTIONS:
+            part = self.parts.get(section)
+            out[section] = {"plugin": None} if part is None else {"plugin": part.plugin, **option_identity(part.options)}
+        return out
 
     def provenance(self, path: tuple) -> str:
         """Where the value at ``path`` came from: ``default``, ``file`` or ``--set``."""
@@ -142,6 +181,8 @@ class JobSpec:
         return "file"
 
     raw_file: dict[str, Any] = attrs.field(factory=dict)
+    #: Files the job reads that an earlier part of it writes: checked when it runs.
+    deferred: list[str] = attrs.field(factory=list)
 
 
 # --------------------------------------------------------------------------- structuring
@@ -312,8 +353,11 @@ def _origin(overrides: dict[tuple, str], path: tuple) -> str:
     return "file"
 
 
-def load_job(path: str | Path, registry: Registry, overrides: list[str] = ()) -> JobSpec:
-    """Read, override and validate a job file. Raises :class:`JobError` with every problem."""
+def load_job(path: str | Path, registry: Registry, overrides: list[str] = (), check_identity: bool = True) -> JobSpec:
+    """Read, override and validate a job file. Raises :class:`JobError` with every problem.
+
+    The job's store is inspected too (read-only): a store that cannot be used is a
+    problem, and so (with ``check_identity``) is one that learned another job."""
     path = Path(path)
     source = str(path)
     try:
@@ -335,7 +379,8 @@ def load_job(path: str | Path, registry: Registry, overrides: list[str] = ()) ->
         applied = apply_overrides(raw, list(overrides))
     except ValueError as e:
         raise JobError(source, [Problem((), str(e))], lines) from e
-    return validate(raw, registry, source=source, path=path, lines=lines, overrides=applied, raw_file=raw_file)
+    return validate(raw, registry, source=source, path=path, lines=lines, overrides=applied, raw_file=raw_file,
+                    check_identity=check_identity)
 
 
 def validate(
@@ -347,6 +392,7 @@ def validate(
     lines: dict[tuple, int] | None = None,
     overrides: dict[tuple, str] | None = None,
     raw_file: dict[str, Any] | None = None,
+    check_identity: bool = True,
 ) -> JobSpec:
     lines = lines or {}
     overrides = overrides or {}
@@ -357,7 +403,12 @@ def validate(
             problems.append(Problem((key,), f"unknown section {key!r}{_suggest(key, known)}; sections: {', '.join(known)}"))
     job = structure(JobOptions, raw.get(CORE_SECTION, {}), (CORE_SECTION,), problems)
     if job is not None and not job.name:
-        job.name = path.stem
+        try:
+            job_name(None, None, path.stem)
+            job.name = path.stem
+        except ValueError as e:
+            problems.append(Problem((CORE_SECTION, "name"), f"the job file's name is used as job.name, and its {e}"))
+            job = None
     catalog = _catalog()
     parts: dict[str, PartSpec] = {}
     for section in PART_SECTIONS:
@@ -399,11 +450,63 @@ def validate(
             problems.append(Problem((needed,), f"a job with [workload] needs a [{needed}] table naming one of: {installed}"))
     if not any(s in raw for s in PART_SECTIONS):
         problems.append(Problem((), "the job has nothing to run: add a [workload] (with [device] and [batch_size]) or a planner section ([allocation], [frequency_plan], [profiler])"))
+    file_problems, deferred = _file_problems(parts, job, path.parent)  # of every part whose own options are valid
+    problems += file_problems
+    spec = None
+    if job is not None:
+        spec = JobSpec(path=path, job=job, parts=parts, raw=raw, overrides=overrides, lines=lines,
+                       raw_file=raw_file if raw_file is not None else raw, deferred=deferred)
+        problems += _store_problems(spec, complete=check_identity and not problems)
     problems = [attrs.evolve(p, origin=_origin(overrides, p.path)) for p in problems]
     if problems:
         raise JobError(source, problems, lines)
-    assert job is not None
-    return JobSpec(path=path, job=job, parts=parts, raw=raw, overrides=overrides, lines=lines, raw_file=raw_file if raw_file is not None else raw)
+    assert spec is not None
+    return spec
+
+
+#: The order in which parts produce files when a job runs: planners first, then training.
+RUN_ORDER = ("profiler", "allocation", "frequency_plan", "device", "workload", "batch_size", "power")
+
+
+def _file_problems(parts: dict[str, PartSpec], job: JobOptions | None, job_dir: Path) -> tuple[list[Problem], list[str]]:
+    """Open every file the job's options name, as their parts will (:class:`zeus_core.parts.ChecksFiles`).
+    Returns the problems, and the uses deferred because an earlier part of the job writes the file."""
+    from zeus_core.parts import ChecksFiles, WritesFiles  # the contract; imported here to keep job.py light
+
+    written: dict[Path, str] = {}
+    others: dict[str, Any] = {section: part.options for section, part in parts.items()}
+    others[CORE_SECTION] = job
+    problems: list[Problem] = []
+    deferred: list[str] = []
+    for section in RUN_ORDER:
+        part = parts.get(section)
+        if part is None:
+            continue
+        if isinstance(part.options, ChecksFiles):
+            files = FileChecks(section, job_dir, written, others)
+            part.options.check_files(files)
+            problems += [Problem(where, message) for where, message in files.problems]
+            deferred += [f"{Problem(where, '').jsonpath()}: {message}" for where, message in files.deferred]
+        if isinstance(part.options, WritesFiles):
+            for p in part.options.files_written():
+                resolved = Path(p).expanduser()
+                resolved = resolved if resolved.is_absolute() else job_dir / resolved
+                written[resolved.resolve()] = f"[{section}] {part.plugin}"
+    return problems, deferred
+
+
+def _store_problems(spec: JobSpec, complete: bool) -> list[Problem]:
+    """The job's store, read without changing it: usable, and (for a complete job) learned this job."""
+    where = (CORE_SECTION, "store") if spec.job.store else (CORE_SECTION, "name")
+    try:
+        info = inspect_store(spec.store_path())
+    except StoreError as e:
+        return [Problem(where, str(e))]
+    if complete and info.identity is not None:
+        diffs = differences(info.identity, spec.identity())
+        if diffs:
+            return [Problem(where, str(IdentityMismatch(str(spec.store_path()), diffs)))]
+    return []
 
 
 def resolved_values(spec: JobSpec) -> list[tuple[str, Any, str]]:

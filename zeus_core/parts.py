@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # annotations only; none of these modules imports this one
     from rich.console import Console
 
     from zeus_core.contexts import BuildContext, PolicyContext
+    from zeus_core.filechecks import FileChecks
     from zeus_core.device import DeviceGroup
     from zeus_core.job import JobOptions
     from zeus_core.measurement import Measurement
@@ -344,6 +345,79 @@ class NeedsDevice(Protocol):
     needs_device: ClassVar[tuple[type, ...]]
 
 
+@runtime_checkable
+class MergesState(Protocol):
+    """A power policy whose state needs its own rule to combine concurrent runners' changes.
+
+    Without it the runner applies the try's change key by key
+    (:func:`zeus_core.statemerge.merge`): ``base`` is the state loaded when the
+    try began, ``mine`` the policy's state now, ``theirs`` the latest committed
+    one; the result is committed and handed back with ``set_state``.
+
+    Example::
+
+        def merge_state(self, base, mine, theirs):
+            counts = dict(theirs)
+            for k, v in mine.items():
+                counts[k] = counts.get(k, 0) + v - base.get(k, 0)
+            return counts
+    """
+
+    def merge_state(self, base: Any, mine: Any, theirs: Any) -> Any: ...
+
+
+@runtime_checkable
+class HasIdentity(Protocol):
+    """Any part: facts it learns when built that change what the job optimises (the GPU
+    model behind ``gpus = [0]``), added to the job's identity (:mod:`zeus_core.identity`)
+    next to its options. The store refuses a run whose identity differs.
+
+    Example::
+
+        def identity(self) -> dict[str, Any]:
+            return {"gpu_models": [g.name for g in self.gpus]}
+    """
+
+    def identity(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class ChecksFiles(Protocol):
+    """An *options class* whose part reads files: ``zeus validate`` (and ``zeus run``, before
+    anything runs) calls ``check_files`` to open and check them as the part will, so a
+    missing trace folder, NaN in a CSV or a broken profile is reported with every other
+    mistake, at the option's path. A file an earlier part of the same job writes is
+    deferred (:class:`zeus_core.filechecks.FileChecks`).
+
+    Example::
+
+        def check_files(self, files: FileChecks) -> None:
+            path = files.path("profile", self.profile)
+            if path is None:
+                return  # written by an earlier part of this job
+            try:
+                read_profile(path)
+            except (OSError, ValueError) as e:
+                files.problem("profile", str(e))
+    """
+
+    def check_files(self, files: FileChecks) -> None: ...
+
+
+@runtime_checkable
+class WritesFiles(Protocol):
+    """An *options class* whose part writes files that later parts of the same job may read
+    (a profiler's ``save_to``): paths as written in ``job.toml``, relative to its folder.
+
+    Example::
+
+        def files_written(self) -> list[str]:
+            return [self.save_to] if self.save_to else []
+    """
+
+    def files_written(self) -> list[str]: ...
+
+
 # =========================================================================== planners
 
 
@@ -435,6 +509,10 @@ PART_CAPABILITIES: tuple[type, ...] = (
     IterationControl,
     SteadyEpochCost,
     NeedsDevice,
+    MergesState,
+    HasIdentity,
+    ChecksFiles,
+    WritesFiles,
     Summarizes,
     Reports,
     WritesOutputs,

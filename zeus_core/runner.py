@@ -18,20 +18,21 @@ A recurrence's cost is the sum over all its tries. Parts that only plan
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import Any
 
-import attrs
 from rich.console import Console
 
 from zeus_core.contexts import BuildContext, PolicyContext
-from zeus_core.device import DeviceGroup
 from zeus_core.errors import DeviceError, PartMismatch, RunFailed
 from zeus_core.job import JobSpec
 from zeus_core.measurement import Measurement
 from zeus_core.monitor import Monitor
-from zeus_core.parts import Closeable, NeedsDevice, OffersBatchSizes, Summarizes, TryCostBound
+from zeus_core import statemerge
+from zeus_core.identity import IdentityMismatch, differences, with_facts
+from zeus_core.parts import Closeable, HasIdentity, MergesState, NeedsDevice, OffersBatchSizes, Summarizes, TryCostBound
 from zeus_core.registry import SECTION_KIND, Registry
 from zeus_core.results import JobSummary, TryRecord
 from zeus_core.session import RunSession
@@ -48,7 +49,9 @@ _DEFAULT_RUNNER_STATE = {"next_recurrence": 1, "min_cost": None}
 class Runner:
     """Builds the parts of a validated job and runs it."""
 
-    def __init__(self, spec: JobSpec, registry: Registry, console: Console | None = None, store: Store | None = None) -> None:
+    def __init__(
+        self, spec: JobSpec, registry: Registry, console: Console | None = None, store: Store | None = None, fresh: bool = False
+    ) -> None:
         self.spec = spec
         self.registry = registry
         self.console = console or Console()
@@ -57,14 +60,46 @@ class Runner:
         self.parts: dict[str, Any] = self.ctx.parts
         self.hook = registry.pm.hook
         self.monitor: Monitor | None = None
+        #: What this job optimises: declared by the options now, plus the built parts' facts after build().
+        self.identity: dict[str, Any] = spec.identity()
+        #: ``zeus run --fresh``: forget what the store learned, in the job's first write (so a
+        #: start that fails before it leaves the store as it was).
+        self.fresh = fresh
+        if not fresh:
+            self.check_identity()
+
+    # -- identity --
+
+    def check_identity(self, stored: dict[str, Any] | None = None) -> None:
+        """Refuse (:class:`IdentityMismatch`) a store that learned another job."""
+        if self.fresh:
+            return
+        stored = self.store.identity() if stored is None else stored
+        if stored is not None:
+            diffs = differences(stored, self.identity)
+            if diffs:
+                raise IdentityMismatch(str(self.store.path), diffs)
+
+    def _claim_store(self, tx) -> None:
+        """In the job's first write: record its identity, or check it against one a
+        concurrent runner recorded meanwhile."""
+        if self.fresh:
+            tx.clear()
+            self.fresh = False
+        stored = tx.identity()
+        if stored is None:
+            tx.set_identity(self.identity)
+        else:
+            self.check_identity(stored)
 
     # -- building --
 
-    def build(self) -> None:
-        """Call each factory (device first) and check that the parts fit together."""
+    def build(self, sections: tuple[str, ...] = BUILD_ORDER) -> None:
+        """Call each factory (device first) and check that the parts fit together.
+        ``sections`` limits which parts are built (``zeus report`` builds no planner)."""
         parts = self.spec.parts
         for section in BUILD_ORDER:
-            ps = parts.get(section)
+            ps = parts.get(section) if section in sections else None
             if ps is None:
                 continue
             try:
@@ -75,6 +110,10 @@ class Runner:
             self._check_requirements(section, ps.plugin, part)
         if "device" in self.parts:
             self.monitor = Monitor(self.parts["device"], on_measurement=self._on_measurement)
+        facts = {section: part.identity() for section, part in self.parts.items() if isinstance(part, HasIdentity)}
+        if facts:
+            self.identity = with_facts(self.identity, facts)
+            self.check_identity()
 
     def _check_requirements(self, section: str, plugin: str, part: Any) -> None:
         if not isinstance(part, NeedsDevice) or not part.needs_device:
@@ -159,6 +198,7 @@ class Runner:
     def run_recurrence(self) -> tuple[int, list[TryRecord]]:
         job = self.spec.job
         with self.store.transaction() as tx:
+            self._claim_store(tx)
             st = dict(tx.get("runner") or _DEFAULT_RUNNER_STATE)
             rec = int(st["next_recurrence"])
             st["next_recurrence"] = rec + 1
@@ -211,6 +251,9 @@ class Runner:
             # A policy may stop its own exploratory tries sooner than beta x min cost.
             own_bound = bs_policy.try_cost_bound(ctx, batch_size) if isinstance(bs_policy, TryCostBound) else None
             self._save_policy_states(tx, ("batch_size",))
+            # What the power policy knew when the try began (loaded, or its initial state):
+            # its change during the try is what gets applied to the latest committed state.
+            power_base = copy.deepcopy(power.get_state()) if power is not None else None
         cost_bound = job.beta_knob * min_cost
         if own_bound is not None:
             cost_bound = min(cost_bound, float(own_bound))
@@ -274,10 +317,28 @@ class Runner:
             self._load_policy_states(tx, ("batch_size",))
             bs_policy.observe(ctx, record)
             self._save_policy_states(tx, ("batch_size",))
-            self._save_policy_states(tx, ("power",))
+            if power is not None:
+                self._merge_power_state(tx, power, power_base)
             tx.add_try(record)
         self.hook.zeus_on_try_end(record=record)
         return record
+
+    def _merge_power_state(self, tx, power: Any, base: Any) -> None:
+        """Apply what the power policy learned in this try to the latest committed state
+        (another runner of the job may have committed its own choices meanwhile)."""
+        mine = power.get_state()
+        if mine is None:
+            return
+        theirs = tx.get("policy:power")
+        if theirs is None:
+            merged = mine
+        elif isinstance(power, MergesState):
+            merged = power.merge_state(base, mine, theirs)
+        else:
+            merged = statemerge.merge(base, mine, theirs)
+        if merged is not mine:
+            power.set_state(merged)
+        tx.set("policy:power", merged)
 
     # -- results --
 

@@ -5,12 +5,25 @@ half-written commit is rolled back on the next open), and safe concurrent
 writers from several processes (``BEGIN IMMEDIATE`` plus a busy timeout, WAL
 so that readers never block the writer).
 
-The job store holds three things:
+A job store holds:
 
 * ``state``: JSON values by key (policy state, the runner's counters);
 * ``tries``: one row per try, the job's results;
+* ``meta``: the schema version and the job's *identity* (what it optimises,
+  :mod:`zeus_core.identity`), so that a store never serves another setup.
 
 and the machine-wide journal (:func:`journal`) holds device settings to restore.
+
+Trust on open. A store is marked as zeus's (SQLite ``application_id``) with
+its schema version (``user_version``). Before anything is written, an
+existing file is inspected read-only: a file that is not a zeus store, one
+written by a newer zeus-core, or one that fails ``PRAGMA quick_check`` is
+refused with :class:`StoreError` naming the file and the fix, and is left
+byte-for-byte as it was. Older zeus stores are migrated forward
+(:data:`MIGRATIONS`) in one transaction.
+
+A store is created at its first write, not when it is opened: a job that fails
+before it commits anything leaves no empty file behind.
 """
 
 from __future__ import annotations
@@ -27,9 +40,12 @@ from typing import Any, NamedTuple
 
 from zeus_core.results import TryRecord
 
+#: ``PRAGMA application_id`` of every zeus store: "zeus" in ASCII.
+APPLICATION_ID = 0x7A657573
+#: The schema this zeus-core writes (``PRAGMA user_version``).
 SCHEMA_VERSION = 2
 
-_SCHEMA = """
+_TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL, version INTEGER NOT NULL DEFAULT 1);
 CREATE TABLE IF NOT EXISTS tries (
@@ -58,6 +74,15 @@ CREATE TABLE IF NOT EXISTS journal (
 );
 """
 
+#: Statements that take a store from version ``v`` to ``v + 1``. Version 1 is the
+#: layout before stores were marked (a ``meta`` row ``schema = 1``, no ``steady_cost``).
+MIGRATIONS: dict[int, list[str]] = {
+    1: ["ALTER TABLE tries ADD COLUMN steady_cost REAL"],
+}
+
+#: Tables a version-1 store (unmarked) has; a file with them is recognised as zeus's.
+_LEGACY_TABLES = {"meta", "state", "tries", "journal"}
+
 
 class JournalEntry(NamedTuple):
     """A device setting changed by process ``pid`` at ``created`` (epoch seconds), to put back."""
@@ -71,7 +96,18 @@ class JournalEntry(NamedTuple):
 
 
 class StoreError(RuntimeError):
-    """The store file cannot be used (not SQLite, newer schema, unwritable)."""
+    """The store cannot be used (not a zeus store, newer schema, damaged, unwritable, a folder).
+
+    The message names the file and the fix; a refused file is left unchanged.
+    """
+
+
+class StoreInfo(NamedTuple):
+    """What an existing store file is, read without changing it."""
+
+    version: int  # 0: no file yet
+    identity: dict[str, Any] | None
+    tries: int
 
 
 class Transaction:
@@ -90,6 +126,16 @@ class Transaction:
             "INSERT INTO state (key, value) VALUES (?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = version + 1",
             (key, text),
+        )
+
+    def identity(self) -> dict[str, Any] | None:
+        row = self._c.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def set_identity(self, identity: dict[str, Any]) -> None:
+        self._c.execute(
+            "INSERT INTO meta (key, value) VALUES ('identity', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (json.dumps(identity, allow_nan=False, sort_keys=True),),
         )
 
     def add_try(self, r: TryRecord) -> int:
@@ -124,61 +170,195 @@ class Transaction:
     def remove_journal(self, entry_id: int) -> None:
         self._c.execute("DELETE FROM journal WHERE id = ?", (entry_id,))
 
+    def clear(self) -> None:
+        """Forget the job's state, results and identity (``zeus run --fresh``)."""
+        self._c.execute("DELETE FROM state")
+        self._c.execute("DELETE FROM tries")
+        self._c.execute("DELETE FROM meta WHERE key = 'identity'")
+
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:
     text = str(e).lower()
     return "locked" in text or "busy" in text
 
 
-class Store:
-    """A SQLite store file. Safe to open from several processes at once."""
+def _refuse(path: Path, what: str, fix: str) -> StoreError:
+    return StoreError(f"{path}: {what}. {fix}. The file was not changed")
 
-    def __init__(self, path: str | os.PathLike[str], timeout_s: float = 60.0) -> None:
+
+def _damaged(path: Path, what: str) -> StoreError:
+    return _refuse(
+        path, f"is damaged (PRAGMA quick_check: {what})",
+        f"Move it aside (mv {path} {path}.damaged) and start over with `zeus run --fresh`, or rebuild it from a copy "
+        "or from `zeus store export` JSON with `zeus store import`",
+    )
+
+
+def inspect_store(path: str | os.PathLike[str], verify: bool = True) -> StoreInfo:
+    """What the store at ``path`` is, read-only: raises :class:`StoreError` (and changes
+    nothing) for a folder, a file that is not a zeus store, a newer schema, or damage
+    (``PRAGMA quick_check``, when ``verify``)."""
+    path = Path(path)
+    if path.is_dir():
+        raise StoreError(f"{path} is a folder, not a store file; set job.store to a file path such as {path / 'job.sqlite'}")
+    if not path.exists() or path.stat().st_size == 0:
+        _check_creatable(path)
+        return StoreInfo(0, None, 0)
+    # Without a WAL file beside it, the file alone is the database: open it immutable, so that
+    # SQLite creates no -wal/-shm next to a file it may be about to refuse.
+    immutable = "" if Path(f"{path}-wal").exists() else "&immutable=1"
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{immutable}", uri=True, timeout=30.0)
+    except sqlite3.Error as e:
+        raise _refuse(path, f"cannot be opened ({e})", "Check its permissions, or pass another `job.store`") from e
+    recognised = False
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if app_id == 0 and not tables:  # empty: new, or another process is creating it right now
+            return StoreInfo(0, None, 0)
+        if app_id != APPLICATION_ID:
+            legacy = app_id == 0 and _LEGACY_TABLES <= tables
+            if not legacy:
+                raise _refuse(
+                    path, "is an SQLite database but not a zeus store" + (f" (it has tables {', '.join(sorted(tables))})" if tables else ""),
+                    "Point job.store at another file (zeus never adopts a foreign database)",
+                )
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            version = int(row[0]) if row else 1
+        if version > SCHEMA_VERSION:
+            raise _refuse(
+                path, f"was written by a newer zeus-core (store schema {version}; this one reads up to {SCHEMA_VERSION})",
+                "Upgrade zeus-core (pip install -U zeus-core), or use another job.store",
+            )
+        recognised = True
+        if verify:
+            problems = [r[0] for r in conn.execute("PRAGMA quick_check")]
+            if problems != ["ok"]:
+                raise _damaged(path, "; ".join(problems[:3]))
+        identity = None
+        if "meta" in tables:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
+            identity = None if row is None else json.loads(row[0])
+        tries = conn.execute("SELECT COUNT(*) FROM tries").fetchone()[0] if "tries" in tables else 0
+        return StoreInfo(int(version), identity, int(tries))
+    except sqlite3.DatabaseError as e:  # "file is not a database", or damage SQLite trips over
+        if recognised:
+            raise _damaged(path, str(e)) from e
+        raise _refuse(path, f"is not a zeus store ({e})", "Point job.store at another file, or move this one aside") from e
+    finally:
+        conn.close()
+
+
+def _check_creatable(path: Path) -> None:
+    """The store file can be made: its nearest existing folder is a folder this process may write."""
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise StoreError(f"{path}: cannot create the store, {folder} is a file, not a folder; pass another `job.store` path")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(f"{path}: cannot create the store, {folder} is not writable by this user; pass another `job.store` path")
+
+
+class Store:
+    """A zeus store file. Safe to open from several processes at once.
+
+    Opening checks an existing file (:func:`inspect_store`) without writing to it;
+    the file is created, or migrated, at the first transaction.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], timeout_s: float = 60.0, verify: bool = True) -> None:
         self.path = Path(path)
-        deadline = time.monotonic() + timeout_s
+        self.timeout_s = timeout_s
+        self.info = inspect_store(self.path, verify=verify)
+        self._conn: sqlite3.Connection | None = None
+        #: Whether this object created the file (and so may remove it while it is still empty).
+        self.created = False
+
+    # -- the connection, made at first need --
+
+    def _connection(self, create: bool) -> sqlite3.Connection | None:
+        if self._conn is not None:
+            return self._conn
+        if not create and self.info.version == 0 and not self.path.exists():
+            return None
+        deadline = time.monotonic() + self.timeout_s
+        existed = self.path.exists()
         while True:
+            conn = None
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._conn = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
-                self._setup(timeout_s)
-                return
+                conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
+                self._setup(conn)
+                self._conn = conn
+                self.created = not existed
+                return conn
             except sqlite3.OperationalError as e:
                 # Switching a new file to WAL needs an exclusive lock, and SQLite answers
                 # "database is locked" at once (no busy wait) when another process opens the
                 # same new file at that moment, e.g. two ranks journaling their first setting.
-                self._conn.close()
+                if conn is not None:
+                    conn.close()
                 if _is_busy(e) and time.monotonic() < deadline:
                     time.sleep(random.uniform(0.005, 0.05))
                     continue
                 raise StoreError(f"{self.path}: cannot use as a zeus store ({e}); pass another `job.store` path") from e
             except (sqlite3.DatabaseError, OSError) as e:
-                if getattr(self, "_conn", None) is not None:
-                    self._conn.close()
+                if conn is not None:
+                    conn.close()
                 raise StoreError(f"{self.path}: cannot use as a zeus store ({e}); pass another `job.store` path") from e
 
-    def _setup(self, timeout_s: float) -> None:
-        self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-        if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            self._conn.execute("PRAGMA journal_mode = WAL")
-        self._conn.execute("PRAGMA synchronous = NORMAL")
-        with self.transaction():
-            for statement in _SCHEMA.split(";"):
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._initialise_or_migrate(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _initialise_or_migrate(self, conn: sqlite3.Connection) -> None:
+        """Inside the opening transaction: a new file gets the schema, an older one migrations."""
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
+            return
+        if app_id == APPLICATION_ID and version > SCHEMA_VERSION:  # another process upgraded it meanwhile
+            raise _refuse(self.path, f"was written by a newer zeus-core (store schema {version})", "Upgrade zeus-core")
+        if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables and not _LEGACY_TABLES <= tables):
+            raise _refuse(self.path, "is not a zeus store", "Point job.store at another file")
+        if not tables:
+            for statement in _TABLES.split(";"):
                 if statement.strip():
-                    self._conn.execute(statement)
-            row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-            if row is None:
-                self._conn.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path}: store schema {row[0]} is newer than this zeus-core understands "
-                    f"({SCHEMA_VERSION}); upgrade zeus-core"
-                )
-            elif int(row[0]) < 2:
-                self._conn.execute("ALTER TABLE tries ADD COLUMN steady_cost REAL")
-                self._conn.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+                    conn.execute(statement)
+            version = SCHEMA_VERSION
+        elif app_id == 0:  # an unmarked version-1 store
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            version = int(row[0]) if row else 1
+        while version < SCHEMA_VERSION:
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+            version += 1
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (str(SCHEMA_VERSION),),
+        )
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # -- lifetime --
 
     def close(self) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def __enter__(self) -> Store:
         return self
@@ -189,23 +369,45 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         """One atomic unit: everything inside commits together or not at all."""
-        self._conn.execute("BEGIN IMMEDIATE")
+        conn = self._connection(create=True)
+        assert conn is not None
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            yield Transaction(self._conn)
+            yield Transaction(conn)
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            conn.execute("ROLLBACK")
             raise
         else:
-            self._conn.execute("COMMIT")
+            conn.execute("COMMIT")
 
-    # -- reads outside a transaction (a consistent snapshot each) --
+    # -- reads outside a transaction (a consistent snapshot each; nothing before the first write) --
 
     def get(self, key: str, default: Any = None) -> Any:
-        row = self._conn.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
+        conn = self._connection(create=False)
+        if conn is None:
+            return default
+        row = conn.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
         return default if row is None else json.loads(row[0])
 
+    def identity(self) -> dict[str, Any] | None:
+        """The identity of the job this store learned (None for a new store)."""
+        conn = self._connection(create=False)
+        if conn is None:
+            return self.info.identity
+        return Transaction(conn).identity()
+
+    def state_items(self) -> dict[str, Any]:
+        """Every state value by key (for export)."""
+        conn = self._connection(create=False)
+        if conn is None:
+            return {}
+        return {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM state ORDER BY key")}
+
     def tries(self) -> list[TryRecord]:
-        rows = self._conn.execute(
+        conn = self._connection(create=False)
+        if conn is None:
+            return []
+        rows = conn.execute(
             "SELECT recurrence, try_index, batch_size, power_limit, epochs, time_s, energy_j, cost, reached,"
             " stopped, extra, steady_cost FROM tries ORDER BY recurrence, try_index, id"
         ).fetchall()
@@ -229,14 +431,18 @@ class Store:
 
     def journal_entries(self) -> list[JournalEntry]:
         """Pending journal entries, oldest first."""
-        rows = self._conn.execute("SELECT id, owner, key, original, pid, created FROM journal ORDER BY id").fetchall()
+        conn = self._connection(create=False)
+        if conn is None:
+            return []
+        rows = conn.execute("SELECT id, owner, key, original, pid, created FROM journal ORDER BY id").fetchall()
         return [JournalEntry(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5]) for r in rows]
 
     def clear(self) -> None:
-        """Forget the job's state and results (``zeus run --fresh``)."""
-        with self.transaction():
-            self._conn.execute("DELETE FROM state")
-            self._conn.execute("DELETE FROM tries")
+        """Forget the job's state, results and identity (``zeus run --fresh``)."""
+        if self._connection(create=False) is None:
+            return
+        with self.transaction() as tx:
+            tx.clear()
 
 
 def state_dir() -> Path:
@@ -250,4 +456,4 @@ def state_dir() -> Path:
 
 def journal() -> Store:
     """The machine-wide journal of device settings to restore after a crash."""
-    return Store(state_dir() / "journal.sqlite")
+    return Store(state_dir() / "journal.sqlite", verify=False)

@@ -266,11 +266,11 @@ def test_unusable_store_exits_2_naming_the_fix(reg, job, tmp_path):
     (tmp_path / "afile").write_text("x")
     r = run_cli(reg, "run", str(job), "--set", "job.store=afile/state.sqlite")
     assert r.exit_code == 2
-    assert "cannot use as a zeus store" in r.output and "job.store" in r.output
+    assert "cannot create the store" in r.output and "afile is a file, not a folder" in r.output and "job.store" in r.output
     bad = tmp_path / "bad.sqlite"
     bad.write_text("not sqlite" * 200)
     r = run_cli(reg, "run", str(job), "--set", f"job.store={bad}")
-    assert r.exit_code == 2 and "cannot use as a zeus store" in r.output
+    assert r.exit_code == 2 and "is not a zeus store" in r.output and bad.read_text() == "not sqlite" * 200
 
 
 def test_set_into_a_value_is_a_clear_error(reg, job):

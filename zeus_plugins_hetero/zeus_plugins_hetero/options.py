@@ -27,6 +27,8 @@ import math
 from typing import Optional
 
 import attrs
+
+from zeus_core import FileChecks
 from zeus_core.validators import at_least, between, callable_spec, distinct_numbers, finite, nonempty, nonnegative, one_of
 
 #: What the allocator minimises: the Zeus cost metric, or energy alone.
@@ -65,6 +67,19 @@ class HeteroOptions:
     eta_knob: Optional[float] = attrs.field(default=None, validator=attrs.validators.optional(between(0.0, 1.0)))
     max_slowdown: float = attrs.field(default=1.1, validator=[finite, at_least(1, hint="1.1 allows 10% slower steps")])
 
+    def check_files(self, files: FileChecks) -> None:
+        """Each GPU type's profile is read as the allocator will read it (``zeus validate``)."""
+        from zeus_plugins_hetero.profile import HeteroError, Profile  # numpy: only when a job is checked
+
+        for i, g in enumerate(self.gpus):
+            path = files.path(("gpus", i, "profile"), g.profile)
+            if path is None:
+                continue
+            try:
+                Profile.load(path, g.profile_steps)
+            except HeteroError as e:
+                files.problem(("gpus", i, "profile"), str(e))
+
 
 @attrs.define
 class PowerSweepOptions:
@@ -78,3 +93,14 @@ class PowerSweepOptions:
     profile_steps: int = attrs.field(default=10, validator=at_least(1))
     devices: list[str] = attrs.field(factory=list)
     save_to: str = ""
+
+    def check_files(self, files: FileChecks) -> None:
+        """A ``file.py:function`` step must name a file that exists (it is run only when the job runs)."""
+        target = self.step.partition(":")[0]
+        if target.endswith(".py"):
+            path = files.path("step", target)
+            if path is not None and not path.is_file():
+                files.problem("step", f"step file {path} not found")
+
+    def files_written(self) -> list[str]:
+        return [self.save_to] if self.save_to else []

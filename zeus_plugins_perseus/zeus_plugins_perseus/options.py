@@ -22,6 +22,7 @@ from typing import Optional
 
 import attrs
 from attrs.validators import optional
+from zeus_core import FileChecks
 from zeus_core.validators import at_least, finite, nonempty, nonnegative, one_of, positive
 
 from zeus_plugins_perseus.costmodel import MODELS
@@ -46,3 +47,18 @@ class PerseusOptions:
     def __attrs_post_init__(self):
         if self.deadline is not None and self.max_slowdown is not None:
             raise ValueError("give deadline (seconds per iteration) or max_slowdown (a factor >= 1), not both")
+
+    def check_files(self, files: FileChecks) -> None:
+        """The profile is read as the planner will read it (``zeus validate``), unless an earlier
+        part of the job (a ``perseus-stage`` profiler's ``save_to``) writes it."""
+        from zeus_plugins_perseus.profile import read_profile
+
+        path = files.path("profile", self.profile)
+        if path is None:
+            return
+        try:
+            profile = read_profile(path)
+            stages = self.stages if self.stages is not None else len(profile.stages)
+            profile.check_stages(stages, ("forward", "backward"))
+        except (OSError, ValueError) as e:
+            files.problem("profile", str(e))

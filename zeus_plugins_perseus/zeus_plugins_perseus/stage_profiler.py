@@ -32,7 +32,7 @@ import attrs
 from attrs.validators import optional
 from rich.console import Console
 from rich.table import Table
-from zeus_core import BuildContext, ClockControl, JobSummary, RunFailed, load_callable
+from zeus_core import BuildContext, ClockControl, FileChecks, JobSummary, RunFailed, load_callable
 from zeus_core.validators import at_least, callable_spec, nonnegative
 
 from zeus_plugins_perseus.runtime.hooks import ScheduleError
@@ -53,6 +53,17 @@ class StageProfilerOptions:
     devices: list[str] = attrs.field(factory=list)
     save_to: str = ""
     max_steps: int | None = attrs.field(default=None, validator=optional(at_least(1)))
+
+    def check_files(self, files: FileChecks) -> None:
+        """A ``file.py:function`` step must name a file that exists (it runs only when the job runs)."""
+        target = self.step.partition(":")[0]
+        if target.endswith(".py"):
+            path = files.path("step", target)
+            if path is not None and not path.is_file():
+                files.problem("step", f"step file {path} not found")
+
+    def files_written(self) -> list[str]:
+        return [self.save_to] if self.save_to else []
 
 
 class StageProfiler:

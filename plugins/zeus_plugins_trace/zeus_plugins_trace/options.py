@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import attrs
 
+from zeus_core import NOT_IDENTITY, FileChecks
 from zeus_core.validators import nonempty, nonnegative, positive
 
 
@@ -48,5 +49,28 @@ class TraceWorkloadOptions:
     model: str = attrs.field(default="shufflenetv2", validator=nonempty)
     optimizer: str = attrs.field(default="adadelta", validator=nonempty)
     default_batch_size: int = attrs.field(default=0, validator=nonnegative)
-    iterations_per_epoch: int = attrs.field(default=2520, validator=positive)
+    iterations_per_epoch: int = attrs.field(default=2520, validator=positive, metadata=NOT_IDENTITY)
     synthetic_seed: int = 0
+
+    def check_files(self, files: FileChecks) -> None:
+        """The trace folder is read as the workload will read it (``zeus validate``): every
+        file, line and column problem is reported with the job's other mistakes."""
+        if self.traces == "synthetic":
+            return
+        folder = files.path("traces", self.traces)
+        if folder is None:
+            return
+        if not folder.is_dir():
+            files.problem("traces", f"trace folder {folder} not found; make one with `zeus traces fetch --out DIR` "
+                                    "or use traces = \"synthetic\"")
+            return
+        from zeus_plugins_trace.traces import TraceError
+        from zeus_plugins_trace.workload import load_workload_trace
+
+        device, job = files.options("device"), files.options("job")
+        if not isinstance(device, TraceDeviceOptions) or job is None or job.target_metric is None:
+            return  # the trace device and a target are reported missing elsewhere; the folder itself is there
+        try:
+            load_workload_trace(self, device.gpu, job.target_metric, files.job_dir)
+        except TraceError as e:
+            files.problem("traces", str(e))

@@ -129,9 +129,33 @@ class CountingPolicy:
         self.chosen = state["chosen"]
 
 
+class AlternatePolicy:
+    """Batch size by recurrence number: concurrent runners of one job get different sizes."""
+
+    @attrs.define
+    class Options:
+        batch_sizes: list[int] = attrs.field(factory=lambda: [16, 32, 64, 128])
+
+    def __init__(self, options, context) -> None:
+        self.sizes = list(options.batch_sizes)
+
+    def choose(self, ctx) -> int:
+        return self.sizes[(ctx.recurrence - 1) % len(self.sizes)]
+
+    def observe(self, ctx, record) -> None:
+        pass
+
+    def get_state(self):
+        return None
+
+    def set_state(self, state) -> None:
+        pass
+
+
 @hookimpl
 def zeus_register_batch_size_policies(register):
     register("counting", CountingPolicy)
+    register("alternate", AlternatePolicy)
 
 
 @hookimpl
