@@ -110,6 +110,11 @@ _EXPORTS: dict[str, str] = {
     "get_registry": "zeus_core.registry",
     "load_plugins": "zeus_core.registry",
     "Store": "zeus_core.store",
+    "StoreInfo": "zeus_core.store",
+    "JobStore": "zeus_core.stores",
+    "StoreTransaction": "zeus_core.stores",
+    "open_store": "zeus_core.stores",
+    "mask": "zeus_core.stores",
     "Runner": "zeus_core.runner",
 }
 
@@ -188,4 +193,5 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.runner import Runner
     from zeus_core.session import RunSession, target_reached
     from zeus_core.stopping import epochs_within, steady_state_cost
-    from zeus_core.store import Store, StoreError
+    from zeus_core.store import Store, StoreError, StoreInfo
+    from zeus_core.stores import JobStore, StoreTransaction, mask, open_store

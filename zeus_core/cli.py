@@ -34,6 +34,7 @@ from zeus_core.parts import Reports, WritesOutputs
 from zeus_core.runner import Runner
 from zeus_core.store import StoreError
 from zeus_core.store_cli import store_group
+from zeus_core.stores import mask
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -144,7 +145,7 @@ def _dry_run(spec) -> None:
     for path, value, origin in resolved_values(spec):
         table.add_row(path, escape(repr(value)), f"[{colors[origin]}]{origin}[/]")
     console.print(table)
-    console.print(f"store: {escape(str(spec.store_path()))}")
+    console.print(f"store: {escape(mask(spec.store_location()))}")
 
 
 def _recurrence_line(rec: int, records: list) -> str:
@@ -341,7 +342,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     runner = _make_runner(spec)
     if runner.store.info.tries == 0:
         runner.close()
-        fail(f"the store {runner.store.path} holds no results of job {spec.job.name!r} yet; run it first "
+        fail(f"the store {runner.store.location} holds no results of job {spec.job.name!r} yet; run it first "
              f"(zeus run {job_file})", EXIT_BAD_INPUT)
     try:
         runner.build(sections=("device", "workload", "batch_size", "power"))

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # annotations only
 
     from zeus_core.job import JobOptions, JobSpec
     from zeus_core.registry import Registry
-    from zeus_core.store import Store
+    from zeus_core.stores import JobStore
 
 
 @attrs.define
@@ -32,7 +32,7 @@ class BuildContext:
     """
 
     spec: JobSpec | None
-    store: Store | None
+    store: JobStore | None
     console: Console
     registry: Registry
     parts: dict[str, Any] = attrs.field(factory=dict)

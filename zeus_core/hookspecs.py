@@ -192,6 +192,26 @@ def zeus_register_restorers(register):
     """
 
 
+@hookspec
+def zeus_register_stores(register):
+    """Register backends of the job store, by URL scheme: ``job.store = "postgresql://..."``.
+
+    ``register(scheme, opener, help="...")`` where ``opener(location, timeout_s)``
+    returns a :class:`zeus_core.JobStore` for ``location`` (the whole URL). Opening
+    must not write: it reads what the store is (schema version, the identity of the
+    job it learned, how many results) and raises :class:`zeus_core.StoreError`,
+    naming the store (credentials masked) and the fix, for one it cannot use. A
+    ``job.store`` without a scheme is a SQLite file (the core's own ``sqlite``
+    backend, registered through this hook like any other).
+
+    Example::
+
+        @hookimpl
+        def zeus_register_stores(register):
+            register("redis", RedisStore.open, help="Job state in a Redis server.")
+    """
+
+
 # --- event hooks ----------------------------------------------------------------
 
 

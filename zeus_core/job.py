@@ -29,7 +29,8 @@ from zeus_core.registry import KINDS, SECTION_KIND, Registration, Registry
 from zeus_core.tomlpos import find_line, line_index
 from zeus_core.filechecks import FileChecks
 from zeus_core.identity import NOT_IDENTITY, IdentityMismatch, differences, option_identity
-from zeus_core.store import StoreError, inspect_store
+from zeus_core.store import StoreError
+from zeus_core.stores import open_store, resolve_location
 from zeus_core.validators import at_least, finite, nonnegative, positive
 
 # --------------------------------------------------------------------------- errors
@@ -118,11 +119,9 @@ class JobOptions:
 
 
 def store_path_of(job: JobOptions, job_dir: Path) -> Path:
-    """``job.store`` relative to the job file's folder, or ``.zeus/<name>.sqlite`` under the current one."""
-    if job.store:
-        p = Path(job.store).expanduser()
-        return p if p.is_absolute() else job_dir / p
-    return Path(".zeus") / f"{job.name}.sqlite"
+    """``job.store`` relative to the job file's folder, or ``.zeus/<name>.sqlite`` under the current one
+    (for a SQLite store; see :meth:`JobSpec.store_location` for URLs)."""
+    return Path(resolve_location(job.store, job_dir, Path(".zeus") / f"{job.name}.sqlite"))
 
 
 CORE_SECTION = "job"
@@ -156,6 +155,10 @@ class JobSpec:
 
     def store_path(self) -> Path:
         return store_path_of(self.job, self.job_dir)
+
+    def store_location(self) -> str:
+        """``job.store`` as a location for :func:`zeus_core.stores.open_store`: a URL as it is, else a path."""
+        return resolve_location(self.job.store, self.job_dir, Path(".zeus") / f"{self.job.name}.sqlite")
 
     def identity(self) -> dict[str, Any]:
         """What this job optimises, as declared by its options (:mod:`zeus_core.identity`):
@@ -456,7 +459,7 @@ def validate(
     if job is not None:
         spec = JobSpec(path=path, job=job, parts=parts, raw=raw, overrides=overrides, lines=lines,
                        raw_file=raw_file if raw_file is not None else raw, deferred=deferred)
-        problems += _store_problems(spec, complete=check_identity and not problems)
+        problems += _store_problems(spec, registry, complete=check_identity and not problems)
     problems = [attrs.evolve(p, origin=_origin(overrides, p.path)) for p in problems]
     if problems:
         raise JobError(source, problems, lines)
@@ -495,17 +498,21 @@ def _file_problems(parts: dict[str, PartSpec], job: JobOptions | None, job_dir: 
     return problems, deferred
 
 
-def _store_problems(spec: JobSpec, complete: bool) -> list[Problem]:
+def _store_problems(spec: JobSpec, registry: Registry, complete: bool) -> list[Problem]:
     """The job's store, read without changing it: usable, and (for a complete job) learned this job."""
     where = (CORE_SECTION, "store") if spec.job.store else (CORE_SECTION, "name")
     try:
-        info = inspect_store(spec.store_path())
+        store = open_store(spec.store_location(), registry)
     except StoreError as e:
         return [Problem(where, str(e))]
-    if complete and info.identity is not None:
-        diffs = differences(info.identity, spec.identity())
+    try:
+        stored = store.info.identity
+    finally:
+        store.close()
+    if complete and stored is not None:
+        diffs = differences(stored, spec.identity())
         if diffs:
-            return [Problem(where, str(IdentityMismatch(str(spec.store_path()), diffs)))]
+            return [Problem(where, str(IdentityMismatch(store.location, diffs)))]
     return []
 
 

@@ -37,6 +37,19 @@ KINDS: dict[str, tuple[str, str]] = {
 SECTION_KIND = {section: kind for kind, (_, section) in KINDS.items()}
 
 
+#: The name the core's own hook implementations are registered under.
+CORE_PLUGIN = "zeus-core"
+
+
+def _core_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("zeus-core")
+    except PackageNotFoundError:  # a source tree
+        return "0+unknown"
+
+
 class PluginError(RuntimeError):
     """A plugin cannot be loaded or registers something invalid."""
 
@@ -60,6 +73,17 @@ class Registration:
     default: bool = False
 
 
+@attrs.frozen
+class StoreBackend:
+    """One store backend: ``job.store`` URLs with ``scheme`` are opened by ``opener(location, timeout_s)``."""
+
+    scheme: str
+    opener: Callable[[str, float], Any]
+    plugin: str
+    distribution: str
+    help: str = ""
+
+
 @attrs.define
 class PluginInfo:
     """What ``zeus plugins`` shows for one plugin."""
@@ -81,6 +105,7 @@ class Registry:
         self.pm = pm
         self.parts: dict[str, dict[str, Registration]] = {kind: {} for kind in KINDS}
         self.restorers: dict[str, Callable[[str, Any], Any]] = {}
+        self.stores: dict[str, StoreBackend] = {}
         self._dist: dict[str, tuple[str, str]] = {}
 
     # -- lookups --
@@ -115,6 +140,9 @@ class Registry:
             restorers = sorted(o for o, f in self.restorers.items() if getattr(f, "_zeus_plugin", None) == name)
             if restorers:
                 provides["restorer"] = restorers
+            stores = sorted(b.scheme for b in self.stores.values() if b.plugin == name)
+            if stores:
+                provides["store"] = stores
             out.append(PluginInfo(name, dist, version, hooks, provides))
         return out
 
@@ -132,6 +160,9 @@ class Registry:
             caller = self._caller_for("zeus_register_restorers", plugin, plugins)
             if caller is not None:
                 caller(register=self._restorer_registrar(plugin_name))
+            caller = self._caller_for("zeus_register_stores", plugin, plugins)
+            if caller is not None:
+                caller(register=self._store_registrar(plugin_name))
 
     def _caller_for(self, hook_name: str, plugin: object, plugins: list[tuple[str, object]]):
         impls = getattr(self.pm.hook, hook_name).get_hookimpls()
@@ -191,6 +222,24 @@ class Registry:
         return register
 
 
+    def _store_registrar(self, plugin_name: str):
+        dist = self.distribution_of(plugin_name)[0]
+
+        def register(scheme: str, opener: Callable[[str, float], Any], help: str = "") -> None:
+            if not isinstance(scheme, str) or not scheme.isascii() or not scheme.replace("+", "").replace("-", "").isalnum():
+                raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid store scheme {scheme!r}")
+            key = scheme.lower()
+            if key in self.stores:
+                prev = self.stores[key]
+                raise PluginError(
+                    f"store scheme {key!r} is registered twice: by plugin {prev.plugin!r} ({prev.distribution}) and by "
+                    f"plugin {plugin_name!r} ({dist}); uninstall one, or block one with ZEUS_DISABLED_PLUGINS={plugin_name}"
+                )
+            self.stores[key] = StoreBackend(key, opener, plugin_name, dist, help)
+
+        return register
+
+
 def _trace(pm: pluggy.PluginManager) -> None:
     from rich.console import Console
 
@@ -226,6 +275,11 @@ def load(extra_plugins: Iterable[tuple[str, object]] = (), entry_points: bool = 
     for blocked in _split_env("ZEUS_DISABLED_PLUGINS"):
         pm.set_blocked(blocked)
     reg = Registry(pm)
+    # The core's own parts (the SQLite store) arrive through the same hooks as any plugin's.
+    from zeus_core import store as core_store
+
+    pm.register(core_store, name=CORE_PLUGIN)
+    reg._dist[CORE_PLUGIN] = ("zeus-core", _core_version())
     if entry_points:
         try:
             pm.load_setuptools_entrypoints(hookspecs.PROJECT)

@@ -36,7 +36,7 @@ from zeus_core.parts import Closeable, HasIdentity, MergesState, NeedsDevice, Of
 from zeus_core.registry import SECTION_KIND, Registry
 from zeus_core.results import JobSummary, TryRecord
 from zeus_core.session import RunSession
-from zeus_core.store import Store
+from zeus_core.stores import JobStore, open_store
 
 #: Order in which parts are built: later parts may look at earlier ones.
 BUILD_ORDER = ("device", "workload", "batch_size", "power", "frequency_plan", "allocation", "profiler")
@@ -50,12 +50,12 @@ class Runner:
     """Builds the parts of a validated job and runs it."""
 
     def __init__(
-        self, spec: JobSpec, registry: Registry, console: Console | None = None, store: Store | None = None, fresh: bool = False
+        self, spec: JobSpec, registry: Registry, console: Console | None = None, store: JobStore | None = None, fresh: bool = False
     ) -> None:
         self.spec = spec
         self.registry = registry
         self.console = console or Console()
-        self.store = store or Store(spec.store_path())
+        self.store = store if store is not None else open_store(spec.store_location(), registry)
         self.ctx = BuildContext(spec, self.store, self.console, registry)
         self.parts: dict[str, Any] = self.ctx.parts
         self.hook = registry.pm.hook
@@ -78,7 +78,7 @@ class Runner:
         if stored is not None:
             diffs = differences(stored, self.identity)
             if diffs:
-                raise IdentityMismatch(str(self.store.path), diffs)
+                raise IdentityMismatch(self.store.location, diffs)
 
     def _claim_store(self, tx) -> None:
         """In the job's first write: record its identity, or check it against one a
@@ -284,7 +284,7 @@ class Runner:
             self.monitor.end_window("run", cancel=True)
             raise RunFailed(
                 f"recurrence {rec}, try {try_index} (batch size {batch_size}) failed in the workload: "
-                f"{type(e).__name__}: {e}. Results of earlier tries are kept in {self.store.path}"
+                f"{type(e).__name__}: {e}. Results of earlier tries are kept in {self.store.location}"
             ) from e
         whole = self.monitor.end_window("run")
         if not session.epoch_measurements:

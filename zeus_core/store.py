@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from zeus_core.hookspecs import hookimpl
 from zeus_core.results import TryRecord
 
 #: ``PRAGMA application_id`` of every zeus store: "zeus" in ASCII.
@@ -271,6 +272,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], timeout_s: float = 60.0, verify: bool = True) -> None:
         self.path = Path(path)
+        self.location = str(self.path)
         self.timeout_s = timeout_s
         self.info = inspect_store(self.path, verify=verify)
         self._conn: sqlite3.Connection | None = None
@@ -443,6 +445,17 @@ class Store:
             return
         with self.transaction() as tx:
             tx.clear()
+
+
+def open_sqlite(location: str, timeout_s: float = 60.0) -> Store:
+    """The ``sqlite`` store backend: a path, or a ``sqlite:///path`` URL."""
+    path = location[len("sqlite://"):] if location.lower().startswith("sqlite://") else location
+    return Store(path, timeout_s=timeout_s)
+
+
+@hookimpl
+def zeus_register_stores(register):
+    register("sqlite", open_sqlite, help="A SQLite file (the default: a job.store without a scheme is a path).")
 
 
 def state_dir() -> Path:
