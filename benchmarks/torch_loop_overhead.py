@@ -27,9 +27,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from zeus_core.job import JobOptions
-from zeus_core.measurement import Monitor
-from zeus_core.runner import RunSession
+from zeus_core import JobOptions, Monitor, RunSession
 from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy
 
 
@@ -51,9 +49,26 @@ class Clock:
 
 
 class Policy:
+    """A power policy that does nothing but (when ``profile``) ask for every iteration."""
+
     def __init__(self, profile: bool) -> None:
         self.profile = profile
         self.calls = 0
+
+    def begin_run(self, session) -> None:
+        pass
+
+    def on_epoch_end(self, session, epoch, measurement) -> None:
+        pass
+
+    def end_run(self, session) -> None:
+        pass
+
+    def get_state(self) -> None:
+        return None
+
+    def set_state(self, state) -> None:
+        pass
 
     def wants_iterations(self, session) -> bool:
         return self.profile

@@ -53,6 +53,8 @@ _EXPORTS: dict[str, str] = {
     "SupportedPowerLimits": "zeus_core.device",
     "EpochPredictor": "zeus_core.device",
     "EpochPrediction": "zeus_core.device",
+    "DEVICE_CAPABILITIES": "zeus_core.device",
+    "PART_CAPABILITIES": "zeus_core.parts",
     # what parts are handed
     "BuildContext": "zeus_core.contexts",
     "PolicyContext": "zeus_core.contexts",
@@ -145,6 +147,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.filechecks import FileChecks
     from zeus_core.cost import check_eta, cost_per_iteration, lower_convex_hull, pareto_frontier, zeus_cost
     from zeus_core.device import (
+        DEVICE_CAPABILITIES,
         ClockControl,
         DeviceGroup,
         EpochPrediction,
@@ -166,6 +169,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.measurement import Measurement, format_joules
     from zeus_core.monitor import DeviceSet, Monitor, Window, make_sync
     from zeus_core.parts import (
+        PART_CAPABILITIES,
         BatchSizePolicy,
         ChecksFiles,
         Closeable,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import math
 import re
 import tomllib
 import typing

@@ -18,32 +18,27 @@ A recurrence's cost is the sum over all its tries. Parts that only plan
 
 from __future__ import annotations
 
-import copy
-import math
 from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
 
-from zeus_core.contexts import BuildContext, PolicyContext
+from zeus_core.contexts import BuildContext
 from zeus_core.errors import DeviceError, PartMismatch, RunFailed
 from zeus_core.job import JobSpec
 from zeus_core.measurement import Measurement
 from zeus_core.monitor import Monitor
-from zeus_core import statemerge
-from zeus_core.identity import IdentityMismatch, differences, with_facts
-from zeus_core.parts import Closeable, HasIdentity, MergesState, NeedsDevice, OffersBatchSizes, Summarizes, TryCostBound
+from zeus_core.identity import with_facts
+from zeus_core.parts import Closeable, HasIdentity, NeedsDevice, OffersBatchSizes, Summarizes
 from zeus_core.registry import SECTION_KIND, Registry
 from zeus_core.results import JobSummary, TryRecord
 from zeus_core.session import RunSession
 from zeus_core.stores import JobStore, open_store
+from zeus_core.trials import Trial, Trials, check_store_identity
 
 #: Order in which parts are built: later parts may look at earlier ones.
 BUILD_ORDER = ("device", "workload", "batch_size", "power", "frequency_plan", "allocation", "profiler")
 PLANNER_SECTIONS = ("profiler", "allocation", "frequency_plan")
-
-
-_DEFAULT_RUNNER_STATE = {"next_recurrence": 1, "min_cost": None}
 
 
 class Runner:
@@ -65,32 +60,16 @@ class Runner:
         #: ``zeus run --fresh``: forget what the store learned, in the job's first write (so a
         #: start that fails before it leaves the store as it was).
         self.fresh = fresh
+        self.trials: Trials | None = None
         if not fresh:
             self.check_identity()
 
     # -- identity --
 
-    def check_identity(self, stored: dict[str, Any] | None = None) -> None:
-        """Refuse (:class:`IdentityMismatch`) a store that learned another job."""
-        if self.fresh:
-            return
-        stored = self.store.identity() if stored is None else stored
-        if stored is not None:
-            diffs = differences(stored, self.identity)
-            if diffs:
-                raise IdentityMismatch(self.store.location, diffs)
-
-    def _claim_store(self, tx) -> None:
-        """In the job's first write: record its identity, or check it against one a
-        concurrent runner recorded meanwhile."""
-        if self.fresh:
-            tx.clear()
-            self.fresh = False
-        stored = tx.identity()
-        if stored is None:
-            tx.set_identity(self.identity)
-        else:
-            self.check_identity(stored)
+    def check_identity(self) -> None:
+        """Refuse (:class:`IdentityMismatch`) a store that learned another job (not with ``--fresh``)."""
+        if not self.fresh:
+            check_store_identity(self.store, self.identity)
 
     # -- building --
 
@@ -114,6 +93,16 @@ class Runner:
         if facts:
             self.identity = with_facts(self.identity, facts)
             self.check_identity()
+        workload = self.parts.get("workload")
+        if workload is not None:
+            offers = isinstance(workload, OffersBatchSizes)
+            self.trials = Trials(
+                self.spec.job, self.store, self.parts["batch_size"], identity=self.identity,
+                max_power_w=float(self.parts["device"].max_power_w),
+                batch_sizes=list(workload.batch_sizes) if offers and workload.batch_sizes is not None else None,
+                default_batch_size=workload.default_batch_size if offers else None,
+                power_policy=self.parts.get("power"), fresh=self.fresh,
+            )
 
     def _check_requirements(self, section: str, plugin: str, part: Any) -> None:
         if not isinstance(part, NeedsDevice) or not part.needs_device:
@@ -148,24 +137,6 @@ class Runner:
         if errors:
             raise RunFailed("; ".join(errors))
 
-    # -- state --
-
-    def _load_policy_states(self, tx, sections=("batch_size", "power")) -> None:
-        for section in sections:
-            part = self.parts.get(section)
-            if part is not None:
-                state = tx.get(f"policy:{section}")
-                if state is not None:
-                    part.set_state(state)
-
-    def _save_policy_states(self, tx, sections=("batch_size", "power")) -> None:
-        for section in sections:
-            part = self.parts.get(section)
-            if part is not None:
-                state = part.get_state()
-                if state is not None:
-                    tx.set(f"policy:{section}", state)
-
     # -- running --
 
     def plan(self) -> None:
@@ -197,25 +168,19 @@ class Runner:
 
     def run_recurrence(self) -> tuple[int, list[TryRecord]]:
         job = self.spec.job
-        with self.store.transaction() as tx:
-            self._claim_store(tx)
-            st = dict(tx.get("runner") or _DEFAULT_RUNNER_STATE)
-            rec = int(st["next_recurrence"])
-            st["next_recurrence"] = rec + 1
-            tx.set("runner", st)
+        assert self.trials is not None
+        rec = self.trials.begin_recurrence()
         records: list[TryRecord] = []
         cost_acc = 0.0
         for try_index in range(1, job.max_tries + 1):
-            record = self.run_try(rec, try_index)
+            trial = self.trials.next_trial(rec, try_index)
+            record = self.run_try(trial)
             records.append(record)
             if record.epochs > 0:
                 cost_acc += record.cost
+            self.trials.record(trial, record, recurrence_cost=cost_acc if record.reached else None)
+            self.hook.zeus_on_try_end(record=record)
             if record.reached:
-                with self.store.transaction() as tx:
-                    st = dict(tx.get("runner") or _DEFAULT_RUNNER_STATE)
-                    prev = st.get("min_cost")
-                    st["min_cost"] = cost_acc if prev is None else min(prev, cost_acc)
-                    tx.set("runner", st)
                 self.hook.zeus_on_recurrence_end(recurrence=rec, records=records)
                 return rec, records
         self.hook.zeus_on_recurrence_end(recurrence=rec, records=records)
@@ -225,44 +190,17 @@ class Runner:
             "or check job.target_metric"
         )
 
-    def _policy_context(self, rec: int, try_index: int, min_cost: float) -> PolicyContext:
-        workload = self.parts["workload"]
-        offers = isinstance(workload, OffersBatchSizes)
-        return PolicyContext(
-            job=self.spec.job,
-            recurrence=rec,
-            try_index=try_index,
-            min_cost=min_cost,
-            batch_sizes=list(workload.batch_sizes) if offers and workload.batch_sizes is not None else None,
-            default_batch_size=workload.default_batch_size if offers else None,
-            max_power_w=float(self.parts["device"].max_power_w),
-        )
-
-    def run_try(self, rec: int, try_index: int) -> TryRecord:
+    def run_try(self, trial: Trial) -> TryRecord:
+        """Train one try through a session; the result, not yet stored."""
         job = self.spec.job
-        bs_policy = self.parts["batch_size"]
         power = self.parts.get("power")
-        with self.store.transaction() as tx:
-            st = tx.get("runner") or _DEFAULT_RUNNER_STATE
-            min_cost = math.inf if st.get("min_cost") is None else float(st["min_cost"])
-            self._load_policy_states(tx)
-            ctx = self._policy_context(rec, try_index, min_cost)
-            batch_size = int(bs_policy.choose(ctx))
-            # A policy may stop its own exploratory tries sooner than beta x min cost.
-            own_bound = bs_policy.try_cost_bound(ctx, batch_size) if isinstance(bs_policy, TryCostBound) else None
-            self._save_policy_states(tx, ("batch_size",))
-            # What the power policy knew when the try began (loaded, or its initial state):
-            # its change during the try is what gets applied to the latest committed state.
-            power_base = copy.deepcopy(power.get_state()) if power is not None else None
-        cost_bound = job.beta_knob * min_cost
-        if own_bound is not None:
-            cost_bound = min(cost_bound, float(own_bound))
+        rec, try_index, batch_size = trial.recurrence, trial.try_index, trial.batch_size
         session = RunSession(
             job=job,
             batch_size=batch_size,
             recurrence=rec,
             try_index=try_index,
-            cost_bound=cost_bound,
+            cost_bound=trial.cost_bound,
             devices=self.parts["device"],
             monitor=self.monitor,
             power_policy=power,
@@ -311,34 +249,7 @@ class Runner:
             ),
             steady_cost=session.steady_cost(),
         )
-        with self.store.transaction() as tx:
-            # Observe on the latest committed state, so concurrent runners of one
-            # job each add their observation instead of overwriting the other's.
-            self._load_policy_states(tx, ("batch_size",))
-            bs_policy.observe(ctx, record)
-            self._save_policy_states(tx, ("batch_size",))
-            if power is not None:
-                self._merge_power_state(tx, power, power_base)
-            tx.add_try(record)
-        self.hook.zeus_on_try_end(record=record)
         return record
-
-    def _merge_power_state(self, tx, power: Any, base: Any) -> None:
-        """Apply what the power policy learned in this try to the latest committed state
-        (another runner of the job may have committed its own choices meanwhile)."""
-        mine = power.get_state()
-        if mine is None:
-            return
-        theirs = tx.get("policy:power")
-        if theirs is None:
-            merged = mine
-        elif isinstance(power, MergesState):
-            merged = power.merge_state(base, mine, theirs)
-        else:
-            merged = statemerge.merge(base, mine, theirs)
-        if merged is not mine:
-            power.set_state(merged)
-        tx.set("policy:power", merged)
 
     # -- results --
 

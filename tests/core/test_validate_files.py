@@ -35,7 +35,7 @@ def test_a_missing_trace_folder_and_nan_in_a_trace_csv(tmp_path, shared_data):
     err = flat(r)
     assert "2 errors" in err  # every mistake at once: the option and the folder
     assert "eta_knob must be between 0 and 1" in err
-    assert f"trace folder {tmp_path / 'no-such-folder'} not found" in err and "@ $.workload.traces" in err
+    assert f"trace folder {tmp_path / 'no-such-folder'} does not exist" in err and "@ $.workload.traces" in err
     bad = tmp_path / "traces"
     bad.mkdir()
     for f in (shared_data / "zeus_nsdi23").glob("*.csv"):

@@ -20,9 +20,9 @@ def torchtest(monkeypatch):
 
 @pytest.fixture
 def registry(torchtest):
-    from zeus_core import registry as zreg
+    from zeus_core import load_plugins
 
-    return zreg.load(extra_plugins=[("torchtest", torchtest)])
+    return load_plugins(extra_plugins=[("torchtest", torchtest)])
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ import textwrap
 
 import numpy as np
 import pytest
+import torch
 from zeus_test_helpers import run_cli, write_job
 
-from zeus_core.store import Store
+from zeus_core import Store
 
-torch = pytest.importorskip("torch")
 
 LOCAL = [20, 12]
 LIMITS = [250, 150]
@@ -181,7 +181,7 @@ def test_a_policy_choosing_another_batch_fails_before_training(tmp_path, registr
     assert "fixes the global batch at 32" in out
     assert not (tmp_path / "out-0.json").exists() and device_log(tmp_path, 0) == []
     # With the batch it offers, the same job trains on one process at the allocated limit.
-    result = run_cli(registry, "run", str(path), "--set", 'batch_size={plugin="fixed"}')
+    result = run_cli(registry, "run", str(path), "--fresh", "--set", 'batch_size={plugin="fixed"}')
     assert result.exit_code == 0, result.output
     out = json.loads((tmp_path / "out-0.json").read_text())
     assert out["seen"] == [32] * STEPS
@@ -248,11 +248,32 @@ def test_the_option_is_validated(tmp_path, registry, module_name):
     path = alloc_job(tmp_path, module_name)
     result = run_cli(registry, "validate", str(path), "--set", 'workload.allocation=""')
     assert result.exit_code == 2
-    assert "allocation must be the path of an allocation.json" in result.output and "$.workload.allocation" in result.output
+    assert "allocation must not be empty" in result.output and "$.workload.allocation" in result.output
+
+
+def test_an_allocation_the_hetero_allocator_wrote_trains_the_torch_workload(tmp_path, registry, module_name, repo_root,
+                                                                            shared_data):
+    """The contract between two plugins that never import each other: what ``[allocation]
+    plugin = "hetero"`` writes is what ``[workload] allocation`` trains by."""
+    allocator_job = repo_root / "examples" / "hetero" / "cifar100_a10_t4" / "job.toml"
+    result = run_cli(registry, "run", str(allocator_job), "--output", str(tmp_path / "plan"),
+                     "--set", f"job.store={tmp_path / 'plan.sqlite'}")
+    assert result.exit_code == 0, result.output
+    written = (tmp_path / "plan" / "allocation.json").read_text()
+    gpus = json.loads(written)["gpus"]  # one A10 and one T4: two ranks
+    path = alloc_job(tmp_path, module_name, text=written)
+    # The test device takes the T4's low limit once its range reaches down to it.
+    result = run_cli(registry, "run", str(path), "--set", f"device.min_power_w={min(g['power_limit'] for g in gpus)}")
+    assert result.exit_code == 0, result.output
+    for r, gpu in enumerate(gpus):
+        out = json.loads((tmp_path / f"out-{r}.json").read_text())
+        assert (out["gpu"], out["local_batch_size"], out["power_limit"]) == (gpu["name"], gpu["local_batch"], gpu["power_limit"])
+        assert out["seen"] == [gpu["local_batch"]] * STEPS
+        assert device_log(tmp_path, r)[0] == {"rank": r, "event": "set", "w": float(gpu["power_limit"])}
 
 
 def test_the_handle_splits_and_weighs_uneven_batches():
-    from zeus_core.allocation import read_allocation
+    from zeus_core import read_allocation
     from zeus_plugins_torch.loop import ZeusLoop
 
     # Without an allocation: near-even; a remainder makes the batches uneven, so wrap_model weighs by share.

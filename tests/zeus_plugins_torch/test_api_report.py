@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from zeus_test_helpers import write_job
 
-from zeus_core.results import TryRecord
+from zeus_core import TryRecord
 from zeus_plugins_torch.api import run_job
 from zeus_plugins_torch.report import compare
 

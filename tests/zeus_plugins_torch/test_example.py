@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from zeus_test_helpers import run_cli
 
-from zeus_core import registry as zreg
-from zeus_core.store import Store
+from zeus_core import Store, load_plugins
 
 
 def test_example_job_trains_and_prints_the_comparison(repo_root, tmp_path):
     job = repo_root / "examples" / "torch_recurring" / "job.toml"
-    reg = zreg.load()
+    reg = load_plugins()
     assert run_cli(reg, "validate", str(job)).exit_code == 0
     result = run_cli(
         reg, "run", str(job), "--output", str(tmp_path / "out"),

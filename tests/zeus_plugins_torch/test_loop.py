@@ -6,9 +6,7 @@ import math
 
 import pytest
 
-from zeus_core.job import JobOptions
-from zeus_core.measurement import Monitor
-from zeus_core.runner import RunSession
+from zeus_core import JobOptions, Monitor, RunSession
 from zeus_plugins_torch.loop import LocalDriver, SyncedPolicy, ZeusLoop, split_batch
 
 
@@ -62,6 +60,22 @@ class Recorder:
     def __init__(self, events):
         self.events = events
         self.epoch = 0
+        self.epochs_ended = []
+
+    def begin_run(self, session):
+        pass
+
+    def on_epoch_end(self, session, epoch, measurement):
+        self.epochs_ended.append(epoch)
+
+    def end_run(self, session):
+        pass
+
+    def get_state(self):
+        return {"epoch": self.epoch}
+
+    def set_state(self, state):
+        self.epoch = state["epoch"]
 
     def wants_iterations(self, session):
         self.epoch += 1
@@ -91,6 +105,32 @@ def test_policy_acts_between_iterations_synchronised(device):
         ("fetch", 0), ("step", 2, 0), ("fetch", 1), ("step", 2, 1),
     ]
     assert session.epoch_profiled == [True, False]
+    assert policy.inner.epochs_ended == [1, 2]  # the session's calls reach the wrapped policy
+    policy.set_state({"epoch": 7})
+    assert policy.get_state() == {"epoch": 7}
+
+
+class Settled(Recorder):
+    """A JIT-like policy that knows what an epoch costs at the limit it settled on."""
+
+    def steady_epoch_cost(self, session):
+        return 5.0
+
+
+@pytest.mark.parametrize("inner, steady", [(Settled, 5.0), (Recorder, None)])
+def test_the_wrapper_keeps_the_policys_steady_epoch_cost(device, inner, steady):
+    # The session asks its (wrapped) policy for SteadyEpochCost: the try's steady cost is the
+    # unprofiled epoch plus the settled cost for the profiled one, or unknown without it.
+    session, zeus = make_loop(device, SyncedPolicy(inner([]), sync=lambda: None), target=0.99, max_epochs=2)
+    for _epoch in zeus.epochs():
+        for _ in zeus.iterations(2):
+            pass
+        zeus.report_metric(0.0)
+    assert session.epoch_profiled == [True, False]
+    if steady is None:
+        assert session.steady_cost() is None
+    else:
+        assert session.steady_cost() == pytest.approx(session.epoch_costs[1] + steady)
 
 
 def test_iterate_needs_a_count_without_len(device):

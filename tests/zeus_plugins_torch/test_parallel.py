@@ -7,7 +7,7 @@ import json
 import pytest
 from zeus_test_helpers import run_cli, write_job
 
-from zeus_core.store import Store
+from zeus_core import Store
 
 JOB = """
 [job]
@@ -101,13 +101,13 @@ def test_a_killed_rank_fails_the_job_clearly(tmp_path, registry, write_trainer):
 
 
 def test_early_stop_ends_every_rank_and_records_not_reached(tmp_path, registry, write_trainer):
-    path = ddp_job(tmp_path, write_trainer(tmp_path), recurrences=1, beta="2.0")
-    assert run_cli(registry, "run", str(path)).exit_code == 0
-    # Now an unreachable target: each try stops once its cost would pass beta x the first recurrence's.
-    result = run_cli(registry, "run", str(path), "--set", "job.target_metric=0.999", "--set", "job.max_tries=2",
-                     "--set", "job.max_epochs=50")
+    # Recurrence 1 reaches the target; from recurrence 2 on the metric stalls, so each try
+    # stops once its cost would pass beta x the first recurrence's (long before max_epochs).
+    path = ddp_job(tmp_path, write_trainer(tmp_path), recurrences=2, beta="2.0", args="stall_from = 2")
+    result = run_cli(registry, "run", str(path), "--set", "job.max_tries=2", "--set", "job.max_epochs=50")
     assert result.exit_code == 1 and "did not reach the target metric in 2 tries" in result.output
     tries = Store(tmp_path / "state.sqlite").tries()
+    assert (tries[0].recurrence, tries[0].reached) == (1, True)
     assert [(t.recurrence, t.reached, t.stopped) for t in tries[1:]] == [(2, False, "early-stop")] * 2
     r1 = lines(tmp_path / "out-1.jsonl")[1:]
     assert [(r["reached"], r["stopped"], len(r["epochs"])) for r in r1] == [(False, "early-stop", t.epochs) for t in tries[1:]]

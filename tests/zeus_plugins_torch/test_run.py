@@ -7,7 +7,7 @@ import json
 import pytest
 from zeus_test_helpers import run_cli, write_job
 
-from zeus_core.store import Store
+from zeus_core import Store
 
 JOB = """
 [job]
@@ -80,3 +80,15 @@ def test_options_are_validated_with_their_path(tmp_path, registry, write_trainer
     path = job(tmp_path, write_trainer(tmp_path), workload='entry_point = "x"')
     result = run_cli(registry, "validate", str(path))
     assert "unknown key 'entry_point'" in result.output
+
+
+def test_how_the_job_runs_is_not_what_it_learned(tmp_path, registry, write_trainer):
+    # The store serves the job again when only the ranks' timeout, the search path or seeding
+    # change; a different learning-rate rule is another problem, and it is refused.
+    path = job(tmp_path, write_trainer(tmp_path), recurrences=1)
+    assert run_cli(registry, "run", str(path), "--set", "job.beta_knob=inf").exit_code == 0
+    result = run_cli(registry, "run", str(path), "--set", "job.beta_knob=inf", "--set", "workload.timeout_s=30",
+                     "--set", 'workload.python_path=[".", "lib"]', "--set", "workload.seed_each_try=false")
+    assert result.exit_code == 0, result.output
+    result = run_cli(registry, "run", str(path), "--set", "job.beta_knob=inf", "--set", 'workload.lr_scaling="none"')
+    assert result.exit_code == 2 and "workload.lr_scaling" in result.output and "--fresh" in result.output

@@ -1,4 +1,4 @@
-"""One rank of the uneven-batch gradient test (run as a script by test_ddp.py, not collected by pytest).
+"""One rank of the uneven-batch gradient test (run as a script by test_uneven_gradients.py, not collected by pytest).
 
 argv: rank world_size store_file out_dir local_batches(comma-separated)
 Takes one SGD step two ways (hand-written all-reduce, and DDP with the comm hook)
@@ -12,7 +12,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from zeus_plugins_hetero.ddp import RankPlan, UnevenBatchState, allreduce_weighted_gradients, uneven_batch_comm_hook
+from zeus_core import RankPlan
+from zeus_plugins_torch.gradients import UnevenBatchState, allreduce_weighted_gradients, uneven_batch_comm_hook
 
 
 def model_and_data(batch):

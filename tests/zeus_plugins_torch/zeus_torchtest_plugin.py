@@ -6,7 +6,7 @@ tests can tell the ranks' energies apart), with power limits in
 [min_power_w, max_power_w]. Every limit change and restore is appended to
 ``log`` (a JSON-lines file; ``{rank}`` in the path is replaced), so tests can
 check what each rank was told and that it was put back. Changes are journaled
-(:class:`zeus_core.journal.SettingsGuard`), so a killed rank's limit is
+(:class:`zeus_core.SettingsGuard`), so a killed rank's limit is
 restored from the journal like a real device's.
 
 Importable by name in spawned ranks because tests put this folder on
@@ -23,7 +23,7 @@ from pathlib import Path
 import attrs
 
 from zeus_core import hookimpl
-from zeus_core.journal import SettingsGuard
+from zeus_core import SettingsGuard
 
 #: What a journaled limit is restored to after a kill (tests read the log).
 def _restore(key: str, original) -> None:

@@ -3,10 +3,40 @@
 ``ZeusLoop`` is the handle a training function receives; ``run_job`` runs a
 job from the user's own script; the ``lr`` helpers scale learning rates with
 the batch size. The plugin itself registers from :mod:`zeus_plugins_torch.plugin`.
+
+Names load on first use: every ``zeus`` command loads the plugin's entry point
+(this package, then ``plugin``), and only a job that trains should pay for
+the runner, the handle or torch.
 """
 
-from zeus_plugins_torch.api import run_job
-from zeus_plugins_torch.loop import ZeusLoop
-from zeus_plugins_torch.lr import lr_factor, rule_for, scale_lr, scale_optimizer
+from __future__ import annotations
 
-__all__ = ["ZeusLoop", "lr_factor", "rule_for", "run_job", "scale_lr", "scale_optimizer"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: public name -> module it lives in
+_EXPORTS = {
+    "run_job": "zeus_plugins_torch.api",
+    "ZeusLoop": "zeus_plugins_torch.loop",
+    "lr_factor": "zeus_plugins_torch.lr",
+    "rule_for": "zeus_plugins_torch.lr",
+    "scale_lr": "zeus_plugins_torch.lr",
+    "scale_optimizer": "zeus_plugins_torch.lr",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zeus_plugins_torch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:  # for type checkers; at run time the names load lazily
+    from zeus_plugins_torch.api import run_job
+    from zeus_plugins_torch.loop import ZeusLoop
+    from zeus_plugins_torch.lr import lr_factor, rule_for, scale_lr, scale_optimizer

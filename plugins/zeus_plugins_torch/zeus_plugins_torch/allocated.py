@@ -9,10 +9,10 @@ core (:mod:`zeus_core.allocation`). Under an allocation:
 * each rank's device holds its allocated power limit for the whole job (set
   through the device plugin, which journals it and restores it on close), so
   the job has no power policy to steer: a ``[power]`` table is bad input, and
-  the device group the runner sees offers no power control, which makes the
-  default ``max`` policy a no-op;
+  the power control the runner sees holds rank 0's allocated limit and no other
+  (:class:`LimitHolder`), which makes the default ``max`` policy a no-op;
 * rank r trains with its local batch and DDP weighs its gradient by its share
-  of the global batch (:mod:`zeus_core.parallel`), so a step equals a
+  of the global batch (:mod:`zeus_plugins_torch.gradients`), so a step equals a
   single-process step on the global batch.
 
 Every check runs when the workload is built, before any rank starts or any
@@ -21,15 +21,17 @@ device setting changes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zeus_core.allocation import AllocationError, AllocationPlan, read_allocation
+from zeus_core import AllocationError, AllocationPlan, DeviceError, read_allocation
 
-#: Device methods that change power limits: hidden from the runner under an allocation.
-POWER_CONTROL = frozenset({"set_power_limit", "set_power_limits", "power_limit_range"})
+if TYPE_CHECKING:  # annotations only
+    from zeus_core import BuildContext
+
+    from zeus_plugins_torch.options import TorchWorkloadOptions
 
 
-def load_allocation(options: Any, context: Any) -> AllocationPlan:
+def load_allocation(options: TorchWorkloadOptions, context: BuildContext) -> AllocationPlan:
     """Read ``workload.allocation`` and check that the job fits it; ValueError (exit 2) otherwise."""
     path = context.resolve_path(options.allocation)
     try:
@@ -62,25 +64,24 @@ def load_allocation(options: Any, context: Any) -> AllocationPlan:
     return plan
 
 
-def _batch_size_policy_conflicts(context: Any, global_batch: int) -> list[str]:
-    """A ``[batch_size]`` policy configured to choose another batch size than the allocation's.
+def _batch_size_policy_conflicts(context: BuildContext, global_batch: int) -> list[str]:
+    """A ``[batch_size]`` table configured to choose another batch size than the allocation's.
 
-    Read from the policy's options before it is built, by the option names the
-    batch-size policies share (``default``, ``batch_sizes``); a policy that
-    still chooses another batch size is stopped by :func:`check_batch_size`
-    before its first try trains.
+    The policy is built after the workload, so this reads the job's own table
+    (with its ``--set`` overrides) for the keys the batch-size policies share,
+    ``default`` and ``batch_sizes``: what the user asked for, whatever the
+    policy. A policy that still chooses another batch size is stopped by
+    :func:`check_batch_size` before its first try trains.
     """
-    part = context.spec.parts.get("batch_size")
-    if part is None:
-        return []
+    table = context.spec.raw.get("batch_size") or {}
     out = []
-    default = getattr(part.options, "default", None)
+    default = table.get("default")
     if isinstance(default, int) and not isinstance(default, bool) and default and default != global_batch:
         out.append(
             f"batch_size.default = {default}, but the allocation fixes the global batch at {global_batch}; "
             f"remove batch_size.default (the workload then offers {global_batch}) or set it to {global_batch}"
         )
-    sizes = getattr(part.options, "batch_sizes", None)
+    sizes = table.get("batch_sizes")
     if isinstance(sizes, list) and sizes and sizes != [global_batch]:
         out.append(
             f"batch_size.batch_sizes = {sizes}, but the allocation fixes the global batch at {global_batch}; "
@@ -100,11 +101,21 @@ def check_batch_size(batch_size: int, plan: AllocationPlan, policy: str) -> None
 
 
 class LimitHolder:
-    """Holds one rank's allocated limit on its own device, set once before its first try."""
+    """Holds one rank's allocated limit on its own device, set once before its first try.
+
+    It is also the power control the runner sees on rank 0 under an allocation
+    (a :class:`zeus_core.PowerLimitControl`): its range is the allocated limit
+    alone and any other limit is refused, so no power policy can move a rank
+    off its allocation, while results still record the limit rank 0 trained
+    at. Asking for the allocated limit changes nothing by itself: the workload
+    holds it once the try's batch size is checked, so a try that fails that
+    check leaves the device untouched.
+    """
 
     def __init__(self, device: Any, plan: AllocationPlan, rank: int, device_name: str) -> None:
         self.device = device
         self.rank_plan = plan.rank(rank)
+        self.source = plan.source
         self.held = False
         try:
             self.rank_plan.check_device(device, device_name)
@@ -115,3 +126,18 @@ class LimitHolder:
         if not self.held:
             self.rank_plan.apply_power_limit(self.device)
             self.held = True
+
+    # -- PowerLimitControl, pinned to the allocated limit --
+
+    def power_limit_range(self) -> tuple[float, float]:
+        return (self.rank_plan.power_limit, self.rank_plan.power_limit)
+
+    def power_limit(self) -> float | None:
+        return self.rank_plan.power_limit if self.held else None
+
+    def set_power_limit(self, watts: float) -> None:
+        if watts != self.rank_plan.power_limit:
+            raise DeviceError(
+                f"rank {self.rank_plan.rank} holds {self.rank_plan.power_limit:g} W, its limit in workload.allocation "
+                f"({self.source}); a power policy asked for {watts:g} W. Remove the [power] table, or allocate again"
+            )

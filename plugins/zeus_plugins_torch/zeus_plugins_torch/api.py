@@ -7,10 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from zeus_core.job import load_job
-from zeus_core.registry import get_registry
-from zeus_core.results import JobSummary
-from zeus_core.runner import Runner
+from zeus_core import JobSummary, Runner, get_registry, load_job
 
 
 def run_job(
@@ -30,8 +27,8 @@ def run_job(
     (a module-level function; ``__main__`` is fine) so that the other ranks of
     a data-parallel job find it; guard the script with
     ``if __name__ == "__main__":``. Without ``train`` the job's
-    ``[workload] entry`` is used. Raises :class:`zeus_core.job.JobError` for a
-    bad job file and :class:`zeus_core.runner.RunFailed` when a try fails.
+    ``[workload] entry`` is used. Raises :class:`zeus_core.JobError` for a
+    bad job file and :class:`zeus_core.RunFailed` when a try fails.
     """
     sets = list(overrides)
     if train is not None:

@@ -20,15 +20,14 @@ import attrs
 import torch
 import torch.distributed as dist
 
-from zeus_core.allocation import AllocationPlan
-from zeus_core.measurement import Measurement, Monitor, make_sync
+from zeus_core import AllocationPlan, Measurement, Monitor, PowerLimitControl, target_reached
 
 from zeus_plugins_torch.accelerator import torch_device
 from zeus_plugins_torch.allocated import LimitHolder
 from zeus_plugins_torch.control import (
     OP_END, OP_EPOCH, OP_ITER, OP_STOP, OP_TRY, OP_TRY_END, STOP_NAMES, Control, describe, is_lost_contact, try_seed,
 )
-from zeus_plugins_torch.loop import ZeusLoop
+from zeus_plugins_torch.loop import ZeusLoop, device_sync
 
 
 @attrs.frozen
@@ -102,8 +101,7 @@ class FollowerDriver:
     def report_metric(self, value: float) -> bool:
         v = self.f.ctrl.mean(value)
         self.metric = v
-        target = self.f.job.target_metric
-        if target is not None and ((v >= target) if self.f.job.higher_is_better else (v <= target)):
+        if target_reached(v, self.f.job.target_metric, self.f.job.higher_is_better):
             self.reached = True
         return self.reached
 
@@ -130,7 +128,7 @@ class Follower:
         self.ctrl = ctrl
         self.fn = fn
         self.monitor = Monitor(device)
-        self.sync = make_sync("torch", getattr(device, "sync_indices", None))
+        self.sync = device_sync(device)
         self._limit: float | None = None
         self.holder = holder
 
@@ -140,9 +138,8 @@ class Follower:
             return
         if limit is None or limit == self._limit:
             return
-        setter = getattr(self.device, "set_power_limit", None)
-        if callable(setter):
-            setter(limit)
+        if isinstance(self.device, PowerLimitControl):
+            self.device.set_power_limit(limit)
             self._limit = limit
 
     def serve(self) -> None:
@@ -178,10 +175,7 @@ def follower_main(cfg: FollowerConfig, queue: Any) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cfg.cuda_visible
     from rich.console import Console
 
-    from zeus_core import registry as zreg
-    from zeus_core.job import load_job
-    from zeus_core.runner import BuildContext
-    from zeus_core.store import Store
+    from zeus_core import BuildContext, Store, load_job, load_plugins
 
     from zeus_plugins_torch.entry import load_entry
 
@@ -189,7 +183,7 @@ def follower_main(cfg: FollowerConfig, queue: Any) -> None:
     try:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        reg = zreg.load(extra_plugins=[(n, importlib.import_module(m)) for n, m in cfg.extra_plugins])
+        reg = load_plugins(extra_plugins=[(n, importlib.import_module(m)) for n, m in cfg.extra_plugins])
         spec = load_job(cfg.job_path, reg, list(cfg.overrides))
         store = Store(spec.store_path())
         part = spec.parts["device"]

@@ -1,20 +1,23 @@
-"""Data-parallel helpers shared by workloads and allocators.
+"""Gradients of uneven local batches, summed over data-parallel ranks.
 
-Uneven local batches still give the global batch's gradient: with local
-batches b_r summing to B and a loss that is the mean over the local batch,
-the gradient of the mean over the global batch is ``g = sum_r (b_r / B) g_r``.
-Each rank scales its gradient by its share and the ranks SUM (not average)
-the scaled gradients:
+When ranks train on local batches of different sizes (a global batch that does
+not divide by the rank count, or a Zeus^2 allocation), plain DDP averaging
+weighs every rank alike and the step is no longer the global batch's. With
+local batches b_r summing to B and a loss that is the mean over the local
+batch, the gradient of the mean over the global batch is ``g = sum_r (b_r / B) g_r``:
+each rank scales its gradient by its share and the ranks SUM (not average) the
+scaled gradients:
 
-* :func:`allreduce_weighted_gradients` after ``loss.backward()``, for hand-written loops;
+* :func:`allreduce_weighted_gradients` after ``loss.backward()``, for hand-written
+  loops (``zeus.reduce_gradients``);
 * :func:`uneven_batch_comm_hook` for ``DistributedDataParallel``
-  (``model.register_comm_hook(UnevenBatchState(share), uneven_batch_comm_hook)``).
+  (``model.register_comm_hook(UnevenBatchState(share), uneven_batch_comm_hook)``),
+  which ``zeus.wrap_model`` registers whenever the ranks' local batches differ.
 
-Who holds which local batch comes from ``allocation.json``
-(:mod:`zeus_core.allocation`); the ``torch`` workload's ``zeus.wrap_model``
-registers the hook whenever the ranks' local batches differ.
-
-torch is imported lazily: the core does not depend on it.
+Who holds which local batch comes from the even split of the global batch or
+from ``allocation.json`` (:class:`zeus_core.RankPlan`). This is torch-only
+code, so it lives in the torch workload rather than the core; it is imported
+only when a data-parallel loop needs it.
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+import torch.distributed as dist
+
 
 def allreduce_weighted_gradients(
-    parameters: Iterable[Any], local_batch: int, global_batch: int | None = None, group: Any = None
+    parameters: Iterable[torch.nn.Parameter], local_batch: int, global_batch: int | None = None, group: Any = None
 ) -> None:
     """Scale this rank's gradients by ``local_batch / global_batch`` and sum them over the group.
 
@@ -34,9 +40,6 @@ def allreduce_weighted_gradients(
     all-reduce). Gradients are packed into one buffer, so the ranks must hold the
     same parameters in the same order; a missing gradient counts as zero.
     """
-    import torch
-    import torch.distributed as dist
-
     params = [p for p in parameters if p.requires_grad]
     if global_batch is None:
         total = torch.tensor([float(local_batch)], dtype=torch.float64)
@@ -72,8 +75,6 @@ def uneven_batch_comm_hook(state, bucket):
 
     Register with ``ddp_model.register_comm_hook(UnevenBatchState(plan.share), uneven_batch_comm_hook)``.
     """
-    import torch.distributed as dist
-
     buffer = bucket.buffer()
     buffer.mul_(state.share)
     future = dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=state.group, async_op=True).get_future()

@@ -13,16 +13,18 @@ its own (CPU tensors, whatever backend the training uses):
 * ``TRY_END`` then a gather of each rank's whole-try measurement.
 
 After each epoch every rank's own measurement is gathered on rank 0 and
-combined: energy summed over ranks, time of the slowest rank
-(``RunSession.reduce_measurement``). The runner sees all ranks' devices as one
-group (:class:`DataParallelDevices`): its maximum power is the sum, so the
-cost metric weighs time against the whole job's power.
+combined: energy summed over ranks, time of the slowest rank (the try's
+``session.ranks``, a :class:`zeus_core.RankCombiner`). The runner sees all
+ranks' devices as one group
+(:class:`zeus_plugins_torch.devices.DataParallelDevices`): its maximum power
+is the sum, so the cost metric weighs time against the whole job's power.
 
 A rank that fails reports why on a queue, closes its device (restoring it)
 and leaves the group; the others' next collective fails, rank 0 tears the
 group down and the try fails with that rank's message. A rank killed outright
-cannot restore its device; the journal of device settings
-(:mod:`zeus_core.journal`) does, from rank 0, right after.
+cannot restore its device; the journal of device settings (where every
+device plugin records an original through :class:`zeus_core.SettingsGuard`)
+does, from rank 0, right after.
 """
 
 from __future__ import annotations
@@ -31,18 +33,18 @@ import os
 import queue as _queue
 import shutil
 import signal
-import sys
 import tempfile
 import time
+import types
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from zeus_core.measurement import Measurement
+from zeus_core import Measurement, restore_pending
 
 from zeus_plugins_torch.control import (
     OP_END, OP_EPOCH, OP_ITER, OP_STOP, OP_TRY, OP_TRY_END, STOP_CODES, Control, combine, describe, is_lost_contact,
@@ -50,40 +52,8 @@ from zeus_plugins_torch.control import (
 from zeus_plugins_torch.follower import FollowerConfig, follower_main
 from zeus_plugins_torch.loop import install_synced_policy, iterate_session
 
-
-class DataParallelDevices:
-    """Rank 0's device group standing for every rank's: what the runner measures and steers.
-
-    Reads, the clock and power control are rank 0's own (other ranks follow
-    the limits rank 0 sets); ``max_power_w`` is the sum over ranks. Methods
-    named in ``hidden`` are not offered: under an allocation every rank holds
-    its own limit, so the runner's view has no power control
-    (:data:`zeus_plugins_torch.allocated.POWER_CONTROL`).
-    """
-
-    def __init__(self, local: Any, max_power_w: float, world_size: int, hidden: frozenset[str] = frozenset()) -> None:
-        self.local = local
-        self.max_power_w = float(max_power_w)
-        self.world_size = world_size
-        self.hidden = frozenset(hidden)
-        self.names = list(local.names)
-        self.energy_sources = dict(local.energy_sources)
-
-    def clock(self) -> float:
-        return self.local.clock()
-
-    def read_energy(self) -> dict[str, float]:
-        return self.local.read_energy()
-
-    def close(self) -> None:
-        self.local.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("local", "hidden"):  # not set yet (unpickling); avoid recursing
-            raise AttributeError(name)
-        if name in self.hidden:
-            raise AttributeError(f"{name} is not offered here: each rank holds its allocated power limit")
-        return getattr(self.local, name)
+if TYPE_CHECKING:  # annotations only
+    from zeus_core import AllocationPlan, BuildContext, RunSession
 
 
 def _extra_plugin_modules(registry: Any, device_plugin: str) -> tuple[tuple[str, str], ...]:
@@ -93,7 +63,7 @@ def _extra_plugin_modules(registry: Any, device_plugin: str) -> tuple[tuple[str,
     for name, plugin in registry.pm.list_name_plugin():
         if name in from_entry_points or plugin is None or getattr(plugin, "__name__", "") == "zeus_core.hookspecs":
             continue
-        module = getattr(plugin, "__name__", None) if isinstance(plugin, type(sys)) else None
+        module = getattr(plugin, "__name__", None) if isinstance(plugin, types.ModuleType) else None
         if module is None:
             if name == device_plugin:
                 raise ValueError(
@@ -112,10 +82,31 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
+class _EpochGather:
+    """While the loop runs: each epoch's measurement gathered from every rank and combined."""
+
+    def __init__(self, leader: Leader) -> None:
+        self.leader = leader
+
+    def combine_ranks(self, measurement: Measurement) -> Measurement:
+        return self.leader._reduce_epoch(measurement)
+
+
+class _WholeTry:
+    """After the loop: rank 0's whole-try measurement combined with the others' (already gathered)."""
+
+    def __init__(self, others: list[Measurement]) -> None:
+        self.others = others
+
+    def combine_ranks(self, measurement: Measurement) -> Measurement:
+        return combine([measurement, *self.others])
+
+
 class Leader:
     """Rank 0: starts the other ranks, runs each try with them, and tears the group down."""
 
-    def __init__(self, context: Any, options: Any, accelerator: str, threads: int, allocation: Any = None) -> None:
+    def __init__(self, context: BuildContext, options: Any, accelerator: str, threads: int,
+                 allocation: AllocationPlan | None = None) -> None:
         self.world_size = int(context.job.processes)
         self.allocation = allocation
         self.options = options
@@ -262,7 +253,7 @@ class Leader:
             return m
         return combine(self.ctrl.gather(m))
 
-    def run_try(self, session: Any, fn: Any, make_loop: Any) -> None:
+    def run_try(self, session: RunSession, fn: Any, make_loop: Any) -> None:
         """Train one try on every rank; raise with the failing rank's story if any rank fails."""
         if self.broken is not None:
             raise RuntimeError(self.broken)
@@ -274,14 +265,14 @@ class Leader:
         try:
             policy = install_synced_policy(session, lambda: ctrl.send(OP_ITER, limit=session.power_limit))
             driver.policy = policy
-            session.reduce_measurement = self._reduce_epoch
+            session.ranks = _EpochGather(self)
             ctrl.send(OP_TRY, session.batch_size, session.recurrence, session.try_index, session.power_limit)
             loop = make_loop(driver)
             fn(loop.local_batch_size, loop)
             ctrl.send(OP_TRY_END)
             parts = ctrl.gather(None)
         except BaseException as e:
-            session.reduce_measurement = None
+            session.ranks = None
             message = self._abort(e)
             if message:
                 raise RuntimeError(message) from e
@@ -292,7 +283,7 @@ class Leader:
             # The loop was left mid-epoch on every rank (a break): that epoch was
             # not gathered then, so it is combined now.
             session.epoch_measurements[-1] = combine([self.local[-1], *pending])
-        session.reduce_measurement = lambda m: combine([m, *wholes])
+        session.ranks = _WholeTry(wholes)
 
     def _abort(self, error: BaseException) -> str | None:
         """Tear the group down after a failure; the message to raise, or None when rank 0's own error is the story."""
@@ -319,10 +310,7 @@ class Leader:
         return "; ".join(genuine + died) + "; every rank was stopped" + restored
 
     def _restore_dead(self) -> str:
-        try:
-            from zeus_core.journal import restore_pending
-        except ImportError:  # pragma: no cover - older cores
-            return " (settings a killed rank changed are restored at the next `zeus` start)"
+        """Put back what a killed rank left changed, now rather than at the next ``zeus`` start."""
         try:
             n = restore_pending(self.registry.restorers)
         except Exception as e:  # noqa: BLE001 - report, the job already failed
@@ -333,7 +321,7 @@ class Leader:
 class LeaderDriver:
     """Rank 0's side of the loop: the runner's session decides, the other ranks are told."""
 
-    def __init__(self, session: Any, leader: Leader) -> None:
+    def __init__(self, session: RunSession, leader: Leader) -> None:
         self.session = session
         self.leader = leader
         self.policy = None

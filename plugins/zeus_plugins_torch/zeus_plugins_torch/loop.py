@@ -10,20 +10,22 @@ the target is reached, at ``max_epochs``, or when the run's cost would pass
 recorded as reached or not.
 
 Drivers hold what differs between one process (a :class:`LocalDriver` over
-the runner's :class:`~zeus_core.runner.RunSession`), rank 0 of a data-parallel
-job and the other ranks (:mod:`zeus_plugins_torch.parallel`).
+the runner's :class:`zeus_core.RunSession`), rank 0 of a data-parallel job
+(:mod:`zeus_plugins_torch.leader`) and the other ranks
+(:mod:`zeus_plugins_torch.follower`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zeus_core.allocation import AllocationPlan
-from zeus_core.measurement import Measurement, make_sync
-from zeus_core.runner import RunSession, call_optional
+from zeus_core import GpuSync, IterationControl, Measurement, SteadyEpochCost, make_sync
 
 from zeus_plugins_torch import lr as _lr
+
+if TYPE_CHECKING:  # annotations only
+    from zeus_core import AllocationPlan, PowerPolicy, RunSession
 
 
 class SyncedPolicy:
@@ -31,17 +33,36 @@ class SyncedPolicy:
 
     Records whether the policy asked for per-iteration control this epoch
     (``profiling``), and runs ``after_iteration`` (rank 0 broadcasts the
-    limit) once the policy has acted. Every other attribute is the policy's.
+    limit) once the policy has acted. The session sees only the wrapper, so it
+    is a whole :class:`zeus_core.PowerPolicy` passing every call on, and has the
+    capabilities the session asks a power policy for:
+    :class:`zeus_core.IterationControl` (False where the policy has none) and
+    :class:`zeus_core.SteadyEpochCost` (None, "not known", where it has none).
     """
 
-    def __init__(self, inner: Any, sync, after_iteration=None) -> None:
+    def __init__(self, inner: PowerPolicy, sync, after_iteration=None) -> None:
         self.inner = inner
         self.sync = sync
         self.after_iteration = after_iteration
         self.profiling = False
 
+    def begin_run(self, session) -> None:
+        self.inner.begin_run(session)
+
+    def on_epoch_end(self, session, epoch: int, measurement: Measurement) -> None:
+        self.inner.on_epoch_end(session, epoch, measurement)
+
+    def end_run(self, session) -> None:
+        self.inner.end_run(session)
+
+    def get_state(self) -> Any:
+        return self.inner.get_state()
+
+    def set_state(self, state: Any) -> None:
+        self.inner.set_state(state)
+
     def wants_iterations(self, session) -> bool:
-        self.profiling = bool(call_optional(self.inner, "wants_iterations", session))
+        self.profiling = bool(isinstance(self.inner, IterationControl) and self.inner.wants_iterations(session))
         return self.profiling
 
     def on_iteration(self, session, iteration: int) -> None:
@@ -50,8 +71,14 @@ class SyncedPolicy:
         if self.after_iteration is not None:
             self.after_iteration()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    def steady_epoch_cost(self, session) -> float | None:
+        return self.inner.steady_epoch_cost(session) if isinstance(self.inner, SteadyEpochCost) else None
+
+
+def device_sync(devices: Any):
+    """Synchronises the GPUs of ``devices`` (:class:`zeus_core.GpuSync`), or the current
+    CUDA device where they name none, so a limit set between steps pays for whole steps."""
+    return make_sync("torch", devices.sync_indices if isinstance(devices, GpuSync) else None)
 
 
 def install_synced_policy(session: RunSession, after_iteration=None) -> SyncedPolicy | None:
@@ -62,8 +89,7 @@ def install_synced_policy(session: RunSession, after_iteration=None) -> SyncedPo
     if isinstance(policy, SyncedPolicy):
         policy.after_iteration = after_iteration
         return policy
-    sync = make_sync("torch", getattr(session.devices, "sync_indices", None))
-    wrapped = SyncedPolicy(policy, sync, after_iteration)
+    wrapped = SyncedPolicy(policy, device_sync(session.devices), after_iteration)
     session.power_policy = wrapped
     return wrapped
 
@@ -137,7 +163,7 @@ class ZeusLoop:
 
     Under an allocation (``workload.allocation``) ``local_batch_size`` is this
     rank's allocated local batch and ``allocation`` its
-    :class:`~zeus_core.allocation.RankPlan` (GPU, power limit, share, slice);
+    :class:`zeus_core.RankPlan` (GPU, power limit, share, slice);
     ``None`` otherwise.
     """
 
@@ -319,14 +345,14 @@ class ZeusLoop:
 
         When the ranks' local batches differ, DDP's averaging would weigh every
         rank alike; then each rank's gradient is scaled by its :attr:`share`
-        and the ranks sum them (:func:`zeus_core.parallel.uneven_batch_comm_hook`),
+        and the ranks sum them (:func:`zeus_plugins_torch.gradients.uneven_batch_comm_hook`),
         so a step equals one process's step on the whole global batch.
         """
         if self.world_size == 1:
             return model
         from torch.nn.parallel import DistributedDataParallel
 
-        from zeus_core.parallel import UnevenBatchState, uneven_batch_comm_hook
+        from zeus_plugins_torch.gradients import UnevenBatchState, uneven_batch_comm_hook
 
         dev = getattr(self.device, "type", str(self.device))
         ids = [self.device] if dev == "cuda" else None
@@ -339,6 +365,6 @@ class ZeusLoop:
         """For loops without DDP: after ``backward()``, weigh this rank's gradients by its share and sum them over ranks."""
         if self.world_size == 1:
             return
-        from zeus_core.parallel import allreduce_weighted_gradients
+        from zeus_plugins_torch.gradients import allreduce_weighted_gradients
 
         allreduce_weighted_gradients(parameters, self.local_batch_size, self.batch_size)

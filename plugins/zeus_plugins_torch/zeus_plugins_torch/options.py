@@ -2,40 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import attrs
-from zeus_core.validators import one_of, positive, positive_or_none
+from attrs.validators import optional
+from zeus_core import NOT_IDENTITY
+from zeus_core.validators import callable_spec, distinct_numbers, finite, nonempty, nonnegative, one_of, positive
 
 from zeus_plugins_torch.lr import RULES
 
-_ENTRY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 ACCELERATORS = ("auto", "cpu", "cuda")
-
-
-def _entry(_inst, attribute, value):
-    if not _ENTRY.match(value):
-        raise ValueError(
-            f"{attribute.name} must be \"package.module:function\" (a function taking (batch_size, zeus)), got {value!r}"
-        )
-
-
-def _batch_sizes(_inst, attribute, value):
-    if any(b <= 0 for b in value):
-        raise ValueError(f"{attribute.name} must list positive batch sizes, got {value!r}")
-    if len(set(value)) != len(value):
-        raise ValueError(f"{attribute.name} lists a batch size twice: {value!r}")
-
-
-def _non_negative(_inst, attribute, value):
-    if value < 0:
-        raise ValueError(f"{attribute.name} must be 0 (automatic) or more, got {value!r}")
-
-
-def _path_or_none(_inst, attribute, value):
-    if value is not None and not value.strip():
-        raise ValueError(f"{attribute.name} must be the path of an allocation.json, or left out; got an empty string")
 
 
 @attrs.define
@@ -57,6 +33,9 @@ class TorchWorkloadOptions:
     ``job.processes`` when there are several, torch's default otherwise).
     ``seed_each_try``: seed torch on every rank with one seed per try.
     ``timeout_s``: how long a rank waits for the others (start-up, collectives).
+    ``python_path``, ``seed_each_try`` and ``timeout_s`` change how the job
+    runs, not what it optimises, so a store that learned the job keeps
+    serving it when they change (``zeus_core.NOT_IDENTITY``).
     ``allocation``: an ``allocation.json`` (relative to the job's folder), as
     the ``hetero`` allocator writes it: rank r trains with its allocated local
     batch at its allocated power limit, gradients weighted by batch share
@@ -65,17 +44,19 @@ class TorchWorkloadOptions:
     out, and its rank count must equal ``job.processes``.
     """
 
-    entry: str = attrs.field(validator=_entry)
+    entry: str = attrs.field(validator=callable_spec(files=False))
     args: dict[str, Any] = attrs.field(factory=dict)
-    batch_sizes: list[int] = attrs.field(factory=list, validator=_batch_sizes)
-    default_batch_size: int | None = attrs.field(default=None, validator=positive_or_none)
+    batch_sizes: list[int] = attrs.field(
+        factory=list, validator=distinct_numbers(1, what="batch sizes", allow_empty=True)
+    )
+    default_batch_size: int | None = attrs.field(default=None, validator=optional(positive))
     lr_scaling: str = attrs.field(default="auto", validator=one_of(*RULES))
-    python_path: list[str] = attrs.field(factory=lambda: ["."])
+    python_path: list[str] = attrs.field(factory=lambda: ["."], metadata=NOT_IDENTITY)
     accelerator: str = attrs.field(default="auto", validator=one_of(*ACCELERATORS))
-    threads: int = attrs.field(default=0, validator=_non_negative)
-    seed_each_try: bool = True
-    timeout_s: float = attrs.field(default=300.0, validator=positive)
-    allocation: str | None = attrs.field(default=None, validator=_path_or_none)
+    threads: int = attrs.field(default=0, validator=nonnegative)
+    seed_each_try: bool = attrs.field(default=True, metadata=NOT_IDENTITY)
+    timeout_s: float = attrs.field(default=300.0, validator=[positive, finite], metadata=NOT_IDENTITY)
+    allocation: str | None = attrs.field(default=None, validator=optional(nonempty))
 
     def __attrs_post_init__(self) -> None:
         if self.batch_sizes and self.default_batch_size is not None and self.default_batch_size not in self.batch_sizes:

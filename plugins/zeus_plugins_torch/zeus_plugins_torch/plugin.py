@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeus_core import hookimpl
 
 from zeus_plugins_torch.options import TorchWorkloadOptions
 
+if TYPE_CHECKING:  # annotations only
+    from zeus_core import BuildContext
 
-def make_torch_workload(options, context):
+    from zeus_plugins_torch.workload import TorchWorkload
+
+
+def make_torch_workload(options: TorchWorkloadOptions, context: BuildContext) -> TorchWorkload:
     """Build the ``torch`` workload; torch is imported only here, so every other
-    ``zeus`` command starts without paying for it."""
+    ``zeus`` command starts without paying for it (this module and the options
+    import neither torch nor numpy)."""
     from zeus_plugins_torch.workload import TorchWorkload
 
     return TorchWorkload(options, context)

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 from rich.table import Table
 
-from zeus_core.comparison import Row, comparison_table, savings
+from zeus_core import ComparisonRow as Row, comparison_table, savings
 
 
 @attrs.frozen

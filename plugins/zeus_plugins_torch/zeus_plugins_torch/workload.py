@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from zeus_core import OffersBatchSizes
 
 from zeus_plugins_torch import report
-from zeus_plugins_torch.allocated import POWER_CONTROL, LimitHolder, check_batch_size, load_allocation
+from zeus_plugins_torch.accelerator import resolve_accelerator, torch_device
+from zeus_plugins_torch.allocated import LimitHolder, check_batch_size, load_allocation
+from zeus_plugins_torch.control import try_seed
+from zeus_plugins_torch.devices import DataParallelDevices
 from zeus_plugins_torch.entry import load_entry
+from zeus_plugins_torch.leader import Leader
 from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy
 from zeus_plugins_torch.options import TorchWorkloadOptions
-from zeus_plugins_torch.accelerator import resolve_accelerator, torch_device
-from zeus_plugins_torch.control import try_seed
-from zeus_plugins_torch.leader import DataParallelDevices, Leader
+
+if TYPE_CHECKING:  # annotations only
+    from rich.console import Console
+    from zeus_core import AllocationPlan, BuildContext, JobSummary, RunSession
 
 
 class TorchWorkload:
@@ -29,7 +35,7 @@ class TorchWorkload:
 
     Options = TorchWorkloadOptions
 
-    def __init__(self, options: TorchWorkloadOptions, context: Any) -> None:
+    def __init__(self, options: TorchWorkloadOptions, context: BuildContext) -> None:
         self.options = options
         self.job = context.job
         self.batch_sizes = list(options.batch_sizes) or None
@@ -42,7 +48,7 @@ class TorchWorkload:
         self.context_parts = context.parts
         self.spec = context.spec
         self.leader: Leader | None = None
-        self.allocation = None
+        self.allocation: AllocationPlan | None = None
         self.holder: LimitHolder | None = None
         local = context.parts["device"]
         if options.allocation is not None:
@@ -59,13 +65,12 @@ class TorchWorkload:
         elif options.threads:
             torch.set_num_threads(options.threads)
         if self.leader is not None or self.allocation is not None:
-            # The runner's view: every rank's maximum power; no power control under an allocation
-            # (which makes the default `max` policy a no-op: each rank holds its own limit).
-            hidden = POWER_CONTROL if self.allocation is not None else frozenset()
+            # The runner's view: every rank's maximum power; under an allocation its power
+            # control is rank 0's allocated limit only (each rank holds its own).
             max_power = self.leader.max_power_w if self.leader is not None else float(local.max_power_w)
-            context.parts["device"] = DataParallelDevices(local, max_power, self.world_size, hidden)
+            context.parts["device"] = DataParallelDevices(local, max_power, self.world_size, self.holder)
 
-    def _loop(self, driver: Any, session: Any, seed: int) -> ZeusLoop:
+    def _loop(self, driver: Any, session: RunSession, seed: int) -> ZeusLoop:
         return ZeusLoop(
             driver,
             batch_size=session.batch_size,
@@ -81,7 +86,7 @@ class TorchWorkload:
             allocation=self.allocation,
         )
 
-    def run(self, session: Any) -> None:
+    def run(self, session: RunSession) -> None:
         seed = try_seed(self.job.seed, session.recurrence, session.try_index)
         if self.allocation is not None:
             # Before any rank is told to train: a policy that chose another batch fails the try here.
@@ -99,20 +104,23 @@ class TorchWorkload:
     # -- results --
 
     def _default_for_report(self) -> int | None:
-        b = getattr(self.context_parts.get("batch_size"), "default_batch_size", None)
+        """The "default" row's batch size: the policy's own default where it offers one
+        (``mab`` settles on one from the workload's list), else the workload's."""
+        policy = self.context_parts.get("batch_size")
+        b = policy.default_batch_size if isinstance(policy, OffersBatchSizes) else None
         return int(b) if b is not None else self.default_batch_size
 
-    def summary(self, summary: Any) -> dict[str, Any]:
-        out = report.compare(summary.records, self._default_for_report()).to_json()
+    def summary(self, job: JobSummary) -> dict[str, Any]:
+        out = report.compare(job.records, self._default_for_report()).to_json()
         if self.allocation is not None:
             out["allocation"] = self.allocation.to_json()
         return out
 
-    def report(self, console: Any, summary: Any) -> None:
+    def report(self, console: Console, job: JobSummary) -> None:
         if self.allocation is not None:
             report.print_allocation(console, self.allocation)
-        if summary.records:
-            report.print_table(console, report.compare(summary.records, self._default_for_report()))
+        if job.records:
+            report.print_table(console, report.compare(job.records, self._default_for_report()))
 
     def close(self) -> None:
         if self.leader is not None:

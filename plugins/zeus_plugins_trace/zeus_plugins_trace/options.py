@@ -17,6 +17,12 @@ TRAIN_FILE = "summary_train.csv"
 POWER_PATTERN = "summary_power_{gpu}.csv"
 
 
+def missing_folder(folder) -> str:
+    """What to say about a trace folder that does not exist (validation and loading alike)."""
+    return (f"trace folder {folder} does not exist; create one with `zeus traces synth --out {folder}` "
+            f"or `zeus traces fetch --out {folder}`, or set workload.traces = \"synthetic\"")
+
+
 def _gpu_name(_inst, attribute, value):
     if not value or not value.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"{attribute.name} must be a GPU name such as v100, a40, p100 or rtx6000, got {value!r}")
@@ -61,8 +67,7 @@ class TraceWorkloadOptions:
         if folder is None:
             return
         if not folder.is_dir():
-            files.problem("traces", f"trace folder {folder} not found; make one with `zeus traces fetch --out DIR` "
-                                    "or use traces = \"synthetic\"")
+            files.problem("traces", missing_folder(folder))
             return
         from zeus_plugins_trace.traces import TraceError
         from zeus_plugins_trace.workload import load_workload_trace

@@ -25,7 +25,7 @@ import numpy as np
 
 from zeus_core import zeus_cost
 
-from zeus_plugins_trace.options import POWER_PATTERN, TRAIN_FILE  # noqa: E402 - re-exported names
+from zeus_plugins_trace.options import POWER_PATTERN, TRAIN_FILE, missing_folder  # noqa: E402 - re-exported names
 SYNTHETIC_MARKER = "synthetic.json"
 
 TRAIN_COLUMNS = ("dataset", "network", "batch_size", "optimizer", "run", "target_metric", "target_epoch")
@@ -198,10 +198,7 @@ def load_traces(folder: str | Path, gpu: str) -> TraceSet:
     """Read ``folder``'s train trace and the power trace of ``gpu``."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise TraceError(
-            f"trace folder {folder} does not exist; create one with `zeus traces synth --out {folder}` "
-            f"or `zeus traces fetch --out {folder}`, or set workload.traces = \"synthetic\""
-        )
+        raise TraceError(missing_folder(folder))
     power_path = folder / POWER_PATTERN.format(gpu=gpu)
     if not power_path.exists():
         have = gpus_in(folder)
