@@ -40,7 +40,9 @@ class DeviceGroup(Protocol):
     list[int]``, ``lock_clocks(mhz)`` (SM clock; a device whose hardware needs
     the memory clock locked too does that itself), ``reset_clocks()``.
     Optional readings: ``read_power() -> {name: watts}`` (for ``zeus monitor``),
-    ``sync_indices`` (CUDA indices the window's sync hook waits on).
+    ``sync_indices`` (CUDA indices the window's sync hook waits on),
+    ``control_paths -> {name: "local" | "daemon"}`` (whether the device's privileged
+    operations run in this process or through ``zeus daemon``; ``zeus monitor``'s ``via``).
     Every setter journals the original value first (:mod:`zeus_core.journal`)
     and raises :class:`~zeus_core.measurement.DeviceError` with the fix when it
     lacks permission. ``close()`` restores whatever the device changed.
