@@ -172,10 +172,11 @@ def read_config(path: str | os.PathLike[str]) -> tuple[DaemonConfig | None, list
     lines = line_index(text)
     problems: list[Problem] = []
     cfg = structure(DaemonConfig, raw, (), problems)
-    if cfg is not None and cfg.plugins is not None:
+    plugins = raw.get("plugins")
+    if isinstance(plugins, list):
         known = installed_entry_points()
-        for i, name in enumerate(cfg.plugins):
-            if name not in known:
+        for i, name in enumerate(plugins):
+            if isinstance(name, str) and name not in known:
                 problems.append(Problem(("plugins", i), f"no installed zeus plugin named {name!r}{_suggest(name, known)}; installed: {', '.join(known) or 'none'}"))
     return (cfg if not problems else None), problems, lines, raw
 

@@ -186,9 +186,9 @@ class Holds:
         return "reset"
 
     def release_all(self, session: Session) -> list[str]:
-        """End every hold of ``session`` (it disconnected); return the failures."""
+        """End every hold of ``session`` (it disconnected), newest first; return the failures."""
         errors = []
-        for owner, key in [k for k, v in self._holders.items() if session.number in v]:
+        for owner, key in reversed([k for k, v in self._holders.items() if session.number in v]):
             try:
                 self.release(session, owner, key)
             except Exception as e:  # noqa: BLE001 - the journal keeps it for the next start
@@ -507,6 +507,7 @@ class Daemon:
             "protocol": PROTOCOL_VERSION,
             "daemon": daemon_version(),
             "pid": os.getpid(),
+            "session": session.number,
             "max_frame": MAX_FRAME,
             "operations": sorted(self.operations),
             "client": {"pid": session.pid, "uid": session.uid, "gid": session.gid, "user": session.user},
