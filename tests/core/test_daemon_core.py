@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
+import time
 import types
 
 import attrs
@@ -11,8 +13,8 @@ import pytest
 
 from zeus_core import hookimpl
 from zeus_core import registry as zreg
-from zeus_core.daemon import operation
-from zeus_core.daemon.protocol import MAX_FRAME, FrameError, decode, encode, read_frame
+from zeus_core.daemon import DaemonClient, DaemonError, operation
+from zeus_core.daemon.protocol import MAX_FRAME, FrameError, decode, encode, error_reply, read_frame
 
 
 def test_frames_round_trip_and_their_limits_are_enforced():
@@ -97,3 +99,30 @@ def test_privileged_services_are_registered_with_their_marked_operations_only():
         zreg.load(extra_plugins=[("dialplug", plugin(NoOperations))], entry_points=False)
     with pytest.raises(TypeError, match="must be an attrs class"):
         operation(dict)
+
+
+def test_a_refusal_sent_before_the_client_speaks_is_still_read(tmp_path):
+    """The daemon answers a forbidden peer at once and hangs up; the client's first send then
+    fails (EPIPE), and it must report the daemon's reason, not a lost connection."""
+    path = str(tmp_path / "d.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    client = DaemonClient(path, timeout_s=5)
+
+    def refuse():
+        conn, _ = server.accept()
+        conn.sendall(encode(error_reply(None, "forbidden", "uid 1234 (x) may not use this daemon")))
+        conn.close()
+
+    t = threading.Thread(target=refuse)
+    t.start()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # what DaemonClient._connect does, minus the hello
+    s.connect(path)
+    t.join()
+    time.sleep(0.1)
+    client._sock = s
+    with pytest.raises(DaemonError, match="may not use this daemon") as e:
+        client.call("ping")
+    assert e.value.code == "forbidden" and not client.connected
+    server.close()

@@ -118,7 +118,12 @@ class DaemonClient:
         assert self._sock is not None
         req_id = next(self._ids)
         try:
-            self._sock.sendall(encode({"id": req_id, "op": op, "args": args}))
+            try:
+                self._sock.sendall(encode({"id": req_id, "op": op, "args": args}))
+            except OSError:
+                # The daemon may have refused this connection (forbidden, busy) and closed it
+                # before the request went out: its parting reply is still there to read.
+                self._sock.settimeout(1.0)
             body = read_frame(self._sock, self.timeout_s)
             reply = None if body is None else decode(body)
         except (OSError, FrameError) as e:
