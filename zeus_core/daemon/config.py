@@ -111,28 +111,19 @@ class ConfigError(JobError):
     """The daemon's configuration is invalid; ``problems`` lists every error."""
 
 
-def _user(value: Any) -> tuple[int | None, str]:
-    """(uid, error) for a user name or id."""
+def _account(value: Any, kind: str) -> tuple[int | None, str]:
+    """(id, error) for a user (``kind="user"``) or group name or numeric id."""
+    noun, id_name = ("user", "uid") if kind == "user" else ("group", "gid")
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        return None, f"expected a user name or numeric uid, got {type(value).__name__} {value!r}"
+        return None, f"expected a {noun} name or numeric {id_name}, got {type(value).__name__} {value!r}"
     if isinstance(value, int) or value.isdigit():
         return int(value), ""
     try:
-        return pwd.getpwnam(value).pw_uid, ""
+        return (pwd.getpwnam(value).pw_uid if kind == "user" else grp.getgrnam(value).gr_gid), ""
     except KeyError:
-        return None, f"no user named {value!r} on this machine (`getent passwd {value}`); create it or give a numeric uid"
-
-
-def _group(value: Any) -> tuple[int | None, str]:
-    """(gid, error) for a group name or id."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        return None, f"expected a group name or numeric gid, got {type(value).__name__} {value!r}"
-    if isinstance(value, int) or value.isdigit():
-        return int(value), ""
-    try:
-        return grp.getgrnam(value).gr_gid, ""
-    except KeyError:
-        return None, f"no group named {value!r} on this machine (`getent group {value}`); create it (`groupadd {value}`) or give a numeric gid"
+        create = "create it" if kind == "user" else f"create it (`groupadd {value}`)"
+        database = "passwd" if kind == "user" else "group"
+        return None, f"no {noun} named {value!r} on this machine (`getent {database} {value}`); {create} or give a numeric {id_name}"
 
 
 def _mode(value: Any) -> tuple[int | None, str]:
@@ -184,28 +175,24 @@ def read_config(path: str | os.PathLike[str]) -> tuple[DaemonConfig | None, list
 def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lines: dict[tuple, int]) -> ResolvedConfig:
     """Resolve names and structure the ``[serve.*]`` tables; ConfigError with every problem."""
     problems: list[Problem] = []
-    uids, gids = set(), set()
-    for i, u in enumerate(cfg.allow_users):
-        uid, err = _user(u)
-        if err:
-            problems.append(Problem(("allow_users", i), err))
-        else:
-            uids.add(uid)
-    for i, g in enumerate(cfg.allow_groups):
-        gid, err = _group(g)
-        if err:
-            problems.append(Problem(("allow_groups", i), err))
-        else:
-            gids.add(gid)
+    uids: set[int] = set()
+    gids: set[int] = set()
+    for key, kind, ids in (("allow_users", "user", uids), ("allow_groups", "group", gids)):
+        for i, name in enumerate(getattr(cfg, key)):
+            got, err = _account(name, kind)
+            if err:
+                problems.append(Problem((key, i), err))
+            else:
+                ids.add(got)  # type: ignore[arg-type]
     if not cfg.allow_users and not cfg.allow_groups:
         problems.append(Problem(("allow_groups",), 'allow_users and allow_groups are both empty, so only root could use the daemon; allow the training users, e.g. allow_groups = ["zeus"]'))
     owner, gid_sock = os.geteuid(), os.getegid()
     if cfg.socket_owner is not None:
-        owner, err = _user(cfg.socket_owner)
+        owner, err = _account(cfg.socket_owner, "user")
         if err:
             problems.append(Problem(("socket_owner",), err))
     if cfg.socket_group is not None:
-        gid_sock, err = _group(cfg.socket_group)
+        gid_sock, err = _account(cfg.socket_group, "group")
         if err:
             problems.append(Problem(("socket_group",), err))
     mode, err = _mode(cfg.socket_mode)

@@ -126,6 +126,18 @@ class NvmlService:
                 f"(min <= max, each one of {sorted(supported)})"
             )
 
+    def _lock(self, args: ClockRange, client: Any, setting: str, what: str) -> dict[str, Any]:
+        """Lock ``setting`` (SM or memory clocks) to ``args``' range, each end a supported clock.
+        SM clocks are those NVML lists at the highest memory clock, the one the device locks first."""
+        h = self._handle(args.gpu)
+        nvml = self._nvml
+        with self._driver(f"lock the {what}", args.gpu):
+            mems = list(nvml.nvmlDeviceGetSupportedMemoryClocks(h))
+            supported = mems if setting == "locked_memory_clocks" else list(nvml.nvmlDeviceGetSupportedGraphicsClocks(h, max(mems)))
+            self._clocks_in(args, supported, what)
+            client.change(OWNER, key_for(args.gpu, setting), None, lambda: apply(nvml, h, setting, [args.min_mhz, args.max_mhz]))
+        return {"min_mhz": args.min_mhz, "max_mhz": args.max_mhz}
+
     def _release(self, args: Gpu, client: Any, setting: str, resettable: bool) -> dict[str, Any]:
         h = self._handle(args.gpu)
         reset = (lambda: apply(self._nvml, h, setting, None)) if resettable else None
@@ -154,14 +166,7 @@ class NvmlService:
     @operation(ClockRange)
     def lock_clocks(self, args: ClockRange, client: Any) -> dict[str, Any]:
         """Lock a GPU's SM clock to a range of its supported clocks (at its highest memory clock)."""
-        h = self._handle(args.gpu)
-        nvml = self._nvml
-        with self._driver("lock the SM clock", args.gpu):
-            mem = max(nvml.nvmlDeviceGetSupportedMemoryClocks(h))
-            self._clocks_in(args, list(nvml.nvmlDeviceGetSupportedGraphicsClocks(h, mem)), "SM clock")
-            client.change(OWNER, key_for(args.gpu, "locked_clocks"), None,
-                          lambda: apply(nvml, h, "locked_clocks", [args.min_mhz, args.max_mhz]))
-        return {"min_mhz": args.min_mhz, "max_mhz": args.max_mhz}
+        return self._lock(args, client, "locked_clocks", "SM clock")
 
     @operation(Gpu)
     def reset_clocks(self, args: Gpu, client: Any) -> dict[str, Any]:
@@ -171,13 +176,7 @@ class NvmlService:
     @operation(ClockRange)
     def lock_memory_clocks(self, args: ClockRange, client: Any) -> dict[str, Any]:
         """Lock a GPU's memory clock to a range of its supported memory clocks."""
-        h = self._handle(args.gpu)
-        nvml = self._nvml
-        with self._driver("lock the memory clock", args.gpu):
-            self._clocks_in(args, list(nvml.nvmlDeviceGetSupportedMemoryClocks(h)), "memory clock")
-            client.change(OWNER, key_for(args.gpu, "locked_memory_clocks"), None,
-                          lambda: apply(nvml, h, "locked_memory_clocks", [args.min_mhz, args.max_mhz]))
-        return {"min_mhz": args.min_mhz, "max_mhz": args.max_mhz}
+        return self._lock(args, client, "locked_memory_clocks", "memory clock")
 
     @operation(Gpu)
     def reset_memory_clocks(self, args: Gpu, client: Any) -> dict[str, Any]:
