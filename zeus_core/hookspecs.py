@@ -121,6 +121,12 @@ def zeus_register_privileged_operations(register):
     original under the restorer ``owner`` (``zeus_register_restorers``) and puts
     it back when the client disconnects or dies, at daemon exit, and at its next
     start after a SIGKILL. See :mod:`zeus_core.daemon.service`.
+
+    Example::
+
+        @hookimpl
+        def zeus_register_privileged_operations(register):
+            register("nvml", NvmlService, options=NvmlServeOptions)  # [serve.nvml] in the daemon's TOML
     """
 
 

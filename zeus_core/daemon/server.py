@@ -398,7 +398,10 @@ class Daemon:
         try:
             self._session_loop(session, conn)
         finally:
-            errors = self._on_device(self.holds.release_all, session)
+            try:
+                errors = self._on_device(self.holds.release_all, session)
+            except RuntimeError:  # the device thread is gone: shutdown restored everything already
+                errors = []
             with self._lock:
                 self._sessions.pop(session.number, None)
             for e in errors:
