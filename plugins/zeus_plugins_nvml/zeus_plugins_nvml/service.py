@@ -154,8 +154,9 @@ class NvmlService:
             if not lo <= args.milliwatts <= hi:
                 raise Refused(f"{args.milliwatts / 1000:g} W is outside the power-limit range of GPU {args.gpu}: {lo / 1000:g} to {hi / 1000:g} W")
             current = nvml.nvmlDeviceGetPowerManagementLimit(h)
-            if current != args.milliwatts:
-                client.change(OWNER, key_for(args.gpu, "power_limit"), current, lambda: apply(nvml, h, "power_limit", args.milliwatts))
+            # Even at the same value: the client now holds the limit, so another client leaving
+            # cannot put it back under it.
+            client.change(OWNER, key_for(args.gpu, "power_limit"), current, lambda: apply(nvml, h, "power_limit", args.milliwatts))
         return {"milliwatts": args.milliwatts, "previous": current}
 
     @operation(Gpu)
