@@ -65,4 +65,5 @@ def _isolated_state(tmp_path, monkeypatch):
     monkeypatch.setenv("ZEUS_STATE_DIR", str(tmp_path / "zeus-state"))
     monkeypatch.delenv("ZEUS_DISABLED_PLUGINS", raising=False)
     monkeypatch.delenv("ZEUS_TRACE_PLUGINS", raising=False)
+    monkeypatch.delenv("ZEUS_DAEMON_SOCKET", raising=False)  # a developer's daemon must not serve the tests
     monkeypatch.chdir(tmp_path)

@@ -22,6 +22,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from zeus_core.daemon.command import daemon_command
+from zeus_core.daemon.command import main as daemon_main
+from zeus_core.daemon.status import privileged_path_note
 from zeus_core.journal import restore_pending
 from zeus_core.job import JobError, load_job, resolved_values
 from zeus_core.monitor_cli import monitor_command
@@ -112,6 +115,9 @@ def plugins_cmd(as_json: bool) -> None:
         provides = "\n".join(f"{k}: {', '.join(v)}" for k, v in p.provides.items()) or "-"
         table.add_row(p.name, p.distribution, p.version, provides, "\n".join(p.hooks))
     console.print(table)
+    note = privileged_path_note(registry())
+    if note:
+        console.print(escape(note), highlight=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- validate
@@ -356,12 +362,17 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
 
 cli.add_command(monitor_command)
 cli.add_command(store_group)
+cli.add_command(daemon_command)
 
 
 # --------------------------------------------------------------------------- entry point
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["daemon"]:  # the root daemon loads only the plugins it serves
+        daemon_main(args[1:])
+        return
     try:
         reg = get_registry()
     except PluginError as e:

@@ -179,6 +179,22 @@ class SupportedPowerLimits(Protocol):
     def supported_power_limits(self) -> list[float]: ...
 
 
+@runtime_checkable
+class ControlPaths(Protocol):
+    """A device group whose settings may change in this process or through ``zeus daemon``
+    (a training process without the privilege): per device name, ``"local"``,
+    ``"local, read-only"`` or ``"daemon"``. ``zeus monitor`` shows it as ``via``.
+
+    Example::
+
+        @property
+        def control_paths(self) -> dict[str, str]:
+            return {name: "daemon" if self._client else "local" for name in self.names}
+    """
+
+    control_paths: dict[str, str]
+
+
 class EpochPrediction(NamedTuple):
     """One epoch at one power limit, predicted before it runs."""
 
@@ -213,4 +229,5 @@ DEVICE_CAPABILITIES: tuple[type, ...] = (
     GpuSync,
     SupportedPowerLimits,
     EpochPredictor,
+    ControlPaths,
 )

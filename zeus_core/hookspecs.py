@@ -212,6 +212,29 @@ def zeus_register_stores(register):
     """
 
 
+@hookspec
+def zeus_register_privileged_operations(register):
+    """Register services whose operations ``zeus daemon`` performs for unprivileged clients.
+
+    ``register(name, service_class, options=OptionsClass)``. The daemon builds
+    ``service_class(options, ctx)`` once at start when its configuration has a
+    ``[serve.<name>]`` table (structured into ``OptionsClass``), and clients may
+    then call every method marked with :func:`zeus_core.daemon.operation` as
+    ``<name>.<method>``, with arguments checked against the operation's attrs
+    class. A method changes a device setting only through
+    ``client.change(owner, key, original, apply)``, so the daemon journals the
+    original under the restorer ``owner`` (``zeus_register_restorers``) and puts
+    it back when the client disconnects or dies, at daemon exit, and at its next
+    start after a SIGKILL. See :mod:`zeus_core.daemon.service`.
+
+    Example::
+
+        @hookimpl
+        def zeus_register_privileged_operations(register):
+            register("nvml", NvmlService, options=NvmlServeOptions)  # [serve.nvml] in the daemon's TOML
+    """
+
+
 # --- event hooks ----------------------------------------------------------------
 
 

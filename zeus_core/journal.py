@@ -34,6 +34,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -59,9 +60,12 @@ class SettingsGuard:
     keeps the first original, which is what must come back.
     """
 
-    def __init__(self, owner: str, restorer: Restorer) -> None:
+    def __init__(self, owner: str, restorer: Restorer, journal_path: os.PathLike[str] | str | None = None) -> None:
         self.owner = owner
         self.restorer = restorer
+        #: the journal file; None: the machine-wide one under ``$ZEUS_STATE_DIR``
+        #: (``zeus daemon`` keeps its own, under its ``journal_dir``)
+        self.journal_path = journal_path
         self._entries: dict[str, tuple[int, Any]] = {}
         self._journal: _store.Store | None = None
         self._journal_pid = 0
@@ -74,7 +78,7 @@ class SettingsGuard:
         """This guard's connection to the machine-wide journal, opened on first use
         (and again in a forked child, where the parent's connection must not be used)."""
         if self._journal is None or self._journal_pid != os.getpid():
-            self._journal = _store.journal()
+            self._journal = _store.journal() if self.journal_path is None else _store.Store(self.journal_path)
             self._journal_pid = os.getpid()
         return self._journal
 
@@ -94,8 +98,9 @@ class SettingsGuard:
                 with self._j().transaction() as tx:
                     entry_id = tx.add_journal(self.owner, key, original)
             except (_store.StoreError, sqlite3.Error, OSError) as e:
+                where = self.journal_path or _store.state_dir() / "journal.sqlite"
                 raise DeviceError(
-                    f"cannot journal {self.owner} setting {key} in {_store.state_dir() / 'journal.sqlite'} ({e}); "
+                    f"cannot journal {self.owner} setting {key} in {where} ({e}); "
                     "zeus changes no device setting it could not put back after a crash. "
                     "Set ZEUS_STATE_DIR to a writable folder"
                 ) from e
@@ -260,7 +265,9 @@ def process_alive(pid: int, since: float | None = None) -> bool:
     return True
 
 
-def restore_pending(restorers: dict[str, Restorer], console: Console | None = None) -> int:
+def restore_pending(
+    restorers: dict[str, Restorer], console: Console | None = None, path: os.PathLike[str] | str | None = None
+) -> int:
     """Restore settings left by dead processes (SIGKILL, power loss); return how many.
 
     Called at every ``zeus`` start. For each (owner, key) only held by dead
@@ -268,9 +275,10 @@ def restore_pending(restorers: dict[str, Restorer], console: Console | None = No
     process touched it) is restored and the entries are cleared. A key that a
     live process also holds is left for that process and a later start. An
     owner without a restorer (plugin uninstalled) or a restorer that fails
-    is reported and kept.
+    is reported and kept. ``path``: another journal than the machine-wide one
+    (``zeus daemon``'s).
     """
-    path = _store.state_dir() / "journal.sqlite"
+    path = Path(path) if path is not None else _store.state_dir() / "journal.sqlite"
     if not path.exists():
         return 0
     console = console or Console(stderr=True)

@@ -7,7 +7,9 @@ Ctrl-C (or SIGTERM, or ``--duration``) ends it. The core names no device: the
 devices are whatever ``zeus_register_devices`` registered; without
 ``--device`` every one that can be opened on this machine is shown, and the
 others are listed with the reason. Devices are opened through
-:mod:`zeus_core.devices`, as every tool outside a job does.
+:mod:`zeus_core.devices`, as every tool outside a job does. The ``via`` column
+says whether a device's privileged operations (setters, root-only counters)
+run in this process (``local``) or through ``zeus daemon`` (``daemon``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from zeus_core.device import ControlPaths
 from zeus_core.devices import open_devices
 from zeus_core.job import parse_override
 from zeus_core.measurement import format_joules
@@ -71,6 +74,8 @@ class Sampler:
         self.rows: list[tuple[str, str, str]] = [
             (plugin, self._key[plugin, n], g.energy_sources.get(n, "?")) for plugin, g in groups for n in g.names
         ]
+        #: per row, the group and device name whose ``control_paths`` say how its settings change
+        self._via = {self._key[p, n]: (g, n) for p, g in groups for n in g.names}
         self.t0 = time.monotonic()
         self.wall0 = time.time()
         self.e0 = self._read()
@@ -97,11 +102,17 @@ class Sampler:
         self.t_prev, self.e_prev = t, e
         self.elapsed = t - self.t0
 
+    def via(self, key: str) -> str:
+        """``local`` or ``daemon``: the path the device's privileged operations take (``-``: none)."""
+        g, n = self._via[key]
+        return str(g.control_paths.get(n, "-")) if isinstance(g, ControlPaths) else "-"
+
     def table(self, title: str, final: bool = False) -> Table:
         t = Table(title=title, title_justify="left")
         t.add_column("device")
         t.add_column("name")
         t.add_column("source")
+        t.add_column("via")
         if not final:
             t.add_column("power now", justify="right")
         t.add_column("avg power", justify="right")
@@ -113,13 +124,13 @@ class Sampler:
             total_p += p or 0.0
             total_e += self.energy[n]
             src = Text(source, style="yellow") if source == "estimate" else Text(source)
-            cells = [plugin, n, src]
+            cells = [plugin, n, src, self.via(n)]
             if not final:
                 cells.append("-" if p is None else f"{p:.1f} W")
             cells += ["-" if avg is None else f"{avg:.1f} W", format_joules(self.energy[n])]
             t.add_row(*cells)
         avg_total = total_e / self.elapsed if self.elapsed > 0 else 0.0
-        footer = ["total", "", ""] + ([f"{total_p:.1f} W"] if not final else []) + [f"{avg_total:.1f} W", format_joules(total_e)]
+        footer = ["total", "", "", ""] + ([f"{total_p:.1f} W"] if not final else []) + [f"{avg_total:.1f} W", format_joules(total_e)]
         t.add_section()
         t.add_row(*footer, style="bold")
         return t

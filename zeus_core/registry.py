@@ -22,6 +22,7 @@ import attrs
 import pluggy
 
 from zeus_core import hookspecs
+from zeus_core.daemon.service import operations_of
 
 #: kind -> (registration hook, job.toml section that selects a part of this kind)
 KINDS: dict[str, tuple[str, str]] = {
@@ -106,6 +107,8 @@ class Registry:
         self.parts: dict[str, dict[str, Registration]] = {kind: {} for kind in KINDS}
         self.restorers: dict[str, Callable[[str, Any], Any]] = {}
         self.stores: dict[str, StoreBackend] = {}
+        #: ``zeus daemon``'s privileged services (``zeus_register_privileged_operations``), by name
+        self.services: dict[str, Registration] = {}
         self._dist: dict[str, tuple[str, str]] = {}
 
     # -- lookups --
@@ -143,6 +146,9 @@ class Registry:
             stores = sorted(b.scheme for b in self.stores.values() if b.plugin == name)
             if stores:
                 provides["store"] = stores
+            ops = privileged_operations({n: r for n, r in self.services.items() if r.plugin == name})
+            if ops:
+                provides["privileged_operation"] = ops
             out.append(PluginInfo(name, dist, version, hooks, provides))
         return out
 
@@ -163,6 +169,10 @@ class Registry:
             caller = self._caller_for("zeus_register_stores", plugin, plugins)
             if caller is not None:
                 caller(register=self._store_registrar(plugin_name))
+        for plugin_name, plugin in plugins:
+            caller = self._caller_for("zeus_register_privileged_operations", plugin, plugins)
+            if caller is not None:
+                caller(register=self._registrar("privileged_service", plugin_name, self.services))
 
     def _caller_for(self, hook_name: str, plugin: object, plugins: list[tuple[str, object]]):
         impls = getattr(self.pm.hook, hook_name).get_hookimpls()
@@ -173,8 +183,9 @@ class Registry:
         # ZEUS_TRACE_PLUGINS monitoring working for these calls.
         return self.pm.subset_hook_caller(hook_name, remove_plugins=others)
 
-    def _registrar(self, kind: str, plugin_name: str):
+    def _registrar(self, kind: str, plugin_name: str, table: dict[str, Registration] | None = None):
         dist = self.distribution_of(plugin_name)[0]
+        table = self.parts[kind] if table is None else table
 
         def register(
             name: str, factory: Callable[..., Any], options: type | None = None, help: str = "", default: bool = False
@@ -188,7 +199,11 @@ class Registry:
                 raise PluginError(
                     f"plugin {plugin_name!r} ({dist}): the options of {kind} {name!r} must be an attrs class, got {opts!r}"
                 )
-            table = self.parts[kind]
+            if kind == "privileged_service" and not operations_of(factory):
+                raise PluginError(
+                    f"plugin {plugin_name!r} ({dist}) registered privileged service {name!r}, whose class has no "
+                    "method marked with @zeus_core.daemon.operation"
+                )
             if name in table:
                 prev = table[name]
                 raise PluginError(
@@ -262,11 +277,19 @@ def _split_env(name: str) -> list[str]:
     return [x.strip() for x in os.environ.get(name, "").split(",") if x.strip()]
 
 
-def load(extra_plugins: Iterable[tuple[str, object]] = (), entry_points: bool = True) -> Registry:
+def privileged_operations(services: dict[str, Registration]) -> list[str]:
+    """``<service>.<operation>`` names the given privileged services offer."""
+    return sorted(f"{name}.{op}" for name, r in services.items() for op in operations_of(r.factory))
+
+
+def load(
+    extra_plugins: Iterable[tuple[str, object]] = (), entry_points: bool = True, only: Iterable[str] | None = None
+) -> Registry:
     """Discover plugins and build the registries.
 
     ``extra_plugins`` are (name, module-or-object) pairs registered after the
-    entry points, for tests and embedding.
+    entry points, for tests and embedding. ``only``: load just these entry
+    points (``zeus daemon`` imports nothing it does not serve).
     """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
@@ -282,7 +305,8 @@ def load(extra_plugins: Iterable[tuple[str, object]] = (), entry_points: bool = 
     reg._dist[CORE_PLUGIN] = ("zeus-core", _core_version())
     if entry_points:
         try:
-            pm.load_setuptools_entrypoints(hookspecs.PROJECT)
+            for name in [None] if only is None else list(only):
+                pm.load_setuptools_entrypoints(hookspecs.PROJECT, name=name)
         except Exception as e:  # an entry point that fails to import
             raise PluginError(f"a zeus plugin failed to load: {type(e).__name__}: {e}") from e
         for plugin, dist in pm.list_plugin_distinfo():

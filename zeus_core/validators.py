@@ -117,3 +117,11 @@ def callable_spec(*, files: bool = True):
             raise ValueError(f"{attribute.name} must look like {forms}, got {value!r}")
 
     return check
+
+
+def absolute_path_or_none(_inst: Any, attribute: Any, value: Any) -> None:
+    """None, or an absolute path (a socket or folder shared by processes with different working folders)."""
+    import os.path
+
+    if value is not None and not os.path.isabs(str(value)):
+        raise ValueError(f"{attribute.name} must be an absolute path (e.g. /run/zeus/daemon.sock), got {value!r}")

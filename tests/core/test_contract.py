@@ -31,7 +31,7 @@ PLUGIN_ROOTS = [
     REPO / "zeus_plugins_perseus",
     REPO / "examples",
 ]
-PUBLIC_SUBMODULES = {"zeus_core.validators"}
+PUBLIC_SUBMODULES = {"zeus_core.validators", "zeus_core.daemon"}
 
 
 def _python_files(root: Path):

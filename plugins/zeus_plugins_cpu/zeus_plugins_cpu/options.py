@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import attrs
 
-from zeus_core.validators import nonnegative, one_of, positive_or_none
+from zeus_core import NOT_IDENTITY
+from zeus_core.validators import absolute_path_or_none, nonnegative, one_of, positive_or_none
 
 
 def _packages(_inst, _attr, value):
@@ -30,6 +31,8 @@ class RaplOptions:
     ``wrap_check_s``: how often a background thread reads the counters so that
     no wraparound goes unseen (default from the counter's range).
     ``max_power_w``: MAXPOWER of the cost metric (default: the packages' RAPL limits).
+    ``daemon_socket``: the socket of ``zeus daemon``, through which counters this
+    process may not read are read (default ``$ZEUS_DAEMON_SOCKET``).
     """
 
     packages: list[int] | None = attrs.field(default=None, validator=_packages)
@@ -37,6 +40,7 @@ class RaplOptions:
     powercap_root: str | None = None
     wrap_check_s: float | None = attrs.field(default=None, validator=positive_or_none)
     max_power_w: float | None = attrs.field(default=None, validator=positive_or_none)
+    daemon_socket: str | None = attrs.field(default=None, validator=absolute_path_or_none, metadata=NOT_IDENTITY)
 
 
 @attrs.define

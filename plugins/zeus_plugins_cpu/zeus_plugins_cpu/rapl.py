@@ -12,6 +12,11 @@ Zones: top-level ``intel-rapl:N`` zones named ``package-K`` are packages
 (``cpuK-package``); their subzone named ``dram`` is ``cpuK-dram``. Other zones
 (``psys``, ``core``, ``uncore``) are not measured: ``core`` and ``uncore`` are
 inside the package's figure, and ``psys`` covers the platform.
+
+Since Linux 5.10 ``energy_uj`` is readable by root only. A process that may
+not read it, with a daemon socket configured (``daemon_socket`` or
+``$ZEUS_DAEMON_SOCKET``), reads it through ``zeus daemon``'s ``rapl`` service
+(:mod:`zeus_plugins_cpu.service`); the wraparound accounting stays here.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ import re
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from zeus_core import DeviceError
+from zeus_core.daemon import DaemonClient, socket_path
 
 from zeus_plugins_cpu.options import RaplOptions
 
@@ -34,7 +41,8 @@ ASSUMED_MAX_W = 1000.0  # no CPU package draws more; bounds how fast a counter c
 
 PERMISSION_FIX = (
     "Since Linux 5.10 the RAPL energy files are readable by root only (CVE-2020-8694). "
-    "Fix: run zeus as root, or let your user read them "
+    "Fix: let `zeus daemon` (started as root, with a [serve.rapl] table) read them for you: set ZEUS_DAEMON_SOCKET "
+    "(or daemon_socket in [device]) to its socket (README: Running without root); or run zeus as root, or let your user read them "
     "(sudo chmod o+r /sys/class/powercap/intel-rapl:*/energy_uj /sys/class/powercap/intel-rapl:*/intel-rapl:*/energy_uj, "
     "undone at reboot), or mount /sys/class/powercap into the container; "
     'or estimate instead with [device] plugin = "cpu-estimate"'
@@ -42,17 +50,31 @@ PERMISSION_FIX = (
 
 
 class RaplCounter:
-    """One ``energy_uj`` file with wraparound accounting; thread-safe."""
+    """One ``energy_uj`` file with wraparound accounting; thread-safe.
 
-    def __init__(self, name: str, zone: Path) -> None:
+    ``daemon``: read through ``zeus daemon`` when this process may not read
+    the file (``control_path`` says which); the zone is named to the daemon by
+    its path under the powercap folder (``intel-rapl:0``), never by a path the
+    root process would open blindly.
+    """
+
+    def __init__(self, name: str, zone: Path, root: Path | None = None, daemon: Callable[[], DaemonClient] | None = None) -> None:
         self.name = name
         self.zone = zone
         self.path = zone / "energy_uj"
+        self.control_path = "local"
+        self._daemon: DaemonClient | None = None
+        self._fd = -1
         try:
             self.range_uj = int((zone / "max_energy_range_uj").read_text())
             self._fd = os.open(self.path, os.O_RDONLY)
         except PermissionError:
-            raise DeviceError(f"cannot read {self.path}: permission denied. {PERMISSION_FIX}") from None
+            if daemon is None:
+                raise DeviceError(f"cannot read {self.path}: permission denied. {PERMISSION_FIX}") from None
+            self._daemon = daemon()
+            self._zone_id = zone.relative_to(root).as_posix() if root is not None else zone.name
+            self.control_path = "daemon"
+            self.range_uj = int(self._daemon_read()["max_energy_range_uj"])
         except (OSError, ValueError) as e:
             raise DeviceError(f"cannot use RAPL zone {zone}: {e}") from None
         if self.range_uj <= 0:
@@ -61,7 +83,13 @@ class RaplCounter:
         self.wraps = 0
         self._last = self._raw()
 
+    def _daemon_read(self) -> dict:
+        assert self._daemon is not None
+        return self._daemon.call("rapl.read", zone=self._zone_id)
+
     def _raw(self) -> int:
+        if self._daemon is not None:
+            return int(self._daemon_read()["energy_uj"])
         try:
             text = os.pread(self._fd, 32, 0)
         except PermissionError:
@@ -82,10 +110,11 @@ class RaplCounter:
         return self.range_uj / 1e6 / ASSUMED_MAX_W
 
     def close(self) -> None:
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
+        if self._fd >= 0:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
 
 
 def find_root(explicit: str | None) -> Path:
@@ -156,15 +185,18 @@ class RaplCpus:
         if missing:
             raise DeviceError(f"RAPL packages {missing} do not exist; this machine has packages {sorted(zones)}")
         self.counters: list[RaplCounter] = []
+        self._client: DaemonClient | None = None
+        sock = socket_path(options.daemon_socket)
+        daemon = self._daemon_client if sock else None
         try:
             for p in wanted:
-                self.counters.append(RaplCounter(f"cpu{p}-package", zones[p]["package"]))
+                self.counters.append(RaplCounter(f"cpu{p}-package", zones[p]["package"], root, daemon))
                 if options.dram and "dram" in zones[p]:
-                    self.counters.append(RaplCounter(f"cpu{p}-dram", zones[p]["dram"]))
+                    self.counters.append(RaplCounter(f"cpu{p}-dram", zones[p]["dram"], root, daemon))
         except DeviceError:
-            for c in self.counters:
-                c.close()
+            self._close_counters()
             raise
+        self.control_paths = {c.name: c.control_path for c in self.counters}
         self.names = [c.name for c in self.counters]
         self.energy_sources = {n: "counter" for n in self.names}
         self.max_power_w = self._max_power(options.max_power_w, [zones[p]["package"] for p in wanted])
@@ -198,12 +230,23 @@ class RaplCpus:
     def read_energy(self) -> dict[str, float]:
         return {c.name: c.read_uj() / 1e6 for c in self.counters}
 
+    def _daemon_client(self) -> DaemonClient:
+        """The one connection to ``zeus daemon`` the counters share, opened for the first that needs it."""
+        if self._client is None:
+            self._client = DaemonClient(str(socket_path(self.options.daemon_socket)))
+        return self._client
+
+    def _close_counters(self) -> None:
+        for c in self.counters:
+            c.close()
+        if self._client is not None:
+            self._client.close()
+
     def close(self) -> None:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(5)
-        for c in self.counters:
-            c.close()
+        self._close_counters()
 
 
 def make_rapl(options: RaplOptions, context: Any) -> RaplCpus:

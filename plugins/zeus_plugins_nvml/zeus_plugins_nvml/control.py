@@ -20,10 +20,25 @@ OWNER = "nvml"
 
 PERMISSION_FIX = (
     "Changing GPU power limits and clocks needs root or the CAP_SYS_ADMIN capability. "
-    "Fix: run zeus as root (sudo -E zeus ...), or start the container with --cap-add SYS_ADMIN, "
-    "or let a privileged helper that holds CAP_SYS_ADMIN make the change; "
+    "Fix: let the privileged helper `zeus daemon` (started as root) make the change: set ZEUS_DAEMON_SOCKET "
+    "(or daemon_socket in [device]) to its socket (README: Running without root); "
+    "or run zeus as root (sudo -E zeus ...), or start the container with --cap-add SYS_ADMIN; "
     'or keep the GPU as it is with [power] plugin = "max"'
 )
+
+#: setting -> (operation that sets it, operation that puts it back) of the ``nvml`` daemon service
+DAEMON_OPS = {
+    "power_limit": ("nvml.set_power_limit", "nvml.reset_power_limit"),
+    "locked_clocks": ("nvml.lock_clocks", "nvml.reset_clocks"),
+    "locked_memory_clocks": ("nvml.lock_memory_clocks", "nvml.reset_memory_clocks"),
+}
+
+
+def daemon_args(setting: str, value: Any) -> dict[str, Any]:
+    """The arguments of ``setting``'s daemon operation for ``value`` (what :func:`apply` takes)."""
+    if setting == "power_limit":
+        return {"milliwatts": int(value)}
+    return {"min_mhz": int(value[0]), "max_mhz": int(value[1])}
 
 
 #: Set to a driver-state file, this makes the plugin use the simulated driver

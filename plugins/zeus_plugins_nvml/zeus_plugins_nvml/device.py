@@ -5,6 +5,8 @@ call per window edge) or, on older GPUs, from power polled in a background
 process (:mod:`zeus_plugins_nvml.poller`). Every setting changed (power limit,
 locked SM and memory clocks) is journaled first and put back on close, at exit,
 on SIGTERM, or at the next ``zeus`` start after a SIGKILL (:mod:`zeus_core.journal`).
+A process without CAP_SYS_ADMIN changes them through ``zeus daemon`` instead,
+when a daemon socket is configured (:mod:`zeus_plugins_nvml.settings`).
 
 Locking the SM clock also locks the memory clock to its highest supported
 value (as the published Perseus controller does): the SM clocks NVML lists are
@@ -22,19 +24,19 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from zeus_core import SettingsGuard
 from zeus_core import DeviceError
 
-from zeus_plugins_nvml.control import FAKE_ENV, OWNER, PERMISSION_FIX, apply, key_for, nvml_module, restore_setting
+from zeus_plugins_nvml.control import FAKE_ENV, PERMISSION_FIX, nvml_module
 from zeus_plugins_nvml.options import NvmlOptions
 from zeus_plugins_nvml.poller import PollerError, PowerPoller
+from zeus_plugins_nvml.settings import GpuSettings
 from zeus_plugins_nvml.visible import VisibleDevicesError, VisibleGpu, visible_gpus
 
 
 class NvmlGpu:
     """One CUDA-visible GPU: identity, energy source and control, in watts and MHz."""
 
-    def __init__(self, nvml: Any, vis: VisibleGpu, guard: SettingsGuard, source: str) -> None:
+    def __init__(self, nvml: Any, vis: VisibleGpu, settings: GpuSettings, source: str) -> None:
         self._nvml = nvml
         self.name = f"gpu{vis.cuda_index}"
         self.cuda_index = vis.cuda_index
@@ -43,7 +45,7 @@ class NvmlGpu:
         self.mig_uuid = vis.mig_uuid
         self.model = nvml.nvmlDeviceGetName(vis.handle)
         self.source = source
-        self._guard = guard
+        self._settings = settings
         self._clocks: tuple[int, list[int]] | None = None  # (highest memory clock, SM clocks at it)
         #: True / False once a memory-clock lock was tried; None before
         self.memory_clock_lockable: bool | None = None
@@ -115,8 +117,7 @@ class NvmlGpu:
         current = self._call("read the power limit", self._nvml.nvmlDeviceGetPowerManagementLimit, self.handle)
         if current == mw:
             return
-        with self._guard.changing(key_for(self.uuid, "power_limit"), current):
-            self._call("set the power limit", apply, self._nvml, self.handle, "power_limit", mw)
+        self._call("set the power limit", self._settings.change, self.uuid, self.handle, "power_limit", current, mw)
 
     def lock_clocks(self, mhz: int) -> None:
         self._require_whole_gpu("lock the SM clock")
@@ -129,8 +130,7 @@ class NvmlGpu:
             )
         new_memory_lock = self._lock_memory_clock()
         try:
-            with self._guard.changing(key_for(self.uuid, "locked_clocks"), None):
-                self._call("lock the SM clock", apply, self._nvml, self.handle, "locked_clocks", [mhz, mhz])
+            self._call("lock the SM clock", self._settings.change, self.uuid, self.handle, "locked_clocks", None, [mhz, mhz])
         except BaseException:
             if new_memory_lock:  # a failed lock_clocks leaves the GPU as it was
                 try:
@@ -142,13 +142,11 @@ class NvmlGpu:
     def _lock_memory_clock(self) -> bool:
         """Lock the memory clock to the highest supported one, unless this process already did or the
         GPU refuses (``NotSupported`` is remembered and ignored); True if this call locked it."""
-        key = key_for(self.uuid, "locked_memory_clocks")
-        if self.memory_clock_lockable is False or key in self._guard.pending:
+        if self.memory_clock_lockable is False or self._settings.holds(self.uuid, "locked_memory_clocks"):
             return False
         mem = self.max_memory_clock()
         try:
-            with self._guard.changing(key, None):
-                apply(self._nvml, self.handle, "locked_memory_clocks", [mem, mem])
+            self._settings.change(self.uuid, self.handle, "locked_memory_clocks", None, [mem, mem])
         except self._nvml.NVMLError_NotSupported:
             self.memory_clock_lockable = False
             return False
@@ -160,12 +158,8 @@ class NvmlGpu:
     def _reset(self, what: str, setting: str, unsupported_ok: bool = False) -> bool:
         """Put ``setting`` back through the journal if this process changed it, else reset it directly.
         False if the GPU answered NotSupported and ``unsupported_ok`` (nothing to reset)."""
-        key = key_for(self.uuid, setting)
         try:
-            if key in self._guard.pending:
-                self._guard.restore(key)
-            else:
-                apply(self._nvml, self.handle, setting, None)
+            self._settings.reset(self.uuid, self.handle, setting)
         except self._nvml.NVMLError_NotSupported as e:
             if unsupported_ok:
                 return False
@@ -183,7 +177,7 @@ class NvmlGpu:
 
     def restore_power_limit(self) -> None:
         """Put back the power limit this process found (no-op if it changed nothing)."""
-        self._guard.restore(key_for(self.uuid, "power_limit"))
+        self._settings.reset(self.uuid, self.handle, "power_limit", only_if_changed=True)
 
 
 class NvmlGpus:
@@ -236,8 +230,8 @@ class NvmlGpus:
                 )
             visible = [visible[i] for i in options.gpus]
         self._check_mig(visible, options.mig)
-        self._guard = SettingsGuard(OWNER, restore_setting)
-        self.gpus = [NvmlGpu(nvml, v, self._guard, self._source(v, options.energy)) for v in visible]
+        self._settings = GpuSettings(nvml, options.daemon_socket)
+        self.gpus = [NvmlGpu(nvml, v, self._settings, self._source(v, options.energy)) for v in visible]
         self._warn_device_order()
         self.names = [g.name for g in self.gpus]
         self.energy_sources = {g.name: g.source for g in self.gpus}
@@ -338,7 +332,17 @@ class NvmlGpus:
         """Instant power (W) per GPU."""
         return {g.name: g.read_power() for g in self.gpus}
 
+    def identity(self) -> dict[str, Any]:
+        """The GPU models behind the job's ``gpus`` (:class:`zeus_core.HasIdentity`): a power limit
+        learned on one model means nothing on another."""
+        return {"gpu_models": [g.model for g in self.gpus]}
+
     # -- control --
+
+    @property
+    def control_paths(self) -> dict[str, str]:
+        """How each GPU's settings change: ``local`` (NVML here) or ``daemon`` (``zeus daemon``)."""
+        return dict.fromkeys(self.names, self._settings.path)
 
     def power_limit_range(self) -> tuple[float, float]:
         """The range every GPU accepts (the intersection of their ranges), in W."""
@@ -403,7 +407,7 @@ class NvmlGpus:
             return
         self._closed = True
         try:
-            self._guard.close()
+            self._settings.close()
         finally:
             self._shutdown()
 

@@ -8,7 +8,11 @@ code that runs on a real GPU. It behaves like the driver where that matters:
 * ``NVMLError_NotSupported`` for the energy counter before Volta, and for power
   and energy of a MIG slice (NVML measures whole GPUs only);
 * ``NVMLError_NoPermission`` for every setter unless the driver state is
-  ``privileged`` (root or CAP_SYS_ADMIN);
+  ``privileged``: ``True`` (every process may, as if all ran as root),
+  ``False`` (none may), or ``"root"`` (like the real driver: only a process
+  holding CAP_SYS_ADMIN, which root has and loses when it drops to another
+  user; so a root ``zeus daemon`` and an unprivileged client share one driver
+  state and get the real driver's answers);
 * ``NVMLError_InvalidArgument`` for a limit outside the constraints or an
   unknown clock; ``NVMLError_Uninitialized`` before ``nvmlInit``;
 * memory-clock locking (``nvmlDeviceSetMemoryLockedClocks`` / ``Reset...``)
@@ -21,7 +25,7 @@ code that runs on a real GPU. It behaves like the driver where that matters:
 Outside tests, ``ZEUS_FAKE_NVML=PATH`` makes the ``nvml`` device use this
 module instead of ``pynvml`` (:func:`zeus_plugins_nvml.control.nvml_module`),
 so a job with ``[device] plugin = "nvml"`` runs on a machine without a GPU;
-``python -m zeus_plugins_nvml.fake_pynvml PATH [--gpus N] [--privileged]``
+``python -m zeus_plugins_nvml.fake_pynvml PATH [--gpus N] [--privileged | --root-only]``
 writes the state first.
 
 The driver state is a JSON file named by ``$ZEUS_FAKE_NVML``, shared by every
@@ -48,6 +52,8 @@ from typing import Any
 
 import attrs
 import pynvml as _real
+
+from zeus_core.daemon import CAP_SYS_ADMIN, has_capability
 
 ENV = "ZEUS_FAKE_NVML"
 
@@ -98,10 +104,15 @@ def _uuid(i: int) -> str:
 def create(
     path: str | os.PathLike[str],
     gpus: list[FakeGpu] | int = 1,
-    privileged: bool = False,
+    privileged: bool | str = False,
     driver_version: str = "550.54.15",
 ) -> Path:
-    """Write a driver state with ``gpus`` (a count of default A100s or a list) and return its path."""
+    """Write a driver state with ``gpus`` (a count of default A100s or a list) and return its path.
+
+    ``privileged``: who may call setters, ``True``, ``False`` or ``"root"`` (see the module docstring).
+    """
+    if privileged not in (True, False, "root"):
+        raise ValueError(f'privileged must be True, False or "root", got {privileged!r}')
     if isinstance(gpus, int):
         gpus = [FakeGpu() for _ in range(gpus)]
     now = time.monotonic()
@@ -259,7 +270,8 @@ def _gpu(handle: _Handle, allow_mig: bool = False) -> dict:
 
 def _setter(handle: _Handle) -> tuple[int, int | None]:
     _gpu(handle)  # MIG slices cannot be steered
-    if not _state()["privileged"]:
+    mode = _state()["privileged"]
+    if not (has_capability(CAP_SYS_ADMIN) if mode == "root" else mode):
         raise _err(_real.NVML_ERROR_NO_PERMISSION)
     return handle.index, handle.mig
 
@@ -527,7 +539,10 @@ def main(argv: list[str] | None = None) -> None:
                                             f"{ENV}=PATH to use it instead of a GPU.")
     p.add_argument("path", help="driver state file to write (replaced if it exists)")
     p.add_argument("--gpus", type=int, default=1, help="number of simulated A100s (default 1)")
-    p.add_argument("--privileged", action="store_true", help="allow setters (as root / CAP_SYS_ADMIN); default: refuse")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--privileged", action="store_true", help="allow setters to every process; default: refuse them to all")
+    who.add_argument("--root-only", action="store_true",
+                     help="allow setters only to processes holding CAP_SYS_ADMIN (root), like the real driver")
     p.add_argument("--graphics-clocks", help="comma-separated SM clocks in MHz (default 1410 down to 210 in 15 MHz steps)")
     p.add_argument("--demand-w", type=float, default=250.0, help="power each GPU draws at its highest clock (W)")
     a = p.parse_args(argv)
@@ -542,7 +557,7 @@ def main(argv: list[str] | None = None) -> None:
         if not clocks or min(clocks) <= 0:
             p.error(f"--graphics-clocks needs positive clocks, got {a.graphics_clocks!r}")
     gpus = [FakeGpu(demand_w=a.demand_w, **({"graphics_clocks": clocks} if clocks else {})) for _ in range(a.gpus)]
-    path = create(a.path, gpus, privileged=a.privileged)
+    path = create(a.path, gpus, privileged="root" if a.root_only else a.privileged)
     print(f"simulated driver with {a.gpus} GPU(s) in {path}; use it with {ENV}={Path(path).resolve()}")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import attrs
 
-from zeus_core.validators import between, one_of, positive_or_none
+from zeus_core import NOT_IDENTITY
+from zeus_core.validators import absolute_path_or_none, between, one_of, positive_or_none
 
 
 def _gpus(_inst, _attr, value):
@@ -28,11 +29,14 @@ class NvmlOptions:
     ``poll_interval_s``: the power poller's period. ``mig``: ``error`` (a MIG
     slice cannot be measured on its own) or ``parent`` (measure the whole GPU
     the slice lives on). ``max_power_w``: MAXPOWER of the cost metric, per GPU;
-    default each GPU's maximum power limit.
+    default each GPU's maximum power limit. ``daemon_socket``: the socket of
+    ``zeus daemon``, through which a process without CAP_SYS_ADMIN changes power
+    limits and clocks (default ``$ZEUS_DAEMON_SOCKET``; reads always stay local).
     """
 
     gpus: list[int] | None = attrs.field(default=None, validator=_gpus)
-    energy: str = attrs.field(default="auto", validator=one_of("auto", "counter", "polling"))
-    poll_interval_s: float = attrs.field(default=0.1, validator=between(0.005, 5.0))
+    energy: str = attrs.field(default="auto", validator=one_of("auto", "counter", "polling"), metadata=NOT_IDENTITY)
+    poll_interval_s: float = attrs.field(default=0.1, validator=between(0.005, 5.0), metadata=NOT_IDENTITY)
     mig: str = attrs.field(default="error", validator=one_of("error", "parent"))
     max_power_w: float | None = attrs.field(default=None, validator=positive_or_none)
+    daemon_socket: str | None = attrs.field(default=None, validator=absolute_path_or_none, metadata=NOT_IDENTITY)

@@ -1,4 +1,4 @@
-"""Entry point of zeus-plugins-nvml: the ``nvml`` device and its settings restorer."""
+"""Entry point of zeus-plugins-nvml: the ``nvml`` device, its settings restorer, and its ``zeus daemon`` service."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from zeus_core import hookimpl
 from zeus_plugins_nvml.control import OWNER, restore_setting
 from zeus_plugins_nvml.device import make_nvml
 from zeus_plugins_nvml.options import NvmlOptions
+from zeus_plugins_nvml.service import NvmlServeOptions, NvmlService
 
 
 @hookimpl
@@ -17,3 +18,8 @@ def zeus_register_devices(register):
 @hookimpl
 def zeus_register_restorers(register):
     register(OWNER, restore_setting)
+
+
+@hookimpl
+def zeus_register_privileged_operations(register):
+    register("nvml", NvmlService, options=NvmlServeOptions)

@@ -1,0 +1,216 @@
+"""``zeus daemon``'s configuration: one TOML file, structured with attrs + cattrs.
+
+Every mistake is reported at once with its line and path, as ``zeus
+validate`` does for ``job.toml`` (``daemon.toml:4: no user named 'bob' on this
+machine ... @ $.allow_users[1]``), and the daemon exits 2 before it creates
+the socket or touches a device. Example (``contrib/zeus-daemon.toml``)::
+
+    socket = "/run/zeus/daemon.sock"
+    socket_group = "zeus"            # who may open the socket: its group ...
+    socket_mode = "0660"             # ... with these permissions
+    allow_groups = ["zeus"]          # whom the daemon serves (SO_PEERCRED)
+    plugins = ["nvml", "cpu"]        # entry points the root process imports
+    journal_dir = "/var/lib/zeus-daemon"
+
+    [serve.nvml]                     # GPU power limits and clocks
+    gpus = "all"                     # or NVML indices / UUIDs: [0, "GPU-..."]
+
+    [serve.rapl]                     # RAPL energy counters (opt in)
+
+A service is served only when its ``[serve.<name>]`` table is present; its
+keys are the options of the plugin's service.
+"""
+
+from __future__ import annotations
+
+import grp
+import importlib.metadata
+import os
+import pwd
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from zeus_core.job import JobError, Problem, _suggest, structure
+from zeus_core.tomlpos import line_index
+
+DEFAULT_CONFIG = "/etc/zeus/daemon.toml"
+CONFIG_ENV = "ZEUS_DAEMON_CONFIG"
+DEFAULT_SOCKET = "/run/zeus/daemon.sock"
+DEFAULT_JOURNAL_DIR = "/var/lib/zeus-daemon"
+
+
+def _absolute(_inst, attribute, value):
+    if not os.path.isabs(value):
+        raise ValueError(f"{attribute.name} must be an absolute path (the daemon's working folder is not yours), got {value!r}")
+
+
+def _log(_inst, attribute, value):
+    if value not in ("stderr", "none") and not os.path.isabs(value):
+        raise ValueError(f'{attribute.name} must be "stderr" (systemd\'s journal picks it up), "none", or an absolute file path, got {value!r}')
+
+
+def _max_clients(_inst, attribute, value):
+    if not 1 <= value <= 4096:
+        raise ValueError(f"{attribute.name} must be between 1 and 4096 (one thread each), got {value}")
+
+
+@attrs.define
+class DaemonConfig:
+    """The keys of the daemon's TOML file.
+
+    ``socket``: the Unix socket clients connect to. ``socket_owner`` /
+    ``socket_group``: its owner and group (names or numeric ids; default the
+    daemon's own). ``socket_mode``: its permissions, an octal string such as
+    ``"0660"``. ``allow_users`` / ``allow_groups``: who is served (names or
+    ids; a user is allowed when listed or in a listed group, primary or
+    supplementary; root is always allowed). ``log``: ``"stderr"``, ``"none"``
+    or a file; every change is logged. ``journal_dir``: where the original
+    settings are journaled (restored at the next start after a SIGKILL).
+    ``plugins``: the zeus entry points to load (default every installed one;
+    name only those that serve, so the root process imports nothing else).
+    ``max_clients``: connections served at once. ``serve``: one table per
+    service to serve, holding that service's options.
+    """
+
+    socket: str = attrs.field(default=DEFAULT_SOCKET, validator=_absolute)
+    socket_owner: Any = None
+    socket_group: Any = None
+    socket_mode: Any = "0660"
+    allow_users: list[Any] = attrs.field(factory=list)
+    allow_groups: list[Any] = attrs.field(factory=list)
+    log: str = attrs.field(default="stderr", validator=_log)
+    journal_dir: str = attrs.field(default=DEFAULT_JOURNAL_DIR, validator=_absolute)
+    plugins: list[str] | None = None
+    max_clients: int = attrs.field(default=64, validator=_max_clients)
+    serve: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ResolvedConfig:
+    """The configuration with names resolved to ids and each service's options structured."""
+
+    path: Path
+    raw: DaemonConfig
+    socket_uid: int
+    socket_gid: int
+    socket_mode: int
+    allowed_uids: frozenset[int]
+    allowed_gids: frozenset[int]
+    services: dict[str, Any]  # service name -> its options instance
+    lines: dict[tuple, int]
+
+    @property
+    def journal_path(self) -> Path:
+        return Path(self.raw.journal_dir) / "journal.sqlite"
+
+
+class ConfigError(JobError):
+    """The daemon's configuration is invalid; ``problems`` lists every error."""
+
+
+def _account(value: Any, kind: str) -> tuple[int | None, str]:
+    """(id, error) for a user (``kind="user"``) or group name or numeric id."""
+    noun, id_name = ("user", "uid") if kind == "user" else ("group", "gid")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None, f"expected a {noun} name or numeric {id_name}, got {type(value).__name__} {value!r}"
+    if isinstance(value, int) or value.isdigit():
+        return int(value), ""
+    try:
+        return (pwd.getpwnam(value).pw_uid if kind == "user" else grp.getgrnam(value).gr_gid), ""
+    except KeyError:
+        create = "create it" if kind == "user" else f"create it (`groupadd {value}`)"
+        database = "passwd" if kind == "user" else "group"
+        return None, f"no {noun} named {value!r} on this machine (`getent {database} {value}`); {create} or give a numeric {id_name}"
+
+
+def _mode(value: Any) -> tuple[int | None, str]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        mode = value
+    elif isinstance(value, str):
+        try:
+            mode = int(value, 8)
+        except ValueError:
+            mode = -1
+    else:
+        mode = -1
+    if not 0 <= mode <= 0o777:
+        return None, f'socket_mode must be octal permissions such as "0660" (owner and group may connect), got {value!r}'
+    if not mode & 0o200:
+        return None, f"socket_mode {value!r} ({mode:04o}) does not let the owner write: connecting to a socket needs write permission"
+    return mode, ""
+
+
+def installed_entry_points() -> list[str]:
+    """Names of the installed ``zeus`` entry points (without importing them)."""
+    return sorted({ep.name for ep in importlib.metadata.entry_points(group="zeus")})
+
+
+def read_config(path: str | os.PathLike[str]) -> tuple[DaemonConfig | None, list[Problem], dict[tuple, int], dict]:
+    """Parse and structure the file: (config or None, problems, line index, raw dict)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        fix = "write one (contrib/zeus-daemon.toml is an example) or pass --config PATH"
+        return None, [Problem((), f"cannot read the daemon's configuration: {e.strerror or e}; {fix}")], {}, {}
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        return None, [Problem((), f"invalid TOML: {e}")], {}, {}
+    lines = line_index(text)
+    problems: list[Problem] = []
+    cfg = structure(DaemonConfig, raw, (), problems)
+    plugins = raw.get("plugins")
+    if isinstance(plugins, list):
+        known = installed_entry_points()
+        for i, name in enumerate(plugins):
+            if isinstance(name, str) and name not in known:
+                problems.append(Problem(("plugins", i), f"no installed zeus plugin named {name!r}{_suggest(name, known)}; installed: {', '.join(known) or 'none'}"))
+    return (cfg if not problems else None), problems, lines, raw
+
+
+def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lines: dict[tuple, int]) -> ResolvedConfig:
+    """Resolve names and structure the ``[serve.*]`` tables; ConfigError with every problem."""
+    problems: list[Problem] = []
+    uids: set[int] = set()
+    gids: set[int] = set()
+    for key, kind, ids in (("allow_users", "user", uids), ("allow_groups", "group", gids)):
+        for i, name in enumerate(getattr(cfg, key)):
+            got, err = _account(name, kind)
+            if err:
+                problems.append(Problem((key, i), err))
+            else:
+                ids.add(got)  # type: ignore[arg-type]
+    if not cfg.allow_users and not cfg.allow_groups:
+        problems.append(Problem(("allow_groups",), 'allow_users and allow_groups are both empty, so only root could use the daemon; allow the training users, e.g. allow_groups = ["zeus"]'))
+    owner, gid_sock = os.geteuid(), os.getegid()
+    if cfg.socket_owner is not None:
+        owner, err = _account(cfg.socket_owner, "user")
+        if err:
+            problems.append(Problem(("socket_owner",), err))
+    if cfg.socket_group is not None:
+        gid_sock, err = _account(cfg.socket_group, "group")
+        if err:
+            problems.append(Problem(("socket_group",), err))
+    mode, err = _mode(cfg.socket_mode)
+    if err:
+        problems.append(Problem(("socket_mode",), err))
+    services: dict[str, Any] = {}
+    if not isinstance(cfg.serve, dict) or not cfg.serve:
+        names = ", ".join(sorted(service_options)) or "none (install a device plugin, e.g. zeus-plugins-nvml)"
+        problems.append(Problem(("serve",), f"the daemon serves nothing: add a [serve.<name>] table per service to serve; installed services: {names}"))
+    else:
+        for name, table in cfg.serve.items():
+            if name not in service_options:
+                hint = _suggest(name, service_options)
+                problems.append(Problem(("serve", name), f"unknown service {name!r}{hint}; installed services: {', '.join(sorted(service_options)) or 'none'} (from the plugins loaded: see the plugins key)"))
+                continue
+            opts = structure(service_options[name], table, ("serve", name), problems)
+            if opts is not None:
+                services[name] = opts
+    if problems:
+        raise ConfigError(str(path), problems, lines)
+    return ResolvedConfig(path, cfg, owner, gid_sock, mode, frozenset(uids), frozenset(gids), services, lines)  # type: ignore[arg-type]

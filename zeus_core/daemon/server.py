@@ -1,0 +1,574 @@
+"""The daemon: a Unix socket, one thread per client, and the settings clients hold.
+
+Start-up, in this order (any failure stops the daemon before it serves):
+
+1. read and check the configuration (:mod:`zeus_core.daemon.config`);
+2. load only the configured plugins and build each served service;
+3. put back what a SIGKILLed daemon left changed (its journal, under
+   ``journal_dir``; :func:`zeus_core.journal.restore_pending`);
+4. create the socket with its owner, group and mode already set (it is bound
+   under a temporary name with a 0600 umask and renamed into place), refusing
+   to replace the socket of a daemon that still answers.
+
+Each connection is checked against the allow-list with the kernel's
+``SO_PEERCRED`` (pid, uid, gid of the peer; a client cannot lie about them),
+then served frame by frame. Every operation, release and restore runs on one
+*device thread*, in arrival order: two clients never interleave driver calls
+or journal writes, and the journal's SQLite connection stays in the thread
+that opened it.
+
+Who holds what (:class:`Holds`): the first change of a device setting by any
+client journals the setting's original value (through a
+:class:`~zeus_core.journal.SettingsGuard` per restorer owner, whose journal is
+the daemon's own); each client that changes the setting then *holds* it. When
+a client disconnects or dies (the kernel closes its socket), its holds end; a
+setting nobody holds any more is put back to the journaled original. So two
+clients on one GPU cannot undo each other's changes halfway, and the original
+comes back once, when the last of them leaves. SIGTERM, SIGINT and SIGHUP end
+the daemon cleanly: it stops accepting, ends every session (restoring), and
+removes its socket.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pwd
+import signal
+import socket
+import stat
+import struct
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import attrs
+from rich.console import Console
+
+from zeus_core.daemon.config import ResolvedConfig
+from zeus_core.daemon.protocol import (
+    MAX_FRAME,
+    PROTOCOL_VERSION,
+    FrameError,
+    decode,
+    encode,
+    error_reply,
+    ok_reply,
+    read_frame,
+)
+from zeus_core.daemon.service import (
+    Operation,
+    OperationFailed,
+    Refused,
+    ServiceConfigError,
+    ServiceContext,
+    operations_of,
+)
+from zeus_core.job import Problem, structure
+from zeus_core.journal import SettingsGuard, restore_pending
+from zeus_core.measurement import DeviceError
+from zeus_core.registry import Registry
+
+#: how long the rest of a frame may take once its first byte arrived
+FRAME_TIMEOUT_S = 10.0
+_PEERCRED = struct.Struct("3i")
+
+log = logging.getLogger("zeus.daemon")
+
+
+class StartError(RuntimeError):
+    """The daemon cannot start (another daemon serves the socket, a service cannot open its device)."""
+
+
+def daemon_version() -> str:
+    try:
+        return version("zeus-core")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+@attrs.define(eq=False)
+class Session:
+    """One client connection: who it is (from the kernel) and what it holds."""
+
+    daemon: Daemon
+    number: int
+    pid: int
+    uid: int
+    gid: int
+    user: str
+
+    def __str__(self) -> str:
+        return f"client #{self.number} (pid {self.pid}, uid {self.uid} {self.user})"
+
+    def change(self, owner: str, key: str, original: Any, apply: Callable[[], Any]) -> None:
+        self.daemon.holds.change(self, owner, key, original, apply)
+
+    def release(self, owner: str, key: str, reset: Callable[[], Any] | None = None) -> str:
+        return self.daemon.holds.release(self, owner, key, reset)
+
+    def holds(self, owner: str, key: str) -> bool:
+        return self.daemon.holds.held_by(self, owner, key)
+
+
+class Holds:
+    """Device settings changed for clients: journaled once, held per client, restored by the last holder."""
+
+    def __init__(self, restorers: dict[str, Callable[[str, Any], Any]], journal_path: Path) -> None:
+        self._restorers = restorers
+        self._journal_path = journal_path
+        self._guards: dict[str, SettingsGuard] = {}
+        self._holders: dict[tuple[str, str], dict[int, Session]] = {}
+
+    def _guard(self, owner: str) -> SettingsGuard:
+        guard = self._guards.get(owner)
+        if guard is None:
+            restorer = self._restorers.get(owner)
+            if restorer is None:
+                raise OperationFailed(
+                    f"no loaded plugin restores {owner!r} settings, and the daemon changes nothing it could not put "
+                    "back; add the plugin that registers it to the daemon's plugins"
+                )
+            guard = self._guards[owner] = SettingsGuard(owner, restorer, journal_path=self._journal_path)
+        return guard
+
+    def change(self, session: Session, owner: str, key: str, original: Any, apply: Callable[[], Any]) -> None:
+        guard = self._guard(owner)
+        new = guard.record(key, original)
+        try:
+            apply()
+        except BaseException:
+            if new:
+                guard.forget(key)
+            raise
+        if new:
+            log.info("journaled %s %s: original %r", owner, key, original)
+        self._holders.setdefault((owner, key), {})[session.number] = session
+
+    def held_by(self, session: Session, owner: str, key: str) -> bool:
+        return session.number in self._holders.get((owner, key), {})
+
+    def release(self, session: Session, owner: str, key: str, reset: Callable[[], Any] | None = None) -> str:
+        """End ``session``'s hold; restore when it was the last. Returns what happened:
+        ``restored``, ``held`` (others still hold it), ``reset`` (nobody held it: ``reset()`` ran)
+        or ``unchanged``."""
+        holders = self._holders.get((owner, key), {})
+        if session.number in holders:
+            del holders[session.number]
+            if holders:
+                return "held"
+            del self._holders[(owner, key)]
+            original = self._guards[owner].pending.get(key)
+            self._guards[owner].restore(key)
+            log.info("restored %s %s to %r (%s released it)", owner, key, original, session)
+            return "restored"
+        if holders:
+            other = next(iter(holders.values()))
+            raise Refused(
+                f"{key} is held by {other}; it goes back to its original when every client holding it disconnects"
+            )
+        if reset is None:
+            return "unchanged"
+        reset()
+        return "reset"
+
+    def release_all(self, session: Session) -> list[str]:
+        """End every hold of ``session`` (it disconnected), newest first; return the failures."""
+        errors = []
+        for owner, key in reversed([k for k, v in self._holders.items() if session.number in v]):
+            try:
+                self.release(session, owner, key)
+            except Exception as e:  # noqa: BLE001 - the journal keeps it for the next start
+                errors.append(f"{owner} {key}: {type(e).__name__}: {e}")
+        return errors
+
+    def close(self) -> list[str]:
+        """Restore everything still held (daemon exit); return the failures."""
+        errors = []
+        self._holders.clear()
+        for guard in self._guards.values():
+            pending = guard.pending
+            try:
+                guard.close()
+            except Exception as e:  # noqa: BLE001 - the journal keeps them for the next start
+                errors.append(str(e))
+            for key, original in pending.items():
+                if key not in guard.pending:
+                    log.info("restored %s %s to %r (daemon exit)", guard.owner, key, original)
+        return errors
+
+
+def _peer(conn: socket.socket) -> tuple[int, int, int]:
+    return _PEERCRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+
+
+class Daemon:
+    """``zeus daemon`` for one resolved configuration and registry."""
+
+    def __init__(self, config: ResolvedConfig, registry: Registry) -> None:
+        self.config = config
+        self.registry = registry
+        self.services: dict[str, Any] = {}
+        self.operations: dict[str, tuple[str, Operation]] = {}  # "svc.op" -> (service, operation)
+        self.holds = Holds(registry.restorers, config.journal_path)
+        self._device = ThreadPoolExecutor(1, thread_name_prefix="zeus-daemon-device")
+        self._lock = threading.Lock()  # guards the session table only
+        self._stop = threading.Event()
+        self._sessions: dict[int, tuple[Session, socket.socket]] = {}
+        self._threads: list[threading.Thread] = []
+        self._next = 0
+        self._listener: socket.socket | None = None
+        self._socket_ino: int | None = None
+
+    # -- start-up --
+
+    def restore_left_behind(self) -> int:
+        """Put back what a daemon killed with SIGKILL left changed (its journal)."""
+        path = self.config.journal_path
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        out = io.StringIO()
+        n = restore_pending(self.registry.restorers, Console(file=out, width=400, color_system=None), path=path)
+        for line in out.getvalue().splitlines():
+            if line.strip():
+                log.warning("%s", line.replace("zeus: ", "", 1))
+        return n
+
+    def build_services(self) -> None:
+        """Build every served service; ServiceConfigError becomes a config problem with its path."""
+        problems: list[Problem] = []
+        ctx = ServiceContext(log=log)
+        for name, options in self.config.services.items():
+            reg = self.registry.services[name]
+            try:
+                self.services[name] = reg.factory(options, ctx)
+            except ServiceConfigError as e:
+                problems.append(Problem(("serve", name) + e.field, str(e)))
+                continue
+            except Exception as e:  # noqa: BLE001 - e.g. no driver: said plainly, exit 1
+                self.close_services()
+                raise StartError(f"service {name!r} cannot start: {e}") from e
+            for op in operations_of(reg.factory).values():
+                self.operations[f"{name}.{op.name}"] = (name, op)
+        if problems:
+            from zeus_core.daemon.config import ConfigError
+
+            self.close_services()
+            raise ConfigError(str(self.config.path), problems, self.config.lines)
+
+    def bind(self) -> None:
+        """Create the listening socket with its final owner, group and mode before anyone can connect."""
+        path = Path(self.config.raw.socket)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            st = None
+        if st is not None:
+            if not stat.S_ISSOCK(st.st_mode):
+                raise StartError(f"{path} exists and is not a socket; remove it or set another socket in the configuration")
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            probe.settimeout(2.0)
+            try:
+                probe.connect(str(path))
+            except OSError:
+                path.unlink(missing_ok=True)  # left by a daemon that died
+            else:
+                raise StartError(f"another zeus daemon is serving {path}; stop it first (or set another socket)")
+            finally:
+                probe.close()
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.unlink(missing_ok=True)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            s.bind(str(tmp))
+        finally:
+            os.umask(old)
+        try:
+            if (self.config.socket_uid, self.config.socket_gid) != (os.geteuid(), os.getegid()):
+                os.chown(tmp, self.config.socket_uid, self.config.socket_gid)
+            os.chmod(tmp, self.config.socket_mode)
+            s.listen(128)
+            os.rename(tmp, path)
+        except BaseException:
+            s.close()
+            tmp.unlink(missing_ok=True)
+            raise
+        s.settimeout(0.2)
+        self._listener = s
+        self._socket_ino = path.lstat().st_ino
+
+    # -- serving --
+
+    def stop(self, *_args: Any) -> None:
+        """Ask the accept loop to end (signal handlers call this)."""
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self.stop)
+
+    def serve_forever(self) -> None:
+        assert self._listener is not None
+        log.info(
+            "serving %s on %s (owner %d, group %d, mode %04o) for uids %s and gids %s; pid %d",
+            ", ".join(sorted(self.operations)), self.config.raw.socket, self.config.socket_uid, self.config.socket_gid,
+            self.config.socket_mode, sorted(self.config.allowed_uids), sorted(self.config.allowed_gids), os.getpid(),
+        )
+        try:
+            while not self._stop.is_set():
+                try:
+                    conn, _ = self._listener.accept()
+                except (TimeoutError, socket.timeout):
+                    continue
+                except OSError as e:
+                    if self._stop.is_set():
+                        break
+                    log.error("accept failed: %s", e)
+                    continue
+                self._start_session(conn)
+        finally:
+            self.shutdown()
+
+    def _start_session(self, conn: socket.socket) -> None:
+        conn.settimeout(None)
+        self._threads = [t for t in self._threads if t.is_alive()]
+        if len(self._sessions) >= self.config.raw.max_clients:
+            log.warning("refused a connection: %d clients already (max_clients)", len(self._sessions))
+            self._send_and_close(conn, error_reply(None, "busy", f"the daemon serves {self.config.raw.max_clients} clients already (max_clients); try again later"))
+            return
+        t = threading.Thread(target=self._serve_client, args=(conn,), name="zeus-daemon-client", daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    @staticmethod
+    def _send_and_close(conn: socket.socket, reply: dict[str, Any]) -> None:
+        try:
+            conn.sendall(encode(reply))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def allowed(self, uid: int, gid: int) -> bool:
+        """Root, a listed uid, or a user whose primary or supplementary groups meet the listed gids."""
+        cfg = self.config
+        if uid == 0 or uid in cfg.allowed_uids:
+            return True
+        groups = {gid}
+        try:
+            pw = pwd.getpwuid(uid)
+            groups.update(os.getgrouplist(pw.pw_name, pw.pw_gid))
+        except KeyError:
+            pass
+        return bool(groups & cfg.allowed_gids)
+
+    def _serve_client(self, conn: socket.socket) -> None:
+        try:
+            pid, uid, gid = _peer(conn)
+        except OSError as e:
+            log.error("cannot read the peer's credentials (%s); closing", e)
+            conn.close()
+            return
+        user = user_name(uid)
+        if not self.allowed(uid, gid):
+            log.warning("refused pid %d uid %d (%s) gid %d: not in allow_users or allow_groups", pid, uid, user, gid)
+            self._send_and_close(conn, error_reply(None, "forbidden", (
+                f"uid {uid} ({user}) may not use this daemon: the administrator adds the user to allow_users, or one "
+                f"of its groups to allow_groups, in {self.config.path}")))
+            return
+        with self._lock:
+            self._next += 1
+            session = Session(self, self._next, pid, uid, gid, user)
+            self._sessions[session.number] = (session, conn)
+        log.info("%s connected", session)
+        try:
+            self._session_loop(session, conn)
+        finally:
+            try:
+                errors = self._on_device(self.holds.release_all, session)
+            except RuntimeError:  # the device thread is gone: shutdown restored everything already
+                errors = []
+            with self._lock:
+                self._sessions.pop(session.number, None)
+            for e in errors:
+                log.error("could not restore %s after %s left (kept in the journal)", e, session)
+            log.info("%s disconnected", session)
+            conn.close()
+
+    def _session_loop(self, session: Session, conn: socket.socket) -> None:
+        while not self._stop.is_set():
+            try:
+                body = read_frame(conn, FRAME_TIMEOUT_S)
+            except FrameError as e:
+                log.warning("%s sent a bad frame: %s", session, e)
+                if not self._send(conn, error_reply(None, "bad_frame", str(e))) or e.fatal:
+                    return
+                continue
+            except OSError:
+                return
+            if body is None:
+                return
+            try:
+                msg = decode(body)
+            except FrameError as e:
+                log.warning("%s sent a bad frame: %s", session, e)
+                if not self._send(conn, error_reply(None, "bad_frame", str(e))):
+                    return
+                continue
+            if not self._send(conn, self.dispatch(session, msg)):
+                return
+
+    def _send(self, conn: socket.socket, reply: dict[str, Any]) -> bool:
+        try:
+            frame = encode(reply)
+        except (ValueError, TypeError) as e:
+            frame = encode(error_reply(reply.get("id"), "failed", f"the operation's result cannot be sent ({e})"))
+        try:
+            conn.sendall(frame)
+            return True
+        except OSError:
+            return False
+
+    def dispatch(self, session: Session, msg: dict[str, Any]) -> dict[str, Any]:
+        """The reply to one request. Never raises: every failure is an error reply."""
+        req_id = msg.get("id")
+        if not (req_id is None or (isinstance(req_id, int) and not isinstance(req_id, bool))
+                or (isinstance(req_id, str) and len(req_id) <= 64)):
+            return error_reply(None, "bad_request", "id must be an integer or a string of at most 64 characters")
+        extra = sorted(set(msg) - {"id", "op", "args"})
+        if extra:
+            return error_reply(req_id, "bad_request", f"unknown request keys {extra}; a request has id, op and args")
+        op = msg.get("op")
+        args = msg.get("args", {})
+        if not isinstance(op, str) or not op:
+            return error_reply(req_id, "bad_request", "op must name an operation (a string)")
+        if not isinstance(args, dict):
+            return error_reply(req_id, "bad_request", f"args must be an object, got {type(args).__name__}")
+        if op == "hello":
+            return ok_reply(req_id, self.hello(session))
+        if op == "ping":
+            return ok_reply(req_id, {})
+        entry = self.operations.get(op)
+        if entry is None:
+            return self._unknown(req_id, op)
+        service_name, operation = entry
+        problems: list[Problem] = []
+        parsed = structure(operation.args, args, ("args",), problems)
+        if parsed is None:
+            text = "; ".join(f"{p.message} @ {p.jsonpath()}" for p in problems)
+            log.warning("%s: %s refused, invalid arguments: %s", session, op, text)
+            return error_reply(req_id, "invalid_arguments", f"{op}: {text}",
+                               {"problems": [{"path": p.jsonpath(), "message": p.message} for p in problems]})
+        method = getattr(self.services[service_name], operation.method)
+        level = logging.INFO if operation.changes else logging.DEBUG
+        try:
+            result = self._on_device(method, parsed, session)
+        except Refused as e:
+            log.warning("%s: %s %s refused: %s", session, op, args, e)
+            return error_reply(req_id, "refused", f"{op}: {e}")
+        except (OperationFailed, DeviceError) as e:
+            log.error("%s: %s %s failed: %s", session, op, args, e)
+            return error_reply(req_id, "failed", f"{op}: {e}", getattr(e, "detail", None))
+        except (ValueError, TypeError) as e:
+            log.warning("%s: %s %s refused: %s", session, op, args, e)
+            return error_reply(req_id, "invalid_arguments", f"{op}: {e}")
+        except Exception as e:  # noqa: BLE001 - a plugin's bug must not take the daemon down
+            log.error("%s: %s %s failed:\n%s", session, op, args, traceback.format_exc())
+            return error_reply(req_id, "failed", f"{op}: {type(e).__name__}: {e}")
+        log.log(level, "%s: %s %s -> %s", session, op, args, result)
+        return ok_reply(req_id, result)
+
+    def _on_device(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn`` on the device thread and return (or raise) what it did."""
+        return self._device.submit(fn, *args).result()
+
+    def _unknown(self, req_id: Any, op: str) -> dict[str, Any]:
+        service = op.partition(".")[0]
+        if service in self.registry.services and service not in self.services:
+            return error_reply(req_id, "refused", (
+                f"{op}: this daemon does not serve {service!r} (its configuration {self.config.path} has no "
+                f"[serve.{service}] table)"))
+        return error_reply(req_id, "unknown_operation",
+                           f"unknown operation {op!r}; this daemon serves: {', '.join(sorted(self.operations)) or 'nothing'}")
+
+    def hello(self, session: Session) -> dict[str, Any]:
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "daemon": daemon_version(),
+            "pid": os.getpid(),
+            "session": session.number,
+            "max_frame": MAX_FRAME,
+            "operations": sorted(self.operations),
+            "client": {"pid": session.pid, "uid": session.uid, "gid": session.gid, "user": session.user},
+        }
+
+    # -- shutdown --
+
+    def shutdown(self) -> None:
+        """Stop accepting, end every session (restoring what it held), restore the rest, remove the socket."""
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+            path = Path(self.config.raw.socket)
+            try:
+                if path.lstat().st_ino == self._socket_ino:
+                    path.unlink()
+            except FileNotFoundError:
+                pass
+        with self._lock:
+            conns = [c for _, c in self._sessions.values()]
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in self._threads:
+            t.join(10.0)
+        errors = self._on_device(self.holds.close)
+        for e in errors:
+            log.error("%s", e)
+        self._on_device(self.close_services)
+        self._device.shutdown()
+        log.info("stopped")
+
+    def close_services(self) -> None:
+        for name, svc in self.services.items():
+            close = getattr(svc, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception as e:  # noqa: BLE001 - report, close the others
+                    log.error("service %s did not close cleanly: %s", name, e)
+
+
+def setup_logging(destination: str) -> None:
+    """Log every change to stderr (systemd's journal), a file, or nowhere."""
+    log.handlers.clear()
+    log.propagate = False
+    log.setLevel(logging.INFO)
+    if destination == "none":
+        log.addHandler(logging.NullHandler())
+        return
+    handler: logging.Handler
+    if destination == "stderr":
+        handler = logging.StreamHandler(sys.stderr)
+    else:
+        Path(destination).parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(destination)
+    handler.setFormatter(logging.Formatter("%(asctime)s zeus-daemon[%(process)d] %(levelname)s %(message)s"))
+    log.addHandler(handler)
