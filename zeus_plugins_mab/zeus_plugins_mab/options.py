@@ -7,6 +7,7 @@ import math
 import attrs
 
 VARIANTS = ("improved", "paper")
+SELECTS = ("cost", "energy", "time", "max-slowdown")
 
 
 def _in(choices):
@@ -129,7 +130,11 @@ class JitOptions:
     longer than an epoch are scaled down to fit. ``spread_over_epoch`` splits
     the whole first epoch evenly among the limits instead (the accounting of
     the paper's trace-driven simulator: that epoch costs the mean over limits).
-    ``eta_knob`` left out: the job's.
+    ``eta_knob`` left out: the job's. ``wait_iters``: iterations each profiling
+    epoch runs before its first window (upstream's ``wait_steps``). ``select``:
+    which profiled limit to hold: ``cost`` (the job's cost metric), ``energy``,
+    ``time`` (the lowest per iteration), or ``max-slowdown`` (the lowest limit
+    whose time per iteration is within ``max_slowdown`` x the highest limit's).
     """
 
     step_w: float = attrs.field(default=25.0, validator=_at_least(1.0))
@@ -137,3 +142,6 @@ class JitOptions:
     measure_iters: int = attrs.field(default=40, validator=_at_least(1))
     spread_over_epoch: bool = False
     eta_knob: float | None = attrs.field(default=None, validator=_optional_unit)
+    wait_iters: int = attrs.field(default=0, validator=_at_least(0))
+    select: str = attrs.field(default="cost", validator=_in(SELECTS))
+    max_slowdown: float = attrs.field(default=1.1, validator=_at_least(1.0))

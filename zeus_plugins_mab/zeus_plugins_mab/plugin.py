@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeus_core import hookimpl
+from zeus_core import EpochPredictor, hookimpl
 
 from zeus_plugins_mab.jit import JitPowerPolicy
 from zeus_plugins_mab.options import JitOptions, MabOptions
@@ -16,8 +16,9 @@ def make_mab(options: MabOptions, context: Any) -> MabPolicy:
 
     The device (built first) lends its epoch predictions when it has them
     (``predict_epoch``, e.g. the ``trace`` device); others leave the policy walking."""
-    device = getattr(context, "parts", {}).get("device")
-    return MabPolicy(options, job_seed=context.job.seed, predict_epoch=getattr(device, "predict_epoch", None))
+    device = context.parts.get("device")
+    predict = device.predict_epoch if isinstance(device, EpochPredictor) else None
+    return MabPolicy(options, job_seed=context.job.seed, predict_epoch=predict)
 
 
 def make_jit(options: JitOptions, context: Any) -> JitPowerPolicy:
