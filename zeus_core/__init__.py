@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "OffersBatchSizes": "zeus_core.parts",
     "EpochCostPredictor": "zeus_core.parts",
     "RankCombiner": "zeus_core.parts",
+    "ServesRanks": "zeus_core.parts",
     "TryCostBound": "zeus_core.parts",
     "IterationControl": "zeus_core.parts",
     "SteadyEpochCost": "zeus_core.parts",
@@ -118,6 +119,20 @@ _EXPORTS: dict[str, str] = {
     "open_store": "zeus_core.stores",
     "mask": "zeus_core.stores",
     "Runner": "zeus_core.runner",
+    # zeus inside the user's own loop: measurement, power and batch-size optimizers
+    "ZeusMonitor": "zeus_core.zeusmonitor",
+    "PowerLimitOptimizer": "zeus_core.optimizers",
+    "BatchSizeOptimizer": "zeus_core.optimizers",
+    "BatchSizeTrial": "zeus_core.optimizers",
+    "JobHistory": "zeus_core.trials",
+    "Trial": "zeus_core.trials",
+    "Trials": "zeus_core.trials",
+    # ranks of one job
+    "ProcessGroup": "zeus_core.ranks",
+    "process_group": "zeus_core.ranks",
+    "combine_measurements": "zeus_core.ranks",
+    "capability_members": "zeus_core.device",
+    "copy_capabilities": "zeus_core.device",
 }
 
 #: names whose attribute in their module differs from the public name
@@ -148,6 +163,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.cost import check_eta, cost_per_iteration, lower_convex_hull, pareto_frontier, zeus_cost
     from zeus_core.device import (
         DEVICE_CAPABILITIES,
+        capability_members,
+        copy_capabilities,
         ClockControl,
         DeviceGroup,
         EpochPrediction,
@@ -183,6 +200,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
         PowerPolicy,
         RankCombiner,
         Reports,
+        ServesRanks,
         Session,
         SteadyEpochCost,
         Summarizes,
@@ -198,4 +216,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.session import RunSession, target_reached
     from zeus_core.stopping import epochs_within, steady_state_cost
     from zeus_core.store import Store, StoreError, StoreInfo
+    from zeus_core.optimizers import BatchSizeOptimizer, BatchSizeTrial, PowerLimitOptimizer
+    from zeus_core.ranks import ProcessGroup, combine_measurements, process_group
     from zeus_core.stores import JobStore, StoreTransaction, mask, open_store
+    from zeus_core.trials import JobHistory, Trial, Trials
+    from zeus_core.zeusmonitor import ZeusMonitor

@@ -12,7 +12,7 @@ from zeus_plugins_nvml.service import NvmlServeOptions, NvmlService
 
 @hookimpl
 def zeus_register_devices(register):
-    register("nvml", make_nvml, options=NvmlOptions)
+    register("nvml", make_nvml, options=NvmlOptions, measures={"gpu": "gpus"})
 
 
 @hookimpl
