@@ -94,6 +94,17 @@ def launched_world_size() -> int:
         return 1
 
 
+def launched_local_rank() -> int | None:
+    """This process's ``LOCAL_RANK`` when a launcher started several ranks on this machine, else None
+    (each rank then measures and steers its own GPU: the ``LOCAL_RANK``-th visible one)."""
+    try:
+        if int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1:
+            return int(os.environ["LOCAL_RANK"])
+    except (KeyError, ValueError):
+        pass
+    return None
+
+
 def process_group(group: ProcessGroup | None = None, registry: Registry | None = None) -> ProcessGroup:
     """The group this process is a rank of: ``group`` when given, else the first
     registered ``join()`` that finds one, else :data:`SINGLE`.
@@ -204,4 +215,7 @@ def decide(group: ProcessGroup, fn: Any, *args: Any) -> Any:
     return value
 
 
-__all__ = ["SINGLE", "ProcessGroup", "SingleProcess", "agree", "combine_measurements", "decide", "launched_world_size", "process_group"]
+__all__ = [
+    "SINGLE", "ProcessGroup", "SingleProcess", "agree", "combine_measurements", "decide", "launched_local_rank",
+    "launched_world_size", "process_group",
+]

@@ -33,6 +33,7 @@ from zeus_core.device import PowerLimitControl
 from zeus_core.devices import DeviceOpenError, DeviceOptionsError, build_device
 from zeus_core.measurement import Measurement
 from zeus_core.monitor import DeviceSet, Monitor
+from zeus_core.ranks import launched_local_rank
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core.registry import Registration, Registry
@@ -52,16 +53,6 @@ class NoDevices:
 
     def close(self) -> None:
         pass
-
-
-def launched_local_rank() -> int | None:
-    """This process's ``LOCAL_RANK`` when a launcher started several ranks on this machine, else None."""
-    try:
-        if int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1:
-            return int(os.environ["LOCAL_RANK"])
-    except (KeyError, ValueError):
-        pass
-    return None
 
 
 def _iter(value: Any) -> list[Any]:

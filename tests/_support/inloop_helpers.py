@@ -64,3 +64,87 @@ def env_with_fake(path: Path) -> dict[str, str]:
     env["ZEUS_FAKE_NVML"] = str(path)
     env.pop("CUDA_VISIBLE_DEVICES", None)
     return env
+
+
+class ThreadGroup:
+    """``n`` ranks as threads of one process: a :class:`zeus_core.ProcessGroup` for tests of what
+    the ranks say to each other, without launching processes. Collectives meet at a barrier."""
+
+    class _Shared:
+        def __init__(self, n: int) -> None:
+            import threading
+
+            self.barrier = threading.Barrier(n, timeout=30)
+            self.value: Any = None
+            self.slots: list[Any] = [None] * n
+
+    def __init__(self, shared: ThreadGroup._Shared, rank: int, n: int) -> None:
+        self._s = shared
+        self.rank = rank
+        self.world_size = n
+        self.local_rank = rank
+
+    @classmethod
+    def make(cls, n: int) -> list[ThreadGroup]:
+        shared = cls._Shared(n)
+        return [cls(shared, r, n) for r in range(n)]
+
+    def broadcast(self, obj: Any) -> Any:
+        import copy
+
+        if self.rank == 0:
+            self._s.value = obj
+        self._s.barrier.wait()
+        value = copy.deepcopy(self._s.value)
+        self._s.barrier.wait()
+        return value
+
+    def gather(self, obj: Any) -> list[Any] | None:
+        self._s.slots[self.rank] = obj
+        self._s.barrier.wait()
+        out = list(self._s.slots) if self.rank == 0 else None
+        self._s.barrier.wait()
+        return out
+
+
+def run_ranks(groups: list[ThreadGroup], fn: Any) -> list[Any]:
+    """``fn(group)`` on every rank, each in its own thread; the results (or exceptions) by rank."""
+    import threading
+
+    out: list[Any] = [None] * len(groups)
+
+    def one(g: ThreadGroup) -> None:
+        try:
+            out[g.rank] = fn(g)
+        except BaseException as e:  # noqa: BLE001 - returned to the test (a rank left waiting times out)
+            out[g.rank] = e
+
+    threads = [threading.Thread(target=one, args=(g,)) for g in groups]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return out
+
+
+def gpu_limit(index: int) -> float:
+    """Simulated GPU ``index``'s power limit now (physical index; the driver of ``ZEUS_FAKE_NVML``)."""
+    return fake_pynvml.read_state(os.environ[fake_pynvml.ENV])["gpus"][index]["limit_w"]
+
+
+def train_recording(batch_size: int, zeus: Any) -> None:
+    """A ``torch`` workload entry for launched ranks: 60 steps an epoch, the target reached in the
+    first; every step's (global batch size, this rank's GPU limit) and this rank's energy are appended
+    to ``args["out"]`` (one JSON line per try)."""
+    import json
+
+    gpu = int(zeus.args.get("gpu", zeus.rank))
+    steps = []
+    for _ in zeus.epochs():
+        for _ in zeus.iterate(range(60)):
+            steps.append([zeus.batch_size, gpu_limit(gpu)])
+            spin(0.0003)
+        zeus.report_metric(1.0)
+    energy = sum(m.total_system_energy for m in zeus.local_measurements)
+    with open(zeus.args["out"].format(rank=zeus.rank), "a") as f:
+        f.write(json.dumps({"recurrence": zeus.recurrence, "try": zeus.try_index, "steps": steps, "energy_j": energy}) + "\n")

@@ -57,13 +57,27 @@ class TorchProcessGroup:
 
     def broadcast(self, obj: Any) -> Any:
         box = [obj]
-        dist.broadcast_object_list(box, src=0, group=self.gloo)
+        try:
+            dist.broadcast_object_list(box, src=0, group=self.gloo)
+        except Exception as e:  # noqa: BLE001 - a rank went away, or never came
+            raise self._lost(e) from e
         return box[0]
 
     def gather(self, obj: Any) -> list[Any] | None:
         out = [None] * self.world_size if self.rank == 0 else None
-        dist.gather_object(obj, out, dst=0, group=self.gloo)
+        try:
+            dist.gather_object(obj, out, dst=0, group=self.gloo)
+        except Exception as e:  # noqa: BLE001
+            raise self._lost(e) from e
         return out
+
+    def _lost(self, e: Exception) -> RuntimeError:
+        return RuntimeError(
+            f"rank {self.rank} of {self.world_size} lost contact with the other ranks of the job "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}): a rank failed, was killed or "
+            f"stopped calling zeus (the launcher names it), or did not answer within {self.timeout_s:g} s "
+            "(ZEUS_DIST_TIMEOUT_S); this rank's devices are put back as it stops"
+        )
 
     def __repr__(self) -> str:
         return f"TorchProcessGroup(rank={self.rank}, world_size={self.world_size}, local_rank={self.local_rank})"
