@@ -286,7 +286,9 @@ class PowerLimitOptimizer:
     it for this process only. ``batch_size``: the batch size this run trains at (the
     policy remembers its choice per batch size; None: one batch size, recorded as 0).
     ``eta_knob``: the cost metric's energy/time weight. ``fresh``: forget what the
-    store learned (in this object's first write). ``group``: the ranks (default:
+    store learned (in this object's first write). ``state``: the policy's state to
+    start from instead of the store's (what the policy learned elsewhere, such as a
+    saved profile); what it learns from there is saved as usual. ``group``: the ranks (default:
     found, see :func:`zeus_core.process_group`); every rank creates this object with
     the same arguments and calls the same events.
 
@@ -307,6 +309,7 @@ class PowerLimitOptimizer:
         eta_knob: float = 0.5,
         store: str | Path | None = None,
         fresh: bool = False,
+        state: Any = None,
         group: ProcessGroup | None = None,
         registry: Registry | None = None,
     ) -> None:
@@ -392,6 +395,8 @@ class PowerLimitOptimizer:
             _all_ok(group, error)
             if self.trials is not None:
                 self._base = self.trials.load_power()
+            if state is not None and self.session is not None:
+                self.policy.set_state(state)
             self._point(self.policy.begin_run, self.session)
         except BaseException:
             if self.store is not None:

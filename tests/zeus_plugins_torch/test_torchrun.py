@@ -243,3 +243,16 @@ def test_a_rank_that_dies_stops_the_job_and_every_device_is_restored(tmp_path, m
 
     with ZeusMonitor(cpu_indices=[]):  # the next zeus start puts back what the killed rank left
         assert limits(driver) == [400.0, 400.0]
+
+
+def test_a_job_with_no_way_to_succeed_is_refused_before_it_trains(tmp_path, registry, write_trainer):
+    from zeus_test_helpers import run_cli
+
+    module = write_trainer(tmp_path)
+    job = tmp_path / "job.toml"
+    job.write_text(f'[job]\nname = "nogoal"\n[workload]\nplugin = "torch"\nentry = "{module}:train"\n'
+                   'batch_sizes = [8]\n[device]\nplugin = "wall"\n[batch_size]\nplugin = "fixed"\ndefault = 8\n')
+    r = run_cli(registry, "run", str(job))
+    assert r.exit_code == 2
+    assert "job.target_metric is not set, so no try can reach the target" in r.output
+    assert "workload.marks_reached = true" in r.output and not (tmp_path / ".zeus" / "nogoal.sqlite").exists()

@@ -42,6 +42,13 @@ class TorchWorkload:
     Options = TorchWorkloadOptions
 
     def __init__(self, options: TorchWorkloadOptions, context: BuildContext) -> None:
+        if context.job.target_metric is None and not options.marks_reached:
+            raise ValueError(
+                "job.target_metric is not set, so no try can reach the target and every try would be retried "
+                f"{context.job.max_tries} times before the job fails: set job.target_metric to the validation metric "
+                "the training must reach (and higher_is_better), or, if your function decides itself with "
+                "zeus.mark_reached(), set workload.marks_reached = true"
+            )
         self.options = options
         self.job = context.job
         self.batch_sizes = list(options.batch_sizes) or None
