@@ -169,6 +169,8 @@ class ZeusMonitor(Monitor):
             raise DeviceOpenError(f"device {name!r} cannot be opened: {e}") from e
 
     def _open_gpus(self, indices: list[int] | None, explicit: bool, fallback_all: bool = False) -> None:
+        """``fallback_all``: ``indices`` is this rank's own GPU, chosen for a ``gpu_indices=None``
+        (recorded as None in the identity, as ``zeus run``'s ``[device]`` with no GPUs named is)."""
         candidates = self.registry.measuring("gpu")
         why: list[str] = []
         for r in candidates:
@@ -176,9 +178,13 @@ class ZeusMonitor(Monitor):
             for table in tables:
                 try:
                     self._open(r, table)
-                    return
                 except Exception as e:  # noqa: BLE001 - the next candidate may open
                     why.append(f"{r.name}: {e}")
+                    continue
+                option = r.measures.get("gpu")
+                if fallback_all and option is not None:
+                    self.groups[-1][1][option] = None
+                return
         if explicit:
             if not candidates:
                 raise DeviceOpenError(
