@@ -124,6 +124,8 @@ _EXPORTS: dict[str, str] = {
     "PowerLimitOptimizer": "zeus_core.optimizers",
     "BatchSizeOptimizer": "zeus_core.optimizers",
     "BatchSizeTrial": "zeus_core.optimizers",
+    "TrainerHooks": "zeus_core.trainer",
+    "counted_energy": "zeus_core.optimizers",
     "JobHistory": "zeus_core.trials",
     "Trial": "zeus_core.trials",
     "Trials": "zeus_core.trials",
@@ -216,8 +218,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.session import RunSession, target_reached
     from zeus_core.stopping import epochs_within, steady_state_cost
     from zeus_core.store import Store, StoreError, StoreInfo
-    from zeus_core.optimizers import BatchSizeOptimizer, BatchSizeTrial, PowerLimitOptimizer
+    from zeus_core.optimizers import BatchSizeOptimizer, BatchSizeTrial, PowerLimitOptimizer, counted_energy
     from zeus_core.ranks import ProcessGroup, combine_measurements, process_group
     from zeus_core.stores import JobStore, StoreTransaction, mask, open_store
+    from zeus_core.trainer import TrainerHooks
     from zeus_core.trials import JobHistory, Trial, Trials
     from zeus_core.zeusmonitor import ZeusMonitor

@@ -471,6 +471,14 @@ class PowerLimitOptimizer:
         return None if got is None else float(got)
 
     @property
+    def held_limit(self) -> float | None:
+        """The limit the devices held at the end of the last epoch (what a try's record says it ran at,
+        also after :meth:`close` put the devices back); the current limit before any epoch ended."""
+        if self.epochs and self.epochs[-1]["power_limit"] is not None:
+            return float(self.epochs[-1]["power_limit"])
+        return None if self._closed else self.power_limit
+
+    @property
     def profiling(self) -> bool:
         """Whether the policy acts between the steps of the current epoch."""
         return self._acting
@@ -517,6 +525,13 @@ class PowerLimitOptimizer:
 # --------------------------------------------------------------------------- batch size
 
 
+def counted_energy(m: Measurement) -> float:
+    """The energy a try's cost counts of a measurement: the GPUs' where it has any (upstream Zeus's
+    ``total_energy``, and what a ``[device]`` of GPUs measures under ``zeus run``), else every device's."""
+    return m.total_gpu_energy if m.gpu_energy else m.total_system_energy
+
+
+
 class BatchSizeTrial:
     """One try as a script sees it: train at :attr:`batch_size` until the target, or until
     :meth:`should_stop` says the try can no longer pay off."""
@@ -537,7 +552,8 @@ class BatchSizeTrial:
         return self._owner.cost(energy_j, time_s)
 
     def should_stop(self, cost_so_far: float | Measurement) -> bool:
-        """Call once after each epoch with the try's cost so far (or its measurement so far):
+        """Call once after each epoch with the try's cost so far (or its measurement so far,
+        counted as :func:`counted_energy` says):
         True when the next epoch would push the cost past :attr:`cost_bound` (judged at the
         last epoch's cost, as ``zeus run`` does), or ``max_epochs`` epochs have run.
 
@@ -549,7 +565,7 @@ class BatchSizeTrial:
         if isinstance(cost_so_far, Measurement):
             parts = owner.group.gather(cost_so_far)
             whole = None if parts is None else combine_measurements(parts)
-            value = None if whole is None else owner.cost(whole.total_system_energy, whole.time)
+            value = None if whole is None else owner.cost(counted_energy(whole), whole.time)
         else:
             value = float(cost_so_far)
             if not math.isfinite(value) or value < 0:
@@ -783,7 +799,7 @@ class BatchSizeOptimizer:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         mine = {"energy_j": float(energy_j), "time_s": float(time_s), "reached": bool(reached)}
         parts = self.group.gather(mine)
-        power_limit = power.power_limit if power is not None else None
+        power_limit = power.held_limit if power is not None else None
         steady = power.steady_cost() if power is not None else None
 
         def record() -> TryRecord:

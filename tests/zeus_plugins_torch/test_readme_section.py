@@ -59,6 +59,8 @@ def test_every_example_runs_as_written(tmp_path):
     assert re.search(r"holding (\d+) W; last epoch: [\d.]+ J", out), out
     assert re.search(r"both GPUs at (\d+) W; last epoch, both ranks: [\d.]+ J", out), out
     assert re.search(r"recurrence 2, try \d+: batch size \d+", out), out
+    assert re.search(r"try 1 at batch size \d+: cost [\d.]+, (not )?reached; epochs: \[\{'zeus/energy_j'", out), out
+    assert re.search(r"stopped after epoch \d+: [\d.]+ J in the last, try (not )?reached", out), out
     store = open_store(tmp_path / ".zeus" / "mlp-bs.sqlite")
     try:
         assert sorted({t.recurrence for t in store.tries()}) == [1, 2]
