@@ -55,12 +55,7 @@ class StageProfilerOptions:
     max_steps: int | None = attrs.field(default=None, validator=optional(at_least(1)))
 
     def check_files(self, files: FileChecks) -> None:
-        """A ``file.py:function`` step must name a file that exists (it runs only when the job runs)."""
-        target = self.step.partition(":")[0]
-        if target.endswith(".py"):
-            path = files.path("step", target)
-            if path is not None and not path.is_file():
-                files.problem("step", f"step file {path} not found")
+        files.callable_file("step", self.step)
 
     def files_written(self) -> list[str]:
         return [self.save_to] if self.save_to else []
