@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from zeus_core.consoles import make_console
 from zeus_core.daemon.command import daemon_command
 from zeus_core.daemon.command import main as daemon_main
 from zeus_core.daemon.status import privileged_path_note
@@ -41,16 +41,8 @@ from zeus_core.stores import mask
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
-def _console(stderr: bool = False) -> Console:
-    """A console that never cuts a table when output is not a terminal (CI logs, ``| tee``)."""
-    c = Console(stderr=stderr, soft_wrap=stderr)
-    if not c.is_terminal and "COLUMNS" not in os.environ:
-        c = Console(stderr=stderr, soft_wrap=stderr, width=240)
-    return c
-
-
-console = _console()
-err_console = _console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 def core_version() -> str:

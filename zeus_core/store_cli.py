@@ -20,9 +20,9 @@ from typing import Any
 
 import attrs
 import click
-from rich.console import Console
 from rich.markup import escape
 
+from zeus_core.consoles import make_console
 from zeus_core.files import write_atomic
 from zeus_core.results import TryRecord
 from zeus_core.store import SCHEMA_VERSION, StoreError
@@ -32,8 +32,8 @@ from zeus_core.stores import JobStore, open_store, scheme_of
 EXPORT_FORMAT = "zeus-store"
 EXPORT_VERSION = 1
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 def _fail(message: str) -> None:

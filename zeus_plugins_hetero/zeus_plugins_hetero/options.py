@@ -23,7 +23,6 @@ says the allowed range on its own; a cross-field problem (two types with one
 name) is checked on the list.
 """
 
-import math
 from typing import Optional
 
 import attrs

@@ -7,10 +7,9 @@ import urllib.request
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
-from zeus_core import atomic_path
+from zeus_core import atomic_path, make_console
 
 # synth and traces need numpy: they are imported inside the commands, so `zeus --help` stays light.
 from zeus_plugins_trace.options import POWER_PATTERN, TRAIN_FILE
@@ -19,8 +18,8 @@ from zeus_plugins_trace.options import POWER_PATTERN, TRAIN_FILE
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/ml-energy/zeus/master/examples/research_reproducibility/zeus_nsdi23/trace"
 GPUS = ("v100", "a40", "p100", "rtx6000")
 
-console = Console()
-err_console = Console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 @click.group("traces")

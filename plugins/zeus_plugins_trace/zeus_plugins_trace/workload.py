@@ -18,7 +18,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import numpy as np
 
 from zeus_core import BuildContext, IterationControl, JobSummary, OffersBatchSizes, Session, zeus_cost
