@@ -195,8 +195,9 @@ def replay_group(
             if r.ctx is not None:
                 own_in_flight -= 1
                 policy.observe(r.ctx, rec)
-            if rec.reached and rec.cost < min_cost:
-                min_cost, best = rec.cost, rec.batch_size
+            if rec.reached:
+                if rec.cost < min_cost:
+                    min_cost, best = rec.cost, rec.batch_size
             elif r.try_index >= job.max_tries:
                 raise SimulationError(
                     f"group {group.id} ({group.dataset}), job {r.job}: no try reached the target in {job.max_tries} tries "
