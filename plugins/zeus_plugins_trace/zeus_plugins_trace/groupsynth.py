@@ -145,7 +145,8 @@ def synthesize(groups: int, seed: int = 0, datasets: tuple[str, ...] = tuple(MED
         runtimes = [e - s for _, dd, _, js in drafts if dd == d for s, e in js]
         mean[d] = float(np.mean(runtimes))
     out = [Group(gid, d, tuple(GroupJob(round(s, 1), round(e, 1), (e - s) / mean[d]) for s, e in js)) for gid, d, _, js in drafts]
-    return out, {gid: p for gid, _, p, _ in drafts}
+    # In order of first submission, as a group file reads (so a written file replays in the same order).
+    return sorted(out, key=lambda g: g.jobs[0].start), {gid: p for gid, _, p, _ in drafts}
 
 
 def write(path: str | Path, groups: int, seed: int = 0) -> Path:
