@@ -25,8 +25,8 @@ from zeus_plugins_trace.device import TraceDevice
 from zeus_plugins_trace.groups import Group, groups_csv, read_groups
 from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions
 from zeus_plugins_trace.replay import GroupResult, replay_group
-from zeus_plugins_trace.synth import synthetic_traces
-from zeus_plugins_trace.traces import TraceError, WorkloadTrace, load_traces, select
+from zeus_plugins_trace.traces import TraceError, WorkloadTrace, select
+from zeus_plugins_trace.workload import load_trace_set
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -36,11 +36,7 @@ if TYPE_CHECKING:
 
 def load_workload_traces(options: AlibabaReplayOptions, gpu: str, job_dir: Path) -> dict[str, WorkloadTrace]:
     """Each workload's arrays on ``gpu``, from the trace folder or the synthetic model."""
-    if options.traces == "synthetic":
-        traces = synthetic_traces(gpu, options.traces_seed)
-    else:
-        folder = Path(options.traces).expanduser()
-        traces = load_traces(folder if folder.is_absolute() else job_dir / folder, gpu)
+    traces = load_trace_set(options.traces, options.traces_seed, gpu, job_dir)
     return {w.dataset: select(traces, w.dataset, w.model, w.optimizer, w.target_metric) for w in options.workloads}
 
 
@@ -147,8 +143,8 @@ class AlibabaReplay:
         totals = self.totals()
         kind = "synthetic " if self.options.groups == "synthetic" else ""
         trace = "synthetic trace" if self.synthetic_traces else f"trace {self.options.traces}"
-        rows = [ComparisonRow(f"rule {rule}", "in-flight jobs: " + ("best single run" if rule == "paper" else "see README"), totals[rule])
-                for rule in self.options.inflight]
+        how = {"paper": "policy when nothing in flight", "improved": "policy when none of its own in flight"}
+        rows = [ComparisonRow(f"rule {rule}", f"{how[rule]}; others: cheapest run", totals[rule]) for rule in self.options.inflight]
         rows += [ComparisonRow("default", "user's batch size, max power (expected)", totals["default"]),
                  ComparisonRow("oracle", "best fixed knobs (expected)", totals["oracle"])]
         console.print(comparison_table(

@@ -23,6 +23,18 @@ def missing_folder(folder) -> str:
             f"or `zeus traces fetch --out {folder}`, or set workload.traces = \"synthetic\"")
 
 
+def trace_folder(files: FileChecks, traces: str):
+    """The ``traces`` folder to check (None: synthetic, written by an earlier part, or missing,
+    which is then reported at the option's path)."""
+    if traces == "synthetic":
+        return None
+    folder = files.path("traces", traces)
+    if folder is not None and not folder.is_dir():
+        files.problem("traces", missing_folder(folder))
+        return None
+    return folder
+
+
 def _gpu_name(_inst, attribute, value):
     if not value or not value.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"{attribute.name} must be a GPU name such as v100, a40, p100 or rtx6000, got {value!r}")
@@ -61,13 +73,7 @@ class TraceWorkloadOptions:
     def check_files(self, files: FileChecks) -> None:
         """The trace folder is read as the workload will read it (``zeus validate``): every
         file, line and column problem is reported with the job's other mistakes."""
-        if self.traces == "synthetic":
-            return
-        folder = files.path("traces", self.traces)
-        if folder is None:
-            return
-        if not folder.is_dir():
-            files.problem("traces", missing_folder(folder))
+        if trace_folder(files, self.traces) is None:
             return
         from zeus_plugins_trace.traces import TraceError
         from zeus_plugins_trace.workload import load_workload_trace
@@ -159,13 +165,7 @@ class AlibabaReplayOptions:
                     read_groups(path, [w.dataset for w in self.workloads])
                 except TraceError as e:
                     files.problem("groups", str(e))
-        if self.traces == "synthetic":
-            return
-        folder = files.path("traces", self.traces)
-        if folder is None:
-            return
-        if not folder.is_dir():
-            files.problem("traces", missing_folder(folder))
+        if trace_folder(files, self.traces) is None:
             return
         device = files.options("device")
         if isinstance(device, TraceDeviceOptions):

@@ -189,7 +189,7 @@ def table_csv(axes: list[tuple[str, list[Any]]], rows: list[tuple[dict[str, Any]
     w = csv.writer(buf, lineterminator="\n")
     keys = [k for k, _ in axes]
     w.writerow(["point", *keys, *RESULT_COLUMNS])
-    for i, (point, row) in enumerate(rows):
+    for point, row in rows:
         w.writerow([row["point"], *(point[k] for k in keys), *(repr(row[c]) if isinstance(row[c], float) else row[c] for c in RESULT_COLUMNS)])
     return buf.getvalue()
 
