@@ -79,7 +79,6 @@ class ReplayTry:
     ``in_flight``: how many other tries of the group were running when it started.
     """
 
-    group: str
     start: float
     end: float
     in_flight: int
@@ -125,19 +124,6 @@ class GroupResult:
         return {"energy_j": b.energy_j * self.ratio_sum, "time_s": b.time_s * self.ratio_sum, "cost": b.cost * self.ratio_sum}
 
 
-@attrs.define
-class _Running:
-    job: int
-    try_index: int
-    start: float
-    end: float
-    ratio: float
-    chooser: str
-    in_flight: int
-    record: TryRecord
-    ctx: PolicyContext | None
-
-
 def replay_group(
     group: Group,
     wt: WorkloadTrace,
@@ -163,7 +149,8 @@ def replay_group(
     best = b0  # what a job submitted while others run uses: the size of the cheapest reached run
     beta, maxp = job.beta_knob, wt.max_power_w
     min_cost = math.inf  # the cheapest single run that reached the target: the early-stop reference
-    running: list[tuple[float, int, _Running]] = []  # heap by (end, submission order)
+    # In flight: (end, submission order, the try, the policy's context when it chose it, or None).
+    running: list[tuple[float, int, ReplayTry, PolicyContext | None]] = []
     own_in_flight = 0
     seq = 0
     done: list[ReplayTry] = []
@@ -182,29 +169,30 @@ def replay_group(
         bound = beta * min_cost if ctx is None else own_bound(policy, ctx, bs, beta * min_cost)
         record = tries.run(job_index, try_index, i, bound, target)
         own_in_flight += ctx is not None
-        entry = _Running(job_index, try_index, start, end, ratio, POLICY if ask else BEST_KNOWN, len(running), record, ctx)
-        heapq.heappush(running, (end, seq, entry))
+        entry = ReplayTry(start, end, len(running), POLICY if ask else BEST_KNOWN, ratio, record)
+        heapq.heappush(running, (end, seq, entry, ctx))
         seq += 1
 
     def reap(now: float) -> None:
         nonlocal min_cost, own_in_flight, best
         while running and running[0][0] <= now:
-            _, _, r = heapq.heappop(running)
-            rec = r.record
-            done.append(ReplayTry(group.id, r.start, r.end, r.in_flight, r.chooser, r.ratio, rec))
-            if r.ctx is not None:
+            _, _, t, ctx = heapq.heappop(running)
+            rec = t.record
+            done.append(t)
+            if ctx is not None:
                 own_in_flight -= 1
-                policy.observe(r.ctx, rec)
+                policy.observe(ctx, rec)
             if rec.reached:
                 if rec.cost < min_cost:
                     min_cost, best = rec.cost, rec.batch_size
-            elif r.try_index >= job.max_tries:
+            elif rec.try_index >= job.max_tries:
                 raise SimulationError(
-                    f"group {group.id} ({group.dataset}), job {r.job}: no try reached the target in {job.max_tries} tries "
-                    f"(batch sizes {[t.record.batch_size for t in done if t.record.recurrence == r.job]}); raise job.max_tries"
+                    f"group {group.id} ({group.dataset}), job {rec.recurrence}: no try reached the target in {job.max_tries} "
+                    f"tries (batch sizes {[d.record.batch_size for d in done if d.record.recurrence == rec.recurrence]}); "
+                    "raise job.max_tries"
                 )
             else:  # a retry, submitted when the failed run ends, as long as it in the cluster
-                submit(r.job, r.try_index + 1, r.end, r.end + (r.end - r.start), r.ratio)
+                submit(rec.recurrence, rec.try_index + 1, t.end, t.end + (t.end - t.start), t.runtime_ratio)
 
     for k, gj in enumerate(group.jobs, start=1):
         reap(gj.start)
