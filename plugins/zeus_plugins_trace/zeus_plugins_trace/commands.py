@@ -1,4 +1,4 @@
-"""``zeus traces synth|fetch``: make a trace folder without leaving the command line."""
+"""``zeus traces synth|fetch|alibaba-synth``: make trace folders and group files without leaving the command line."""
 
 from __future__ import annotations
 
@@ -37,6 +37,20 @@ def synth_cmd(out: Path, seed: int) -> None:
     for path in synth.write(out, seed):
         console.print(f"wrote {escape(str(path))}")
     console.print("[yellow]synthetic[/]: made by a parametric model (zeus_plugins_trace.synth), not measured on any GPU")
+
+
+@traces_group.command("alibaba-synth")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Group file to write (CSV).")
+@click.option("--groups", default=100, show_default=True, type=click.IntRange(min=1), help="How many recurring groups.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the generator.")
+def alibaba_synth_cmd(out: Path, groups: int, seed: int) -> None:
+    """Write a synthetic group file in the NSDI'23 Alibaba format (periodic, bursty and sequential groups)."""
+    from zeus_plugins_trace import groupsynth
+
+    path = groupsynth.write(out, groups, seed)
+    console.print(f"wrote {escape(str(path))}")
+    console.print("[yellow]synthetic[/]: arrival and overlap patterns from a parametric model "
+                  "(zeus_plugins_trace.groupsynth), not the Alibaba trace; its pattern column says which")
 
 
 def fetch(out: Path, base_url: str = DEFAULT_BASE_URL, gpus: tuple[str, ...] = GPUS, timeout: float = 60.0) -> list[Path]:
