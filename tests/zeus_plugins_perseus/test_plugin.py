@@ -105,3 +105,42 @@ def test_bad_profile_line_is_reported(tmp_path):
 def test_examples_validate(example):
     r = zeus("validate", str(REPO / "examples" / "perseus" / example / "job.toml"))
     assert r.exit_code == 0, r.output
+
+
+def dominated_rows(rows):
+    """Rows another row beats on both emulated time and energy (at least as good in both, better in one)."""
+    pts = [(float(r["emulated_time_s"]), float(r["emulated_energy_j"])) for r in rows]
+    return [i for i, (t, e) in enumerate(pts)
+            if any(t2 <= t and e2 <= e and (t2, e2) != (t, e) for t2, e2 in pts)]
+
+
+@pytest.mark.parametrize("model", ["exponential", "measured"])
+def test_frontier_lists_only_pareto_optimal_plans_and_reports_over_them(tmp_path, gpt3_a100, model):
+    """The published model's solver emits plans that others beat; none of them may be listed or chosen."""
+    out = tmp_path / "out"
+    r = zeus("run", str(job(tmp_path, gpt3_a100, microbatches=6, model=model, deadline=2.0)), "--output", str(out))
+    assert r.exit_code == 0, r.output
+    rows = read_rows(out / "frontier.csv")
+    assert dominated_rows(rows) == []
+    assert [int(r["plan"]) for r in rows] == list(range(len(rows)))
+    assert len(list((out / "plans").glob("*.json"))) == len(rows)
+    energies = [float(r["emulated_energy_j"]) for r in rows]
+    summary = json.loads((out / "summary.json").read_text())["frequency_plan"]
+    # the deadline picks the least energy among listed plans that meet it
+    ok = [r for r in rows if float(r["emulated_time_s"]) <= 2.0]
+    assert summary["chosen"]["plan"] == int(min(ok, key=lambda r: float(r["emulated_energy_j"]))["plan"])
+    least = f"{min(energies):,.1f}"
+    assert any(line.startswith("│ least-energy") and least in line for line in r.output.splitlines()), r.output
+    if model == "exponential":
+        emitted = read_rows(out / "published_plans.csv")
+        assert len(emitted) > len(rows) and dominated_rows(emitted)  # what the solver emits is not all optimal
+        listed = [int(e["listed_as"]) for e in emitted if e["listed_as"]]
+        assert sorted(listed) == list(range(len(rows)))  # every listed plan is one the solver emitted
+        for e in emitted:
+            if e["listed_as"]:
+                row = rows[int(e["listed_as"])]
+                assert float(row["emulated_energy_j"]) == float(e["emulated_energy_j"])
+        # the solver's plan of least emulated energy is the last listed, not the last emitted
+        assert float(emitted[-1]["emulated_energy_j"]) > min(energies)
+    else:
+        assert not (out / "published_plans.csv").exists()
