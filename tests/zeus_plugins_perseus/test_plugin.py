@@ -144,3 +144,16 @@ def test_frontier_lists_only_pareto_optimal_plans_and_reports_over_them(tmp_path
         assert float(emitted[-1]["emulated_energy_j"]) > min(energies)
     else:
         assert not (out / "published_plans.csv").exists()
+
+
+def test_registration_module_imports_nothing_heavy(tmp_path):
+    """`zeus --help` loads the plugin; the planner's and runtime's heavy dependencies must wait for a part or command."""
+    import subprocess
+    import sys
+
+    code = ("import sys, zeus_plugins_perseus.plugin as p\n"
+            "heavy = ('scipy', 'matplotlib', 'torch', 'fastapi', 'httpx', 'uvicorn')\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in heavy}))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from zeus_plugins_perseus.costmodel import MODELS
+from zeus_plugins_perseus.options import MODELS
 
 err_console = Console(stderr=True, soft_wrap=True)
 

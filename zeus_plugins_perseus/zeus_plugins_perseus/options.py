@@ -24,8 +24,11 @@ import attrs
 from attrs.validators import optional
 from zeus_core.validators import at_least, finite, nonempty, nonnegative, one_of, positive
 
-from zeus_plugins_perseus.costmodel import MODELS
 from zeus_plugins_perseus.schedule import SCHEDULES
+
+#: energy models of the planner (:mod:`~zeus_plugins_perseus.costmodel`); named here, where
+#: nothing heavy is imported, because the plugin's registration reads them
+MODELS = ("measured", "exponential")
 
 
 @attrs.define
