@@ -21,10 +21,13 @@ thread pool, so planning a large frontier does not stall other requests.
 
 from __future__ import annotations
 
+import math
 import secrets
 from typing import Annotated, Literal, Optional
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -87,6 +90,17 @@ class ProfileUpload(_Strict):
     rows: list[ProfileRow] = Field(min_length=1, max_length=4096)
 
 
+def _json_safe(value):
+    """``value`` with every non-finite float replaced by its name (``"nan"``, ``"inf"``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def create_app(manager: JobManager, token: str | None = None) -> FastAPI:
     """The API over ``manager``; with ``token``, every request must carry it as a bearer token."""
     bearer = HTTPBearer(auto_error=False)
@@ -105,6 +119,12 @@ def create_app(manager: JobManager, token: str | None = None) -> FastAPI:
     app = FastAPI(title="zeus perseus plan server", version=str(API_VERSION), dependencies=[Depends(authorize)],
                   max_body_size=manager.limits.max_body_bytes)
     app.state.manager = manager
+
+    @app.exception_handler(RequestValidationError)
+    def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes each bad input back; a NaN or an infinity (which Python's
+        # JSON parser accepts) cannot be encoded in the answer, and that made a 422 a 500.
+        return JSONResponse(status_code=422, content={"detail": _json_safe(jsonable_encoder(exc.errors()))})
 
     @app.exception_handler(JobError)
     def job_error(_request: Request, exc: JobError) -> JSONResponse:
