@@ -68,8 +68,13 @@ def log(state_path: str):
 
 def two_stage_rows():
     """A small 2-stage profile with real tradeoffs: stage 1 is lighter, so it can run slower."""
+    return stage_rows((1.0, 0.6))
+
+
+def stage_rows(scales=(1.0, 0.6, 0.8, 0.5)):
+    """A profile of ``len(scales)`` stages on clocks 1410..800 MHz; lighter stages (smaller scale) can run slower."""
     rows = []
-    for s, scale in ((0, 1.0), (1, 0.6)):
+    for s, scale in enumerate(scales):
         for f, slow, e in ((1410, 1.0, 1.0), (1200, 1.12, 0.9), (1000, 1.3, 0.85), (800, 1.6, 0.83)):
             rows += [(s, "forward", f, 0.02 * scale * slow, 5 * scale * e), (s, "backward", f, 0.04 * scale * slow, 10 * scale * e)]
     return rows

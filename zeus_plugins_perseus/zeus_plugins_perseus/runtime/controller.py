@@ -27,6 +27,9 @@ from collections.abc import Callable
 from typing import Any
 
 
+RESET = "reset"  # request: reset the clocks, keep serving
+
+
 class ControllerError(RuntimeError):
     """The controller process failed (its message carries the child's error)."""
 
@@ -58,7 +61,10 @@ def _serve(make_device: Callable[[], Any], requests: Any, replies: Any, parent: 
                 break
             mhz, ack = msg
             try:
-                if mhz != current:
+                if mhz == RESET:
+                    device.reset_clocks()
+                    current = None
+                elif mhz != current:
                     device.lock_clocks(int(mhz))
                     current = mhz
                 if ack:
@@ -116,6 +122,16 @@ class FrequencyController:
             status, detail = self._reply(30.0)
             if status != "ok":
                 raise ControllerError(f"cannot set {mhz} MHz: {detail}")
+
+    def reset(self) -> None:
+        """Reset the clocks now (the engine failed mid-step) and keep serving: the next
+        ``set_frequency`` locks again. Always waits for the driver."""
+        if self._closed:
+            return
+        self._requests.put((RESET, True))
+        status, detail = self._reply(30.0)
+        if status != "ok":
+            raise ControllerError(f"cannot reset the clocks: {detail}")
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Stop the controller; it resets the clocks before it exits."""
