@@ -171,3 +171,38 @@ def test_schedule_gpipe_four_ranks_plan_file_mismatch_refused_and_a_sigkilled_ra
         assert g["error"] and g["after_error"] == [None, None] and g["after_close"] == [None, None]
     assert [nvml_clocks(driver, i) for i in range(4)] == [(None, None)] * 4
     assert journal_keys() == []
+
+
+def test_the_readme_example_runs_as_written_on_the_simulated_driver(repo_root, tmp_path, monkeypatch):
+    """examples/perseus/torch_pipelining: online profile through the wrapper, zeus run plans it, train on the plan."""
+    import csv
+
+    from zeus_test_helpers import run_cli
+
+    from zeus_core import registry as zreg
+    from zeus_plugins_nvml import fake_pynvml
+
+    example = repo_root / "examples" / "perseus" / "torch_pipelining"
+    driver = tmp_path / "driver.json"
+    fake_pynvml.main([str(driver), "--gpus", "2", "--privileged", "--graphics-clocks", "1410,1200,1005,810"])
+    monkeypatch.setenv("ZEUS_FAKE_NVML", str(driver))
+    out = tmp_path / "out" / "torch-pipe"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                str(example / "train.py")]
+    p = subprocess.run([*torchrun, "--profile", str(out / "profile.csv")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with (out / "profile.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert sorted({(int(r["stage"]), r["instruction"], int(r["frequency"])) for r in rows}) == sorted(
+        (s, i, f) for s in (0, 1) for i in ("backward", "forward") for f in (1410, 1200, 1005, 810))
+    r = run_cli(zreg.load(), "run", str(example / "plan.toml"), "--set", f"frequency_plan.profile={out / 'profile.csv'}",
+                "--output", str(out / "plans"))
+    assert r.exit_code == 0, r.output
+    plan = out / "plans" / "chosen_plan.json"
+    p = subprocess.run([*torchrun, "--plan", str(plan)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for rank in (0, 1):
+        clocks = sorted({f for _, f in load_stage_schedule(plan, rank)}, reverse=True)
+        assert f"rank {rank}: 5 steps, 8 instructions each at {clocks} MHz as planned" in p.stdout
+    assert [nvml_clocks(str(driver), i) for i in range(2)] == [(None, None)] * 2
+    assert journal_keys() == []
