@@ -157,3 +157,16 @@ def test_registration_module_imports_nothing_heavy(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_plan_files_written_together_are_the_single_plan_text(tmp_path, gpt3_a100):
+    """write_plans encodes the fixed parts once; every file must still be write_plan's JSON, byte for byte."""
+    from zeus_plugins_perseus.planner import plan_frontier
+    from zeus_plugins_perseus.profile import read_profile
+
+    ps = plan_frontier(read_profile(gpt3_a100), 8, 3, "gpipe", 0.001, 83.64, "exponential")
+    ps.write_plans(tmp_path)
+    for k in (0, len(ps) // 2, len(ps) - 1):
+        one = ps.write_plan(k, tmp_path / "one.json").read_text()
+        assert (tmp_path / f"{k:05d}.json").read_text() == one
+        assert json.loads(one)["stages"][3]["frequencies"] == ps.frequencies[k, ps.dag.stage_ops(3)].tolist()

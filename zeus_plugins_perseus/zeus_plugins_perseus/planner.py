@@ -112,20 +112,9 @@ class PlanSet:
     def meets(self, k: int, deadline_s: float | None = None, max_slowdown: float | None = None) -> bool:
         return bool(self.emulated_time_s[k] <= self.limit_s(deadline_s, max_slowdown) * (1 + 1e-12))
 
-    def plan_json(self, k: int) -> dict:
-        """One plan as JSON: per stage, the ordered instruction names and clocks."""
-        stages = []
-        for s in range(self.dag.stages):
-            idx = self.dag.stage_ops(s)
-            stages.append(
-                {
-                    "stage": s,
-                    "instructions": [self.dag.ops[i].instruction for i in idx],
-                    "microbatches": [self.dag.ops[i].microbatch for i in idx],
-                    "frequencies": [int(f) for f in self.frequencies[k, idx]],
-                }
-            )
-        return {
+    def plan_json(self, k: int, stages: bool = True) -> dict:
+        """One plan as JSON: per stage, the ordered instruction names and clocks (``stages=False``: the rest)."""
+        head = {
             "plan": k,
             "schedule": self.dag.schedule,
             "stages_count": self.dag.stages,
@@ -137,12 +126,41 @@ class PlanSet:
             "energy_j": float(self.planned_energy_j[k]),
             "emulated_time_s": float(self.emulated_time_s[k]),
             "emulated_energy_j": float(self.emulated_energy_j[k]),
-            "stages": stages,
         }
+        if not stages:
+            return head
+        per_stage = []
+        for s in range(self.dag.stages):
+            idx = self.dag.stage_ops(s)
+            per_stage.append(
+                {
+                    "stage": s,
+                    "instructions": [self.dag.ops[i].instruction for i in idx],
+                    "microbatches": [self.dag.ops[i].microbatch for i in idx],
+                    "frequencies": [int(f) for f in self.frequencies[k, idx]],
+                }
+            )
+        return {**head, "stages": per_stage}
 
     def write_plan(self, k: int, path: Path) -> Path:
         path.write_text(plan_text(self.plan_json(k)))
         return path
+
+    def write_plans(self, folder: Path) -> None:
+        """Every plan as ``folder/NNNNN.json`` (the same text as :meth:`write_plan`).
+
+        What does not change from plan to plan (each stage's instructions and
+        microbatches) is encoded once: rebuilding it made writing the plans of a
+        large frontier take longer than planning them.
+        """
+        idx = [self.dag.stage_ops(s) for s in range(self.dag.stages)]
+        fixed = [(json.dumps(s), json.dumps([self.dag.ops[i].instruction for i in ix]),
+                  json.dumps([self.dag.ops[i].microbatch for i in ix])) for s, ix in enumerate(idx)]
+        for k in range(len(self)):
+            lines = [f'{{"stage": {s}, "instructions": {ins}, "microbatches": {mb}, '
+                     f'"frequencies": {json.dumps(self.frequencies[k, ix].tolist())}}}'
+                     for (s, ins, mb), ix in zip(fixed, idx)]
+            (Path(folder) / f"{k:05d}.json").write_text(_framed(self.plan_json(k, stages=False), lines))
 
 
 def plan_text(plan: dict) -> str:
@@ -151,8 +169,13 @@ def plan_text(plan: dict) -> str:
     Readable, and written by the C encoder (``indent`` would make json use its
     pure-Python one, which dominated writing the hundreds of plans of a frontier).
     """
-    items = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in plan.items() if k != "stages"]
-    items.append(' "stages": [\n' + ",\n".join(f"  {json.dumps(s)}" for s in plan["stages"]) + "\n ]")
+    head = {k: v for k, v in plan.items() if k != "stages"}
+    return _framed(head, [json.dumps(s) for s in plan["stages"]])
+
+
+def _framed(head: dict, stage_lines: list[str]) -> str:
+    items = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()]
+    items.append(' "stages": [\n' + ",\n".join(f"  {line}" for line in stage_lines) + "\n ]")
     return "{\n" + ",\n".join(items) + "\n}\n"
 
 

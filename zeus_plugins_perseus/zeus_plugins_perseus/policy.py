@@ -137,8 +137,7 @@ class PerseusPolicy:
                     for u, e, et, ee, k in zip(em.time_units, em.planned_energy_j, em.emulated_time_s,
                                                em.emulated_energy_j, em.listed_as))
             written.append(_write_atomic(out_dir / "published_plans.csv", _csv(EMITTED_COLUMNS, rows)))
-        for k in range(len(ps)):
-            ps.write_plan(k, plans_dir / f"{k:05d}.json")
+        ps.write_plans(plans_dir)
         written.append(plans_dir)  # one entry for the folder: hundreds of plan files would flood the listing
         written.append(_write_atomic(out_dir / "chosen_plan.json", (plans_dir / f"{self.chosen:05d}.json").read_text()))
         written.append(plot_frontier(ps, out_dir / "frontier.png", self.chosen))
