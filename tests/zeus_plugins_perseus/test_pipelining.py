@@ -71,7 +71,8 @@ def steps_of(seen, per_step):
 
 
 def plan_file(tmp_path, stages, mbs, schedule, name):
-    ps = plan_frontier(InstructionProfile.from_rows(stage_rows()[:16 * stages]), stages, mbs, schedule, 0.001, BLOCKING)
+    rows = stage_rows((1.0, 0.6, 0.8, 0.5)[:stages])
+    ps = plan_frontier(InstructionProfile.from_rows(rows), stages, mbs, schedule, 0.001, BLOCKING)
     path = ps.write_plan(len(ps) // 2, tmp_path / name)
     return path
 
@@ -206,3 +207,37 @@ def test_the_readme_example_runs_as_written_on_the_simulated_driver(repo_root, t
         assert f"rank {rank}: 5 steps, 8 instructions each at {clocks} MHz as planned" in p.stdout
     assert [nvml_clocks(str(driver), i) for i in range(2)] == [(None, None)] * 2
     assert journal_keys() == []
+
+
+def test_plans_for_another_pipeline_are_refused_before_anything_starts(tmp_path):
+    """The checks a rank makes before its first step, on a real PipelineStage in a 1-rank gloo group."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
+
+    from zeus_plugins_perseus.pipelining import PlanMismatch, engine_order, perseus_pipeline
+
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        stage = PipelineStage(torch.nn.Linear(2, 2), stage_index=0, num_stages=1, device=torch.device("cpu"))
+        gpipe = ScheduleGPipe(stage, n_microbatches=3)
+        assert engine_order(gpipe) == [("forward", 0), ("forward", 1), ("forward", 2),
+                                       ("backward", 0), ("backward", 1), ("backward", 2)]
+        two = plan_file(tmp_path, 2, 3, "gpipe-fifo", "two.json")  # stage 0's order alone would match
+        with pytest.raises(PlanMismatch, match="the plan is for 2 stages; this pipeline has 1"):
+            perseus_pipeline(gpipe, two, device=dict)  # refused before the device factory is ever called
+        one = plan_frontier(InstructionProfile.from_rows(stage_rows((1.0,))), 1, 4, "1f1b", 0.001, BLOCKING)
+        path = one.write_plan(0, tmp_path / "one.json")
+        with pytest.raises(PlanMismatch, match="has 8 instructions per step, ScheduleGPipe runs 6"):
+            perseus_pipeline(gpipe, path, device=dict)
+        with pytest.raises(ValueError, match="give a plan"):
+            perseus_pipeline(gpipe)
+        stages = [PipelineStage(torch.nn.Linear(2, 2), stage_index=i, num_stages=2, device=torch.device("cpu"))
+                  for i in range(2)]
+        with pytest.raises(PlanMismatch, match="runs 2 stages on this rank"):
+            perseus_pipeline(ScheduleInterleaved1F1B(stages, n_microbatches=2), path, device=dict)
+        assert "forward_one_chunk" not in vars(stage) and "step" not in vars(gpipe)  # nothing left wrapped
+        assert engine_order(Schedule1F1B(stage, n_microbatches=2)) == [("forward", 0), ("backward", 0),
+                                                                       ("forward", 1), ("backward", 1)]
+    finally:
+        dist.destroy_process_group()

@@ -98,7 +98,7 @@ def check_plan(order: list[tuple[str, int]], planned: list[tuple[str, int]], *, 
                                f"the plan ({made_for}), but {engine} runs the {got[0]} of microbatch {got[1]} there{hint}")
 
 
-def _plan_file(plan: str | Path | dict, stage: int) -> tuple[list[tuple[str, int]], list[int], str | None]:
+def _plan_file(plan: str | Path | dict, stage: int) -> tuple[list[tuple[str, int]], list[int], str | None, int]:
     import json
 
     data = plan if isinstance(plan, dict) else json.loads(Path(plan).read_text())
@@ -112,7 +112,7 @@ def _plan_file(plan: str | Path | dict, stage: int) -> tuple[list[tuple[str, int
             and len(insts) == len(mbs) == len(freqs)):
         raise PlanMismatch(f"stage {stage} of the plan needs equally long 'instructions', 'microbatches' and "
                            "'frequencies' lists (a plan file written by zeus run)")
-    return [(str(i), int(f)) for i, f in zip(insts, freqs)], [int(m) for m in mbs], data.get("schedule")
+    return [(str(i), int(f)) for i, f in zip(insts, freqs)], [int(m) for m in mbs], data.get("schedule"), len(stages)
 
 
 class PerseusPipeline:
@@ -143,7 +143,7 @@ class PerseusPipeline:
         self.controller = controller
         self._own_controller = False
         self._in_step = False
-        self._patched: list[tuple[Any, str]] = []
+        self._patched: list[tuple[Any, str, Any]] = []
         if synchronize is None and getattr(self.stage.device, "type", "cpu") == "cuda":
             import torch
 
@@ -179,8 +179,11 @@ class PerseusPipeline:
             info = self._from_server(text, token, deadline_s, max_slowdown, controller.supported_clocks or [])
             planned = [(str(i), int(f)) for i, f in info["schedule"]]
             microbatches, plan_schedule = [int(m) for m in info["microbatches"]], info.get("schedule_name")
+            stages = int(info["stages_count"])
         else:
-            planned, microbatches, plan_schedule = _plan_file(plan, stage)
+            planned, microbatches, plan_schedule, stages = _plan_file(plan, stage)
+        if stages != self.stage.num_stages:  # other stages' orders may match, but the clocks were planned for another pipeline
+            raise PlanMismatch(f"the plan is for {stages} stages; this pipeline has {self.stage.num_stages}")
         check_plan(self.order, list(zip((i for i, _ in planned), microbatches)), stage=stage, engine=self.engine,
                    plan_schedule=plan_schedule)
         self._start_controller(device)

@@ -319,6 +319,7 @@ class JobManager:
             # the microbatch of each instruction: a rank checks them against the order its engine runs
             "microbatches": [int(m) for m in mbs],
             "schedule_name": job.spec["schedule"],
+            "stages_count": job.stages,
         }
 
     def status(self, job_id: str) -> dict[str, Any]:
