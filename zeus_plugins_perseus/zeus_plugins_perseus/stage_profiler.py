@@ -112,12 +112,12 @@ class StageProfiler:
                 path = Path(self.job_dir) / path
             self.saved = p.to_csv(path)
 
-    def write_outputs(self, out_dir: Path) -> list[Path]:
+    def write_outputs(self, out_dir: Path, _summary: Any = None) -> list[Path]:
         if not self.profiler.measurements():
             return []
         return [self.profiler.to_csv(Path(out_dir) / "profile.csv")]
 
-    def summary(self) -> dict:
+    def summary(self, _summary: Any = None) -> dict:
         m = self.profiler.measurements()
         return {
             "stage": self.options.stage,
@@ -126,7 +126,7 @@ class StageProfiler:
             "saved_to": None if self.saved is None else str(self.saved),
         }
 
-    def report(self, console: Console) -> None:
+    def report(self, console: Console, _summary: Any = None) -> None:
         m = self.profiler.measurements()
         if not m:
             return
