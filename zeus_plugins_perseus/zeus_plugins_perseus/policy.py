@@ -60,6 +60,7 @@ class PerseusPolicy:
             unit_time_s=o.unit_time_s,
             blocking_power_w=o.blocking_power_w,
             model=o.model,
+            max_gap_plans=o.max_gap_plans,
         )
         self.chosen = self.plans.choose(deadline_s=o.deadline, max_slowdown=o.max_slowdown)
 
