@@ -85,6 +85,7 @@ def test_deadline_picks_least_energy_plan_that_meets_it(tmp_path, gpt3_a100):
         ({"max_slowdown": 0.9}, "max_slowdown must be at least 1"),
         ({"deadline": 3.0, "max_slowdown": 1.1}, "not both"),
         ({"stages": 4}, "has 8 stage(s) but the job asks for 4"),
+        ({"max_gap_plans": -1}, "max_gap_plans must be"),
     ],
 )
 def test_bad_options_are_reported(tmp_path, gpt3_a100, keys, message):
@@ -170,3 +171,17 @@ def test_plan_files_written_together_are_the_single_plan_text(tmp_path, gpt3_a10
         one = ps.write_plan(k, tmp_path / "one.json").read_text()
         assert (tmp_path / f"{k:05d}.json").read_text() == one
         assert json.loads(one)["stages"][3]["frequencies"] == ps.frequencies[k, ps.dag.stage_ops(3)].tolist()
+
+
+def test_max_gap_plans_bounds_the_real_time_plans_at_the_fast_end(tmp_path, gpt3_a100):
+    """Each gap plan is one linear program; the key trades the fast end's resolution for planning time."""
+    runs = {}
+    for gap in (0, 32):
+        out = tmp_path / f"gap{gap}"
+        r = zeus("run", str(job(tmp_path, gpt3_a100, microbatches=6, max_gap_plans=gap)), "--output", str(out))
+        assert r.exit_code == 0, r.output
+        rows = read_rows(out / "frontier.csv")
+        # real-time plans are the rows whose planned time is not a whole number of 1 ms units
+        runs[gap] = sum(abs(float(x["iteration_time_s"]) * 1000 - round(float(x["iteration_time_s"]) * 1000)) > 1e-6
+                        for x in rows)
+    assert runs[0] == 1 and runs[32] > 1  # without gap plans only the zero-slowdown plan is real-time
