@@ -12,7 +12,7 @@ parent change), and on SIGTERM / SIGINT / SIGHUP of the child. A SIGKILLed
 controller is covered by the device plugin's journal, which the next ``zeus``
 start restores.
 
-The child is a fresh interpreter (``python -m zeus_plugins_perseus.runtime.controller``)
+The child is a fresh interpreter (``python -m zeus_plugins_perseus.runtime.controller_process``)
 talking over two pipes of its own, not a ``multiprocessing`` spawn: a spawned
 child re-imports the training script (``__main__``) and with it torch and
 whatever the script does at import, which cost seconds per rank and runs user
@@ -96,7 +96,7 @@ def _serve(make_device: Callable[[], Any], requests: Connection, replies: Connec
 
 
 def _child_main(fd_in: int, fd_out: int) -> None:
-    """The controller process: ``python -m zeus_plugins_perseus.runtime.controller FD_IN FD_OUT``."""
+    """The controller process (:mod:`~zeus_plugins_perseus.runtime.controller_process`)."""
     requests, replies = Connection(fd_in, writable=False), Connection(fd_out, readable=False)
     try:
         path = requests.recv()
@@ -117,7 +117,7 @@ class FrequencyController:
         child_in, to_child = os.pipe()
         from_child, child_out = os.pipe()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "zeus_plugins_perseus.runtime.controller", str(child_in), str(child_out)],
+            [sys.executable, "-m", "zeus_plugins_perseus.runtime.controller_process", str(child_in), str(child_out)],
             pass_fds=(child_in, child_out), stdin=subprocess.DEVNULL,
         )
         os.close(child_in)
@@ -199,7 +199,3 @@ class FrequencyController:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-if __name__ == "__main__":
-    _child_main(int(sys.argv[1]), int(sys.argv[2]))
