@@ -195,3 +195,20 @@ def nvml_clocks(driver_path: str, index: int = 0):
     sm, mem = g["locked_clocks"], g["locked_mem_clocks"]
     return (sm[1] if sm else None), (mem[1] if mem else None)
 
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (for a plan server a test starts)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def journal_keys() -> list[str]:
+    """Keys of the settings journal (the test's own state folder): what the next zeus start would restore."""
+    from zeus_core import store
+
+    with store.journal() as j:
+        return [e.key for e in j.journal_entries()]

@@ -23,7 +23,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from perseus_fakes import nvml_clocks, stage_rows  # noqa: E402
+from perseus_fakes import free_port, journal_keys, nvml_clocks, stage_rows  # noqa: E402
 
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile  # noqa: E402
@@ -34,13 +34,6 @@ pytest.importorskip("torch.distributed.pipelining")
 CLOCKS = [1410, 1200, 1000, 800]
 MEM_MAX = 1215
 BLOCKING = 60.0
-
-
-def journal_keys():
-    from zeus_core import store
-
-    with store.journal() as j:
-        return [e.key for e in j.journal_entries()]
 
 
 def driver_for(nvml_driver, ranks):
@@ -75,14 +68,6 @@ def plan_file(tmp_path, stages, mbs, schedule, name):
     ps = plan_frontier(InstructionProfile.from_rows(rows), stages, mbs, schedule, 0.001, BLOCKING)
     path = ps.write_plan(len(ps) // 2, tmp_path / name)
     return path
-
-
-def free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_schedule_1f1b_two_ranks_plan_server_online_profile_and_a_failing_step(tmp_path, nvml_driver):

@@ -13,7 +13,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # perseus_fakes must be importable in the controller's spawned process
 
-from perseus_fakes import FakeClockDevice, locked, log, nvml_clocks, nvml_device  # noqa: E402
+from perseus_fakes import FakeClockDevice, journal_keys, locked, log, nvml_clocks, nvml_device  # noqa: E402
 
 from zeus_plugins_perseus.runtime import FrequencyController, PerseusHooks, ScheduleError, load_stage_schedule  # noqa: E402
 from zeus_plugins_perseus.runtime.controller import ControllerError  # noqa: E402
@@ -62,13 +62,6 @@ def test_controller_resets_when_training_process_dies(tmp_path):
     while locked(str(state)) is not None and time.monotonic() < deadline:
         time.sleep(0.1)
     assert locked(str(state)) is None
-
-
-def journal_keys():
-    from zeus_core import store
-
-    with store.journal() as j:
-        return [e.key for e in j.journal_entries()]
 
 
 def test_controller_on_nvml_holds_the_memory_clock_at_max_while_the_sm_clock_is_locked(nvml_driver):

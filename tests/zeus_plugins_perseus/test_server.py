@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from perseus_fakes import two_stage_rows  # noqa: E402
+from perseus_fakes import free_port, two_stage_rows  # noqa: E402
 
 from zeus_plugins_perseus.client import PlanClient, PlanServerError, rank_schedule  # noqa: E402
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
@@ -155,12 +154,6 @@ def test_exposure_rules(tmp_path):
     f.write_text("\n")
     with pytest.raises(ValueError, match="empty"):
         resolve_token(f)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_zeus_perseus_serve_on_uvicorn(tmp_path):
