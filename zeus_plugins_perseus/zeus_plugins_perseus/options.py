@@ -10,6 +10,7 @@
     blocking_power_w = 83.64
     model = "measured"              # or "exponential" (the published fitted model)
     max_slowdown = 1.0              # or deadline = 3.0 (seconds per iteration)
+    max_gap_plans = 32              # measured model: real-time plans at the fast end (one LP each)
 
 Validators see only their own value (the core calls them field by field), so
 each states the allowed range; choosing both ``deadline`` and
@@ -25,8 +26,11 @@ from attrs.validators import optional
 from zeus_core import FileChecks
 from zeus_core.validators import at_least, finite, nonempty, nonnegative, one_of, positive
 
-from zeus_plugins_perseus.costmodel import MODELS
 from zeus_plugins_perseus.schedule import SCHEDULES
+
+#: energy models of the planner (:mod:`~zeus_plugins_perseus.costmodel`); named here, where
+#: nothing heavy is imported, because the plugin's registration reads them
+MODELS = ("measured", "exponential")
 
 
 @attrs.define
@@ -43,6 +47,9 @@ class PerseusOptions:
     deadline: Optional[float] = attrs.field(default=None, validator=optional([positive, finite]))
     # 1.0: no slower than all-max clocks; 1.05: up to 5% slower
     max_slowdown: Optional[float] = attrs.field(default=None, validator=optional([at_least(1), finite]))
+    # measured model: real-time plans filling the gap rounding leaves at the fast end (one LP each;
+    # they dominate the planning time of large pipelines: fewer plans there, much faster)
+    max_gap_plans: int = attrs.field(default=32, validator=nonnegative)
 
     def __attrs_post_init__(self):
         if self.deadline is not None and self.max_slowdown is not None:

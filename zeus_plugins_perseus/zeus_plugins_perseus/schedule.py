@@ -74,9 +74,15 @@ def gpipe_order(stages: int, microbatches: int, stage: int) -> list[tuple[str, i
     return [(FORWARD, j) for j in range(microbatches)] + [(BACKWARD, j) for j in reversed(range(microbatches))]
 
 
+def gpipe_fifo_order(stages: int, microbatches: int, stage: int) -> list[tuple[str, int]]:
+    """GPipe with backwards first microbatch first: the order ``torch.distributed.pipelining.ScheduleGPipe`` runs."""
+    return [(FORWARD, j) for j in range(microbatches)] + [(BACKWARD, j) for j in range(microbatches)]
+
+
 SCHEDULES: dict[str, Callable[[int, int, int], list[tuple[str, int]]]] = {
-    "1f1b": one_f_one_b_order,
+    "1f1b": one_f_one_b_order,  # also torch.distributed.pipelining's Schedule1F1B
     "gpipe": gpipe_order,
+    "gpipe-fifo": gpipe_fifo_order,
 }
 
 
