@@ -14,11 +14,10 @@ import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from zeus_core.consoles import make_console
@@ -34,10 +33,12 @@ from zeus_core.errors import PartMismatch, RunFailed
 from zeus_core.identity import IdentityMismatch
 from zeus_core.files import write_atomic
 from zeus_core.parts import Reports, WritesOutputs
-from zeus_core.runner import Runner
 from zeus_core.store import StoreError
 from zeus_core.store_cli import store_group
 from zeus_core.stores import mask
+
+if TYPE_CHECKING:
+    from zeus_core.runner import Runner
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -241,6 +242,8 @@ def _load(job_file: Path, sets: tuple[str, ...], check_identity: bool = True):
 
 
 def _make_runner(spec, fresh: bool = False) -> Runner:
+    from zeus_core.runner import Runner  # what runs a job: loaded by the commands that run one
+
     try:
         return Runner(spec, registry(), console, fresh=fresh)
     except (StoreError, IdentityMismatch) as e:
@@ -278,6 +281,8 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
         _dry_run(spec)
         return
     _check_output(output)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     runner = _make_runner(spec, fresh=fresh)
     handled = (signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, _on_signal) for s in handled}

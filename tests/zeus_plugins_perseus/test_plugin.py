@@ -153,7 +153,7 @@ def test_registration_module_imports_nothing_heavy(tmp_path):
     import sys
 
     code = ("import sys, zeus_plugins_perseus.plugin as p\n"
-            "heavy = ('scipy', 'matplotlib', 'torch', 'fastapi', 'httpx', 'uvicorn')\n"
+            "heavy = ('numpy', 'scipy', 'matplotlib', 'torch', 'fastapi', 'httpx', 'uvicorn')\n"
             "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in heavy}))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr

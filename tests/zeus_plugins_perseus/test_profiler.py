@@ -18,7 +18,8 @@ from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile  # noqa: E402
 from zeus_plugins_perseus.runtime import OnlineProfiler, ScheduleError  # noqa: E402
 from zeus_plugins_perseus.schedule import one_f_one_b_order  # noqa: E402
-from zeus_plugins_perseus.stage_profiler import StageProfiler, StageProfilerOptions  # noqa: E402
+from zeus_plugins_perseus.options import StageProfilerOptions  # noqa: E402
+from zeus_plugins_perseus.stage_profiler import StageProfiler  # noqa: E402
 
 
 def sweep(profiler, device, stage=0, stages=2, mbs=3):

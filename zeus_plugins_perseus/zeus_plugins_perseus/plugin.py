@@ -11,7 +11,7 @@ from typing import Any
 
 from zeus_core import hookimpl
 
-from zeus_plugins_perseus.options import PerseusOptions
+from zeus_plugins_perseus.options import PerseusOptions, StageProfilerOptions
 
 
 def perseus_policy(options: PerseusOptions, context: Any):
@@ -21,7 +21,7 @@ def perseus_policy(options: PerseusOptions, context: Any):
     return PerseusPolicy(options, context)
 
 
-def stage_profiler(options: Any, context: Any):
+def stage_profiler(options: StageProfilerOptions, context: Any):
     """Factory of the ``perseus-stage`` part."""
     from zeus_plugins_perseus.stage_profiler import StageProfiler
 
@@ -47,8 +47,6 @@ def zeus_register_commands(cli):
 
 @hookimpl
 def zeus_register_profilers(register):
-    from zeus_plugins_perseus.stage_profiler import StageProfilerOptions
-
     register(
         "perseus-stage",
         stage_profiler,

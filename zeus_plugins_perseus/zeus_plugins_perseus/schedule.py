@@ -13,6 +13,8 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
+from zeus_plugins_perseus.options import SCHEDULE_NAMES
+
 FORWARD = "forward"
 BACKWARD = "backward"
 
@@ -84,6 +86,7 @@ SCHEDULES: dict[str, Callable[[int, int, int], list[tuple[str, int]]]] = {
     "gpipe": gpipe_order,
     "gpipe-fifo": gpipe_fifo_order,
 }
+assert tuple(SCHEDULES) == SCHEDULE_NAMES, "options.SCHEDULE_NAMES must list the schedules defined here"
 
 
 def build_dag(schedule: str, stages: int, microbatches: int) -> PipelineDAG:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import click
@@ -59,6 +57,9 @@ def fetch(out: Path, base_url: str = DEFAULT_BASE_URL, gpus: tuple[str, ...] = G
     Each file is checked with the same reader ``zeus run`` uses before it is
     put in place, so a failed or garbled download leaves no file behind.
     """
+    import urllib.error
+    import urllib.request
+
     from zeus_plugins_trace.traces import TraceError, read_power, read_train
 
     out.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from zeus_plugins_perseus.planner import PlanSet, plan_frontier, plan_text
-from zeus_plugins_perseus.profile import REQUIRED_COLUMNS, InstructionProfile, ProfileError
+from zeus_plugins_perseus.profile import REQUIRED_COLUMNS, InstructionProfile
 from zeus_plugins_perseus.schedule import BACKWARD, FORWARD
 
 
