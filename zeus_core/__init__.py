@@ -90,8 +90,10 @@ _EXPORTS: dict[str, str] = {
     "epochs_within": "zeus_core.stopping",
     "steady_state_cost": "zeus_core.stopping",
     "write_atomic": "zeus_core.files",
+    "make_console": "zeus_core.consoles",
     "atomic_path": "zeus_core.files",
     "load_callable": "zeus_core.loading",
+    "lazy_exports": "zeus_core.loading",
     "savings": "zeus_core.comparison",
     "comparison_table": "zeus_core.comparison",
     "ComparisonRow": "zeus_core.comparison",
@@ -160,6 +162,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.allocation import AllocationError, AllocationPlan, RankPlan, read_allocation
     from zeus_core.comparison import TOTAL_KEYS, comparison_table, savings
     from zeus_core.comparison import Row as ComparisonRow
+    from zeus_core.consoles import make_console
     from zeus_core.contexts import BuildContext, PolicyContext
     from zeus_core.filechecks import FileChecks
     from zeus_core.cost import check_eta, cost_per_iteration, lower_convex_hull, pareto_frontier, zeus_cost
@@ -184,7 +187,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.identity import NOT_IDENTITY, IdentityMismatch
     from zeus_core.job import JobError, JobOptions, JobSpec, load_job, parse_override
     from zeus_core.journal import RestoreError, SettingsGuard, restore_pending
-    from zeus_core.loading import load_callable
+    from zeus_core.loading import lazy_exports, load_callable
     from zeus_core.measurement import Measurement, format_joules
     from zeus_core.monitor import DeviceSet, Monitor, Window, make_sync
     from zeus_core.parts import (

@@ -65,7 +65,7 @@ from zeus_core.job import JobOptions, JobSpec, PartSpec, Problem, job_name, stru
 from zeus_core.measurement import Measurement
 from zeus_core.monitor import Monitor
 from zeus_core.parts import NeedsDevice
-from zeus_core.ranks import ProcessGroup, agree, combine_measurements, decide, process_group
+from zeus_core.ranks import ProcessGroup, agree, combine_measurements, decide, lead, outcome, process_group
 from zeus_core.registry import SECTION_KIND
 from zeus_core.results import TryRecord
 from zeus_core.session import RunSession, target_reached
@@ -249,25 +249,10 @@ class Follower:
                 m = self.monitor.end_window(msg[1], cancel=msg[2])
                 if not msg[2]:
                     self.group.gather(m)
-            elif op == "done":
-                return msg[1]
-            elif op == "error":
-                raise RuntimeError(f"rank 0 failed, so rank {self.group.rank} stops too: {msg[1]}")
+            elif op in ("done", "error"):
+                return outcome(self.group, msg)
             else:  # pragma: no cover - a message of another protocol
                 raise RuntimeError(f"rank {self.group.rank} got {op!r} from rank 0: the ranks' calls diverged")
-
-
-def lead(group: ProcessGroup, fn: Any, *args: Any) -> Any:
-    """On rank 0: run ``fn`` (whose device and window operations the others repeat), then tell them it is done."""
-    if group.world_size == 1:
-        return fn(*args)
-    try:
-        result = fn(*args)
-    except Exception as e:
-        group.broadcast(("error", f"{type(e).__name__}: {e}"))
-        raise
-    group.broadcast(("done", result))
-    return result
 
 
 # --------------------------------------------------------------------------- power
@@ -850,4 +835,4 @@ class BatchSizeOptimizer:
         self.close()
 
 
-__all__ = ["BatchSizeOptimizer", "BatchSizeTrial", "PowerLimitOptimizer", "lead"]
+__all__ = ["BatchSizeOptimizer", "BatchSizeTrial", "PowerLimitOptimizer", "counted_energy"]

@@ -193,29 +193,36 @@ def agree(group: ProcessGroup, facts: dict[str, Any], what: str) -> None:
         raise ValueError(verdict)
 
 
-def decide(group: ProcessGroup, fn: Any, *args: Any) -> Any:
-    """Rank 0 runs ``fn(*args)``; every rank gets its result, or raises its error.
-
-    An exception on rank 0 is sent to the others as ``(type name, message)`` and
-    raised there as RuntimeError, so no rank waits for a decision that never comes.
-    """
+def lead(group: ProcessGroup, fn: Any, *args: Any) -> Any:
+    """Rank 0's side of a decision: run ``fn(*args)``, then tell the others its result
+    (``("done", value)``) or its error (``("error", "Type: message")``), so no rank waits for
+    a decision that never comes. What ``fn`` broadcasts meanwhile the others handle before that."""
     if group.world_size == 1:
         return fn(*args)
-    if group.rank == 0:
-        try:
-            value = fn(*args)
-        except Exception as e:
-            group.broadcast(("error", f"{type(e).__name__}: {e}"))
-            raise
-        group.broadcast(("ok", value))
-        return value
-    kind, value = group.broadcast(None)
-    if kind == "error":
-        raise RuntimeError(f"rank 0 failed, so rank {group.rank} stops too: {value}")
+    try:
+        value = fn(*args)
+    except Exception as e:
+        group.broadcast(("error", f"{type(e).__name__}: {e}"))
+        raise
+    group.broadcast(("done", value))
     return value
+
+
+def outcome(group: ProcessGroup, msg: tuple) -> Any:
+    """On another rank: rank 0's result from its last message, or its error raised here."""
+    if msg[0] == "error":
+        raise RuntimeError(f"rank 0 failed, so rank {group.rank} stops too: {msg[1]}")
+    return msg[1]
+
+
+def decide(group: ProcessGroup, fn: Any, *args: Any) -> Any:
+    """Rank 0 runs ``fn(*args)``; every rank gets its result, or raises its error."""
+    if group.rank == 0 or group.world_size == 1:
+        return lead(group, fn, *args)
+    return outcome(group, group.broadcast(None))
 
 
 __all__ = [
     "SINGLE", "ProcessGroup", "SingleProcess", "agree", "combine_measurements", "decide", "launched_local_rank",
-    "launched_world_size", "process_group",
+    "launched_world_size", "lead", "outcome", "process_group",
 ]

@@ -286,16 +286,10 @@ class Registry:
             if not isinstance(scheme, str) or not scheme.isascii() or not scheme.replace("+", "").replace("-", "").isalnum():
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid store scheme {scheme!r}")
             key = scheme.lower()
-            if key in self.stores:
-                prev = self.stores[key]
-                raise PluginError(
-                    f"store scheme {key!r} is registered twice: by plugin {prev.plugin!r} ({prev.distribution}) and by "
-                    f"plugin {plugin_name!r} ({dist}); uninstall one, or block one with ZEUS_DISABLED_PLUGINS={plugin_name}"
-                )
+            _refuse_twice(self.stores, key, "store scheme", plugin_name, dist)
             self.stores[key] = StoreBackend(key, opener, plugin_name, dist, help)
 
         return register
-
 
     def _group_registrar(self, plugin_name: str):
         dist = self.distribution_of(plugin_name)[0]
@@ -303,16 +297,20 @@ class Registry:
         def register(name: str, join: Callable[[], Any], help: str = "") -> None:
             if not isinstance(name, str) or not name or name != name.strip() or not callable(join):
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid process group {name!r} (a name and a callable)")
-            if name in self.process_groups:
-                prev = self.process_groups[name]
-                raise PluginError(
-                    f"process group {name!r} is registered twice: by plugin {prev.plugin!r} ({prev.distribution}) and by "
-                    f"plugin {plugin_name!r} ({dist}); uninstall one, or block one with ZEUS_DISABLED_PLUGINS={plugin_name}"
-                )
+            _refuse_twice(self.process_groups, name, "process group", plugin_name, dist)
             self.process_groups[name] = ProcessGroupJoiner(name, join, plugin_name, dist, help)
 
         return register
 
+
+def _refuse_twice(table: dict[str, Any], key: str, what: str, plugin_name: str, dist: str) -> None:
+    """A name registered by two plugins is an error naming both, and the way out."""
+    if key in table:
+        prev = table[key]
+        raise PluginError(
+            f"{what} {key!r} is registered twice: by plugin {prev.plugin!r} ({prev.distribution}) and by "
+            f"plugin {plugin_name!r} ({dist}); uninstall one, or block one with ZEUS_DISABLED_PLUGINS={plugin_name}"
+        )
 
 def _trace(pm: pluggy.PluginManager) -> None:
     from rich.console import Console
@@ -372,7 +370,7 @@ def load(
             name = pm.get_name(plugin)
             reg._dist[name] = (dist.metadata["name"], dist.version)
     for name, obj in extra_plugins:
-        if pm.is_blocked(name):
+        if pm.is_blocked(name) or pm.get_plugin(name) is obj:  # blocked, or already there (the core's own)
             continue
         pm.register(obj, name=name)
     try:

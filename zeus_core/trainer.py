@@ -26,6 +26,7 @@ one, the callback is refused when it is created, before anything trains.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +174,17 @@ class TrainerHooks:
                 logs["zeus/cost"] = self.bso.cost(energy, m.time)
         self.epochs.append(logs)
         return logs
+
+    def metric_in(self, metrics: Mapping[str, Any], fix: str) -> float | None:
+        """This callback's metric among a trainer's ``metrics`` (None when it decides nothing); a
+        ValueError naming the ones there are, and ``fix``, when it is missing."""
+        if self.metric is None:
+            return None
+        if self.metric not in metrics:
+            raise ValueError(
+                f"no metric {self.metric!r} among the trainer's ({', '.join(sorted(metrics)) or 'none'}); {fix}"
+            )
+        return float(metrics[self.metric])
 
     def on_evaluate(self, metric: float | None) -> bool:
         """An evaluation's metric (None when it has none); True when training should stop (the

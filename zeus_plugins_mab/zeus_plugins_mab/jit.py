@@ -15,10 +15,12 @@ With ``spread_over_epoch`` the first epoch is instead split evenly among all
 limits, which is how the paper's trace-driven simulator charges that epoch
 (the mean over limits).
 
-It works with any device that can set power limits; a device that knows its
-own settable limits (``supported_power_limits()``, e.g. the trace device)
-is profiled on those, otherwise on ``step_w`` steps down from the maximum of
-``power_limit_range()``.
+It works with any device that can set power limits
+(:class:`zeus_core.PowerLimitControl`); a device that knows its own settable
+limits (:class:`zeus_core.SupportedPowerLimits`, e.g. the trace device) is
+profiled on those, otherwise on ``step_w`` steps down from the maximum of
+``power_limit_range()``. The runner turns :meth:`steady_epoch_cost` into each
+profiling try's ``steady_cost``.
 
 Which limit wins is ``select``: the lowest cost (default), the lowest energy or
 time per iteration, or the lowest limit within ``max_slowdown`` x the time of
@@ -38,7 +40,7 @@ from typing import Any
 
 import attrs
 
-from zeus_core import PowerLimitControl, SupportedPowerLimits, zeus_cost
+from zeus_core import JobSummary, Measurement, PowerLimitControl, Session, SupportedPowerLimits, zeus_cost
 
 from zeus_plugins_mab.options import JitOptions
 
@@ -105,7 +107,7 @@ class JitPowerPolicy:
 
     # -- which limits --
 
-    def limits(self, devices: Any) -> list[float]:
+    def limits(self, devices: PowerLimitControl) -> list[float]:
         if isinstance(devices, SupportedPowerLimits):
             return sorted({float(p) for p in devices.supported_power_limits()}, reverse=True)
         lo, hi = (float(x) for x in devices.power_limit_range())
@@ -117,7 +119,7 @@ class JitPowerPolicy:
 
     # -- the PowerPolicy protocol --
 
-    def begin_run(self, session: Any) -> None:
+    def begin_run(self, session: Session) -> None:
         key = str(session.batch_size)
         devices = session.devices
         if key in self.choices:
@@ -134,7 +136,7 @@ class JitPowerPolicy:
         self._run = _Profile(limits, costs, measured)
         devices.set_power_limit(limits[0])
 
-    def wants_iterations(self, session: Any) -> bool:
+    def wants_iterations(self, session: Session) -> bool:
         return self._run is not None and bool(self._run.remaining)
 
     def _plan(self, n: int | None) -> list[_Slot]:
@@ -160,7 +162,7 @@ class JitPowerPolicy:
             slots.append(_Slot(limit, wait + k * length, warmup, length - warmup))
         return slots
 
-    def on_iteration(self, session: Any, iteration: int) -> None:
+    def on_iteration(self, session: Session, iteration: int) -> None:
         run = self._run
         if run is None:
             return
@@ -179,7 +181,7 @@ class JitPowerPolicy:
         if run.open is None and not run.remaining:
             self._decide(session)
 
-    def _close(self, session: Any) -> None:
+    def _close(self, session: Session) -> None:
         run = self._run
         assert run is not None and run.open is not None
         m = session.monitor.end_window(WINDOW)
@@ -193,7 +195,7 @@ class JitPowerPolicy:
         self.measured.setdefault(key, {})[str(limit)] = [m.time / n, energy / n]
         run.open = None
 
-    def _decide(self, session: Any) -> None:
+    def _decide(self, session: Session) -> None:
         run = self._run
         assert run is not None
         best = self._select(run)
@@ -221,8 +223,7 @@ class JitPowerPolicy:
         select = self.options.select
         if select == "max-slowdown":
             fastest = run.measured[run.limits[0]][0]  # the highest limit's time per iteration
-            ok = [p for p in run.limits if run.measured[p][0] <= self.options.max_slowdown * fastest]
-            return min(ok)
+            return min(p for p in run.limits if run.measured[p][0] <= self.options.max_slowdown * fastest)
         value = {
             "cost": lambda p: run.costs[p],
             "energy": lambda p: run.measured[p][1],
@@ -235,7 +236,7 @@ class JitPowerPolicy:
         assert best is not None
         return best
 
-    def on_epoch_end(self, session: Any, epoch: int, measurement: Any) -> None:
+    def on_epoch_end(self, session: Session, epoch: int, measurement: Measurement) -> None:
         run = self._run
         if run is None:
             return
@@ -251,23 +252,14 @@ class JitPowerPolicy:
         else:
             session.devices.set_power_limit(run.limits[0])
 
-    def end_run(self, session: Any) -> None:
+    def end_run(self, session: Session) -> None:
         run = self._run
         if run is not None:
             if run.open is not None:
                 session.monitor.end_window(WINDOW, cancel=True)
             self._run = None
-        profiled = [i for i, p in enumerate(session.epoch_profiled) if p]
-        if profiled:
-            session.extra["profiled"] = True
-            steady = self.steady_epoch_cost(session)
-            if steady is not None:
-                # What the try would have cost with every epoch at the chosen limit:
-                # the estimate of later tries at this batch size.
-                costs = list(session.epoch_costs)
-                session.extra["steady_cost"] = sum(c for i, c in enumerate(costs) if i not in profiled) + steady * len(profiled)
 
-    def steady_epoch_cost(self, session: Any) -> float | None:
+    def steady_epoch_cost(self, session: Session) -> float | None:
         """Cost of one epoch at the chosen limit, from the profiled cost per iteration."""
         c = self.choices.get(str(session.batch_size))
         if c is None:
@@ -288,5 +280,5 @@ class JitPowerPolicy:
         self.partial = {str(k): dict(v) for k, v in state.get("partial", {}).items()}
         self.measured = {str(k): dict(v) for k, v in state.get("measured", {}).items()}
 
-    def summary(self, job: Any = None) -> dict[str, Any]:
+    def summary(self, job: JobSummary) -> dict[str, Any]:
         return {"power_limit_by_batch_size": {k: v["power_limit"] for k, v in sorted(self.choices.items(), key=lambda kv: int(kv[0]))}}

@@ -19,47 +19,23 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from zeus_core import BatchSizeOptimizer, BatchSizeTrial, Monitor, TrainerHooks
+from zeus_core import Monitor, TrainerHooks
 
 
 class ZeusCallback(TrainerCallback):
-    """``Trainer(..., callbacks=[ZeusCallback(...)])``.
+    """``Trainer(..., callbacks=[ZeusCallback(monitor, bso=bso, trial=trial, metric="eval_accuracy")])``.
 
-    ``monitor``: a :class:`zeus_core.ZeusMonitor` (default: one opened when training
-    begins: every GPU, or the rank's own under ``torchrun``). ``power``: a registered
-    power policy (default ``jit``; None: measure only), ``power_options`` its table.
-    ``job``: the job's name (its store keeps what the power policy learned, and
-    ``zeus run`` of the same job shares it); default the batch-size optimizer's.
-    ``bso`` and ``trial``: report this try (``trial = bso.next()``, whose
-    ``batch_size`` the ``TrainingArguments`` use) when training ends; ``metric``: the
-    evaluation metric that decides (``"eval_accuracy"``; ``compute_metrics`` names
-    them ``eval_<name>``), ``target_metric`` and ``higher_is_better``: default the
-    optimizer's. Evaluate every epoch (``eval_strategy="epoch"``) for the try to
-    stop as soon as it can.
+    The arguments are :class:`zeus_core.TrainerHooks`': ``monitor`` (default: a
+    ``ZeusMonitor`` opened when training begins), ``power`` and ``power_options`` (the
+    power policy, ``jit`` by default), ``job`` and ``store``, ``bso`` and ``trial``
+    (the try whose ``batch_size`` the ``TrainingArguments`` use, reported when
+    training ends), ``metric`` (an evaluation metric: ``compute_metrics`` names them
+    ``eval_<name>``), ``target_metric`` and ``higher_is_better``. Evaluate every epoch
+    (``eval_strategy="epoch"``) for the try to stop as soon as it can.
     """
 
-    def __init__(
-        self,
-        monitor: Monitor | None = None,
-        *,
-        power: str | None = "jit",
-        power_options: dict[str, Any] | None = None,
-        job: str | None = None,
-        store: str | Path | None = None,
-        eta_knob: float | None = None,
-        batch_size: int | None = None,
-        bso: BatchSizeOptimizer | None = None,
-        trial: BatchSizeTrial | None = None,
-        metric: str | None = None,
-        target_metric: float | None = None,
-        higher_is_better: bool | None = None,
-    ) -> None:
-        self.hooks = TrainerHooks(
-            monitor, power=power, power_options=power_options, job=job, store=store, eta_knob=eta_knob,
-            batch_size=batch_size, bso=bso, trial=trial, metric=metric, target_metric=target_metric,
-            higher_is_better=higher_is_better,
-        )
-        self.metric = metric
+    def __init__(self, monitor: Monitor | None = None, **options: Any) -> None:
+        self.hooks = TrainerHooks(monitor, **options)
 
     # -- the trainer's events --
 
@@ -86,15 +62,7 @@ class ZeusCallback(TrainerCallback):
         state.log_history.append({**logs, "epoch": state.epoch, "step": state.global_step})
 
     def on_evaluate(self, args: Any, state: Any, control: Any, metrics: dict[str, float] | None = None, **kwargs: Any) -> None:
-        value = None
-        if self.metric is not None:
-            metrics = metrics or {}
-            if self.metric not in metrics:
-                raise ValueError(
-                    f"the evaluation has no metric {self.metric!r} (it has {', '.join(sorted(metrics)) or 'none'}); "
-                    "pass ZeusCallback(metric=...) one of them, or compute it with compute_metrics="
-                )
-            value = metrics[self.metric]
+        value = self.hooks.metric_in(metrics or {}, "pass ZeusCallback(metric=...) one of them, or compute it with compute_metrics=")
         if self.hooks.on_evaluate(value):
             control.should_training_stop = True
 

@@ -17,49 +17,25 @@ every epoch (the default) for the try to stop as soon as it can.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from lightning.pytorch import Callback
 
-from zeus_core import BatchSizeOptimizer, BatchSizeTrial, Monitor, TrainerHooks
+from zeus_core import Monitor, TrainerHooks
 
 
 class ZeusCallback(Callback):
-    """``Trainer(..., callbacks=[ZeusCallback(...)])``.
+    """``Trainer(..., callbacks=[ZeusCallback(monitor, bso=bso, trial=trial, metric="val_acc")])``.
 
-    ``monitor``: a :class:`zeus_core.ZeusMonitor` (default: one opened when training
-    starts: every GPU, or the rank's own under ``torchrun``). ``power``: a registered
-    power policy (default ``jit``; None: measure only), ``power_options`` its table.
-    ``job``: the job's name (its store keeps what the power policy learned); default
-    the batch-size optimizer's. ``bso`` and ``trial``: report this try
-    (``trial = bso.next()``, whose ``batch_size`` the data loader uses) when training
-    ends; ``metric``: the logged validation metric that decides (``"val_acc"``),
-    ``target_metric`` and ``higher_is_better``: default the optimizer's.
+    The arguments are :class:`zeus_core.TrainerHooks`': ``monitor`` (default: a
+    ``ZeusMonitor`` opened when training starts), ``power`` and ``power_options`` (the
+    power policy, ``jit`` by default), ``job`` and ``store``, ``bso`` and ``trial``
+    (the try whose ``batch_size`` the data loader uses, reported when training ends),
+    ``metric`` (a name ``validation_step`` logs), ``target_metric`` and ``higher_is_better``.
     """
 
-    def __init__(
-        self,
-        monitor: Monitor | None = None,
-        *,
-        power: str | None = "jit",
-        power_options: dict[str, Any] | None = None,
-        job: str | None = None,
-        store: str | Path | None = None,
-        eta_knob: float | None = None,
-        batch_size: int | None = None,
-        bso: BatchSizeOptimizer | None = None,
-        trial: BatchSizeTrial | None = None,
-        metric: str | None = None,
-        target_metric: float | None = None,
-        higher_is_better: bool | None = None,
-    ) -> None:
-        self.hooks = TrainerHooks(
-            monitor, power=power, power_options=power_options, job=job, store=store, eta_knob=eta_knob,
-            batch_size=batch_size, bso=bso, trial=trial, metric=metric, target_metric=target_metric,
-            higher_is_better=higher_is_better,
-        )
-        self.metric = metric
+    def __init__(self, monitor: Monitor | None = None, **options: Any) -> None:
+        self.hooks = TrainerHooks(monitor, **options)
 
     # -- the trainer's hooks --
 
@@ -79,16 +55,8 @@ class ZeusCallback(Callback):
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         for name, value in self.hooks.on_epoch_end().items():
             pl_module.log(name, value, on_step=False, on_epoch=True, sync_dist=False)
-        value = None
-        if self.metric is not None:
-            metrics = trainer.callback_metrics
-            if self.metric not in metrics:
-                raise ValueError(
-                    f"no logged metric {self.metric!r} at the end of the epoch (logged: "
-                    f"{', '.join(sorted(metrics)) or 'none'}); log it in validation_step (self.log(...)), or pass "
-                    "ZeusCallback(metric=...) one of those"
-                )
-            value = float(metrics[self.metric])
+        value = self.hooks.metric_in(trainer.callback_metrics, "log it in validation_step (self.log(...)), or pass "
+                                     "ZeusCallback(metric=...) one of those")
         if self.hooks.on_evaluate(value):
             trainer.should_stop = True
 
