@@ -127,6 +127,7 @@ _EXPORTS: dict[str, str] = {
     "BatchSizeOptimizer": "zeus_core.optimizers",
     "BatchSizeTrial": "zeus_core.optimizers",
     "TrainerHooks": "zeus_core.trainer",
+    "TrainerCallbackMixin": "zeus_core.trainer",
     "counted_energy": "zeus_core.optimizers",
     "JobHistory": "zeus_core.trials",
     "Trial": "zeus_core.trials",
@@ -224,6 +225,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.optimizers import BatchSizeOptimizer, BatchSizeTrial, PowerLimitOptimizer, counted_energy
     from zeus_core.ranks import ProcessGroup, combine_measurements, process_group
     from zeus_core.stores import JobStore, StoreTransaction, mask, open_store
-    from zeus_core.trainer import TrainerHooks
+    from zeus_core.trainer import TrainerCallbackMixin, TrainerHooks
     from zeus_core.trials import JobHistory, Trial, Trials
     from zeus_core.zeusmonitor import ZeusMonitor

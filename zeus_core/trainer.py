@@ -234,4 +234,28 @@ class TrainerHooks:
         return Measurement(self._time, dict(self._energy_so_far), dict(self._sources))
 
 
-__all__ = ["TrainerHooks"]
+class TrainerCallbackMixin:
+    """What a trainer callback built on :class:`TrainerHooks` (``self.hooks``) offers its user,
+    whatever the trainer: ``callback.epochs`` and ``callback.record``.
+
+    Example::
+
+        class ZeusCallback(TrainerCallbackMixin, SomeTrainerCallback):
+            def __init__(self, monitor=None, **options):
+                self.hooks = TrainerHooks(monitor, **options)
+    """
+
+    hooks: TrainerHooks
+
+    @property
+    def epochs(self) -> list[dict[str, float]]:
+        """What was logged after each epoch."""
+        return self.hooks.epochs
+
+    @property
+    def record(self) -> TryRecord | None:
+        """The reported try (a :class:`~zeus_core.TryRecord`), once training ended; else None."""
+        return self.hooks.record
+
+
+__all__ = ["TrainerCallbackMixin", "TrainerHooks"]

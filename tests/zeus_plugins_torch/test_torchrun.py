@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from zeus_core import open_store
 
+from allocation_model import single_process_params
 from inloop_helpers import env_with_fake, fake_gpus, limits
 
 HERE = Path(__file__).resolve().parent
@@ -122,15 +122,8 @@ def test_two_ranks_on_one_machine_are_one_job_from_a_script_and_from_run_job(tmp
 ALLOCATED_TRAINER = textwrap.dedent('''
     import json, os
     import torch
+    from allocation_model import make_data, make_model
     from inloop_helpers import gpu_limit
-
-    def make_model():
-        torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3)).double()
-
-    def make_data(n):
-        g = torch.Generator().manual_seed(1)
-        return torch.randn(n, 5, generator=g, dtype=torch.float64), torch.randn(n, 3, generator=g, dtype=torch.float64)
 
     def train(batch_size, zeus):
         steps, B = 3, zeus.batch_size
@@ -204,16 +197,7 @@ def test_two_machines_train_one_job_by_a_zeus2_allocation(tmp_path, monkeypatch)
     assert [g["local_batch_size"] for g in got] == [3, 5]  # by global rank, whichever node
     assert set(got[0]["held"]) == {300.0} and set(got[1]["held"]) == {200.0}
     assert [t.recurrence for t in _tries(tmp_path / "across.sqlite")] == [1]
-    ns: dict = {}
-    exec(ALLOCATED_TRAINER.replace("from inloop_helpers import gpu_limit", ""), ns)
-    x, y = ns["make_data"](8 * 3)
-    model = ns["make_model"]()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for i in range(3):
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x[i * 8:(i + 1) * 8]), y[i * 8:(i + 1) * 8]).backward()
-        opt.step()
-    expected = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+    expected = single_process_params(8, 3)
     for g in got:
         np.testing.assert_allclose(np.array(g["params"]), expected, rtol=0, atol=1e-6)
 

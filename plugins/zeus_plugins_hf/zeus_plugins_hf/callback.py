@@ -19,10 +19,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from zeus_core import Monitor, TrainerHooks
+from zeus_core import Monitor, TrainerCallbackMixin, TrainerHooks
 
 
-class ZeusCallback(TrainerCallback):
+class ZeusCallback(TrainerCallbackMixin, TrainerCallback):
     """``Trainer(..., callbacks=[ZeusCallback(monitor, bso=bso, trial=trial, metric="eval_accuracy")])``.
 
     The arguments are :class:`zeus_core.TrainerHooks`': ``monitor`` (default: a
@@ -73,18 +73,6 @@ class ZeusCallback(TrainerCallback):
                 "zeus/try_energy_j": record.energy_j, "zeus/try_time_s": record.time_s, "zeus/try_cost": record.cost,
                 "zeus/batch_size": record.batch_size, "zeus/reached": record.reached, "step": state.global_step,
             })
-
-    # -- facts --
-
-    @property
-    def epochs(self) -> list[dict[str, float]]:
-        """What was logged after each epoch."""
-        return self.hooks.epochs
-
-    @property
-    def record(self) -> Any:
-        """The reported try (a :class:`zeus_core.TryRecord`), once training ended; else None."""
-        return self.hooks.record
 
 
 class HFGlobalPowerLimitOptimizer(ZeusCallback):

@@ -21,10 +21,10 @@ from typing import Any
 
 from lightning.pytorch import Callback
 
-from zeus_core import Monitor, TrainerHooks
+from zeus_core import Monitor, TrainerCallbackMixin, TrainerHooks
 
 
-class ZeusCallback(Callback):
+class ZeusCallback(TrainerCallbackMixin, Callback):
     """``Trainer(..., callbacks=[ZeusCallback(monitor, bso=bso, trial=trial, metric="val_acc")])``.
 
     The arguments are :class:`zeus_core.TrainerHooks`': ``monitor`` (default: a
@@ -66,15 +66,3 @@ class ZeusCallback(Callback):
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         if self.hooks.plo is not None:
             self.hooks.plo.close()  # the GPUs go back at once (the journal would at exit)
-
-    # -- facts --
-
-    @property
-    def epochs(self) -> list[dict[str, float]]:
-        """What was logged after each epoch."""
-        return self.hooks.epochs
-
-    @property
-    def record(self) -> Any:
-        """The reported try (a :class:`zeus_core.TryRecord`), once training ended; else None."""
-        return self.hooks.record
