@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "OffersBatchSizes": "zeus_core.parts",
     "EpochCostPredictor": "zeus_core.parts",
     "RankCombiner": "zeus_core.parts",
+    "ServesRanks": "zeus_core.parts",
     "TryCostBound": "zeus_core.parts",
     "IterationControl": "zeus_core.parts",
     "SteadyEpochCost": "zeus_core.parts",
@@ -92,6 +93,7 @@ _EXPORTS: dict[str, str] = {
     "make_console": "zeus_core.consoles",
     "atomic_path": "zeus_core.files",
     "load_callable": "zeus_core.loading",
+    "lazy_exports": "zeus_core.loading",
     "savings": "zeus_core.comparison",
     "comparison_table": "zeus_core.comparison",
     "ComparisonRow": "zeus_core.comparison",
@@ -119,6 +121,23 @@ _EXPORTS: dict[str, str] = {
     "open_store": "zeus_core.stores",
     "mask": "zeus_core.stores",
     "Runner": "zeus_core.runner",
+    # zeus inside the user's own loop: measurement, power and batch-size optimizers
+    "ZeusMonitor": "zeus_core.zeusmonitor",
+    "PowerLimitOptimizer": "zeus_core.optimizers",
+    "BatchSizeOptimizer": "zeus_core.optimizers",
+    "BatchSizeTrial": "zeus_core.optimizers",
+    "TrainerHooks": "zeus_core.trainer",
+    "TrainerCallbackMixin": "zeus_core.trainer",
+    "counted_energy": "zeus_core.optimizers",
+    "JobHistory": "zeus_core.trials",
+    "Trial": "zeus_core.trials",
+    "Trials": "zeus_core.trials",
+    # ranks of one job
+    "ProcessGroup": "zeus_core.ranks",
+    "process_group": "zeus_core.ranks",
+    "combine_measurements": "zeus_core.ranks",
+    "capability_members": "zeus_core.device",
+    "copy_capabilities": "zeus_core.device",
 }
 
 #: names whose attribute in their module differs from the public name
@@ -150,6 +169,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.cost import check_eta, cost_per_iteration, lower_convex_hull, pareto_frontier, zeus_cost
     from zeus_core.device import (
         DEVICE_CAPABILITIES,
+        capability_members,
+        copy_capabilities,
         ClockControl,
         DeviceGroup,
         EpochPrediction,
@@ -167,7 +188,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.identity import NOT_IDENTITY, IdentityMismatch
     from zeus_core.job import JobError, JobOptions, JobSpec, load_job, parse_override
     from zeus_core.journal import RestoreError, SettingsGuard, restore_pending
-    from zeus_core.loading import load_callable
+    from zeus_core.loading import lazy_exports, load_callable
     from zeus_core.measurement import Measurement, format_joules
     from zeus_core.monitor import DeviceSet, Monitor, Window, make_sync
     from zeus_core.parts import (
@@ -185,6 +206,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
         PowerPolicy,
         RankCombiner,
         Reports,
+        ServesRanks,
         Session,
         SteadyEpochCost,
         Summarizes,
@@ -200,4 +222,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.session import RunSession, target_reached
     from zeus_core.stopping import epochs_within, steady_state_cost
     from zeus_core.store import Store, StoreError, StoreInfo
+    from zeus_core.optimizers import BatchSizeOptimizer, BatchSizeTrial, PowerLimitOptimizer, counted_energy
+    from zeus_core.ranks import ProcessGroup, combine_measurements, process_group
     from zeus_core.stores import JobStore, StoreTransaction, mask, open_store
+    from zeus_core.trainer import TrainerCallbackMixin, TrainerHooks
+    from zeus_core.trials import JobHistory, Trial, Trials
+    from zeus_core.zeusmonitor import ZeusMonitor

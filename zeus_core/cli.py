@@ -246,7 +246,7 @@ def _make_runner(spec, fresh: bool = False) -> Runner:
 
     try:
         return Runner(spec, registry(), console, fresh=fresh)
-    except (StoreError, IdentityMismatch) as e:
+    except (StoreError, IdentityMismatch, PartMismatch) as e:
         fail(str(e), EXIT_BAD_INPUT)
         raise  # unreachable: fail exits
 
@@ -321,6 +321,8 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
         except RunFailed as e:
             err_console.print(f"[bold red]error while restoring devices:[/] {escape(str(e))}")
             code = code or EXIT_FAILED
+    if not runner.leads:  # another rank of a launched job: rank 0 reports and writes the outputs
+        sys.exit(code)
     if summary is None and code in SIGNAL_EXIT.values() and "workload" in runner.parts:
         summary = runner.summary()  # what finished before the signal is in the store
     if summary is None:

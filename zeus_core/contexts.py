@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # annotations only
     from rich.console import Console
 
     from zeus_core.job import JobOptions, JobSpec
+    from zeus_core.ranks import ProcessGroup
     from zeus_core.registry import Registry
     from zeus_core.stores import JobStore
 
@@ -36,6 +37,12 @@ class BuildContext:
     console: Console
     registry: Registry
     parts: dict[str, Any] = attrs.field(factory=dict)
+    #: The ranks of the job when a launcher started several (``torchrun``): rank 0 runs the
+    #: job, the others serve it (:class:`zeus_core.parts.ServesRanks`); None for one process.
+    group: ProcessGroup | None = None
+    #: Under a launcher: every rank's ``[device]`` maximum power, by rank (gathered once the
+    #: devices are built, before the workload).
+    rank_max_power_w: list[float] | None = None
 
     @classmethod
     def outside_job(cls, console: Console, registry: Registry) -> BuildContext:

@@ -231,3 +231,22 @@ DEVICE_CAPABILITIES: tuple[type, ...] = (
     EpochPredictor,
     ControlPaths,
 )
+
+
+def capability_members(capability: type) -> list[str]:
+    """The names a capability protocol asks for: its methods and its data members."""
+    return [n for n in (*vars(capability), *getattr(capability, "__annotations__", {})) if not n.startswith("_")]
+
+
+def copy_capabilities(view: object, sources: dict[type, object]) -> None:
+    """Give ``view`` (a group standing for others) each capability in ``sources`` as instance
+    attributes bound to that capability's source group.
+
+    A view that forwarded through ``__getattr__`` would fail ``isinstance`` on Python
+    3.12+ (runtime-checkable protocols look attributes up with ``inspect.getattr_static``);
+    copied attributes answer ``isinstance`` on every Python, and a capability the view
+    withholds is simply absent.
+    """
+    for cap, source in sources.items():
+        for name in capability_members(cap):
+            setattr(view, name, getattr(source, name))

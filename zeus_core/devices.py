@@ -22,7 +22,9 @@ from typing import Any
 from rich.console import Console
 
 from zeus_core.contexts import BuildContext
+from zeus_core.identity import option_identity, with_facts
 from zeus_core.job import Problem, structure
+from zeus_core.parts import HasIdentity
 from zeus_core.registry import Registry, get_registry
 
 
@@ -41,20 +43,43 @@ def open_devices(
     path"``). ``tables`` holds each name's options as in its ``[device]`` table.
     Every name must be registered (KeyError otherwise; check ``reg.names("device")``).
     """
-    ctx = BuildContext.outside_job(console, reg)
     opened, unavailable, errors = [], [], []
     for name in names:
-        r = reg.get("device", name)
-        problems: list[Problem] = []
-        options = structure(r.options, tables.get(name, {}), (name,), problems)
-        if options is None:
-            errors += [f"{name}: {p.message} @ {p.jsonpath()}" for p in problems]
-            continue
         try:
-            opened.append((name, r.factory(options, ctx)))
+            group, _ = build_device(reg, name, tables.get(name, {}), console)
+        except DeviceOptionsError as e:
+            errors += e.problems
         except Exception as e:  # noqa: BLE001 - a device this machine cannot open is reported, not fatal
             unavailable.append((name, str(e) or type(e).__name__))
+        else:
+            opened.append((name, group))
     return opened, unavailable, errors
+
+
+class DeviceOptionsError(ValueError):
+    """A device plugin's options are wrong; ``problems`` lists each as ``"name: message @ path"``."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("bad device options: " + "; ".join(problems))
+
+
+def build_device(reg: Registry, name: str, table: dict[str, Any], console: Console) -> tuple[Any, dict[str, Any]]:
+    """Build device plugin ``name`` from its options table outside a job; returns the group and its
+    identity as a job's ``[device]`` section declares it (``plugin``, identity options, facts).
+
+    Raises :class:`DeviceOptionsError` for bad options, or whatever the plugin raises.
+    """
+    r = reg.get("device", name)
+    problems: list[Problem] = []
+    options = structure(r.options, table, (name,), problems)
+    if options is None:
+        raise DeviceOptionsError([f"{name}: {p.message} @ {p.jsonpath()}" for p in problems])
+    group = r.factory(options, BuildContext.outside_job(console, reg))
+    identity = {"plugin": name, **option_identity(options)}
+    if isinstance(group, HasIdentity):
+        identity = with_facts({"device": identity}, {"device": group.identity()})["device"]
+    return group, identity
 
 
 def open_device(

@@ -56,11 +56,20 @@ def zeus_register_devices(register):
     and a clock, and declares what else it can do with the capabilities of
     :mod:`zeus_core.device` (``PowerLimitControl``, ``ClockControl``, ...).
 
+    ``measures`` (devices only) says what hardware the plugin measures, and which of
+    its options selects devices by index: ``{"gpu": "gpus"}`` (CUDA-visible GPU
+    indices), ``{"cpu": "packages"}`` (CPU packages), ``None`` as the option for a
+    plugin that measures all of them. :class:`zeus_core.ZeusMonitor` finds "the
+    plugin that measures GPUs" (``gpu_indices``) and "the one that measures CPUs"
+    (``cpu_indices``) by it, without naming a plugin; a device without ``measures``
+    is opened only by name (``ZeusMonitor(device="my-gpu")``, ``[device]`` tables).
+
     Example::
 
         @hookimpl
         def zeus_register_devices(register):
-            register("my-gpu", MyGpus, options=MyGpuOptions, help="GPUs through my vendor's library.")
+            register("my-gpu", MyGpus, options=MyGpuOptions, measures={"gpu": "gpus"},
+                     help="GPUs through my vendor's library.")
     """
 
 
@@ -209,6 +218,28 @@ def zeus_register_stores(register):
         @hookimpl
         def zeus_register_stores(register):
             register("redis", RedisStore.open, help="Job state in a Redis server.")
+    """
+
+
+@hookspec
+def zeus_register_process_groups(register):
+    """Register how the ranks of one job reach each other when a launcher started them
+    (``torchrun``, SLURM's ``srun``, ``torch.multiprocessing``).
+
+    ``register(name, join, help="...")`` where ``join()`` returns a
+    :class:`zeus_core.ProcessGroup` when this process is one rank of several in that
+    framework (joining or creating its process group), and None otherwise. It is
+    called once per process, before zeus decides anything: keep it cheap when there
+    is nothing to join (read the environment, look in ``sys.modules``; import the
+    framework only when it is there). :func:`zeus_core.process_group` asks every
+    registered ``join`` in name order and uses the first group; with none, the
+    process is a job of its own.
+
+    Example::
+
+        @hookimpl
+        def zeus_register_process_groups(register):
+            register("mpi", join_mpi, help="Ranks started by mpirun (MPI_COMM_WORLD).")
     """
 
 

@@ -16,11 +16,26 @@ What is identity is declared by whoever owns the option:
 * a part may add facts it learns when built (the GPU model behind ``gpus =
   [0]``) with :class:`zeus_core.parts.HasIdentity`.
 
-Identities are compared section by section. Every part section is present
-(``plugin`` is None where the job has none), so adding, removing or swapping a
-part is a difference; inside a section with the same plugin, only keys both
-sides have are compared, so a plugin upgrade that adds an option does not
-orphan every existing store.
+Identities are compared section by section. Every part section of a
+``job.toml`` is present (``plugin`` is None where the job has none), so adding,
+removing or swapping a part is a difference; inside a section with the same
+plugin, only keys both sides have are compared, so a plugin upgrade that adds
+an option does not orphan every existing store.
+
+A job driven from a user's own script (:class:`zeus_core.BatchSizeOptimizer`,
+:class:`zeus_core.PowerLimitOptimizer`) declares only what it knows:
+
+* a section it knows nothing about is **absent** (not compared): a script that
+  only steers power declares no ``batch_size``;
+* a section it knows only in part has **no** ``plugin`` key and is compared on
+  the keys both sides have: the user's loop is no ``[workload]`` plugin, but
+  its ``batch_sizes`` and ``default_batch_size`` are the workload's;
+* ``job`` holds only the keys the script set (``target_metric`` when it gave one).
+
+So the same job run by ``zeus run`` and driven from a script compare equal
+where they mean the same thing, and a store learns the union of what every way
+in declared (:func:`merged`): a store written first by a script still refuses
+a later ``zeus run`` of another job.
 """
 
 from __future__ import annotations
@@ -69,6 +84,18 @@ def with_facts(identity: dict[str, Any], facts: Mapping[str, Mapping[str, Any]])
     return out
 
 
+def merged(stored: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """What a store learns when a run whose identity has no :func:`differences` with
+    ``stored`` claims it: every section and key either declared (they agree where both do)."""
+    out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in stored.items()}
+    for section, value in current.items():
+        if isinstance(value, Mapping) and isinstance(out.get(section), dict):
+            out[section] = {**value, **out[section]} if "plugin" not in value else {**out[section], **value}
+        else:
+            out.setdefault(section, dict(value) if isinstance(value, Mapping) else value)
+    return out
+
+
 @attrs.frozen
 class Difference:
     key: str
@@ -79,13 +106,14 @@ class Difference:
 def differences(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[Difference]:
     """Where two identities disagree (see the module docstring for what is compared)."""
     out: list[Difference] = []
-    for section in sorted(set(stored) | set(current)):
-        a, b = stored.get(section, {}), current.get(section, {})
+    for section in sorted(set(stored) & set(current)):  # a section one side does not declare is not compared
+        a, b = stored[section], current[section]
         if not isinstance(a, Mapping) or not isinstance(b, Mapping):
             if a != b:
                 out.append(Difference(section, a, b))
             continue
-        if a.get("plugin", None) != b.get("plugin", None) and section != "job":
+        partial = "plugin" not in a or "plugin" not in b  # declared in part, by a script
+        if not partial and a["plugin"] != b["plugin"] and section != "job":
             out.append(Difference(f"{section}.plugin", a.get("plugin"), b.get("plugin")))
             continue
         for key in sorted(set(a) & set(b)):
@@ -97,9 +125,13 @@ def differences(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[D
 class IdentityMismatch(ValueError):
     """The store learned another job; the message shows what differs and the fixes."""
 
-    def __init__(self, store: str, diffs: list[Difference]) -> None:
+    def __init__(self, store: str, diffs: list[Difference], fixes: str | None = None) -> None:
         self.store = store
         self.diffs = diffs
+        fixes = fixes or (
+            "start this job over with `zeus run --fresh` (forgets what the store learned), or give it its "
+            "own store (`--set 'job.store=\"other.sqlite\"'`, or another job.name)"
+        )
         width = max(len(d.key) for d in diffs)
         rows = [f"  {'field'.ljust(width)}  {'in the store':<28}  this run"]
         for d in diffs:
@@ -107,9 +139,7 @@ class IdentityMismatch(ValueError):
         super().__init__(
             f"the store {store} learned a different job, so this run would mix two setups:\n"
             + "\n".join(rows)
-            + "\nFix: start this job over with `zeus run --fresh` (forgets what the store learned), or give it its "
-            "own store (`--set 'job.store=\"other.sqlite\"'`, or another job.name); options that do not change the "
-            "problem (recurrences, seed, output, store) never block"
+            + f"\nFix: {fixes}; options that do not change the problem (recurrences, seed, output, store) never block"
         )
 
 

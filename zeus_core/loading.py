@@ -43,3 +43,26 @@ def load_callable(spec: str, base: Path | None = None, what: str = "step") -> Ca
     if not callable(fn):
         raise ValueError(f"{what} {spec!r}: {target} defines no function {name!r}")
     return fn
+
+
+def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
+    """A package's module ``__getattr__`` that imports each public name's module on first use.
+
+    A plugin's package is imported with its entry point by every ``zeus``
+    command, so its top-level names (``from zeus_plugins_mab import
+    GlobalPowerLimitOptimizer``) load only when used::
+
+        _EXPORTS = {"ZeusCallback": "zeus_plugins_hf.callback"}
+        __all__ = sorted(_EXPORTS)
+        __getattr__ = lazy_exports(__name__, _EXPORTS)
+    """
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(importlib.import_module(package), name, value)  # the next access is a plain lookup
+        return value
+
+    return __getattr__

@@ -232,6 +232,11 @@ class Monitor:
     def open_windows(self) -> list[str]:
         return list(self._open)
 
+    @property
+    def sync(self) -> Callable[[], Any]:
+        """What runs before each timestamp (the ``sync`` given: ``sync_execution_with`` of ``ZeusMonitor``)."""
+        return self._sync
+
     def begin_window(self, name: str, sync_execution: bool = True, restart: bool = False) -> None:
         """Open window ``name``; ``restart=True`` replaces an open window of that name."""
         if name in self._open and not restart:

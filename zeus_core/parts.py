@@ -500,11 +500,30 @@ class Closeable(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class ServesRanks(Protocol):
+    """A workload that trains on ranks a launcher started (``torchrun``, ``srun``): every
+    rank runs ``zeus run`` (or the script), rank 0 runs the job, and on every other rank
+    the runner builds only the ``[device]`` and the workload and calls ``serve_rank()``,
+    which trains what rank 0 decides until the job ends. A workload without it is
+    refused under a launcher, on every rank, before anything trains.
+
+    Example::
+
+        def serve_rank(self) -> None:
+            while (task := self.link.receive()) is not None:
+                self.train(task.batch_size)
+    """
+
+    def serve_rank(self) -> None: ...
+
+
 #: Every part capability (device ones: :data:`zeus_core.device.DEVICE_CAPABILITIES`).
 PART_CAPABILITIES: tuple[type, ...] = (
     OffersBatchSizes,
     EpochCostPredictor,
     RankCombiner,
+    ServesRanks,
     TryCostBound,
     IterationControl,
     SteadyEpochCost,

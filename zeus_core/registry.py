@@ -72,6 +72,19 @@ class Registration:
     distribution: str
     help: str = ""
     default: bool = False
+    #: devices: what the plugin measures -> the option that selects devices by index (None: all)
+    measures: dict[str, str | None] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ProcessGroupJoiner:
+    """One way ranks of a job reach each other: ``join()`` returns a process group or None."""
+
+    name: str
+    join: Callable[[], Any]
+    plugin: str
+    distribution: str
+    help: str = ""
 
 
 @attrs.frozen
@@ -107,6 +120,8 @@ class Registry:
         self.parts: dict[str, dict[str, Registration]] = {kind: {} for kind in KINDS}
         self.restorers: dict[str, Callable[[str, Any], Any]] = {}
         self.stores: dict[str, StoreBackend] = {}
+        #: how ranks started by a launcher join one job (``zeus_register_process_groups``), by name
+        self.process_groups: dict[str, ProcessGroupJoiner] = {}
         #: ``zeus daemon``'s privileged services (``zeus_register_privileged_operations``), by name
         self.services: dict[str, Registration] = {}
         self._dist: dict[str, tuple[str, str]] = {}
@@ -118,6 +133,10 @@ class Registry:
 
     def names(self, kind: str) -> list[str]:
         return sorted(self.parts[kind])
+
+    def measuring(self, hardware: str) -> list[Registration]:
+        """The device registrations that declared they measure ``hardware`` (``"gpu"``, ``"cpu"``), by name."""
+        return [r for _, r in sorted(self.parts["device"].items()) if hardware in r.measures]
 
     def default(self, kind: str) -> str | None:
         """The name registered with ``default=True`` for ``kind`` (what a job without that
@@ -146,6 +165,9 @@ class Registry:
             stores = sorted(b.scheme for b in self.stores.values() if b.plugin == name)
             if stores:
                 provides["store"] = stores
+            groups = sorted(g.name for g in self.process_groups.values() if g.plugin == name)
+            if groups:
+                provides["process_group"] = groups
             ops = privileged_operations({n: r for n, r in self.services.items() if r.plugin == name})
             if ops:
                 provides["privileged_operation"] = ops
@@ -169,6 +191,9 @@ class Registry:
             caller = self._caller_for("zeus_register_stores", plugin, plugins)
             if caller is not None:
                 caller(register=self._store_registrar(plugin_name))
+            caller = self._caller_for("zeus_register_process_groups", plugin, plugins)
+            if caller is not None:
+                caller(register=self._group_registrar(plugin_name))
         for plugin_name, plugin in plugins:
             caller = self._caller_for("zeus_register_privileged_operations", plugin, plugins)
             if caller is not None:
@@ -188,10 +213,19 @@ class Registry:
         table = self.parts[kind] if table is None else table
 
         def register(
-            name: str, factory: Callable[..., Any], options: type | None = None, help: str = "", default: bool = False
+            name: str, factory: Callable[..., Any], options: type | None = None, help: str = "", default: bool = False,
+            measures: dict[str, str | None] | None = None,
         ) -> None:
             if not isinstance(name, str) or not name or name != name.strip():
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid {kind} name {name!r}")
+            if measures is not None and (
+                kind != "device" or not isinstance(measures, dict)
+                or not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in measures.items())
+            ):
+                raise PluginError(
+                    f"plugin {plugin_name!r} ({dist}) registered {kind} {name!r} with measures={measures!r}: only devices "
+                    'declare what they measure, as {"gpu": "<option taking GPU indices>"} (None: no such option)'
+                )
             if not callable(factory):
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered {kind} {name!r} with a non-callable factory")
             opts = options if options is not None else getattr(factory, "Options", None) or NoOptions
@@ -199,6 +233,14 @@ class Registry:
                 raise PluginError(
                     f"plugin {plugin_name!r} ({dist}): the options of {kind} {name!r} must be an attrs class, got {opts!r}"
                 )
+            if measures:
+                fields = {f.name for f in attrs.fields(opts)}
+                unknown = sorted(o for o in measures.values() if o is not None and o not in fields)
+                if unknown:
+                    raise PluginError(
+                        f"plugin {plugin_name!r} ({dist}) registered device {name!r} with measures={measures!r}, but its "
+                        f"options have no {', '.join(map(repr, unknown))}"
+                    )
             if kind == "privileged_service" and not operations_of(factory):
                 raise PluginError(
                     f"plugin {plugin_name!r} ({dist}) registered privileged service {name!r}, whose class has no "
@@ -220,7 +262,7 @@ class Registry:
                         f"with ZEUS_DISABLED_PLUGINS"
                     )
             doc = help or "".join((factory.__doc__ or "").strip().splitlines()[0:1])
-            table[name] = Registration(kind, name, factory, opts, plugin_name, dist, doc, bool(default))
+            table[name] = Registration(kind, name, factory, opts, plugin_name, dist, doc, bool(default), dict(measures or {}))
 
         return register
 
@@ -244,16 +286,31 @@ class Registry:
             if not isinstance(scheme, str) or not scheme.isascii() or not scheme.replace("+", "").replace("-", "").isalnum():
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid store scheme {scheme!r}")
             key = scheme.lower()
-            if key in self.stores:
-                prev = self.stores[key]
-                raise PluginError(
-                    f"store scheme {key!r} is registered twice: by plugin {prev.plugin!r} ({prev.distribution}) and by "
-                    f"plugin {plugin_name!r} ({dist}); uninstall one, or block one with ZEUS_DISABLED_PLUGINS={plugin_name}"
-                )
+            _refuse_twice(self.stores, key, "store scheme", plugin_name, dist)
             self.stores[key] = StoreBackend(key, opener, plugin_name, dist, help)
 
         return register
 
+    def _group_registrar(self, plugin_name: str):
+        dist = self.distribution_of(plugin_name)[0]
+
+        def register(name: str, join: Callable[[], Any], help: str = "") -> None:
+            if not isinstance(name, str) or not name or name != name.strip() or not callable(join):
+                raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid process group {name!r} (a name and a callable)")
+            _refuse_twice(self.process_groups, name, "process group", plugin_name, dist)
+            self.process_groups[name] = ProcessGroupJoiner(name, join, plugin_name, dist, help)
+
+        return register
+
+
+def _refuse_twice(table: dict[str, Any], key: str, what: str, plugin_name: str, dist: str) -> None:
+    """A name registered by two plugins is an error naming both, and the way out."""
+    if key in table:
+        prev = table[key]
+        raise PluginError(
+            f"{what} {key!r} is registered twice: by plugin {prev.plugin!r} ({prev.distribution}) and by "
+            f"plugin {plugin_name!r} ({dist}); uninstall one, or block one with ZEUS_DISABLED_PLUGINS={plugin_name}"
+        )
 
 def _trace(pm: pluggy.PluginManager) -> None:
     from rich.console import Console

@@ -14,6 +14,15 @@ Per recurrence, tries run until one reaches the target metric:
 
 A recurrence's cost is the sum over all its tries. Parts that only plan
 (allocators, frequency plans, profilers) run once before the recurrences.
+
+Under a launcher (``torchrun --nproc-per-node=N --no-python zeus run job.toml``,
+or a script calling the torch plugin's ``run_job``) every rank runs this: the
+ranks form one job (:func:`zeus_core.process_group`), ``job.processes`` is the
+launcher's world size, rank 0 runs the recurrences and alone opens the store,
+and every other rank builds only its ``[device]`` and the workload, which serves
+rank 0 (:class:`~zeus_core.parts.ServesRanks`). Each rank reports whether it
+built its parts before any rank trains, so one that cannot start (no device, a
+bad allocation) stops the job on every rank with its message.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 from rich.console import Console
 
 from zeus_core.contexts import BuildContext
@@ -29,7 +39,8 @@ from zeus_core.job import JobSpec
 from zeus_core.measurement import Measurement
 from zeus_core.monitor import Monitor
 from zeus_core.identity import with_facts
-from zeus_core.parts import Closeable, HasIdentity, NeedsDevice, OffersBatchSizes, Summarizes
+from zeus_core.parts import Closeable, HasIdentity, NeedsDevice, OffersBatchSizes, ServesRanks, Summarizes
+from zeus_core.ranks import ProcessGroup, launched_local_rank, process_group
 from zeus_core.registry import SECTION_KIND, Registry
 from zeus_core.results import JobSummary, TryRecord
 from zeus_core.session import RunSession
@@ -45,13 +56,21 @@ class Runner:
     """Builds the parts of a validated job and runs it."""
 
     def __init__(
-        self, spec: JobSpec, registry: Registry, console: Console | None = None, store: JobStore | None = None, fresh: bool = False
+        self, spec: JobSpec, registry: Registry, console: Console | None = None, store: JobStore | None = None,
+        fresh: bool = False, group: ProcessGroup | None = None,
     ) -> None:
         self.spec = spec
         self.registry = registry
         self.console = console or Console()
-        self.store = store if store is not None else open_store(spec.store_location(), registry)
-        self.ctx = BuildContext(spec, self.store, self.console, registry)
+        self.group = self._join(group) if "workload" in spec.parts else None
+        #: rank 0 (or the only process) runs the job; other ranks of a launched job serve it
+        self.leads = self.group is None or self.group.rank == 0
+        if self.leads:
+            self.store: JobStore | None = store if store is not None else open_store(spec.store_location(), registry)
+        else:
+            self.store = None
+        self.ctx = BuildContext(spec, self.store, self.console, registry,
+                                group=self.group if self.group is not None and self.group.world_size > 1 else None)
         self.parts: dict[str, Any] = self.ctx.parts
         self.hook = registry.pm.hook
         self.monitor: Monitor | None = None
@@ -64,11 +83,32 @@ class Runner:
         if not fresh:
             self.check_identity()
 
+    def _join(self, group: ProcessGroup | None) -> ProcessGroup:
+        """The ranks a launcher started (one process: a group of one); ``job.processes`` follows them."""
+        try:
+            got = process_group(group, self.registry)
+        except (RuntimeError, TypeError) as e:
+            raise PartMismatch(str(e)) from e
+        job = self.spec.job
+        if got.world_size > 1:
+            if job.processes not in (1, got.world_size):
+                raise PartMismatch(
+                    f"job.processes = {job.processes}, but the launcher started {got.world_size} ranks; leave "
+                    f"job.processes out under a launcher (it is the launcher's world size), or start {job.processes} ranks"
+                )
+            job.processes = got.world_size
+        return got
+
+    @property
+    def launched(self) -> bool:
+        """Whether several ranks a launcher started run this job."""
+        return self.group is not None and self.group.world_size > 1
+
     # -- identity --
 
     def check_identity(self) -> None:
         """Refuse (:class:`IdentityMismatch`) a store that learned another job (not with ``--fresh``)."""
-        if not self.fresh:
+        if not self.fresh and self.store is not None:
             check_store_identity(self.store, self.identity)
 
     # -- building --
@@ -77,16 +117,34 @@ class Runner:
         """Call each factory (device first) and check that the parts fit together.
         ``sections`` limits which parts are built (``zeus report`` builds no planner)."""
         parts = self.spec.parts
+        if not self.leads:  # another rank of a launched job: its device, and the workload that serves rank 0
+            sections = tuple(s for s in sections if s in ("device", "workload"))
         for section in BUILD_ORDER:
             ps = parts.get(section) if section in sections else None
             if ps is None:
                 continue
             try:
-                part = ps.registration.factory(ps.options, self.ctx)
-            except (PartMismatch, ValueError, FileNotFoundError) as e:
-                raise PartMismatch(f"[{section}] plugin {ps.plugin!r}: {e}") from e
+                try:
+                    part = self._build_part(section, ps)
+                except (PartMismatch, ValueError, FileNotFoundError) as e:
+                    raise PartMismatch(f"[{section}] plugin {ps.plugin!r}: {e}") from e
+                if self.launched and section == "workload" and not isinstance(part, ServesRanks):
+                    raise PartMismatch(
+                        f"[workload] plugin {ps.plugin!r} cannot train on ranks a launcher started (it does not serve "
+                        "rank 0); run zeus once, without the launcher (job.processes for data-parallel workloads)"
+                    )
+            except Exception as e:
+                if self.launched and section in ("device", "workload"):
+                    self._ranks_ready(f"{type(e).__name__}: {e}" if not isinstance(e, PartMismatch) else str(e))
+                raise
             self.parts[section] = part
+            if self.launched and section == "device":
+                self.ctx.rank_max_power_w = self._ranks_ready(None, float(part.max_power_w))
+            elif self.launched and section == "workload":
+                self._ranks_ready(None)
             self._check_requirements(section, ps.plugin, part)
+        if not self.leads:
+            return
         if "device" in self.parts:
             self.monitor = Monitor(self.parts["device"], on_measurement=self._on_measurement)
         facts = {section: part.identity() for section, part in self.parts.items() if isinstance(part, HasIdentity)}
@@ -103,6 +161,36 @@ class Runner:
                 default_batch_size=workload.default_batch_size if offers else None,
                 power_policy=self.parts.get("power"), fresh=self.fresh,
             )
+
+    def _build_part(self, section: str, ps: Any) -> Any:
+        """Call the part's factory. Under a launcher with several ranks on a machine, a ``[device]``
+        that measures GPUs and names none measures this rank's own (``LOCAL_RANK``-th) GPU, by the
+        option its registration declares (``measures``), so that the ranks' sum counts each GPU once;
+        where that GPU is not visible (the launcher gave each rank one GPU), its table as written."""
+        local = launched_local_rank() if section == "device" and self.launched else None
+        option = ps.registration.measures.get("gpu") if local is not None else None
+        if option is not None and getattr(ps.options, option) is None:
+            try:
+                return ps.registration.factory(attrs.evolve(ps.options, **{option: [local]}), self.ctx)
+            except Exception:  # noqa: BLE001 - e.g. CUDA_VISIBLE_DEVICES names one GPU per rank
+                pass
+        return ps.registration.factory(ps.options, self.ctx)
+
+    def _ranks_ready(self, error: str | None, value: Any = None) -> list[Any]:
+        """Every rank says whether it built its part (and a value, its device's maximum power):
+        the values by rank, or :class:`PartMismatch` on every rank naming each rank that failed."""
+        g = self.group
+        assert g is not None
+        got = g.gather((error, value))
+        verdict = None
+        if g.rank == 0:
+            assert got is not None
+            bad = [f"rank {r} of {g.world_size} could not start: {e}" for r, (e, _) in enumerate(got) if e]
+            verdict = ("error", "; ".join(bad)) if bad else ("ok", [v for _, v in got])
+        kind, payload = g.broadcast(verdict)
+        if kind == "error":
+            raise PartMismatch(payload)
+        return payload
 
     def _check_requirements(self, section: str, plugin: str, part: Any) -> None:
         if not isinstance(part, NeedsDevice) or not part.needs_device:
@@ -133,7 +221,8 @@ class Runner:
                     part.close()
                 except Exception as e:  # noqa: BLE001 - keep closing the others
                     errors.append(f"[{section}] close failed: {e}")
-        self.store.close()
+        if self.store is not None:
+            self.store.close()
         if errors:
             raise RunFailed("; ".join(errors))
 
@@ -154,7 +243,11 @@ class Runner:
                     raise RunFailed(f"[{section}] plugin {plugin!r} failed while planning: {type(e).__name__}: {e}") from e
 
     def run(self, progress: Callable[[str, dict], None] | None = None) -> JobSummary:
-        """Plan, then run ``job.recurrences`` recurrences. Returns the job summary."""
+        """Plan, then run ``job.recurrences`` recurrences. Returns the job summary
+        (on a rank other than 0 of a launched job: serve rank 0, then an empty summary)."""
+        if not self.leads:
+            self.parts["workload"].serve_rank()
+            return JobSummary(job=self.spec.job.name, recurrences=0, tries=0, energy_j=0.0, time_s=0.0, cost=0.0, knobs={})
         self.hook.zeus_on_job_start(job=self.spec.job, context=self.ctx)
         self.plan()
         if "workload" in self.parts:
@@ -256,7 +349,7 @@ class Runner:
     def summary(self) -> JobSummary:
         import numpy as np  # pairwise sums, as before; imported here so `zeus --help` stays light
 
-        records = self.store.tries()
+        records = self.store.tries() if self.store is not None else []
         reached = [r for r in records if r.reached]
         knobs: dict[str, Any] = {}
         if reached:

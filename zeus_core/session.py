@@ -154,6 +154,45 @@ class RunSession:
         """Say the target is reached (for workloads that know it without a metric)."""
         self.reached = True
 
+    # -- a loop zeus does not drive: the user's own, a trainer's (zeus_core.PowerLimitOptimizer) --
+
+    @property
+    def in_epoch(self) -> bool:
+        return self._in_epoch is not None
+
+    @property
+    def acting(self) -> bool:
+        """Whether the power policy acts between the iterations of the current epoch (it profiles)."""
+        return self._wants_iterations
+
+    def begin_epoch(self, iterations: int | None = None) -> int:
+        """Start the next epoch (the power policy decides whether it acts in it); returns its number.
+
+        ``iterations``: how many the epoch will have, when known; a power policy
+        fits its windows by it, and one an epoch end cuts is measured again later.
+        """
+        if self._in_epoch is not None:
+            raise RuntimeError(f"epoch {self._in_epoch} has not ended")
+        epoch = self.epochs_done + 1
+        self.epoch_iterations = iterations
+        self._begin_epoch(epoch)
+        return epoch
+
+    def begin_iteration(self, iteration: int) -> None:
+        """Before iteration ``iteration`` (from 0) of the current epoch: the power policy acts, when it profiles."""
+        if self._wants_iterations:
+            self.power_policy.on_iteration(self, iteration)  # type: ignore[union-attr]
+
+    def end_epoch(self, iterations: int | None = None) -> Measurement:
+        """End the current epoch (``iterations``: how many it had); its measurement, combined over ranks."""
+        epoch = self._in_epoch
+        if epoch is None:
+            raise RuntimeError("no epoch is running")
+        if iterations is not None:
+            self.epoch_iterations = iterations
+        self._end_epoch(epoch)
+        return self.epoch_measurements[-1]
+
     # -- what the runner asks at the end --
 
     def steady_cost(self) -> float | None:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
 from zeus_core import statemerge
 from zeus_core.contexts import PolicyContext
-from zeus_core.identity import IdentityMismatch, differences
+from zeus_core.identity import IdentityMismatch, differences, merged
 from zeus_core.parts import MergesState, TryCostBound
 
 if TYPE_CHECKING:  # annotations only
@@ -61,6 +61,33 @@ class Trial:
     context: PolicyContext
     #: The power policy's state when the try began (what its change is measured from).
     power_base: Any = None
+
+
+@runtime_checkable
+class JobHistory(Protocol):
+    """Where a recurring job's tries come from and go to: :class:`Trials` over the job's
+    store here, or a client of an optimizer service (``zeus serve``) that keeps them
+    remotely. :class:`zeus_core.BatchSizeOptimizer` needs nothing else, so either
+    can be handed to it (``history=``).
+
+    Example::
+
+        class RemoteHistory:
+            def begin_recurrence(self) -> int:
+                return self.http.post("/recurrences").json()["recurrence"]
+
+            def next_trial(self, recurrence, try_index) -> Trial:
+                return Trial(**self.http.post("/trials", json=[recurrence, try_index]).json())
+
+            def record(self, trial, record, recurrence_cost=None) -> None:
+                self.http.post("/results", json=record.to_json())
+    """
+
+    def begin_recurrence(self) -> int: ...
+
+    def next_trial(self, recurrence: int, try_index: int) -> Trial: ...
+
+    def record(self, trial: Trial, record: TryRecord, recurrence_cost: float | None = None) -> None: ...
 
 
 class Trials:
@@ -107,6 +134,9 @@ class Trials:
             tx.set_identity(self.identity)
         else:
             self.check_identity(stored)
+            learned = merged(stored, self.identity)
+            if learned != stored:  # another way in (a script, zeus run) declared more of the job
+                tx.set_identity(learned)
 
     # -- policy state --
 
@@ -143,6 +173,25 @@ class Trials:
         if merged is not mine:
             power.set_state(merged)
         tx.set("policy:power", merged)
+
+    # -- a power policy on its own (zeus_core.PowerLimitOptimizer) --
+
+    def load_power(self) -> Any:
+        """Claim the store for this job and load the power policy's latest committed state;
+        returns the state its later changes are measured from (for :meth:`save_power`)."""
+        if self.power is None:
+            raise RuntimeError("this job has no power policy")
+        with self.store.transaction() as tx:
+            self._claim(tx)
+            self._load(tx, ("power",))
+            return copy.deepcopy(self.power.get_state())
+
+    def save_power(self, base: Any) -> Any:
+        """Apply what the power policy learned since ``base`` to the latest committed state
+        (no lost update, as :meth:`record` does); returns the new base."""
+        with self.store.transaction() as tx:
+            self._merge_power_state(tx, base)
+        return copy.deepcopy(self.power.get_state()) if self.power is not None else None
 
     # -- the job's steps --
 

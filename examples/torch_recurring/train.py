@@ -68,10 +68,13 @@ def train(batch_size: int, zeus) -> None:
 
 
 if __name__ == "__main__":
+    import os
     import sys
     from pathlib import Path
 
     from zeus_plugins_torch import run_job
 
+    # Also under torchrun (`torchrun --nproc-per-node=2 train.py`): the ranks are one job, rank 0 reports.
     summary = run_job(Path(__file__).with_name("job.toml"), overrides=sys.argv[1:])
-    print(f"{summary.recurrences} recurrences, {summary.tries} tries, cost {summary.cost:,.1f}, knobs {summary.knobs}")
+    if os.environ.get("RANK", "0") == "0":
+        print(f"{summary.recurrences} recurrences, {summary.tries} tries, cost {summary.cost:,.1f}, knobs {summary.knobs}")

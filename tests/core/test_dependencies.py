@@ -24,6 +24,8 @@ DISTRIBUTIONS = {
     "zeus-plugins-cpu": (REPO / "plugins" / "zeus_plugins_cpu", "zeus_plugins_cpu"),
     "zeus-plugins-nvml": (REPO / "plugins" / "zeus_plugins_nvml", "zeus_plugins_nvml"),
     "zeus-plugins-torch": (REPO / "plugins" / "zeus_plugins_torch", "zeus_plugins_torch"),
+    "zeus-plugins-hf": (REPO / "plugins" / "zeus_plugins_hf", "zeus_plugins_hf"),
+    "zeus-plugins-lightning": (REPO / "plugins" / "zeus_plugins_lightning", "zeus_plugins_lightning"),
     "zeus-plugins-trace": (REPO / "plugins" / "zeus_plugins_trace", "zeus_plugins_trace"),
     "zeus-plugins-hetero": (REPO / "zeus_plugins_hetero", "zeus_plugins_hetero"),
     "zeus-plugins-mab": (REPO / "zeus_plugins_mab", "zeus_plugins_mab"),

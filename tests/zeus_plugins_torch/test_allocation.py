@@ -28,13 +28,7 @@ TRAINER = textwrap.dedent('''
     import json
     import torch
 
-    def make_model():
-        torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3)).double()
-
-    def make_data(n):
-        g = torch.Generator().manual_seed(1)
-        return torch.randn(n, 5, generator=g, dtype=torch.float64), torch.randn(n, 3, generator=g, dtype=torch.float64)
+    from allocation_model import make_data, make_model
 
     def train(batch_size, zeus):
         """STEPS global batches, laid out rank after rank; each rank steps on its slice of each."""

@@ -21,11 +21,21 @@ limits (:class:`zeus_core.SupportedPowerLimits`, e.g. the trace device) is
 profiled on those, otherwise on ``step_w`` steps down from the maximum of
 ``power_limit_range()``. The runner turns :meth:`steady_epoch_cost` into each
 profiling try's ``steady_cost``.
+
+Which limit wins is ``select``: the lowest cost (default), the lowest energy or
+time per iteration, or the lowest limit within ``max_slowdown`` x the time of
+the highest (upstream Zeus's optimum selectors); a Python callable in
+:attr:`JitPowerPolicy.selector` overrides it (upstream's custom
+``OptimumSelector``, through ``GlobalPowerLimitOptimizer``). In a loop zeus
+does not drive (``zeus_core.PowerLimitOptimizer``) the epoch's length may be
+unknown: windows then follow each other from ``wait_iters`` on, and one the
+epoch end cuts is measured again in the next epoch.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -66,6 +76,7 @@ class _Profile:
 
     limits: list[float]
     costs: dict[float, float] = attrs.field(factory=dict)  # limit -> cost per iteration
+    measured: dict[float, tuple[float, float]] = attrs.field(factory=dict)  # limit -> (time, energy) per iteration
     slots: list[_Slot] = attrs.field(factory=list)
     open: _Slot | None = None
     profiled_epochs: int = 0
@@ -87,6 +98,11 @@ class JitPowerPolicy:
         self.choices: dict[str, dict[str, Any]] = {}
         #: str(batch size) -> {str(limit): cost per iteration} of an unfinished profile
         self.partial: dict[str, dict[str, float]] = {}
+        #: str(batch size) -> {str(limit): [time, energy] per iteration} of an unfinished profile
+        self.measured: dict[str, dict[str, list[float]]] = {}
+        #: Chooses the limit from ``[(limit, time per iteration, energy per iteration)]``
+        #: instead of ``options.select`` (a Python callable: not part of the job's options).
+        self.selector: Callable[[list[tuple[float, float, float]]], float] | None = None
         self._run: _Profile | None = None
 
     # -- which limits --
@@ -113,29 +129,37 @@ class JitPowerPolicy:
         limits = self.limits(devices)
         if not limits:
             raise ValueError("the device offers no power limit to profile")
-        self._run = _Profile(limits, {float(p): c for p, c in self.partial.get(key, {}).items() if float(p) in limits})
+        measured = {float(p): (float(t), float(e)) for p, (t, e) in self.measured.get(key, {}).items() if float(p) in limits}
+        costs = {float(p): c for p, c in self.partial.get(key, {}).items() if float(p) in limits}
+        if self.options.select != "cost" or self.selector is not None:  # a limit measured before needs its time and energy
+            costs = {p: c for p, c in costs.items() if p in measured}
+        self._run = _Profile(limits, costs, measured)
         devices.set_power_limit(limits[0])
 
     def wants_iterations(self, session: Session) -> bool:
         return self._run is not None and bool(self._run.remaining)
 
-    def _plan(self, n: int) -> list[_Slot]:
-        """The windows that fit in an epoch of ``n`` iterations."""
+    def _plan(self, n: int | None) -> list[_Slot]:
+        """The windows that fit in an epoch of ``n`` iterations (None: not known, so back to back)."""
         o, run = self.options, self._run
         assert run is not None
         todo = run.remaining
-        if n <= 0 or not todo:
+        wait = o.wait_iters
+        if n is not None:
+            n -= wait
+        if (n is not None and n <= 0) or not todo:
             return []
         length = o.warmup_iters + o.measure_iters
-        if o.spread_over_epoch:
+        if o.spread_over_epoch and n is not None:
             length = n // len(todo) if n >= len(todo) else 1
-        length = min(length, n)
+        if n is not None:
+            length = min(length, n)
         warmup = min(o.warmup_iters * length // (o.warmup_iters + o.measure_iters), length - 1)
         slots = []
         for k, limit in enumerate(todo):
-            if (k + 1) * length > n:
+            if n is not None and (k + 1) * length > n:
                 break
-            slots.append(_Slot(limit, k * length, warmup, length - warmup))
+            slots.append(_Slot(limit, wait + k * length, warmup, length - warmup))
         return slots
 
     def on_iteration(self, session: Session, iteration: int) -> None:
@@ -143,7 +167,8 @@ class JitPowerPolicy:
         if run is None:
             return
         if iteration == 0:
-            run.slots = self._plan(int(session.epoch_iterations or 0))
+            n = session.epoch_iterations
+            run.slots = self._plan(None if n is None else int(n))
             run.profiled_epochs += 1
         if run.open is not None and iteration == run.open.end:
             self._close(session)
@@ -160,27 +185,56 @@ class JitPowerPolicy:
         run = self._run
         assert run is not None and run.open is not None
         m = session.monitor.end_window(WINDOW)
-        cost = zeus_cost(m.total_system_energy, m.time, self.eta, session.max_power_w)
-        run.costs[run.open.limit] = float(cost) / run.open.measure
-        self.partial.setdefault(str(session.batch_size), {})[str(run.open.limit)] = run.costs[run.open.limit]
+        energy, n = m.total_system_energy, run.open.measure
+        cost = zeus_cost(energy, m.time, self.eta, session.max_power_w)
+        limit = run.open.limit
+        run.costs[limit] = float(cost) / n
+        run.measured[limit] = (m.time / n, energy / n)
+        key = str(session.batch_size)
+        self.partial.setdefault(key, {})[str(limit)] = run.costs[limit]
+        self.measured.setdefault(key, {})[str(limit)] = [m.time / n, energy / n]
         run.open = None
 
     def _decide(self, session: Session) -> None:
         run = self._run
         assert run is not None
-        best, best_cost = None, math.inf
-        for limit in run.limits:  # high to low; only a clearly lower cost wins
-            if run.costs[limit] < best_cost * (1 - TIE):
-                best, best_cost = limit, run.costs[limit]
+        best = self._select(run)
         key = str(session.batch_size)
         self.choices[key] = {
             "power_limit": best,
-            "cost_per_iteration": best_cost,
+            "cost_per_iteration": run.costs[best],
             "iterations_per_epoch": session.epoch_iterations,
         }
+        if run.measured:
+            self.choices[key]["profile"] = {str(p): list(v) for p, v in run.measured.items()}
         self.partial.pop(key, None)
+        self.measured.pop(key, None)
         session.devices.set_power_limit(best)
         self._run = None
+
+    def _select(self, run: _Profile) -> float:
+        """The limit to hold, by ``selector`` or ``options.select``; ties go to the higher limit."""
+        if self.selector is not None:
+            rows = [(p, *run.measured[p]) for p in run.limits]
+            chosen = float(self.selector(rows))
+            if chosen not in run.costs:
+                raise ValueError(f"the power-limit selector chose {chosen:g} W, which was not profiled ({run.limits})")
+            return chosen
+        select = self.options.select
+        if select == "max-slowdown":
+            fastest = run.measured[run.limits[0]][0]  # the highest limit's time per iteration
+            return min(p for p in run.limits if run.measured[p][0] <= self.options.max_slowdown * fastest)
+        value = {
+            "cost": lambda p: run.costs[p],
+            "energy": lambda p: run.measured[p][1],
+            "time": lambda p: run.measured[p][0],
+        }[select]
+        best, best_value = None, math.inf
+        for limit in run.limits:  # high to low; only a clearly lower value wins
+            if value(limit) < best_value * (1 - TIE):
+                best, best_value = limit, value(limit)
+        assert best is not None
+        return best
 
     def on_epoch_end(self, session: Session, epoch: int, measurement: Measurement) -> None:
         run = self._run
@@ -216,11 +270,15 @@ class JitPowerPolicy:
     # -- state --
 
     def get_state(self) -> dict[str, Any]:
-        return {"choices": self.choices, "partial": self.partial}
+        out: dict[str, Any] = {"choices": self.choices, "partial": self.partial}
+        if self.measured:
+            out["measured"] = self.measured
+        return out
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.choices = {str(k): dict(v) for k, v in state.get("choices", {}).items()}
         self.partial = {str(k): dict(v) for k, v in state.get("partial", {}).items()}
+        self.measured = {str(k): dict(v) for k, v in state.get("measured", {}).items()}
 
     def summary(self, job: JobSummary) -> dict[str, Any]:
         return {"power_limit_by_batch_size": {k: v["power_limit"] for k, v in sorted(self.choices.items(), key=lambda kv: int(kv[0]))}}

@@ -10,6 +10,7 @@ from attrs.validators import optional
 from zeus_core.validators import at_least, between, distinct_numbers, one_of
 
 VARIANTS = ("improved", "paper")
+SELECTS = ("cost", "energy", "time", "max-slowdown")
 
 
 @attrs.define
@@ -95,7 +96,11 @@ class JitOptions:
     longer than an epoch are scaled down to fit. ``spread_over_epoch`` splits
     the whole first epoch evenly among the limits instead (the accounting of
     the paper's trace-driven simulator: that epoch costs the mean over limits).
-    ``eta_knob`` left out: the job's.
+    ``eta_knob`` left out: the job's. ``wait_iters``: iterations each profiling
+    epoch runs before its first window (upstream's ``wait_steps``). ``select``:
+    which profiled limit to hold: ``cost`` (the job's cost metric), ``energy``,
+    ``time`` (the lowest per iteration), or ``max-slowdown`` (the lowest limit
+    whose time per iteration is within ``max_slowdown`` x the highest limit's).
     """
 
     step_w: float = attrs.field(default=25.0, validator=at_least(1.0))
@@ -103,3 +108,6 @@ class JitOptions:
     measure_iters: int = attrs.field(default=40, validator=at_least(1))
     spread_over_epoch: bool = False
     eta_knob: float | None = attrs.field(default=None, validator=optional(between(0, 1)))
+    wait_iters: int = attrs.field(default=0, validator=at_least(0))
+    select: str = attrs.field(default="cost", validator=one_of(*SELECTS))
+    max_slowdown: float = attrs.field(default=1.1, validator=at_least(1.0))

@@ -12,8 +12,8 @@ from zeus_plugins_cpu.service import RaplServeOptions, RaplService
 
 @hookimpl
 def zeus_register_devices(register):
-    register("rapl", make_rapl, options=RaplOptions)
-    register("cpu-estimate", make_estimate, options=EstimateOptions)
+    register("rapl", make_rapl, options=RaplOptions, measures={"cpu": "packages"})
+    register("cpu-estimate", make_estimate, options=EstimateOptions, measures={"cpu": None})
 
 
 @hookimpl

@@ -45,6 +45,7 @@ import json
 import mmap
 import os
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -160,7 +161,9 @@ def _write(path: Path, state: dict) -> None:
 
 # The state is cached per process; a driver call checks 8 bytes of shared memory
 # (the generation counter) instead of the file, as cheap as a real NVML call.
+# Threads of one process share the cache under a lock, as they share a real driver.
 _cache: dict[str, Any] = {}
+_thread_lock = threading.RLock()
 
 
 def _path() -> str:
@@ -172,6 +175,11 @@ def _path() -> str:
 
 
 def _state() -> dict:
+    with _thread_lock:
+        return _load_state()
+
+
+def _load_state() -> dict:
     c = _cache
     path = c.get("path")
     if path is not None and c["gen_map"][:8] == c["gen"]:
@@ -195,10 +203,10 @@ def _state() -> dict:
 def _mutate():
     """Read-modify-write of the state under an exclusive lock (several processes share it)."""
     path = _path()
-    with open(path + ".lock", "w") as lock:
+    with _thread_lock, open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         _cache.clear()
-        state = _state()
+        state = _load_state()
         yield state
         _write(Path(path), state)
 
@@ -235,8 +243,9 @@ def read_state(path: str | os.PathLike[str] | None = None) -> dict:
     """The driver state as a dict (for assertions)."""
     if path is not None:
         return json.loads(Path(path).read_text())
-    _cache.clear()
-    return _state()
+    with _thread_lock:
+        _cache.clear()
+        return _load_state()
 
 
 # --------------------------------------------------------------------------- handles
@@ -281,10 +290,11 @@ def _setter(handle: _Handle) -> tuple[int, int | None]:
 
 def nvmlInit() -> None:
     global _init_count
-    if _cache.get("path") != os.environ.get(ENV):
-        _cache.clear()
-    _state()
-    _init_count += 1
+    with _thread_lock:
+        if _cache.get("path") != os.environ.get(ENV):
+            _cache.clear()
+        _load_state()
+        _init_count += 1
 
 
 def nvmlInitWithFlags(flags: int) -> None:

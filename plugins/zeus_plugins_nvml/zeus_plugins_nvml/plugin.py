@@ -18,7 +18,7 @@ def make_nvml(options: NvmlOptions, context):
 
 @hookimpl
 def zeus_register_devices(register):
-    register("nvml", make_nvml, options=NvmlOptions)
+    register("nvml", make_nvml, options=NvmlOptions, measures={"gpu": "gpus"})
 
 
 @hookimpl

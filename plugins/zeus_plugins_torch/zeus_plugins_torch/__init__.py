@@ -11,8 +11,9 @@ the runner, the handle or torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from zeus_core import lazy_exports
 
 #: public name -> module it lives in
 _EXPORTS = {
@@ -27,13 +28,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'zeus_plugins_torch' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:  # for type checkers; at run time the names load lazily

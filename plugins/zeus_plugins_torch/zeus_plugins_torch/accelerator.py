@@ -13,5 +13,9 @@ def resolve_accelerator(accelerator: str) -> str:
     return accelerator
 
 
-def torch_device(accelerator: str) -> torch.device:
-    return torch.device("cuda", 0) if accelerator == "cuda" else torch.device("cpu")
+def torch_device(accelerator: str, local_rank: int = 0) -> torch.device:
+    """The device a rank trains on: its ``local_rank``-th visible GPU (the only one where
+    ``CUDA_VISIBLE_DEVICES`` names one GPU per rank), or the CPU."""
+    if accelerator != "cuda":
+        return torch.device("cpu")
+    return torch.device("cuda", local_rank if torch.cuda.device_count() > local_rank else 0)

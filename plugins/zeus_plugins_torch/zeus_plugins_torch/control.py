@@ -9,7 +9,6 @@ its own, whatever backend the training uses; measurements travel by
 from __future__ import annotations
 
 import math
-import re
 import traceback
 from pathlib import Path
 from typing import Any
@@ -17,15 +16,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from zeus_core import Measurement
+from zeus_core import combine_measurements
 
 OP_END, OP_TRY, OP_EPOCH, OP_STOP, OP_ITER, OP_TRY_END = range(6)
 _OP_NAMES = {OP_END: "END", OP_TRY: "TRY", OP_EPOCH: "EPOCH", OP_STOP: "STOP", OP_ITER: "ITER", OP_TRY_END: "TRY_END"}
 STOP_CODES = {None: 0, "early-stop": 1, "max-epochs": 2, "never-ran": 3}
 STOP_NAMES = {v: k for k, v in STOP_CODES.items()}
-
-_GPU = re.compile(r"gpu(\d+)$")
-
 
 class ProtocolError(RuntimeError):
     """The ranks' training functions did not make the same calls."""
@@ -36,27 +32,9 @@ def try_seed(job_seed: int, recurrence: int, try_index: int) -> int:
     return (int(job_seed) * 1_000_003 + int(recurrence) * 1_009 + int(try_index)) % (2**63)
 
 
-def combine(measurements: list[Measurement]) -> Measurement:
-    """All ranks' measurements of one window as one: energy summed, time of the slowest.
-
-    Rank 0's device names stay; a GPU of rank r>0 is numbered after the GPUs
-    of the ranks before it (``gpu<i>``, as upstream names every GPU of a job);
-    any other device of rank r>0 is named ``rank<r>/<name>``.
-    """
-    first = measurements[0]
-    energy = dict(first.energy)
-    sources = dict(first.sources)
-    offset = max((int(_GPU.match(n).group(1)) + 1 for n in first.energy if _GPU.match(n)), default=0)
-    for r, m in enumerate(measurements[1:], start=1):
-        gpus = sorted(int(_GPU.match(n).group(1)) for n in m.energy if _GPU.match(n))
-        for name, joules in m.energy.items():
-            g = _GPU.match(name)
-            new = f"gpu{offset + gpus.index(int(g.group(1)))}" if g else f"rank{r}/{name}"
-            energy[new] = joules
-            if name in m.sources:
-                sources[new] = m.sources[name]
-        offset += len(gpus)
-    return Measurement(max(m.time for m in measurements), energy, sources)
+#: All ranks' measurements of one window as one: energy summed, time of the slowest
+#: (the core's rule, :func:`zeus_core.combine_measurements`, shared with the script optimizers).
+combine = combine_measurements
 
 
 class Control:

@@ -22,10 +22,9 @@ the allocated limit (nothing changes), and results record rank 0's limit.
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Any
 
-from zeus_core import DEVICE_CAPABILITIES, PerDevicePowerLimits, PowerLimitControl
+from zeus_core import DEVICE_CAPABILITIES, PerDevicePowerLimits, PowerLimitControl, capability_members, copy_capabilities
 
 if TYPE_CHECKING:  # annotations only
     from zeus_plugins_torch.allocated import LimitHolder
@@ -36,9 +35,8 @@ if TYPE_CHECKING:  # annotations only
 FORWARDED: tuple[type, ...] = DEVICE_CAPABILITIES
 
 
-def members(capability: type) -> list[str]:
-    """The names a capability protocol asks for: its methods and its data members."""
-    return [n for n in (*vars(capability), *inspect.get_annotations(capability)) if not n.startswith("_")]
+#: The names a capability protocol asks for (the core's rule, kept here for the tests' imports).
+members = capability_members
 
 
 class DataParallelDevices:
@@ -59,9 +57,7 @@ class DataParallelDevices:
         if held is not None:
             sources.pop(PerDevicePowerLimits, None)
             sources[PowerLimitControl] = held
-        for cap, source in sources.items():
-            for name in members(cap):
-                setattr(self, name, getattr(source, name))
+        copy_capabilities(self, sources)
 
     def clock(self) -> float:
         return self.local.clock()

@@ -47,6 +47,8 @@ class FollowerConfig:
     cuda_visible: str | None
     #: ``workload.allocation`` as rank 0 read it (one reading for every rank), or None.
     allocation: AllocationPlan | None = None
+    #: This rank's index on its machine (its GPU under a launcher that does not narrow CUDA_VISIBLE_DEVICES).
+    local_rank: int = 0
 
 
 class FollowerDriver:
@@ -143,7 +145,7 @@ class Follower:
             self._limit = limit
 
     def serve(self) -> None:
-        tdev = torch_device(self.cfg.accelerator)
+        tdev = torch_device(self.cfg.accelerator, self.cfg.local_rank)
         while True:
             op, batch_size, rec, try_index, limit = self.ctrl.recv(OP_TRY, OP_END)
             if op == OP_END:

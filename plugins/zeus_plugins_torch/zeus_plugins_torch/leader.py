@@ -25,6 +25,13 @@ group down and the try fails with that rank's message. A rank killed outright
 cannot restore its device; the journal of device settings (where every
 device plugin records an original through :class:`zeus_core.SettingsGuard`)
 does, from rank 0, right after.
+
+Under a launcher (``torchrun``) the ranks exist already: rank 0 *attaches*
+(:meth:`Leader.attach`) to zeus's gloo group over them instead of spawning,
+and the other ranks serve it from their own ``zeus run`` or script
+(``TorchWorkload.serve_rank``). A rank that fails there exits; the launcher
+stops the others (each restores its own device on the way out) and prints
+every rank's error.
 """
 
 from __future__ import annotations
@@ -61,8 +68,10 @@ def _extra_plugin_modules(registry: Any, device_plugin: str) -> tuple[tuple[str,
     from_entry_points = {registry.pm.get_name(p) for p, _ in registry.pm.list_plugin_distinfo()}
     out = []
     for name, plugin in registry.pm.list_name_plugin():
-        if name in from_entry_points or plugin is None or getattr(plugin, "__name__", "") == "zeus_core.hookspecs":
+        if name in from_entry_points or plugin is None:
             continue
+        if isinstance(plugin, types.ModuleType) and plugin.__name__.startswith("zeus_core."):
+            continue  # the core's own (hook specs, the SQLite store): every load_plugins registers them
         module = getattr(plugin, "__name__", None) if isinstance(plugin, types.ModuleType) else None
         if module is None:
             if name == device_plugin:
@@ -124,6 +133,8 @@ class Leader:
         self._joined = False
         self.local: list[Measurement] = []
         self.gather_enabled = True
+        #: under a launcher: the ranks were not spawned here, and the group is not ours to tear down
+        self.attached = False
 
     # -- start and stop --
 
@@ -182,6 +193,16 @@ class Leader:
             raise
         self.max_power_w = float(local_max_power_w) + sum(powers.values())
 
+    def attach(self, group: Any, rank_max_power_w: list[float] | None) -> None:
+        """Lead ranks a launcher started: zeus's gloo group over them carries the control channel."""
+        from zeus_plugins_torch.group import TorchProcessGroup
+
+        if not isinstance(group, TorchProcessGroup):
+            raise ValueError(f"the torch workload trains on torch.distributed ranks, got a {type(group).__name__}")
+        self.attached = True
+        self.ctrl = Control(group.gloo, 0, self.world_size)
+        self.max_power_w = float(sum(rank_max_power_w or ()))
+
     def _wait_ready(self) -> dict[int, float]:
         ready: dict[int, float] = {}
         deadline = time.monotonic() + self.options.timeout_s
@@ -232,6 +253,11 @@ class Leader:
 
     def close(self) -> None:
         """End the other ranks after the last try (they close and restore their devices)."""
+        if self.attached:
+            if self.broken is None and self.ctrl is not None:
+                self.ctrl.send(OP_END)
+            self.ctrl = None
+            return
         if not self.procs:
             return
         if self.broken is None and self.ctrl is not None:
@@ -288,6 +314,11 @@ class Leader:
     def _abort(self, error: BaseException) -> str | None:
         """Tear the group down after a failure; the message to raise, or None when rank 0's own error is the story."""
         self.broken = "an earlier try failed on a rank; the data-parallel group is gone"
+        if self.attached:  # the launcher owns the ranks: it stops them and prints each one's error
+            if not is_lost_contact(error):
+                return None
+            return (f"rank 0 lost contact with the other ranks: {describe(error)}; a rank failed or was killed "
+                    "(the launcher prints each rank's error), and every rank restores its own device as it stops")
         pids = {rank: p.pid for rank, p in enumerate(self.procs, start=1)}
         reports = self._teardown()
         codes = {rank: p.exitcode for rank, p in enumerate(self.procs, start=1)}

@@ -36,6 +36,9 @@ class TorchWorkloadOptions:
     ``python_path``, ``seed_each_try`` and ``timeout_s`` change how the job
     runs, not what it optimises, so a store that learned the job keeps
     serving it when they change (``zeus_core.NOT_IDENTITY``).
+    ``marks_reached``: the function itself says when the target is reached
+    (``zeus.mark_reached()``); otherwise ``job.target_metric`` is required, since
+    no try could ever succeed (the job is refused before it trains).
     ``allocation``: an ``allocation.json`` (relative to the job's folder), as
     the ``hetero`` allocator writes it: rank r trains with its allocated local
     batch at its allocated power limit, gradients weighted by batch share
@@ -57,6 +60,7 @@ class TorchWorkloadOptions:
     seed_each_try: bool = attrs.field(default=True, metadata=NOT_IDENTITY)
     timeout_s: float = attrs.field(default=300.0, validator=[positive, finite], metadata=NOT_IDENTITY)
     allocation: str | None = attrs.field(default=None, validator=optional(nonempty))
+    marks_reached: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.batch_sizes and self.default_batch_size is not None and self.default_batch_size not in self.batch_sizes:

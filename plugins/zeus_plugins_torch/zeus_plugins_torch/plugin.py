@@ -1,8 +1,10 @@
-"""Registers the ``torch`` workload through the ``zeus`` entry point, like any third party."""
+"""Registers the ``torch`` workload and process group through the ``zeus`` entry point, like any third party."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+import sys
+from typing import TYPE_CHECKING, Any
 
 from zeus_core import hookimpl
 
@@ -31,3 +33,25 @@ def zeus_register_workloads(register):
         options=TorchWorkloadOptions,
         help="Real PyTorch training: entry = \"module:function\" called as function(batch_size, zeus) each try.",
     )
+
+
+def join_torch_group() -> Any:
+    """The ``torch.distributed`` ranks this process is one of, or None. Cheap when there are
+    none: torch is imported only when a launcher's ``WORLD_SIZE`` says there are several ranks
+    or the program itself already initialised ``torch.distributed``."""
+    dist = sys.modules.get("torch.distributed")
+    initialised = dist is not None and dist.is_available() and dist.is_initialized()
+    try:
+        several = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    except ValueError:
+        several = False
+    if not initialised and not several:
+        return None
+    from zeus_plugins_torch.group import join
+
+    return join()
+
+
+@hookimpl
+def zeus_register_process_groups(register):
+    register("torch", join_torch_group, help="torch.distributed ranks (torchrun, srun, torch.multiprocessing): rank 0 decides.")

@@ -31,11 +31,24 @@ class TorchWorkload:
     training) and end when the job closes. With ``allocation`` the file is
     read and checked against the job before any rank starts, and each rank
     holds its allocated power limit from its first try to the job's end.
+
+    Under a launcher (``torchrun``: ``context.group``) the ranks are the
+    launcher's, on one machine or several: rank 0 leads as above over them
+    (nothing is spawned), and every other rank's workload serves it
+    (:meth:`serve_rank`, a :class:`zeus_core.ServesRanks`) with the device
+    its own runner built, by its global rank under an allocation.
     """
 
     Options = TorchWorkloadOptions
 
     def __init__(self, options: TorchWorkloadOptions, context: BuildContext) -> None:
+        if context.job.target_metric is None and not options.marks_reached:
+            raise ValueError(
+                "job.target_metric is not set, so no try can reach the target and every try would be retried "
+                f"{context.job.max_tries} times before the job fails: set job.target_metric to the validation metric "
+                "the training must reach (and higher_is_better), or, if your function decides itself with "
+                "zeus.mark_reached(), set workload.marks_reached = true"
+            )
         self.options = options
         self.job = context.job
         self.batch_sizes = list(options.batch_sizes) or None
@@ -50,17 +63,27 @@ class TorchWorkload:
         self.leader: Leader | None = None
         self.allocation: AllocationPlan | None = None
         self.holder: LimitHolder | None = None
+        self.group = context.group
+        rank = 0 if self.group is None else self.group.rank
         local = context.parts["device"]
+        self.local_device = local
         if options.allocation is not None:
             self.allocation = load_allocation(options, context)
             # The allocation fixes the global batch: the only one offered to the batch-size policy.
             self.batch_sizes = [self.allocation.global_batch]
             self.default_batch_size = self.allocation.global_batch
-            self.holder = LimitHolder(local, self.allocation, 0, f"device {context.spec.parts['device'].plugin!r} (rank 0)")
-        if self.world_size > 1:
-            threads = options.threads or max(1, (os.cpu_count() or 1) // self.world_size)
-            torch.set_num_threads(threads)
-            self.leader = Leader(context, options, self.accelerator, threads, allocation=self.allocation)
+            self.holder = LimitHolder(local, self.allocation, rank, f"device {context.spec.parts['device'].plugin!r} (rank {rank})")
+        self.threads = options.threads or max(1, (os.cpu_count() or 1) // self.world_size)
+        if self.group is not None:  # ranks a launcher started: rank 0 leads them, the others serve it
+            self.device = torch_device(self.accelerator, self.group.local_rank)
+            torch.set_num_threads(self.threads)
+            if rank != 0:
+                return
+            self.leader = Leader(context, options, self.accelerator, self.threads, allocation=self.allocation)
+            self.leader.attach(self.group, context.rank_max_power_w)
+        elif self.world_size > 1:
+            torch.set_num_threads(self.threads)
+            self.leader = Leader(context, options, self.accelerator, self.threads, allocation=self.allocation)
             self.leader.start(float(local.max_power_w))
         elif options.threads:
             torch.set_num_threads(options.threads)
@@ -69,6 +92,23 @@ class TorchWorkload:
             # control is rank 0's allocated limit only (each rank holds its own).
             max_power = self.leader.max_power_w if self.leader is not None else float(local.max_power_w)
             context.parts["device"] = DataParallelDevices(local, max_power, self.world_size, self.holder)
+
+    def serve_rank(self) -> None:
+        """A rank other than 0 under a launcher: train what rank 0 decides until the job ends."""
+        from zeus_plugins_torch.control import Control
+        from zeus_plugins_torch.follower import Follower, FollowerConfig
+        from zeus_plugins_torch.group import TorchProcessGroup
+
+        group = self.group
+        if not isinstance(group, TorchProcessGroup):
+            raise ValueError(f"the torch workload trains on torch.distributed ranks, got a {type(group).__name__}")
+        cfg = FollowerConfig(
+            rank=group.rank, world_size=group.world_size, job_path=str(self.spec.path), overrides=(), extra_plugins=(),
+            init_method="", backend="", accelerator=self.accelerator, timeout_s=float(self.options.timeout_s),
+            threads=self.threads, cuda_visible=None, allocation=self.allocation, local_rank=group.local_rank,
+        )
+        ctrl = Control(group.gloo, group.rank, group.world_size)
+        Follower(cfg, self.job, self.options, self.local_device, ctrl, self.fn, self.holder).serve()
 
     def _loop(self, driver: Any, session: RunSession, seed: int) -> ZeusLoop:
         return ZeusLoop(

@@ -1,0 +1,150 @@
+"""Helpers for the tests of zeus inside the user's own loop (ZeusMonitor, PowerLimitOptimizer,
+BatchSizeOptimizer, trainer callbacks): the simulated NVIDIA driver, and tiny training steps."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from zeus_plugins_nvml import fake_pynvml
+
+#: jit options that profile every limit (400 W down to 100 W, 13 of them) in 117 steps
+QUICK_JIT = {"warmup_iters": 1, "measure_iters": 8}
+
+
+def fake_gpus(path: Path, monkeypatch: Any = None, gpus: int = 1, privileged: bool | str = True) -> Path:
+    """A simulated driver with ``gpus`` A100s at ``path``, used by this process (and by children,
+    through ``ZEUS_FAKE_NVML``)."""
+    if monkeypatch is not None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    fake_pynvml.create(path, gpus, privileged=privileged)
+    fake_pynvml.install(path, monkeypatch)
+    return path
+
+
+def limits(path: Path) -> list[float]:
+    """Every simulated GPU's power limit now (W)."""
+    return [g["limit_w"] for g in fake_pynvml.read_state(path)["gpus"]]
+
+
+def spin(seconds: float) -> None:
+    """Busy work of a fixed length (a training step)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def run_epochs(plo: Any, epochs: int, steps: int, step_s: float = 0.0005, seen: list | None = None) -> None:
+    """The user's loop: ``epochs`` epochs of ``steps`` steps, with the optimizer's four calls."""
+    for _ in range(epochs):
+        plo.on_epoch_begin()
+        for _ in range(steps):
+            plo.on_step_begin()
+            if seen is not None:
+                seen.append(plo.power_limit)
+            spin(step_s)
+            plo.on_step_end()
+        plo.on_epoch_end()
+
+
+def train_to_target(batch_size: int, zeus: Any) -> None:
+    """A ``torch`` workload entry: 60 quick steps per epoch, the target reached in the first epoch."""
+    for _ in zeus.epochs():
+        for _ in zeus.iterate(range(60)):
+            spin(0.0003)
+        zeus.report_metric(1.0)
+
+
+def env_with_fake(path: Path) -> dict[str, str]:
+    """The environment of a child process that uses the simulated driver at ``path``."""
+    env = dict(os.environ)
+    env["ZEUS_FAKE_NVML"] = str(path)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+class ThreadGroup:
+    """``n`` ranks as threads of one process: a :class:`zeus_core.ProcessGroup` for tests of what
+    the ranks say to each other, without launching processes. Collectives meet at a barrier."""
+
+    class _Shared:
+        def __init__(self, n: int) -> None:
+            import threading
+
+            self.barrier = threading.Barrier(n, timeout=30)
+            self.value: Any = None
+            self.slots: list[Any] = [None] * n
+
+    def __init__(self, shared: ThreadGroup._Shared, rank: int, n: int) -> None:
+        self._s = shared
+        self.rank = rank
+        self.world_size = n
+        self.local_rank = rank
+
+    @classmethod
+    def make(cls, n: int) -> list[ThreadGroup]:
+        shared = cls._Shared(n)
+        return [cls(shared, r, n) for r in range(n)]
+
+    def broadcast(self, obj: Any) -> Any:
+        import copy
+
+        if self.rank == 0:
+            self._s.value = obj
+        self._s.barrier.wait()
+        value = copy.deepcopy(self._s.value)
+        self._s.barrier.wait()
+        return value
+
+    def gather(self, obj: Any) -> list[Any] | None:
+        self._s.slots[self.rank] = obj
+        self._s.barrier.wait()
+        out = list(self._s.slots) if self.rank == 0 else None
+        self._s.barrier.wait()
+        return out
+
+
+def run_ranks(groups: list[ThreadGroup], fn: Any) -> list[Any]:
+    """``fn(group)`` on every rank, each in its own thread; the results (or exceptions) by rank."""
+    import threading
+
+    out: list[Any] = [None] * len(groups)
+
+    def one(g: ThreadGroup) -> None:
+        try:
+            out[g.rank] = fn(g)
+        except BaseException as e:  # noqa: BLE001 - returned to the test (a rank left waiting times out)
+            out[g.rank] = e
+
+    threads = [threading.Thread(target=one, args=(g,)) for g in groups]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return out
+
+
+def gpu_limit(index: int) -> float:
+    """Simulated GPU ``index``'s power limit now (physical index; the driver of ``ZEUS_FAKE_NVML``)."""
+    return fake_pynvml.read_state(os.environ[fake_pynvml.ENV])["gpus"][index]["limit_w"]
+
+
+def train_recording(batch_size: int, zeus: Any) -> None:
+    """A ``torch`` workload entry for launched ranks: 60 steps an epoch, the target reached in the
+    first; every step's (global batch size, this rank's GPU limit) and this rank's energy are appended
+    to ``args["out"]`` (one JSON line per try)."""
+    import json
+
+    gpu = int(zeus.args.get("gpu", zeus.rank))
+    steps = []
+    for _ in zeus.epochs():
+        for _ in zeus.iterate(range(60)):
+            steps.append([zeus.batch_size, gpu_limit(gpu)])
+            spin(0.0003)
+        zeus.report_metric(1.0)
+    energy = sum(m.total_system_energy for m in zeus.local_measurements)
+    with open(zeus.args["out"].format(rank=zeus.rank), "a") as f:
+        f.write(json.dumps({"recurrence": zeus.recurrence, "try": zeus.try_index, "steps": steps, "energy_j": energy}) + "\n")

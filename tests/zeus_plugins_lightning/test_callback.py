@@ -1,0 +1,77 @@
+"""``ZeusCallback`` in a Lightning ``Trainer``: a tiny module, generated data, the simulated NVIDIA driver."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+
+from zeus_core import BatchSizeOptimizer, ZeusMonitor, open_store
+
+from inloop_helpers import fake_gpus, limits
+
+L = pytest.importorskip("lightning")
+from zeus_plugins_lightning.callback import ZeusCallback  # noqa: E402
+
+
+class Tiny(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = torch.nn.Linear(8, 2)
+
+    def training_step(self, batch, _):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+    def validation_step(self, batch, _):
+        x, y = batch
+        self.log("val_acc", (self.net(x).argmax(1) == y).float().mean())
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.5)
+
+
+def _data(n, batch_size, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 8, generator=g)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, (x[:, 0] > 0).long()), batch_size=batch_size)
+
+
+def test_the_callback_logs_energy_steers_stops_at_the_target_and_reports_the_try(tmp_path, monkeypatch):
+    driver = fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=1)
+    torch.set_num_threads(1)
+    with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as monitor:
+        bso = BatchSizeOptimizer(job="lit", policy="mab", batch_sizes=[8, 16], default=8, monitor=monitor,
+                                 target_metric=0.9)
+        trial = bso.next()
+        cb = ZeusCallback(monitor, power_options={"warmup_iters": 1, "measure_iters": 2}, bso=bso, trial=trial,
+                          metric="val_acc")
+        trainer = L.Trainer(max_epochs=5, accelerator="cpu", devices=1, callbacks=[cb], enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+                            logger=L.pytorch.loggers.CSVLogger(tmp_path / "logs"), log_every_n_steps=1)
+        trainer.fit(Tiny(), _data(512, trial.batch_size, 1), _data(128, 128, 2))
+        assert limits(driver) == [400.0]
+        bso.close()
+    assert cb.record is not None and cb.record.batch_size == trial.batch_size
+    assert cb.record.reached is (trainer.callback_metrics["val_acc"] >= 0.9).item()
+    assert cb.record.reached and trainer.current_epoch < 5  # stopped at the target
+    for key in ("zeus/energy_j", "zeus/time_s", "zeus/cost", "zeus/power_limit"):
+        assert key in trainer.callback_metrics
+    rows = list(csv.DictReader((tmp_path / "logs" / "lightning_logs" / "version_0" / "metrics.csv").open()))
+    logged = [float(r["zeus/energy_j"]) for r in rows if r.get("zeus/energy_j")]
+    assert len(logged) == len(cb.epochs) and all(e > 0 for e in logged)
+    store = open_store(".zeus/lit.sqlite")
+    try:
+        assert [(t.recurrence, t.reached, t.power_limit) for t in store.tries()] == [
+            (1, True, cb.epochs[-1]["zeus/power_limit"])]
+    finally:
+        store.close()
+
+
+def test_a_try_with_no_way_to_succeed_is_refused_when_the_callback_is_made():
+    bso = BatchSizeOptimizer(job="lit-refused", batch_sizes=[8], default=8, max_power_w=400.0)
+    trial = bso.next()
+    with pytest.raises(ValueError, match=r"can never reach its target.*pass target_metric= and metric="):
+        ZeusCallback(bso=bso, trial=trial)

@@ -1,0 +1,104 @@
+"""``GlobalPowerLimitOptimizer``: upstream Zeus's constructor and loop calls over ``PowerLimitOptimizer`` + ``jit``."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zeus_core import ZeusMonitor
+
+from inloop_helpers import env_with_fake, fake_gpus, limits, spin
+from zeus_plugins_mab.upstream import (  # (the package itself: from outside the checkout, see examples)
+    Energy,
+    GlobalPowerLimitOptimizer,
+    MaxSlowdownConstraint,
+    OptimumSelector,
+    PowerLimitMeasurement,
+    Time,
+    ZeusCost,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "upstream_power_limit" / "train.py"
+
+
+def test_upstreams_documented_example_with_only_the_imports_changed_picks_a_limit(tmp_path, monkeypatch):
+    driver = fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=4)
+    text = EXAMPLE.read_text()
+    # The example is upstream's, but for its imports (and the model and data upstream leaves out).
+    assert "monitor = ZeusMonitor(gpu_indices=[0,1,2,3])\nplo = GlobalPowerLimitOptimizer(monitor)\n" in text
+    assert "        plo.on_step_begin()\n" in text and "    plo.on_epoch_end()\n" in text
+    p = subprocess.run([sys.executable, str(EXAMPLE)], env=env_with_fake(driver), cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    m = re.search(r"GlobalPowerLimitOptimizer holds (\d+) W \(the optimum of 13 profiled limits\)", p.stderr)
+    assert m and int(m.group(1)) in range(100, 401, 25), p.stderr
+    assert limits(driver) == [400.0] * 4  # put back at exit
+
+
+def _loop(plo, epochs, steps, seen=None):
+    for _ in range(epochs):
+        for _ in range(steps):  # no on_epoch_begin: upstream's loops need none
+            plo.on_step_begin()
+            if seen is not None:
+                seen.append(plo.plo.power_limit)
+            spin(0.0002)
+            plo.on_step_end()
+        plo.on_epoch_end()
+
+
+def test_the_profile_file_is_written_then_loaded_and_held_from_the_first_step(tmp_path, monkeypatch):
+    fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=1)
+    profile = tmp_path / "profile.json"
+    with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
+        plo = GlobalPowerLimitOptimizer(mon, warmup_steps=1, profile_steps=4, wait_steps=2, profile_path=profile)
+        seen: list[float] = []
+        _loop(plo, epochs=2, steps=60, seen=seen)
+        chosen = plo.optimal_power_limit
+        plo.close()
+    assert seen[:2] == [400.0, 400.0]  # wait_steps at the epoch's start
+    rows = json.loads(profile.read_text())["measurements"]
+    assert [r["power_limit"] for r in rows] == list(range(400, 99, -25))
+    assert chosen == ZeusCost(0.5).select([PowerLimitMeasurement(**r) for r in rows]) or chosen in {r["power_limit"] for r in rows}
+    with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
+        plo = GlobalPowerLimitOptimizer(mon, optimum_selector=Energy(), profile_steps=4, profile_path=profile)
+        plo.on_step_begin()
+        best = min(rows, key=lambda r: r["energy"])["power_limit"]
+        assert plo.plo.power_limit == best and not plo.plo.profiling  # the loaded profile, by this selector
+        plo.close()
+
+
+def test_selectors_map_onto_the_policy_and_a_custom_one_chooses(tmp_path, monkeypatch):
+    fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=1)
+
+    class Second(OptimumSelector):
+        def select(self, measurements):
+            self.got = measurements
+            return sorted(m.power_limit for m in measurements)[1]
+
+    second = Second()
+    with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
+        for selector, select in ((Energy(), "energy"), (Time(), "time"), (MaxSlowdownConstraint(1.2), "max-slowdown"),
+                                 (ZeusCost(0.8), "cost")):
+            plo = GlobalPowerLimitOptimizer(mon, optimum_selector=selector, warmup_steps=0, profile_steps=2)
+            assert plo.plo.policy.options.select == select and plo.plo.policy.selector is None
+            plo.close()
+        assert GlobalPowerLimitOptimizer(mon, ZeusCost(0.8)).plo.job.eta_knob == 0.8
+        plo = GlobalPowerLimitOptimizer(mon, optimum_selector=second, warmup_steps=0, profile_steps=2, pl_step=100)
+        _loop(plo, epochs=1, steps=20)
+        assert plo.optimal_power_limit == 200.0 and [m.power_limit for m in second.got] == [400, 300, 200, 100]
+        assert all(m.energy > 0 and m.time > 0 for m in second.got)
+        plo.close()
+        for kwargs, match in (({"profile_steps": 0}, "profile_steps must be positive"),
+                              ({"warmup_steps": -1}, "warmup_steps must be non-negative"),
+                              ({"optimum_selector": "energy"}, "optimum_selector must be an OptimumSelector")):
+            with pytest.raises(ValueError, match=match):
+                GlobalPowerLimitOptimizer(mon, **kwargs)
+    with pytest.raises(ValueError, match="factor must be at least 1.0"):
+        MaxSlowdownConstraint(0.5)
+    rows = [PowerLimitMeasurement(300, 30.0, 1.0), PowerLimitMeasurement(200, 22.0, 1.15), PowerLimitMeasurement(100, 15.0, 1.6)]
+    assert (Energy().select(rows), Time().select(rows), MaxSlowdownConstraint(1.2).select(rows)) == (100, 300, 200)

@@ -1,0 +1,228 @@
+"""The ranks of one job: who decides, and how decisions and measurements travel.
+
+Whatever started the processes (``torchrun``, SLURM's ``srun``, the user's
+``torch.multiprocessing``, or the runner's own ``job.processes``), the ranks of
+one data-parallel job are **one job**: rank 0 decides (batch size, power limit
+per step and epoch), every other rank follows what rank 0 broadcast, the
+ranks' measurements are combined (:func:`combine_measurements`: energy summed,
+time of the slowest rank), and only rank 0 writes the store.
+
+A :class:`ProcessGroup` is how this process reaches the others. Plugins
+provide them (``zeus_register_process_groups``: the ``torch`` plugin joins a
+``torch.distributed`` group, initialised by the user or, from the launcher's
+environment, by zeus); :func:`process_group` finds the one this process is
+in, or :data:`SINGLE` for a process that is a job of its own.
+
+:func:`agree` checks that every rank was asked the same thing (the same job,
+policy and options) before anything runs, so that mismatched ranks fail at
+once, with what differs, instead of deadlocking or splitting into two jobs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from zeus_core.measurement import Measurement
+
+if TYPE_CHECKING:  # annotations only
+    from zeus_core.registry import Registry
+
+_GPU = re.compile(r"gpu(\d+)$")
+
+
+@runtime_checkable
+class ProcessGroup(Protocol):
+    """The ranks of one job as this process sees them: its ``rank`` (0 decides), the
+    ``world_size``, its ``local_rank`` on its machine, and two collectives every rank
+    calls at the same point of its program:
+
+    * ``broadcast(obj)``: rank 0's ``obj`` (any picklable object), returned on every rank;
+    * ``gather(obj)``: on rank 0, every rank's ``obj`` by rank; None elsewhere.
+
+    A rank that left (killed, or raised and exited) makes the others' next
+    collective raise instead of waiting forever (the group's timeout).
+
+    Example::
+
+        class Solo:
+            rank, world_size, local_rank = 0, 1, 0
+
+            def broadcast(self, obj):
+                return obj
+
+            def gather(self, obj):
+                return [obj]
+    """
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+    def broadcast(self, obj: Any) -> Any: ...
+
+    def gather(self, obj: Any) -> list[Any] | None: ...
+
+
+class SingleProcess:
+    """The group of a process that is a job of its own."""
+
+    rank = 0
+    world_size = 1
+    local_rank = 0
+
+    def broadcast(self, obj: Any) -> Any:
+        return obj
+
+    def gather(self, obj: Any) -> list[Any]:
+        return [obj]
+
+    def __repr__(self) -> str:
+        return "SingleProcess()"
+
+
+SINGLE = SingleProcess()
+
+
+def launched_world_size() -> int:
+    """``WORLD_SIZE`` as a launcher (torchrun, SLURM with the torch variables) set it; 1 without one."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def launched_local_rank() -> int | None:
+    """This process's ``LOCAL_RANK`` when a launcher started several ranks on this machine, else None
+    (each rank then measures and steers its own GPU: the ``LOCAL_RANK``-th visible one)."""
+    try:
+        if int(os.environ.get("LOCAL_WORLD_SIZE", "1")) > 1:
+            return int(os.environ["LOCAL_RANK"])
+    except (KeyError, ValueError):
+        pass
+    return None
+
+
+def process_group(group: ProcessGroup | None = None, registry: Registry | None = None) -> ProcessGroup:
+    """The group this process is a rank of: ``group`` when given, else the first
+    registered ``join()`` that finds one, else :data:`SINGLE`.
+
+    Raises RuntimeError when the environment says this process is one of several
+    ranks (``WORLD_SIZE`` > 1) and no installed plugin can join them: training on
+    as one job per rank would run N jobs against one store.
+    """
+    if group is not None:
+        if not isinstance(group, ProcessGroup):
+            raise TypeError(
+                f"group must be a zeus_core.ProcessGroup (rank, world_size, local_rank, broadcast, gather), "
+                f"got {type(group).__name__}"
+            )
+        return group
+    if registry is None:
+        from zeus_core.registry import get_registry
+
+        registry = get_registry()
+    for name in sorted(registry.process_groups):
+        joiner = registry.process_groups[name]
+        got = joiner.join()
+        if got is not None:
+            if not isinstance(got, ProcessGroup):
+                raise RuntimeError(f"process group {name!r} of plugin {joiner.plugin!r} returned {type(got).__name__}, not a ProcessGroup")
+            return got
+    world = launched_world_size()
+    if world > 1:
+        raise RuntimeError(
+            f"WORLD_SIZE={world}: a launcher started this process as one rank of {world}, but no installed plugin joins "
+            "ranks into one job (so each rank would run a job of its own against one store); "
+            "pip install zeus-plugins-torch, or run one process"
+        )
+    return SINGLE
+
+
+def combine_measurements(measurements: Sequence[Measurement]) -> Measurement:
+    """The ranks' measurements of one window as one: energy summed, time of the slowest rank.
+
+    Rank 0's device names stay; a GPU of rank r > 0 is numbered after the GPUs of
+    the ranks before it (``gpu<i>``, as upstream Zeus numbers every GPU of a job),
+    so ``gpu_energy`` and ``total_energy`` cover every rank's GPUs; any other
+    device of rank r > 0 is named ``rank<r>/<name>``.
+    """
+    first = measurements[0]
+    if len(measurements) == 1:
+        return first
+    energy = dict(first.energy)
+    sources = dict(first.sources)
+    offset = max((int(m.group(1)) + 1 for n in first.energy if (m := _GPU.match(n))), default=0)
+    for r, m in enumerate(measurements[1:], start=1):
+        gpus = sorted(int(g.group(1)) for n in m.energy if (g := _GPU.match(n)))
+        for name, joules in m.energy.items():
+            g = _GPU.match(name)
+            new = f"gpu{offset + gpus.index(int(g.group(1)))}" if g else f"rank{r}/{name}"
+            energy[new] = joules
+            if name in m.sources:
+                sources[new] = m.sources[name]
+        offset += len(gpus)
+    return Measurement(max(m.time for m in measurements), energy, sources)
+
+
+def agree(group: ProcessGroup, facts: dict[str, Any], what: str) -> None:
+    """Raise ValueError on every rank unless every rank passed the same ``facts``.
+
+    ``what`` names the object in the message ("BatchSizeOptimizer"). Two collectives;
+    called where the ranks set up, never per step.
+    """
+    if group.world_size == 1:
+        return
+    got = group.gather(facts)
+    verdict = None
+    if group.rank == 0:
+        assert got is not None
+        for r, theirs in enumerate(got[1:], start=1):
+            diff = sorted(k for k in set(facts) | set(theirs) if facts.get(k) != theirs.get(k))
+            if diff:
+                shown = "; ".join(f"{k}: rank 0 {facts.get(k)!r}, rank {r} {theirs.get(k)!r}" for k in diff)
+                verdict = (
+                    f"the ranks of this job disagree about the {what} ({shown}): every rank must create it with "
+                    "the same arguments, since rank 0 decides for all"
+                )
+                break
+    verdict = group.broadcast(verdict)
+    if verdict:
+        raise ValueError(verdict)
+
+
+def lead(group: ProcessGroup, fn: Any, *args: Any) -> Any:
+    """Rank 0's side of a decision: run ``fn(*args)``, then tell the others its result
+    (``("done", value)``) or its error (``("error", "Type: message")``), so no rank waits for
+    a decision that never comes. What ``fn`` broadcasts meanwhile the others handle before that."""
+    if group.world_size == 1:
+        return fn(*args)
+    try:
+        value = fn(*args)
+    except Exception as e:
+        group.broadcast(("error", f"{type(e).__name__}: {e}"))
+        raise
+    group.broadcast(("done", value))
+    return value
+
+
+def outcome(group: ProcessGroup, msg: tuple) -> Any:
+    """On another rank: rank 0's result from its last message, or its error raised here."""
+    if msg[0] == "error":
+        raise RuntimeError(f"rank 0 failed, so rank {group.rank} stops too: {msg[1]}")
+    return msg[1]
+
+
+def decide(group: ProcessGroup, fn: Any, *args: Any) -> Any:
+    """Rank 0 runs ``fn(*args)``; every rank gets its result, or raises its error."""
+    if group.rank == 0 or group.world_size == 1:
+        return lead(group, fn, *args)
+    return outcome(group, group.broadcast(None))
+
+
+__all__ = [
+    "SINGLE", "ProcessGroup", "SingleProcess", "agree", "combine_measurements", "decide", "launched_local_rank",
+    "launched_world_size", "lead", "outcome", "process_group",
+]

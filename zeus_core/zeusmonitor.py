@@ -1,0 +1,279 @@
+"""``ZeusMonitor``: upstream Zeus's measurement API over zeus's device plugins.
+
+Code written for upstream's ``ZeusMonitor`` runs after changing the import::
+
+    from zeus_core import ZeusMonitor
+
+    monitor = ZeusMonitor(gpu_indices=[0])
+    monitor.begin_window("training")
+    ...
+    m = monitor.end_window("training")
+    print(m.time, m.total_energy, m.gpu_energy[0])
+
+The constructor and the windows mean what they mean upstream (see
+:class:`~zeus_core.monitor.Monitor` for the windows). Devices come from the
+installed device plugins, found by what they declared they measure
+(``register(..., measures={"gpu": "gpus"})``, see ``zeus_register_devices``):
+GPUs from the plugin that measures GPUs (``nvml``), CPUs from the one that
+measures CPUs (``rapl``, or ``cpu-estimate`` where no counter can be read). Any
+other plugin is opened by name with ``device=`` and ``options=``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from zeus_core.device import PowerLimitControl
+from zeus_core.devices import DeviceOpenError, DeviceOptionsError, build_device
+from zeus_core.measurement import Measurement
+from zeus_core.monitor import DeviceSet, Monitor
+from zeus_core.ranks import launched_local_rank
+
+if TYPE_CHECKING:  # annotations only
+    from zeus_core.registry import Registration, Registry
+
+class NoDevices:
+    """A monitor with nothing to measure still times its windows (upstream: no GPU, no CPU)."""
+
+    names: list[str] = []
+    energy_sources: dict[str, str] = {}
+    max_power_w = 0.0
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+    def read_energy(self) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def _iter(value: Any) -> list[Any]:
+    try:
+        return list(value)
+    except TypeError:
+        return [None]
+
+
+def _indices(value: Any, what: str) -> list[int] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in _iter(value)):
+        raise ValueError(f"{what} must be a list of indices (0, 1, ...) or None, got {value!r}")
+    out = list(value)
+    if any(i < 0 for i in out) or len(set(out)) != len(out):
+        raise ValueError(f"{what} must list distinct indices (0, 1, ...), got {value!r}")
+    return out
+
+
+class ZeusMonitor(Monitor):
+    """Upstream Zeus's ``ZeusMonitor``: named time and energy windows over GPUs and CPUs.
+
+    ``gpu_indices``: CUDA-visible GPU indices to measure; None measures every GPU
+    (under a launcher that started several ranks on this machine, this rank's
+    ``LOCAL_RANK``-th GPU, so that summing the ranks counts each GPU once); ``[]``
+    none. No GPU library on the machine is no error for None (upstream's
+    behaviour); for an explicit list it is, naming why.
+    ``cpu_indices``: CPU packages; None measures them when a counter can be read
+    and silently skips them otherwise, ``[]`` never; an explicit list falls back
+    to the CPU estimate (with a warning saying why the counter could not be read).
+    ``approx_instant_energy``, ``log_file``, ``sync_execution_with`` (``torch``,
+    ``jax``, ``cupy``, ``none`` or a callable): as upstream.
+    ``device``: a device plugin by name instead of the automatic GPU and CPU
+    choice, with ``options`` its options table (as in a ``[device]`` table).
+    ``registry``: the plugins (default: the installed ones).
+
+    :meth:`close` (or ``with``) closes the devices it opened, which puts back any
+    setting changed through them (a power limit); so does process exit.
+    """
+
+    def __init__(
+        self,
+        gpu_indices: list[int] | None = None,
+        cpu_indices: list[int] | None = None,
+        approx_instant_energy: bool = False,
+        log_file: str | os.PathLike[str] | None = None,
+        sync_execution_with: str | Callable[[], Any] = "torch",
+        *,
+        device: str | None = None,
+        options: dict[str, Any] | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        from zeus_core.journal import restore_pending
+        from zeus_core.registry import get_registry
+
+        gpu = _indices(gpu_indices, "gpu_indices")
+        cpu = _indices(cpu_indices, "cpu_indices")
+        if options is not None and not isinstance(options, dict):
+            raise ValueError(f"options must be a dict (a [device] table without plugin), got {type(options).__name__}")
+        if options and device is None:
+            raise ValueError("options= configures the plugin named by device=; pass device=\"<plugin>\" too")
+        self.registry = reg = registry if registry is not None else get_registry()
+        restore_pending(reg.restorers)  # settings a killed zeus process left changed go back first
+        self._console = Console(stderr=True)
+        #: (plugin name, identity as a [device] section declares it, group) of every opened group
+        self.groups: list[tuple[str, dict[str, Any], Any]] = []
+        try:
+            if device is not None:
+                self._open_named(device, dict(options or {}), gpu, cpu)
+            else:
+                if gpu is None:
+                    local = launched_local_rank()
+                    self._open_gpus([local] if local is not None else None, explicit=False, fallback_all=local is not None)
+                elif gpu:
+                    self._open_gpus(gpu, explicit=True)
+                if cpu is None or cpu:
+                    self._open_cpus(cpu)
+            groups = [g for _, _, g in self.groups]
+            devices = groups[0] if len(groups) == 1 else DeviceSet(groups) if groups else NoDevices()
+            super().__init__(devices, sync=sync_execution_with, log_file=log_file, approx_instant_energy=approx_instant_energy)
+        except BaseException:
+            self._close_groups()
+            raise
+        #: the measured CUDA-visible GPU indices and CPU packages, as upstream's attributes
+        self.gpu_indices = sorted(m.gpu_energy) if (m := self._zero()).gpu_energy else []
+        self.cpu_indices = sorted(m.cpu_energy or {})
+
+    # -- opening --
+
+    def _open(self, r: Registration, table: dict[str, Any]) -> Any:
+        group, identity = build_device(self.registry, r.name, table, self._console)
+        self.groups.append((r.name, identity, group))
+        return group
+
+    def _table(self, r: Registration, hardware: str, indices: list[int] | None) -> dict[str, Any]:
+        option = r.measures.get(hardware)
+        return {option: list(indices)} if indices is not None and option is not None else {}
+
+    def _open_named(self, name: str, options: dict[str, Any], gpu: list[int] | None, cpu: list[int] | None) -> None:
+        known = self.registry.names("device")
+        if name not in known:
+            raise DeviceOpenError(f"no device plugin named {name!r}; installed: {', '.join(known) or 'none'}")
+        r = self.registry.get("device", name)
+        for hardware, indices in (("gpu", gpu), ("cpu", cpu)):
+            option = r.measures.get(hardware)
+            if indices is not None and option is not None:
+                options.setdefault(option, indices)
+        try:
+            self._open(r, options)
+        except DeviceOptionsError as e:
+            raise DeviceOpenError(str(e)) from None
+        except Exception as e:
+            raise DeviceOpenError(f"device {name!r} cannot be opened: {e}") from e
+
+    def _open_gpus(self, indices: list[int] | None, explicit: bool, fallback_all: bool = False) -> None:
+        """``fallback_all``: ``indices`` is this rank's own GPU, chosen for a ``gpu_indices=None``
+        (recorded as None in the identity, as ``zeus run``'s ``[device]`` with no GPUs named is)."""
+        candidates = self.registry.measuring("gpu")
+        why: list[str] = []
+        for r in candidates:
+            tables = [self._table(r, "gpu", indices)] + ([{}] if fallback_all else [])
+            for table in tables:
+                try:
+                    self._open(r, table)
+                except Exception as e:  # noqa: BLE001 - the next candidate may open
+                    why.append(f"{r.name}: {e}")
+                    continue
+                option = r.measures.get("gpu")
+                if fallback_all and option is not None:
+                    self.groups[-1][1][option] = None
+                return
+        if explicit:
+            if not candidates:
+                raise DeviceOpenError(
+                    f"gpu_indices={indices}: no installed device plugin measures GPUs; pip install zeus-plugins-nvml"
+                )
+            raise DeviceOpenError(f"gpu_indices={indices}: no GPU could be opened ({'; '.join(why)})")
+
+    def _open_cpus(self, indices: list[int] | None) -> None:
+        estimate = None
+        why: list[str] = []
+        for r in self.registry.measuring("cpu"):
+            try:
+                group, identity = build_device(self.registry, r.name, self._table(r, "cpu", indices), self._console)
+            except Exception as e:  # noqa: BLE001 - the next candidate may open
+                why.append(f"{r.name}: {e}")
+                continue
+            if all(s == "estimate" for s in group.energy_sources.values()):
+                if estimate is None:
+                    estimate = (r.name, identity, group)
+                else:
+                    group.close()
+                continue
+            if estimate is not None:
+                estimate[2].close()
+            self.groups.append((r.name, identity, group))
+            return
+        if indices is None:  # measured when it can be, silently not otherwise (upstream)
+            if estimate is not None:
+                estimate[2].close()
+            return
+        if estimate is None:
+            raise DeviceOpenError(
+                f"cpu_indices={indices}: no CPU could be measured ({'; '.join(why) or 'no installed device plugin measures CPUs'}); "
+                "pass cpu_indices=[] to measure GPUs only"
+            )
+        warnings.warn(
+            f"cpu_indices={indices}: no CPU energy counter could be read ({'; '.join(why)}), so CPU energy is "
+            f"estimated by {estimate[0]!r}; see 'Running without root' in the README for the counters",
+            stacklevel=3,
+        )
+        self.groups.append(estimate)
+
+    def _zero(self) -> Measurement:
+        return Measurement(0.0, dict.fromkeys(self.devices.names, 0.0))
+
+    def _measures(self, name: str, hardware: str) -> bool:
+        return hardware in self.registry.get("device", name).measures
+
+    # -- what optimizers steer --
+
+    def controllable(self) -> tuple[Any, dict[str, Any]] | None:
+        """The group a power policy steers, with its identity: the GPUs where they can set power
+        limits, else the first group that can; None when none can."""
+        ranked = sorted(self.groups, key=lambda g: 0 if self._measures(g[0], "gpu") else 1)
+        for _, identity, group in ranked:
+            if isinstance(group, PowerLimitControl):
+                return group, identity
+        return None
+
+    def primary(self) -> tuple[Any, dict[str, Any]] | None:
+        """The group whose maximum power the cost metric uses, with its identity: the GPUs where
+        there are any (as upstream Zeus's cost), else the only group; None otherwise."""
+        for name, identity, group in self.groups:
+            if self._measures(name, "gpu"):
+                return group, identity
+        if len(self.groups) == 1:
+            return self.groups[0][2], self.groups[0][1]
+        return None
+
+    # -- lifetime --
+
+    def _close_groups(self) -> None:
+        errors = []
+        for _, _, group in reversed(self.groups):
+            try:
+                group.close()
+            except Exception as e:  # noqa: BLE001 - close the others, then report
+                errors.append(str(e))
+        self.groups = []
+        if errors:
+            raise RuntimeError("closing devices failed: " + "; ".join(errors))
+
+    def close(self) -> None:
+        """Close the log and the devices (their settings, such as a power limit, are put back)."""
+        super().close()
+        self._close_groups()
+
+    def __enter__(self) -> ZeusMonitor:
+        return self
+
+
+__all__ = ["NoDevices", "ZeusMonitor"]
