@@ -9,7 +9,7 @@ import pytest
 
 from zeus_core.job import JobOptions
 from zeus_core.results import TryRecord
-from zeus_core.runner import PolicyContext
+from zeus_core import PolicyContext
 
 from zeus_plugins_mab.epochs_model import EpochsModel
 from zeus_plugins_mab.guided import Guided, epoch_costs

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from zeus_core.job import JobOptions
-from zeus_core.measurement import Monitor
-from zeus_core.runner import RunSession
+from zeus_core import Monitor
+from zeus_core import RunSession
 
 from zeus_plugins_mab.jit import JitPowerPolicy
 from zeus_plugins_mab.options import JitOptions

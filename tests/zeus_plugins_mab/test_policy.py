@@ -8,7 +8,7 @@ import pytest
 
 from zeus_core.job import JobOptions
 from zeus_core.results import TryRecord
-from zeus_core.runner import PolicyContext
+from zeus_core import PolicyContext
 
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.policy import MabPolicy

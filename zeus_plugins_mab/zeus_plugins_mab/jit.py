@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from zeus_core.cost import zeus_cost
+from zeus_core import zeus_cost
 
 from zeus_plugins_mab.options import JitOptions
 
@@ -232,5 +232,5 @@ class JitPowerPolicy:
         self.choices = {str(k): dict(v) for k, v in state.get("choices", {}).items()}
         self.partial = {str(k): dict(v) for k, v in state.get("partial", {}).items()}
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, _summary: Any = None) -> dict[str, Any]:
         return {"power_limit_by_batch_size": {k: v["power_limit"] for k, v in sorted(self.choices.items(), key=lambda kv: int(kv[0]))}}

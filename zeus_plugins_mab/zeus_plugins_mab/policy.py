@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from zeus_core.cost import zeus_cost
+from zeus_core import zeus_cost
 
 from zeus_plugins_mab.gaussian_ts import GaussianTS
 from zeus_plugins_mab.guided import EpochPredictor, Guided, epoch_costs
@@ -345,7 +345,7 @@ class MabPolicy:
         self.ts = None if state["bandit"] is None else bandit.from_json(state["bandit"])
         self.history = [(int(b), float(r)) for b, r in state["history"]]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, _summary: Any = None) -> dict[str, Any]:
         out: dict[str, Any] = {"variant": self.options.variant, "default_batch_size": self.default_batch_size}
         if self.pruning is not None:
             out["pruning_done"] = self.pruning.done
