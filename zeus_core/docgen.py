@@ -122,7 +122,7 @@ def _signature(fn) -> str:
 
 
 def parts_md() -> tuple[str, list[str]]:
-    from zeus_core import device, parts, stores
+    from zeus_core import device, parts, stores, trials, trialsetup
 
     missing: list[str] = []
     out = ["# Parts and capabilities", "", GENERATED, ""]
@@ -130,10 +130,11 @@ def parts_md() -> tuple[str, list[str]]:
         ("Devices", device, (device.DeviceGroup, *device.DEVICE_CAPABILITIES)),
         ("Parts", parts, (*parts.PART_PROTOCOLS, *parts.PART_CAPABILITIES)),
         ("Stores", stores, (stores.JobStore,)),
+        ("Trials", trials, (trials.TrialService, trialsetup.ServesTrials)),
     )
     for title, module, protocols in groups:
         out += [f"## {title}", "", markdown(module.__doc__ or ""), ""]
-        kinds = {device.DeviceGroup, stores.JobStore, *parts.PART_PROTOCOLS}
+        kinds = {device.DeviceGroup, stores.JobStore, trials.TrialService, *parts.PART_PROTOCOLS}
         for proto in protocols:
             kind = "part protocol" if proto in kinds else "capability (check with `isinstance`)"
             if not has_example(proto.__doc__):
