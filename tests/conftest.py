@@ -67,3 +67,38 @@ def _isolated_state(tmp_path, monkeypatch):
     monkeypatch.delenv("ZEUS_TRACE_PLUGINS", raising=False)
     monkeypatch.delenv("ZEUS_DAEMON_SOCKET", raising=False)  # a developer's daemon must not serve the tests
     monkeypatch.chdir(tmp_path)
+
+
+def _pg_server():
+    from pg_server import PgServer, find_bin
+
+    if find_bin("initdb") is None:
+        pytest.skip("PostgreSQL server programs (initdb, pg_ctl) not found; .ci/run installs them (apt-get install postgresql)")
+    return PgServer.start_new()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server on loopback for the whole session, stopped at its end however it ends
+    (tests that stop or restart a server use ``own_pg_server``)."""
+    server = _pg_server()
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def own_pg_server():
+    """A PostgreSQL server of this test alone (it may stop and restart it)."""
+    server = _pg_server()
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A URL (with its password) of a new, empty database on the session's server."""
+    return pg_server.url(pg_server.create_database())

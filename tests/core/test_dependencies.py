@@ -25,6 +25,8 @@ DISTRIBUTIONS = {
     "zeus-plugins-nvml": (REPO / "plugins" / "zeus_plugins_nvml", "zeus_plugins_nvml"),
     "zeus-plugins-torch": (REPO / "plugins" / "zeus_plugins_torch", "zeus_plugins_torch"),
     "zeus-plugins-trace": (REPO / "plugins" / "zeus_plugins_trace", "zeus_plugins_trace"),
+    "zeus-plugins-postgres": (REPO / "plugins" / "zeus_plugins_postgres", "zeus_plugins_postgres"),
+    "zeus-plugins-serve": (REPO / "plugins" / "zeus_plugins_serve", "zeus_plugins_serve"),
     "zeus-plugins-hetero": (REPO / "zeus_plugins_hetero", "zeus_plugins_hetero"),
     "zeus-plugins-mab": (REPO / "zeus_plugins_mab", "zeus_plugins_mab"),
     "zeus-plugins-perseus": (REPO / "zeus_plugins_perseus", "zeus_plugins_perseus"),
