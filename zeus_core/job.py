@@ -29,7 +29,7 @@ from zeus_core.tomlpos import find_line, line_index
 from zeus_core.filechecks import FileChecks
 from zeus_core.identity import NOT_IDENTITY, IdentityMismatch, differences, option_identity
 from zeus_core.store import StoreError, StoreUnavailable
-from zeus_core.stores import open_store, resolve_location
+from zeus_core.stores import mask, open_store, resolve_location
 from zeus_core.validators import at_least, finite, nonnegative, positive
 
 # --------------------------------------------------------------------------- errors
@@ -63,10 +63,10 @@ class JobError(Exception):
         out = []
         for p in self.problems:
             if p.origin != "file":
-                where = f"--set {p.origin}"
+                where = f"--set {mask(p.origin)}"  # an override may hold a store URL with its password
             else:
                 where = f"{self.source}:{find_line(self.lines, p.path)}"
-            out.append(f"{where}: {p.message} @ {p.jsonpath()}")
+            out.append(f"{where}: {mask(p.message)} @ {p.jsonpath()}")
         return out
 
 

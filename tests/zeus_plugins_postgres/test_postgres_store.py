@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from cluster_helpers import CIFAR, check_history, run_job
 from pg_server import PASSWORD
 from zeus_core import StoreError, TryRecord, open_store
 
-REPO = Path(__file__).resolve().parents[2]
-CIFAR = REPO / "examples" / "zeus_nsdi23" / "cifar100.toml"
 
 
 def _rec(rec: int, i: int = 1, bs: int = 32) -> TryRecord:
@@ -150,37 +149,16 @@ def test_an_older_schema_is_migrated_forward_at_the_first_write(pg_server, pg_ur
         open_store(pg_url, job="a")
 
 
-def _run(url: str, recurrences: int, cwd: Path, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "zeus_core.cli", "run", str(CIFAR), "--set", f"job.recurrences={recurrences}",
-           "--set", f'job.store="{url}"', *extra]
-    return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def check_history(store) -> list[TryRecord]:
-    """Every recurrence once, each with exactly one try that reached the target; the batch-size
-    policy observed every try; the power policy kept a choice for every size that ran an epoch."""
-    tries = store.tries()
-    recs = sorted({t.recurrence for t in tries})
-    assert recs == list(range(1, len(recs) + 1))
-    for r in recs:
-        assert [t.reached for t in tries if t.recurrence == r].count(True) == 1, r
-    history = store.get("policy:batch_size")["history"]
-    assert sorted(b for b, _ in history) == sorted(t.batch_size for t in tries)
-    choices = store.get("policy:power")["choices"]
-    assert {str(t.batch_size) for t in tries if t.epochs >= 2} <= set(choices)
-    assert store.get("runner")["next_recurrence"] == len(recs) + 1
-    return tries
-
-
 def test_16_processes_x_25_recurrences_of_one_job_lose_nothing(pg_url, tmp_path):
-    procs = [_run(pg_url, 25, tmp_path) for _ in range(16)]
+    procs = [run_job(pg_url, 25, tmp_path) for _ in range(16)]
     for p in procs:
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-2000:]
         assert PASSWORD not in out + err
     with open_store(pg_url, job="zeus-cifar100") as store:
         tries = check_history(store)
-    assert len({t.recurrence for t in tries}) == 400
+        assert store.get("runner")["next_recurrence"] == 401
+    assert sorted({t.recurrence for t in tries}) == list(range(1, 401))
 
 
 def test_dry_run_and_messages_never_show_the_password(pg_url, tmp_path):
@@ -191,3 +169,45 @@ def test_dry_run_and_messages_never_show_the_password(pg_url, tmp_path):
     plugins = subprocess.run([sys.executable, "-m", "zeus_core.cli", "plugins", "--json"], capture_output=True, text=True)
     postgres = next(p for p in json.loads(plugins.stdout) if p["name"] == "postgres")
     assert postgres["provides"] == {"store": ["postgres", "postgresql"]}
+
+
+def _wait_for(predicate, timeout: float = 120, what: str = "") -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_the_server_stopped_mid_job_is_a_clear_exit_1_and_the_job_continues_when_it_is_back(own_pg_server, tmp_path):
+    pg = own_pg_server
+    url = pg.url(pg.create_database(), reconnect_s="1")
+    db = _db(url)
+
+    def committed() -> int:
+        try:
+            return pg.sql(db, "SELECT count(*) FROM zeus.tries")[0][0]
+        except Exception:  # noqa: BLE001 - the schema is not there yet
+            return 0
+
+    job = run_job(url, 400, tmp_path)
+    _wait_for(lambda: committed() >= 5 or job.poll() is not None, what="five tries")
+    pg.stop("fast")
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 1, err[-3000:]
+    assert "run failed" in err and "cannot be reached" in err and "continues from what was committed" in err
+    assert PASSWORD not in out + err and "zeus:***@" in err
+
+    pg.start()
+    pg.wait_until_up()
+    with open_store(url, job="zeus-cifar100") as store:
+        before = check_history(store, unfinished=1)  # nothing half-written: every stored try was observed
+        taken = store.get("runner")["next_recurrence"] - 1
+    again = run_job(url, 3, tmp_path)
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err[-3000:]
+    with open_store(url, job="zeus-cifar100") as store:
+        after = check_history(store, unfinished=1)
+        assert store.get("runner")["next_recurrence"] == taken + 4
+    assert after[: len(before)] == before and {t.recurrence for t in after[len(before):]} == {taken + 1, taken + 2, taken + 3}

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import random
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -89,7 +90,8 @@ class ServiceClient:
         self.base, url_token, self.retry_s = split_url(location)
         token = url_token or os.environ.get("ZEUS_SERVE_TOKEN") or None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=self.base, headers=headers,
+        transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+        self.http = httpx.Client(base_url=self.base, headers=headers, transport=transport,
                                  timeout=httpx.Timeout(connect=5.0, read=timeout_s + 60.0, write=30.0, pool=30.0))
 
     def close(self) -> None:

@@ -252,7 +252,17 @@ def _log_key(client: str) -> str:
     return f"serve:client:{client}"
 
 
-def _step(hub: Hub, session: Session, request: str, do: Callable[[Trials, Any], Any]) -> Callable[[JobEntry], Any]:
+def _replay(logged: Any, op: str, request: str) -> Any:
+    """The logged answer when ``request`` is a retry of the client's last step (None otherwise)."""
+    if not isinstance(logged, dict) or logged.get("request") != request:
+        return None
+    if logged.get("op") != op:
+        raise _unprocessable([(("request",), f"request id {request} was already used for another step ({logged.get('op')}); "
+                                             "every step needs its own id")])
+    return logged["response"]
+
+
+def _step(hub: Hub, session: Session, request: str, op: str, do: Callable[[Trials, Any], Any]) -> Callable[[JobEntry], Any]:
     """A step of ``session``'s job, once: replayed from the store when ``request`` was answered before."""
 
     def fn(entry: JobEntry) -> Any:
@@ -263,10 +273,11 @@ def _step(hub: Hub, session: Session, request: str, do: Callable[[Trials, Any], 
                 logged = tx.get(_log_key(session.client))
                 if logged is not None:
                     trials.fresh = False  # this client's first write is done (its --fresh with it)
-                    if logged.get("request") == request:
-                        return logged["response"]
+                    answer = _replay(logged, op, request)
+                    if answer is not None:
+                        return answer
                 answer = do(trials, tx)
-                tx.set(_log_key(session.client), {"request": request, "response": answer})
+                tx.set(_log_key(session.client), {"op": op, "request": request, "response": answer})
                 return answer
         except StalePowerState:
             raise
@@ -375,7 +386,8 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
     async def begin_recurrence(job: JobParam, body: api.StepIn) -> dict:
         """Take the next recurrence number (the job's first write records its identity)."""
         session = hub.session(job_name(job), body.session)
-        return await hub.run(job, _step(hub, session, body.request, lambda t, tx: {"recurrence": t.begin_recurrence(tx=tx)}))
+        return await hub.run(job, _step(hub, session, body.request, "recurrence",
+                                           lambda t, tx: {"recurrence": t.begin_recurrence(tx=tx)}))
 
     @app.post("/v1/jobs/{job}/trials", response_model=api.TrialOut, tags=["trials"], **v1)
     async def next_trial(job: JobParam, body: api.TrialIn) -> dict:
@@ -392,7 +404,7 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
                 "power_state": trial.power_base, "power_digest": state_digest(trial.power_base),
             }
 
-        return await hub.run(job, _step(hub, session, body.request, do))
+        return await hub.run(job, _step(hub, session, body.request, "trial", do))
 
     @app.post("/v1/jobs/{job}/results", response_model=api.ResultOut, tags=["trials"], dependencies=v1["dependencies"],
               responses={**v1["responses"], 409: {"model": api.PowerConflict, "description": "the power state changed: merge again"}})
@@ -418,7 +430,7 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
             return {"stored": True}
 
         try:
-            return await hub.run(job, _step(hub, session, body.request, do))
+            return await hub.run(job, _step(hub, session, body.request, "result", do))
         except StalePowerState as e:
             return JSONResponse({"detail": str(e), "power_state": e.current, "power_digest": e.digest}, status_code=409)
 
@@ -456,11 +468,11 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
         def fn(entry: JobEntry) -> dict:
             store = entry.open()
             with store.transaction() as tx:
-                logged = tx.get(_log_key(body.client))
-                if logged is not None and logged.get("request") == body.request:
-                    return logged["response"]
+                answer = _replay(tx.get(_log_key(body.client)), "clear", body.request)
+                if answer is not None:
+                    return answer
                 tx.clear()
-                tx.set(_log_key(body.client), {"request": body.request, "response": {"committed": True}})
+                tx.set(_log_key(body.client), {"op": "clear", "request": body.request, "response": {"committed": True}})
             for (j, _), s in list(hub.sessions.items()):
                 if j == job:
                     s.trials = None
@@ -495,16 +507,16 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
         def fn(entry: JobEntry) -> dict:
             store = entry.open()
             with store.transaction() as t:
-                logged = t.get(_log_key(body.client))
-                if logged is not None and logged.get("request") == body.request:
-                    return logged["response"]
+                answer = _replay(t.get(_log_key(body.client)), "commit", body.request)
+                if answer is not None:
+                    return answer
                 for key, digest in body.reads.items():
                     if state_digest(t.get(key)) != digest:
                         raise Problem(409, f"state {key!r} changed since this transaction read it; nothing was written",
                                       code="conflict")
                 for key, value in body.set.items():
                     t.set(key, value)
-                t.set(_log_key(body.client), {"request": body.request, "response": {"committed": True}})
+                t.set(_log_key(body.client), {"op": "commit", "request": body.request, "response": {"committed": True}})
             return {"committed": True}
 
         try:
