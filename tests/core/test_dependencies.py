@@ -27,6 +27,7 @@ DISTRIBUTIONS = {
     "zeus-plugins-trace": (REPO / "plugins" / "zeus_plugins_trace", "zeus_plugins_trace"),
     "zeus-plugins-postgres": (REPO / "plugins" / "zeus_plugins_postgres", "zeus_plugins_postgres"),
     "zeus-plugins-serve": (REPO / "plugins" / "zeus_plugins_serve", "zeus_plugins_serve"),
+    "zeus-plugins-prometheus": (REPO / "plugins" / "zeus_plugins_prometheus", "zeus_plugins_prometheus"),
     "zeus-plugins-hetero": (REPO / "zeus_plugins_hetero", "zeus_plugins_hetero"),
     "zeus-plugins-mab": (REPO / "zeus_plugins_mab", "zeus_plugins_mab"),
     "zeus-plugins-perseus": (REPO / "zeus_plugins_perseus", "zeus_plugins_perseus"),
