@@ -211,3 +211,14 @@ def test_the_server_stopped_mid_job_is_a_clear_exit_1_and_the_job_continues_when
         after = check_history(store, unfinished=1)
         assert store.get("runner")["next_recurrence"] == taken + 4
     assert after[: len(before)] == before and {t.recurrence for t in after[len(before):]} == {taken + 1, taken + 2, taken + 3}
+
+
+def test_text_comes_back_as_text_from_a_sql_ascii_database(pg_server):
+    name = f"ascii{os.getpid()}"
+    pg_server.sql("postgres", f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    with open_store(pg_server.url(name), job="a") as s:
+        with s.transaction() as tx:
+            tx.add_try(TryRecord(1, 1, 32, None, 1, 1.0, 1.0, 1.0, False, stopped="early-stop", extra={"k": "é"}))
+            tx.set_identity({"job": {"name": "a"}})
+        (t,) = s.tries()
+        assert t.stopped == "early-stop" and t.extra == {"k": "é"} and s.identity() == {"job": {"name": "a"}}

@@ -232,6 +232,8 @@ class PostgresStore:
         kwargs: dict[str, Any] = {"autocommit": True, "application_name": "zeus"}
         if "connect_timeout" not in self._url:
             kwargs["connect_timeout"] = 5
+        if "client_encoding" not in self._url:
+            kwargs["client_encoding"] = "UTF8"  # text comes back as str even from a SQL_ASCII database
         try:
             return psycopg.connect(self._url, **kwargs)
         except psycopg.Error as e:

@@ -45,7 +45,7 @@ from zeus_core import (
 
 _RETRY_STATUS = {502, 503, 504}
 #: How long opening the store waits for a service that does not answer.
-OPEN_RETRY_S = 5.0
+OPEN_RETRY_S = 10.0
 
 
 class _UnknownSession(Exception):
