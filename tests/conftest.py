@@ -70,32 +70,26 @@ def _isolated_state(tmp_path, monkeypatch):
 
 
 def _pg_server():
+    """A new PostgreSQL server, removed (stopped) when the fixture using it ends, however it ends."""
     from pg_server import PgServer, find_bin
 
     if find_bin("initdb") is None:
         pytest.skip("PostgreSQL server programs (initdb, pg_ctl) not found; .ci/run installs them (apt-get install postgresql)")
-    return PgServer.start_new()
+    with PgServer.start_new() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """A PostgreSQL server on loopback for the whole session, stopped at its end however it ends
-    (tests that stop or restart a server use ``own_pg_server``)."""
-    server = _pg_server()
-    try:
-        yield server
-    finally:
-        server.remove()
+    """A PostgreSQL server on loopback for the whole session (tests that stop or restart a
+    server use ``own_pg_server``)."""
+    yield from _pg_server()
 
 
 @pytest.fixture
 def own_pg_server():
     """A PostgreSQL server of this test alone (it may stop and restart it)."""
-    server = _pg_server()
-    try:
-        yield server
-    finally:
-        server.remove()
+    yield from _pg_server()
 
 
 @pytest.fixture

@@ -345,8 +345,8 @@ class PostgresStore:
             try:
                 conn = self._connection()
                 self._ensure_schema(conn)
-                conn.execute("BEGIN")
-                conn.execute(f"SET LOCAL lock_timeout = '{int(self.timeout_s * 1000)}ms'")
+                # One round trip (no parameters: one simple query), then the job's row lock.
+                conn.execute(f"BEGIN; SET LOCAL lock_timeout = '{int(self.timeout_s * 1000)}ms'")
                 lock = self._q("SELECT 1 FROM {schema}.jobs WHERE job = %s FOR UPDATE")
                 if conn.execute(lock, (self.job,)).fetchone() is None:
                     conn.execute(self._q("INSERT INTO {schema}.jobs (job, created) VALUES (%s, %s) ON CONFLICT DO NOTHING"),

@@ -185,7 +185,9 @@ class Hub:
             return self.store
         return str(Path(self.store) / f"{job}.sqlite")
 
-    def entry(self, job: str) -> JobEntry:
+    def entry(self, job: str, hold: bool = False) -> JobEntry:
+        """The job's entry (opened on first use); ``hold``: counted busy, so that it is not closed
+        to make room for another job until :meth:`run` lets go of it."""
         with self._guard:
             entry = self.jobs.get(job)
             if entry is None:
@@ -196,16 +198,18 @@ class Hub:
                     del self.jobs[old.name]
                     old.close()
             self.jobs.move_to_end(job)
+            if hold:
+                entry.busy += 1
             return entry
 
     async def run(self, job: str, fn: Callable[[JobEntry], Any]) -> Any:
         """``fn(entry)`` in the job's thread, with its store's errors as answers."""
-        entry = self.entry(job)
-        entry.busy += 1
+        entry = self.entry(job, hold=True)
         try:
             return await asyncio.get_running_loop().run_in_executor(entry.executor, _answering, fn, entry)
         finally:
-            entry.busy -= 1
+            with self._guard:
+                entry.busy -= 1
 
     def session(self, job: str, client: str) -> Session:
         s = self.sessions.get((job, client))
