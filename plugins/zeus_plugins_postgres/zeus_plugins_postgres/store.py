@@ -394,8 +394,9 @@ class PostgresStore:
             self._drop()
             if isinstance(e, psycopg.OperationalError):
                 raise StoreUnavailable(
-                    f"{self._where()}: the connection was lost while committing, so the last change may or may not "
-                    f"be stored ({mask(str(e).strip())}); run the job again when the server is back"
+                    f"{self._where()}: the database server cannot be reached: the connection was lost while committing, "
+                    f"so the last transaction may or may not be stored, whole ({mask(' '.join(str(e).split()))}). Run the "
+                    "job again when the server is back: it continues from what was committed"
                 ) from None
             raise self._failure(e, "committing") from None
 
