@@ -20,7 +20,7 @@ Every figure is also given as a ratio to SQLite with one process measured in
 the same run; configurations alternate over ``--rounds`` and the figures are
 medians, so load from other processes on the machine falls on all alike.
 
-    python benchmarks/store_backends.py [--recurrences 20] [--procs 1,4,16] [--rounds 2] [--json out.json]
+    python benchmarks/store_backends.py [--recurrences 50] [--procs 1,4,16] [--rounds 2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def run_config(store: str, procs: int, recurrences: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--recurrences", type=int, default=20, help="recurrences per process")
+    ap.add_argument("--recurrences", type=int, default=50, help="recurrences per process")
     ap.add_argument("--procs", default="1,4,16", help="concurrent processes, comma-separated")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--backends", default="sqlite,postgres,serve")
