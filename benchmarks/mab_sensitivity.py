@@ -1,6 +1,6 @@
 """Sensitivity of the improved ``mab`` variant to its stopping options, on the NSDI'23 grid.
 
-    python benchmarks/mab_sensitivity.py [--sweep budget|stop] [--seeds 1-5 --seeds 6-10]
+    python benchmarks/mab_sensitivity.py [--sweep budget|stop|bound|walk] [--seeds 1-5 --seeds 6-10]
 
 Each setting runs the grid of ``zeus_nsdi23_grid.py`` (6 workloads x 4 GPUs,
 N = 2|B||P| recurrences, the improved variant only) and prints the mean and
@@ -24,7 +24,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from zeus_core import registry as zreg
+from zeus_core import load_plugins
 
 import zeus_nsdi23_grid as grid
 
@@ -64,7 +64,7 @@ def main() -> None:
     ap.add_argument("--seeds", action="append", help="first-last (repeatable; default 1-5 and 6-10)")
     args = ap.parse_args()
     ranges = [seed_range(s) for s in (args.seeds or ["1-5", "6-10"])]
-    mab = zreg.load(entry_points=True).get("batch_size_policy", "mab")
+    mab = load_plugins(entry_points=True).get("batch_size_policy", "mab")
     console = Console(width=170)
     table = Table(title=f"improved mab, cumulative cost over the oracle: sweep {args.sweep!r}")
     table.add_column("options", no_wrap=True)

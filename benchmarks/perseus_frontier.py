@@ -2,32 +2,38 @@
 
 Sections (each prints a rich table):
 
-1. exact  -- exponential (published) model, 8 stages: our frontier against lowtime's on
-   each published profile: plan count, every iteration time, energies' max relative gap.
-2. speed  -- whole frontier of GPT-3 175B / A100 at 8 x 32 and 16 x 64 (16 stages = the
-   8-stage profile tiled twice), ours (both models) against lowtime where it finishes
-   within ``--lowtime-timeout`` seconds; ratios printed.
-3. default vs published model -- emulated frontiers: at every emulated time of a
+1. exact  -- exponential (published) model, 8 stages: everything our solver emits against
+   lowtime's on each published profile: plan count, every iteration time, energies' max
+   relative gap (and how many of those plans are Pareto-optimal, what frontier.csv lists).
+2. speed  -- whole-process ``zeus run`` of GPT-3 175B / A100 at 8 x 32 and 16 x 64 (16
+   stages = the 8-stage profile tiled twice), both models: wall time and peak memory,
+   median of ``--repeat`` runs, against the targets (8 x 32 <= 2.5 s; 16 x 64 <= 10 s and
+   <= 400 MiB, default model).
+3. growth -- planning time over M = 8..128 at 8 stages, both models, and lowtime where it
+   finishes within ``--lowtime-timeout`` seconds; the factor per doubling of M.
+4. default vs published model -- emulated frontiers: at every emulated time of a
    published-model plan, the least emulated energy of the measured-model plans that are
    at least as fast (counts where it is worse, and by how much).
-4. saving -- emulated energy saving against all-max clocks of the least-energy plan that
+5. saving -- emulated energy saving against all-max clocks of the least-energy plan that
    is no slower than all-max clocks (target: >= 15% on GPT-3 175B / A100, 8 stages, as
    in the paper), and of the fastest plan (with its slowdown), next to the hull bound: the
    saving of the convex-hull LP at the all-max time, which no plan can beat. The measured
    model's real-time plans (``exact.py``) are what makes "no slowdown" reachable;
    "quantised plans only" shows the frontier without them.
+6. gap per M -- the zero-slowdown plan's saving against that hull bound, M = 8..128.
 
 lowtime is imported in a subprocess by ``perseus_lowtime_driver.py``, with the python
 given by ``--lowtime-python`` (default: this one). Without lowtime, sections 1 and 2
 say so and compare against our own solver only.
 
-    python benchmarks/perseus_frontier.py [--lowtime-python /path/to/python] [--quick]
+    python benchmarks/perseus_frontier.py [--lowtime-python /path/to/python] [--quick] [--skip 1,4]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -94,56 +100,118 @@ def ours(profile, stages, mbs, unit, blocking, model):
 
 def section_exact(args, have_lowtime):
     table = Table(title=f"1. exact: published (exponential) model, {args.stages} x {args.mbs}, unit {args.unit} s")
-    for col in ("profile", "plans ours / lowtime", "same times", "max rel. energy gap", "ours s", "lowtime s", "speed-up"):
+    for col in ("profile", "plans ours / lowtime", "same times", "max rel. energy gap", "ours s", "lowtime s", "speed-up",
+                "Pareto-optimal (listed)"):
         table.add_column(col)
     for name, blocking in PROFILES.items():
         path = DATA / f"{name}.csv"
         ps, t_ours = ours(read_profile(path), args.stages, args.mbs, args.unit, blocking, "exponential")
         if not have_lowtime:
-            table.add_row(name, f"{len(ps)} / -", "-", "-", f"{t_ours:.2f}", "not installed", "-")
+            table.add_row(name, f"{len(ps.emitted.time_units)} / -", "-", "-", f"{t_ours:.2f}", "not installed", "-", str(len(ps)))
             continue
         lt, t_lt = run_lowtime(args.lowtime_python, path, args.stages, args.mbs, args.unit, blocking, args.lowtime_timeout)
         if lt is None:
-            table.add_row(name, f"{len(ps)} / ?", "?", "?", f"{t_ours:.2f}", f"> {t_lt:.0f} (timeout)", "?")
+            table.add_row(name, f"{len(ps.emitted.time_units)} / ?", "?", "?", f"{t_ours:.2f}", f"> {t_lt:.0f} (timeout)", "?",
+                          str(len(ps)))
             continue
-        # lowtime lists slowest first; ours fastest first
+        # lowtime lists slowest first; ours fastest first. Compared: everything the solver emits
+        # (frontier.csv lists only the Pareto-optimal ones; their count is the last column).
+        em = ps.emitted
         lt_t, lt_e = lt[::-1, 0], lt[::-1, 1] + args.stages * lt[::-1, 0] * args.unit * blocking
-        n = min(len(lt_t), len(ps))
-        same = len(lt_t) == len(ps) and np.array_equal(lt_t, ps.time_units)
-        gap = float(np.max(np.abs(ps.planned_energy_j[:n] - lt_e[:n]) / lt_e[:n])) if n else float("nan")
-        table.add_row(name, f"{len(ps)} / {len(lt_t)}", "yes" if same else "NO", f"{gap:.2e}", f"{t_ours:.2f}",
-                      f"{t_lt:.1f}", f"{t_lt / t_ours:.0f}x")
+        n = min(len(lt_t), len(em.time_units))
+        same = len(lt_t) == len(em.time_units) and np.array_equal(lt_t, em.time_units)
+        gap = float(np.max(np.abs(em.planned_energy_j[:n] - lt_e[:n]) / lt_e[:n])) if n else float("nan")
+        table.add_row(name, f"{len(em.time_units)} / {len(lt_t)}", "yes" if same else "NO", f"{gap:.2e}", f"{t_ours:.2f}",
+                      f"{t_lt:.1f}", f"{t_lt / t_ours:.0f}x", str(len(ps)))
     console.print(table)
 
 
+def run_zeus(job: Path, out: Path) -> tuple[float, float, str]:
+    """Whole-process ``zeus run JOB --fresh --output OUT``: (wall s, peak RSS MiB, its output)."""
+    cmd = [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--fresh", "--output", str(out)]
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    text = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"zeus run {job} failed:\n{text[-2000:]}")
+    return wall, usage.ru_maxrss / 1024, text
+
+
+def job_file(folder: Path, profile: Path, stages: int, mbs: int, model: str, extra: str = "") -> Path:
+    path = folder / f"job-{stages}x{mbs}-{model}.toml"
+    path.write_text(f'[job]\nname = "bench-{stages}x{mbs}-{model}"\n\n[frequency_plan]\nplugin = "perseus"\n'
+                    f'profile = "{profile}"\nstages = {stages}\nmicrobatches = {mbs}\nschedule = "1f1b"\n'
+                    f'unit_time_s = 0.001\nblocking_power_w = 83.64\nmodel = "{model}"\nmax_slowdown = 1.0\n{extra}')
+    return path
+
+
 def section_speed(args, have_lowtime):
-    table = Table(title="2. speed: whole frontier, GPT-3 175B / A100 (ours: solve + clock mapping + emulation)")
-    for col in ("size", "model", "plans", "max flows", "ours s", "lowtime s", "lowtime / ours"):
+    """Whole-process ``zeus run`` (start-up, planning, every output file and figure), the way a user runs it."""
+    table = Table(title="2. speed: whole-process `zeus run`, GPT-3 175B / A100 (16 stages: the 8-stage profile tiled)")
+    for col in ("size", "model", "plans", "wall s", "peak MiB", "target"):
         table.add_column(col)
     base = read_profile(DATA / "gpt3-175b+a100_sxm_bf16.csv")
+    targets = {(8, 32): (2.5, None), (16, 64): (10.0, 400.0)}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for stages, mbs in args.sizes:
+            prof = base if stages == len(base.stages) else tiled(base, stages)
+            csv_path = prof.to_csv(tmp / f"profile-{stages}.csv")
+            for model, extra in (("measured", ""), ("measured", "max_gap_plans = 4\n"), ("exponential", "")):
+                walls, peaks = [], []
+                for _ in range(args.repeat):
+                    wall, peak, text = run_zeus(job_file(tmp, csv_path, stages, mbs, model, extra), tmp / "out")
+                    walls.append(wall)
+                    peaks.append(peak)
+                plans = len((tmp / "out" / "frontier.csv").read_text().splitlines()) - 1
+                wall, peak = float(np.median(walls)), float(np.median(peaks))
+                goal = ""
+                if model == "measured" and not extra and (stages, mbs) in targets:
+                    t_max, m_max = targets[(stages, mbs)]
+                    ok = wall <= t_max and (m_max is None or peak <= m_max)
+                    goal = f"<= {t_max:g} s" + (f", <= {m_max:g} MiB" if m_max else "") + (": met" if ok else ": MISSED")
+                label = model + (f", {extra.strip()}" if extra else (" (default)" if model == "measured" else ""))
+                table.add_row(f"{stages} x {mbs}", label, str(plans),
+                              f"{wall:.2f}", f"{peak:.0f}", goal)
+    console.print(table)
+    console.print(f"(median of {args.repeat} runs each; wall time includes Python start-up, plugin loading and writing "
+                  "every plan file and both figures)")
+
+
+def section_growth(args, have_lowtime):
+    """Planning time over microbatches at 8 stages, ours in-process against lowtime where it finishes."""
+    table = Table(title="3. growth with microbatches: whole frontier of GPT-3 175B / A100, 8 stages (planning only)")
+    for col in ("M", "measured s", "x per doubling", "exponential s", "x per doubling", "lowtime s", "x per doubling"):
+        table.add_column(col)
+    prof = read_profile(DATA / "gpt3-175b+a100_sxm_bf16.csv")
     blocking = PROFILES["gpt3-175b+a100_sxm_bf16"]
-    for stages, mbs in args.sizes:
-        prof = base if stages == len(base.stages) else tiled(base, stages)
-        lt_s = None
-        if have_lowtime and (stages, mbs) in args.lowtime_sizes:
-            with tempfile.TemporaryDirectory() as tmp:
-                csv_path = prof.to_csv(Path(tmp) / "profile.csv")
-                lt, lt_s = run_lowtime(args.lowtime_python, csv_path, stages, mbs, args.unit, blocking, args.lowtime_timeout)
-                lt_txt = f"{lt_s:.1f}" if lt is not None else f"> {lt_s:.0f} (timeout)"
+    prev: dict[str, float | None] = {"measured": None, "exponential": None, "lowtime": None}
+    lowtime_done = have_lowtime
+    for mbs in args.growth_mbs:
+        cells = [str(mbs)]
+        for model in ("measured", "exponential"):
+            _, t = ours(prof, 8, mbs, args.unit, blocking, model)
+            cells += [f"{t:.2f}", f"{t / prev[model]:.2f}" if prev[model] else ""]
+            prev[model] = t
+        if lowtime_done:
+            lt, lt_s = run_lowtime(args.lowtime_python, DATA / "gpt3-175b+a100_sxm_bf16.csv", 8, mbs, args.unit,
+                                   blocking, args.lowtime_timeout)
+            if lt is None:
+                cells += [f"> {lt_s:.0f} (timeout)", ""]
+                lowtime_done = False  # larger M only takes longer
+            else:
+                cells += [f"{lt_s:.1f}", f"{lt_s / prev['lowtime']:.2f}" if prev["lowtime"] else ""]
+                prev["lowtime"] = lt_s
         else:
-            lt_txt = "not run" if have_lowtime else "not installed"
-        for model in ("exponential", "measured"):
-            ps, t = ours(prof, stages, mbs, args.unit, blocking, model)
-            ratio = f"{lt_s / t:.0f}x" if (lt_s is not None and model == "exponential") else ""
-            if lt_s is not None and model == "exponential" and lt_txt.startswith(">"):
-                ratio = f"> {lt_s / t:.0f}x"
-            table.add_row(f"{stages} x {mbs}", model, str(len(ps)), str(ps.phases), f"{t:.2f}",
-                          lt_txt if model == "exponential" else "", ratio)
+            cells += ["not run" if have_lowtime else "not installed", ""]
+        table.add_row(*cells)
     console.print(table)
 
 
 def section_default_vs_published(args):
-    table = Table(title=f"3. emulated frontiers, measured (default) vs published model, {args.stages} x {args.mbs}")
+    table = Table(title=f"4. emulated frontiers, measured (default) vs published model, {args.stages} x {args.mbs}")
     for col in ("profile", "unit s", "published pts", "measured worse at", "worst gap", "measured min E / published min E"):
         table.add_column(col)
     for name, blocking in PROFILES.items():
@@ -169,7 +237,7 @@ def section_default_vs_published(args):
 
 
 def section_saving(args):
-    table = Table(title="4. emulated saving against all max clocks, GPT-3 175B / A100, 8 stages")
+    table = Table(title="5. emulated saving against all max clocks, GPT-3 175B / A100, 8 stages")
     for col in ("M", "model", "unit s", "all-max s", "least energy at <= all-max time", "fastest plan: slowdown, saving",
                 "hull bound"):
         table.add_column(col)
@@ -198,29 +266,61 @@ def section_saving(args):
     console.print(table)
 
 
+def zero_slowdown_gap(prof: InstructionProfile, mbs: int, blocking: float) -> tuple[float, float, float, float]:
+    """(all-max time s, saving of the zero-slowdown plan, hull bound, seconds) at 8 stages and ``mbs`` microbatches.
+
+    The zero-slowdown plan is what the default model lists first: the real-time
+    plan at exactly the all-max-clock iteration time (``ExactPlanner.plan``).
+    """
+    dag = build_dag("1f1b", 8, mbs)
+    fmax = np.array([int(prof.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
+    t_max, e_max = (float(x[0]) for x in emulate(dag, prof, fmax[None], blocking))
+    t0 = time.perf_counter()
+    planner = ExactPlanner(dag, prof, blocking)
+    plan = planner.plan(t_max)
+    seconds = time.perf_counter() - t0
+    t, e = (float(x[0]) for x in emulate(dag, prof, plan[None], blocking))
+    assert t <= t_max * (1 + 1e-12)
+    return t_max, 1 - e / e_max, 1 - planner.hull_energy_j(t_max) / e_max, seconds
+
+
+def section_gap(args):
+    table = Table(title="6. zero-slowdown saving against the hull bound per M, GPT-3 175B / A100, 8 stages")
+    for col in ("M", "all-max s", "zero-slowdown saving", "hull bound", "gap (points)", "plan s"):
+        table.add_column(col)
+    prof = read_profile(DATA / "gpt3-175b+a100_sxm_bf16.csv")
+    for mbs in args.gap_mbs:
+        t_max, saving, bound, seconds = zero_slowdown_gap(prof, mbs, PROFILES["gpt3-175b+a100_sxm_bf16"])
+        table.add_row(str(mbs), f"{t_max:.4f}", f"{100 * saving:.2f}%", f"{100 * bound:.2f}%",
+                      f"{100 * (bound - saving):.3f}", f"{seconds:.2f}")
+    console.print(table)
+    console.print("(no plan is faster than all max clocks on this profile, so the convex-hull LP at the all-max time "
+                  "bounds every zero-slowdown plan's energy from below)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lowtime-python", default=sys.executable)
     ap.add_argument("--lowtime-timeout", type=float, default=900.0)
-    ap.add_argument("--quick", action="store_true", help="smaller sizes (8 x 4 exactness, no 16 x 64 lowtime)")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (8 x 4 exactness, M up to 32)")
+    ap.add_argument("--repeat", type=int, default=3, help="whole-process runs per size and model (median)")
     ap.add_argument("--skip", default="", help="comma-separated section numbers to skip")
     args = ap.parse_args()
     args.unit = 0.001
     args.stages, args.mbs = 8, (4 if args.quick else 12)
     args.sizes = [(8, 32), (16, 64)]
-    args.lowtime_sizes = {(8, 32)}
+    args.growth_mbs = (8, 16, 32) if args.quick else (8, 16, 32, 64, 128)
     args.saving_mbs = (12, 32)
+    args.gap_mbs = (8, 12, 16, 32) if args.quick else (8, 12, 16, 32, 64, 128)
     skip = set(args.skip.split(","))
     have = lowtime_available(args.lowtime_python)
     console.print(f"lowtime: {'importable from ' + args.lowtime_python if have else 'NOT available (pip install lowtime==0.3.0)'}")
-    if "1" not in skip:
-        section_exact(args, have)
-    if "2" not in skip:
-        section_speed(args, have)
-    if "3" not in skip:
-        section_default_vs_published(args)
-    if "4" not in skip:
-        section_saving(args)
+    sections = [("1", section_exact, (args, have)), ("2", section_speed, (args, have)),
+                ("3", section_growth, (args, have)), ("4", section_default_vs_published, (args,)),
+                ("5", section_saving, (args,)), ("6", section_gap, (args,))]
+    for number, section, section_args in sections:
+        if number not in skip:
+            section(*section_args)
 
 
 if __name__ == "__main__":

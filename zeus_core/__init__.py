@@ -90,6 +90,7 @@ _EXPORTS: dict[str, str] = {
     "epochs_within": "zeus_core.stopping",
     "steady_state_cost": "zeus_core.stopping",
     "write_atomic": "zeus_core.files",
+    "make_console": "zeus_core.consoles",
     "atomic_path": "zeus_core.files",
     "load_callable": "zeus_core.loading",
     "savings": "zeus_core.comparison",
@@ -155,6 +156,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.allocation import AllocationError, AllocationPlan, RankPlan, read_allocation
     from zeus_core.comparison import TOTAL_KEYS, comparison_table, savings
     from zeus_core.comparison import Row as ComparisonRow
+    from zeus_core.consoles import make_console
     from zeus_core.contexts import BuildContext, PolicyContext
     from zeus_core.filechecks import FileChecks
     from zeus_core.cost import check_eta, cost_per_iteration, lower_convex_hull, pareto_frontier, zeus_cost

@@ -14,14 +14,13 @@ import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from zeus_core.consoles import make_console
 from zeus_core.daemon.command import daemon_command
 from zeus_core.daemon.command import main as daemon_main
 from zeus_core.daemon.status import privileged_path_note
@@ -34,23 +33,17 @@ from zeus_core.errors import PartMismatch, RunFailed
 from zeus_core.identity import IdentityMismatch
 from zeus_core.files import write_atomic
 from zeus_core.parts import Reports, WritesOutputs
-from zeus_core.runner import Runner
 from zeus_core.store import StoreError, StoreUnavailable
 from zeus_core.store_cli import store_group
 from zeus_core.stores import mask
 
+if TYPE_CHECKING:
+    from zeus_core.runner import Runner
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
-def _console(stderr: bool = False) -> Console:
-    """A console that never cuts a table when output is not a terminal (CI logs, ``| tee``)."""
-    c = Console(stderr=stderr, soft_wrap=stderr)
-    if not c.is_terminal and "COLUMNS" not in os.environ:
-        c = Console(stderr=stderr, soft_wrap=stderr, width=240)
-    return c
-
-
-console = _console()
-err_console = _console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 def core_version() -> str:
@@ -250,6 +243,8 @@ def _load(job_file: Path, sets: tuple[str, ...], check_identity: bool = True):
 
 
 def _make_runner(spec, fresh: bool = False) -> Runner:
+    from zeus_core.runner import Runner  # what runs a job: loaded by the commands that run one
+
     try:
         return Runner(spec, registry(), console, fresh=fresh)
     except StoreUnavailable as e:  # a store server that is down: not bad input
@@ -290,6 +285,8 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
         _dry_run(spec)
         return
     _check_output(output)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     runner = _make_runner(spec, fresh=fresh)
     handled = (signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, _on_signal) for s in handled}

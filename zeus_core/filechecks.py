@@ -47,3 +47,12 @@ class FileChecks:
 
     def options(self, section: str) -> Any:
         return self.others.get(section)
+
+    def callable_file(self, field: str | tuple, spec: str) -> None:
+        """A ``"file.py:function"`` option names a file that exists (the function itself runs only
+        when the job runs); a ``"package.module:function"`` is left to the run."""
+        target = str(spec).partition(":")[0]
+        if target.endswith(".py"):
+            path = self.path(field, target)
+            if path is not None and not path.is_file():
+                self.problem(field, f"{field if isinstance(field, str) else field[-1]} file {path} not found")

@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from zeus_core.device import ControlPaths
+from zeus_core.consoles import make_console
 from zeus_core.devices import open_devices
 from zeus_core.job import parse_override
 from zeus_core.measurement import format_joules
@@ -169,8 +170,8 @@ class SampleLog:
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds (default: until Ctrl-C).")
 def monitor_command(devices: tuple[str, ...], sets: tuple[str, ...], interval: float, csv_path: Path | None, duration: float | None) -> None:
     """Show live power and energy of every device; Ctrl-C ends with a summary."""
-    console = Console()
-    err = Console(stderr=True)
+    console = make_console()
+    err = make_console(stderr=True)
     obj = click.get_current_context().obj
     reg = obj["registry"] if isinstance(obj, dict) and "registry" in obj else get_registry()
     known = reg.names("device")

@@ -313,7 +313,7 @@ def load(
             name = pm.get_name(plugin)
             reg._dist[name] = (dist.metadata["name"], dist.version)
     for name, obj in extra_plugins:
-        if pm.is_blocked(name):
+        if pm.is_blocked(name) or pm.get_plugin(name) is obj:  # blocked, or already there (the core's own)
             continue
         pm.register(obj, name=name)
     try:

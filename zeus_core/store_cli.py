@@ -1,5 +1,7 @@
 """``zeus store check|export|import``: verify a job store, dump it to JSON, rebuild it from JSON.
 
+STORE arguments are locations as in ``job.store``: a path (SQLite) or a URL (a plugin's backend).
+
 A store is a SQLite file, but a user should never need ``sqlite3`` to trust or
 move one. ``check`` says what a store is (schema, the job it learned, how many
 results) or why it cannot be used; ``export`` writes everything it holds as
@@ -9,6 +11,7 @@ such a file, in one transaction, refusing to overwrite an existing one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -17,19 +20,20 @@ from typing import Any
 
 import attrs
 import click
-from rich.console import Console
 from rich.markup import escape
 
+from zeus_core.consoles import make_console
 from zeus_core.files import write_atomic
 from zeus_core.results import TryRecord
-from zeus_core.store import SCHEMA_VERSION, Store, StoreError, inspect_store
+from zeus_core.store import SCHEMA_VERSION, StoreError
+from zeus_core.stores import JobStore, open_store, scheme_of
 
 #: What ``export`` writes (and ``import`` reads): extend, never rename.
 EXPORT_FORMAT = "zeus-store"
 EXPORT_VERSION = 1
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 def _fail(message: str) -> None:
@@ -37,9 +41,20 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-def export_store(path: Path) -> dict[str, Any]:
+def _open(location: str, must_exist: bool = True) -> JobStore:
+    """The store at ``location`` (a path or a URL), or exit 2 saying why not."""
+    if must_exist and scheme_of(location) is None and not Path(location).exists():
+        _fail(f"{location}: no such store")
+    try:
+        return open_store(location)
+    except StoreError as e:
+        _fail(str(e))
+        raise  # unreachable: _fail exits
+
+
+def export_store(store: JobStore) -> dict[str, Any]:
     """Everything a store holds, as JSON-able data."""
-    with Store(path) as s:
+    with contextlib.closing(store) as s:
         return {
             "format": EXPORT_FORMAT,
             "version": EXPORT_VERSION,
@@ -84,18 +99,15 @@ def store_group() -> None:
 
 
 @store_group.command("check")
-@click.argument("store", type=click.Path(path_type=Path))
-def check_cmd(store: Path) -> None:
-    """Say what STORE is (schema, the job it learned, its results), or why it cannot be used (exit 2)."""
-    if not store.exists():
-        _fail(f"{store}: no such store")
-    try:
-        info = inspect_store(store)
-    except StoreError as e:
-        _fail(str(e))
-    console.print(f"[green]ok[/] {escape(str(store))}: zeus store, schema {info.version}"
+@click.argument("store")
+def check_cmd(store: str) -> None:
+    """Say what STORE (a path or URL) is: schema, the job it learned, its results; or why it cannot be used (exit 2)."""
+    opened = _open(store)
+    info = opened.info
+    opened.close()
+    console.print(f"[green]ok[/] {escape(opened.location)}: zeus store, schema {info.version}"
                   f"{' (migrated to ' + str(SCHEMA_VERSION) + ' at its next write)' if info.version < SCHEMA_VERSION else ''}, "
-                  f"{info.tries} tries, PRAGMA quick_check ok")
+                  f"{info.tries} tries, integrity checked")
     if info.identity is None:
         console.print("identity: none recorded (no recurrence has run)")
         return
@@ -105,16 +117,11 @@ def check_cmd(store: Path) -> None:
 
 
 @store_group.command("export")
-@click.argument("store", type=click.Path(path_type=Path))
+@click.argument("store")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write here instead of stdout.")
-def export_cmd(store: Path, output: Path | None) -> None:
-    """Write everything STORE holds (identity, policy state, every try) as JSON."""
-    if not store.exists():
-        _fail(f"{store}: no such store")
-    try:
-        data = export_store(store)
-    except StoreError as e:
-        _fail(str(e))
+def export_cmd(store: str, output: Path | None) -> None:
+    """Write everything STORE (a path or URL) holds (identity, policy state, every try) as JSON."""
+    data = export_store(_open(store))
     text = json.dumps(data, indent=1, allow_nan=False) + "\n"
     if output is None:
         click.echo(text, nl=False)
@@ -125,18 +132,22 @@ def export_cmd(store: Path, output: Path | None) -> None:
 
 @store_group.command("import")
 @click.argument("export_file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.argument("store", type=click.Path(path_type=Path))
-def import_cmd(export_file: Path, store: Path) -> None:
-    """Build a new STORE from EXPORT_FILE (written by `zeus store export`), in one transaction."""
-    if store.exists() and store.stat().st_size > 0:
+@click.argument("store")
+def import_cmd(export_file: Path, store: str) -> None:
+    """Build a new STORE (a path or URL) from EXPORT_FILE (written by `zeus store export`), in one transaction."""
+    if scheme_of(store) is None and Path(store).exists() and Path(store).stat().st_size > 0:
         _fail(f"{store} exists; import builds a new store: choose another path, or move this one aside first")
     try:
         data = json.loads(export_file.read_text())
         identity, state, tries = _records(data, str(export_file))
     except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
         _fail(str(e))
+    target = _open(store, must_exist=False)
+    if target.info.tries or target.info.identity is not None:
+        target.close()
+        _fail(f"{target.location} already holds a job; import builds a new store: choose another")
     try:
-        with Store(store) as s, s.transaction() as tx:
+        with contextlib.closing(target) as s, s.transaction() as tx:
             if identity is not None:
                 tx.set_identity(identity)
             for key, value in state.items():
@@ -145,4 +156,4 @@ def import_cmd(export_file: Path, store: Path) -> None:
                 tx.add_try(r)
     except (StoreError, ValueError) as e:
         _fail(str(e))
-    console.print(f"[green]imported[/] {len(tries)} tries and {len(state)} state values into {escape(str(store))}")
+    console.print(f"[green]imported[/] {len(tries)} tries and {len(state)} state values into {escape(target.location)}")

@@ -6,7 +6,7 @@ bs 16: steady epoch cost 1140 (200 W), never reaches it.
 
 from __future__ import annotations
 
-from zeus_core.job import JobOptions
+from zeus_core import JobOptions
 
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.policy import MabPolicy

@@ -141,4 +141,6 @@ def test_nan_profile_exits_2_naming_file_and_key(reg, tmp_path, hetero_aws):
     result = run_cli(reg, "run", str(job))
     assert result.exit_code == 2
     out = "".join(result.output.split())  # rich wraps long lines
-    assert "".join(f'gpus[0](T4):{tmp_path / "t4.json"}:$["128"][2].time:isnan'.split()) in out
+    # found by validation, before anything runs: the file, the key, and the option that names it
+    assert "".join(f'{tmp_path / "t4.json"}:$["128"][2].time:isnan'.split()) in out
+    assert "@$.allocation.gpus[0].profile" in out

@@ -97,7 +97,7 @@ def test_missing_step_file_is_bad_input(toy_plugin, tmp_path):
     result = run_cli(reg, "run", str(job))
     assert result.exit_code == 2
     out = " ".join(result.output.split())
-    assert "[profiler] plugin 'power-sweep': step 'c_steps.py:make_step': file" in out and "not found" in out
+    assert f"step file {tmp_path / 'c_steps.py'} not found @ $.profiler.step" in out
 
 
 def test_profiles_from_the_sweep_drive_the_allocator(toy_plugin, tmp_path):

@@ -86,3 +86,37 @@ def test_unknown_arm_and_no_arms_are_refused(cls):
         ts.observe(32, r)
     assert ts._window(32) == [-2.0, -3.0]  # only the last `window` rewards count
     assert cls.from_json(ts.to_json()).rewards == {32: [-1.0, -2.0, -3.0], 64: []}
+
+
+def _observed(cls, arms, seed=11):
+    ts = cls(arms, seed=seed)
+    for arm, r in [(8, -5.0), (8, -6.0), (16, -5.5), (16, -5.1), (32, -5.2), (32, -5.9)]:
+        if arm in arms:
+            ts.observe(arm, r)
+    return ts
+
+
+@pytest.mark.parametrize("cls", [GaussianTS, RelativeTS])
+def test_drawing_among_some_arms_is_drawing_over_those_arms_alone(cls):
+    # The policy always names the arms a draw is among; naming all of them changes nothing.
+    everything, named = _observed(cls, [8, 16, 32]), _observed(cls, [8, 16, 32])
+    assert [everything.predict() for _ in range(30)] == [named.predict(among=[8, 16, 32]) for _ in range(30)]
+    some, alone = _observed(cls, [8, 16, 32]), _observed(cls, [8, 32])
+    picks = [some.predict(among=[8, 32]) for _ in range(30)]
+    assert picks == [alone.predict() for _ in range(30)] and set(picks) == {8, 32}
+    with pytest.raises(ValueError, match=r"batch size 64 is not an arm"):
+        some.predict(among=[8, 64])
+
+
+def test_gaussian_ts_posterior_and_pooled_noise():
+    ts = GaussianTS([8, 16, 32], seed=0)
+    assert ts.cv() == 0.0  # no arm has two observations: no estimate, and no prior on the noise
+    for arm, r in [(8, -10.0), (8, -14.0), (16, -3.0), (16, -3.0), (32, -7.0)]:
+        ts.observe(arm, r)
+    mean, sd = ts.posterior()
+    assert mean == pytest.approx([-12.0, -3.0, -7.0])
+    # 8: sd sqrt(var / n) = sqrt(4 / 2); 16: equal rewards, known mean; 32: one reward, var 0 -> known too.
+    assert sd == pytest.approx([math.sqrt(2.0), 0.0, 0.0])
+    assert GaussianTS([8], seed=0).posterior()[1][0] == math.inf  # flat prior, no data
+    # Relative deviations pooled over repeats: 8's (+-2 around 12), 16's none; 2 degrees of freedom.
+    assert ts.cv() == pytest.approx(math.sqrt((2 * 2.0**2 / 12.0**2 + 0.0) / 2))

@@ -9,15 +9,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from zeus_core import registry as zreg
-from zeus_core.job import JobError, JobOptions, load_job
+from zeus_core import JobError, JobOptions, load_job, load_plugins
 
 from mab_tiny_trace import BEST, CPE_16
 from mab_tiny_trace import run_tiny as run
 
-from zeus_plugins_mab.guided import Guided
+from zeus_plugins_mab.guided import BUDGET_FLOOR_SDS, Guided
 from zeus_plugins_mab.options import MabOptions
-from zeus_plugins_mab.policy import BUDGET_FLOOR_SDS, MabPolicy
+from zeus_plugins_mab.policy import MabPolicy
 from zeus_plugins_trace import baselines
 from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
 from zeus_plugins_trace.simulate import simulate
@@ -44,14 +43,14 @@ def test_only_exploratory_tries_that_stop_count_as_waste():
 def test_the_budget_caps_an_exploratory_try_but_never_below_the_noise_floor(tmp_path):
     # explore_stop off: the budget is the only bound of the policy's own.
     policy, r, job = run(tmp_path, recurrences=1, explore_stop=False, horizon=100)
-    assert policy.guided.reached == [0]
+    assert policy.explorer.reached == [0]
     best = policy.best_known_cost()
     assert best == pytest.approx(BEST)
     # Nothing wasted yet: 5 % of 100 recurrences at the best cost (and half an epoch of slack).
     assert policy.try_cost_bound(ctx(job, 2), 16) == pytest.approx(0.05 * 100 * best + 0.5 * CPE_16)
     # Once the budget is spent, the try may still run until it costs the best plus two noise sds.
-    policy.guided.waste = 10 * best
-    floor = best * (1 + BUDGET_FLOOR_SDS * policy.ts.cv())
+    policy.explorer.waste = 10 * best
+    floor = best * (1 + BUDGET_FLOOR_SDS * policy.sampler.cv())
     assert policy.try_cost_bound(ctx(job, 2), 16) == pytest.approx(floor + 0.5 * CPE_16)
     # A job that has run past its horizon has more budget.
     assert policy.try_cost_bound(ctx(job, 400), 16) == pytest.approx(0.05 * 400 * best - 10 * best + 0.5 * CPE_16)
@@ -65,22 +64,23 @@ def test_a_short_job_stops_a_size_that_never_reaches_sooner_than_a_long_one(tmp_
     # model's own stop acts, later.
     short, r_short, _ = run(tmp_path)
     long, r_long, _ = run(tmp_path, horizon=1000)
-    assert short.horizon() == 8 and long.horizon() == 1000
+    assert short.explorer.horizon() == 8 and long.explorer.horizon() == 1000
     e_short, e_long = r_short.records[1], r_long.records[1]
     assert e_short.batch_size == e_long.batch_size == 16 and not e_short.reached and not e_long.reached
     assert e_short.epochs < e_long.epochs
     # It still ran until it could no longer beat the best (5220 / 1140 = 4.6 epochs).
     assert e_short.epochs * CPE_16 >= BEST
     # Its cost is the waste, kept with the state and reported in the policy's summary.
-    assert short.guided.waste == pytest.approx(e_short.cost)
-    assert short.summary()["exploration_waste"] == pytest.approx(e_short.cost) and short.summary()["horizon"] == 8
+    assert short.explorer.waste == pytest.approx(e_short.cost)
+    summary = short.summary(None)
+    assert summary["exploration_waste"] == pytest.approx(e_short.cost) and summary["horizon"] == 8
     again = MabPolicy(MabOptions(default=8), 0, short.predict_epoch)
     again.set_state(json.loads(json.dumps(short.get_state())))
-    assert (again.guided.waste, again.horizon()) == (short.guided.waste, 8)
+    assert (again.explorer.waste, again.explorer.horizon()) == (short.explorer.waste, 8)
     # The horizon is the option's, read afresh: a job given one later uses it.
     later = MabPolicy(MabOptions(default=8, horizon=50), 0, short.predict_epoch)
     later.set_state(json.loads(json.dumps(short.get_state())))
-    assert later.horizon() == 50
+    assert later.explorer.horizon() == 50
     # Budget off: the model's stop alone.
     off, r_off, _ = run(tmp_path, explore_budget=math.inf)
     assert r_off.records[1].epochs == e_long.epochs
@@ -89,16 +89,16 @@ def test_a_short_job_stops_a_size_that_never_reaches_sooner_than_a_long_one(tmp_
 def test_a_state_stored_before_the_budget_loads_with_nothing_wasted(tmp_path):
     policy, _r, _job = run(tmp_path)
     state = json.loads(json.dumps(policy.get_state()))
-    del state["guided"]["waste"]
-    state["guided"]["horizon"] = 8  # kept in the state for a while; ignored now
+    del state["explorer"]["state"]["waste"]
+    state["explorer"]["state"]["horizon"] = 8  # kept in the state for a while; ignored now
     again = MabPolicy(MabOptions(default=8), 0, policy.predict_epoch)
     again.set_state(state)
-    assert (again.guided.waste, again.horizon()) == (0.0, 8)
+    assert (again.explorer.waste, again.explorer.horizon()) == (0.0, 8)
 
 
 def test_a_negative_budget_or_horizon_is_refused_with_its_key():
     job = Path(__file__).resolve().parents[2] / "examples" / "zeus_nsdi23" / "imagenet.toml"
-    reg = zreg.load(entry_points=True)
+    reg = load_plugins(entry_points=True)
     for key, value, message in (
         ("explore_budget", "-0.1", "explore_budget must be at least 0.0, got -0.1"),
         ("horizon", "-3", "horizon must be at least 0, got -3"),
@@ -122,7 +122,7 @@ def test_p100_imagenet_a_short_job_loses_less_than_two_recurrences_to_a_size_tha
         job = JobOptions(name="imagenet", recurrences=n, seed=1, eta_knob=0.5, beta_knob=2.0, target_metric=0.65, max_epochs=100)
         policy = MabPolicy(MabOptions(default=256, explore_budget=budget), 1, device.predict_epoch)
         result = simulate(trace, policy, job, default_batch_size=256)
-        assert policy.horizon() == n == 24
+        assert policy.explorer.horizon() == n == 24
         stopped = [r for r in result.records if r.batch_size == 64]
         assert len(stopped) == 1 and not stopped[0].reached
         regrets[budget] = (result.cost / (oracle.cost * n) - 1.0, stopped[0].cost / oracle.cost)

@@ -11,6 +11,7 @@ from mab_tiny_trace import run_tiny
 
 from zeus_plugins_mab.guided import Guided
 from zeus_plugins_mab.options import MabOptions
+from zeus_plugins_mab.strategies import Env
 
 
 def run(tmp_path, recurrences=3, **options):
@@ -27,8 +28,8 @@ def test_an_exploratory_try_that_never_reaches_stops_past_break_even_and_is_cens
     assert explore.batch_size == 16 and not explore.reached and explore.stopped == "early-stop"
     assert 5 <= explore.epochs < 9
     # The stopped try is a censored observation of 16 (a lower bound on its epochs) ...
-    assert policy.guided.censored == {"1": [math.log(explore.epochs)]}
-    assert 1 not in policy.guided.reached
+    assert policy.explorer.censored == {"1": [math.log(explore.epochs)]}
+    assert 1 not in policy.explorer.reached
     # ... and the recurrence restarts at the size known to reach the target.
     assert (restart.recurrence, restart.try_index, restart.batch_size, restart.reached) == (2, 2, 8, True)
 
@@ -90,7 +91,7 @@ def test_state_of_older_stores_with_one_censored_value_per_size_loads():
     d = json.loads(json.dumps(g.to_json()))
     assert d["censored"] == {"0": [pytest.approx(math.log(30))]}
     d["censored"] = {"0": math.log(30)}  # the format before retries
-    assert Guided.from_json(d).censored == {"0": [pytest.approx(math.log(30))]}
+    assert Guided.from_json(d, Env(MabOptions())).censored == {"0": [pytest.approx(math.log(30))]}
 
 
 def test_fail_prob_must_be_a_probability():

@@ -7,14 +7,13 @@ import math
 
 import pytest
 
-from zeus_core.job import JobOptions
-from zeus_core.results import TryRecord
-from zeus_core import PolicyContext
+from zeus_core import EpochPrediction, JobOptions, PolicyContext, TryRecord
 
 from zeus_plugins_mab.epochs_model import EpochsModel
 from zeus_plugins_mab.guided import Guided, epoch_costs
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.policy import MabPolicy
+from zeus_plugins_mab.walk import Walk
 
 BSS = [16, 32, 64, 128, 256, 512, 1024, 2048]
 
@@ -66,7 +65,7 @@ def test_a_stopped_try_is_a_lower_bound_on_its_epochs():
 
 
 def test_epoch_costs_take_the_cheapest_limit_and_degrade_to_none():
-    rows = {8: [(250.0, 10.0, 2000.0), (150.0, 12.0, 1500.0)], 16: [(250.0, 6.0, 1200.0)]}
+    rows = {8: [EpochPrediction(250.0, 10.0, 2000.0), EpochPrediction(150.0, 12.0, 1500.0)], 16: [EpochPrediction(250.0, 6.0, 1200.0)]}
     got = epoch_costs(rows.get, [8, 16], 0.5, 250.0)
     assert got == [pytest.approx(min(0.5 * 2000 + 0.5 * 250 * 10, 0.5 * 1500 + 0.5 * 250 * 12)), pytest.approx(0.5 * 1200 + 0.5 * 250 * 6)]
     assert epoch_costs(None, [8, 16], 0.5, 250.0) is None
@@ -83,7 +82,7 @@ EPOCHS = {8: 4, 16: 4, 32: 4, 64: 6, 128: 12}  # cost: 40, 20, 10.4, 7.2, 12
 
 def predict(b):
     # One limit; cost = 0.5 x energy + 0.5 x 250 x time = CPE[b] x 250 with these rows.
-    return [(250.0, CPE[b], CPE[b] * 250.0)]
+    return [EpochPrediction(250.0, CPE[b], CPE[b] * 250.0)]
 
 
 def ctx(rec, min_cost=math.inf):
@@ -107,13 +106,12 @@ def test_policy_explores_by_the_model_with_a_predicting_device_and_walks_without
             p.observe(c, record(rec, bs))
             if p is guided:
                 chosen.append(bs)
-    assert guided.guided is not None and guided.pruning is None
-    assert walking.guided is None and walking.pruning is not None
-    assert forced.guided is None and forced.pruning is not None
+    assert isinstance(guided.explorer, Guided)
+    assert isinstance(walking.explorer, Walk) and isinstance(forced.explorer, Walk)
     assert chosen[0] == 128
     assert 8 not in chosen  # 10x the epoch cost of 128: never worth a try
     assert chosen[-10:].count(64) >= 7
-    assert guided.summary()["predicted_cost_per_epoch"]["64"] == pytest.approx(1.2 * 250.0)
+    assert guided.summary(None)["predicted_cost_per_epoch"]["64"] == pytest.approx(1.2 * 250.0)
 
 
 def test_guided_state_survives_restarts():

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from zeus_core.job import JobOptions
-from zeus_core.results import TryRecord
-from zeus_core import PolicyContext
+from zeus_core import JobOptions, PolicyContext, TryRecord
 
-from zeus_plugins_mab.options import MabOptions
+from zeus_plugins_mab.options import JitOptions, MabOptions
 from zeus_plugins_mab.policy import MabPolicy
 
 BSS = [8, 16, 32, 64, 128]
@@ -62,7 +61,7 @@ def test_never_ran_is_fed_back_as_a_large_penalty():
 def test_improved_variant_learns_the_steady_cost():
     p = MabPolicy(MabOptions(), 0)
     p.choose(ctx(1))
-    r = TryRecord(1, 1, 64, 200.0, 3, 1.0, 1.0, 14.0, True, None, {"profiled": True, "steady_cost": 11.0})
+    r = TryRecord(1, 1, 64, 200.0, 3, 1.0, 1.0, 14.0, True, None, steady_cost=11.0)
     p.observe(ctx(1), r)
     assert p.history == [(64, -11.0)]
     paper = MabPolicy(MabOptions(variant="paper"), 0)
@@ -83,3 +82,26 @@ def test_state_of_another_variant_or_batch_size_list_is_refused():
 def test_default_above_the_list_is_clamped_as_in_the_paper():
     p = MabPolicy(MabOptions(default=256), 0)
     assert p.choose(ctx(1)) == 128
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "message"),
+    [
+        (MabOptions, {"batch_sizes": [8, 16, 8]}, "batch_sizes lists 8 twice: [8, 16, 8]"),
+        (MabOptions, {"batch_sizes": [0, 8]}, "batch_sizes must list batch sizes, each at least 1; got 0 in [0, 8]"),
+        (MabOptions, {"eta_knob": 1.5}, "eta_knob must be between 0 and 1 inclusive, got 1.5"),
+        (MabOptions, {"beta_knob": 0.5}, "beta_knob must be at least 1, got 0.5"),
+        (MabOptions, {"variant": "fast"}, "variant must be one of 'improved', 'paper'; got 'fast'"),
+        (MabOptions, {"sigma_w": 0.0}, "sigma_w must be at least 0.01, got 0.0"),
+        (JitOptions, {"eta_knob": -0.1}, "eta_knob must be between 0 and 1 inclusive, got -0.1"),
+        (JitOptions, {"measure_iters": 0}, "measure_iters must be at least 1, got 0"),
+    ],
+)
+def test_options_name_the_field_and_what_it_accepts(cls, kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cls(**kwargs)
+
+
+def test_optional_knobs_and_an_empty_batch_size_list_mean_the_jobs_and_the_workloads():
+    o = MabOptions(batch_sizes=[], eta_knob=None, beta_knob=None)
+    assert (o.batch_sizes, o.eta_knob, o.beta_knob) == ([], None, None)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.pruning import Pruning
+from zeus_plugins_mab.strategies import Env
 from zeus_plugins_mab.walk import Walk
+
+ENV = Env(MabOptions())
 
 
 def drive(explorer, outcome):
@@ -16,7 +22,7 @@ def drive(explorer, outcome):
         cost, reached = outcome(bs, seen[bs])
         order.append(bs)
         explorer.observe(bs, cost, reached)
-        explorer = type(explorer).from_json(explorer.to_json())  # survives a restart at every step
+        explorer = type(explorer).from_json(json.loads(json.dumps(explorer.to_json())), ENV)  # survives a restart at every step
     return order, explorer
 
 

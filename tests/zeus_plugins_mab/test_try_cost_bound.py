@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zeus_core.job import JobOptions
+from zeus_core import JobOptions
 
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.policy import MabPolicy
@@ -42,4 +42,11 @@ def test_the_margin_scales_with_the_pooled_noise_and_is_off_by_default(tmp_path)
     assert r.records[1].epochs == 5  # floor(5220 x 1.2 / 1140)
     policy, r = run(tmp_path)
     assert r.records[1].epochs == 9 and policy.try_cost_bound(None, 16) is None
-    assert MabPolicy(MabOptions(variant="paper", explore_bound_sds=0.0)).try_cost_bound(None, 16) is None
+
+
+def test_the_papers_pruning_sets_no_bound_of_its_own(tmp_path):
+    policy, r = run(tmp_path, variant="paper", explore_bound_sds=0.0)
+    explore = r.records[1]
+    # Pruning goes up from 8 to 16; only beta x min_cost (2 x 5225) stops it: 9 epochs.
+    assert (explore.batch_size, explore.epochs, explore.stopped) == (16, 9, "early-stop")
+    assert policy.try_cost_bound(None, 16) is None

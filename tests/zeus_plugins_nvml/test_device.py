@@ -325,7 +325,7 @@ def test_restore_without_permission_keeps_the_entry(fake_nvml):
     ("poll_interval_s", 0.0001, "poll_interval_s must be between 0.005 and 5.0"),
     ("mig", "slice", "mig must be one of 'error', 'parent'"),
     ("gpus", [], "at least one"),
-    ("gpus", [0, 0], "lists a GPU twice"),
+    ("gpus", [0, 0], "gpus lists 0 twice"),
     ("max_power_w", -3.0, "max_power_w must be positive"),
 ])
 def test_options_say_the_allowed_values(field, value, message):

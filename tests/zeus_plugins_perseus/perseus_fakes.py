@@ -68,8 +68,13 @@ def log(state_path: str):
 
 def two_stage_rows():
     """A small 2-stage profile with real tradeoffs: stage 1 is lighter, so it can run slower."""
+    return stage_rows((1.0, 0.6))
+
+
+def stage_rows(scales=(1.0, 0.6, 0.8, 0.5)):
+    """A profile of ``len(scales)`` stages on clocks 1410..800 MHz; lighter stages (smaller scale) can run slower."""
     rows = []
-    for s, scale in ((0, 1.0), (1, 0.6)):
+    for s, scale in enumerate(scales):
         for f, slow, e in ((1410, 1.0, 1.0), (1200, 1.12, 0.9), (1000, 1.3, 0.85), (800, 1.6, 0.83)):
             rows += [(s, "forward", f, 0.02 * scale * slow, 5 * scale * e), (s, "backward", f, 0.04 * scale * slow, 10 * scale * e)]
     return rows
@@ -190,3 +195,20 @@ def nvml_clocks(driver_path: str, index: int = 0):
     sm, mem = g["locked_clocks"], g["locked_mem_clocks"]
     return (sm[1] if sm else None), (mem[1] if mem else None)
 
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (for a plan server a test starts)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def journal_keys() -> list[str]:
+    """Keys of the settings journal (the test's own state folder): what the next zeus start would restore."""
+    from zeus_core import store
+
+    with store.journal() as j:
+        return [e.key for e in j.journal_entries()]

@@ -85,6 +85,7 @@ def test_deadline_picks_least_energy_plan_that_meets_it(tmp_path, gpt3_a100):
         ({"max_slowdown": 0.9}, "max_slowdown must be at least 1"),
         ({"deadline": 3.0, "max_slowdown": 1.1}, "not both"),
         ({"stages": 4}, "has 8 stage(s) but the job asks for 4"),
+        ({"max_gap_plans": -1}, "max_gap_plans must be"),
     ],
 )
 def test_bad_options_are_reported(tmp_path, gpt3_a100, keys, message):
@@ -105,3 +106,82 @@ def test_bad_profile_line_is_reported(tmp_path):
 def test_examples_validate(example):
     r = zeus("validate", str(REPO / "examples" / "perseus" / example / "job.toml"))
     assert r.exit_code == 0, r.output
+
+
+def dominated_rows(rows):
+    """Rows another row beats on both emulated time and energy (at least as good in both, better in one)."""
+    pts = [(float(r["emulated_time_s"]), float(r["emulated_energy_j"])) for r in rows]
+    return [i for i, (t, e) in enumerate(pts)
+            if any(t2 <= t and e2 <= e and (t2, e2) != (t, e) for t2, e2 in pts)]
+
+
+@pytest.mark.parametrize("model", ["exponential", "measured"])
+def test_frontier_lists_only_pareto_optimal_plans_and_reports_over_them(tmp_path, gpt3_a100, model):
+    """The published model's solver emits plans that others beat; none of them may be listed or chosen."""
+    out = tmp_path / "out"
+    r = zeus("run", str(job(tmp_path, gpt3_a100, microbatches=6, model=model, deadline=2.0)), "--output", str(out))
+    assert r.exit_code == 0, r.output
+    rows = read_rows(out / "frontier.csv")
+    assert dominated_rows(rows) == []
+    assert [int(r["plan"]) for r in rows] == list(range(len(rows)))
+    assert len(list((out / "plans").glob("*.json"))) == len(rows)
+    energies = [float(r["emulated_energy_j"]) for r in rows]
+    summary = json.loads((out / "summary.json").read_text())["frequency_plan"]
+    # the deadline picks the least energy among listed plans that meet it
+    ok = [r for r in rows if float(r["emulated_time_s"]) <= 2.0]
+    assert summary["chosen"]["plan"] == int(min(ok, key=lambda r: float(r["emulated_energy_j"]))["plan"])
+    least = f"{min(energies):,.1f}"
+    assert any(line.startswith("│ least-energy") and least in line for line in r.output.splitlines()), r.output
+    if model == "exponential":
+        emitted = read_rows(out / "published_plans.csv")
+        assert len(emitted) > len(rows) and dominated_rows(emitted)  # what the solver emits is not all optimal
+        listed = [int(e["listed_as"]) for e in emitted if e["listed_as"]]
+        assert sorted(listed) == list(range(len(rows)))  # every listed plan is one the solver emitted
+        for e in emitted:
+            if e["listed_as"]:
+                row = rows[int(e["listed_as"])]
+                assert float(row["emulated_energy_j"]) == float(e["emulated_energy_j"])
+        # the solver's plan of least emulated energy is the last listed, not the last emitted
+        assert float(emitted[-1]["emulated_energy_j"]) > min(energies)
+    else:
+        assert not (out / "published_plans.csv").exists()
+
+
+def test_registration_module_imports_nothing_heavy(tmp_path):
+    """`zeus --help` loads the plugin; the planner's and runtime's heavy dependencies must wait for a part or command."""
+    import subprocess
+    import sys
+
+    code = ("import sys, zeus_plugins_perseus.plugin as p\n"
+            "heavy = ('numpy', 'scipy', 'matplotlib', 'torch', 'fastapi', 'httpx', 'uvicorn')\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in heavy}))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+def test_plan_files_written_together_are_the_single_plan_text(tmp_path, gpt3_a100):
+    """write_plans encodes the fixed parts once; every file must still be write_plan's JSON, byte for byte."""
+    from zeus_plugins_perseus.planner import plan_frontier
+    from zeus_plugins_perseus.profile import read_profile
+
+    ps = plan_frontier(read_profile(gpt3_a100), 8, 3, "gpipe", 0.001, 83.64, "exponential")
+    ps.write_plans(tmp_path)
+    for k in (0, len(ps) // 2, len(ps) - 1):
+        one = ps.write_plan(k, tmp_path / "one.json").read_text()
+        assert (tmp_path / f"{k:05d}.json").read_text() == one
+        assert json.loads(one)["stages"][3]["frequencies"] == ps.frequencies[k, ps.dag.stage_ops(3)].tolist()
+
+
+def test_max_gap_plans_bounds_the_real_time_plans_at_the_fast_end(tmp_path, gpt3_a100):
+    """Each gap plan is one linear program; the key trades the fast end's resolution for planning time."""
+    runs = {}
+    for gap in (0, 32):
+        out = tmp_path / f"gap{gap}"
+        r = zeus("run", str(job(tmp_path, gpt3_a100, microbatches=6, max_gap_plans=gap)), "--output", str(out))
+        assert r.exit_code == 0, r.output
+        rows = read_rows(out / "frontier.csv")
+        # real-time plans are the rows whose planned time is not a whole number of 1 ms units
+        runs[gap] = sum(abs(float(x["iteration_time_s"]) * 1000 - round(float(x["iteration_time_s"]) * 1000)) > 1e-6
+                        for x in rows)
+    assert runs[0] == 1 and runs[32] > 1  # without gap plans only the zero-slowdown plan is real-time

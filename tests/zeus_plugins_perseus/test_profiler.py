@@ -6,6 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
+
+from zeus_core import BuildContext, load_plugins
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -15,7 +18,8 @@ from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile  # noqa: E402
 from zeus_plugins_perseus.runtime import OnlineProfiler, ScheduleError  # noqa: E402
 from zeus_plugins_perseus.schedule import one_f_one_b_order  # noqa: E402
-from zeus_plugins_perseus.stage_profiler import StageProfiler, StageProfilerOptions  # noqa: E402
+from zeus_plugins_perseus.options import StageProfilerOptions  # noqa: E402
+from zeus_plugins_perseus.stage_profiler import StageProfiler  # noqa: E402
 
 
 def sweep(profiler, device, stage=0, stages=2, mbs=3):
@@ -108,23 +112,24 @@ def forgetful(hooks):
 def test_perseus_stage_part_writes_the_profile(tmp_path):
     (tmp_path / "pipe.py").write_text(STEP_FILE.format(here=str(Path(__file__).resolve().parent)))
     gpu = VirtualGPU(clocks=(1410, 1005, 600))
-    ctx = types.SimpleNamespace(parts={"device": gpu}, job_dir=tmp_path)
+    ctx = BuildContext.outside_job(Console(), load_plugins(entry_points=False))  # paths resolve against tmp_path, the cwd
+    ctx.parts["device"] = gpu
     opts = StageProfilerOptions(step="pipe.py:make_step", stage=2, profile_steps=2, save_to="out/stage2.csv")
     part = StageProfiler(opts, ctx)
-    part.plan()
+    part.plan(ctx)
     prof = read_profile(tmp_path / "out" / "stage2.csv")
     assert prof.stages == [2] and list(prof.get(2, "backward").frequency) == [1410, 1005, 600]
     assert gpu.log[-1] == "reset"
-    assert part.summary()["frequencies"] == [1410, 1005, 600]
-    assert [p.name for p in part.write_outputs(tmp_path / "o")] == ["profile.csv"]
+    assert part.summary(None)["frequencies"] == [1410, 1005, 600]
+    assert [p.name for p in part.write_outputs(tmp_path / "o", None)] == ["profile.csv"]
 
     stuck = StageProfiler(StageProfilerOptions(step="pipe.py:forgetful", stage=0), ctx)
     with pytest.raises(Exception, match="not done after 13 steps; the step must call on_step_begin"):
-        stuck.plan()
+        stuck.plan(ctx)
     with pytest.raises(ValueError, match="defines no function 'nope'"):
         StageProfiler(StageProfilerOptions(step="pipe.py:nope"), ctx)
     with pytest.raises(ValueError, match="needs a \\[device\\]"):
-        StageProfiler(opts, types.SimpleNamespace(parts={}, job_dir=tmp_path))
+        StageProfiler(opts, BuildContext.outside_job(Console(), load_plugins(entry_points=False)))
 
 
 def test_registered_as_profiler():

@@ -1,8 +1,8 @@
 """The plan server: protocol, validation, profile uploads, bearer-token auth, and one real uvicorn run."""
 
+import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,7 +13,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from perseus_fakes import two_stage_rows  # noqa: E402
+from perseus_fakes import free_port, two_stage_rows  # noqa: E402
 
 from zeus_plugins_perseus.client import PlanClient, PlanServerError, rank_schedule  # noqa: E402
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
@@ -156,12 +156,6 @@ def test_exposure_rules(tmp_path):
         resolve_token(f)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_zeus_perseus_serve_on_uvicorn(tmp_path):
     prof = profile().to_csv(tmp_path / "profile.csv")
     port = free_port()
@@ -195,3 +189,91 @@ def test_zeus_perseus_serve_on_uvicorn(tmp_path):
         out, _ = server.communicate(timeout=20)
     # uvicorn shuts down gracefully, then re-raises SIGTERM so the exit status says what ended it
     assert server.returncode in (0, -signal.SIGTERM) and "Traceback" not in out, out
+
+
+# -- hardening: limits, NaN, bounded disk, fuzzing --
+
+def limited_client(dump_dir=None, **limits):
+    from zeus_plugins_perseus.server.jobs import ServerLimits
+
+    defaults = PlannerDefaults(profile=profile(), blocking_power_w=BLOCKING)
+    manager = JobManager(defaults, dump_dir, ServerLimits(**limits))
+    return manager, fastapi_testclient.TestClient(create_app(manager), base_url="http://testserver")
+
+
+JOB = {"pp_degree": 2, "world_size": 2, "microbatches": 4}
+
+
+def test_bodies_over_the_limit_are_refused_unread_and_nothing_is_kept(tmp_path):
+    manager, http = limited_client(tmp_path / "dump", max_body_bytes=4096)
+    big = dict(JOB, metadata={f"k{i}": "v" * 200 for i in range(30)})  # valid, but ~7 kB
+    r = http.post("/jobs", json=big)
+    assert r.status_code == 413 and len(manager) == 0 and not (tmp_path / "dump").exists()
+    # declared small, streamed large: still stopped at the limit
+    r = http.post("/jobs", content=iter([b'{"pp_degree": 2, "metadata": {"a": "', b"x" * 8192, b'"}}']),
+                  headers={"content-type": "application/json"})
+    assert r.status_code == 413 and len(manager) == 0
+    assert http.post("/jobs", json=JOB).status_code == 200
+
+
+@pytest.mark.parametrize("body", [
+    '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "deadline_s": NaN}',
+    '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "max_slowdown": Infinity}',
+    '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "unit_time_s": 1e-300}',
+    '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "blocking_power_w": 1e308}',
+    '{"pp_degree": 1e400, "world_size": 2, "microbatches": 4}',
+    '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "metadata": {"k": "' + "v" * 300 + '"}}',
+])
+def test_nan_infinite_and_out_of_range_values_are_422_naming_the_field(body):
+    _, http = limited_client()
+    r = http.post("/jobs", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    field = body.split(", ")[-1].split('"')[1] if "pp_degree\": 1e400" not in body else "pp_degree"
+    assert field in r.text
+
+
+def test_profile_rows_nan_or_beyond_physics_are_422_and_per_job_rows_are_bounded():
+    manager, http = limited_client(max_profile_rows=6)
+    job = http.post("/jobs", json=JOB).json()["job_id"]
+    http.post(f"/jobs/{job}/ranks", json={"rank": 0, "pp_rank": 0})
+    for row in ({"instruction": "forward", "frequency": 1410, "time": float("nan"), "energy": 1.0},
+                {"instruction": "forward", "frequency": 1410, "time": 1e300, "energy": 1.0},
+                {"instruction": "forward", "frequency": 10**12, "time": 0.1, "energy": 1.0},
+                {"instruction": "x" * 10, "frequency": 1410, "time": 0.1, "energy": 1.0}):
+        r = http.post(f"/jobs/{job}/profile", content=json.dumps({"rank": 0, "rows": [row]}),
+                      headers={"content-type": "application/json"})
+        assert r.status_code == 422, (row, r.text)
+    rows = [{"instruction": i, "frequency": f, "time": 0.1, "energy": 1.0} for i in ("forward", "backward")
+            for f in (1410, 1200, 1000)]
+    assert http.post(f"/jobs/{job}/profile", json={"rank": 0, "rows": rows}).status_code == 200
+    again = http.post(f"/jobs/{job}/profile", json={"rank": 0, "rows": rows[:2]})  # the same rows: replaced
+    assert again.status_code == 200
+    more = [{"instruction": "forward", "frequency": 800, "time": 0.2, "energy": 0.9}]
+    r = http.post(f"/jobs/{job}/profile", json={"rank": 0, "rows": more})
+    assert r.status_code == 422 and "limit of 6" in r.text
+    assert manager.status(job)["uploaded_rows"] == 6
+
+
+def test_job_count_is_bounded_idle_jobs_go_with_their_dump_folders(tmp_path):
+    dump = tmp_path / "dump"
+    manager, http = limited_client(dump, max_jobs=2, job_idle_s=3600)
+    first, second = (http.post("/jobs", json=JOB).json()["job_id"] for _ in range(2))
+    r = http.post("/jobs", json=JOB)
+    assert r.status_code == 429 and "DELETE /jobs/" in r.text
+    manager.job(first).last_seen -= 7200  # idle for two hours: dropped for the next job
+    third = http.post("/jobs", json=JOB).json()["job_id"]
+    assert sorted(p.name for p in dump.iterdir()) == sorted([second, third])
+    assert http.get(f"/jobs/{first}").status_code == 404
+    assert http.delete(f"/jobs/{second}").json() == {"deleted": second}
+    assert [p.name for p in dump.iterdir()] == [third] and len(manager) == 1
+    assert http.delete(f"/jobs/{second}").status_code == 404
+
+
+def test_planning_size_limits_are_422():
+    _, http = limited_client(max_instructions=16, max_units_per_instruction=100)
+    r = http.post("/jobs", json=dict(JOB, microbatches=5))
+    assert r.status_code == 422 and "20 instructions" in r.text
+    job = http.post("/jobs", json=dict(JOB, unit_time_s=0.0001)).json()["job_id"]
+    http.post(f"/jobs/{job}/ranks", json={"rank": 0, "pp_rank": 0})
+    r = http.get(f"/jobs/{job}/schedule", params={"rank": 0})
+    assert r.status_code == 422 and "larger unit_time_s" in r.text

@@ -20,7 +20,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from zeus_core.daemon.config import CONFIG_ENV, DEFAULT_CONFIG, ConfigError, read_config, resolve
-from zeus_core.daemon.server import Daemon, StartError, setup_logging
 from zeus_core.registry import PluginError, load
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
@@ -35,6 +34,8 @@ def _print_problems(err: Console, e: ConfigError) -> None:
 
 def run_daemon(config_path: Path, check: bool = False) -> int:
     """Start the daemon for ``config_path`` and serve until a stop signal; the exit status."""
+    from zeus_core.daemon.server import Daemon, StartError, setup_logging  # only a starting daemon needs it
+
     err = Console(stderr=True, soft_wrap=True)
     cfg, problems, lines, _ = read_config(config_path)
     if cfg is None:

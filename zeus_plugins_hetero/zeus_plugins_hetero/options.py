@@ -23,7 +23,6 @@ says the allowed range on its own; a cross-field problem (two types with one
 name) is checked on the list.
 """
 
-import math
 from typing import Optional
 
 import attrs
@@ -95,12 +94,7 @@ class PowerSweepOptions:
     save_to: str = ""
 
     def check_files(self, files: FileChecks) -> None:
-        """A ``file.py:function`` step must name a file that exists (it is run only when the job runs)."""
-        target = self.step.partition(":")[0]
-        if target.endswith(".py"):
-            path = files.path("step", target)
-            if path is not None and not path.is_file():
-                files.problem("step", f"step file {path} not found")
+        files.callable_file("step", self.step)
 
     def files_written(self) -> list[str]:
         return [self.save_to] if self.save_to else []

@@ -18,12 +18,10 @@ given), so profile one GPU type with a group holding only those GPUs.
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
 import numpy as np
 from rich.console import Console
 from rich.table import Table

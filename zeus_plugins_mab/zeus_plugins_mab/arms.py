@@ -8,6 +8,7 @@ same samples.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,28 @@ class ArmRewards:
     def _window(self, arm: int) -> list[float]:
         r = self.rewards[arm]
         return r[-self.window :] if self.window > 0 else r
+
+    def _among(self, among: list[int] | None) -> tuple[list[int], list[int]]:
+        """(arms, their indices) that compete in a draw: ``among``, or every arm when None."""
+        if among is None:
+            return self.arms, list(range(len(self.arms)))
+        keep = [self._index(a) for a in among]
+        if not keep:
+            raise ValueError("Thompson sampling needs at least one arm to choose among")
+        return [self.arms[k] for k in keep], keep
+
+    def _pooled_cv(self, ss: float, dof: float) -> float | None:
+        """The relative noise of one reward pooled over every arm's repeats (within the
+        window), on top of ``ss`` squared relative deviations worth ``dof`` degrees of
+        freedom; None when there are none at all."""
+        for a in self.arms:
+            r = self._window(a)
+            if len(r) > 1:
+                m = math.fsum(r) / len(r)
+                if m != 0:
+                    ss += math.fsum((x - m) ** 2 for x in r) / (m * m)
+                    dof += len(r) - 1
+        return math.sqrt(ss / dof) if dof > 0 else None
 
     def _add(self, arm: int, reward: float) -> None:
         self._index(arm)

@@ -8,7 +8,8 @@ normal, recomputed from the prior at every update. With the flat prior
 are all equal gets infinite precision: its mean is then taken as known.
 
 The random generator's state is part of :meth:`GaussianTS.to_json`, so a
-policy restored in another process draws the same samples it would have.
+policy restored in another process draws the same samples it would have. It is
+the ``paper`` variant's sampler (:class:`~zeus_plugins_mab.strategies.Sampler`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from zeus_plugins_mab.arms import ArmRewards
+from zeus_plugins_mab.strategies import Env
 
 
 def posterior(rewards: list[float], prior_mean: float, prior_precision: float) -> tuple[float, float]:
@@ -37,6 +39,8 @@ def posterior(rewards: list[float], prior_mean: float, prior_precision: float) -
 class GaussianTS(ArmRewards):
     """Thompson sampling over ``arms`` (sorted batch sizes)."""
 
+    name = "gaussian-ts"
+
     def __init__(
         self,
         arms: list[int],
@@ -54,6 +58,18 @@ class GaussianTS(ArmRewards):
         self.mean = np.full(len(self.arms), self.prior_mean)
         self.precision = np.full(len(self.arms), self.prior_precision)
 
+    @classmethod
+    def create(cls, arms: list[int], env: Env) -> GaussianTS:
+        o = env.options
+        return cls(
+            arms,
+            prior_mean=o.prior_mean,
+            prior_precision=o.prior_precision,
+            num_exploration=o.num_exploration,
+            window=o.window,
+            seed=env.seed,
+        )
+
     def fit(self, arm: int) -> None:
         i = self._index(arm)
         self.mean[i], self.precision[i] = posterior(self._window(arm), self.prior_mean, self.prior_precision)
@@ -62,19 +78,36 @@ class GaussianTS(ArmRewards):
         self._add(arm, reward)
         self.fit(arm)
 
-    def predict(self) -> int:
-        """The arm to pull: one still under ``num_exploration`` pulls, else the best posterior sample."""
-        order = self.rng.choice(self.arms, len(self.arms), replace=False)
+    def posterior(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, sd) of every arm's mean reward; sd 0 for an arm whose rewards are all equal,
+        inf for one with no information at all (flat prior, no data)."""
+        with np.errstate(divide="ignore"):
+            sd = np.where(np.isinf(self.precision), 0.0, 1.0 / np.sqrt(self.precision))
+        return self.mean.copy(), sd
+
+    def cv(self) -> float:
+        """The relative noise of one try's cost pooled over the arms' repeats (0 before any
+        arm has two: the paper's sampler has no prior on the noise)."""
+        cv = self._pooled_cv(0.0, 0.0)
+        return 0.0 if cv is None else cv
+
+    def predict(self, among: list[int] | None = None) -> int:
+        """The arm to pull (among ``among``, all by default): one still under ``num_exploration``
+        pulls, in a random order drawn every time (also when unused, as the paper's sampler
+        does), else the best posterior sample."""
+        arms, keep = self._among(among)
+        order = self.rng.choice(arms, len(arms), replace=False)
         for arm in order:
             if len(self.rewards[int(arm)]) < self.num_exploration:
                 return int(arm)
-        with np.errstate(divide="ignore"):
-            sd = np.where(np.isinf(self.precision), 0.0, 1.0 / np.sqrt(self.precision))
+        mean, sd = self.posterior()
+        if among is not None:
+            mean, sd = mean[keep], sd[keep]
         # An arm with no information at all (flat prior, no data) would have an
         # infinite spread; sample it as if it were the best, which it may be.
-        theta = self.rng.normal(self.mean, np.where(np.isfinite(sd), sd, 0.0))
+        theta = self.rng.normal(mean, np.where(np.isfinite(sd), sd, 0.0))
         theta = np.where(np.isfinite(sd), theta, math.inf)
-        return self.arms[int(np.argmax(theta))]
+        return arms[int(np.argmax(theta))]
 
     # -- state --
 

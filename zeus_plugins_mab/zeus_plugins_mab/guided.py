@@ -25,25 +25,35 @@ size needs more epochs than it ran (a censored observation); the size stays a
 candidate, with its chance computed from all its stopped runs, so an unlucky
 run of a good size is not the end of it. A try the cost bound did not let
 start marks its batch size as run, with nothing learned about its epochs (one
-epoch there already costs more than the bound). Exploratory tries stop by
-:meth:`Guided.stop_epochs` (the policy's ``explore_stop``).
+epoch there already costs more than the bound).
+
+:class:`Guided` is the ``improved`` variant's explorer when the device predicts
+epoch costs (:class:`~zeus_plugins_mab.strategies.Explorer`), and it bounds its
+exploratory tries three ways (:meth:`Guided.try_cost_bound`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
+from zeus_core import zeus_cost
+
 from zeus_plugins_mab.epochs_model import EpochsModel
+from zeus_plugins_mab.strategies import Env, Explorer, PredictEpoch, Sampler, noise_bound, state_json
 
-#: ``predict_epoch(batch_size)``: [(power limit, time_s, energy_j), ...] of one epoch, or None.
-EpochPredictor = Callable[[int], Any]
+if TYPE_CHECKING:
+    from zeus_core import PolicyContext, TryRecord
+
+#: Once ``explore_budget`` is spent, an exploratory try still runs until it costs the best
+#: size's expected cost plus this many noise sds: until then it may still beat the best.
+BUDGET_FLOOR_SDS = 2.0
 
 
-def epoch_costs(predict: EpochPredictor | None, batch_sizes: list[int], eta: float, max_power_w: float) -> list[float] | None:
+def epoch_costs(predict: PredictEpoch | None, batch_sizes: list[int], eta: float, max_power_w: float) -> list[float] | None:
     """Per batch size, the predicted cost of one epoch at its cheapest limit (what the JIT holds),
     or None when the device predicts nothing for some batch size (a real GPU)."""
     if predict is None:
@@ -51,7 +61,7 @@ def epoch_costs(predict: EpochPredictor | None, batch_sizes: list[int], eta: flo
     out = []
     for b in batch_sizes:
         rows = predict(int(b))
-        costs = [eta * e + (1.0 - eta) * max_power_w * t for _p, t, e in rows or ()]
+        costs = [zeus_cost(e, t, eta, max_power_w) for _p, t, e in rows or ()]
         costs = [c for c in costs if math.isfinite(c) and c > 0]
         if not costs:
             return None
@@ -60,7 +70,7 @@ def epoch_costs(predict: EpochPredictor | None, batch_sizes: list[int], eta: flo
 
 
 @attrs.define
-class Guided:
+class Guided(Explorer):
     """What exploration has learned: per batch-size index, the log epochs of runs that
     reached the target and the most epochs of a run that did not; which indices ran."""
 
@@ -76,6 +86,23 @@ class Guided:
     censored: dict[str, list[float]] = attrs.field(factory=dict)
     tried: list[int] = attrs.field(factory=list)
     _model: EpochsModel | None = attrs.field(default=None, init=False, repr=False, eq=False)
+    env: Env | None = attrs.field(default=None, init=False, repr=False, eq=False)
+
+    name = "guided"
+
+    @classmethod
+    def create(cls, env: Env, batch_sizes: list[int], default: int, ctx: PolicyContext) -> Guided | None:
+        """Guided exploration, when ``use_predictions`` is on and the device predicts every size's epochs."""
+        o = env.options
+        if not o.use_predictions:
+            return None
+        eta = o.eta_knob if o.eta_knob is not None else ctx.job.eta_knob
+        cpe = epoch_costs(env.predict_epoch, batch_sizes, eta, ctx.max_power_w)
+        if cpe is None:
+            return None
+        guided = cls(batch_sizes, cpe, default, o.min_improvement_prob, o.sigma_w, o.sigma_slope)
+        guided.env = env
+        return guided
 
     def _epochs_model(self) -> EpochsModel:
         if self._model is None:
@@ -192,13 +219,120 @@ class Guided:
         elif epochs > 0:
             self.censored.setdefault(str(k), []).append(math.log(int(epochs)))
 
+    # -- the Explorer protocol --
+
+    def reached_sizes(self) -> list[int]:
+        """The batch sizes with a run that reached the target."""
+        return [self.batch_sizes[k] for k in self.reached]
+
+    def propose(self, ctx: PolicyContext, sampler: Sampler | None) -> int | None:
+        if ctx.try_index > 1 and self.reached:
+            return None  # a try of this recurrence stopped: restart at a size known to reach the target
+        return self.explore(self.best_cost(sampler))
+
+    def observe_try(self, record: TryRecord, cost: float) -> None:
+        self.observe(int(record.batch_size), int(record.epochs), bool(record.reached), float(record.cost))
+
+    def arms(self) -> list[int]:
+        return self.batch_sizes
+
+    def choices(self) -> list[int]:
+        return self.reached_sizes()
+
+    def best_cost(self, sampler: Sampler | None) -> float | None:
+        """The lowest posterior mean cost among the sizes that reached the target."""
+        reached = self.reached_sizes()
+        if not reached or sampler is None:
+            return None
+        mean = dict(zip(sampler.arms, sampler.posterior()[0]))
+        return min(-float(mean[b]) for b in reached)
+
+    def horizon(self) -> int:
+        """``explore_budget``'s horizon: the option, or the recurrences the paper's evaluation
+        gives a job, 2 x batch sizes x power limits (the device's limits per batch size)."""
+        assert self.env is not None
+        if self.env.options.horizon:
+            return self.env.options.horizon
+        predict = self.env.predict_epoch
+        limits = max((len(predict(int(b)) or ()) for b in self.batch_sizes), default=0) if predict else 0
+        return 2 * len(self.batch_sizes) * max(limits, 1)
+
+    def try_cost_bound(self, ctx: PolicyContext, batch_size: int, sampler: Sampler | None) -> float | None:
+        """Stop an exploratory try once it has lost to the best size (expected cost ``C``,
+        :meth:`best_cost`); sampling tries (sizes that reached the target) keep the runner's
+        ``beta x min_cost``. The runner's early stop counts steady-state epochs, the unit the
+        policy learns in, so the bound is comparable with ``C``. Of the bounds that are on,
+        the lowest applies:
+
+        * ``explore_stop`` (on by default): where finishing the try is expected to cost more
+          than a restart at the best size, by the epochs model and a prior chance ``fail_prob``
+          that a run never reaches the target (:meth:`stop_epochs`); the stopped size may be
+          tried again while the model still gives it a chance (:meth:`explore`).
+        * ``explore_bound_sds = k`` (off by default): ``C x (1 + k cv)``, ``cv`` the sampler's
+          pooled relative noise of a try's cost. It censors unlucky runs of good sizes, and
+          with retries it retries sizes within noise of the best over and over (see the README).
+        * ``explore_budget = f`` (5 % by default): the exploratory tries that stop before the
+          target are pure loss (their recurrence starts again), and together they may waste at
+          most ``f x horizon x C``. A try may run until it has cost what the budget has left,
+          but at least ``C x (1 + 2 cv)`` (until then it may still show its size beats the best).
+          On long jobs the budget is never spent and the model's bound is the one that acts.
+        """
+        k = self.batch_sizes.index(int(batch_size))
+        best = self.best_cost(sampler)
+        if k in self.reached or best is None:
+            return None
+        assert self.env is not None and sampler is not None
+        o, cv = self.env.options, sampler.cv()
+        bounds = (self._model_bound(ctx, k, best, cv), noise_bound(o.explore_bound_sds, best, cv), self._budget_bound(ctx, k, best, cv))
+        bounds = [b for b in bounds if b is not None]
+        return min(bounds) if bounds else None
+
+    def _model_bound(self, ctx: PolicyContext, k: int, best: float, cv: float) -> float | None:
+        """``explore_stop``'s bound: see :meth:`stop_epochs`."""
+        assert self.env is not None
+        o = self.env.options
+        if not o.explore_stop:
+            return None
+        cpe = self.cost_per_epoch[k]
+        # The most epochs the runner allows this try: the job's, and beta x min_cost.
+        most = int(ctx.job.max_epochs)
+        beta = o.beta_knob if o.beta_knob is not None else ctx.job.beta_knob
+        if math.isfinite(ctx.min_cost):
+            most = min(most, int(beta * ctx.min_cost // cpe))
+        e = self.stop_epochs(self.batch_sizes[k], best, o.fail_prob, most, o.stop_margin_sds * cv)
+        # Half an epoch of slack: the runner stops before the epoch that would pass the bound.
+        return None if e is None else (e + 0.5) * cpe
+
+    def _budget_bound(self, ctx: PolicyContext, k: int, best: float, cv: float) -> float | None:
+        """``explore_budget``'s bound: see :meth:`try_cost_bound`."""
+        assert self.env is not None
+        fraction = self.env.options.explore_budget
+        if not math.isfinite(fraction) or not best > 0:
+            return None
+        floor = best * (1.0 + BUDGET_FLOOR_SDS * cv)
+        # The job's horizon, or more once it has run longer.
+        left = self.budget_left(fraction, max(self.horizon(), ctx.recurrence), best)
+        # Half an epoch of slack, as the model's bound: the runner stops before the epoch that would pass it.
+        return max(floor, left) + 0.5 * self.cost_per_epoch[k]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "explored": sorted(self.batch_sizes[k] for k in self.tried),
+            "predicted_cost_per_epoch": {str(b): c for b, c in zip(self.batch_sizes, self.cost_per_epoch)},
+            # What stopped exploratory tries cost, against explore_budget x horizon.
+            "exploration_waste": self.waste,
+            "horizon": self.horizon(),
+        }
+
     def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self, filter=lambda a, _v: a.init)
+        return state_json(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Guided:
-        d = dict(d)
+    def from_json(cls, state: dict[str, Any], env: Env) -> Guided:
+        d = dict(state)
         d.pop("horizon", None)  # stored for a while; it is the policy's option (or its default), not learnt
         # Stores written before stopped runs were kept one by one hold only the longest.
         d["censored"] = {k: [float(v)] if isinstance(v, (int, float)) else [float(x) for x in v] for k, v in d.get("censored", {}).items()}
-        return cls(**d)
+        guided = cls(**d)
+        guided.env = env
+        return guided

@@ -15,10 +15,12 @@ With ``spread_over_epoch`` the first epoch is instead split evenly among all
 limits, which is how the paper's trace-driven simulator charges that epoch
 (the mean over limits).
 
-It works with any device that can set power limits; a device that knows its
-own settable limits (``supported_power_limits()``, e.g. the trace device)
-is profiled on those, otherwise on ``step_w`` steps down from the maximum of
-``power_limit_range()``.
+It works with any device that can set power limits
+(:class:`zeus_core.PowerLimitControl`); a device that knows its own settable
+limits (:class:`zeus_core.SupportedPowerLimits`, e.g. the trace device) is
+profiled on those, otherwise on ``step_w`` steps down from the maximum of
+``power_limit_range()``. The runner turns :meth:`steady_epoch_cost` into each
+profiling try's ``steady_cost``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from zeus_core import zeus_cost
+from zeus_core import JobSummary, Measurement, PowerLimitControl, Session, SupportedPowerLimits, zeus_cost
 
 from zeus_plugins_mab.options import JitOptions
 
@@ -76,7 +78,7 @@ class _Profile:
 class JitPowerPolicy:
     """Zeus's just-in-time power-limit optimizer."""
 
-    requires_device = ("power_limit_range", "set_power_limit")
+    needs_device = (PowerLimitControl,)
 
     def __init__(self, options: JitOptions, job_eta: float) -> None:
         self.options = options
@@ -89,10 +91,9 @@ class JitPowerPolicy:
 
     # -- which limits --
 
-    def limits(self, devices: Any) -> list[float]:
-        own = getattr(devices, "supported_power_limits", None)
-        if callable(own):
-            return sorted({float(p) for p in own()}, reverse=True)
+    def limits(self, devices: PowerLimitControl) -> list[float]:
+        if isinstance(devices, SupportedPowerLimits):
+            return sorted({float(p) for p in devices.supported_power_limits()}, reverse=True)
         lo, hi = (float(x) for x in devices.power_limit_range())
         out, p = [], hi
         while p >= lo - 1e-9:
@@ -102,7 +103,7 @@ class JitPowerPolicy:
 
     # -- the PowerPolicy protocol --
 
-    def begin_run(self, session: Any) -> None:
+    def begin_run(self, session: Session) -> None:
         key = str(session.batch_size)
         devices = session.devices
         if key in self.choices:
@@ -115,7 +116,7 @@ class JitPowerPolicy:
         self._run = _Profile(limits, {float(p): c for p, c in self.partial.get(key, {}).items() if float(p) in limits})
         devices.set_power_limit(limits[0])
 
-    def wants_iterations(self, session: Any) -> bool:
+    def wants_iterations(self, session: Session) -> bool:
         return self._run is not None and bool(self._run.remaining)
 
     def _plan(self, n: int) -> list[_Slot]:
@@ -137,7 +138,7 @@ class JitPowerPolicy:
             slots.append(_Slot(limit, k * length, warmup, length - warmup))
         return slots
 
-    def on_iteration(self, session: Any, iteration: int) -> None:
+    def on_iteration(self, session: Session, iteration: int) -> None:
         run = self._run
         if run is None:
             return
@@ -155,18 +156,16 @@ class JitPowerPolicy:
         if run.open is None and not run.remaining:
             self._decide(session)
 
-    def _close(self, session: Any) -> None:
+    def _close(self, session: Session) -> None:
         run = self._run
         assert run is not None and run.open is not None
         m = session.monitor.end_window(WINDOW)
-        energy = getattr(m, "total_system_energy", None)
-        energy = m.total_energy if energy is None else energy
-        cost = zeus_cost(energy, m.time, self.eta, session.max_power_w)
+        cost = zeus_cost(m.total_system_energy, m.time, self.eta, session.max_power_w)
         run.costs[run.open.limit] = float(cost) / run.open.measure
         self.partial.setdefault(str(session.batch_size), {})[str(run.open.limit)] = run.costs[run.open.limit]
         run.open = None
 
-    def _decide(self, session: Any) -> None:
+    def _decide(self, session: Session) -> None:
         run = self._run
         assert run is not None
         best, best_cost = None, math.inf
@@ -183,7 +182,7 @@ class JitPowerPolicy:
         session.devices.set_power_limit(best)
         self._run = None
 
-    def on_epoch_end(self, session: Any, epoch: int, measurement: Any) -> None:
+    def on_epoch_end(self, session: Session, epoch: int, measurement: Measurement) -> None:
         run = self._run
         if run is None:
             return
@@ -199,23 +198,14 @@ class JitPowerPolicy:
         else:
             session.devices.set_power_limit(run.limits[0])
 
-    def end_run(self, session: Any) -> None:
+    def end_run(self, session: Session) -> None:
         run = self._run
         if run is not None:
             if run.open is not None:
                 session.monitor.end_window(WINDOW, cancel=True)
             self._run = None
-        profiled = [i for i, p in enumerate(getattr(session, "epoch_profiled", [])) if p]
-        if profiled:
-            session.extra["profiled"] = True
-            steady = self.steady_epoch_cost(session)
-            if steady is not None:
-                # What the try would have cost with every epoch at the chosen limit:
-                # the estimate of later tries at this batch size.
-                costs = list(session.epoch_costs)
-                session.extra["steady_cost"] = sum(c for i, c in enumerate(costs) if i not in profiled) + steady * len(profiled)
 
-    def steady_epoch_cost(self, session: Any) -> float | None:
+    def steady_epoch_cost(self, session: Session) -> float | None:
         """Cost of one epoch at the chosen limit, from the profiled cost per iteration."""
         c = self.choices.get(str(session.batch_size))
         if c is None:
@@ -232,5 +222,5 @@ class JitPowerPolicy:
         self.choices = {str(k): dict(v) for k, v in state.get("choices", {}).items()}
         self.partial = {str(k): dict(v) for k, v in state.get("partial", {}).items()}
 
-    def summary(self, _summary: Any = None) -> dict[str, Any]:
+    def summary(self, job: JobSummary) -> dict[str, Any]:
         return {"power_limit_by_batch_size": {k: v["power_limit"] for k, v in sorted(self.choices.items(), key=lambda kv: int(kv[0]))}}

@@ -5,46 +5,11 @@ from __future__ import annotations
 import math
 
 import attrs
+from attrs.validators import optional
+
+from zeus_core.validators import at_least, between, distinct_numbers, one_of
 
 VARIANTS = ("improved", "paper")
-
-
-def _in(choices):
-    def check(_inst, attribute, value):
-        if value not in choices:
-            raise ValueError(f"{attribute.name} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}")
-
-    return check
-
-
-def _at_least(low):
-    def check(_inst, attribute, value):
-        if value is not None and not (isinstance(value, (int, float)) and value >= low):
-            raise ValueError(f"{attribute.name} must be at least {low}, got {value!r}")
-
-    return check
-
-
-def _optional_unit(_inst, attribute, value):
-    if value is not None and not 0.0 <= value <= 1.0:
-        raise ValueError(f"{attribute.name} must be between 0 and 1 inclusive (or left out for the job's), got {value!r}")
-
-
-def _unit(_inst, attribute, value):
-    if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
-        raise ValueError(f"{attribute.name} must be between 0 and 1 inclusive, got {value!r}")
-
-
-def _optional_beta(_inst, attribute, value):
-    if value is not None and (math.isnan(value) or value < 1.0):
-        raise ValueError(f"{attribute.name} must be at least 1 (or left out for the job's), got {value!r}")
-
-
-def _batch_sizes(_inst, attribute, value):
-    if any((not isinstance(b, int)) or b <= 0 for b in value):
-        raise ValueError(f"{attribute.name} must list positive whole batch sizes, got {value!r}")
-    if len(set(value)) != len(value):
-        raise ValueError(f"{attribute.name} lists a batch size twice: {value!r}")
 
 
 @attrs.define
@@ -53,7 +18,8 @@ class MabOptions:
 
     ``variant``: ``improved`` (this project's default, see the README) or
     ``paper`` (Zeus NSDI'23 as published: two pruning rounds, flat-prior
-    Gaussian Thompson sampling). ``default``: the user's batch size, where
+    Gaussian Thompson sampling); each is a composition of an explorer and a
+    sampler (``variants.py``). ``default``: the user's batch size, where
     pruning starts (0: the workload's default). ``batch_sizes``: the arms
     (empty: the workload's list). ``prior_mean``/``prior_precision``: the
     normal prior of each arm's mean reward (negative cost); precision 0 is a
@@ -86,36 +52,36 @@ class MabOptions:
     paper's 2 x batch sizes x power limits).
     """
 
-    variant: str = attrs.field(default="improved", validator=_in(VARIANTS))
-    default: int = attrs.field(default=0, validator=_at_least(0))
-    batch_sizes: list[int] = attrs.field(factory=list, validator=_batch_sizes)
+    variant: str = attrs.field(default="improved", validator=one_of(*VARIANTS))
+    default: int = attrs.field(default=0, validator=at_least(0))
+    batch_sizes: list[int] = attrs.field(factory=list, validator=distinct_numbers(1, what="batch sizes", allow_empty=True))
     prior_mean: float = 0.0
-    prior_precision: float = attrs.field(default=0.0, validator=_at_least(0.0))
-    window: int = attrs.field(default=0, validator=_at_least(0))
+    prior_precision: float = attrs.field(default=0.0, validator=at_least(0.0))
+    window: int = attrs.field(default=0, validator=at_least(0))
     seed: int | None = None
-    pruning_rounds: int = attrs.field(default=2, validator=_at_least(1))
-    num_exploration: int = attrs.field(default=2, validator=_at_least(0))
-    eta_knob: float | None = attrs.field(default=None, validator=_optional_unit)
-    beta_knob: float | None = attrs.field(default=None, validator=_optional_beta)
-    tolerance: float = attrs.field(default=0.3, validator=_at_least(0.0))
-    cv0: float = attrs.field(default=0.1, validator=_at_least(0.0))
-    patience: int = attrs.field(default=2, validator=_at_least(1))
+    pruning_rounds: int = attrs.field(default=2, validator=at_least(1))
+    num_exploration: int = attrs.field(default=2, validator=at_least(0))
+    eta_knob: float | None = attrs.field(default=None, validator=optional(between(0, 1)))
+    beta_knob: float | None = attrs.field(default=None, validator=optional(at_least(1)))
+    tolerance: float = attrs.field(default=0.3, validator=at_least(0.0))
+    cv0: float = attrs.field(default=0.1, validator=at_least(0.0))
+    patience: int = attrs.field(default=2, validator=at_least(1))
     use_predictions: bool = True
-    min_improvement_prob: float = attrs.field(default=0.2, validator=_unit)
-    sigma_w: float = attrs.field(default=0.3, validator=_at_least(0.01))
-    sigma_slope: float = attrs.field(default=0.3, validator=_at_least(0.0))
+    min_improvement_prob: float = attrs.field(default=0.2, validator=between(0, 1))
+    sigma_w: float = attrs.field(default=0.3, validator=at_least(0.01))
+    sigma_slope: float = attrs.field(default=0.3, validator=at_least(0.0))
     #: Stop an exploratory try this many noise sds above the best known cost (inf: the paper's bound).
-    explore_bound_sds: float = attrs.field(default=math.inf, validator=_at_least(0.0))
+    explore_bound_sds: float = attrs.field(default=math.inf, validator=at_least(0.0))
     #: Guided exploration: stop an exploratory try where a restart at the best size is expected to be cheaper.
     explore_stop: bool = True
     #: Prior chance that a run never reaches the target (for explore_stop).
-    fail_prob: float = attrs.field(default=0.05, validator=_unit)
+    fail_prob: float = attrs.field(default=0.05, validator=between(0, 1))
     #: explore_stop: an exploratory try runs at least until it costs the best size's expected cost plus this many noise sds.
-    stop_margin_sds: float = attrs.field(default=0.0, validator=_at_least(0.0))
+    stop_margin_sds: float = attrs.field(default=0.0, validator=at_least(0.0))
     #: Guided exploration: stopped exploratory tries may waste at most this fraction of horizon x the best cost.
-    explore_budget: float = attrs.field(default=0.05, validator=_at_least(0.0))
+    explore_budget: float = attrs.field(default=0.05, validator=at_least(0.0))
     #: Recurrences the job is expected to have, for explore_budget (0: 2 x batch sizes x power limits).
-    horizon: int = attrs.field(default=0, validator=_at_least(0))
+    horizon: int = attrs.field(default=0, validator=at_least(0))
 
 
 @attrs.define
@@ -132,8 +98,8 @@ class JitOptions:
     ``eta_knob`` left out: the job's.
     """
 
-    step_w: float = attrs.field(default=25.0, validator=_at_least(1.0))
-    warmup_iters: int = attrs.field(default=10, validator=_at_least(0))
-    measure_iters: int = attrs.field(default=40, validator=_at_least(1))
+    step_w: float = attrs.field(default=25.0, validator=at_least(1.0))
+    warmup_iters: int = attrs.field(default=10, validator=at_least(0))
+    measure_iters: int = attrs.field(default=40, validator=at_least(1))
     spread_over_epoch: bool = False
-    eta_knob: float | None = attrs.field(default=None, validator=_optional_unit)
+    eta_knob: float | None = attrs.field(default=None, validator=optional(between(0, 1)))

@@ -1,33 +1,45 @@
-"""Registers ``mab`` (batch size) and ``jit`` (power limit) through the ``zeus`` entry point."""
+"""Registers ``mab`` (batch size) and ``jit`` (power limit) through the ``zeus`` entry point.
+
+The policies (and numpy, scipy) are imported when a job builds them, not when
+``zeus`` loads the plugin.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from zeus_core import hookimpl
+from zeus_core import BuildContext, EpochPredictor, hookimpl
 
-from zeus_plugins_mab.jit import JitPowerPolicy
 from zeus_plugins_mab.options import JitOptions, MabOptions
-from zeus_plugins_mab.policy import MabPolicy
+
+if TYPE_CHECKING:
+    from zeus_plugins_mab.jit import JitPowerPolicy
+    from zeus_plugins_mab.policy import MabPolicy
 
 
-def make_mab(options: MabOptions, context: Any) -> MabPolicy:
-    """Zeus's batch-size policy: pruning, then Gaussian Thompson sampling across recurrences.
+def make_mab(options: MabOptions, context: BuildContext) -> MabPolicy:
+    """Zeus's batch-size policy: exploration, then Thompson sampling across recurrences.
 
     The device (built first) lends its epoch predictions when it has them
-    (``predict_epoch``, e.g. the ``trace`` device); others leave the policy walking."""
-    device = getattr(context, "parts", {}).get("device")
-    return MabPolicy(options, job_seed=context.job.seed, predict_epoch=getattr(device, "predict_epoch", None))
+    (:class:`zeus_core.EpochPredictor`, e.g. the ``trace`` device), for explorers that
+    plan with them (guided exploration); on other devices the improved variant walks."""
+    from zeus_plugins_mab.policy import MabPolicy
+
+    device = context.parts.get("device")
+    predict = device.predict_epoch if isinstance(device, EpochPredictor) else None
+    return MabPolicy(options, job_seed=context.job.seed, predict_epoch=predict)
 
 
-def make_jit(options: JitOptions, context: Any) -> JitPowerPolicy:
+def make_jit(options: JitOptions, context: BuildContext) -> JitPowerPolicy:
     """Zeus's JIT power policy: profile every limit in the first epoch at a batch size, hold the cheapest."""
+    from zeus_plugins_mab.jit import JitPowerPolicy
+
     return JitPowerPolicy(options, job_eta=context.job.eta_knob)
 
 
 @hookimpl
 def zeus_register_batch_size_policies(register):
-    register("mab", make_mab, options=MabOptions, help="Zeus: pruning + Gaussian Thompson sampling over batch sizes.")
+    register("mab", make_mab, options=MabOptions, help="Zeus: exploration + Thompson sampling over batch sizes (variant improved or paper).")
 
 
 @hookimpl

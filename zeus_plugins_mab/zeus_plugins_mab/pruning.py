@@ -7,15 +7,22 @@ from the cheapest batch size of the last one and re-tests only the survivors.
 
 A state machine rather than a generator because its state must be saved to
 the store after every try and restored by another process (a generator
-cannot be serialised).
+cannot be serialised). It is the ``paper`` variant's explorer
+(:class:`~zeus_plugins_mab.strategies.Explorer`); it sets no cost bound of its
+own, as in the paper.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+from zeus_plugins_mab.strategies import Env, SequentialExplorer, state_json
+
+if TYPE_CHECKING:
+    from zeus_core import PolicyContext
 
 
 def round_order(batch_sizes: list[int], default: int) -> tuple[list[int], list[int]]:
@@ -25,7 +32,7 @@ def round_order(batch_sizes: list[int], default: int) -> tuple[list[int], list[i
 
 
 @attrs.define
-class Pruning:
+class Pruning(SequentialExplorer):
     """Where the pruning stage is.
 
     ``survivors`` are the batch sizes the current round walks (all of them in
@@ -45,6 +52,12 @@ class Pruning:
     pos: int = 0
     good: list[int] = attrs.field(factory=list)
     best_cost: float | None = None
+
+    name = "pruning"
+
+    @classmethod
+    def create(cls, env: Env, batch_sizes: list[int], default: int, ctx: PolicyContext) -> Pruning:
+        return cls.start(batch_sizes, default, env.options.pruning_rounds)
 
     @classmethod
     def start(cls, batch_sizes: list[int], default: int, rounds: int = 2) -> Pruning:
@@ -106,11 +119,11 @@ class Pruning:
         self._skip_empty()
 
     def to_json(self) -> dict[str, Any]:
-        d = attrs.asdict(self)
+        d = state_json(self)
         if d["best_cost"] is not None and not math.isfinite(d["best_cost"]):
             d["best_cost"] = None
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Pruning:
-        return cls(**d)
+    def from_json(cls, state: dict[str, Any], env: Env) -> Pruning:
+        return cls(**state)

@@ -10,7 +10,8 @@ the epochs to target, whose relative spread is similar at every batch size
 prior ``cv0`` worth ``nu0`` pseudo-observations. One observation then gives
 an arm a proper posterior ``N(mean_b, (cv x mean_b)^2 / n_b)``; a normal prior
 on the mean reward (``prior_mean``, ``prior_precision``) combines with it
-conjugately, as in the paper's sampler.
+conjugately, as in the paper's sampler. It is the ``improved`` variant's sampler
+(:class:`~zeus_plugins_mab.strategies.Sampler`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from typing import Any
 import numpy as np
 
 from zeus_plugins_mab.arms import ArmRewards
+from zeus_plugins_mab.strategies import Env
 
 
 class RelativeTS(ArmRewards):
     """Thompson sampling over ``arms`` with a pooled relative noise."""
+
+    name = "relative-ts"
 
     def __init__(
         self,
@@ -41,17 +45,15 @@ class RelativeTS(ArmRewards):
         self.cv0, self.nu0 = float(cv0), float(nu0)
         self.prior_mean, self.prior_precision = float(prior_mean), float(prior_precision)
 
+    @classmethod
+    def create(cls, arms: list[int], env: Env) -> RelativeTS:
+        o = env.options
+        return cls(arms, cv0=o.cv0, prior_mean=o.prior_mean, prior_precision=o.prior_precision, window=o.window, seed=env.seed)
+
     def cv(self) -> float:
-        """The pooled relative noise of one try's cost."""
-        ss, dof = self.nu0 * self.cv0**2, self.nu0
-        for a in self.arms:
-            r = self._window(a)
-            if len(r) > 1:
-                m = math.fsum(r) / len(r)
-                if m != 0:
-                    ss += math.fsum((x - m) ** 2 for x in r) / (m * m)
-                    dof += len(r) - 1
-        return math.sqrt(ss / dof) if dof > 0 else self.cv0
+        """The pooled relative noise of one try's cost (the prior ``cv0`` worth ``nu0`` repeats)."""
+        cv = self._pooled_cv(self.nu0 * self.cv0**2, self.nu0)
+        return self.cv0 if cv is None else cv
 
     def posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """(mean, sd) of every arm's mean reward."""
@@ -87,14 +89,9 @@ class RelativeTS(ArmRewards):
         ``among``: only these arms compete (all by default); ``posterior``: this
         :meth:`posterior`, already computed."""
         mean, sd = self.posterior() if posterior is None else posterior
+        arms, keep = self._among(among)
         if among is not None:
-            keep = [self.arms.index(int(a)) for a in among]
-            if not keep:
-                raise ValueError("Thompson sampling needs at least one arm to choose among")
-            arms = [self.arms[k] for k in keep]
             mean, sd = mean[keep], sd[keep]
-        else:
-            arms = self.arms
         unknown = np.isinf(sd)
         if unknown.any():
             return arms[int(np.flatnonzero(unknown)[0])]

@@ -24,15 +24,23 @@ traces (epochs to target grow with the batch size, time per epoch shrinks), so:
 * there is one round: the Thompson-sampling stage re-tries the promising
   sizes on its own, since its posterior needs one observation per arm only
   (:mod:`zeus_plugins_mab.relative_ts`).
+
+It is the ``improved`` variant's explorer when the device predicts no epoch
+costs (:class:`~zeus_plugins_mab.strategies.Explorer`); its only cost bound is
+the optional noise bound (``explore_bound_sds``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from zeus_plugins_mab.pruning import round_order
+from zeus_plugins_mab.strategies import Env, Sampler, SequentialExplorer, noise_bound, state_json
+
+if TYPE_CHECKING:
+    from zeus_core import PolicyContext
 
 
 @attrs.define
@@ -48,7 +56,7 @@ class Direction:
 
 
 @attrs.define
-class Walk:
+class Walk(SequentialExplorer):
     """Where the walk is. ``costs`` maps each batch size that reached the target
     (as a string: JSON keys) to its cost; ``failed`` lists those that did not."""
 
@@ -60,6 +68,16 @@ class Walk:
     costs: dict[str, float] = attrs.field(factory=dict)
     failed: list[int] = attrs.field(factory=list)
     started: bool = False
+    env: Env | None = attrs.field(default=None, init=False, repr=False, eq=False)
+
+    name = "walk"
+
+    @classmethod
+    def create(cls, env: Env, batch_sizes: list[int], default: int, ctx: PolicyContext) -> Walk:
+        o = env.options
+        walk = cls.start(batch_sizes, default, o.tolerance, o.patience)
+        walk.env = env
+        return walk
 
     @classmethod
     def start(cls, batch_sizes: list[int], default: int, tolerance: float, patience: int = 2) -> Walk:
@@ -81,13 +99,12 @@ class Walk:
         start = d.last_cost if d.last_cost is not None else self.costs.get(str(self.default))
         return d.improved or not self._out(start)
 
-    def _pick(self) -> str | None:
-        alive = [name for name in ("down", "up") if self._alive(getattr(self, name))]
+    def _pick(self) -> Direction | None:
+        alive = [d for d in (self.down, self.up) if self._alive(d)]
         if not alive:
             return None
 
-        def score(name: str) -> float:
-            d = getattr(self, name)
+        def score(d: Direction) -> float:
             c = d.last_cost if d.last_cost is not None else self.costs.get(str(self.default))
             return float("inf") if c is None else c
 
@@ -100,11 +117,8 @@ class Walk:
     def next(self) -> int | None:
         if not self.started:
             return self.default
-        name = self._pick()
-        if name is None:
-            return None
-        d = getattr(self, name)
-        return d.sizes[d.pos]
+        d = self._pick()
+        return None if d is None else d.sizes[d.pos]
 
     def observe(self, batch_size: int, cost: float, reached: bool) -> None:
         expected = self.next()
@@ -119,9 +133,8 @@ class Walk:
             else:
                 self.failed.append(expected)
             return
-        name = self._pick()
-        assert name is not None
-        d: Direction = getattr(self, name)
+        d = self._pick()
+        assert d is not None
         d.pos += 1
         if not reached:
             self.failed.append(expected)
@@ -140,11 +153,27 @@ class Walk:
     def survivors(self) -> list[int]:
         return sorted(int(b) for b in self.costs)
 
+    def best_cost(self, sampler: Sampler | None) -> float | None:
+        """The cheapest try so far while walking; once the walk is over, the sampler knows best."""
+        return None if self.done else self.best
+
+    def try_cost_bound(self, ctx: PolicyContext, batch_size: int, sampler: Sampler | None) -> float | None:
+        """The noise bound (``explore_bound_sds``) on a try at a size the walk has not seen reach the target."""
+        if self.done or str(int(batch_size)) in self.costs:
+            return None
+        assert self.env is not None
+        o = self.env.options
+        # While walking there is no sampler yet: the prior relative noise.
+        cv = o.cv0 if sampler is None else sampler.cv()
+        return noise_bound(o.explore_bound_sds, self.best, cv)
+
     def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        return state_json(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Walk:
-        d = dict(d)
+    def from_json(cls, state: dict[str, Any], env: Env) -> Walk:
+        d = dict(state)
         d["down"], d["up"] = Direction(**d["down"]), Direction(**d["up"])
-        return cls(**d)
+        walk = cls(**d)
+        walk.env = env
+        return walk

@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from zeus_plugins_perseus.costmodel import MODELS
+from zeus_plugins_perseus.options import MODELS
 
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -43,11 +43,20 @@ def perseus_group() -> None:
               help="Keep each job's registration, merged uploaded profile and chosen plan here.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
-def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, token_file, dump_dir, log_level) -> None:
+@click.option("--max-body-bytes", default=1 << 20, show_default=True, type=click.IntRange(min=1024),
+              help="Largest request body accepted (413 beyond).")
+@click.option("--max-jobs", default=256, show_default=True, type=click.IntRange(min=1),
+              help="Jobs held at once (429 beyond; idle ones are dropped first).")
+@click.option("--job-idle-s", default=7 * 86400.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds after which an untouched job may be dropped.")
+@click.option("--max-instructions", default=8192, show_default=True, type=click.IntRange(min=2),
+              help="Largest 2 x stages x microbatches a job may ask to plan.")
+def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, token_file, dump_dir, log_level,
+                  max_body_bytes, max_jobs, job_idle_s, max_instructions) -> None:
     """Serve per-rank frequency schedules over HTTP (FastAPI on uvicorn)."""
     from zeus_plugins_perseus.profile import ProfileError, read_profile
     from zeus_plugins_perseus.server.app import create_app
-    from zeus_plugins_perseus.server.jobs import JobManager, PlannerDefaults
+    from zeus_plugins_perseus.server.jobs import JobManager, PlannerDefaults, ServerLimits
     from zeus_plugins_perseus.server.run import check_exposure, resolve_token, serve
 
     try:
@@ -57,7 +66,9 @@ def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, tok
     except (ValueError, ProfileError, OSError) as e:
         _fail(str(e))
     defaults = PlannerDefaults(profile=prof, blocking_power_w=blocking_power_w, unit_time_s=unit_time_s, model=model)
-    app = create_app(JobManager(defaults, dump_dir), token)
+    limits = ServerLimits(max_body_bytes=max_body_bytes, max_jobs=max_jobs, job_idle_s=job_idle_s,
+                          max_instructions=max_instructions)
+    app = create_app(JobManager(defaults, dump_dir, limits), token)
     Console().print(f"zeus perseus plan server on http://{host}:{port} "
                     f"({'bearer token required' if token else 'no token: loopback only'})")
     serve(app, host, port, token, log_level)

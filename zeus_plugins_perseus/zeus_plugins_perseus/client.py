@@ -9,8 +9,8 @@
     ...                                            # train, calling the hooks
     client.upload_profile(job_id, r, rows)         # optional: measured (instruction, MHz, s, J) rows
 
-(``open_device`` is :func:`zeus_core.devices.open_device`; the pipeline test
-``tests/zeus_plugins_perseus/pipeline_worker.py`` does all of this with real gloo ranks.)
+(``open_device`` is :func:`zeus_core.open_device`; on ``torch.distributed.pipelining``,
+:func:`zeus_plugins_perseus.pipelining.perseus_pipeline` does all of this in one call.)
 
 or, without a server, ``rank_schedule("plans/00012.json", stage=r)``. Server
 errors raise :class:`PlanServerError` with the server's explanation.

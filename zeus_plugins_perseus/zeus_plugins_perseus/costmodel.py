@@ -30,9 +30,8 @@ from scipy.optimize import OptimizeWarning, curve_fit
 
 from zeus_core import lower_convex_hull, pareto_frontier
 
+from zeus_plugins_perseus.options import MODELS
 from zeus_plugins_perseus.profile import InstructionOptions, ProfileError
-
-MODELS = ("measured", "exponential")
 
 
 @attrs.frozen

@@ -10,6 +10,7 @@
     blocking_power_w = 83.64
     model = "measured"              # or "exponential" (the published fitted model)
     max_slowdown = 1.0              # or deadline = 3.0 (seconds per iteration)
+    max_gap_plans = 32              # measured model: real-time plans at the fast end (one LP each)
 
 Validators see only their own value (the core calls them field by field), so
 each states the allowed range; choosing both ``deadline`` and
@@ -23,10 +24,15 @@ from typing import Optional
 import attrs
 from attrs.validators import optional
 from zeus_core import FileChecks
-from zeus_core.validators import at_least, finite, nonempty, nonnegative, one_of, positive
+from zeus_core.validators import at_least, callable_spec, finite, nonempty, nonnegative, one_of, positive
 
-from zeus_plugins_perseus.costmodel import MODELS
-from zeus_plugins_perseus.schedule import SCHEDULES
+
+#: energy models of the planner (:mod:`~zeus_plugins_perseus.costmodel`); named here, where
+#: nothing heavy is imported, because the plugin's registration reads them
+MODELS = ("measured", "exponential")
+#: The pipeline schedules the planner builds DAGs for (:data:`zeus_plugins_perseus.schedule.SCHEDULES`);
+#: named here so that validating a job needs no numpy.
+SCHEDULE_NAMES = ("1f1b", "gpipe", "gpipe-fifo")
 
 
 @attrs.define
@@ -37,12 +43,15 @@ class PerseusOptions:
     microbatches: int = attrs.field(validator=at_least(1))
     blocking_power_w: float = attrs.field(validator=nonnegative)
     stages: Optional[int] = attrs.field(default=None, validator=optional(at_least(1)))
-    schedule: str = attrs.field(default="1f1b", validator=one_of(*SCHEDULES))
+    schedule: str = attrs.field(default="1f1b", validator=one_of(*SCHEDULE_NAMES))
     unit_time_s: float = attrs.field(default=0.001, validator=[positive, finite])
     model: str = attrs.field(default="measured", validator=one_of(*MODELS))
     deadline: Optional[float] = attrs.field(default=None, validator=optional([positive, finite]))
     # 1.0: no slower than all-max clocks; 1.05: up to 5% slower
     max_slowdown: Optional[float] = attrs.field(default=None, validator=optional([at_least(1), finite]))
+    # measured model: real-time plans filling the gap rounding leaves at the fast end (one LP each;
+    # they dominate the planning time of large pipelines: fewer plans there, much faster)
+    max_gap_plans: int = attrs.field(default=32, validator=nonnegative)
 
     def __attrs_post_init__(self):
         if self.deadline is not None and self.max_slowdown is not None:
@@ -62,3 +71,25 @@ class PerseusOptions:
             profile.check_stages(stages, ("forward", "backward"))
         except (OSError, ValueError) as e:
             files.problem("profile", str(e))
+
+
+@attrs.define
+class StageProfilerOptions:
+    """The ``[profiler]`` table of plugin ``perseus-stage``."""
+
+    step: str = attrs.field(validator=callable_spec())
+    stage: int = attrs.field(default=0, validator=nonnegative)
+    frequencies: list[int] = attrs.field(factory=list)
+    min_frequency: int = attrs.field(default=0, validator=nonnegative)
+    warmup_steps: int = attrs.field(default=1, validator=nonnegative)
+    profile_steps: int = attrs.field(default=3, validator=at_least(1))
+    stop_after_rises: int = attrs.field(default=0, validator=nonnegative)
+    devices: list[str] = attrs.field(factory=list)
+    save_to: str = ""
+    max_steps: int | None = attrs.field(default=None, validator=optional(at_least(1)))
+
+    def check_files(self, files: FileChecks) -> None:
+        files.callable_file("step", self.step)
+
+    def files_written(self) -> list[str]:
+        return [self.save_to] if self.save_to else []

@@ -10,7 +10,7 @@ spins on rank 0's GPU, as during training; ``gloo`` runs on CPU tensors (for
 tests, or to measure what a host-staged pipeline costs). ``make_device`` builds
 rank 0's device group in its own process, so it must be picklable: a
 module-level function or a ``functools.partial`` of one, e.g.
-``functools.partial(zeus_core.devices.open_device, "nvml", {"gpus": [0]})``
+``functools.partial(zeus_core.open_device, "nvml", {"gpus": [0]})``
 for a device plugin by name.
 """
 

@@ -27,8 +27,30 @@ from zeus_plugins_perseus.tradeoff import solve_frontier
 
 
 @attrs.frozen
+class EmittedPlans:
+    """Every plan the published solver emitted, fastest first (for comparison only).
+
+    Planned numbers are the fitted model's; emulated ones replay the clocks on the
+    measured profile. Many of these plans are beaten on both time and energy, so
+    none of them is listed or chosen: :class:`PlanSet` holds the Pareto-optimal ones.
+    """
+
+    time_units: np.ndarray
+    planned_energy_j: np.ndarray
+    emulated_time_s: np.ndarray
+    emulated_energy_j: np.ndarray
+    listed_as: np.ndarray  # index of the same plan in the PlanSet, -1 where it is not Pareto-optimal
+
+
+@attrs.frozen
 class PlanSet:
-    """Every plan of a frontier, fastest first, with planned and emulated numbers."""
+    """The Pareto-optimal plans of a frontier (by emulated time and energy), fastest first.
+
+    Only plans that no other plan beats on both emulated time and energy are
+    kept, whatever the model: a listed plan is one worth running. ``emitted``
+    keeps the published solver's whole output (``model = "exponential"``) so it
+    can still be compared point by point with lowtime and the paper.
+    """
 
     dag: PipelineDAG
     specs: dict[tuple[int, str], OpSpec]
@@ -47,6 +69,7 @@ class PlanSet:
     phases: int
 
     exact_fastest: bool = False  # real-time plans (all-max time, fastest time, the rounding gap) are included
+    emitted: EmittedPlans | None = None
 
     @property
     def planned_time_s(self) -> np.ndarray:
@@ -54,6 +77,16 @@ class PlanSet:
 
     def __len__(self) -> int:
         return len(self.time_units)
+
+    @property
+    def fastest(self) -> int:
+        """Index of the plan of least emulated time (the first: plans are listed fastest first)."""
+        return int(np.argmin(self.emulated_time_s))
+
+    @property
+    def least_energy(self) -> int:
+        """Index of the plan of least emulated energy (the last listed)."""
+        return int(np.argmin(self.emulated_energy_j))
 
     def choose(self, deadline_s: float | None = None, max_slowdown: float | None = None) -> int:
         """Index of the plan of least emulated energy whose emulated time meets the limit.
@@ -68,7 +101,7 @@ class PlanSet:
         limit = self.limit_s(deadline_s, max_slowdown)
         ok = np.flatnonzero(self.emulated_time_s <= limit * (1 + 1e-12))
         if ok.size == 0:
-            return int(np.argmin(self.emulated_time_s))
+            return self.fastest
         return int(ok[np.argmin(self.emulated_energy_j[ok])])
 
     def limit_s(self, deadline_s: float | None = None, max_slowdown: float | None = None) -> float:
@@ -79,20 +112,9 @@ class PlanSet:
     def meets(self, k: int, deadline_s: float | None = None, max_slowdown: float | None = None) -> bool:
         return bool(self.emulated_time_s[k] <= self.limit_s(deadline_s, max_slowdown) * (1 + 1e-12))
 
-    def plan_json(self, k: int) -> dict:
-        """One plan as JSON: per stage, the ordered instruction names and clocks."""
-        stages = []
-        for s in range(self.dag.stages):
-            idx = self.dag.stage_ops(s)
-            stages.append(
-                {
-                    "stage": s,
-                    "instructions": [self.dag.ops[i].instruction for i in idx],
-                    "microbatches": [self.dag.ops[i].microbatch for i in idx],
-                    "frequencies": [int(f) for f in self.frequencies[k, idx]],
-                }
-            )
-        return {
+    def plan_json(self, k: int, stages: bool = True) -> dict:
+        """One plan as JSON: per stage, the ordered instruction names and clocks (``stages=False``: the rest)."""
+        head = {
             "plan": k,
             "schedule": self.dag.schedule,
             "stages_count": self.dag.stages,
@@ -104,12 +126,57 @@ class PlanSet:
             "energy_j": float(self.planned_energy_j[k]),
             "emulated_time_s": float(self.emulated_time_s[k]),
             "emulated_energy_j": float(self.emulated_energy_j[k]),
-            "stages": stages,
         }
+        if not stages:
+            return head
+        per_stage = []
+        for s in range(self.dag.stages):
+            idx = self.dag.stage_ops(s)
+            per_stage.append(
+                {
+                    "stage": s,
+                    "instructions": [self.dag.ops[i].instruction for i in idx],
+                    "microbatches": [self.dag.ops[i].microbatch for i in idx],
+                    "frequencies": [int(f) for f in self.frequencies[k, idx]],
+                }
+            )
+        return {**head, "stages": per_stage}
 
     def write_plan(self, k: int, path: Path) -> Path:
-        path.write_text(json.dumps(self.plan_json(k), indent=1) + "\n")
+        path.write_text(plan_text(self.plan_json(k)))
         return path
+
+    def write_plans(self, folder: Path) -> None:
+        """Every plan as ``folder/NNNNN.json`` (the same text as :meth:`write_plan`).
+
+        What does not change from plan to plan (each stage's instructions and
+        microbatches) is encoded once: rebuilding it made writing the plans of a
+        large frontier take longer than planning them.
+        """
+        idx = [self.dag.stage_ops(s) for s in range(self.dag.stages)]
+        fixed = [(json.dumps(s), json.dumps([self.dag.ops[i].instruction for i in ix]),
+                  json.dumps([self.dag.ops[i].microbatch for i in ix])) for s, ix in enumerate(idx)]
+        for k in range(len(self)):
+            lines = [f'{{"stage": {s}, "instructions": {ins}, "microbatches": {mb}, '
+                     f'"frequencies": {json.dumps(self.frequencies[k, ix].tolist())}}}'
+                     for (s, ins, mb), ix in zip(fixed, idx)]
+            (Path(folder) / f"{k:05d}.json").write_text(_framed(self.plan_json(k, stages=False), lines))
+
+
+def plan_text(plan: dict) -> str:
+    """A plan as JSON, one key per line and one stage per line.
+
+    Readable, and written by the C encoder (``indent`` would make json use its
+    pure-Python one, which dominated writing the hundreds of plans of a frontier).
+    """
+    head = {k: v for k, v in plan.items() if k != "stages"}
+    return _framed(head, [json.dumps(s) for s in plan["stages"]])
+
+
+def _framed(head: dict, stage_lines: list[str]) -> str:
+    items = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()]
+    items.append(' "stages": [\n' + ",\n".join(f"  {line}" for line in stage_lines) + "\n ]")
+    return "{\n" + ",\n".join(items) + "\n}\n"
 
 
 def build_specs(
@@ -164,14 +231,15 @@ def plan_frontier(
     reclaim: bool | None = None,
     max_gap_plans: int = 32,
 ) -> PlanSet:
-    """Solve and emulate the frontier.
+    """Solve and emulate the frontier; only Pareto-optimal plans are listed, fastest first.
 
     ``pareto_only`` (default: True for ``measured``, False for ``exponential``)
-    keeps only plans from the fastest to the minimum planned energy, and then
-    the emulated Pareto frontier (sorted by emulated time); the exponential
-    model otherwise lists every plan the published solver emits (one per unit
-    from just below the all-slowest time to the fastest) so the two can be
-    compared point by point.
+    stops the solver's plans at its least planned energy before they are
+    emulated (slower plans cost more by the model's own account). Whatever it
+    is, the plans listed are the emulated Pareto frontier of everything
+    planned; with the exponential model the solver's whole output is kept in
+    ``PlanSet.emitted`` (one plan per unit from just below the all-slowest
+    time, as the published solver emits them) for comparison.
 
     ``reclaim`` (default: True for ``measured``) spends the float each
     quantised plan leaves on the real timeline (:mod:`~zeus_plugins_perseus.reclaim`):
@@ -195,6 +263,7 @@ def plan_frontier(
     if pareto_only is None:
         pareto_only = model == "measured"
     t_units, energy, freqs, phases = _solve(dag, specs, unit_time_s, blocking_power_w, pareto_only)
+    n_solver = len(t_units)
     if reclaim is None:
         reclaim = model == "measured"
     if reclaim:
@@ -229,12 +298,19 @@ def plan_frontier(
         freqs = np.vstack([f_exact, freqs])
         emu_t = np.concatenate([et, emu_t])
         emu_e = np.concatenate([ee, emu_e])
-    if pareto_only:
-        # The emulated frontier, fastest first: a plan stays only if no faster-or-equal
-        # plan uses at most its energy.
-        keep = pareto_frontier(emu_t, emu_e)
-        keep = keep[np.argsort(emu_t[keep], kind="stable")]
-        t_units, energy, freqs, emu_t, emu_e = t_units[keep], energy[keep], freqs[keep], emu_t[keep], emu_e[keep]
+    # The emulated frontier, fastest first: a plan stays only if no faster-or-equal
+    # plan uses at most its energy.
+    keep = pareto_frontier(emu_t, emu_e)
+    keep = keep[np.argsort(emu_t[keep], kind="stable")]
+    emitted = None
+    if model == "exponential":
+        n_exact = len(emu_t) - n_solver
+        listed_as = np.full(len(emu_t), -1, dtype=np.int64)
+        listed_as[keep] = np.arange(len(keep))
+        own = slice(n_exact, None)  # the solver's plans (after any real-time ones)
+        emitted = EmittedPlans(time_units=t_units[own], planned_energy_j=energy[own], emulated_time_s=emu_t[own],
+                               emulated_energy_j=emu_e[own], listed_as=listed_as[own])
+    t_units, energy, freqs, emu_t, emu_e = t_units[keep], energy[keep], freqs[keep], emu_t[keep], emu_e[keep]
     solve_seconds = time.perf_counter() - started
     return PlanSet(
         dag=dag,
@@ -253,4 +329,5 @@ def plan_frontier(
         solve_seconds=solve_seconds,
         phases=phases,
         exact_fastest=bool(exact_fastest),
+        emitted=emitted,
     )

@@ -1,18 +1,38 @@
-"""Entry point of zeus-plugins-perseus: the ``perseus`` frequency-plan policy, the ``perseus-stage`` profiler and the ``zeus perseus`` commands."""
+"""Entry point of zeus-plugins-perseus: the ``perseus`` frequency-plan policy, the ``perseus-stage`` profiler and the ``zeus perseus`` commands.
+
+Every ``zeus`` command imports this module, so it imports only the options
+classes (attrs): scipy, matplotlib, torch, FastAPI and httpx are imported when a
+part is built or a ``zeus perseus`` command runs, never by ``zeus --help``.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from zeus_core import hookimpl
 
-from zeus_plugins_perseus.options import PerseusOptions
-from zeus_plugins_perseus.policy import PerseusPolicy
+from zeus_plugins_perseus.options import PerseusOptions, StageProfilerOptions
+
+
+def perseus_policy(options: PerseusOptions, context: Any):
+    """Factory of the ``perseus`` part (imports the planner only when a job uses it)."""
+    from zeus_plugins_perseus.policy import PerseusPolicy
+
+    return PerseusPolicy(options, context)
+
+
+def stage_profiler(options: StageProfilerOptions, context: Any):
+    """Factory of the ``perseus-stage`` part."""
+    from zeus_plugins_perseus.stage_profiler import StageProfiler
+
+    return StageProfiler(options, context)
 
 
 @hookimpl
 def zeus_register_frequency_plan_policies(register):
     register(
         "perseus",
-        PerseusPolicy,
+        perseus_policy,
         options=PerseusOptions,
         help="Every Pareto-optimal per-instruction SM-clock plan of a pipeline (Perseus); picks one by deadline.",
     )
@@ -27,11 +47,9 @@ def zeus_register_commands(cli):
 
 @hookimpl
 def zeus_register_profilers(register):
-    from zeus_plugins_perseus.stage_profiler import StageProfiler, StageProfilerOptions
-
     register(
         "perseus-stage",
-        StageProfiler,
+        stage_profiler,
         options=StageProfilerOptions,
         help="Per-instruction time and energy of a pipeline stage at every SM clock, measured during training.",
     )

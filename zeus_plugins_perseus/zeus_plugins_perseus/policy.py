@@ -17,6 +17,17 @@ from zeus_plugins_perseus.planner import PlanSet, plan_frontier
 from zeus_plugins_perseus.profile import read_profile
 
 FRONTIER_COLUMNS = ("plan", "iteration_time_s", "energy_j", "emulated_time_s", "emulated_energy_j")
+#: the published solver's whole output (exponential model): ``listed_as`` is the plan's row in
+#: frontier.csv, empty where another plan beats it on both emulated time and energy
+EMITTED_COLUMNS = ("iteration_time_s", "energy_j", "emulated_time_s", "emulated_energy_j", "listed_as")
+
+
+def _csv(header, rows) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
 
 
 class PerseusPolicy:
@@ -44,6 +55,7 @@ class PerseusPolicy:
             unit_time_s=o.unit_time_s,
             blocking_power_w=o.blocking_power_w,
             model=o.model,
+            max_gap_plans=o.max_gap_plans,
         )
         self.chosen = self.plans.choose(deadline_s=o.deadline, max_slowdown=o.max_slowdown)
 
@@ -94,7 +106,8 @@ class PerseusPolicy:
         for col in ("", "iteration time (s)", "energy (J)", "emulated time (s)", "emulated energy (J)"):
             table.add_column(col, justify="right" if col else "left")
         table.add_row("all max clocks", "", "", f"{ps.max_freq_time_s:.4f}", f"{ps.max_freq_energy_j:,.1f}")
-        for label, k in (("fastest plan", 0), ("least-energy plan", len(ps) - 1), (f"chosen plan {c['plan']}", c["plan"])):
+        for label, k in (("fastest plan", ps.fastest), ("least-energy plan", ps.least_energy),
+                         (f"chosen plan {c['plan']}", c["plan"])):
             table.add_row(label, f"{ps.planned_time_s[k]:.4f}", f"{ps.planned_energy_j[k]:,.1f}",
                           f"{ps.emulated_time_s[k]:.4f}", f"{ps.emulated_energy_j[k]:,.1f}")
         console.print(table)
@@ -111,14 +124,16 @@ class PerseusPolicy:
         out_dir = Path(out_dir)
         plans_dir = out_dir / "plans"
         plans_dir.mkdir(parents=True, exist_ok=True)
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(FRONTIER_COLUMNS)
-        for k, t, e, et, ee in frontier_rows(ps):
-            w.writerow([k, repr(t), repr(e), repr(et), repr(ee)])
-        written = [write_atomic(out_dir / "frontier.csv", buf.getvalue())]
-        for k in range(len(ps)):
-            ps.write_plan(k, plans_dir / f"{k:05d}.json")
+        rows = ([k, repr(t), repr(e), repr(et), repr(ee)] for k, t, e, et, ee in frontier_rows(ps))
+        written = [write_atomic(out_dir / "frontier.csv", _csv(FRONTIER_COLUMNS, rows))]
+        if ps.emitted is not None:
+            em = ps.emitted
+            rows = ([repr(float(u * ps.unit_time_s)), repr(float(e)), repr(float(et)), repr(float(ee)),
+                     "" if k < 0 else int(k)]
+                    for u, e, et, ee, k in zip(em.time_units, em.planned_energy_j, em.emulated_time_s,
+                                               em.emulated_energy_j, em.listed_as))
+            written.append(write_atomic(out_dir / "published_plans.csv", _csv(EMITTED_COLUMNS, rows)))
+        ps.write_plans(plans_dir)
         written.append(plans_dir)  # one entry for the folder: hundreds of plan files would flood the listing
         written.append(write_atomic(out_dir / "chosen_plan.json", (plans_dir / f"{self.chosen:05d}.json").read_text()))
         written.append(plot_frontier(ps, out_dir / "frontier.png", self.chosen))

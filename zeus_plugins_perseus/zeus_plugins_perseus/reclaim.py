@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zeus_plugins_perseus.emulator import critical_path, measured_tables
+from zeus_plugins_perseus.emulator import chunks, critical_path, measured_tables
 from zeus_plugins_perseus.exact import EffectiveOptions, effective_options
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import PipelineDAG
@@ -86,6 +86,13 @@ def reclaim_slack(
     opts = effective_options(dag, profile, blocking_power_w)
     order = topological_order(dag.n_ops, dag.edges)
     preds, succs = dag.neighbours()
+    out = np.empty_like(freqs)
+    for rows in chunks(len(freqs)):  # plans are independent: blocks bound the work arrays
+        out[rows] = _reclaim(dag, profile, opts, order, preds, succs, freqs[rows], blocking_power_w, max_passes)
+    return out
+
+
+def _reclaim(dag, profile, opts, order, preds, succs, freqs, blocking_power_w, max_passes):
     times, energies = measured_tables(dag, profile, freqs)
     eff = energies - blocking_power_w * times
     limit = critical_path(dag, times)

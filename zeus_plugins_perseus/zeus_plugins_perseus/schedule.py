@@ -13,6 +13,8 @@ from collections.abc import Callable
 import attrs
 import numpy as np
 
+from zeus_plugins_perseus.options import SCHEDULE_NAMES
+
 FORWARD = "forward"
 BACKWARD = "backward"
 
@@ -74,10 +76,17 @@ def gpipe_order(stages: int, microbatches: int, stage: int) -> list[tuple[str, i
     return [(FORWARD, j) for j in range(microbatches)] + [(BACKWARD, j) for j in reversed(range(microbatches))]
 
 
+def gpipe_fifo_order(stages: int, microbatches: int, stage: int) -> list[tuple[str, int]]:
+    """GPipe with backwards first microbatch first: the order ``torch.distributed.pipelining.ScheduleGPipe`` runs."""
+    return [(FORWARD, j) for j in range(microbatches)] + [(BACKWARD, j) for j in range(microbatches)]
+
+
 SCHEDULES: dict[str, Callable[[int, int, int], list[tuple[str, int]]]] = {
-    "1f1b": one_f_one_b_order,
+    "1f1b": one_f_one_b_order,  # also torch.distributed.pipelining's Schedule1F1B
     "gpipe": gpipe_order,
+    "gpipe-fifo": gpipe_fifo_order,
 }
+assert tuple(SCHEDULES) == SCHEDULE_NAMES, "options.SCHEDULE_NAMES must list the schedules defined here"
 
 
 def build_dag(schedule: str, stages: int, microbatches: int) -> PipelineDAG:

@@ -28,42 +28,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
-from attrs.validators import optional
 from rich.console import Console
 from rich.table import Table
-from zeus_core import BuildContext, ClockControl, FileChecks, JobSummary, RunFailed, load_callable
-from zeus_core.validators import at_least, callable_spec, nonnegative
+from zeus_core import BuildContext, ClockControl, JobSummary, RunFailed, load_callable
 
+from zeus_plugins_perseus.options import StageProfilerOptions
 from zeus_plugins_perseus.runtime.hooks import ScheduleError
 from zeus_plugins_perseus.runtime.profiler import OnlineProfiler
-
-
-@attrs.define
-class StageProfilerOptions:
-    """The ``[profiler]`` table of plugin ``perseus-stage``."""
-
-    step: str = attrs.field(validator=callable_spec())
-    stage: int = attrs.field(default=0, validator=nonnegative)
-    frequencies: list[int] = attrs.field(factory=list)
-    min_frequency: int = attrs.field(default=0, validator=nonnegative)
-    warmup_steps: int = attrs.field(default=1, validator=nonnegative)
-    profile_steps: int = attrs.field(default=3, validator=at_least(1))
-    stop_after_rises: int = attrs.field(default=0, validator=nonnegative)
-    devices: list[str] = attrs.field(factory=list)
-    save_to: str = ""
-    max_steps: int | None = attrs.field(default=None, validator=optional(at_least(1)))
-
-    def check_files(self, files: FileChecks) -> None:
-        """A ``file.py:function`` step must name a file that exists (it runs only when the job runs)."""
-        target = self.step.partition(":")[0]
-        if target.endswith(".py"):
-            path = files.path("step", target)
-            if path is not None and not path.is_file():
-                files.problem("step", f"step file {path} not found")
-
-    def files_written(self) -> list[str]:
-        return [self.save_to] if self.save_to else []
 
 
 class StageProfiler:

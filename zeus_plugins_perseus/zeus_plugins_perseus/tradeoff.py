@@ -170,7 +170,8 @@ def solve_frontier(
     in_nodes, out_nodes = 2 + 2 * ops, 3 + 2 * ops
 
     times = [t_max]
-    durs = [np.minimum(hi_op, pi_nodes[out_nodes] - pi_nodes[in_nodes])]
+    # one int32 row per plan (thousands of plans x thousands of ops at 16 x 64: kept small)
+    durs = [np.minimum(hi_op, pi_nodes[out_nodes] - pi_nodes[in_nodes]).astype(np.int32)]
     phases = 0
     T = t_max
     while T > stop:
@@ -229,11 +230,15 @@ def solve_frontier(
         base = pi_nodes[out_nodes] - pi_nodes[in_nodes]
         for k in range(1, limit + 1):
             times.append(T - k)
-            durs.append(np.minimum(hi_op, base - k * shift))
+            durs.append(np.minimum(hi_op, base - k * shift).astype(np.int32))
         pi_nodes -= limit * moved
         T -= limit
-    durations = np.vstack(durs).astype(np.int32)
-    costs = ctab[spec[None, :], durations - lo_op[None, :]].sum(axis=1)
+    durations = np.vstack(durs)
+    del durs
+    costs = np.empty(len(durations))
+    for k in range(0, len(durations), 256):  # blocks: the index arrays of all plans at once would dwarf the plans
+        block = durations[k:k + 256]
+        costs[k:k + 256] = ctab[spec[None, :], block - lo_op[None, :]].sum(axis=1)
     return Frontier(times=np.asarray(times, np.int64), durations=durations, costs=costs, phases=phases)
 
 

@@ -5,16 +5,7 @@ from __future__ import annotations
 import attrs
 
 from zeus_core import NOT_IDENTITY
-from zeus_core.validators import absolute_path_or_none, nonnegative, one_of, positive_or_none
-
-
-def _packages(_inst, _attr, value):
-    if value is None:
-        return
-    if not value:
-        raise ValueError("packages must list at least one CPU package index (0, 1, ...), or be left out for all")
-    if any(i < 0 for i in value) or len(set(value)) != len(value):
-        raise ValueError(f"packages must be distinct CPU package indices (0, 1, ...), got {value}")
+from zeus_core.validators import absolute_path_or_none, distinct_numbers, nonnegative, one_of, positive_or_none
 
 
 def _tdp(_inst, _attr, value):
@@ -35,7 +26,7 @@ class RaplOptions:
     process may not read are read (default ``$ZEUS_DAEMON_SOCKET``).
     """
 
-    packages: list[int] | None = attrs.field(default=None, validator=_packages)
+    packages: list[int] | None = attrs.field(default=None, validator=distinct_numbers(0, what="CPU package indices (0, 1, ...); leave packages out for all"))
     dram: bool = True
     powercap_root: str | None = None
     wrap_check_s: float | None = attrs.field(default=None, validator=positive_or_none)

@@ -5,18 +5,7 @@ from __future__ import annotations
 import attrs
 
 from zeus_core import NOT_IDENTITY
-from zeus_core.validators import absolute_path_or_none, between, one_of, positive_or_none
-
-
-def _gpus(_inst, _attr, value):
-    if value is None:
-        return
-    if not value:
-        raise ValueError("gpus must list at least one CUDA-visible GPU index, or be left out for all GPUs")
-    if any(i < 0 for i in value):
-        raise ValueError(f"gpus are CUDA-visible indices (0, 1, ...), got {value}")
-    if len(set(value)) != len(value):
-        raise ValueError(f"gpus lists a GPU twice: {value}")
+from zeus_core.validators import absolute_path_or_none, between, distinct_numbers, one_of, positive_or_none
 
 
 @attrs.define
@@ -34,7 +23,7 @@ class NvmlOptions:
     limits and clocks (default ``$ZEUS_DAEMON_SOCKET``; reads always stay local).
     """
 
-    gpus: list[int] | None = attrs.field(default=None, validator=_gpus)
+    gpus: list[int] | None = attrs.field(default=None, validator=distinct_numbers(0, what="CUDA-visible GPU indices (0, 1, ...); leave gpus out for all GPUs"))
     energy: str = attrs.field(default="auto", validator=one_of("auto", "counter", "polling"), metadata=NOT_IDENTITY)
     poll_interval_s: float = attrs.field(default=0.1, validator=between(0.005, 5.0), metadata=NOT_IDENTITY)
     mig: str = attrs.field(default="error", validator=one_of("error", "parent"))

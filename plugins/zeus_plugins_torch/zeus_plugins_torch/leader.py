@@ -63,8 +63,6 @@ def _extra_plugin_modules(registry: Any, device_plugin: str) -> tuple[tuple[str,
     for name, plugin in registry.pm.list_name_plugin():
         if name in from_entry_points or plugin is None or getattr(plugin, "__name__", "") == "zeus_core.hookspecs":
             continue
-        if registry.distribution_of(name)[0] == "zeus-core":  # the core's own (its SQLite store): every rank has it
-            continue
         module = getattr(plugin, "__name__", None) if isinstance(plugin, types.ModuleType) else None
         if module is None:
             if name == device_plugin:

@@ -1,16 +1,13 @@
-"""``zeus traces synth|fetch``: make a trace folder without leaving the command line."""
+"""``zeus traces synth|fetch|alibaba-synth``: make trace folders and group files without leaving the command line."""
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
-from zeus_core import atomic_path
+from zeus_core import atomic_path, make_console
 
 # synth and traces need numpy: they are imported inside the commands, so `zeus --help` stays light.
 from zeus_plugins_trace.options import POWER_PATTERN, TRAIN_FILE
@@ -19,8 +16,8 @@ from zeus_plugins_trace.options import POWER_PATTERN, TRAIN_FILE
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/ml-energy/zeus/master/examples/research_reproducibility/zeus_nsdi23/trace"
 GPUS = ("v100", "a40", "p100", "rtx6000")
 
-console = Console()
-err_console = Console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 @click.group("traces")
@@ -40,12 +37,29 @@ def synth_cmd(out: Path, seed: int) -> None:
     console.print("[yellow]synthetic[/]: made by a parametric model (zeus_plugins_trace.synth), not measured on any GPU")
 
 
+@traces_group.command("alibaba-synth")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="Group file to write (CSV).")
+@click.option("--groups", default=100, show_default=True, type=click.IntRange(min=1), help="How many recurring groups.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the generator.")
+def alibaba_synth_cmd(out: Path, groups: int, seed: int) -> None:
+    """Write a synthetic group file in the NSDI'23 Alibaba format (periodic, bursty and sequential groups)."""
+    from zeus_plugins_trace import groupsynth
+
+    path = groupsynth.write(out, groups, seed)
+    console.print(f"wrote {escape(str(path))}")
+    console.print("[yellow]synthetic[/]: arrival and overlap patterns from a parametric model "
+                  "(zeus_plugins_trace.groupsynth), not the Alibaba trace; its pattern column says which")
+
+
 def fetch(out: Path, base_url: str = DEFAULT_BASE_URL, gpus: tuple[str, ...] = GPUS, timeout: float = 60.0) -> list[Path]:
     """Download the train trace and the power traces of ``gpus`` into ``out``.
 
     Each file is checked with the same reader ``zeus run`` uses before it is
     put in place, so a failed or garbled download leaves no file behind.
     """
+    import urllib.error
+    import urllib.request
+
     from zeus_plugins_trace.traces import TraceError, read_power, read_train
 
     out.mkdir(parents=True, exist_ok=True)

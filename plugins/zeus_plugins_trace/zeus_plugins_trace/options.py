@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 
 from zeus_core import NOT_IDENTITY, FileChecks
-from zeus_core.validators import nonempty, nonnegative, positive
+from zeus_core.validators import finite, nonempty, nonnegative, positive
 
 
 #: The files of a trace folder, named as in the public NSDI'23 traces.
@@ -21,6 +21,18 @@ def missing_folder(folder) -> str:
     """What to say about a trace folder that does not exist (validation and loading alike)."""
     return (f"trace folder {folder} does not exist; create one with `zeus traces synth --out {folder}` "
             f"or `zeus traces fetch --out {folder}`, or set workload.traces = \"synthetic\"")
+
+
+def trace_folder(files: FileChecks, traces: str):
+    """The ``traces`` folder to check (None: synthetic, written by an earlier part, or missing,
+    which is then reported at the option's path)."""
+    if traces == "synthetic":
+        return None
+    folder = files.path("traces", traces)
+    if folder is not None and not folder.is_dir():
+        files.problem("traces", missing_folder(folder))
+        return None
+    return folder
 
 
 def _gpu_name(_inst, attribute, value):
@@ -61,13 +73,7 @@ class TraceWorkloadOptions:
     def check_files(self, files: FileChecks) -> None:
         """The trace folder is read as the workload will read it (``zeus validate``): every
         file, line and column problem is reported with the job's other mistakes."""
-        if self.traces == "synthetic":
-            return
-        folder = files.path("traces", self.traces)
-        if folder is None:
-            return
-        if not folder.is_dir():
-            files.problem("traces", missing_folder(folder))
+        if trace_folder(files, self.traces) is None:
             return
         from zeus_plugins_trace.traces import TraceError
         from zeus_plugins_trace.workload import load_workload_trace
@@ -79,3 +85,93 @@ class TraceWorkloadOptions:
             load_workload_trace(self, device.gpu, job.target_metric, files.job_dir)
         except TraceError as e:
             files.problem("traces", str(e))
+
+
+@attrs.define
+class ReplayWorkload:
+    """``[[profiler.workloads]]``: what a group of one dataset trains, as the single-job trace
+    workload's options (``model``, ``optimizer``, ``default_batch_size``) plus its target and
+    epoch cap (one replay holds groups of several datasets, so these are per dataset)."""
+
+    dataset: str = attrs.field(validator=nonempty)
+    model: str = attrs.field(validator=nonempty)
+    optimizer: str = attrs.field(validator=nonempty)
+    target_metric: float = attrs.field(validator=finite)
+    max_epochs: int = attrs.field(validator=positive)
+    default_batch_size: int = attrs.field(validator=positive)
+
+
+#: The six NSDI'23 workloads as the published Alibaba replay sets them up (its
+#: ``get_job_with_defaults``); a default batch size above a GPU's largest traced one
+#: becomes that one.
+NSDI23_WORKLOADS = (
+    ReplayWorkload("cifar100", "shufflenetv2", "adadelta", 0.6, 100, 1024),
+    ReplayWorkload("imagenet", "resnet50", "adadelta", 0.65, 100, 256),
+    ReplayWorkload("librispeech", "deepspeech2", "adamw", 40.0, 16, 256),
+    ReplayWorkload("movielens-1m", "ncf", "adam", 0.41, 100, 1024),
+    ReplayWorkload("squad", "bert_base_uncased", "adamw", 84.0, 6, 32),
+    ReplayWorkload("sentiment140", "bert_base_uncased", "adamw", 0.84, 10, 128),
+)
+
+INFLIGHT_RULES = ("paper", "improved")
+
+
+def _rules(_inst, attribute, value):
+    bad = [r for r in value if r not in INFLIGHT_RULES]
+    if bad or not value or len(set(value)) != len(value):
+        raise ValueError(f"{attribute.name} must list distinct rules among {', '.join(map(repr, INFLIGHT_RULES))}, got {value!r}")
+
+
+def _distinct_datasets(_inst, attribute, value):
+    names = [w.dataset for w in value]
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"{attribute.name} must name each dataset once (and at least one), got {names}")
+
+
+@attrs.define
+class AlibabaReplayOptions:
+    """``[profiler] plugin = "alibaba"``: replay recurring groups whose jobs overlap in time.
+
+    ``groups``: a group file (CSV ``group, start_time, end_time, dataset,
+    runtime_ratio``; relative to the job file) or ``"synthetic"``:
+    ``synthetic_groups`` groups from the generator, seeded by ``groups_seed``.
+    ``traces``: the train/power trace folder, or ``"synthetic"`` (seed
+    ``traces_seed``), as the trace workload's. ``inflight``: the rules for jobs
+    submitted while others of their group run, replayed side by side (``paper``:
+    the published simulator's; ``improved``: see the plugin's README).
+    ``workloads``: what each dataset of the groups trains (default: the six
+    NSDI'23 workloads). The batch-size policy is the job's ``[batch_size]`` table,
+    one fresh instance per group; the GPU is the ``[device]`` trace device's.
+    """
+
+    groups: str = attrs.field(default="synthetic", validator=nonempty)
+    synthetic_groups: int = attrs.field(default=100, validator=positive)
+    groups_seed: int = 0
+    traces: str = attrs.field(default="synthetic", validator=nonempty)
+    traces_seed: int = 0
+    inflight: list[str] = attrs.field(factory=lambda: list(INFLIGHT_RULES), validator=_rules)
+    workloads: list[ReplayWorkload] = attrs.field(factory=lambda: list(NSDI23_WORKLOADS), validator=_distinct_datasets)
+
+    def check_files(self, files: FileChecks) -> None:
+        """The group file and the trace folder, read as the replay will (``zeus validate``)."""
+        from zeus_plugins_trace.traces import TraceError
+
+        if self.groups != "synthetic":
+            path = files.path("groups", self.groups)
+            if path is not None:
+                from zeus_plugins_trace.groups import read_groups
+
+                try:
+                    read_groups(path, [w.dataset for w in self.workloads])
+                except TraceError as e:
+                    files.problem("groups", str(e))
+        if trace_folder(files, self.traces) is None:
+            return
+        device = files.options("device")
+        if isinstance(device, TraceDeviceOptions):
+            from zeus_plugins_trace.alibaba import load_workload_traces
+
+            try:
+                load_workload_traces(self, device.gpu, files.job_dir)
+            except TraceError as e:
+                files.problem("traces", str(e))

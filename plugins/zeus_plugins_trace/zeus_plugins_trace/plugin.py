@@ -1,4 +1,5 @@
-"""Registers the ``trace`` device and workload and the ``zeus traces`` commands.
+"""Registers the ``trace`` device and workload, the ``alibaba`` group replay, and the
+``zeus traces`` and ``zeus sweep`` commands.
 
 Only the options classes are imported here: the parts (and numpy) load when a
 job builds them, so ``zeus --help`` does not pay for them.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from zeus_core import hookimpl
 
-from zeus_plugins_trace.options import TraceDeviceOptions, TraceWorkloadOptions
+from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions, TraceWorkloadOptions
 
 
 def make_device(options: TraceDeviceOptions, context):
@@ -25,6 +26,13 @@ def make_workload(options: TraceWorkloadOptions, context):
     return TraceWorkload(options, context)
 
 
+def make_alibaba(options: AlibabaReplayOptions, context):
+    """Replays recurring groups whose jobs overlap in time (the NSDI'23 Alibaba simulation)."""
+    from zeus_plugins_trace.alibaba import AlibabaReplay
+
+    return AlibabaReplay(options, context)
+
+
 @hookimpl
 def zeus_register_devices(register):
     register("trace", make_device, options=TraceDeviceOptions, help="A simulated GPU replaying a Zeus NSDI'23 power trace.")
@@ -36,7 +44,15 @@ def zeus_register_workloads(register):
 
 
 @hookimpl
+def zeus_register_profilers(register):
+    register("alibaba", make_alibaba, options=AlibabaReplayOptions,
+             help="Replays recurring groups of a cluster (Alibaba format) whose jobs overlap, per in-flight rule, on the trace device.")
+
+
+@hookimpl
 def zeus_register_commands(cli):
     from zeus_plugins_trace.commands import traces_group
+    from zeus_plugins_trace.sweep import sweep_cmd
 
     cli.add_command(traces_group)
+    cli.add_command(sweep_cmd)

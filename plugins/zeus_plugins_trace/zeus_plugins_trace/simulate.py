@@ -97,6 +97,70 @@ class SimResult:
         return float(self.recurrence_time.sum())
 
 
+class Tries:
+    """What one try at a batch size costs on a trace, with the published accounting.
+
+    Shared by :func:`simulate` (one job, recurrence after recurrence) and the
+    concurrent replay of recurring groups (:mod:`zeus_plugins_trace.replay`), so
+    both charge a try the same way: the JIT's limit and its profiling epoch on
+    the first run at a batch size, the early-stop horizon of
+    :func:`zeus_core.epochs_within`, one sampled train run per try.
+    """
+
+    def __init__(self, wt: WorkloadTrace, eta: float, max_epochs: int) -> None:
+        k = jit_knobs(wt, eta)
+        self.trace = wt
+        self.eta, self.max_epochs, self.max_power_w = eta, max_epochs, wt.max_power_w
+        self.index = {int(b): i for i, b in enumerate(wt.batch_sizes)}
+        # Plain Python floats: the loop is scalar, and numpy scalars are slower there.
+        self.limit, self.e_ep, self.t_ep, self.c_ep = k.limit.tolist(), k.energy.tolist(), k.time.tolist(), k.cost.tolist()
+        self.e_prof, self.t_prof = k.profile_energy.tolist(), k.profile_time.tolist()
+        self.c_prof = [zeus_cost(e, t, eta, wt.max_power_w) for e, t in zip(self.e_prof, self.t_prof)]
+        self.paths = [p.tolist() for p in wt.paths]
+        self.n_paths = [len(p) for p in self.paths]
+        #: Whether the JIT has profiled each batch size (its first try that ran an epoch).
+        self.profiled = [False] * len(self.index)
+
+    def position(self, batch_size: int, batch_sizes: list[int]) -> int:
+        i = self.index.get(batch_size)
+        if i is None:
+            raise SimulationError(f"the policy chose batch size {batch_size}, which the trace does not have ({batch_sizes})")
+        return i
+
+    def sample(self, i: int, rng: np.random.Generator) -> float:
+        """The ``target_epoch`` of one train run of batch size ``i`` (one draw, the paper's ``rng.choice``)."""
+        return self.paths[i][int(rng.choice(self.n_paths[i], 1, replace=False)[0])] if self.n_paths[i] else math.nan
+
+    def run(self, rec: int, try_index: int, i: int, bound: float, target: float) -> TryRecord:
+        """The try of recurrence ``rec`` at batch size ``i`` whose run reaches the target at
+        epoch ``target`` (NaN: never), stopped before the epoch that would pass ``bound``."""
+        bs = int(self.trace.batch_sizes[i])
+        c_ep, e_ep, t_ep = self.c_ep[i], self.e_ep[i], self.t_ep[i]
+        horizon = epochs_within(bound, c_ep, self.max_epochs)  # the runner's rule, in one step
+        if horizon <= 0:
+            return TryRecord(rec, try_index, bs, self.limit[i], 0, 0.0, 0.0, 0.0, False, "never-ran")
+        reached = target == target and target <= horizon
+        epochs = int(target) if reached else horizon
+        steady = None
+        if self.profiled[i]:
+            energy, time = epochs * e_ep, epochs * t_ep
+        else:
+            energy = self.e_prof[i] + (epochs - 1) * e_ep
+            time = self.t_prof[i] + (epochs - 1) * t_ep
+            # As the runner records it: the first epoch profiled, the rest held the JIT's limit.
+            steady = steady_state_cost([self.c_prof[i]] + [c_ep] * (epochs - 1), [True] + [False] * (epochs - 1), c_ep)
+        self.profiled[i] = True
+        cost = zeus_cost(energy, time, self.eta, self.max_power_w)
+        stopped = None if reached else ("max-epochs" if horizon >= self.max_epochs else "early-stop")
+        return TryRecord(rec, try_index, bs, self.limit[i], epochs, time, energy, cost, reached, stopped, steady_cost=steady)
+
+
+def own_bound(policy: Any, ctx: PolicyContext, batch_size: int, bound: float) -> float:
+    """``bound``, or the policy's own :class:`zeus_core.TryCostBound` when that is lower (as in the runner)."""
+    own = policy.try_cost_bound(ctx, batch_size) if isinstance(policy, TryCostBound) else None
+    return bound if own is None else min(bound, float(own))
+
+
 def simulate(
     wt: WorkloadTrace,
     policy: Any,
@@ -106,19 +170,8 @@ def simulate(
     batch_sizes: list[int] | None = None,
 ) -> SimResult:
     """Run ``job.recurrences`` recurrences of ``job`` on ``wt`` with ``policy`` choosing batch sizes."""
-    eta, beta, max_epochs = job.eta_knob, job.beta_knob, job.max_epochs
-    k = jit_knobs(wt, eta)
-    index = {int(b): i for i, b in enumerate(wt.batch_sizes)}
-    # Plain Python floats: the loop is scalar, and numpy scalars are slower there.
-    limit, e_ep, t_ep, c_ep = k.limit.tolist(), k.energy.tolist(), k.time.tolist(), k.cost.tolist()
-    e_prof, t_prof = k.profile_energy.tolist(), k.profile_time.tolist()
-    c_prof = [zeus_cost(e, t, eta, wt.max_power_w) for e, t in zip(e_prof, t_prof)]
-    bounded = isinstance(policy, TryCostBound)
-    paths = [p.tolist() for p in wt.paths]
-    n_paths = [len(p) for p in paths]
-    profiled = [False] * len(index)
+    tries = Tries(wt, job.eta_knob, job.max_epochs)
     rng = np.random.default_rng(job.seed)
-    maxp = wt.max_power_w
     bss = list(batch_sizes) if batch_sizes is not None else [int(b) for b in wt.batch_sizes]
 
     min_cost = math.inf
@@ -128,39 +181,17 @@ def simulate(
     for rec in range(1, n + 1):
         acc_c = acc_e = acc_t = 0.0
         for try_index in range(1, job.max_tries + 1):
-            ctx = PolicyContext(job, rec, try_index, min_cost, bss, default_batch_size, maxp)
+            ctx = PolicyContext(job, rec, try_index, min_cost, bss, default_batch_size, wt.max_power_w)
             bs = int(policy.choose(ctx))
-            i = index.get(bs)
-            if i is None:
-                raise SimulationError(f"the policy chose batch size {bs}, which the trace does not have ({bss})")
+            i = tries.position(bs, bss)
             # One path draw per try, before the horizon (the paper's order).
-            target = paths[i][int(rng.choice(n_paths[i], 1, replace=False)[0])] if n_paths[i] else math.nan
-            bound = beta * min_cost
+            target = tries.sample(i, rng)
             # The policy may stop its own (exploratory) tries sooner, as in the runner.
-            own_bound = policy.try_cost_bound(ctx, bs) if bounded else None
-            if own_bound is not None:
-                bound = min(bound, float(own_bound))
-            horizon = epochs_within(bound, c_ep[i], max_epochs)  # the runner's rule, in one step
-            if horizon <= 0:
-                record = TryRecord(rec, try_index, bs, limit[i], 0, 0.0, 0.0, 0.0, False, "never-ran")
-            else:
-                reached = target == target and target <= horizon
-                epochs = int(target) if reached else horizon
-                steady = None
-                if profiled[i]:
-                    energy, time = epochs * e_ep[i], epochs * t_ep[i]
-                else:
-                    energy = e_prof[i] + (epochs - 1) * e_ep[i]
-                    time = t_prof[i] + (epochs - 1) * t_ep[i]
-                    # As the runner records it: the first epoch profiled, the rest held the JIT's limit.
-                    steady = steady_state_cost([c_prof[i]] + [c_ep[i]] * (epochs - 1), [True] + [False] * (epochs - 1), c_ep[i])
-                profiled[i] = True
-                cost = zeus_cost(energy, time, eta, maxp)
-                stopped = None if reached else ("max-epochs" if horizon >= max_epochs else "early-stop")
-                record = TryRecord(rec, try_index, bs, limit[i], epochs, time, energy, cost, reached, stopped, steady_cost=steady)
-                acc_c += cost
-                acc_e += energy
-                acc_t += time
+            record = tries.run(rec, try_index, i, own_bound(policy, ctx, bs, job.beta_knob * min_cost), target)
+            if record.epochs > 0:
+                acc_c += record.cost
+                acc_e += record.energy_j
+                acc_t += record.time_s
             records.append(record)
             policy.observe(ctx, record)
             if record.reached:

@@ -45,10 +45,16 @@ class PerseusHooks:
         set_frequency: Callable[[int], Any],
         synchronize: Callable[[], Any] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        microbatches: list[int] | None = None,
     ) -> None:
+        """``microbatches``: the microbatch of each planned instruction; when given, an engine that
+        passes its microbatch to ``on_instruction_begin`` is held to it as well as to the name."""
         if not schedule:
             raise ScheduleError("the rank's schedule is empty")
+        if microbatches is not None and len(microbatches) != len(schedule):
+            raise ScheduleError(f"{len(microbatches)} microbatch indices for {len(schedule)} planned instructions")
         self.schedule = list(schedule)
+        self.microbatches = None if microbatches is None else [int(m) for m in microbatches]
         self._set = set_frequency
         self._sync = synchronize
         self._clock = clock
@@ -66,7 +72,7 @@ class PerseusHooks:
         self._pos = 0
         self._times = []
 
-    def on_instruction_begin(self, name: str) -> None:
+    def on_instruction_begin(self, name: str, microbatch: int | None = None) -> None:
         if not self._in_step:
             raise ScheduleError(f"on_instruction_begin({name!r}) outside a step; call on_step_begin first")
         if self._pos >= len(self.schedule):
@@ -74,6 +80,9 @@ class PerseusHooks:
         want, mhz = self.schedule[self._pos]
         if want != name:
             raise ScheduleError(f"instruction {self._pos} of the step is {want!r} in the plan, but the engine ran {name!r}")
+        if microbatch is not None and self.microbatches is not None and self.microbatches[self._pos] != microbatch:
+            raise ScheduleError(f"instruction {self._pos} of the step is the {want} of microbatch "
+                                f"{self.microbatches[self._pos]} in the plan, but the engine ran microbatch {microbatch}")
         if self._sync is not None:
             self._sync()  # the previous instruction's kernels finish at their own clock
         self._set(mhz)
@@ -88,6 +97,13 @@ class PerseusHooks:
         self._times.append((name, self.schedule[self._pos][1], self._clock() - started))
         self._open = None
         self._pos += 1
+
+    def abort_step(self) -> None:
+        """Forget a step the engine left half-done (it raised): the next ``on_step_begin`` starts afresh."""
+        self._in_step = False
+        self._open = None
+        self._pos = 0
+        self._times = []
 
     def on_step_end(self) -> None:
         if self._pos != len(self.schedule):

@@ -5,7 +5,7 @@
 instrumented for Perseus is profiled by handing it these hooks instead. It
 locks one clock per block of ``warmup_steps + profile_steps`` steps, highest
 first; in the profiled steps each instruction is one measurement window of the
-core's :class:`~zeus_core.measurement.Monitor` (synchronised with the
+core's :class:`zeus_core.Monitor` (synchronised with the
 accelerator at both edges, so its kernels are paid for by its own window).
 Time and energy are averaged per (instruction, clock) over every microbatch of
 the profiled steps. After the last clock, or once the energy of every
@@ -101,7 +101,7 @@ class OnlineProfiler:
         if not self.done and self._step == 0:
             self._set(self.frequencies[self._index])
 
-    def on_instruction_begin(self, name: str) -> None:
+    def on_instruction_begin(self, name: str, microbatch: int | None = None) -> None:
         if not self._in_step:
             raise ScheduleError(f"on_instruction_begin({name!r}) outside a step; call on_step_begin first")
         if self._open is not None:
@@ -131,6 +131,12 @@ class OnlineProfiler:
         self._step += 1
         if self._step == self.warmup_steps + self.profile_steps:
             self._next_frequency()
+
+    def abort_step(self) -> None:
+        """The engine raised mid-step: end the sweep, which resets the clocks (what was measured is kept)."""
+        self._in_step = False
+        self._open = None
+        self.close()
 
     # -- sweep --
 

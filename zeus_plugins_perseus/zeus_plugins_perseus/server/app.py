@@ -6,26 +6,36 @@
     POST /jobs/{job_id}/profile      ProfileUpload    -> {"rows", "stage", "profile_complete"}
     GET  /jobs/{job_id}/profile.csv                   -> the merged uploads in the profile CSV format
     GET  /jobs/{job_id}                               -> status
+    DELETE /jobs/{job_id}                             -> forget a finished job (and its dump folder)
     GET  /health                                      -> {"status": "ok"}
 
 With a token every request, ``/health`` included, needs ``Authorization:
 Bearer <token>``. Request bodies are validated by pydantic (422 names the bad
-field); a request that cannot be served in the job's state answers 400, 404 or
-409 with ``{"detail": message}``. Plain ``def`` endpoints run in FastAPI's
+field; NaN, infinities and values no pipeline has are refused); a body larger
+than the server's ``max_body_bytes`` is refused unread (413, FastAPI's own
+limit); a request beyond the server's other limits answers 422, or 429 when it
+holds as many jobs as it may; a request that cannot be served in the job's
+state answers 400, 404 or 409 with ``{"detail": message}``. Plain ``def`` endpoints run in FastAPI's
 thread pool, so planning a large frontier does not stall other requests.
 """
 
 from __future__ import annotations
 
+import math
 import secrets
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from zeus_plugins_perseus.schedule import SCHEDULES
 from zeus_plugins_perseus.server.jobs import JobError, JobManager
+
+SCHEDULE_NAMES = tuple(SCHEDULES)
 
 API_VERSION = 1
 
@@ -34,39 +44,61 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not silently ignored
 
 
+# Bounds of the schema: past them a value cannot be a real pipeline's, and it could make the
+# planner allocate or loop without end (a time of 1e300 s, a unit of 1e-300 s). The server's
+# configurable limits (ServerLimits) come on top. NaN and infinities are refused everywhere.
+_MHZ = Field(gt=0, le=10_000, description="SM clock (MHz)")
+_Key = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+_Value = Annotated[str, StringConstraints(max_length=256)]
+_Rank = Annotated[int, Field(ge=0, le=1 << 20)]
+_Degree = Annotated[int, Field(ge=1, le=1 << 20)]
+
+
 class JobSpec(_Strict):
-    pp_degree: int = Field(ge=1, description="pipeline stages")
-    dp_degree: int = Field(1, ge=1)
-    tp_degree: int = Field(1, ge=1)
-    world_size: int = Field(ge=1, description="pp_degree x dp_degree x tp_degree")
-    microbatches: int = Field(ge=1)
-    schedule: Literal["1f1b", "gpipe"] = "1f1b"
-    deadline_s: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
-    max_slowdown: Optional[float] = Field(None, ge=1, allow_inf_nan=False)
-    blocking_power_w: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
-    unit_time_s: Optional[float] = Field(None, gt=0, allow_inf_nan=False)
+    pp_degree: int = Field(ge=1, le=1024, description="pipeline stages")
+    dp_degree: _Degree = 1
+    tp_degree: _Degree = 1
+    world_size: int = Field(ge=1, le=1 << 20, description="pp_degree x dp_degree x tp_degree")
+    microbatches: int = Field(ge=1, le=1 << 16)
+    schedule: Literal[SCHEDULE_NAMES] = "1f1b"
+    deadline_s: Optional[float] = Field(None, gt=0, le=1e5, allow_inf_nan=False)
+    max_slowdown: Optional[float] = Field(None, ge=1, le=100, allow_inf_nan=False)
+    blocking_power_w: Optional[float] = Field(None, ge=0, le=10_000, allow_inf_nan=False)
+    unit_time_s: Optional[float] = Field(None, ge=1e-5, le=1, allow_inf_nan=False)
     model: Optional[Literal["measured", "exponential"]] = None
-    metadata: dict[str, str] = Field(default_factory=dict)
+    metadata: dict[_Key, _Value] = Field(default_factory=dict, max_length=32)
 
 
 class RankInfo(_Strict):
-    rank: int = Field(ge=0)
-    pp_rank: int = Field(ge=0)
-    dp_rank: int = Field(0, ge=0)
-    tp_rank: int = Field(0, ge=0)
-    available_frequencies: list[int] = Field(default_factory=list, description="SM clocks (MHz) the GPU supports")
+    rank: _Rank
+    pp_rank: _Rank
+    dp_rank: _Rank = 0
+    tp_rank: _Rank = 0
+    available_frequencies: list[Annotated[int, _MHZ]] = Field(
+        default_factory=list, max_length=1024, description="SM clocks (MHz) the GPU supports")
 
 
 class ProfileRow(_Strict):
-    instruction: str = Field(min_length=1)
-    frequency: int = Field(gt=0)
-    time: float = Field(gt=0, allow_inf_nan=False)
-    energy: float = Field(ge=0, allow_inf_nan=False)
+    instruction: Literal["forward", "backward"]
+    frequency: int = _MHZ
+    time: float = Field(gt=0, le=60, allow_inf_nan=False, description="seconds per microbatch")
+    energy: float = Field(ge=0, le=1e6, allow_inf_nan=False, description="joules per microbatch")
 
 
 class ProfileUpload(_Strict):
-    rank: int = Field(ge=0)
-    rows: list[ProfileRow] = Field(min_length=1)
+    rank: _Rank
+    rows: list[ProfileRow] = Field(min_length=1, max_length=4096)
+
+
+def _json_safe(value):
+    """``value`` with every non-finite float replaced by its name (``"nan"``, ``"inf"``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def create_app(manager: JobManager, token: str | None = None) -> FastAPI:
@@ -84,8 +116,15 @@ def create_app(manager: JobManager, token: str | None = None) -> FastAPI:
                 headers={"WWW-Authenticate": "Bearer"},
             )
 
-    app = FastAPI(title="zeus perseus plan server", version=str(API_VERSION), dependencies=[Depends(authorize)])
+    app = FastAPI(title="zeus perseus plan server", version=str(API_VERSION), dependencies=[Depends(authorize)],
+                  max_body_size=manager.limits.max_body_bytes)
     app.state.manager = manager
+
+    @app.exception_handler(RequestValidationError)
+    def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes each bad input back; a NaN or an infinity (which Python's
+        # JSON parser accepts) cannot be encoded in the answer, and that made a 422 a 500.
+        return JSONResponse(status_code=422, content={"detail": _json_safe(jsonable_encoder(exc.errors()))})
 
     @app.exception_handler(JobError)
     def job_error(_request: Request, exc: JobError) -> JSONResponse:
@@ -107,8 +146,12 @@ def create_app(manager: JobManager, token: str | None = None) -> FastAPI:
     def register_rank(job_id: str, info: RankInfo) -> dict:
         return manager.register_rank(job_id, info.model_dump())
 
+    @app.delete("/jobs/{job_id}")
+    def delete_job(job_id: str) -> dict:
+        return manager.delete_job(job_id)
+
     @app.get("/jobs/{job_id}/schedule")
-    def schedule(job_id: str, rank: int) -> dict:
+    def schedule(job_id: str, rank: Annotated[int, Query(ge=0, le=1 << 20)]) -> dict:
         return manager.schedule(job_id, rank)
 
     @app.post("/jobs/{job_id}/profile")

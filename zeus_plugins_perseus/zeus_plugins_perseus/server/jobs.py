@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -24,8 +25,8 @@ from typing import Any
 
 import attrs
 
-from zeus_plugins_perseus.planner import PlanSet, plan_frontier
-from zeus_plugins_perseus.profile import REQUIRED_COLUMNS, InstructionProfile, ProfileError
+from zeus_plugins_perseus.planner import PlanSet, plan_frontier, plan_text
+from zeus_plugins_perseus.profile import REQUIRED_COLUMNS, InstructionProfile
 from zeus_plugins_perseus.schedule import BACKWARD, FORWARD
 
 
@@ -41,6 +42,44 @@ class NotFound(JobError):
 
 class Conflict(JobError):
     status = 409
+
+
+class TooLarge(JobError):
+    """A request within the schema but beyond the server's configured limits."""
+
+    status = 422
+
+
+class TooMany(JobError):
+    """The server holds as many jobs as it may; idle ones are dropped after ``job_idle_s``."""
+
+    status = 429
+
+
+@attrs.frozen
+class ServerLimits:
+    """What one client may make the server hold or compute (``zeus perseus serve --max-...``).
+
+    The plan server is reachable by every rank of a cluster, so no request may
+    make it hold unbounded memory, write unbounded files or plan an arbitrarily
+    large pipeline. Request bodies past ``max_body_bytes`` are refused by
+    FastAPI (413) before they are parsed; the rest is checked per request (422)
+    or when a job is registered (429 when ``max_jobs`` jobs are held and none
+    has been idle for ``job_idle_s``). Each job's dump folder holds at most
+    three files, rewritten in place, and goes when the job does.
+    """
+
+    max_body_bytes: int = attrs.field(default=1 << 20, validator=attrs.validators.ge(1024))
+    max_jobs: int = attrs.field(default=256, validator=attrs.validators.ge(1))
+    job_idle_s: float = attrs.field(default=7 * 86400.0, validator=attrs.validators.gt(0))
+    max_stages: int = attrs.field(default=128, validator=attrs.validators.ge(1))
+    max_microbatches: int = attrs.field(default=512, validator=attrs.validators.ge(1))
+    max_world_size: int = attrs.field(default=1 << 16, validator=attrs.validators.ge(1))
+    #: instructions per iteration (2 x stages x microbatches): the planner's time and memory grow with it
+    max_instructions: int = attrs.field(default=8192, validator=attrs.validators.ge(2))
+    #: an instruction's slowest time over ``unit_time_s``: the length of its cost table
+    max_units_per_instruction: int = attrs.field(default=100_000, validator=attrs.validators.ge(1))
+    max_profile_rows: int = attrs.field(default=1 << 15, validator=attrs.validators.ge(1))
 
 
 @attrs.frozen
@@ -90,8 +129,10 @@ class Job:
 class JobManager:
     """Thread-safe registry of jobs (FastAPI runs plain ``def`` endpoints in a thread pool)."""
 
-    def __init__(self, defaults: PlannerDefaults | None = None, dump_dir: str | Path | None = None) -> None:
+    def __init__(self, defaults: PlannerDefaults | None = None, dump_dir: str | Path | None = None,
+                 limits: ServerLimits | None = None) -> None:
         self.defaults = defaults or PlannerDefaults()
+        self.limits = limits or ServerLimits()
         self.dump_dir = Path(dump_dir) if dump_dir is not None else None
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
@@ -107,11 +148,43 @@ class JobManager:
             raise JobError(f"world_size {spec['world_size']} must equal pp_degree x dp_degree x tp_degree = {pp * dp * tp}")
         if spec.get("deadline_s") is not None and spec.get("max_slowdown") is not None:
             raise JobError("give deadline_s or max_slowdown, not both")
+        lim = self.limits
+        for key, value, most in (("pp_degree", pp, lim.max_stages), ("microbatches", spec["microbatches"], lim.max_microbatches),
+                                 ("world_size", spec["world_size"], lim.max_world_size)):
+            if value > most:
+                raise TooLarge(f"{key} {value} is above this server's limit of {most}")
+        if 2 * pp * spec["microbatches"] > lim.max_instructions:
+            raise TooLarge(f"{pp} stages x {spec['microbatches']} microbatches make {2 * pp * spec['microbatches']} "
+                           f"instructions per iteration, above this server's limit of {lim.max_instructions}")
         job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-pp{pp}-dp{dp}-tp{tp}-{secrets.token_hex(4)}"
         with self._lock:
+            if len(self._jobs) >= lim.max_jobs:
+                self._drop_idle()
+            if len(self._jobs) >= lim.max_jobs:
+                raise TooMany(f"the server holds {len(self._jobs)} jobs, its limit; DELETE /jobs/{{id}} of finished "
+                              f"jobs, or wait: jobs idle for {lim.job_idle_s:g} s are dropped")
             self._jobs[job_id] = Job(job_id, dict(spec))
         self._dump(job_id, "job.json", json.dumps(spec, indent=1))
         return job_id
+
+    def _drop_idle(self) -> None:
+        """Forget jobs unseen for ``job_idle_s`` (under the manager's lock), with their dump folders."""
+        cutoff = time.time() - self.limits.job_idle_s
+        for job_id in [j for j, job in self._jobs.items() if job.last_seen < cutoff]:
+            self._forget(job_id)
+
+    def _forget(self, job_id: str) -> None:
+        del self._jobs[job_id]
+        if self.dump_dir is not None:
+            shutil.rmtree(self.dump_dir / job_id, ignore_errors=True)
+
+    def delete_job(self, job_id: str) -> dict[str, Any]:
+        """Forget a finished job and its dump folder."""
+        with self._lock:
+            if job_id not in self._jobs:
+                raise NotFound(f"no job {job_id!r}")
+            self._forget(job_id)
+        return {"deleted": job_id}
 
     def job(self, job_id: str) -> Job:
         job = self._jobs.get(job_id)
@@ -148,6 +221,10 @@ class JobManager:
             raise NotFound(f"rank {rank} is not registered in job {job_id}; POST /jobs/{job_id}/ranks first")
         stage = info["pp_rank"]
         with job.lock:
+            new_keys = {(stage, r["instruction"], int(r["frequency"])) for r in rows} - job.uploads.keys()
+            if len(job.uploads) + len(new_keys) > self.limits.max_profile_rows:
+                raise TooLarge(f"job {job_id} would hold {len(job.uploads) + len(new_keys)} profile rows, above this "
+                               f"server's limit of {self.limits.max_profile_rows} (one per stage, instruction and clock)")
             for r in rows:
                 job.uploads.setdefault((stage, r["instruction"], int(r["frequency"])), {})[rank] = (
                     float(r["time"]), float(r["energy"]))
@@ -183,22 +260,28 @@ class JobManager:
         if blocking is None:
             raise JobError("blocking_power_w is unknown: give it when registering the job or start the server "
                            "with --blocking-power-w")
+        unit = s.get("unit_time_s") or d.unit_time_s
+        slowest = max(float(o.time.max()) for o in profile.options.values())
+        if slowest / unit > self.limits.max_units_per_instruction:
+            raise TooLarge(f"an instruction of the {source} profile takes {slowest:g} s, "
+                           f"{slowest / unit:.0f} units of unit_time_s = {unit:g} s; this server plans at most "
+                           f"{self.limits.max_units_per_instruction} per instruction: register with a larger unit_time_s")
         try:
             plans = plan_frontier(
                 profile,
                 stages=job.stages,
                 microbatches=s["microbatches"],
                 schedule=s["schedule"],
-                unit_time_s=s.get("unit_time_s") or d.unit_time_s,
+                unit_time_s=unit,
                 blocking_power_w=blocking,
                 model=s.get("model") or d.model,
             )
-        except ProfileError as e:
+        except ValueError as e:  # ProfileError, or a profile the model cannot fit or plan
             raise Conflict(f"cannot plan job {job.job_id} on the {source} profile: {e}") from None
         job.plans = plans
         job.chosen = plans.choose(deadline_s=s.get("deadline_s"), max_slowdown=s.get("max_slowdown"))
         job.plan_source = source
-        self._dump(job.job_id, "plan.json", json.dumps(plans.plan_json(job.chosen), indent=1))
+        self._dump(job.job_id, "plan.json", plan_text(plans.plan_json(job.chosen)))
 
     def schedule(self, job_id: str, rank: int) -> dict[str, Any]:
         job = self.job(job_id)
@@ -212,6 +295,7 @@ class JobManager:
             entry = ps.plan_json(k)
         insts = entry["stages"][stage]["instructions"]
         freqs = entry["stages"][stage]["frequencies"]
+        mbs = entry["stages"][stage]["microbatches"]
         available = set(info.get("available_frequencies") or ())
         missing = sorted({f for f in freqs if available and f not in available}, reverse=True)
         if missing:
@@ -232,6 +316,10 @@ class JobManager:
             "max_frequency_time_s": ps.max_freq_time_s,
             "max_frequency_energy_j": ps.max_freq_energy_j,
             "schedule": [[i, int(f)] for i, f in zip(insts, freqs)],
+            # the microbatch of each instruction: a rank checks them against the order its engine runs
+            "microbatches": [int(m) for m in mbs],
+            "schedule_name": job.spec["schedule"],
+            "stages_count": job.stages,
         }
 
     def status(self, job_id: str) -> dict[str, Any]:

@@ -1,0 +1,231 @@
+"""``[profiler] plugin = "alibaba"``: ``zeus run`` replays a group file under each in-flight rule.
+
+A planner part: it runs once per ``zeus run``, before (and instead of) any
+recurrence, and reports like the single-job trace workload does: totals against
+the default and the oracle, per group and over all groups, a table of every try,
+and a plot. The batch-size policy is the job's own ``[batch_size]`` part, built
+through its registration once per group (a fresh policy per recurring job, seeded
+by the group), so any registered policy replays; the GPU is the ``[device]``
+trace device's.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from zeus_core import BuildContext, ComparisonRow, atomic_path, comparison_table, savings, write_atomic
+
+from zeus_plugins_trace.device import TraceDevice
+from zeus_plugins_trace.groups import Group, groups_csv, read_groups
+from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions
+from zeus_plugins_trace.replay import GroupResult, replay_group
+from zeus_plugins_trace.traces import TraceError, WorkloadTrace, select
+from zeus_plugins_trace.workload import load_trace_set
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from zeus_core import JobSummary
+
+
+def load_workload_traces(options: AlibabaReplayOptions, gpu: str, job_dir: Path) -> dict[str, WorkloadTrace]:
+    """Each workload's arrays on ``gpu``, from the trace folder or the synthetic model."""
+    traces = load_trace_set(options.traces, options.traces_seed, gpu, job_dir)
+    return {w.dataset: select(traces, w.dataset, w.model, w.optimizer, w.target_metric) for w in options.workloads}
+
+
+def load_groups(options: AlibabaReplayOptions, job_dir: Path) -> tuple[list[Group], dict[str, dict[str, str]], str]:
+    """(groups, extra columns per group, where they came from)."""
+    datasets = [w.dataset for w in options.workloads]
+    if options.groups == "synthetic":
+        from zeus_plugins_trace.groupsynth import synthesize
+
+        groups, patterns = synthesize(options.synthetic_groups, options.groups_seed, tuple(datasets))
+        return groups, {g: {"pattern": p} for g, p in patterns.items()}, f"synthetic groups (seed {options.groups_seed})"
+    path = Path(options.groups).expanduser()
+    path = path if path.is_absolute() else job_dir / path
+    return read_groups(path, datasets), {}, str(path)
+
+
+class AlibabaReplay:
+    """Replays every group of a group file under each in-flight rule (see :mod:`zeus_plugins_trace.replay`)."""
+
+    def __init__(self, options: AlibabaReplayOptions, context: BuildContext) -> None:
+        self.options = options
+        self.context = context
+        spec = context.spec
+        device = context.parts.get("device")
+        if not isinstance(device, TraceDevice):
+            raise ValueError('the alibaba replay runs on the trace device: add [device] plugin = "trace" (its gpu is replayed)')
+        if spec is None or "batch_size" not in spec.parts:
+            raise ValueError('the alibaba replay needs the batch-size policy to replay: add a [batch_size] table (e.g. plugin = "mab")')
+        self.gpu = device.gpu
+        self.policy_part = spec.parts["batch_size"]
+        self.results: list[GroupResult] = []
+        self.groups: list[Group] = []
+        self.extra: dict[str, dict[str, str]] = {}
+        self.source = ""
+        self.synthetic_traces = options.traces == "synthetic"
+
+    def make_policy(self, wt: WorkloadTrace) -> Callable[[int], Any]:
+        """A factory of fresh policies for groups replayed on ``wt``, seeded per group (``job.seed``);
+        built like the runner builds a part, with a trace device that can predict epochs."""
+        ctx, part = self.context, self.policy_part
+        device = TraceDevice(TraceDeviceOptions(gpu=self.gpu))
+        device.attach(wt)
+
+        def make(seed: int) -> Any:
+            spec = attrs.evolve(ctx.spec, job=attrs.evolve(ctx.spec.job, seed=seed))
+            return part.registration.factory(part.options, BuildContext(spec, None, ctx.console, ctx.registry, {"device": device}))
+
+        return make
+
+    def plan(self, ctx: BuildContext) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        try:
+            traces = load_workload_traces(self.options, self.gpu, ctx.job_dir)
+            self.groups, self.extra, self.source = load_groups(self.options, ctx.job_dir)
+        except TraceError as e:
+            raise ValueError(str(e)) from None
+        job = ctx.spec.job
+        settings = {w.dataset: w for w in self.options.workloads}
+        makers = {d: self.make_policy(wt) for d, wt in traces.items()}
+        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=ctx.console, transient=True) as progress:
+            for rule in self.options.inflight:
+                task = progress.add_task(f"groups, in-flight rule {rule}", total=len(self.groups))
+                for g in self.groups:
+                    w = settings[g.dataset]
+                    gjob = attrs.evolve(job, target_metric=w.target_metric, max_epochs=w.max_epochs)
+                    self.results.append(replay_group(g, traces[g.dataset], makers[g.dataset], gjob, w.default_batch_size, rule))
+                    progress.advance(task)
+
+    # -- results --
+
+    def totals(self) -> dict[str, dict[str, float]]:
+        """Totals over all groups: each rule's, and the default's and oracle's over the same jobs."""
+        out: dict[str, dict[str, float]] = {}
+        for r in self.results:
+            for name, t in ((r.rule, r.totals()), ("default", r.baseline_totals("default")), ("oracle", r.baseline_totals("oracle"))):
+                if name in ("default", "oracle") and r.rule != self.options.inflight[0]:
+                    continue  # the baselines do not depend on the rule: count each group once
+                acc = out.setdefault(name, {"energy_j": 0.0, "time_s": 0.0, "cost": 0.0})
+                for k, v in t.items():
+                    acc[k] += v
+        return out
+
+    def summary(self, _job: JobSummary | None = None) -> dict[str, Any]:
+        totals = self.totals()
+        return {
+            "groups": self.source,
+            "synthetic_groups": self.options.groups == "synthetic",
+            "traces": "synthetic" if self.synthetic_traces else self.options.traces,
+            "gpu": self.gpu,
+            "group_count": len(self.groups),
+            "jobs": sum(len(g.jobs) for g in self.groups),
+            "default": totals["default"],
+            "oracle": totals["oracle"],
+            "rules": {
+                rule: {**totals[rule], "vs_default": savings(totals[rule], totals["default"]),
+                       "vs_oracle": savings(totals[rule], totals["oracle"])}
+                for rule in self.options.inflight
+            },
+        }
+
+    def report(self, console: Console, _job: JobSummary | None = None) -> None:
+        totals = self.totals()
+        kind = "synthetic " if self.options.groups == "synthetic" else ""
+        trace = "synthetic trace" if self.synthetic_traces else f"trace {self.options.traces}"
+        how = {"paper": "policy when nothing in flight", "improved": "policy when none of its own in flight"}
+        rows = [ComparisonRow(f"rule {rule}", f"{how[rule]}; others: cheapest run", totals[rule]) for rule in self.options.inflight]
+        rows += [ComparisonRow("default", "user's batch size, max power (expected)", totals["default"]),
+                 ComparisonRow("oracle", "best fixed knobs (expected)", totals["oracle"])]
+        console.print(comparison_table(
+            f"{len(self.groups)} {kind}groups, {sum(len(g.jobs) for g in self.groups)} jobs on {self.gpu} ({trace})",
+            rows, base=totals["default"], reference=totals["oracle"],
+        ))
+        console.print("savings are against the default; regret is the extra cost over the oracle; "
+                      "per group: group_results.csv (--output)")
+
+    def write_outputs(self, out_dir: Path, _job: JobSummary | None = None) -> list[Path]:
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = [write_atomic(out_dir / "groups.csv", groups_csv(self.groups, self.extra)),
+                   write_atomic(out_dir / "group_results.csv", self._group_results_csv()),
+                   write_atomic(out_dir / "tries.csv", self._tries_csv())]
+        written.append(self._plot(out_dir / "energy_over_time.png"))
+        return written
+
+    def _group_results_csv(self) -> str:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["rule", "group", "dataset", "jobs", "tries", "policy_tries", "energy_j", "time_s", "cost",
+                    "default_energy_j", "default_time_s", "default_cost", "oracle_energy_j", "oracle_time_s", "oracle_cost",
+                    "cost_saved_vs_default", "regret_vs_oracle"])
+        for r in self.results:
+            t, d, o = r.totals(), r.baseline_totals("default"), r.baseline_totals("oracle")
+            w.writerow([r.rule, r.group, r.dataset, r.jobs, len(r.tries), sum(x.chooser == "policy" for x in r.tries),
+                        *(repr(v) for v in (t["energy_j"], t["time_s"], t["cost"], d["energy_j"], d["time_s"], d["cost"],
+                                            o["energy_j"], o["time_s"], o["cost"], 1 - t["cost"] / d["cost"], t["cost"] / o["cost"] - 1))])
+        return buf.getvalue()
+
+    def _tries_csv(self) -> str:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["rule", "group", "job", "try", "start_time", "end_time", "in_flight", "chosen_by", "batch_size",
+                    "power_limit", "epochs", "reached", "stopped", "runtime_ratio", "energy_j", "time_s", "cost"])
+        for r in self.results:
+            for t in sorted(r.tries, key=lambda t: (t.start, t.record.recurrence, t.record.try_index)):
+                rec = t.record
+                w.writerow([r.rule, r.group, rec.recurrence, rec.try_index, repr(t.start), repr(t.end), t.in_flight, t.chooser,
+                            rec.batch_size, rec.power_limit, rec.epochs, rec.reached, rec.stopped or "", repr(t.runtime_ratio),
+                            repr(t.energy_j), repr(t.time_s), repr(t.cost)])
+        return buf.getvalue()
+
+    def _plot(self, path: Path) -> Path:
+        """Cumulative energy over the cluster's clock: each rule's tries at their end, the
+        baselines' expected energy per job at the job's end."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        t0 = min(g.jobs[0].start for g in self.groups)
+
+        def draw(ends: list[float], energy: list[float], label: str, **style: Any) -> None:
+            order = np.argsort(ends, kind="stable")
+            x = (np.asarray(ends)[order] - t0) / 86400.0
+            ax.step(x, np.cumsum(np.asarray(energy)[order]) / 3.6e9, where="post", label=label, **style)
+
+        for rule in self.options.inflight:
+            tries = [t for r in self.results if r.rule == rule for t in r.tries]
+            draw([t.end for t in tries], [t.energy_j for t in tries], f"rule {rule}")
+        first = [r for r in self.results if r.rule == self.options.inflight[0]]
+        by_group = {g.id: g for g in self.groups}
+        for which, style in (("default", {"color": "tab:red", "ls": "--"}), ("oracle", {"color": "tab:green", "ls": "--"})):
+            ends, energy = [], []
+            for r in first:
+                b = r.default if which == "default" else r.oracle
+                for j in by_group[r.group].jobs:
+                    ends.append(j.end)
+                    energy.append(b.energy_j * j.runtime_ratio)
+            draw(ends, energy, f"{which} (expected)", **style)
+        ax.set_xlabel("cluster time (days)")
+        ax.set_ylabel("cumulative energy (MWh)")
+        synthetic = " (synthetic groups)" if self.options.groups == "synthetic" else ""
+        ax.set_title(f"{len(self.groups)} recurring groups on {self.gpu}{synthetic}")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+        plt.close(fig)
+        return path

@@ -1,0 +1,89 @@
+"""`zeus run examples/alibaba/job.toml`: what it writes, and that the written group file replays the same."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from zeus_core import cli as zcli
+from zeus_core import registry as zreg
+from zeus_plugins_mab import plugin as mab_plugin
+from zeus_plugins_trace import plugin as trace_plugin
+from zeus_plugins_trace.groups import read_groups
+
+REPO = Path(__file__).resolve().parents[2]
+JOB = REPO / "examples" / "alibaba" / "job.toml"
+
+
+@pytest.fixture(scope="module")
+def reg():
+    return zreg.load(entry_points=False, extra_plugins=[("trace", trace_plugin), ("mab", mab_plugin)])
+
+
+def zeus(reg, *args):
+    return CliRunner().invoke(zcli.cli, list(args), obj={"registry": reg})
+
+
+def table(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def run(reg, tmp_path_factory):
+    out = tmp_path_factory.mktemp("alibaba") / "out"
+    res = zeus(reg, "run", str(JOB), "--output", str(out), "--set", "profiler.synthetic_groups=6")
+    assert res.exit_code == 0, res.output
+    return out, res.output
+
+
+def test_outputs_per_group_and_total_against_default_and_oracle(run):
+    out, output = run
+    summary = json.loads((out / "summary.json").read_text())["profiler"]
+    assert summary["group_count"] == 6 and summary["synthetic_groups"] and summary["gpu"] == "v100"
+    results = table(out / "group_results.csv")
+    assert [r["rule"] for r in results] == ["paper"] * 6 + ["improved"] * 6
+    for rule in ("paper", "improved"):
+        mine = [r for r in results if r["rule"] == rule]
+        total = summary["rules"][rule]
+        # the totals are the per-group sums, and savings are against those of the baselines
+        assert total["cost"] == pytest.approx(sum(float(r["cost"]) for r in mine))
+        assert summary["default"]["cost"] == pytest.approx(sum(float(r["default_cost"]) for r in mine))
+        assert total["vs_default"]["cost_saved"] == pytest.approx(1 - total["cost"] / summary["default"]["cost"])
+        assert total["vs_oracle"]["regret"] == pytest.approx(total["cost"] / summary["oracle"]["cost"] - 1)
+        assert all(float(r["oracle_cost"]) <= float(r["default_cost"]) for r in mine)
+    tries = table(out / "tries.csv")
+    for r in results:  # a group's totals are its tries', scaled by runtime_ratio
+        mine = [t for t in tries if t["rule"] == r["rule"] and t["group"] == r["group"]]
+        assert len(mine) == int(r["tries"]) and float(r["cost"]) == pytest.approx(sum(float(t["cost"]) for t in mine))
+        assert sum(t["chosen_by"] == "policy" for t in mine) == int(r["policy_tries"])
+    # a try submitted while nothing of its group ran was the policy's under both rules
+    assert all(t["chosen_by"] == "policy" for t in tries if t["in_flight"] == "0")
+    assert (out / "energy_over_time.png").read_bytes()[:4] == b"\x89PNG"
+    assert "rule paper" in output and "rule improved" in output and "oracle" in output
+
+
+def test_the_written_group_file_replays_the_same(reg, run, tmp_path):
+    out, _ = run
+    groups = read_groups(out / "groups.csv")
+    assert len(groups) == 6 and (out / "groups.csv").read_text().splitlines()[0].endswith(",pattern")
+    res = zeus(reg, "run", str(JOB), "--output", str(tmp_path), "--set", f'profiler.groups="{out / "groups.csv"}"')
+    assert res.exit_code == 0, res.output
+    assert table(tmp_path / "group_results.csv") == table(out / "group_results.csv")
+    assert not json.loads((tmp_path / "summary.json").read_text())["profiler"]["synthetic_groups"]
+
+
+def test_job_errors_name_the_field(reg, tmp_path):
+    res = zeus(reg, "validate", str(JOB), "--set", 'profiler.inflight=["paper","fifo"]', "--set", "profiler.groupz=1")
+    assert res.exit_code == 2
+    text = " ".join(res.output.split())
+    assert "@ $.profiler.inflight" in text and "unknown key 'groupz' (did you mean 'groups'?)" in text
+    res = zeus(reg, "validate", str(JOB), "--set", 'profiler.traces="nowhere"')
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "trace folder" in text and "does not exist" in text and "@ $.profiler.traces" in text
+    res = zeus(reg, "run", str(JOB), "--set", "batch_size=false")
+    assert res.exit_code == 2
