@@ -222,3 +222,30 @@ def test_text_comes_back_as_text_from_a_sql_ascii_database(pg_server):
             tx.set_identity({"job": {"name": "a"}})
         (t,) = s.tries()
         assert t.stopped == "early-stop" and t.extra == {"k": "é"} and s.identity() == {"job": {"name": "a"}}
+
+
+def test_store_commands_check_export_and_import_a_job_of_a_shared_database(pg_server, tmp_path):
+    url = pg_server.url(pg_server.create_database())
+    with open_store(url, job="a") as s, s.transaction() as tx:
+        tx.set_identity({"job": {"eta_knob": 0.5}})
+        tx.add_try(_rec(1))
+        tx.set("runner", {"next_recurrence": 2, "min_cost": 1500.0})
+
+    def zeus(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "zeus_core.cli", "store", *args], capture_output=True, text=True,
+                              cwd=tmp_path, env={**os.environ, "COLUMNS": "400"})
+
+    r = zeus("check", url, "--job", "a")
+    assert r.returncode == 0 and "1 tries" in r.stdout and "migrated" not in r.stdout and PASSWORD not in r.stdout
+    r = zeus("check", url)
+    assert r.returncode == 2 and "no job name was given" in r.stderr and PASSWORD not in r.stderr
+    r = zeus("export", url, "--job", "a", "-o", str(tmp_path / "a.json"))
+    assert r.returncode == 0, r.stderr
+    assert zeus("import", str(tmp_path / "a.json"), url, "--job", "b").returncode == 0  # a copy, as another job
+    assert zeus("import", str(tmp_path / "a.json"), str(tmp_path / "a.sqlite")).returncode == 0  # and as a SQLite file
+    r = zeus("import", str(tmp_path / "a.json"), url, "--job", "a")
+    assert r.returncode == 2 and "already holds a job" in r.stderr
+    for where, job in ((url, "b"), (str(tmp_path / "a.sqlite"), None)):
+        with open_store(where, job=job) as s:
+            assert s.tries() == [_rec(1)] and s.identity() == {"job": {"eta_knob": 0.5}}
+            assert s.get("runner") == {"next_recurrence": 2, "min_cost": 1500.0}
