@@ -67,3 +67,32 @@ def _isolated_state(tmp_path, monkeypatch):
     monkeypatch.delenv("ZEUS_TRACE_PLUGINS", raising=False)
     monkeypatch.delenv("ZEUS_DAEMON_SOCKET", raising=False)  # a developer's daemon must not serve the tests
     monkeypatch.chdir(tmp_path)
+
+
+def _pg_server():
+    """A new PostgreSQL server, removed (stopped) when the fixture using it ends, however it ends."""
+    from pg_server import PgServer, find_bin
+
+    if find_bin("initdb") is None:
+        pytest.skip("PostgreSQL server programs (initdb, pg_ctl) not found; .ci/run installs them (apt-get install postgresql)")
+    with PgServer.start_new() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server on loopback for the whole session (tests that stop or restart a
+    server use ``own_pg_server``)."""
+    yield from _pg_server()
+
+
+@pytest.fixture
+def own_pg_server():
+    """A PostgreSQL server of this test alone (it may stop and restart it)."""
+    yield from _pg_server()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A URL (with its password) of a new, empty database on the session's server."""
+    return pg_server.url(pg_server.create_database())

@@ -68,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "JobError": "zeus_core.job",
     "PluginError": "zeus_core.registry",
     "StoreError": "zeus_core.store",
+    "StoreUnavailable": "zeus_core.store",
     "AllocationError": "zeus_core.allocation",
     "DeviceOpenError": "zeus_core.devices",
     "RestoreError": "zeus_core.journal",
@@ -130,14 +131,23 @@ _EXPORTS: dict[str, str] = {
     "TrainerCallbackMixin": "zeus_core.trainer",
     "counted_energy": "zeus_core.optimizers",
     "JobHistory": "zeus_core.trials",
-    "Trial": "zeus_core.trials",
-    "Trials": "zeus_core.trials",
     # ranks of one job
     "ProcessGroup": "zeus_core.ranks",
     "process_group": "zeus_core.ranks",
     "combine_measurements": "zeus_core.ranks",
     "capability_members": "zeus_core.device",
     "copy_capabilities": "zeus_core.device",
+    # trials: the history of a recurring job, here or through a service
+    "Trials": "zeus_core.trials",
+    "Trial": "zeus_core.trials",
+    "TrialService": "zeus_core.trials",
+    "ServesTrials": "zeus_core.trialsetup",
+    "StalePowerState": "zeus_core.trials",
+    "merge_power_state": "zeus_core.trials",
+    "state_digest": "zeus_core.trials",
+    "TrialSetup": "zeus_core.trialsetup",
+    "SetupError": "zeus_core.trialsetup",
+    "build_trials": "zeus_core.trialsetup",
 }
 
 #: names whose attribute in their module differs from the public name
@@ -221,10 +231,19 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.runner import Runner
     from zeus_core.session import RunSession, target_reached
     from zeus_core.stopping import epochs_within, steady_state_cost
-    from zeus_core.store import Store, StoreError, StoreInfo
+    from zeus_core.store import Store, StoreError, StoreInfo, StoreUnavailable
     from zeus_core.optimizers import BatchSizeOptimizer, BatchSizeTrial, PowerLimitOptimizer, counted_energy
     from zeus_core.ranks import ProcessGroup, combine_measurements, process_group
     from zeus_core.stores import JobStore, StoreTransaction, mask, open_store
     from zeus_core.trainer import TrainerCallbackMixin, TrainerHooks
-    from zeus_core.trials import JobHistory, Trial, Trials
+    from zeus_core.trials import (
+        JobHistory,
+        StalePowerState,
+        Trial,
+        Trials,
+        TrialService,
+        merge_power_state,
+        state_digest,
+    )
+    from zeus_core.trialsetup import ServesTrials, SetupError, TrialSetup, build_trials
     from zeus_core.zeusmonitor import ZeusMonitor

@@ -33,7 +33,7 @@ from zeus_core.errors import PartMismatch, RunFailed
 from zeus_core.identity import IdentityMismatch
 from zeus_core.files import write_atomic
 from zeus_core.parts import Reports, WritesOutputs
-from zeus_core.store import StoreError
+from zeus_core.store import StoreError, StoreUnavailable
 from zeus_core.store_cli import store_group
 from zeus_core.stores import mask
 
@@ -142,7 +142,8 @@ def _dry_run(spec) -> None:
     table.add_column("from")
     colors = {"default": "dim", "file": "cyan", "--set": "bold yellow"}
     for path, value, origin in resolved_values(spec):
-        table.add_row(path, escape(repr(value)), f"[{colors[origin]}]{origin}[/]")
+        shown = mask(value) if isinstance(value, str) else value  # a store URL's password, a token
+        table.add_row(path, escape(repr(shown)), f"[{colors[origin]}]{origin}[/]")
     console.print(table)
     console.print(f"store: {escape(mask(spec.store_location()))}")
 
@@ -246,6 +247,9 @@ def _make_runner(spec, fresh: bool = False) -> Runner:
 
     try:
         return Runner(spec, registry(), console, fresh=fresh)
+    except StoreUnavailable as e:  # a store server that is down: not bad input
+        fail(str(e), EXIT_FAILED)
+        raise  # unreachable: fail exits
     except (StoreError, IdentityMismatch, PartMismatch) as e:
         fail(str(e), EXIT_BAD_INPUT)
         raise  # unreachable: fail exits
@@ -302,6 +306,9 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             summary = runner.run(progress=on_progress)
             if "workload" not in runner.parts:
                 progress.advance(task)
+    except StoreUnavailable as e:
+        err_console.print(f"[bold red]run failed:[/] {escape(str(e))}")
+        code = EXIT_FAILED
     except (PartMismatch, IdentityMismatch, StoreError) as e:
         err_console.print(f"[bold red]error:[/] {escape(str(e))}")
         code = EXIT_BAD_INPUT
@@ -324,7 +331,10 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     if not runner.leads:  # another rank of a launched job: rank 0 reports and writes the outputs
         sys.exit(code)
     if summary is None and code in SIGNAL_EXIT.values() and "workload" in runner.parts:
-        summary = runner.summary()  # what finished before the signal is in the store
+        try:
+            summary = runner.summary()  # what finished before the signal is in the store
+        except StoreError as e:
+            err_console.print(f"[bold red]error:[/] cannot read the results back: {escape(str(e))}")
     if summary is None:
         sys.exit(code)
     _finish(runner, summary, output)

@@ -122,19 +122,21 @@ def _signature(fn) -> str:
 
 
 def parts_md() -> tuple[str, list[str]]:
-    from zeus_core import device, parts, ranks, stores, trials
+    from zeus_core import device, parts, ranks, stores, trials, trialsetup
 
     missing: list[str] = []
     out = ["# Parts and capabilities", "", GENERATED, ""]
     groups = (
         ("Devices", device, (device.DeviceGroup, *device.DEVICE_CAPABILITIES)),
         ("Parts", parts, (*parts.PART_PROTOCOLS, *parts.PART_CAPABILITIES)),
-        ("Stores", stores, (stores.JobStore, trials.JobHistory)),
+        ("Stores", stores, (stores.JobStore,)),
+        ("Trials", trials, (trials.JobHistory, trials.TrialService, trialsetup.ServesTrials)),
         ("Ranks", ranks, (ranks.ProcessGroup,)),
     )
     for title, module, protocols in groups:
         out += [f"## {title}", "", markdown(module.__doc__ or ""), ""]
-        kinds = {device.DeviceGroup, stores.JobStore, trials.JobHistory, ranks.ProcessGroup, *parts.PART_PROTOCOLS}
+        kinds = {device.DeviceGroup, stores.JobStore, trials.JobHistory, trials.TrialService, ranks.ProcessGroup,
+                 *parts.PART_PROTOCOLS}
         for proto in protocols:
             kind = "part protocol" if proto in kinds else "capability (check with `isinstance`)"
             if not has_example(proto.__doc__):

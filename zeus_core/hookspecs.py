@@ -205,19 +205,28 @@ def zeus_register_restorers(register):
 def zeus_register_stores(register):
     """Register backends of the job store, by URL scheme: ``job.store = "postgresql://..."``.
 
-    ``register(scheme, opener, help="...")`` where ``opener(location, timeout_s)``
-    returns a :class:`zeus_core.JobStore` for ``location`` (the whole URL). Opening
-    must not write: it reads what the store is (schema version, the identity of the
-    job it learned, how many results) and raises :class:`zeus_core.StoreError`,
-    naming the store (credentials masked) and the fix, for one it cannot use. A
-    ``job.store`` without a scheme is a SQLite file (the core's own ``sqlite``
-    backend, registered through this hook like any other).
+    ``register(scheme, opener, help="...")`` where ``opener(location, timeout_s, job=name)``
+    returns a :class:`zeus_core.JobStore` for ``location`` (the whole URL) holding the
+    job named ``job``: a server that many jobs share keeps each job's state apart by
+    that name (a backend with one job per location, such as a SQLite file, may
+    ignore it). Opening must not write: it reads what the store is (schema version,
+    the identity of the job it learned, how many results) and raises
+    :class:`zeus_core.StoreError`, naming the store (credentials masked with
+    :func:`zeus_core.mask`) and the fix, for one it cannot use, or
+    :class:`zeus_core.StoreUnavailable` for a server it cannot reach now. A store
+    that runs the trial bookkeeping itself (a service) also implements
+    :class:`zeus_core.ServesTrials`. A ``job.store`` without a scheme is a SQLite
+    file (the core's own ``sqlite`` backend, registered through this hook like any
+    other).
 
     Example::
 
         @hookimpl
         def zeus_register_stores(register):
-            register("redis", RedisStore.open, help="Job state in a Redis server.")
+            def open_redis(location, timeout_s, job=None):
+                return RedisStore(location, job=job, timeout_s=timeout_s)
+
+            register("redis", open_redis, help="Job state in a Redis server.")
     """
 
 

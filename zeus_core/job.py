@@ -28,8 +28,8 @@ from zeus_core.registry import KINDS, SECTION_KIND, Registration, Registry
 from zeus_core.tomlpos import find_line, line_index
 from zeus_core.filechecks import FileChecks
 from zeus_core.identity import NOT_IDENTITY, IdentityMismatch, differences, option_identity
-from zeus_core.store import StoreError
-from zeus_core.stores import open_store, resolve_location
+from zeus_core.store import StoreError, StoreUnavailable
+from zeus_core.stores import mask, open_store, resolve_location
 from zeus_core.validators import at_least, finite, nonnegative, positive
 
 # --------------------------------------------------------------------------- errors
@@ -63,10 +63,10 @@ class JobError(Exception):
         out = []
         for p in self.problems:
             if p.origin != "file":
-                where = f"--set {p.origin}"
+                where = f"--set {mask(p.origin)}"  # an override may hold a store URL with its password
             else:
                 where = f"{self.source}:{find_line(self.lines, p.path)}"
-            out.append(f"{where}: {p.message} @ {p.jsonpath()}")
+            out.append(f"{where}: {mask(p.message)} @ {p.jsonpath()}")
         return out
 
 
@@ -501,7 +501,10 @@ def _store_problems(spec: JobSpec, registry: Registry, complete: bool) -> list[P
     """The job's store, read without changing it: usable, and (for a complete job) learned this job."""
     where = (CORE_SECTION, "store") if spec.job.store else (CORE_SECTION, "name")
     try:
-        store = open_store(spec.store_location(), registry)
+        store = open_store(spec.store_location(), registry, job=spec.job.name)
+    except StoreUnavailable as e:  # a server that is down now is no mistake in the job
+        spec.deferred.append(f"job.store: {e} (checked again when the job runs)")
+        return []
     except StoreError as e:
         return [Problem(where, str(e))]
     try:

@@ -72,6 +72,7 @@ from zeus_core.session import RunSession, target_reached
 from zeus_core.stopping import epochs_within
 from zeus_core.stores import open_store
 from zeus_core.trials import JobHistory, Trial, Trials
+from zeus_core.trialsetup import ServesTrials, TrialSetup
 from zeus_core.zeusmonitor import ZeusMonitor
 
 if TYPE_CHECKING:  # annotations only
@@ -702,6 +703,11 @@ class BatchSizeOptimizer:
             self.history = history
             return
         self.store = _open_job_store(jobopts, store, reg)
+        if isinstance(self.store, ServesTrials):  # zeus serve: the service runs the policy and keeps the history
+            setup = TrialSetup.of_parts(jobopts, identity, policy, opts, max_power_w=self.max_power_w,
+                                        workload=UserLoop(sizes, default), fresh=fresh)
+            self.history = self.store.trial_service(setup)
+            return
         trials = Trials(jobopts, self.store, self.policy, identity=identity, max_power_w=self.max_power_w,
                         batch_sizes=sizes, default_batch_size=default, fresh=fresh)
         _check_identity(trials, self.store)

@@ -89,10 +89,10 @@ class ProcessGroupJoiner:
 
 @attrs.frozen
 class StoreBackend:
-    """One store backend: ``job.store`` URLs with ``scheme`` are opened by ``opener(location, timeout_s)``."""
+    """One store backend: ``job.store`` URLs with ``scheme`` are opened by ``opener(location, timeout_s, job=name)``."""
 
     scheme: str
-    opener: Callable[[str, float], Any]
+    opener: Callable[..., Any]
     plugin: str
     distribution: str
     help: str = ""
@@ -282,7 +282,7 @@ class Registry:
     def _store_registrar(self, plugin_name: str):
         dist = self.distribution_of(plugin_name)[0]
 
-        def register(scheme: str, opener: Callable[[str, float], Any], help: str = "") -> None:
+        def register(scheme: str, opener: Callable[..., Any], help: str = "") -> None:
             if not isinstance(scheme, str) or not scheme.isascii() or not scheme.replace("+", "").replace("-", "").isalnum():
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid store scheme {scheme!r}")
             key = scheme.lower()

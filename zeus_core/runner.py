@@ -45,7 +45,8 @@ from zeus_core.registry import SECTION_KIND, Registry
 from zeus_core.results import JobSummary, TryRecord
 from zeus_core.session import RunSession
 from zeus_core.stores import JobStore, open_store
-from zeus_core.trials import Trial, Trials, check_store_identity
+from zeus_core.trials import Trial, Trials, TrialService, check_store_identity, load_policy_states
+from zeus_core.trialsetup import ServesTrials, TrialSetup
 
 #: Order in which parts are built: later parts may look at earlier ones.
 BUILD_ORDER = ("device", "workload", "batch_size", "power", "frequency_plan", "allocation", "profiler")
@@ -66,7 +67,7 @@ class Runner:
         #: rank 0 (or the only process) runs the job; other ranks of a launched job serve it
         self.leads = self.group is None or self.group.rank == 0
         if self.leads:
-            self.store: JobStore | None = store if store is not None else open_store(spec.store_location(), registry)
+            self.store: JobStore | None = store if store is not None else open_store(spec.store_location(), registry, job=spec.job.name)
         else:
             self.store = None
         self.ctx = BuildContext(spec, self.store, self.console, registry,
@@ -79,7 +80,7 @@ class Runner:
         #: ``zeus run --fresh``: forget what the store learned, in the job's first write (so a
         #: start that fails before it leaves the store as it was).
         self.fresh = fresh
-        self.trials: Trials | None = None
+        self.trials: TrialService | None = None
         if not fresh:
             self.check_identity()
 
@@ -152,7 +153,15 @@ class Runner:
             self.identity = with_facts(self.identity, facts)
             self.check_identity()
         workload = self.parts.get("workload")
-        if workload is not None:
+        if workload is not None and isinstance(self.store, ServesTrials):
+            # The store is a service that runs the batch-size policy itself; the power policy stays here.
+            bs = self.spec.parts["batch_size"]
+            setup = TrialSetup.of_parts(
+                self.spec.job, self.identity, bs.plugin, bs.options, max_power_w=float(self.parts["device"].max_power_w),
+                device=self.parts["device"], workload=workload, fresh=self.fresh,
+            )
+            self.trials = self.store.trial_service(setup, power_policy=self.parts.get("power"))
+        elif workload is not None:
             offers = isinstance(workload, OffersBatchSizes)
             self.trials = Trials(
                 self.spec.job, self.store, self.parts["batch_size"], identity=self.identity,
@@ -221,6 +230,8 @@ class Runner:
                     part.close()
                 except Exception as e:  # noqa: BLE001 - keep closing the others
                     errors.append(f"[{section}] close failed: {e}")
+        if self.trials is not None:
+            self.trials.close()
         if self.store is not None:
             self.store.close()
         if errors:
@@ -349,6 +360,9 @@ class Runner:
     def summary(self) -> JobSummary:
         import numpy as np  # pairwise sums, as before; imported here so `zeus --help` stays light
 
+        if self.trials is not None and not isinstance(self.trials, Trials) and self.store is not None:
+            # A service ran the batch-size policy: its latest state, for the parts' summaries.
+            load_policy_states(self.store, self.parts.get("batch_size"), self.parts.get("power"))
         records = self.store.tries() if self.store is not None else []
         reached = [r for r in records if r.reached]
         knobs: dict[str, Any] = {}

@@ -103,6 +103,13 @@ class StoreError(RuntimeError):
     """
 
 
+class StoreUnavailable(StoreError):
+    """The store's server cannot be reached now (down, restarting, network): a failure
+    while running (exit 1), not bad input. What was committed before is kept, and
+    the job continues from it once the server is back.
+    """
+
+
 class StoreInfo(NamedTuple):
     """What an existing store file is, read without changing it."""
 
@@ -447,8 +454,9 @@ class Store:
             tx.clear()
 
 
-def open_sqlite(location: str, timeout_s: float = 60.0) -> Store:
-    """The ``sqlite`` store backend: a path, or a ``sqlite:///path`` URL."""
+def open_sqlite(location: str, timeout_s: float = 60.0, job: str | None = None) -> Store:
+    """The ``sqlite`` store backend: a path, or a ``sqlite:///path`` URL. A file holds one
+    job, so ``job`` (the job's name, which names the default file) is not needed."""
     path = location[len("sqlite://"):] if location.lower().startswith("sqlite://") else location
     return Store(path, timeout_s=timeout_s)
 

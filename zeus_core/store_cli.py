@@ -25,7 +25,7 @@ from rich.markup import escape
 from zeus_core.consoles import make_console
 from zeus_core.files import write_atomic
 from zeus_core.results import TryRecord
-from zeus_core.store import SCHEMA_VERSION, StoreError
+from zeus_core.store import SCHEMA_VERSION, StoreError, StoreUnavailable
 from zeus_core.stores import JobStore, open_store, scheme_of
 
 #: What ``export`` writes (and ``import`` reads): extend, never rename.
@@ -41,15 +41,24 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-def _open(location: str, must_exist: bool = True) -> JobStore:
-    """The store at ``location`` (a path or a URL), or exit 2 saying why not."""
+def _open(location: str, must_exist: bool = True, job: str | None = None) -> JobStore:
+    """The store at ``location`` (a path or a URL) of job ``job`` (for a store many jobs share),
+    or exit 2 saying why not (1 for a store server that cannot be reached)."""
     if must_exist and scheme_of(location) is None and not Path(location).exists():
         _fail(f"{location}: no such store")
     try:
-        return open_store(location)
+        return open_store(location, job=job)
+    except StoreUnavailable as e:
+        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
+        sys.exit(1)
     except StoreError as e:
         _fail(str(e))
         raise  # unreachable: _fail exits
+
+
+#: ``--job``: which job, in a store that holds many (a database, ``zeus serve``).
+_job_option = click.option("--job", "job", metavar="NAME", help="The job's name (job.name), for a store many jobs share "
+                                                                "(postgresql://..., http://... of zeus serve).")
 
 
 def export_store(store: JobStore) -> dict[str, Any]:
@@ -100,13 +109,15 @@ def store_group() -> None:
 
 @store_group.command("check")
 @click.argument("store")
-def check_cmd(store: str) -> None:
+@_job_option
+def check_cmd(store: str, job: str | None) -> None:
     """Say what STORE (a path or URL) is: schema, the job it learned, its results; or why it cannot be used (exit 2)."""
-    opened = _open(store)
+    opened = _open(store, job=job)
     info = opened.info
     opened.close()
+    older = scheme_of(store) is None and info.version < SCHEMA_VERSION  # the SQLite schema this core writes
     console.print(f"[green]ok[/] {escape(opened.location)}: zeus store, schema {info.version}"
-                  f"{' (migrated to ' + str(SCHEMA_VERSION) + ' at its next write)' if info.version < SCHEMA_VERSION else ''}, "
+                  f"{' (migrated to ' + str(SCHEMA_VERSION) + ' at its next write)' if older else ''}, "
                   f"{info.tries} tries, integrity checked")
     if info.identity is None:
         console.print("identity: none recorded (no recurrence has run)")
@@ -119,9 +130,10 @@ def check_cmd(store: str) -> None:
 @store_group.command("export")
 @click.argument("store")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write here instead of stdout.")
-def export_cmd(store: str, output: Path | None) -> None:
+@_job_option
+def export_cmd(store: str, output: Path | None, job: str | None) -> None:
     """Write everything STORE (a path or URL) holds (identity, policy state, every try) as JSON."""
-    data = export_store(_open(store))
+    data = export_store(_open(store, job=job))
     text = json.dumps(data, indent=1, allow_nan=False) + "\n"
     if output is None:
         click.echo(text, nl=False)
@@ -133,7 +145,8 @@ def export_cmd(store: str, output: Path | None) -> None:
 @store_group.command("import")
 @click.argument("export_file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.argument("store")
-def import_cmd(export_file: Path, store: str) -> None:
+@_job_option
+def import_cmd(export_file: Path, store: str, job: str | None) -> None:
     """Build a new STORE (a path or URL) from EXPORT_FILE (written by `zeus store export`), in one transaction."""
     if scheme_of(store) is None and Path(store).exists() and Path(store).stat().st_size > 0:
         _fail(f"{store} exists; import builds a new store: choose another path, or move this one aside first")
@@ -142,7 +155,7 @@ def import_cmd(export_file: Path, store: str) -> None:
         identity, state, tries = _records(data, str(export_file))
     except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
         _fail(str(e))
-    target = _open(store, must_exist=False)
+    target = _open(store, must_exist=False, job=job)
     if target.info.tries or target.info.identity is not None:
         target.close()
         _fail(f"{target.location} already holds a job; import builds a new store: choose another")

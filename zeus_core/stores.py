@@ -22,8 +22,11 @@ if TYPE_CHECKING:  # annotations only
     from zeus_core.registry import Registry
     from zeus_core.results import TryRecord
 
+#: ``scheme://user:password@`` anywhere in a text (a message may quote the location).
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*:)(?P<password>[^@/\s]*)(?P<at>@)")
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
-_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@:]*:)(?P<password>[^@/]*)(?P<at>@)")
+#: Query parameters that carry a secret (libpq's ``password``/``sslpassword``, a service token).
+_SECRET_PARAMS = re.compile(r"(?P<head>[?&](?:password|sslpassword|token|secret)=)(?P<value>[^&#]*)", re.IGNORECASE)
 
 
 class StoreTransaction(Protocol):
@@ -77,8 +80,11 @@ class JobStore(Protocol):
 
 
 def mask(location: str) -> str:
-    """``location`` with the password of a URL replaced by ``***`` (for every message and output)."""
-    return _PASSWORD.sub(lambda m: f"{m.group('head')}***{m.group('at')}", str(location))
+    """``location`` with the secrets of a URL replaced by ``***`` (for every message and output):
+    the password of ``scheme://user:password@host``, and ``password=``, ``sslpassword=``,
+    ``token=`` or ``secret=`` query parameters. Works on a message that contains URLs too."""
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group('head')}***{m.group('at')}", str(location))
+    return _SECRET_PARAMS.sub(lambda m: f"{m.group('head')}***", text)
 
 
 def scheme_of(location: str) -> str | None:
@@ -98,9 +104,14 @@ def resolve_location(store: str, job_dir: Path, default: Path) -> str:
     return str(p if p.is_absolute() else job_dir / p)
 
 
-def open_store(location: str | Path, registry: Registry | None = None, timeout_s: float = 60.0) -> JobStore:
-    """The store at ``location`` (a path: SQLite; a URL: the backend its scheme names).
+def open_store(
+    location: str | Path, registry: Registry | None = None, timeout_s: float = 60.0, *, job: str | None = None
+) -> JobStore:
+    """The store at ``location`` (a path: SQLite; a URL: the backend its scheme names) of
+    the job named ``job``.
 
+    A SQLite file holds one job; a server (``postgresql://``, ``http://`` with
+    ``zeus serve``) holds many, told apart by ``job``, which such backends need.
     Raises :class:`~zeus_core.store.StoreError` for a scheme no installed plugin
     serves, or whatever the backend refuses, with credentials masked.
     """
@@ -116,7 +127,7 @@ def open_store(location: str | Path, registry: Registry | None = None, timeout_s
         hint = " (pip install zeus-plugins-postgres)" if scheme in ("postgresql", "postgres") else ""
         raise StoreError(f"job.store {mask(location)}: no installed plugin serves {scheme}:// stores{hint}; installed: {known}")
     try:
-        return backend.opener(location, timeout_s)
+        return backend.opener(location, timeout_s, job=job)
     except StoreError as e:
-        raise StoreError(mask(str(e))) from None
+        raise type(e)(mask(str(e))) from None
 

@@ -1,0 +1,1 @@
+"""zeus-plugins-postgres: job stores in a PostgreSQL database (``job.store = "postgresql://..."``)."""

@@ -1,0 +1,156 @@
+"""The metrics of one job, served on ``/metrics`` and/or pushed to a Pushgateway.
+
+Every series carries ``zeus_job`` (the job's name; not ``job``, which
+Prometheus and the Pushgateway keep for themselves); device series also carry
+``device`` (``gpu0``, ``cpu0-package``, ...).
+
+From each try of this process (counters):
+
+* ``zeus_tries_total{reached}``, ``zeus_recurrences_total``;
+* ``zeus_energy_joules_total``, ``zeus_time_seconds_total``, ``zeus_cost_total``
+  (the tries' ``energy_j``, ``time_s``, ``cost``, as in ``recurrences.csv``);
+* ``zeus_device_energy_joules_total{device}``: each device's energy over its tries.
+
+Gauges: ``zeus_batch_size`` and ``zeus_power_limit_watts`` (the last try's
+knobs), ``zeus_recurrence`` (its number), ``zeus_device_power_watts{device}``
+(the mean power of the last epoch); and, at the job's end, the job's totals as
+``summary.json`` has them (every try in its store, earlier runs' included):
+``zeus_job_energy_joules``, ``zeus_job_time_seconds``, ``zeus_job_cost``,
+``zeus_job_tries``, ``zeus_job_recurrences``, and its chosen knobs
+``zeus_job_batch_size``, ``zeus_job_power_limit_watts``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import time
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics, push_to_gateway, start_http_server
+from prometheus_client.exposition import basic_auth_handler, default_handler
+from rich.console import Console
+from rich.markup import escape
+
+from zeus_core import mask
+
+
+class Exporter:
+    def __init__(self, config: Any, job: str) -> None:
+        self.config = config
+        self.job = job
+        self.console = Console(stderr=True, soft_wrap=True)
+        disable_created_metrics()  # no *_created series: a job's counters start with its process
+        self.registry = r = CollectorRegistry()
+        L, D = ["zeus_job"], ["zeus_job", "device"]
+        self.tries = Counter("zeus_tries", "Tries run (training runs at one batch size)", L + ["reached"], registry=r)
+        self.recurrences = Counter("zeus_recurrences", "Recurrences ended", L, registry=r)
+        self.energy = Counter("zeus_energy_joules", "Energy of the tries (J)", L, registry=r)
+        self.time = Counter("zeus_time_seconds", "Time of the tries (s)", L, registry=r)
+        self.cost = Counter("zeus_cost", "Cost of the tries (zeus cost metric)", L, registry=r)
+        self.device_energy = Counter("zeus_device_energy_joules", "Energy per device over the tries (J)", D, registry=r)
+        self.batch_size = Gauge("zeus_batch_size", "Batch size of the last try", L, registry=r)
+        self.power_limit = Gauge("zeus_power_limit_watts", "Power limit the last try held (W)", L, registry=r)
+        self.recurrence = Gauge("zeus_recurrence", "Number of the last recurrence", L, registry=r)
+        self.device_power = Gauge("zeus_device_power_watts", "Mean power of the last epoch per device (W)", D, registry=r)
+        self.job_totals = {
+            key: Gauge(f"zeus_job_{name}", help_, L, registry=r)
+            for key, name, help_ in (
+                ("energy_j", "energy_joules", "The job's energy over every try in its store (J), as summary.json"),
+                ("time_s", "time_seconds", "The job's time over every try in its store (s), as summary.json"),
+                ("cost", "cost", "The job's cost over every try in its store, as summary.json"),
+                ("tries", "tries", "The job's tries in its store, as summary.json"),
+                ("recurrences", "recurrences", "The job's recurrences in its store, as summary.json"),
+            )
+        }
+        self.job_batch_size = Gauge("zeus_job_batch_size", "The job's chosen batch size (summary.json knobs)", L, registry=r)
+        self.job_power_limit = Gauge("zeus_job_power_limit_watts", "The job's chosen power limit (summary.json knobs)", L,
+                                     registry=r)
+        self._warned: set[str] = set()
+        self._server = None
+        self._ended = False
+        if config.port is not None:
+            try:
+                self._server, _thread = start_http_server(config.port, addr=config.host, registry=r)
+                atexit.register(self._linger_then_close)
+            except OSError as e:
+                self._warn("serve", f"cannot serve /metrics on {config.host}:{config.port} ({e.strerror or e}); "
+                                    "the job runs without it")
+        self._push_handler = default_handler
+        self._gateway = None
+        if config.pushgateway:
+            parts = urlsplit(config.pushgateway)
+            netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+            self._gateway = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+            if parts.username or parts.password:
+                user, password = parts.username or "", parts.password or ""
+
+                def handler(url, method, timeout, headers, data):
+                    return basic_auth_handler(url, method, timeout, headers, data, user, password)
+
+                self._push_handler = handler
+
+    def _warn(self, what: str, message: str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            self.console.print(f"[yellow]zeus-plugins-prometheus:[/] {escape(mask(message))}", highlight=False)
+
+    # -- events --
+
+    def measurement(self, name: str, m: Any) -> None:
+        if name == "run":
+            for device, joules in m.energy.items():
+                if joules >= 0:
+                    self.device_energy.labels(self.job, device).inc(joules)
+        elif name.startswith("epoch-") and m.time > 0:
+            for device, joules in m.energy.items():
+                self.device_power.labels(self.job, device).set(joules / m.time)
+
+    def try_end(self, r: Any) -> None:
+        self.tries.labels(self.job, "true" if r.reached else "false").inc()
+        self.energy.labels(self.job).inc(max(float(r.energy_j), 0.0))
+        self.time.labels(self.job).inc(max(float(r.time_s), 0.0))
+        self.cost.labels(self.job).inc(max(float(r.cost), 0.0))
+        self.batch_size.labels(self.job).set(r.batch_size)
+        if r.power_limit is not None:
+            self.power_limit.labels(self.job).set(r.power_limit)
+        self.recurrence.labels(self.job).set(r.recurrence)
+
+    def recurrence_end(self, recurrence: int, records: list) -> None:
+        self.recurrences.labels(self.job).inc()
+        self.push()
+
+    def job_end(self, summary: Any) -> None:
+        for key, gauge in self.job_totals.items():
+            gauge.labels(self.job).set(float(getattr(summary, key)))
+        knobs = summary.knobs or {}
+        if knobs.get("batch_size") is not None:
+            self.job_batch_size.labels(self.job).set(knobs["batch_size"])
+        if knobs.get("power_limit") is not None:
+            self.job_power_limit.labels(self.job).set(knobs["power_limit"])
+        self._ended = True
+        self.push()
+
+    # -- out --
+
+    def push(self) -> None:
+        if self._gateway is None:
+            return
+        try:
+            push_to_gateway(self._gateway, job="zeus", registry=self.registry, timeout=5, handler=self._push_handler,
+                            grouping_key={"zeus_job": self.job, "instance": self.config.instance})
+        except Exception as e:  # noqa: BLE001 - an observer never fails the job
+            self._warn("push", f"cannot push to {self.config.pushgateway} ({type(e).__name__}: {e}); the job goes on")
+
+    def _linger_then_close(self) -> None:
+        if self._server is not None and self._ended and self.config.linger_s > 0:
+            self.console.print(f"zeus-plugins-prometheus: /metrics stays up {self.config.linger_s:g} s "
+                               "(ZEUS_METRICS_LINGER)", highlight=False)
+            time.sleep(self.config.linger_s)
+        self.close()
+
+    def close(self) -> None:
+        if self._server is not None:
+            server, self._server = self._server, None
+            server.shutdown()
+            server.server_close()

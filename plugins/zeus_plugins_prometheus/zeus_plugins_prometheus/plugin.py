@@ -1,0 +1,120 @@
+"""The exporter's event hooks and its configuration (environment variables).
+
+A fleet's metrics are the operator's business, not one job's, so the exporter
+is configured on the machine, not in ``job.toml``; with neither variable set it
+does nothing (and imports nothing):
+
+* ``ZEUS_METRICS_ADDRESS=[HOST:]PORT`` serves ``/metrics`` while the job runs
+  (HOST defaults to 127.0.0.1; ``0.0.0.0:9464`` lets a Prometheus elsewhere
+  scrape it). ``ZEUS_METRICS_LINGER=SECONDS`` keeps it up that long after the
+  job ends (before the process exits), so the last values get scraped;
+* ``ZEUS_PUSHGATEWAY=URL`` pushes the job's metrics to a Pushgateway at every
+  recurrence's end and at the job's end (grouped by ``zeus_job`` and
+  ``instance``, the host name unless ``ZEUS_PUSHGATEWAY_INSTANCE`` says
+  otherwise). ``http://user:password@host:9091`` uses basic authentication
+  (the password is never shown).
+
+A value that is not one of these is bad input: the job stops before its first
+recurrence (exit 2) naming the variable and the fix. A Pushgateway that does
+not answer, or a port in use, is reported once and never fails the job.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+
+from zeus_core import PartMismatch, hookimpl, mask
+
+_HOSTPORT = re.compile(r"^(?:(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):)?(?P<port>\d{1,5})$")
+
+
+@attrs.frozen
+class ExporterConfig:
+    host: str | None = None
+    port: int | None = None
+    linger_s: float = 0.0
+    pushgateway: str | None = None
+    instance: str = ""
+
+
+def read_config(env: dict[str, str]) -> ExporterConfig | None:
+    """The exporter's configuration from ``env``; None when it is off; PartMismatch for a bad value."""
+    address = env.get("ZEUS_METRICS_ADDRESS", "").strip()
+    gateway = env.get("ZEUS_PUSHGATEWAY", "").strip()
+    if not address and not gateway:
+        return None
+    host = port = None
+    if address:
+        m = _HOSTPORT.match(address)
+        if not m or not 0 < int(m.group("port")) < 65536:
+            raise PartMismatch(f"ZEUS_METRICS_ADDRESS={address!r}: expected [HOST:]PORT, such as 9464 or 127.0.0.1:9464 "
+                               "(0.0.0.0:9464 to be scraped from other machines)")
+        host = (m.group("host") or "127.0.0.1").strip("[]")
+        port = int(m.group("port"))
+    linger_text = env.get("ZEUS_METRICS_LINGER", "0").strip() or "0"
+    try:
+        linger = float(linger_text)
+        if not math.isfinite(linger) or not 0 <= linger <= 3600:
+            raise ValueError
+    except ValueError:
+        raise PartMismatch(f"ZEUS_METRICS_LINGER={linger_text!r}: expected seconds in 0..3600 to keep /metrics up "
+                           "after the job ends") from None
+    if gateway:
+        parts = urlsplit(gateway)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise PartMismatch(f"ZEUS_PUSHGATEWAY={mask(gateway)!r}: expected an http(s) URL such as "
+                               "http://pushgateway:9091")
+    instance = env.get("ZEUS_PUSHGATEWAY_INSTANCE", "").strip()
+    if not instance:
+        import socket
+
+        instance = socket.gethostname()
+    return ExporterConfig(host, port, linger, gateway or None, instance)
+
+
+#: The exporter of the job running in this process (None: off).
+_exporter: Any = None
+
+
+@hookimpl
+def zeus_on_job_start(job, context):
+    global _exporter
+    config = read_config(dict(os.environ))
+    if _exporter is not None:
+        _exporter.close()
+        _exporter = None
+    if config is None:
+        return
+    from zeus_plugins_prometheus.exporter import Exporter
+
+    _exporter = Exporter(config, job.name)
+
+
+@hookimpl
+def zeus_on_measurement(name, measurement):
+    if _exporter is not None:
+        _exporter.measurement(name, measurement)
+
+
+@hookimpl
+def zeus_on_try_end(record):
+    if _exporter is not None:
+        _exporter.try_end(record)
+
+
+@hookimpl
+def zeus_on_recurrence_end(recurrence, records):
+    if _exporter is not None:
+        _exporter.recurrence_end(recurrence, records)
+
+
+@hookimpl
+def zeus_on_job_end(summary):
+    if _exporter is not None:
+        _exporter.job_end(summary)

@@ -1,0 +1,143 @@
+"""``zeus serve`` refuses what it must: no token, a wrong one, a public address without one,
+bodies over the limit (413), NaN/inf and out-of-range values (422 naming the field), and it
+never answers 5xx to anything generated from its own OpenAPI (schemathesis)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from serve_helpers import Serve
+
+TOKEN = "hardening-token-abcdef012345"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+CLIENT = "0123456789abcdef"  # the example id in the OpenAPI, registered for job "fuzz" so examples reach the logic
+
+
+def _setup(name: str = "fuzz") -> dict:
+    return {
+        "job": {"name": name, "eta_knob": 0.5, "beta_knob": "inf", "target_metric": 0.6, "max_epochs": 10},
+        "identity": {"job": {"eta_knob": 0.5, "beta_knob": "inf", "target_metric": 0.6, "higher_is_better": True,
+                             "max_epochs": 10, "processes": 1}, "batch_size": {"plugin": "fixed", "default": 32}},
+        "batch_size": {"plugin": "fixed", "default": 32},
+        "max_power_w": 300.0,
+    }
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory):
+    with Serve(str(tmp_path_factory.mktemp("served")), token=TOKEN) as s:
+        r = httpx.post(f"{s.url}/v1/jobs/fuzz/sessions", json={"client": CLIENT, "setup": _setup()}, headers=AUTH)
+        assert r.status_code == 200, r.text
+        yield s
+    assert TOKEN not in s.log.read_text() if s.log.exists() else True
+
+
+def test_requests_without_the_token_or_with_a_wrong_one_are_refused(svc):
+    c = httpx.Client(base_url=svc.url)
+    for path in ("/v1", "/v1/jobs/fuzz", "/v1/jobs/fuzz/history", "/v1/jobs/fuzz/state"):
+        assert c.get(path).status_code == 401
+        assert c.get(path, headers={"Authorization": "Bearer " + TOKEN[:-1] + "x"}).status_code == 401
+        assert c.get(path, headers={"Authorization": f"Basic {TOKEN}"}).status_code == 401
+        assert c.get(path, headers=AUTH).status_code == 200
+    r = c.post("/v1/jobs/fuzz/recurrences", json={"session": CLIENT, "request": "aaaaaaaaaaaa"})
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    assert c.get("/healthz").json() == {"ok": True}  # liveness and the API description need no token
+    spec = c.get("/openapi.json").json()
+    assert {"/v1/jobs/{job}/sessions", "/v1/jobs/{job}/trials", "/v1/jobs/{job}/results", "/v1/jobs/{job}/history"} <= set(spec["paths"])
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+def _serve(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != "ZEUS_SERVE_TOKEN"}
+    return subprocess.run([sys.executable, "-m", "zeus_core.cli", "serve", "--port", "0", *args], capture_output=True,
+                          text=True, env={**base, **(env or {})}, timeout=timeout)
+
+
+def test_a_non_loopback_address_needs_a_token_and_a_token_must_be_long(tmp_path):
+    r = _serve("--host", "0.0.0.0", "--store", str(tmp_path))
+    assert r.returncode == 2 and "refusing to listen on 0.0.0.0 without a token" in r.stderr and "ZEUS_SERVE_TOKEN" in r.stderr
+    r = _serve("--host", "0.0.0.0", "--store", str(tmp_path), env={"ZEUS_SERVE_TOKEN": "short"})
+    assert r.returncode == 2 and "at least 16" in r.stderr and "short" not in r.stderr.replace("shortest", "")
+    with Serve(str(tmp_path), token=TOKEN, host="0.0.0.0") as s:  # with a token it listens, and asks for it
+        local = f"http://127.0.0.1:{s.port}"
+        assert httpx.get(f"{local}/v1").status_code == 401 and httpx.get(f"{local}/v1", headers=AUTH).status_code == 200
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    with Serve(str(tmp_path), args=("--token-file", str(token_file))) as s:
+        assert httpx.get(f"{s.url}/v1").status_code == 401 and httpx.get(f"{s.url}/v1", headers=AUTH).status_code == 200
+        assert TOKEN not in s.log.read_text()
+
+
+def test_a_store_that_is_not_usable_is_bad_input(tmp_path):
+    (tmp_path / "file").write_text("x")
+    r = _serve("--store", str(tmp_path / "file" / "sub"))
+    assert r.returncode == 2 and "--store" in r.stderr
+    r = _serve("--store", "redis://localhost/0")
+    assert r.returncode == 2 and "no installed plugin serves redis://" in r.stderr
+
+
+def test_bodies_over_the_limit_are_413(svc):
+    big = json.dumps({"session": CLIENT, "request": "b" * 12, "pad": "x" * (2 << 20)})
+    r = httpx.post(f"{svc.url}/v1/jobs/fuzz/recurrences", content=big, headers={**AUTH, "Content-Type": "application/json"})
+    assert r.status_code == 413
+
+    def chunks():  # no Content-Length: counted as it streams
+        for _ in range(40):
+            yield b"x" * 65536
+
+    r = httpx.post(f"{svc.url}/v1/jobs/fuzz/recurrences", content=chunks(), headers={**AUTH, "Content-Type": "application/json"})
+    assert r.status_code == 413
+
+
+def _result(**record) -> dict:
+    base = {"recurrence": 1, "try_index": 1, "batch_size": 32, "power_limit": 200.0, "epochs": 3, "time_s": 10.0,
+            "energy_j": 100.0, "cost": 50.0, "reached": True}
+    return {"session": CLIENT, "request": "r" * 12, "trial": {"recurrence": 1, "try_index": 1, "batch_size": 32},
+            "record": {**base, **record}}
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("results", _result(time_s="NaN"), ["body", "record", "time_s"]),
+    ("results", _result(energy_j="Infinity"), ["body", "record", "energy_j"]),
+    ("results", _result(cost=-1.0), ["body", "record", "cost"]),
+    ("results", _result(batch_size=0), ["body", "record", "batch_size"]),
+    ("results", _result(recurrence=2**40), ["body", "record", "recurrence"]),
+    ("results", _result(power_limit=0.0), ["body", "record", "power_limit"]),
+    ("results", _result(extra={"loss": "NaN"}), ["body", "record", "extra"]),
+    ("results", _result(recurrence=2), ["body", "record", "recurrence"]),
+    ("trials", {"session": CLIENT, "request": "t" * 12, "recurrence": 0, "try_index": 1}, ["body", "recurrence"]),
+    ("trials", {"session": CLIENT, "request": "t" * 12, "recurrence": 99, "try_index": 1}, ["body", "recurrence"]),
+    ("sessions", {"client": CLIENT, "setup": {**_setup(), "max_power_w": "NaN"}}, ["body", "setup", "max_power_w"]),
+    ("sessions", {"client": CLIENT, "setup": {**_setup(), "job": {**_setup()["job"], "eta_knob": 1.5}}},
+     ["body", "setup", "job", "eta_knob"]),
+    ("sessions", {"client": CLIENT, "setup": {**_setup(), "batch_size": {"plugin": "fixed", "defualt": 32}}},
+     ["body", "setup", "batch_size", "defualt"]),
+    ("sessions", {"client": CLIENT, "setup": {**_setup(), "batch_size": {"plugin": "nope"}}},
+     ["body", "setup", "batch_size", "plugin"]),
+    ("sessions", {"client": CLIENT, "setup": _setup("other")}, ["body", "setup", "job", "name"]),
+])
+def test_nan_inf_and_out_of_range_values_are_422_naming_the_field(svc, path, body, field):
+    text = json.dumps(body).replace('"NaN"', "NaN").replace('"Infinity"', "Infinity")
+    r = httpx.post(f"{svc.url}/v1/jobs/fuzz/{path}", content=text, headers={**AUTH, "Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    locs = [d["loc"] for d in r.json()["detail"]]
+    assert any(loc[: len(field)] == field for loc in locs), locs
+
+
+def test_the_service_survives_fuzzing_from_its_own_openapi(svc, tmp_path):
+    schemathesis = Path(sys.executable).parent / "schemathesis"
+    cmd = [str(schemathesis), "run", f"{svc.url}/openapi.json", "--checks", "not_a_server_error", "--max-time", "12",
+           "--workers", "1", "--suppress-health-check", "all", "--header", f"Authorization: Bearer {TOKEN}",
+           "--phases", "examples,coverage,fuzzing", "--seed", "1"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"})
+    assert r.returncode == 0, r.stdout[-4000:]
+    assert "passed" in r.stdout and "failed" not in r.stdout.split("SUMMARY")[-1].lower()
+    log = svc.log.read_text()
+    assert "Traceback" not in log and "Exception in ASGI application" not in log

@@ -1,0 +1,397 @@
+"""What a trial service needs to run a job's batch-size policy as ``zeus run`` does.
+
+A service that keeps a job's history for clients elsewhere (``zeus serve``)
+builds the job's batch-size policy itself, from the same registry and options
+as ``zeus run`` would, and keeps the history with the same :class:`~zeus_core.Trials`.
+The client describes the job once with a :class:`TrialSetup`:
+
+* ``job``: the ``[job]`` options (eta, beta, target, ...);
+* ``identity``: what the job optimises (:mod:`zeus_core.identity`), checked
+  against the store as a local run checks it;
+* ``batch_size``: the ``[batch_size]`` table, ``{"plugin": "mab", ...}``, with
+  the keys that differ from the plugin's defaults;
+* what the policy may ask of the parts the service does not have: the device's
+  ``max_power_w`` and, where the device predicts epochs
+  (:class:`~zeus_core.EpochPredictor`), its predictions per batch size; the
+  workload's ``batch_sizes`` and ``default_batch_size``;
+* ``fresh``: forget what the store learned, in the job's first write.
+
+:meth:`TrialSetup.to_json` and :meth:`TrialSetup.from_json` are its wire form
+(JSON has no infinity: an infinite number, such as ``beta_knob = inf``, travels
+as the string ``"inf"``). :func:`build_trials` is the service's side: it checks
+the setup field by field (:class:`SetupError`, each problem with its path),
+builds the policy with the service's registry and returns the job's
+:class:`~zeus_core.Trials` over ``store``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+import cattrs
+from rich.console import Console
+
+from zeus_core.contexts import BuildContext
+from zeus_core.device import EpochPrediction, EpochPredictor
+from zeus_core.identity import differences, option_identity
+from zeus_core.job import JobOptions, JobSpec, PartSpec, Problem, make_converter, structure
+from zeus_core.parts import OffersBatchSizes
+from zeus_core.trials import Trials, TrialService
+
+if TYPE_CHECKING:  # annotations only
+    from zeus_core.parts import PowerPolicy
+    from zeus_core.registry import Registry
+    from zeus_core.stores import JobStore
+
+#: Batch sizes and other counts on the wire stay below this (a 32-bit signed integer).
+MAX_COUNT = 2**31 - 1
+_KEYS = ("job", "identity", "batch_size", "max_power_w", "batch_sizes", "default_batch_size", "predictions", "fresh")
+
+
+class SetupError(ValueError):
+    """A trial setup a service cannot use: every problem, each with its path (``$.job.eta_knob``)."""
+
+    def __init__(self, problems: list[tuple[tuple, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{msg} @ {Problem(path, msg).jsonpath()}" for path, msg in problems))
+
+
+def _wire_converter() -> cattrs.Converter:
+    """The core's strict converter, where a float may also be written ``"inf"`` / ``"-inf"``."""
+    conv = make_converter()
+
+    def float_hook(value: Any, _type: Any) -> float:
+        if isinstance(value, str) and value.strip().lower() in ("inf", "+inf", "infinity", "-inf", "-infinity"):
+            return float(value.strip().lower().replace("infinity", "inf"))
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"expected float, got {type(value).__name__} {value!r}")
+        return float(value)
+
+    conv.register_structure_hook(float, float_hook)
+    return conv
+
+
+_WIRE = _wire_converter()
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with infinite floats as ``"inf"``/``"-inf"`` (NaN stays NaN, and is refused)."""
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def part_table(plugin: str, options: Any) -> dict[str, Any]:
+    """A part's table as in ``job.toml``: ``plugin`` and the options that differ from their defaults."""
+    table: dict[str, Any] = {"plugin": plugin}
+    if options is None or not attrs.has(type(options)):
+        return table
+    plain = cattrs.Converter().unstructure(options)
+    for f in attrs.fields(type(options)):
+        default = f.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            default = default.factory(options) if default.takes_self else default.factory()
+        value = getattr(options, f.name)
+        if default is attrs.NOTHING or value != default or type(value) is not type(default):
+            table[f.name] = plain[f.name]
+    return table
+
+
+@attrs.define
+class TrialSetup:
+    """Everything a trial service needs to build a job's batch-size policy and keep its
+    history as ``zeus run`` does (see the module docstring)."""
+
+    job: JobOptions
+    identity: dict[str, Any]
+    batch_size: dict[str, Any]
+    max_power_w: float
+    batch_sizes: list[int] | None = None
+    default_batch_size: int | None = None
+    #: batch size -> the device's predictions of one epoch at each power limit
+    predictions: dict[int, list[EpochPrediction]] | None = None
+    fresh: bool = False
+
+    @classmethod
+    def of_parts(
+        cls,
+        job: JobOptions,
+        identity: dict[str, Any],
+        batch_size_plugin: str,
+        batch_size_options: Any,
+        *,
+        max_power_w: float,
+        device: Any = None,
+        workload: Any = None,
+        fresh: bool = False,
+    ) -> TrialSetup:
+        """The setup of a job whose parts were built here (the runner's, a script optimizer's)."""
+        batch_sizes = default = None
+        if isinstance(workload, OffersBatchSizes):
+            batch_sizes = None if workload.batch_sizes is None else [int(b) for b in workload.batch_sizes]
+            default = workload.default_batch_size
+        predictions = None
+        if isinstance(device, EpochPredictor):
+            candidates = set(batch_sizes or ()) | ({int(default)} if default else set())
+            listed = getattr(batch_size_options, "batch_sizes", None)
+            if isinstance(listed, list):
+                candidates |= {int(b) for b in listed if isinstance(b, int) and not isinstance(b, bool) and b > 0}
+            predictions = {}
+            for b in sorted(candidates):
+                got = device.predict_epoch(b)
+                if got is not None:
+                    predictions[b] = [EpochPrediction(float(p.power_limit), float(p.time_s), float(p.energy_j)) for p in got]
+        return cls(
+            job=job,
+            identity=identity,
+            batch_size=part_table(batch_size_plugin, batch_size_options),
+            max_power_w=float(max_power_w),
+            batch_sizes=batch_sizes,
+            default_batch_size=None if default is None else int(default),
+            predictions=predictions,
+            fresh=fresh,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form (JSON-able; infinite floats as ``"inf"``)."""
+        return {
+            # job.store may hold the service's own URL and token: it is not the service's business
+            "job": _jsonable({**cattrs.Converter().unstructure(self.job), "store": ""}),
+            "identity": _jsonable(self.identity),
+            "batch_size": _jsonable(self.batch_size),
+            "max_power_w": self.max_power_w,
+            "batch_sizes": self.batch_sizes,
+            "default_batch_size": self.default_batch_size,
+            "predictions": None if self.predictions is None else {
+                str(b): [[p.power_limit, p.time_s, p.energy_j] for p in preds] for b, preds in sorted(self.predictions.items())
+            },
+            "fresh": self.fresh,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> TrialSetup:
+        """Read the wire form, checking every field; raises :class:`SetupError` with every problem."""
+        problems: list[Problem] = []
+
+        def bad(path: tuple, msg: str) -> None:
+            problems.append(Problem(path, msg))
+
+        if not isinstance(data, dict):
+            raise SetupError([((), f"expected an object, got {type(data).__name__}")])
+        for key in data:
+            if key not in _KEYS:
+                bad((key,), f"unknown key {key!r}; allowed keys: {', '.join(_KEYS)}")
+        for key in ("job", "identity", "batch_size", "max_power_w"):
+            if key not in data:
+                bad((key,), f"required key {key!r} is missing")
+        job = structure(JobOptions, data["job"], ("job",), problems, _WIRE) if "job" in data else None
+        if job is not None and not job.name:
+            bad(("job", "name"), "a job name is required")
+        identity = data.get("identity")
+        if "identity" in data and (not isinstance(identity, dict) or not all(isinstance(v, dict) for v in identity.values())):
+            bad(("identity",), "expected an object of sections (objects), as zeus_core.identity writes it")
+        else:
+            _check_finite(identity, ("identity",), bad)
+        table = data.get("batch_size")
+        if "batch_size" in data:
+            if not isinstance(table, dict):
+                bad(("batch_size",), f"expected a table, got {type(table).__name__}")
+            elif not isinstance(table.get("plugin"), str) or not table.get("plugin"):
+                bad(("batch_size", "plugin"), "required: the name of the batch-size policy plugin")
+            else:
+                _check_finite(table, ("batch_size",), bad)
+        max_power = data.get("max_power_w")
+        if "max_power_w" in data and not _number(max_power, lo=0.0, strict=True):
+            bad(("max_power_w",), f"must be a finite number > 0 (watts), got {max_power!r}")
+        batch_sizes = data.get("batch_sizes")
+        if batch_sizes is not None:
+            if not isinstance(batch_sizes, list) or not batch_sizes or not all(_count(b) for b in batch_sizes):
+                bad(("batch_sizes",), f"must be null or a non-empty list of whole numbers in 1..{MAX_COUNT}")
+            elif len(set(batch_sizes)) != len(batch_sizes):
+                bad(("batch_sizes",), "lists a batch size twice")
+        default = data.get("default_batch_size")
+        if default is not None and not _count(default):
+            bad(("default_batch_size",), f"must be null or a whole number in 1..{MAX_COUNT}")
+        predictions = _predictions(data.get("predictions"), bad)
+        fresh = data.get("fresh", False)
+        if not isinstance(fresh, bool):
+            bad(("fresh",), "must be true or false")
+        if problems:
+            raise SetupError([(p.path, p.message) for p in problems])
+        assert job is not None
+        return cls(
+            job=job,
+            identity=identity,
+            batch_size=dict(table),
+            max_power_w=float(max_power),
+            batch_sizes=None if batch_sizes is None else [int(b) for b in batch_sizes],
+            default_batch_size=None if default is None else int(default),
+            predictions=predictions,
+            fresh=fresh,
+        )
+
+
+def _number(v: Any, lo: float = 0.0, strict: bool = False) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return False
+    return v > lo if strict else v >= lo
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_COUNT
+
+
+def _check_finite(value: Any, path: tuple, bad, depth: int = 0) -> None:
+    """Every number in a JSON value is finite (``"inf"`` strings are how infinity travels)."""
+    if depth > 32:
+        bad(path, "nested too deeply (more than 32 levels)")
+    elif isinstance(value, float) and not math.isfinite(value):
+        bad(path, f"must be a finite number, got {value!r} (write infinity as the string \"inf\")")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, path + (str(k),), bad, depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_finite(v, path + (i,), bad, depth + 1)
+
+
+def _predictions(raw: Any, bad) -> dict[int, list[EpochPrediction]] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        bad(("predictions",), "must be null or an object: batch size -> [[power_limit, time_s, energy_j], ...]")
+        return None
+    out: dict[int, list[EpochPrediction]] = {}
+    for key, rows in raw.items():
+        path = ("predictions", str(key))
+        if not (isinstance(key, str) and key.isdigit() and _count(int(key))):
+            bad(path, f"a batch size must be a whole number in 1..{MAX_COUNT}")
+            continue
+        if not isinstance(rows, list) or not all(
+            isinstance(r, list) and len(r) == 3 and _number(r[0], strict=True) and _number(r[1]) and _number(r[2]) for r in rows
+        ):
+            bad(path, "must list [power_limit > 0, time_s >= 0, energy_j >= 0] triples of finite numbers")
+            continue
+        out[int(key)] = [EpochPrediction(float(p), float(t), float(e)) for p, t, e in rows]
+    return out
+
+
+@runtime_checkable
+class ServesTrials(Protocol):
+    """A :class:`~zeus_core.JobStore` that runs the trial bookkeeping itself (a service in
+    front of the job's state, such as ``zeus serve``): the runner and the script-level
+    optimizers ask it for a :class:`TrialService` instead of building :class:`Trials`.
+
+    ``setup`` says everything the service needs to build the job's batch-size
+    policy as ``zeus run`` would (:class:`~zeus_core.TrialSetup`); the power
+    policy stays in this process, where the device is, and the service keeps its
+    state (see the module docstring).
+
+    Example::
+
+        def trial_service(self, setup, power_policy=None):
+            return MyServiceClient(self.url, setup.to_json(), power_policy)
+    """
+
+    def trial_service(self, setup: TrialSetup, power_policy: PowerPolicy | None = None) -> TrialService: ...
+
+
+# --------------------------------------------------------------------------- the service's side
+
+
+class _DeviceFacts:
+    """What the client said about its device: the service measures and steers nothing."""
+
+    names = ["remote"]
+    energy_sources: dict[str, str] = {}
+
+    def __init__(self, max_power_w: float) -> None:
+        self.max_power_w = max_power_w
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+    def read_energy(self) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class _PredictingDeviceFacts(_DeviceFacts):
+    """... and the epoch predictions it gave (:class:`~zeus_core.EpochPredictor`)."""
+
+    def __init__(self, max_power_w: float, predictions: dict[int, list[EpochPrediction]]) -> None:
+        super().__init__(max_power_w)
+        self._predictions = predictions
+
+    def predict_epoch(self, batch_size: int) -> list[EpochPrediction] | None:
+        got = self._predictions.get(int(batch_size))
+        return None if got is None else list(got)
+
+
+@attrs.define
+class _WorkloadFacts:
+    """The batch sizes the client's workload offers (:class:`~zeus_core.OffersBatchSizes`)."""
+
+    batch_sizes: list[int] | None
+    default_batch_size: int | None
+
+    def run(self, session: Any) -> None:
+        raise RuntimeError("a trial service trains nothing")
+
+
+def build_trials(setup: TrialSetup, store: JobStore, registry: Registry | None = None, console: Console | None = None) -> Trials:
+    """The job's :class:`~zeus_core.Trials` over ``store``, with its batch-size policy built by
+    ``registry`` from ``setup`` as ``zeus run`` builds it (the power policy stays with the client).
+
+    Raises :class:`SetupError` for a policy this registry does not have, options it
+    refuses (each with its path), or a setup whose identity disagrees with what its
+    own options say (a client and a service that resolve the job differently).
+    """
+    if registry is None:
+        from zeus_core.registry import get_registry
+
+        registry = get_registry()
+    kind = "batch_size_policy"
+    table = dict(setup.batch_size)
+    plugin = str(table.pop("plugin"))
+    if plugin not in registry.parts[kind]:
+        installed = ", ".join(registry.names(kind)) or "none"
+        raise SetupError([(("batch_size", "plugin"), f"this service has no batch-size policy {plugin!r}; installed: {installed}")])
+    reg = registry.get(kind, plugin)
+    problems: list[Problem] = []
+    options = structure(reg.options, table, ("batch_size",), problems, _WIRE)
+    if options is None:
+        raise SetupError([(p.path, p.message) for p in problems])
+    resolved = {"job": option_identity(setup.job), "batch_size": {"plugin": plugin, **option_identity(options)}}
+    said = {section: setup.identity.get(section, {}) for section in resolved}
+    diffs = differences(said, resolved)
+    if diffs:
+        raise SetupError([
+            (("identity",) + tuple(d.key.split(".")), f"the identity says {d.stored!r} but the options resolve to {d.current!r} "
+             "here (a client and a service with different plugin versions?)")
+            for d in diffs
+        ])
+    device = (_PredictingDeviceFacts(setup.max_power_w, setup.predictions) if setup.predictions is not None
+              else _DeviceFacts(setup.max_power_w))
+    workload = _WorkloadFacts(setup.batch_sizes, setup.default_batch_size)
+    spec = JobSpec(path=Path(f"{setup.job.name}.toml"), job=setup.job,
+                   parts={"batch_size": PartSpec("batch_size", plugin, options, reg)}, raw={}, overrides={}, lines={})
+    context = BuildContext(spec, store, console or Console(stderr=True), registry, parts={"device": device, "workload": workload})
+    try:
+        policy = reg.factory(options, context)
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        raise SetupError([(("batch_size",), f"plugin {plugin!r} refused the options: {e}")]) from e
+    return Trials(
+        setup.job, store, policy, identity=setup.identity, max_power_w=setup.max_power_w,
+        batch_sizes=setup.batch_sizes, default_batch_size=setup.default_batch_size, power_policy=None, fresh=setup.fresh,
+    )
