@@ -139,7 +139,7 @@ def _build_part(
 
 def _open_job_store(job: JobOptions, store: Any, reg: Registry) -> JobStore:
     location = store if store is not None else Path(".zeus") / f"{job.name}.sqlite"
-    return open_store(location, reg)
+    return open_store(location, reg, job=job.name)
 
 
 def _job_identity(job: JobOptions, keys: tuple[str, ...]) -> dict[str, Any]:

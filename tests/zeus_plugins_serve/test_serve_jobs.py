@@ -172,3 +172,30 @@ def test_a_script_drives_the_service_as_it_drives_local_trials(tmp_path, monkeyp
         assert remote.history() == local.history() and len(remote.history()) == 3
         assert store.get("runner") == local.store.get("runner") == {"next_recurrence": 4, "min_cost": 2501.0}
         store.close()
+
+
+def test_a_batch_size_optimizer_with_a_service_url_keeps_its_history_there(tmp_path, monkeypatch):
+    """BatchSizeOptimizer(store="http://...") asks the service for each trial, as zeus run does:
+    the same choices as the same optimizer over a local store, and the history in the service."""
+    from zeus_core import BatchSizeOptimizer
+
+    def drive(store: str) -> list[tuple[int, int, int]]:
+        bso = BatchSizeOptimizer(job="script-bso", policy="mab", batch_sizes=[32, 64, 128], default=64,
+                                 max_power_w=300.0, target_metric=1.0, store=store)
+        seen = []
+        for _ in range(6):
+            t = bso.next()
+            epochs = {32: 6, 64: 4, 128: 5}[t.batch_size]
+            bso.report(t, energy_j=epochs * 200.0 * 64 / t.batch_size, time_s=epochs * 64 / t.batch_size, reached=True)
+            seen.append((t.recurrence, t.try_index, t.batch_size))
+        bso.close()
+        return seen
+
+    local = drive(str(tmp_path / "local.sqlite"))
+    with Serve(str(tmp_path / "served"), token=TOKEN) as svc:
+        monkeypatch.setenv("ZEUS_SERVE_TOKEN", TOKEN)
+        remote = drive(svc.url)
+        r = httpx.get(f"{svc.url}/v1/jobs/script-bso/history", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+        assert r.status_code == 200
+    assert remote == local and [rec for rec, _, _ in remote] == [1, 2, 3, 4, 5, 6]
+    assert len(r.json()["tries"]) == 6
