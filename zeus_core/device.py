@@ -16,6 +16,7 @@ generated from this module and :mod:`zeus_core.parts`.
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple, Protocol, runtime_checkable
 
 
@@ -218,6 +219,27 @@ class EpochPredictor(Protocol):
     """
 
     def predict_epoch(self, batch_size: int) -> list[EpochPrediction] | None: ...
+
+
+class NoDevices:
+    """A device group with no device: windows over it still time (a ``ZeusMonitor`` given no GPU
+    and no CPU, as upstream's), and a service stands in with it for a client's devices, of
+    which it knows only the maximum power (``max_power_w``)."""
+
+    names: list[str] = []
+    energy_sources: dict[str, str] = {}
+
+    def __init__(self, max_power_w: float = 0.0) -> None:
+        self.max_power_w = float(max_power_w)
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+    def read_energy(self) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        pass
 
 
 #: Every device capability, in the order the docs list them.

@@ -27,7 +27,6 @@ builds the policy with the service's registry and returns the job's
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -36,7 +35,7 @@ import cattrs
 from rich.console import Console
 
 from zeus_core.contexts import BuildContext
-from zeus_core.device import EpochPrediction, EpochPredictor
+from zeus_core.device import EpochPrediction, EpochPredictor, NoDevices
 from zeus_core.identity import differences, option_identity
 from zeus_core.job import JobOptions, JobSpec, PartSpec, Problem, make_converter, structure
 from zeus_core.parts import OffersBatchSizes
@@ -307,23 +306,10 @@ class ServesTrials(Protocol):
 # --------------------------------------------------------------------------- the service's side
 
 
-class _DeviceFacts:
+class _DeviceFacts(NoDevices):
     """What the client said about its device: the service measures and steers nothing."""
 
     names = ["remote"]
-    energy_sources: dict[str, str] = {}
-
-    def __init__(self, max_power_w: float) -> None:
-        self.max_power_w = max_power_w
-
-    def clock(self) -> float:
-        return time.monotonic()
-
-    def read_energy(self) -> dict[str, float]:
-        return {}
-
-    def close(self) -> None:
-        pass
 
 
 class _PredictingDeviceFacts(_DeviceFacts):

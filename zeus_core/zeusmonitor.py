@@ -22,7 +22,6 @@ other plugin is opened by name with ``device=`` and ``options=``.
 from __future__ import annotations
 
 import os
-import time
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -33,27 +32,11 @@ from zeus_core.device import PowerLimitControl
 from zeus_core.devices import DeviceOpenError, DeviceOptionsError, build_device
 from zeus_core.measurement import Measurement
 from zeus_core.monitor import DeviceSet, Monitor
+from zeus_core.device import NoDevices
 from zeus_core.ranks import launched_local_rank
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core.registry import Registration, Registry
-
-class NoDevices:
-    """A monitor with nothing to measure still times its windows (upstream: no GPU, no CPU)."""
-
-    names: list[str] = []
-    energy_sources: dict[str, str] = {}
-    max_power_w = 0.0
-
-    def clock(self) -> float:
-        return time.monotonic()
-
-    def read_energy(self) -> dict[str, float]:
-        return {}
-
-    def close(self) -> None:
-        pass
-
 
 def _iter(value: Any) -> list[Any]:
     try:
