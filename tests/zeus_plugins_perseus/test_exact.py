@@ -60,3 +60,26 @@ def test_limit_below_all_fastest_is_refused():
     dag = build_dag("gpipe", 2, 3)
     with pytest.raises(ValueError, match="no plan meets"):
         exact_plan(dag, prof, BLOCKING, all_max(dag, prof)[0] * 0.99)
+
+
+def test_highs_gets_the_model_linprog_gives_it(gpt3_a100):
+    """The direct HiGHS call returns linprog's answer to the bit: the plans depend on which optimal vertex it is."""
+    from scipy.optimize import linprog
+
+    from zeus_plugins_perseus.exact import ExactPlanner
+
+    prof = read_profile(gpt3_a100)
+    dag = build_dag("1f1b", 8, 6)
+    planner = ExactPlanner(dag, prof, 83.64)
+    t_max, _ = all_max(dag, prof)
+    for limit in (t_max, t_max + 0.0013, t_max * 1.05, t_max * 1.4):
+        b = planner.b0.copy()
+        b[planner.n_edges:] += limit
+        ref = linprog(planner.cost, A_ub=planner.A, b_ub=b, bounds=planner.bounds, method="highs")
+        x, fun = planner._solve(limit)
+        assert ref.status == 0 and np.array_equal(x, ref.x) and fun == ref.fun
+    b = planner.b0.copy()
+    b[planner.n_edges:] += t_max * 0.5
+    assert linprog(planner.cost, A_ub=planner.A, b_ub=b, bounds=planner.bounds, method="highs").status == 2
+    with pytest.raises(ValueError, match="no plan meets"):
+        planner._solve(t_max * 0.5)

@@ -24,15 +24,94 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from zeus_core import lower_convex_hull, pareto_frontier
 
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.schedule import PipelineDAG
-from zeus_plugins_perseus.tradeoff import topological_order
+from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
 
 _TOL = 1e-9  # seconds: LP feasibility slack tolerated when mapping durations to clocks
+
+
+class _HighsLP:
+    """``min c x, A x <= b, lb <= x <= ub`` handed to HiGHS exactly as ``linprog(method="highs")`` hands it.
+
+    The real-time plans are as good as the vertex HiGHS returns, and which of
+    the many optimal vertices that is depends on everything HiGHS is given:
+    this builds the same model (column-wise matrix, ``-inf`` row lower bounds,
+    infinities as ``kHighsInf``) with the same options in a fresh solver per
+    call, so the answers are linprog's to the bit
+    (``tests/zeus_plugins_perseus/test_exact.py`` checks it). What it leaves out
+    is linprog's per-call overhead: input cleaning, the sparse conversions, and
+    the dual values of every bound gathered in a Python loop, which at 16 x 64
+    (22,400 columns) cost more than some of the solves.
+    """
+
+    def __init__(self, c: np.ndarray, A: sp.csr_array, bounds: list[tuple[float, float | None]]) -> None:
+        from scipy.optimize._highspy import _core
+
+        self._h = _core
+        csc = sp.csc_array(A)
+        self.c = np.asarray(c, dtype=float)
+        self.start, self.index, self.value = csc.indptr, csc.indices, csc.data
+        self.n_rows, self.n_cols = A.shape
+        lb = np.array([b[0] for b in bounds], dtype=float)
+        ub = np.array([np.inf if b[1] is None else b[1] for b in bounds], dtype=float)
+        self.bounds = np.stack([lb, ub], axis=1)
+        self.lb, self.ub = _finite(lb, _core.kHighsInf), _finite(ub, _core.kHighsInf)
+        self.row_lower = np.full(self.n_rows, -_core.kHighsInf)
+        options = _core.HighsOptions()  # linprog's non-default options for method="highs"
+        options.presolve = "on"
+        options.highs_debug_level = _core.HighsDebugLevel.kHighsDebugLevelNone
+        options.log_to_console = False
+        options.output_flag = False
+        options.simplex_strategy = _core.simplex_constants.SimplexStrategy.kSimplexStrategyDual
+        self.options = options
+
+    def solve(self, b: np.ndarray) -> tuple[int, np.ndarray | None, float | None]:
+        """(linprog's status: 0 optimal, 2 infeasible, 4 trouble; x; objective) for right-hand side ``b``."""
+        h = self._h
+        lp = h.HighsLp()
+        lp.num_col_ = self.n_cols
+        lp.num_row_ = self.n_rows
+        lp.a_matrix_.num_col_ = self.n_cols
+        lp.a_matrix_.num_row_ = self.n_rows
+        lp.a_matrix_.format_ = h.MatrixFormat.kColwise
+        lp.col_cost_ = self.c
+        lp.col_lower_ = self.lb
+        lp.col_upper_ = self.ub
+        lp.row_lower_ = self.row_lower
+        rhs = _finite(np.asarray(b, dtype=float), h.kHighsInf)
+        lp.row_upper_ = rhs
+        lp.a_matrix_.start_ = self.start
+        lp.a_matrix_.index_ = self.index
+        lp.a_matrix_.value_ = self.value
+        solver = h._Highs()
+        if solver.passOptions(self.options) == h.HighsStatus.kError:  # pragma: no cover - fixed, valid options
+            return 4, None, None
+        if solver.passModel(lp) == h.HighsStatus.kError:  # pragma: no cover - linprog reports this as status 2
+            return 2, None, None
+        if solver.run() == h.HighsStatus.kError:  # pragma: no cover
+            return 4, None, None
+        status = solver.getModelStatus()
+        if status != h.HighsModelStatus.kOptimal:
+            return (2 if status in (h.HighsModelStatus.kInfeasible, h.HighsModelStatus.kModelError) else 4), None, None
+        solution = solver.getSolution()
+        x = np.array(solution.col_value)
+        slack = rhs - np.asarray(solution.row_value)
+        # linprog's own check of an "optimal" answer (tolerance sqrt(1e-9) * 10)
+        tol = np.sqrt(1e-9) * 10
+        ok = (np.all((x >= self.bounds[:, 0] - tol) & (x <= self.bounds[:, 1] + tol)) and not (slack < -tol).any()
+              and not np.isnan(x).any())
+        return (0 if ok else 4), x, float(solver.getInfo().objective_function_value)
+
+
+def _finite(v: np.ndarray, big: float) -> np.ndarray:
+    """Infinities as HiGHS' ``kHighsInf`` (as linprog passes them)."""
+    v = v.copy()
+    inf = np.isinf(v)
+    v[inf] = np.sign(v[inf]) * big
+    return v
 
 
 class EffectiveOptions:
@@ -44,10 +123,6 @@ class EffectiveOptions:
         self.t, self.e, self.f = times[front], eff[front], freqs[front]
         hull = lower_convex_hull(times, eff)
         self.hull_t, self.hull_e = times[hull], eff[hull]
-
-    def slowest_within(self, duration: float) -> int:
-        """Index of the slowest option whose time is at most ``duration`` (the fastest if none is)."""
-        return max(int(np.searchsorted(self.t, duration + _TOL, side="right")) - 1, 0)
 
 
 def effective_options(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> list[EffectiveOptions]:
@@ -61,15 +136,46 @@ def effective_options(dag: PipelineDAG, profile: InstructionProfile, blocking_w:
     return [cache[(op.stage, op.instruction)] for op in dag.ops]
 
 
-def _timeline(order, preds, succs, times, limit):
-    """Earliest finish and latest finish (against ``limit``) of every op."""
-    ef = [0.0] * len(times)
-    for v in order:
-        ef[v] = max((ef[p] for p in preds[v]), default=0.0) + times[v]
-    lf = [0.0] * len(times)
-    for v in reversed(order):
-        lf[v] = min((lf[w] - times[w] for w in succs[v]), default=limit)
-    return ef, lf
+class OptionTable:
+    """Every op's Pareto options as padded rows, so one numpy call chooses for many ops.
+
+    Row ``key[v]`` holds op ``v``'s (stage, instruction) options fastest first
+    (``times[key[v]]`` unpadded, for the binary search), padded to the longest
+    list for the gathers (an index into the padding is never read as a choice).
+    """
+
+    def __init__(self, opts: list[EffectiveOptions]) -> None:
+        rows: dict[int, int] = {}
+        self.key = np.array([rows.setdefault(id(o), len(rows)) for o in opts], dtype=np.int64)
+        uniq = list({id(o): o for o in opts}.values())
+        self.times = [o.t for o in uniq]
+        width = max(len(o.t) for o in uniq)
+        self.t = np.full((len(uniq), width), np.inf)
+        self.e = np.full((len(uniq), width), np.inf)
+        self.f = np.zeros((len(uniq), width), dtype=np.int64)
+        for r, o in enumerate(uniq):
+            self.t[r, : len(o.t)], self.e[r, : len(o.e)], self.f[r, : len(o.f)] = o.t, o.e, o.f
+
+
+def _timeline(lv: DagLevels, times: np.ndarray, limit: float) -> tuple[np.ndarray, np.ndarray]:
+    """Earliest finish and latest finish (against ``limit``) of every op of one plan, a DAG level at a time.
+
+    Per op the same float operations as op by op (max of the predecessors'
+    finishes plus its time; min of the successors' latest starts), so the same
+    numbers; the padding entry is 0.0 (finish) / ``inf`` (latest finish).
+    """
+    n = len(times)
+    ef = np.zeros(n + 1)
+    for ops in lv.levels:
+        ef[ops] = ef[lv.preds[ops]].max(axis=1) + times[ops]
+    t = np.zeros(n + 1)
+    t[:n] = times
+    lf = np.empty(n + 1)
+    lf[n] = np.inf
+    for ops in reversed(lv.levels):
+        s = lv.succs[ops]
+        lf[ops] = np.where(lv.has_succs[ops], (lf[s] - t[s]).min(axis=1), limit)
+    return ef[:n], lf[:n]
 
 
 def fastest_frequencies(dag: PipelineDAG, profile: InstructionProfile) -> np.ndarray:
@@ -136,19 +242,24 @@ class ExactPlanner:
         self.b0 = np.asarray(b)
         self.cost = np.concatenate([np.zeros(n), -np.asarray(seg_gain, dtype=float)])
         self.bounds = [(0, None)] * n + [(0, L) for L in seg_len]
+        self.lp = _HighsLP(self.cost, self.A, self.bounds)
         self.stages, self.blocking_w = dag.stages, blocking_w
-        self.order = topological_order(n, edges)
-        self.preds, self.succs = dag.neighbours()
+        self.levels = dag.levels
+        tab = OptionTable(op_opts)
+        # per op, its options padded (inf times / energies past the last)
+        self.op_t, self.op_e, self.op_f = tab.t[tab.key], tab.e[tab.key], tab.f[tab.key]
+        self.op_count = np.array([len(o.t) for o in op_opts])
 
-    def _solve(self, limit_s: float):
+    def _solve(self, limit_s: float) -> tuple[np.ndarray, float]:
+        """(x, objective) of the LP for one limit."""
         b = self.b0.copy()
         b[self.n_edges:] += limit_s
-        res = linprog(self.cost, A_ub=self.A, b_ub=b, bounds=self.bounds, method="highs")
-        if res.status == 2:
+        status, x, fun = self.lp.solve(b)
+        if status == 2:
             raise ValueError(f"no plan meets {limit_s:.6f} s: every instruction at its fastest clock is slower")
-        if res.status != 0:  # pragma: no cover - numerical trouble in HiGHS
-            raise RuntimeError(f"the exact plan's linear program failed: {res.message}")
-        return res
+        if status != 0:  # pragma: no cover - numerical trouble in HiGHS
+            raise RuntimeError("the exact plan's linear program failed: HiGHS reported numerical trouble")
+        return x, fun
 
     def hull_energy_j(self, limit_s: float) -> float:
         """Least iteration energy on the convex hulls with every op finished by ``limit_s``.
@@ -156,58 +267,52 @@ class ExactPlanner:
         Discrete clocks lie on or above each hull, so no plan finishing at
         ``limit_s`` uses less energy: a bound to judge a plan at that limit by.
         """
-        res = self._solve(limit_s)
+        _, fun = self._solve(limit_s)
         fastest_eff = sum(float(o.hull_e[0]) for o in self.op_opts)
-        return fastest_eff + float(res.fun) + self.stages * limit_s * self.blocking_w
+        return fastest_eff + fun + self.stages * limit_s * self.blocking_w
 
     def plan(self, limit_s: float, greedy_reclaim: bool = True) -> np.ndarray:
         """Clocks (MHz per op) for one limit; see :func:`exact_plan`.
 
-        ``greedy_reclaim = False`` skips the (slow, one op at a time) float pass, for
+        ``greedy_reclaim = False`` skips the float pass (one op per step, a timeline each), for
         callers that reclaim many plans at once with :mod:`~zeus_plugins_perseus.reclaim`.
         """
-        op_opts, n = self.op_opts, self.n
-        res = self._solve(limit_s)
+        n = self.n
+        x, _ = self._solve(limit_s)
         dur = self.t_fast.copy()
-        np.add.at(dur, self.seg_op, res.x[n:])
+        np.add.at(dur, self.seg_op, x[n:])
 
-        # --- 2. slowest measured option within each duration
-        choice = [o.slowest_within(d) for o, d in zip(op_opts, dur)]
+        # --- 2. slowest measured option within each duration (the options no slower than it, counted)
+        T, E, rows = self.op_t, self.op_e, np.arange(n)
+        choice = np.maximum((T <= (dur + _TOL)[:, None]).sum(axis=1) - 1, 0)
 
-        # --- 3. exact repair and slack reclamation on real times
-        order, preds, succs = self.order, self.preds, self.succs
-
-        def times_now():
-            return [float(o.t[c]) for o, c in zip(op_opts, choice)]
-
-        times = times_now()
-        ef, lf = _timeline(order, preds, succs, times, limit_s)
-        while max(ef) > limit_s:  # solver tolerance: speed up a late critical op, cheapest per second first
-            late = [i for i in range(n) if ef[i] > lf[i] and choice[i] > 0]
-            if not late:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
+        # --- 3. exact repair and slack reclamation on real times (numpy over all ops; ties go to the
+        # lowest op index, as they did op by op)
+        lv = self.levels
+        ef, lf = _timeline(lv, T[rows, choice], limit_s)
+        while ef.max() > limit_s:  # solver tolerance: speed up a late critical op, cheapest per second first
+            late = np.flatnonzero((ef > lf) & (choice > 0))
+            if not late.size:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
                 raise ValueError(f"no plan meets {limit_s:.6f} s")
-            i = min(late, key=lambda j: (op_opts[j].e[choice[j] - 1] - op_opts[j].e[choice[j]])
-                    / (op_opts[j].t[choice[j]] - op_opts[j].t[choice[j] - 1]))
+            c = choice[late]
+            i = late[np.argmin((E[late, c - 1] - E[late, c]) / (T[late, c] - T[late, c - 1]))]
             choice[i] -= 1
-            times = times_now()
-            ef, lf = _timeline(order, preds, succs, times, limit_s)
+            ef, lf = _timeline(lv, T[rows, choice], limit_s)
         # Reclaim: ops by the saving of their next slower option, largest first; slow each while float allows.
-        blocked: set[int] = set()
+        blocked = np.zeros(n, dtype=bool)
+        last = T.shape[1] - 1
         while greedy_reclaim:
-            best, best_gain = None, 0.0
-            for i, o in enumerate(op_opts):
-                c = choice[i]
-                if i not in blocked and c + 1 < len(o.t) and o.t[c + 1] - o.t[c] <= lf[i] - ef[i]:
-                    gain = o.e[c] - o.e[c + 1]
-                    if gain > best_gain:
-                        best, best_gain = i, gain
-            if best is None:
+            nxt = np.minimum(choice + 1, last)
+            fits = ~blocked & (choice + 1 < self.op_count) & (T[rows, nxt] - T[rows, choice] <= lf - ef)
+            gain = np.where(fits, E[rows, choice] - E[rows, nxt], -np.inf)
+            best = int(np.argmax(gain))
+            if not gain[best] > 0.0:
                 break
             choice[best] += 1
-            new_ef, new_lf = _timeline(order, preds, succs, times_now(), limit_s)
-            if max(new_ef) > limit_s:  # a float rounding of the slack: keep the faster option
+            new_ef, new_lf = _timeline(lv, T[rows, choice], limit_s)
+            if new_ef.max() > limit_s:  # a float rounding of the slack: keep the faster option
                 choice[best] -= 1
-                blocked.add(best)
+                blocked[best] = True
                 continue
             ef, lf = new_ef, new_lf
-        return np.array([int(o.f[c]) for o, c in zip(op_opts, choice)], dtype=np.int64)
+        return self.op_f[rows, choice].astype(np.int64)

@@ -16,7 +16,8 @@ fits at its old clock and, by induction, no op finishes after its ``lf``: the
 iteration time never grows. The mirror pass (reverse topological order, each
 op starting no earlier than its earliest start) gives slack to late ops
 instead; each plan keeps whichever saves more, and passes repeat while they
-help. All plans are handled together with numpy, one op at a time.
+help. All plans are handled together with numpy, a level of the DAG (ops that
+share no edge) at a time.
 """
 
 from __future__ import annotations
@@ -24,53 +25,70 @@ from __future__ import annotations
 import numpy as np
 
 from zeus_plugins_perseus.emulator import chunks, critical_path, measured_tables
-from zeus_plugins_perseus.exact import EffectiveOptions, effective_options
+from zeus_plugins_perseus.exact import OptionTable, effective_options
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.schedule import PipelineDAG
-from zeus_plugins_perseus.tradeoff import topological_order
+from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
 
 _EPS = 1e-12  # relative float guard on windows
 
 
-def _pass(opts, order, preds, succs, freqs, times, eff, limit, forward: bool):
-    """One safe pass; returns new (freqs, times, eff) arrays (inputs untouched)."""
-    freqs, times, eff = freqs.copy(), times.copy(), eff.copy()
+def _pass(tab: OptionTable, lv: DagLevels, freqs, times, eff, limit, forward: bool):
+    """One safe pass, a level of the DAG at a time; returns new (freqs, times, eff) arrays (inputs untouched).
+
+    Arrays here are op-major (``[op, plan]``: a level's rows are gathered
+    whole). Ops of one level share no edge, so handling them together is the
+    op-by-op pass in a topological order, with the same float operations per
+    op. Padding row ``n_ops``: ``inf`` latest finish / latest start (never the
+    min), 0.0 time and earliest finish (never the max: finish times are positive).
+    """
+    freqs, times, eff = freqs.T.copy(), times.T.copy(), eff.T.copy()
     guard = limit * _EPS
+    n, plans = times.shape
+    old_t = np.zeros((n + 1, plans))  # times before the pass
+    old_t[:n] = times
     if forward:
         # latest finish on the current plan
-        lf = np.empty_like(times)
-        for v in reversed(order):
-            if succs[v]:
-                lf[:, v] = (lf[:, succs[v]] - times[:, succs[v]]).min(axis=1)
-            else:
-                lf[:, v] = limit
-        ef = np.empty_like(times)
-        for v in order:
-            es = ef[:, preds[v]].max(axis=1) if preds[v] else np.zeros(len(limit))
-            _choose(opts[v], v, freqs, times, eff, lf[:, v] - es - guard)
-            ef[:, v] = es + times[:, v]
+        lf = np.empty((n + 1, plans))
+        lf[n] = np.inf
+        for ops in reversed(lv.levels):
+            s = lv.succs[ops]
+            lf[ops] = np.where(lv.has_succs[ops, None], (lf[s] - old_t[s]).min(axis=1), limit)
+        ef = np.zeros((n + 1, plans))
+        for ops in lv.levels:
+            es = ef[lv.preds[ops]].max(axis=1)
+            _choose(tab, ops, freqs, times, eff, lf[ops] - es - guard)
+            ef[ops] = es + times[ops]
     else:
-        es = np.empty_like(times)
-        for v in order:
-            es[:, v] = (es[:, preds[v]] + times[:, preds[v]]).max(axis=1) if preds[v] else 0.0
-        ls = np.empty_like(times)
-        for v in reversed(order):
-            lf = ls[:, succs[v]].min(axis=1) if succs[v] else limit
-            _choose(opts[v], v, freqs, times, eff, lf - es[:, v] - guard)
-            ls[:, v] = lf - times[:, v]
-    return freqs, times, eff
+        es = np.zeros((n + 1, plans))
+        for ops in lv.levels:
+            p = lv.preds[ops]
+            es[ops] = (es[p] + old_t[p]).max(axis=1)
+        ls = np.empty((n + 1, plans))
+        ls[n] = np.inf
+        for ops in reversed(lv.levels):
+            lf = np.where(lv.has_succs[ops, None], ls[lv.succs[ops]].min(axis=1), limit)
+            _choose(tab, ops, freqs, times, eff, lf - es[ops] - guard)
+            ls[ops] = lf - times[ops]
+    # back to [plan, op] in C order: the callers sum rows, and numpy sums a strided row in another order
+    return np.ascontiguousarray(freqs.T), np.ascontiguousarray(times.T), np.ascontiguousarray(eff.T)
 
 
-def _choose(o: EffectiveOptions, v: int, freqs, times, eff, window) -> None:
-    """Op ``v`` of every plan takes the slowest Pareto option within ``window`` if it saves energy."""
-    k = np.searchsorted(o.t, window, side="right") - 1
+def _choose(tab: OptionTable, ops: np.ndarray, freqs, times, eff, window) -> None:
+    """Ops ``ops`` of every plan take the slowest Pareto option within ``window[op, plan]`` if it saves energy."""
+    key = tab.key[ops]
+    k = np.empty(window.shape, dtype=np.int64)
+    for i, r in enumerate(key.tolist()):  # a level has few ops; one binary search of all plans each
+        k[i] = np.searchsorted(tab.times[r], window[i], side="right")
+    k -= 1
     ok = k >= 0
     kk = np.where(ok, k, 0)
-    better = ok & (o.e[kk] < eff[:, v]) & (o.t[kk] > times[:, v])
+    row = key[:, None]
+    t_k, e_k = tab.t[row, kk], tab.e[row, kk]
+    better = ok & (e_k < eff[ops]) & (t_k > times[ops])
     if better.any():
-        freqs[better, v] = o.f[kk[better]]
-        times[better, v] = o.t[kk[better]]
-        eff[better, v] = o.e[kk[better]]
+        freqs[ops] = np.where(better, tab.f[row, kk], freqs[ops])
+        times[ops] = np.where(better, t_k, times[ops])
+        eff[ops] = np.where(better, e_k, eff[ops])
 
 
 def reclaim_slack(
@@ -83,22 +101,20 @@ def reclaim_slack(
     freqs = np.atleast_2d(np.asarray(freqs, dtype=np.int64))
     if freqs.size == 0:
         return freqs.copy()
-    opts = effective_options(dag, profile, blocking_power_w)
-    order = topological_order(dag.n_ops, dag.edges)
-    preds, succs = dag.neighbours()
+    tab = OptionTable(effective_options(dag, profile, blocking_power_w))
     out = np.empty_like(freqs)
     for rows in chunks(len(freqs)):  # plans are independent: blocks bound the work arrays
-        out[rows] = _reclaim(dag, profile, opts, order, preds, succs, freqs[rows], blocking_power_w, max_passes)
+        out[rows] = _reclaim(dag, profile, tab, freqs[rows], blocking_power_w, max_passes)
     return out
 
 
-def _reclaim(dag, profile, opts, order, preds, succs, freqs, blocking_power_w, max_passes):
+def _reclaim(dag, profile, tab, freqs, blocking_power_w, max_passes):
     times, energies = measured_tables(dag, profile, freqs)
     eff = energies - blocking_power_w * times
     limit = critical_path(dag, times)
     for _ in range(max_passes):
         before = eff.sum(axis=1)
-        cands = [_pass(opts, order, preds, succs, freqs, times, eff, limit, fw) for fw in (True, False)]
+        cands = [_pass(tab, dag.levels, freqs, times, eff, limit, fw) for fw in (True, False)]
         backward = np.argmin([c[2].sum(axis=1) for c in cands], axis=0)[:, None] == 1
         new_f, new_t, new_e = (np.where(backward, b, f) for f, b in zip(cands[0], cands[1]))
         # float safety: a plan whose iteration time grew keeps its old clocks

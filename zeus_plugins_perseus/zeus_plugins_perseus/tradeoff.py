@@ -164,6 +164,12 @@ def solve_frontier(
     pos[probe.data - 1] = np.arange(2 * n_arcs)
     pos_f, pos_b = pos[:n_arcs], pos[n_arcs:]
     indices, indptr = probe.indices.astype(np.int32), probe.indptr.astype(np.int32)
+    entry_tail = np.repeat(np.arange(n_nodes), np.diff(indptr))  # tail node of each CSR entry
+    # One capacity matrix for every step: only its data changes (building a sparse matrix per step
+    # cost more than the maximum flow itself). maximum_flow reads it and never writes it.
+    graph = sp.csr_array((np.zeros(2 * n_arcs, np.int32), indices, indptr), shape=(n_nodes, n_nodes))
+    graph.has_sorted_indices = True
+    ones = np.ones(2 * n_arcs)
 
     lo_op, hi_op = lo[spec], hi[spec]
     flow = np.zeros(n_arcs, np.int64)
@@ -174,6 +180,9 @@ def solve_frontier(
     durs = [np.minimum(hi_op, pi_nodes[out_nodes] - pi_nodes[in_nodes]).astype(np.int32)]
     phases = 0
     T = t_max
+    # No step needs a check for a source-sink path of infinite arcs (every op at its fastest
+    # duration and every dummy arc tight): such a path spans pi[sink] - pi[source] = T with
+    # only fastest durations on it, so T <= t_fast <= stop, and the loop has ended before.
     while T > stop:
         phases += 1
         x = pi_nodes[head] - pi_nodes[tail]
@@ -183,29 +192,26 @@ def solve_frontier(
         ub[:n_ops] = mint[spec, y]
         lb[:n_ops] = mint[spec, np.minimum(y + 1, last)]
         ub[n_ops:] = np.where(x[n_ops:] == 0, _INF, 0)
-        # At the fastest point some source-sink path is all infinite: stop there.
-        inf_arcs = ub >= _INF
-        g_inf = sp.csr_array(
-            (np.ones(int(inf_arcs.sum()), np.int8), (tail[inf_arcs], head[inf_arcs])), shape=(n_nodes, n_nodes)
-        )
-        if 1 in set(breadth_first_order(g_inf, 0, directed=True, return_predecessors=False).tolist()):
-            break
         cap = np.empty(2 * n_arcs, np.int64)
-        cap[pos_f] = np.where(inf_arcs, _INF, ub - flow)
+        cap[pos_f] = np.where(ub >= _INF, _INF, ub - flow)
         cap[pos_b] = flow - lb
         if cap.min() < 0:  # pragma: no cover - would mean a broken invariant
             raise TradeoffError("internal error: flow left its complementary-slackness bounds")
-        graph = sp.csr_array((cap.astype(np.int32), indices, indptr), shape=(n_nodes, n_nodes))
+        graph.data[:] = cap
         res = maximum_flow(graph, 0, 1)
         net = res.flow.data.astype(np.int64)
         flow += net[pos_f]
-        resid = cap - net
-        reach = sp.csr_array(((resid > 0).astype(np.int8), indices.copy(), indptr.copy()), shape=(n_nodes, n_nodes))
-        reach.eliminate_zeros()
+        # the minimum cut: what the source reaches over arcs with residual capacity
+        open_ = cap > net
+        reach = sp.csr_array(
+            (ones[: int(open_.sum())], indices[open_],
+             np.concatenate([[0], np.cumsum(np.bincount(entry_tail[open_], minlength=n_nodes))]).astype(np.int32)),
+            shape=(n_nodes, n_nodes),
+        )
         in_s = np.zeros(n_nodes, bool)
         in_s[breadth_first_order(reach, 0, directed=True, return_predecessors=False)] = True
-        if in_s[1]:  # pragma: no cover - excluded by the infinite-path check above
-            break
+        if in_s[1]:  # pragma: no cover - a finite maximum flow always cuts the sink off
+            raise TradeoffError("internal error: the sink is reachable after a maximum flow")
         fwd = in_s[tail] & ~in_s[head]
         bwd = ~in_s[tail] & in_s[head]
         limit = T - stop
