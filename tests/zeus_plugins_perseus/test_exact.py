@@ -83,3 +83,34 @@ def test_highs_gets_the_model_linprog_gives_it(gpt3_a100):
     assert linprog(planner.cost, A_ub=planner.A, b_ub=b, bounds=planner.bounds, method="highs").status == 2
     with pytest.raises(ValueError, match="no plan meets"):
         planner._solve(t_max * 0.5)
+
+
+def test_real_time_plans_on_forked_workers_are_the_same(tmp_path, gpt3_a100):
+    """The gap plans' linear programs on two forked workers give the plans this process gives.
+
+    In a fresh interpreter, to see that the parent never ran HiGHS and that a process where
+    HiGHS started threads never forks.
+    """
+    code = f"""
+import os, sys
+import numpy as np
+import zeus_plugins_perseus.exact as exact
+from zeus_plugins_perseus.planner import plan_frontier
+from zeus_plugins_perseus.profile import read_profile
+prof = read_profile({str(gpt3_a100)!r})
+forked = plan_frontier(prof, 8, 6, "1f1b", 0.001, 83.64, workers=2)
+assert exact._highs_threads is None, "the parent ran HiGHS itself"
+assert os.times().children_user > 0, "no worker ran"
+here = plan_frontier(prof, 8, 6, "1f1b", 0.001, 83.64, workers=1)
+assert exact._highs_threads is not None
+exact._highs_threads = True
+assert exact._workers(None, 5, 2) == 1, "forked after HiGHS started threads here"
+for key in ("frequencies", "time_units", "planned_energy_j", "emulated_time_s", "emulated_energy_j"):
+    assert np.array_equal(getattr(forked, key), getattr(here, key)), key
+print("same", len(here))
+"""
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("same ")

@@ -22,6 +22,10 @@ The result is never slower than ``limit_s`` on the measured profile. With
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -31,6 +35,11 @@ from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
 
 _TOL = 1e-9  # seconds: LP feasibility slack tolerated when mapping durations to clocks
+#: below this many ops the linear programs take milliseconds: forking workers would cost more than they save
+PARALLEL_MIN_OPS = 256
+#: None until HiGHS first runs in this process; then whether it started threads (its thread pool, which a
+#: forked child would inherit without the threads). Unknown (no /proc) counts as started.
+_highs_threads: bool | None = None
 
 
 class _HighsLP:
@@ -91,7 +100,14 @@ class _HighsLP:
             return 4, None, None
         if solver.passModel(lp) == h.HighsStatus.kError:  # pragma: no cover - linprog reports this as status 2
             return 2, None, None
-        if solver.run() == h.HighsStatus.kError:  # pragma: no cover
+        global _highs_threads
+        first = _highs_threads is None
+        before = _os_threads() if first else None
+        run_status = solver.run()
+        if first:  # HiGHS sets up its scheduler in its first run in a process
+            after = _os_threads()
+            _highs_threads = before is None or after is None or after > before
+        if run_status == h.HighsStatus.kError:  # pragma: no cover
             return 4, None, None
         status = solver.getModelStatus()
         if status != h.HighsModelStatus.kOptimal:
@@ -104,6 +120,14 @@ class _HighsLP:
         ok = (np.all((x >= self.bounds[:, 0] - tol) & (x <= self.bounds[:, 1] + tol)) and not (slack < -tol).any()
               and not np.isnan(x).any())
         return (0 if ok else 4), x, float(solver.getInfo().objective_function_value)
+
+
+def _os_threads() -> int | None:
+    """Threads of this process as the OS counts them (HiGHS' own included); None where /proc is missing."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
 
 
 def _finite(v: np.ndarray, big: float) -> np.ndarray:
@@ -316,3 +340,68 @@ class ExactPlanner:
                 continue
             ef, lf = new_ef, new_lf
         return self.op_f[rows, choice].astype(np.int64)
+
+
+def plan_many(planner: ExactPlanner, limits: list[float], greedy: list[bool], workers: int | None = None) -> np.ndarray:
+    """``planner.plan(limit, greedy_reclaim)`` for every limit, as rows; on forked processes when safe and worth it.
+
+    The linear programs are independent and each is solved from scratch, so a
+    worker's answer is the one this process would get: same model, same
+    options, a fresh HiGHS (the plans are identical whatever runs them,
+    ``tests/zeus_plugins_perseus/test_exact.py``). They take most of the
+    default model's planning time on large pipelines, hence up to one worker
+    per CPU (``workers``: at most that many; ``None``: as many as there are
+    CPUs and limits; 1: in this process). Workers are forked, so they start at
+    once with the planner already built, and only when forking is safe: from
+    the main thread, and never once HiGHS has started threads in this process
+    (its thread pool: a forked child would inherit it without the threads; on
+    a machine of 2 CPUs HiGHS starts none). Small problems (fewer than
+    :data:`PARALLEL_MIN_OPS` ops) stay here unless ``workers`` asks.
+    """
+    n = _workers(planner, len(limits), workers)
+    if n < 2:
+        return np.array([planner.plan(lim, greedy_reclaim=g) for lim, g in zip(limits, greedy)], dtype=np.int64)
+    import multiprocessing
+
+    global _forked_planner
+    _forked_planner = planner  # what the forked workers plan with (inherited, never pickled)
+    pool = multiprocessing.get_context("fork").Pool(n, initializer=_worker_started)
+    try:
+        # one limit per task, the zero-slowdown plan (with its greedy pass, the longest) first
+        rows = pool.starmap(_plan_in_worker, list(zip(limits, greedy)), chunksize=1)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+        _forked_planner = None
+    return np.array(rows, dtype=np.int64)
+
+
+_forked_planner: ExactPlanner | None = None
+
+
+def _workers(planner: ExactPlanner, n_limits: int, workers: int | None) -> int:
+    """How many processes plan: 1 (this one) unless several limits, a fork is safe, and it pays off or is asked for."""
+    if n_limits < 2 or (workers is not None and workers < 2):
+        return 1
+    if workers is None:
+        if planner.n < PARALLEL_MIN_OPS:
+            return 1
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if _highs_threads or not hasattr(os, "fork") or threading.current_thread() is not threading.main_thread():
+        return 1
+    return min(workers, n_limits)
+
+
+def _worker_started() -> None:
+    """A forked worker: the parent's signal handlers (clock restoring, run interruption) are not its own."""
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends the workers
+
+
+def _plan_in_worker(limit: float, greedy: bool) -> np.ndarray:
+    return _forked_planner.plan(limit, greedy_reclaim=greedy)
