@@ -114,3 +114,25 @@ print("same", len(here))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("same ")
+
+
+def test_planning_does_not_import_scipy_optimize(tmp_path, gpt3_a100):
+    """HiGHS' module is loaded on its own (scipy.optimize's import is a third of a second); scipy still works after."""
+    code = f"""
+import sys
+from zeus_plugins_perseus.planner import plan_frontier
+from zeus_plugins_perseus.profile import read_profile
+ps = plan_frontier(read_profile({str(gpt3_a100)!r}), 8, 4, "1f1b", 0.001, 83.64, workers=1)
+assert "scipy.optimize" not in sys.modules, "scipy.optimize was imported"
+core = sys.modules["scipy.optimize._highspy._core"]
+from scipy.optimize import linprog
+import scipy.optimize._highspy._core as again
+assert again is core
+assert linprog([1, 1], A_ub=[[-1, -1]], b_ub=[-1], method="highs").status == 0
+print("ok", len(ps))
+"""
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ok ")

@@ -57,8 +57,7 @@ class _HighsLP:
     """
 
     def __init__(self, c: np.ndarray, A: sp.csr_array, bounds: list[tuple[float, float | None]]) -> None:
-        from scipy.optimize._highspy import _core
-
+        _core = _highs_core()
         self._h = _core
         csc = sp.csc_array(A)
         self.c = np.asarray(c, dtype=float)
@@ -120,6 +119,46 @@ class _HighsLP:
         ok = (np.all((x >= self.bounds[:, 0] - tol) & (x <= self.bounds[:, 1] + tol)) and not (slack < -tol).any()
               and not np.isnan(x).any())
         return (0 if ok else 4), x, float(solver.getInfo().objective_function_value)
+
+
+_HIGHS_CORE = "scipy.optimize._highspy._core"
+
+
+def _highs_core():
+    """scipy's HiGHS extension module, loaded without running ``scipy.optimize``'s ``__init__``.
+
+    Importing the module the ordinary way imports all of ``scipy.optimize``
+    first (linalg, special, fft, ...: a third of a second, more than a tenth of
+    a whole ``zeus run`` of 8 x 32), and the planner needs only this module.
+    It is loaded from its file under its own name and registered in
+    ``sys.modules``, so a later ``import scipy.optimize`` finds and uses this
+    very module (a second load of it would fail). Anything unexpected about
+    scipy's layout falls back to the ordinary import.
+    """
+    import sys
+
+    if _HIGHS_CORE in sys.modules:
+        return sys.modules[_HIGHS_CORE]
+    try:
+        import importlib.machinery
+        import importlib.util
+        from pathlib import Path
+
+        import scipy
+
+        folder = Path(scipy.__file__).parent / "optimize" / "_highspy"
+        path = next(folder / f"_core{sfx}" for sfx in importlib.machinery.EXTENSION_SUFFIXES
+                    if (folder / f"_core{sfx}").is_file())
+        spec = importlib.util.spec_from_file_location(_HIGHS_CORE, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.HighsLp, module._Highs, module.HighsOptions  # noqa: B018 - the names used here
+    except Exception:  # noqa: BLE001 - any surprise: the ordinary import (it raises if HiGHS is really missing)
+        from scipy.optimize._highspy import _core
+
+        return _core
+    sys.modules[_HIGHS_CORE] = module
+    return module
 
 
 def _os_threads() -> int | None:

@@ -169,7 +169,6 @@ def solve_frontier(
     # cost more than the maximum flow itself). maximum_flow reads it and never writes it.
     graph = sp.csr_array((np.zeros(2 * n_arcs, np.int32), indices, indptr), shape=(n_nodes, n_nodes))
     graph.has_sorted_indices = True
-    ones = np.ones(2 * n_arcs)
 
     lo_op, hi_op = lo[spec], hi[spec]
     flow = np.zeros(n_arcs, np.int64)
@@ -197,21 +196,19 @@ def solve_frontier(
         cap[pos_b] = flow - lb
         if cap.min() < 0:  # pragma: no cover - would mean a broken invariant
             raise TradeoffError("internal error: flow left its complementary-slackness bounds")
-        graph.data[:] = cap
-        res = maximum_flow(graph, 0, 1)
-        net = res.flow.data.astype(np.int64)
-        flow += net[pos_f]
-        # the minimum cut: what the source reaches over arcs with residual capacity
-        open_ = cap > net
-        reach = sp.csr_array(
-            (ones[: int(open_.sum())], indices[open_],
-             np.concatenate([[0], np.cumsum(np.bincount(entry_tail[open_], minlength=n_nodes))]).astype(np.int32)),
-            shape=(n_nodes, n_nodes),
-        )
-        in_s = np.zeros(n_nodes, bool)
-        in_s[breadth_first_order(reach, 0, directed=True, return_predecessors=False)] = True
-        if in_s[1]:  # pragma: no cover - a finite maximum flow always cuts the sink off
-            raise TradeoffError("internal error: the sink is reachable after a maximum flow")
+        # Most steps find the flow already maximum (only the bounds moved): then the source cannot
+        # reach the sink over residual capacity, the maximum flow would add nothing (Dinic finds no
+        # path), and that reachable set is already the minimum cut. Only otherwise is the flow augmented.
+        in_s = _reachable(cap > 0, indices, entry_tail, n_nodes)
+        if in_s[1]:
+            graph.data[:] = cap
+            res = maximum_flow(graph, 0, 1)
+            net = res.flow.data.astype(np.int64)
+            flow += net[pos_f]
+            # the minimum cut: what the source reaches over arcs with residual capacity
+            in_s = _reachable(cap > net, indices, entry_tail, n_nodes)
+            if in_s[1]:  # pragma: no cover - a finite maximum flow always cuts the sink off
+                raise TradeoffError("internal error: the sink is reachable after a maximum flow")
         fwd = in_s[tail] & ~in_s[head]
         bwd = ~in_s[tail] & in_s[head]
         limit = T - stop
@@ -246,6 +243,19 @@ def solve_frontier(
         block = durations[k:k + 256]
         costs[k:k + 256] = ctab[spec[None, :], block - lo_op[None, :]].sum(axis=1)
     return Frontier(times=np.asarray(times, np.int64), durations=durations, costs=costs, phases=phases)
+
+
+def _reachable(open_: np.ndarray, indices: np.ndarray, entry_tail: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Nodes the source (node 0) reaches over the CSR entries where ``open_`` holds (a float64
+    graph: csgraph's validation then converts nothing)."""
+    reach = sp.csr_array(
+        (np.ones(int(open_.sum())), indices[open_],
+         np.concatenate([[0], np.cumsum(np.bincount(entry_tail[open_], minlength=n_nodes))]).astype(np.int32)),
+        shape=(n_nodes, n_nodes),
+    )
+    in_s = np.zeros(n_nodes, bool)
+    in_s[breadth_first_order(reach, 0, directed=True, return_predecessors=False)] = True
+    return in_s
 
 
 def _earliest_times(n_ops: int, edges: np.ndarray, dur: np.ndarray) -> np.ndarray:
