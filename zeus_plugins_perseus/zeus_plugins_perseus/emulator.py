@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.schedule import PipelineDAG
+from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
 from zeus_plugins_perseus.tradeoff import topological_order
 
 
@@ -49,19 +49,24 @@ def measured_tables(dag: PipelineDAG, profile: InstructionProfile, freqs: np.nda
 
 
 def critical_path(dag: PipelineDAG, times: np.ndarray) -> np.ndarray:
-    """Iteration time of each plan (row of ``times[plan, op]``): longest path, all plans at once.
-
-    One numpy step per level of the DAG (:attr:`PipelineDAG.levels`): an op
-    finishes at the latest finish of its predecessors plus its time, the same
-    float operations as op by op (the padding column is 0.0, which no finish
-    time is below), so the result is identical.
-    """
+    """Iteration time of each plan (row of ``times[plan, op]``): longest path, all plans at once."""
     times = np.atleast_2d(times)
-    lv = dag.levels
-    finish = np.zeros((len(times), dag.n_ops + 1), dtype=times.dtype)
+    return longest_finish(dag.levels, times.T)
+
+
+def longest_finish(lv: DagLevels, times_by_op: np.ndarray) -> np.ndarray:
+    """Iteration time of each plan (column of ``times_by_op[op, plan]``), one numpy step per DAG level.
+
+    An op finishes at the latest finish of its predecessors plus its time,
+    the same float operations as op by op (the padding row is 0.0, which no
+    finish time is below), so the result is identical. Op-major, so a level's
+    predecessors are whole rows.
+    """
+    n = len(times_by_op)
+    finish = np.zeros((n + 1,) + times_by_op.shape[1:], dtype=times_by_op.dtype)
     for ops in lv.levels:
-        finish[:, ops] = finish[:, lv.preds[ops]].max(axis=2) + times[:, ops]
-    return finish[:, :-1].max(axis=1)
+        finish[ops] = finish[lv.preds[ops]].max(axis=1) + times_by_op[ops]
+    return finish[:n].max(axis=0)
 
 
 def timeline(dag: PipelineDAG, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -202,22 +202,37 @@ def effective_options(dag: PipelineDAG, profile: InstructionProfile, blocking_w:
 class OptionTable:
     """Every op's Pareto options as padded rows, so one numpy call chooses for many ops.
 
-    Row ``key[v]`` holds op ``v``'s (stage, instruction) options fastest first
-    (``times[key[v]]`` unpadded, for the binary search), padded to the longest
-    list for the gathers (an index into the padding is never read as a choice).
+    Row ``key[v]`` holds op ``v``'s (stage, instruction) options fastest first,
+    padded to the longest list (an index into the padding is never read as a
+    choice). :meth:`count_within` counts a row's options no slower than a
+    window for many ops and plans at once, exactly as a binary search of each
+    row would: every option time is in the sorted union ``grid``, so the count
+    at ``w`` is the row's count at the largest grid time ``<= w``, tabulated.
     """
 
     def __init__(self, opts: list[EffectiveOptions]) -> None:
         rows: dict[int, int] = {}
         self.key = np.array([rows.setdefault(id(o), len(rows)) for o in opts], dtype=np.int64)
         uniq = list({id(o): o for o in opts}.values())
-        self.times = [o.t for o in uniq]
         width = max(len(o.t) for o in uniq)
         self.t = np.full((len(uniq), width), np.inf)
         self.e = np.full((len(uniq), width), np.inf)
         self.f = np.zeros((len(uniq), width), dtype=np.int64)
         for r, o in enumerate(uniq):
             self.t[r, : len(o.t)], self.e[r, : len(o.e)], self.f[r, : len(o.f)] = o.t, o.e, o.f
+        self.grid = np.unique(np.concatenate([o.t for o in uniq]))
+        self.counts = np.zeros((len(uniq), len(self.grid) + 1), dtype=np.int64)  # [row, grid times <= window]
+        for r, o in enumerate(uniq):
+            self.counts[r, 1:] = np.searchsorted(o.t, self.grid, side="right")
+        # flat views for 1-D takes, which cost less than 2-D fancy indexing
+        self.t_flat, self.e_flat, self.f_flat = self.t.ravel(), self.e.ravel(), self.f.ravel()
+        self.counts_flat = self.counts.ravel()
+
+    def count_within(self, rows: np.ndarray, window: np.ndarray) -> np.ndarray:
+        """Per ``window[i, ...]``: how many options of row ``rows[i]`` take at most that long."""
+        at = np.searchsorted(self.grid, window, side="right")
+        start = rows.reshape(rows.shape + (1,) * (window.ndim - 1)) * self.counts.shape[1]
+        return self.counts_flat.take(start + at)
 
 
 def _timeline(lv: DagLevels, times: np.ndarray, limit: float) -> tuple[np.ndarray, np.ndarray]:

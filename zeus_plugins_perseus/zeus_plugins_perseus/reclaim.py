@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zeus_plugins_perseus.emulator import chunks, critical_path, measured_tables
+from zeus_plugins_perseus.emulator import chunks, longest_finish, measured_tables
 from zeus_plugins_perseus.exact import OptionTable, effective_options
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
@@ -35,13 +35,13 @@ _EPS = 1e-12  # relative float guard on windows
 def _pass(tab: OptionTable, lv: DagLevels, freqs, times, eff, limit, forward: bool):
     """One safe pass, a level of the DAG at a time; returns new (freqs, times, eff) arrays (inputs untouched).
 
-    Arrays here are op-major (``[op, plan]``: a level's rows are gathered
-    whole). Ops of one level share no edge, so handling them together is the
-    op-by-op pass in a topological order, with the same float operations per
-    op. Padding row ``n_ops``: ``inf`` latest finish / latest start (never the
+    Arrays are op-major (``[op, plan]``: a level's rows are gathered whole).
+    Ops of one level share no edge, so handling them together is the op-by-op
+    pass in a topological order, with the same float operations per op.
+    Padding row ``n_ops``: ``inf`` latest finish / latest start (never the
     min), 0.0 time and earliest finish (never the max: finish times are positive).
     """
-    freqs, times, eff = freqs.T.copy(), times.T.copy(), eff.T.copy()
+    freqs, times, eff = freqs.copy(), times.copy(), eff.copy()
     guard = limit * _EPS
     n, plans = times.shape
     old_t = np.zeros((n + 1, plans))  # times before the pass
@@ -69,26 +69,22 @@ def _pass(tab: OptionTable, lv: DagLevels, freqs, times, eff, limit, forward: bo
             lf = np.where(lv.has_succs[ops, None], ls[lv.succs[ops]].min(axis=1), limit)
             _choose(tab, ops, freqs, times, eff, lf - es[ops] - guard)
             ls[ops] = lf - times[ops]
-    # back to [plan, op] in C order: the callers sum rows, and numpy sums a strided row in another order
-    return np.ascontiguousarray(freqs.T), np.ascontiguousarray(times.T), np.ascontiguousarray(eff.T)
+    return freqs, times, eff
 
 
 def _choose(tab: OptionTable, ops: np.ndarray, freqs, times, eff, window) -> None:
     """Ops ``ops`` of every plan take the slowest Pareto option within ``window[op, plan]`` if it saves energy."""
     key = tab.key[ops]
-    k = np.empty(window.shape, dtype=np.int64)
-    for i, r in enumerate(key.tolist()):  # a level has few ops; one binary search of all plans each
-        k[i] = np.searchsorted(tab.times[r], window[i], side="right")
-    k -= 1
+    k = tab.count_within(key, window) - 1
     ok = k >= 0
-    kk = np.where(ok, k, 0)
-    row = key[:, None]
-    t_k, e_k = tab.t[row, kk], tab.e[row, kk]
-    better = ok & (e_k < eff[ops]) & (t_k > times[ops])
+    at = (key * tab.t.shape[1])[:, None] + np.maximum(k, 0)  # into the flat option tables
+    t_k, e_k = tab.t_flat.take(at), tab.e_flat.take(at)
+    t_now, e_now = times[ops], eff[ops]
+    better = ok & (e_k < e_now) & (t_k > t_now)
     if better.any():
-        freqs[ops] = np.where(better, tab.f[row, kk], freqs[ops])
-        times[ops] = np.where(better, t_k, times[ops])
-        eff[ops] = np.where(better, e_k, eff[ops])
+        freqs[ops] = np.where(better, tab.f_flat.take(at), freqs[ops])
+        times[ops] = np.where(better, t_k, t_now)
+        eff[ops] = np.where(better, e_k, e_now)
 
 
 def reclaim_slack(
@@ -109,19 +105,27 @@ def reclaim_slack(
 
 
 def _reclaim(dag, profile, tab, freqs, blocking_power_w, max_passes):
+    """Passes over one block of plans, op-major inside (``[op, plan]``), ``freqs[plan, op]`` in and out."""
     times, energies = measured_tables(dag, profile, freqs)
     eff = energies - blocking_power_w * times
-    limit = critical_path(dag, times)
+    lv = dag.levels
+    limit = longest_finish(lv, times.T)
+    freqs, times, eff = freqs.T.copy(), times.T.copy(), eff.T.copy()
+
+    def energy(e):  # per plan, summed along [plan, op] rows as always: numpy sums a strided row in another order
+        return np.ascontiguousarray(e.T).sum(axis=1)
+
+    total = energy(eff)
     for _ in range(max_passes):
-        before = eff.sum(axis=1)
-        cands = [_pass(tab, dag.levels, freqs, times, eff, limit, fw) for fw in (True, False)]
-        backward = np.argmin([c[2].sum(axis=1) for c in cands], axis=0)[:, None] == 1
+        cands = [_pass(tab, lv, freqs, times, eff, limit, fw) for fw in (True, False)]
+        backward = np.argmin([energy(c[2]) for c in cands], axis=0)[None, :] == 1
         new_f, new_t, new_e = (np.where(backward, b, f) for f, b in zip(cands[0], cands[1]))
         # float safety: a plan whose iteration time grew keeps its old clocks
-        grew = critical_path(dag, new_t) > limit
-        new_f[grew], new_t[grew], new_e[grew] = freqs[grew], times[grew], eff[grew]
-        gain = before - new_e.sum(axis=1)
-        freqs, times, eff = new_f, new_t, new_e
+        grew = longest_finish(lv, new_t) > limit
+        new_f[:, grew], new_t[:, grew], new_e[:, grew] = freqs[:, grew], times[:, grew], eff[:, grew]
+        new_total = energy(new_e)
+        gain = total - new_total
+        freqs, times, eff, total = new_f, new_t, new_e, new_total
         if not np.any(gain > 1e-9):
             break
-    return freqs
+    return freqs.T
