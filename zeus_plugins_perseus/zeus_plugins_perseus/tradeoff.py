@@ -142,8 +142,6 @@ def solve_frontier(
     tail = np.concatenate([2 + 2 * ops, 3 + 2 * e[:, 0], np.zeros(len(starts), np.int64), 3 + 2 * ends])
     head = np.concatenate([3 + 2 * ops, 2 + 2 * e[:, 1], 2 + 2 * starts, np.ones(len(ends), np.int64)])
     n_arcs = len(tail)
-    is_act = np.zeros(n_arcs, bool)
-    is_act[:n_ops] = True
 
     # Initial potentials: earliest event times with every op at its slowest duration.
     pi = _earliest_times(n_ops, e, hi[spec])
@@ -171,6 +169,8 @@ def solve_frontier(
     graph.has_sorted_indices = True
 
     lo_op, hi_op = lo[spec], hi[spec]
+    row_of_op = spec * mint.shape[1]  # an op's row in the flat mint / down / up tables (1-D takes are cheaper)
+    mint_flat, down_flat, up_flat = mint.ravel(), down.ravel(), up.ravel()
     flow = np.zeros(n_arcs, np.int64)
     in_nodes, out_nodes = 2 + 2 * ops, 3 + 2 * ops
 
@@ -188,8 +188,9 @@ def solve_frontier(
         y = np.minimum(x[:n_ops] - lo_op, last)
         ub = np.empty(n_arcs, np.int64)
         lb = np.zeros(n_arcs, np.int64)
-        ub[:n_ops] = mint[spec, y]
-        lb[:n_ops] = mint[spec, np.minimum(y + 1, last)]
+        at = row_of_op + y
+        ub[:n_ops] = mint_flat.take(at)
+        lb[:n_ops] = mint_flat.take(np.minimum(at + 1, row_of_op + last))
         ub[n_ops:] = np.where(x[n_ops:] == 0, _INF, 0)
         cap = np.empty(2 * n_arcs, np.int64)
         cap[pos_f] = np.where(ub >= _INF, _INF, ub - flow)
@@ -212,19 +213,18 @@ def solve_frontier(
         fwd = in_s[tail] & ~in_s[head]
         bwd = ~in_s[tail] & in_s[head]
         limit = T - stop
-        fa = fwd & is_act
+        fa = fwd[:n_ops]
         if fa.any():
-            ya = x[:n_ops][fa[:n_ops]] - lo_op[fa[:n_ops]]
-            sa = spec[fa[:n_ops]]
-            lim = down[sa, np.minimum(ya, last)] + np.maximum(ya - last, 0)
+            ya = x[:n_ops][fa] - lo_op[fa]
+            lim = down_flat.take(row_of_op[fa] + np.minimum(ya, last)) + np.maximum(ya - last, 0)
             limit = min(limit, int(lim.min()))
-        fd = fwd & ~is_act
+        fd = fwd[n_ops:]
         if fd.any():
-            limit = min(limit, int(x[fd].min()))
-        ba = bwd & is_act
+            limit = min(limit, int(x[n_ops:][fd].min()))
+        ba = bwd[:n_ops]
         if ba.any():
-            ya = x[:n_ops][ba[:n_ops]] - lo_op[ba[:n_ops]]
-            lim = up[spec[ba[:n_ops]], np.minimum(ya, last)]
+            ya = x[:n_ops][ba] - lo_op[ba]
+            lim = up_flat.take(row_of_op[ba] + np.minimum(ya, last))
             limit = min(limit, int(lim.min()))
         if limit < 1:  # pragma: no cover
             raise TradeoffError("internal error: a minimum cut that cannot move")
