@@ -93,9 +93,17 @@ def run_lowtime(python: str, csv_path: Path, stages: int, mbs: int, unit: float,
 
 
 def ours(profile, stages, mbs, unit, blocking, model):
-    t0 = time.perf_counter()
+    ps, wall, _ = ours_timed(profile, stages, mbs, unit, blocking, model)
+    return ps, wall
+
+
+def ours_timed(profile, stages, mbs, unit, blocking, model):
+    """(plans, wall s, CPU s of this process and of the plan workers it forked)."""
+    t0, c0, k0 = time.perf_counter(), time.process_time(), os.times()
     ps = plan_frontier(profile, stages, mbs, "1f1b", unit, blocking, model)
-    return ps, time.perf_counter() - t0
+    k1 = os.times()
+    cpu = time.process_time() - c0 + (k1.children_user - k0.children_user) + (k1.children_system - k0.children_system)
+    return ps, time.perf_counter() - t0, cpu
 
 
 def section_exact(args, have_lowtime):
@@ -126,8 +134,13 @@ def section_exact(args, have_lowtime):
     console.print(table)
 
 
-def run_zeus(job: Path, out: Path) -> tuple[float, float, str]:
-    """Whole-process ``zeus run JOB --fresh --output OUT``: (wall s, peak RSS MiB, its output)."""
+def run_zeus(job: Path, out: Path) -> tuple[float, float, float, str]:
+    """Whole-process ``zeus run JOB --fresh --output OUT``: (wall s, CPU s, peak RSS MiB, its output).
+
+    CPU is user + system time of the process and the workers it forked and
+    waited for (the real-time plans' linear programs): on a shared machine it
+    varies less than the wall time.
+    """
     cmd = [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--fresh", "--output", str(out)]
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -136,7 +149,7 @@ def run_zeus(job: Path, out: Path) -> tuple[float, float, str]:
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"zeus run {job} failed:\n{text[-2000:]}")
-    return wall, usage.ru_maxrss / 1024, text
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text
 
 
 def job_file(folder: Path, profile: Path, stages: int, mbs: int, model: str, extra: str = "") -> Path:
@@ -150,7 +163,7 @@ def job_file(folder: Path, profile: Path, stages: int, mbs: int, model: str, ext
 def section_speed(args, have_lowtime):
     """Whole-process ``zeus run`` (start-up, planning, every output file and figure), the way a user runs it."""
     table = Table(title="2. speed: whole-process `zeus run`, GPT-3 175B / A100 (16 stages: the 8-stage profile tiled)")
-    for col in ("size", "model", "plans", "wall s", "peak MiB", "target"):
+    for col in ("size", "model", "plans", "wall s", "cpu s", "peak MiB", "target"):
         table.add_column(col)
     base = read_profile(DATA / "gpt3-175b+a100_sxm_bf16.csv")
     targets = {(8, 32): (2.5, None), (16, 64): (10.0, 400.0)}
@@ -160,13 +173,14 @@ def section_speed(args, have_lowtime):
             prof = base if stages == len(base.stages) else tiled(base, stages)
             csv_path = prof.to_csv(tmp / f"profile-{stages}.csv")
             for model, extra in (("measured", ""), ("measured", "max_gap_plans = 4\n"), ("exponential", "")):
-                walls, peaks = [], []
+                walls, cpus, peaks = [], [], []
                 for _ in range(args.repeat):
-                    wall, peak, text = run_zeus(job_file(tmp, csv_path, stages, mbs, model, extra), tmp / "out")
+                    wall, cpu, peak, text = run_zeus(job_file(tmp, csv_path, stages, mbs, model, extra), tmp / "out")
                     walls.append(wall)
+                    cpus.append(cpu)
                     peaks.append(peak)
                 plans = len((tmp / "out" / "frontier.csv").read_text().splitlines()) - 1
-                wall, peak = float(np.median(walls)), float(np.median(peaks))
+                wall, cpu, peak = float(np.median(walls)), float(np.median(cpus)), float(np.median(peaks))
                 goal = ""
                 if model == "measured" and not extra and (stages, mbs) in targets:
                     t_max, m_max = targets[(stages, mbs)]
@@ -174,16 +188,21 @@ def section_speed(args, have_lowtime):
                     goal = f"<= {t_max:g} s" + (f", <= {m_max:g} MiB" if m_max else "") + (": met" if ok else ": MISSED")
                 label = model + (f", {extra.strip()}" if extra else (" (default)" if model == "measured" else ""))
                 table.add_row(f"{stages} x {mbs}", label, str(plans),
-                              f"{wall:.2f}", f"{peak:.0f}", goal)
+                              f"{wall:.2f}", f"{cpu:.2f}", f"{peak:.0f}", goal)
     console.print(table)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    with open("/proc/loadavg") if os.path.exists("/proc/loadavg") else open(os.devnull) as f:
+        load = (f.read().split() or ["?"])[0]
     console.print(f"(median of {args.repeat} runs each; wall time includes Python start-up, plugin loading and writing "
-                  "every plan file and both figures)")
+                  f"every plan file and both figures; cpu = user + system of zeus and its plan workers; "
+                  f"{cpus} CPUs, load average {load} at the end)")
 
 
 def section_growth(args, have_lowtime):
     """Planning time over microbatches at 8 stages, ours in-process against lowtime where it finishes."""
     table = Table(title="3. growth with microbatches: whole frontier of GPT-3 175B / A100, 8 stages (planning only)")
-    for col in ("M", "measured s", "x per doubling", "exponential s", "x per doubling", "lowtime s", "x per doubling"):
+    for col in ("M", "measured s", "(cpu s)", "x per doubling", "exponential s", "x per doubling", "lowtime s",
+                "x per doubling"):
         table.add_column(col)
     prof = read_profile(DATA / "gpt3-175b+a100_sxm_bf16.csv")
     blocking = PROFILES["gpt3-175b+a100_sxm_bf16"]
@@ -192,8 +211,9 @@ def section_growth(args, have_lowtime):
     for mbs in args.growth_mbs:
         cells = [str(mbs)]
         for model in ("measured", "exponential"):
-            _, t = ours(prof, 8, mbs, args.unit, blocking, model)
-            cells += [f"{t:.2f}", f"{t / prev[model]:.2f}" if prev[model] else ""]
+            _, t, cpu = ours_timed(prof, 8, mbs, args.unit, blocking, model)
+            cells += [f"{t:.2f}"] + ([f"{cpu:.2f}"] if model == "measured" else []) + \
+                     [f"{t / prev[model]:.2f}" if prev[model] else ""]
             prev[model] = t
         if lowtime_done:
             lt, lt_s = run_lowtime(args.lowtime_python, DATA / "gpt3-175b+a100_sxm_bf16.csv", 8, mbs, args.unit,
@@ -208,6 +228,8 @@ def section_growth(args, have_lowtime):
             cells += ["not run" if have_lowtime else "not installed", ""]
         table.add_row(*cells)
     console.print(table)
+    console.print("(wall seconds; the measured model's real-time plans run on forked workers, one per CPU, so its "
+                  "cpu column adds theirs)")
 
 
 def section_default_vs_published(args):

@@ -60,3 +60,79 @@ def test_limit_below_all_fastest_is_refused():
     dag = build_dag("gpipe", 2, 3)
     with pytest.raises(ValueError, match="no plan meets"):
         exact_plan(dag, prof, BLOCKING, all_max(dag, prof)[0] * 0.99)
+
+
+def test_highs_gets_the_model_linprog_gives_it(gpt3_a100):
+    """The direct HiGHS call returns linprog's answer to the bit: the plans depend on which optimal vertex it is."""
+    from scipy.optimize import linprog
+
+    from zeus_plugins_perseus.exact import ExactPlanner
+
+    prof = read_profile(gpt3_a100)
+    dag = build_dag("1f1b", 8, 6)
+    planner = ExactPlanner(dag, prof, 83.64)
+    t_max, _ = all_max(dag, prof)
+    for limit in (t_max, t_max + 0.0013, t_max * 1.05, t_max * 1.4):
+        b = planner.b0.copy()
+        b[planner.n_edges:] += limit
+        ref = linprog(planner.cost, A_ub=planner.A, b_ub=b, bounds=planner.bounds, method="highs")
+        x, fun = planner._solve(limit)
+        assert ref.status == 0 and np.array_equal(x, ref.x) and fun == ref.fun
+    b = planner.b0.copy()
+    b[planner.n_edges:] += t_max * 0.5
+    assert linprog(planner.cost, A_ub=planner.A, b_ub=b, bounds=planner.bounds, method="highs").status == 2
+    with pytest.raises(ValueError, match="no plan meets"):
+        planner._solve(t_max * 0.5)
+
+
+def test_real_time_plans_on_forked_workers_are_the_same(tmp_path, gpt3_a100):
+    """The gap plans' linear programs on two forked workers give the plans this process gives.
+
+    In a fresh interpreter, to see that the parent never ran HiGHS and that a process where
+    HiGHS started threads never forks.
+    """
+    code = f"""
+import os, sys
+import numpy as np
+import zeus_plugins_perseus.exact as exact
+from zeus_plugins_perseus.planner import plan_frontier
+from zeus_plugins_perseus.profile import read_profile
+prof = read_profile({str(gpt3_a100)!r})
+forked = plan_frontier(prof, 8, 6, "1f1b", 0.001, 83.64, workers=2)
+assert exact._highs_threads is None, "the parent ran HiGHS itself"
+assert os.times().children_user > 0, "no worker ran"
+here = plan_frontier(prof, 8, 6, "1f1b", 0.001, 83.64, workers=1)
+assert exact._highs_threads is not None
+exact._highs_threads = True
+assert exact._workers(None, 5, 2) == 1, "forked after HiGHS started threads here"
+for key in ("frequencies", "time_units", "planned_energy_j", "emulated_time_s", "emulated_energy_j"):
+    assert np.array_equal(getattr(forked, key), getattr(here, key)), key
+print("same", len(here))
+"""
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("same ")
+
+
+def test_planning_does_not_import_scipy_optimize(tmp_path, gpt3_a100):
+    """HiGHS' module is loaded on its own (scipy.optimize's import is a third of a second); scipy still works after."""
+    code = f"""
+import sys
+from zeus_plugins_perseus.planner import plan_frontier
+from zeus_plugins_perseus.profile import read_profile
+ps = plan_frontier(read_profile({str(gpt3_a100)!r}), 8, 4, "1f1b", 0.001, 83.64, workers=1)
+assert "scipy.optimize" not in sys.modules, "scipy.optimize was imported"
+core = sys.modules["scipy.optimize._highspy._core"]
+from scipy.optimize import linprog
+import scipy.optimize._highspy._core as again
+assert again is core
+assert linprog([1, 1], A_ub=[[-1, -1]], b_ub=[-1], method="highs").status == 0
+print("ok", len(ps))
+"""
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ok ")

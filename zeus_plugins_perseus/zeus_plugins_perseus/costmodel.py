@@ -26,7 +26,6 @@ import warnings
 
 import attrs
 import numpy as np
-from scipy.optimize import OptimizeWarning, curve_fit
 
 from zeus_core import lower_convex_hull, pareto_frontier
 
@@ -126,6 +125,9 @@ def _exp(t, a, b, c):
 
 def fit_exponential(x: np.ndarray, y: np.ndarray, unit: float) -> tuple[float, float, float]:
     """Least-squares ``a*exp(b*x)+c`` from the published grid of initial guesses; the lowest-MSE convex fit."""
+    # here, not at the top: scipy.optimize costs a third of a second to import, and only this model needs it
+    from scipy.optimize import OptimizeWarning, curve_fit
+
     if len(x) < 3:
         raise ValueError(f"{len(x)} Pareto-optimal option(s) are too few to fit a 3-parameter model")
     best, best_err = None, math.inf

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.schedule import PipelineDAG
+from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
 from zeus_plugins_perseus.tradeoff import topological_order
 
 
@@ -51,17 +51,22 @@ def measured_tables(dag: PipelineDAG, profile: InstructionProfile, freqs: np.nda
 def critical_path(dag: PipelineDAG, times: np.ndarray) -> np.ndarray:
     """Iteration time of each plan (row of ``times[plan, op]``): longest path, all plans at once."""
     times = np.atleast_2d(times)
-    preds, _ = dag.neighbours()
-    finish = np.zeros_like(times)
-    for v in topological_order(dag.n_ops, dag.edges):
-        if preds[v]:
-            start = finish[:, preds[v][0]]
-            for p in preds[v][1:]:
-                start = np.maximum(start, finish[:, p])
-            finish[:, v] = start + times[:, v]
-        else:
-            finish[:, v] = times[:, v]
-    return finish.max(axis=1)
+    return longest_finish(dag.levels, times.T)
+
+
+def longest_finish(lv: DagLevels, times_by_op: np.ndarray) -> np.ndarray:
+    """Iteration time of each plan (column of ``times_by_op[op, plan]``), one numpy step per DAG level.
+
+    An op finishes at the latest finish of its predecessors plus its time,
+    the same float operations as op by op (the padding row is 0.0, which no
+    finish time is below), so the result is identical. Op-major, so a level's
+    predecessors are whole rows.
+    """
+    n = len(times_by_op)
+    finish = np.zeros((n + 1,) + times_by_op.shape[1:], dtype=times_by_op.dtype)
+    for ops in lv.levels:
+        finish[ops] = finish[lv.preds[ops]].max(axis=1) + times_by_op[ops]
+    return finish[:n].max(axis=0)
 
 
 def timeline(dag: PipelineDAG, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -22,17 +22,159 @@ The result is never slower than ``limit_s`` on the measured profile. With
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from zeus_core import lower_convex_hull, pareto_frontier
 
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.schedule import PipelineDAG
-from zeus_plugins_perseus.tradeoff import topological_order
+from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
 
 _TOL = 1e-9  # seconds: LP feasibility slack tolerated when mapping durations to clocks
+#: below this many ops the linear programs take milliseconds: forking workers would cost more than they save
+PARALLEL_MIN_OPS = 256
+#: None until HiGHS first runs in this process; then whether it started threads (its thread pool, which a
+#: forked child would inherit without the threads). Unknown (no /proc) counts as started.
+_highs_threads: bool | None = None
+
+
+class _HighsLP:
+    """``min c x, A x <= b, lb <= x <= ub`` handed to HiGHS exactly as ``linprog(method="highs")`` hands it.
+
+    The real-time plans are as good as the vertex HiGHS returns, and which of
+    the many optimal vertices that is depends on everything HiGHS is given:
+    this builds the same model (column-wise matrix, ``-inf`` row lower bounds,
+    infinities as ``kHighsInf``) with the same options in a fresh solver per
+    call, so the answers are linprog's to the bit
+    (``tests/zeus_plugins_perseus/test_exact.py`` checks it). What it leaves out
+    is linprog's per-call overhead: input cleaning, the sparse conversions, and
+    the dual values of every bound gathered in a Python loop, which at 16 x 64
+    (22,400 columns) cost more than some of the solves.
+    """
+
+    def __init__(self, c: np.ndarray, A: sp.csr_array, bounds: list[tuple[float, float | None]]) -> None:
+        _core = _highs_core()
+        self._h = _core
+        csc = sp.csc_array(A)
+        self.c = np.asarray(c, dtype=float)
+        self.start, self.index, self.value = csc.indptr, csc.indices, csc.data
+        self.n_rows, self.n_cols = A.shape
+        lb = np.array([b[0] for b in bounds], dtype=float)
+        ub = np.array([np.inf if b[1] is None else b[1] for b in bounds], dtype=float)
+        self.bounds = np.stack([lb, ub], axis=1)
+        self.lb, self.ub = _finite(lb, _core.kHighsInf), _finite(ub, _core.kHighsInf)
+        self.row_lower = np.full(self.n_rows, -_core.kHighsInf)
+        options = _core.HighsOptions()  # linprog's non-default options for method="highs"
+        options.presolve = "on"
+        options.highs_debug_level = _core.HighsDebugLevel.kHighsDebugLevelNone
+        options.log_to_console = False
+        options.output_flag = False
+        options.simplex_strategy = _core.simplex_constants.SimplexStrategy.kSimplexStrategyDual
+        self.options = options
+
+    def solve(self, b: np.ndarray) -> tuple[int, np.ndarray | None, float | None]:
+        """(linprog's status: 0 optimal, 2 infeasible, 4 trouble; x; objective) for right-hand side ``b``."""
+        h = self._h
+        lp = h.HighsLp()
+        lp.num_col_ = self.n_cols
+        lp.num_row_ = self.n_rows
+        lp.a_matrix_.num_col_ = self.n_cols
+        lp.a_matrix_.num_row_ = self.n_rows
+        lp.a_matrix_.format_ = h.MatrixFormat.kColwise
+        lp.col_cost_ = self.c
+        lp.col_lower_ = self.lb
+        lp.col_upper_ = self.ub
+        lp.row_lower_ = self.row_lower
+        rhs = _finite(np.asarray(b, dtype=float), h.kHighsInf)
+        lp.row_upper_ = rhs
+        lp.a_matrix_.start_ = self.start
+        lp.a_matrix_.index_ = self.index
+        lp.a_matrix_.value_ = self.value
+        solver = h._Highs()
+        if solver.passOptions(self.options) == h.HighsStatus.kError:  # pragma: no cover - fixed, valid options
+            return 4, None, None
+        if solver.passModel(lp) == h.HighsStatus.kError:  # pragma: no cover - linprog reports this as status 2
+            return 2, None, None
+        global _highs_threads
+        first = _highs_threads is None
+        before = _os_threads() if first else None
+        run_status = solver.run()
+        if first:  # HiGHS sets up its scheduler in its first run in a process
+            after = _os_threads()
+            _highs_threads = before is None or after is None or after > before
+        if run_status == h.HighsStatus.kError:  # pragma: no cover
+            return 4, None, None
+        status = solver.getModelStatus()
+        if status != h.HighsModelStatus.kOptimal:
+            return (2 if status in (h.HighsModelStatus.kInfeasible, h.HighsModelStatus.kModelError) else 4), None, None
+        solution = solver.getSolution()
+        x = np.array(solution.col_value)
+        slack = rhs - np.asarray(solution.row_value)
+        # linprog's own check of an "optimal" answer (tolerance sqrt(1e-9) * 10)
+        tol = np.sqrt(1e-9) * 10
+        ok = (np.all((x >= self.bounds[:, 0] - tol) & (x <= self.bounds[:, 1] + tol)) and not (slack < -tol).any()
+              and not np.isnan(x).any())
+        return (0 if ok else 4), x, float(solver.getInfo().objective_function_value)
+
+
+_HIGHS_CORE = "scipy.optimize._highspy._core"
+
+
+def _highs_core():
+    """scipy's HiGHS extension module, loaded without running ``scipy.optimize``'s ``__init__``.
+
+    Importing the module the ordinary way imports all of ``scipy.optimize``
+    first (linalg, special, fft, ...: a third of a second, more than a tenth of
+    a whole ``zeus run`` of 8 x 32), and the planner needs only this module.
+    It is loaded from its file under its own name and registered in
+    ``sys.modules``, so a later ``import scipy.optimize`` finds and uses this
+    very module (a second load of it would fail). Anything unexpected about
+    scipy's layout falls back to the ordinary import.
+    """
+    import sys
+
+    if _HIGHS_CORE in sys.modules:
+        return sys.modules[_HIGHS_CORE]
+    try:
+        import importlib.machinery
+        import importlib.util
+        from pathlib import Path
+
+        import scipy
+
+        folder = Path(scipy.__file__).parent / "optimize" / "_highspy"
+        path = next(folder / f"_core{sfx}" for sfx in importlib.machinery.EXTENSION_SUFFIXES
+                    if (folder / f"_core{sfx}").is_file())
+        spec = importlib.util.spec_from_file_location(_HIGHS_CORE, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.HighsLp, module._Highs, module.HighsOptions  # noqa: B018 - the names used here
+    except Exception:  # noqa: BLE001 - any surprise: the ordinary import (it raises if HiGHS is really missing)
+        from scipy.optimize._highspy import _core
+
+        return _core
+    sys.modules[_HIGHS_CORE] = module
+    return module
+
+
+def _os_threads() -> int | None:
+    """Threads of this process as the OS counts them (HiGHS' own included); None where /proc is missing."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def _finite(v: np.ndarray, big: float) -> np.ndarray:
+    """Infinities as HiGHS' ``kHighsInf`` (as linprog passes them)."""
+    v = v.copy()
+    inf = np.isinf(v)
+    v[inf] = np.sign(v[inf]) * big
+    return v
 
 
 class EffectiveOptions:
@@ -44,10 +186,6 @@ class EffectiveOptions:
         self.t, self.e, self.f = times[front], eff[front], freqs[front]
         hull = lower_convex_hull(times, eff)
         self.hull_t, self.hull_e = times[hull], eff[hull]
-
-    def slowest_within(self, duration: float) -> int:
-        """Index of the slowest option whose time is at most ``duration`` (the fastest if none is)."""
-        return max(int(np.searchsorted(self.t, duration + _TOL, side="right")) - 1, 0)
 
 
 def effective_options(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> list[EffectiveOptions]:
@@ -61,15 +199,61 @@ def effective_options(dag: PipelineDAG, profile: InstructionProfile, blocking_w:
     return [cache[(op.stage, op.instruction)] for op in dag.ops]
 
 
-def _timeline(order, preds, succs, times, limit):
-    """Earliest finish and latest finish (against ``limit``) of every op."""
-    ef = [0.0] * len(times)
-    for v in order:
-        ef[v] = max((ef[p] for p in preds[v]), default=0.0) + times[v]
-    lf = [0.0] * len(times)
-    for v in reversed(order):
-        lf[v] = min((lf[w] - times[w] for w in succs[v]), default=limit)
-    return ef, lf
+class OptionTable:
+    """Every op's Pareto options as padded rows, so one numpy call chooses for many ops.
+
+    Row ``key[v]`` holds op ``v``'s (stage, instruction) options fastest first,
+    padded to the longest list (an index into the padding is never read as a
+    choice). :meth:`count_within` counts a row's options no slower than a
+    window for many ops and plans at once, exactly as a binary search of each
+    row would: every option time is in the sorted union ``grid``, so the count
+    at ``w`` is the row's count at the largest grid time ``<= w``, tabulated.
+    """
+
+    def __init__(self, opts: list[EffectiveOptions]) -> None:
+        rows: dict[int, int] = {}
+        self.key = np.array([rows.setdefault(id(o), len(rows)) for o in opts], dtype=np.int64)
+        uniq = list({id(o): o for o in opts}.values())
+        width = max(len(o.t) for o in uniq)
+        self.t = np.full((len(uniq), width), np.inf)
+        self.e = np.full((len(uniq), width), np.inf)
+        self.f = np.zeros((len(uniq), width), dtype=np.int64)
+        for r, o in enumerate(uniq):
+            self.t[r, : len(o.t)], self.e[r, : len(o.e)], self.f[r, : len(o.f)] = o.t, o.e, o.f
+        self.grid = np.unique(np.concatenate([o.t for o in uniq]))
+        self.counts = np.zeros((len(uniq), len(self.grid) + 1), dtype=np.int64)  # [row, grid times <= window]
+        for r, o in enumerate(uniq):
+            self.counts[r, 1:] = np.searchsorted(o.t, self.grid, side="right")
+        # flat views for 1-D takes, which cost less than 2-D fancy indexing
+        self.t_flat, self.e_flat, self.f_flat = self.t.ravel(), self.e.ravel(), self.f.ravel()
+        self.counts_flat = self.counts.ravel()
+
+    def count_within(self, rows: np.ndarray, window: np.ndarray) -> np.ndarray:
+        """Per ``window[i, ...]``: how many options of row ``rows[i]`` take at most that long."""
+        at = np.searchsorted(self.grid, window, side="right")
+        start = rows.reshape(rows.shape + (1,) * (window.ndim - 1)) * self.counts.shape[1]
+        return self.counts_flat.take(start + at)
+
+
+def _timeline(lv: DagLevels, times: np.ndarray, limit: float) -> tuple[np.ndarray, np.ndarray]:
+    """Earliest finish and latest finish (against ``limit``) of every op of one plan, a DAG level at a time.
+
+    Per op the same float operations as op by op (max of the predecessors'
+    finishes plus its time; min of the successors' latest starts), so the same
+    numbers; the padding entry is 0.0 (finish) / ``inf`` (latest finish).
+    """
+    n = len(times)
+    ef = np.zeros(n + 1)
+    for ops in lv.levels:
+        ef[ops] = ef[lv.preds[ops]].max(axis=1) + times[ops]
+    t = np.zeros(n + 1)
+    t[:n] = times
+    lf = np.empty(n + 1)
+    lf[n] = np.inf
+    for ops in reversed(lv.levels):
+        s = lv.succs[ops]
+        lf[ops] = np.where(lv.has_succs[ops], (lf[s] - t[s]).min(axis=1), limit)
+    return ef[:n], lf[:n]
 
 
 def fastest_frequencies(dag: PipelineDAG, profile: InstructionProfile) -> np.ndarray:
@@ -136,19 +320,24 @@ class ExactPlanner:
         self.b0 = np.asarray(b)
         self.cost = np.concatenate([np.zeros(n), -np.asarray(seg_gain, dtype=float)])
         self.bounds = [(0, None)] * n + [(0, L) for L in seg_len]
+        self.lp = _HighsLP(self.cost, self.A, self.bounds)
         self.stages, self.blocking_w = dag.stages, blocking_w
-        self.order = topological_order(n, edges)
-        self.preds, self.succs = dag.neighbours()
+        self.levels = dag.levels
+        tab = OptionTable(op_opts)
+        # per op, its options padded (inf times / energies past the last)
+        self.op_t, self.op_e, self.op_f = tab.t[tab.key], tab.e[tab.key], tab.f[tab.key]
+        self.op_count = np.array([len(o.t) for o in op_opts])
 
-    def _solve(self, limit_s: float):
+    def _solve(self, limit_s: float) -> tuple[np.ndarray, float]:
+        """(x, objective) of the LP for one limit."""
         b = self.b0.copy()
         b[self.n_edges:] += limit_s
-        res = linprog(self.cost, A_ub=self.A, b_ub=b, bounds=self.bounds, method="highs")
-        if res.status == 2:
+        status, x, fun = self.lp.solve(b)
+        if status == 2:
             raise ValueError(f"no plan meets {limit_s:.6f} s: every instruction at its fastest clock is slower")
-        if res.status != 0:  # pragma: no cover - numerical trouble in HiGHS
-            raise RuntimeError(f"the exact plan's linear program failed: {res.message}")
-        return res
+        if status != 0:  # pragma: no cover - numerical trouble in HiGHS
+            raise RuntimeError("the exact plan's linear program failed: HiGHS reported numerical trouble")
+        return x, fun
 
     def hull_energy_j(self, limit_s: float) -> float:
         """Least iteration energy on the convex hulls with every op finished by ``limit_s``.
@@ -156,58 +345,117 @@ class ExactPlanner:
         Discrete clocks lie on or above each hull, so no plan finishing at
         ``limit_s`` uses less energy: a bound to judge a plan at that limit by.
         """
-        res = self._solve(limit_s)
+        _, fun = self._solve(limit_s)
         fastest_eff = sum(float(o.hull_e[0]) for o in self.op_opts)
-        return fastest_eff + float(res.fun) + self.stages * limit_s * self.blocking_w
+        return fastest_eff + fun + self.stages * limit_s * self.blocking_w
 
     def plan(self, limit_s: float, greedy_reclaim: bool = True) -> np.ndarray:
         """Clocks (MHz per op) for one limit; see :func:`exact_plan`.
 
-        ``greedy_reclaim = False`` skips the (slow, one op at a time) float pass, for
+        ``greedy_reclaim = False`` skips the float pass (one op per step, a timeline each), for
         callers that reclaim many plans at once with :mod:`~zeus_plugins_perseus.reclaim`.
         """
-        op_opts, n = self.op_opts, self.n
-        res = self._solve(limit_s)
+        n = self.n
+        x, _ = self._solve(limit_s)
         dur = self.t_fast.copy()
-        np.add.at(dur, self.seg_op, res.x[n:])
+        np.add.at(dur, self.seg_op, x[n:])
 
-        # --- 2. slowest measured option within each duration
-        choice = [o.slowest_within(d) for o, d in zip(op_opts, dur)]
+        # --- 2. slowest measured option within each duration (the options no slower than it, counted)
+        T, E, rows = self.op_t, self.op_e, np.arange(n)
+        choice = np.maximum((T <= (dur + _TOL)[:, None]).sum(axis=1) - 1, 0)
 
-        # --- 3. exact repair and slack reclamation on real times
-        order, preds, succs = self.order, self.preds, self.succs
-
-        def times_now():
-            return [float(o.t[c]) for o, c in zip(op_opts, choice)]
-
-        times = times_now()
-        ef, lf = _timeline(order, preds, succs, times, limit_s)
-        while max(ef) > limit_s:  # solver tolerance: speed up a late critical op, cheapest per second first
-            late = [i for i in range(n) if ef[i] > lf[i] and choice[i] > 0]
-            if not late:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
+        # --- 3. exact repair and slack reclamation on real times (numpy over all ops; ties go to the
+        # lowest op index, as they did op by op)
+        lv = self.levels
+        ef, lf = _timeline(lv, T[rows, choice], limit_s)
+        while ef.max() > limit_s:  # solver tolerance: speed up a late critical op, cheapest per second first
+            late = np.flatnonzero((ef > lf) & (choice > 0))
+            if not late.size:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
                 raise ValueError(f"no plan meets {limit_s:.6f} s")
-            i = min(late, key=lambda j: (op_opts[j].e[choice[j] - 1] - op_opts[j].e[choice[j]])
-                    / (op_opts[j].t[choice[j]] - op_opts[j].t[choice[j] - 1]))
+            c = choice[late]
+            i = late[np.argmin((E[late, c - 1] - E[late, c]) / (T[late, c] - T[late, c - 1]))]
             choice[i] -= 1
-            times = times_now()
-            ef, lf = _timeline(order, preds, succs, times, limit_s)
+            ef, lf = _timeline(lv, T[rows, choice], limit_s)
         # Reclaim: ops by the saving of their next slower option, largest first; slow each while float allows.
-        blocked: set[int] = set()
+        blocked = np.zeros(n, dtype=bool)
+        last = T.shape[1] - 1
         while greedy_reclaim:
-            best, best_gain = None, 0.0
-            for i, o in enumerate(op_opts):
-                c = choice[i]
-                if i not in blocked and c + 1 < len(o.t) and o.t[c + 1] - o.t[c] <= lf[i] - ef[i]:
-                    gain = o.e[c] - o.e[c + 1]
-                    if gain > best_gain:
-                        best, best_gain = i, gain
-            if best is None:
+            nxt = np.minimum(choice + 1, last)
+            fits = ~blocked & (choice + 1 < self.op_count) & (T[rows, nxt] - T[rows, choice] <= lf - ef)
+            gain = np.where(fits, E[rows, choice] - E[rows, nxt], -np.inf)
+            best = int(np.argmax(gain))
+            if not gain[best] > 0.0:
                 break
             choice[best] += 1
-            new_ef, new_lf = _timeline(order, preds, succs, times_now(), limit_s)
-            if max(new_ef) > limit_s:  # a float rounding of the slack: keep the faster option
+            new_ef, new_lf = _timeline(lv, T[rows, choice], limit_s)
+            if new_ef.max() > limit_s:  # a float rounding of the slack: keep the faster option
                 choice[best] -= 1
-                blocked.add(best)
+                blocked[best] = True
                 continue
             ef, lf = new_ef, new_lf
-        return np.array([int(o.f[c]) for o, c in zip(op_opts, choice)], dtype=np.int64)
+        return self.op_f[rows, choice].astype(np.int64)
+
+
+def plan_many(planner: ExactPlanner, limits: list[float], greedy: list[bool], workers: int | None = None) -> np.ndarray:
+    """``planner.plan(limit, greedy_reclaim)`` for every limit, as rows; on forked processes when safe and worth it.
+
+    The linear programs are independent and each is solved from scratch, so a
+    worker's answer is the one this process would get: same model, same
+    options, a fresh HiGHS (the plans are identical whatever runs them,
+    ``tests/zeus_plugins_perseus/test_exact.py``). They take most of the
+    default model's planning time on large pipelines, hence up to one worker
+    per CPU (``workers``: at most that many; ``None``: as many as there are
+    CPUs and limits; 1: in this process). Workers are forked, so they start at
+    once with the planner already built, and only when forking is safe: from
+    the main thread, and never once HiGHS has started threads in this process
+    (its thread pool: a forked child would inherit it without the threads; on
+    a machine of 2 CPUs HiGHS starts none). Small problems (fewer than
+    :data:`PARALLEL_MIN_OPS` ops) stay here unless ``workers`` asks.
+    """
+    n = _workers(planner, len(limits), workers)
+    if n < 2:
+        return np.array([planner.plan(lim, greedy_reclaim=g) for lim, g in zip(limits, greedy)], dtype=np.int64)
+    import multiprocessing
+
+    global _forked_planner
+    _forked_planner = planner  # what the forked workers plan with (inherited, never pickled)
+    pool = multiprocessing.get_context("fork").Pool(n, initializer=_worker_started)
+    try:
+        # one limit per task, the zero-slowdown plan (with its greedy pass, the longest) first
+        rows = pool.starmap(_plan_in_worker, list(zip(limits, greedy)), chunksize=1)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+        _forked_planner = None
+    return np.array(rows, dtype=np.int64)
+
+
+_forked_planner: ExactPlanner | None = None
+
+
+def _workers(planner: ExactPlanner, n_limits: int, workers: int | None) -> int:
+    """How many processes plan: 1 (this one) unless several limits, a fork is safe, and it pays off or is asked for."""
+    if n_limits < 2 or (workers is not None and workers < 2):
+        return 1
+    if workers is None:
+        if planner.n < PARALLEL_MIN_OPS:
+            return 1
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if _highs_threads or not hasattr(os, "fork") or threading.current_thread() is not threading.main_thread():
+        return 1
+    return min(workers, n_limits)
+
+
+def _worker_started() -> None:
+    """A forked worker: the parent's signal handlers (clock restoring, run interruption) are not its own."""
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends the workers
+
+
+def _plan_in_worker(limit: float, greedy: bool) -> np.ndarray:
+    return _forked_planner.plan(limit, greedy_reclaim=greedy)

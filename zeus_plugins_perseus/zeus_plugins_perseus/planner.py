@@ -9,6 +9,7 @@ plan on the measured profile. Plans are listed fastest first.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -18,8 +19,8 @@ import numpy as np
 from zeus_core import pareto_frontier
 
 from zeus_plugins_perseus.costmodel import OpSpec, build_spec
-from zeus_plugins_perseus.emulator import emulate
-from zeus_plugins_perseus.exact import ExactPlanner, fastest_frequencies
+from zeus_plugins_perseus.emulator import chunks, emulate
+from zeus_plugins_perseus.exact import ExactPlanner, fastest_frequencies, plan_many
 from zeus_plugins_perseus.reclaim import reclaim_slack
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import BACKWARD, FORWARD, PipelineDAG, build_dag
@@ -150,17 +151,45 @@ class PlanSet:
         """Every plan as ``folder/NNNNN.json`` (the same text as :meth:`write_plan`).
 
         What does not change from plan to plan (each stage's instructions and
-        microbatches) is encoded once: rebuilding it made writing the plans of a
-        large frontier take longer than planning them.
+        microbatches) is encoded once, the clocks of each block of plans are put
+        in stage order with one gather, and each file is written with one
+        ``os.write``: at 16 x 64 there are ~1,500 files of 16 stages, and the
+        text-file machinery per file and a JSON encoder call per stage cost
+        more than the text itself.
         """
         idx = [self.dag.stage_ops(s) for s in range(self.dag.stages)]
-        fixed = [(json.dumps(s), json.dumps([self.dag.ops[i].instruction for i in ix]),
-                  json.dumps([self.dag.ops[i].microbatch for i in ix])) for s, ix in enumerate(idx)]
-        for k in range(len(self)):
-            lines = [f'{{"stage": {s}, "instructions": {ins}, "microbatches": {mb}, '
-                     f'"frequencies": {json.dumps(self.frequencies[k, ix].tolist())}}}'
-                     for (s, ins, mb), ix in zip(fixed, idx)]
-            (Path(folder) / f"{k:05d}.json").write_text(_framed(self.plan_json(k, stages=False), lines))
+        order = np.array([i for ix in idx for i in ix], dtype=np.int64)
+        bounds = np.cumsum([0] + [len(ix) for ix in idx]).tolist()
+        prefixes = [f'{{"stage": {json.dumps(s)}, "instructions": {json.dumps([self.dag.ops[i].instruction for i in ix])}, '
+                    f'"microbatches": {json.dumps([self.dag.ops[i].microbatch for i in ix])}, "frequencies": ['
+                    for s, ix in enumerate(idx)]
+        spans = list(zip(prefixes, bounds[:-1], bounds[1:]))
+        for rows in chunks(len(self)):
+            block = self.frequencies[rows][:, order].tolist()  # Python ints: str() is what json writes
+            for k, clocks in zip(range(rows.start, rows.stop), block):
+                # ", ".join of the ints is json.dumps of the list, without an encoder call per stage
+                lines = [f"{prefix}{', '.join(map(str, clocks[a:b]))}]}}" for prefix, a, b in spans]
+                _write_ascii(Path(folder) / f"{k:05d}.json", _framed(self.plan_json(k, stages=False), lines))
+
+
+def _write_ascii(path: Path, text: str) -> None:
+    """``path.write_text(text)`` for JSON text (ASCII), without a text-file object per file.
+
+    An existing file is overwritten in place and then cut to length rather than
+    truncated first: truncating frees every block of the old plan, and on a
+    file system that discards freed blocks (ext4 ``discard``) rewriting the
+    plans of an earlier run cost ten times more than writing them. The file
+    ends up holding exactly ``text`` either way.
+    """
+    data = text.encode("ascii")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 def plan_text(plan: dict) -> str:
@@ -230,6 +259,7 @@ def plan_frontier(
     exact_fastest: bool | None = None,
     reclaim: bool | None = None,
     max_gap_plans: int = 32,
+    workers: int | None = None,
 ) -> PlanSet:
     """Solve and emulate the frontier; only Pareto-optimal plans are listed, fastest first.
 
@@ -251,7 +281,10 @@ def plan_frontier(
     measured clocks allow when that is shorter (a noisy profile where a lower
     clock is faster), and up to ``max_gap_plans`` evenly over the gap between
     those and the fastest quantised plan (one per unit when it fits), which
-    rounding times up leaves empty.
+    rounding times up leaves empty. Those are independent linear programs,
+    solved on up to ``workers`` forked processes (default: one per CPU; 1: in
+    this process) when the pipeline is large enough to gain from it
+    (:func:`~zeus_plugins_perseus.exact.plan_many`); the plans are the same.
     """
     if not unit_time_s > 0:
         raise ValueError(f"unit_time_s must be > 0, got {unit_time_s}")
@@ -289,7 +322,7 @@ def plan_frontier(
         exact = ExactPlanner(dag, profile, blocking_power_w)
         # The zero-slowdown plan gets the greedy float pass (largest saving first); the
         # others are reclaimed together, which is much faster.
-        f_exact = np.array([exact.plan(lim, greedy_reclaim=(j == 0)) for j, lim in enumerate(limits)])
+        f_exact = plan_many(exact, limits, [j == 0 for j in range(len(limits))], workers=workers)
         if len(limits) > 1:
             f_exact[1:] = reclaim_slack(dag, profile, f_exact[1:], blocking_power_w)
         et, ee = emulate(dag, profile, f_exact, blocking_power_w)

@@ -16,61 +16,75 @@ fits at its old clock and, by induction, no op finishes after its ``lf``: the
 iteration time never grows. The mirror pass (reverse topological order, each
 op starting no earlier than its earliest start) gives slack to late ops
 instead; each plan keeps whichever saves more, and passes repeat while they
-help. All plans are handled together with numpy, one op at a time.
+help. All plans are handled together with numpy, a level of the DAG (ops that
+share no edge) at a time.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from zeus_plugins_perseus.emulator import chunks, critical_path, measured_tables
-from zeus_plugins_perseus.exact import EffectiveOptions, effective_options
+from zeus_plugins_perseus.emulator import chunks, longest_finish, measured_tables
+from zeus_plugins_perseus.exact import OptionTable, effective_options
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.schedule import PipelineDAG
-from zeus_plugins_perseus.tradeoff import topological_order
+from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
 
 _EPS = 1e-12  # relative float guard on windows
 
 
-def _pass(opts, order, preds, succs, freqs, times, eff, limit, forward: bool):
-    """One safe pass; returns new (freqs, times, eff) arrays (inputs untouched)."""
+def _pass(tab: OptionTable, lv: DagLevels, freqs, times, eff, limit, forward: bool):
+    """One safe pass, a level of the DAG at a time; returns new (freqs, times, eff) arrays (inputs untouched).
+
+    Arrays are op-major (``[op, plan]``: a level's rows are gathered whole).
+    Ops of one level share no edge, so handling them together is the op-by-op
+    pass in a topological order, with the same float operations per op.
+    Padding row ``n_ops``: ``inf`` latest finish / latest start (never the
+    min), 0.0 time and earliest finish (never the max: finish times are positive).
+    """
     freqs, times, eff = freqs.copy(), times.copy(), eff.copy()
     guard = limit * _EPS
+    n, plans = times.shape
+    old_t = np.zeros((n + 1, plans))  # times before the pass
+    old_t[:n] = times
     if forward:
         # latest finish on the current plan
-        lf = np.empty_like(times)
-        for v in reversed(order):
-            if succs[v]:
-                lf[:, v] = (lf[:, succs[v]] - times[:, succs[v]]).min(axis=1)
-            else:
-                lf[:, v] = limit
-        ef = np.empty_like(times)
-        for v in order:
-            es = ef[:, preds[v]].max(axis=1) if preds[v] else np.zeros(len(limit))
-            _choose(opts[v], v, freqs, times, eff, lf[:, v] - es - guard)
-            ef[:, v] = es + times[:, v]
+        lf = np.empty((n + 1, plans))
+        lf[n] = np.inf
+        for ops in reversed(lv.levels):
+            s = lv.succs[ops]
+            lf[ops] = np.where(lv.has_succs[ops, None], (lf[s] - old_t[s]).min(axis=1), limit)
+        ef = np.zeros((n + 1, plans))
+        for ops in lv.levels:
+            es = ef[lv.preds[ops]].max(axis=1)
+            _choose(tab, ops, freqs, times, eff, lf[ops] - es - guard)
+            ef[ops] = es + times[ops]
     else:
-        es = np.empty_like(times)
-        for v in order:
-            es[:, v] = (es[:, preds[v]] + times[:, preds[v]]).max(axis=1) if preds[v] else 0.0
-        ls = np.empty_like(times)
-        for v in reversed(order):
-            lf = ls[:, succs[v]].min(axis=1) if succs[v] else limit
-            _choose(opts[v], v, freqs, times, eff, lf - es[:, v] - guard)
-            ls[:, v] = lf - times[:, v]
+        es = np.zeros((n + 1, plans))
+        for ops in lv.levels:
+            p = lv.preds[ops]
+            es[ops] = (es[p] + old_t[p]).max(axis=1)
+        ls = np.empty((n + 1, plans))
+        ls[n] = np.inf
+        for ops in reversed(lv.levels):
+            lf = np.where(lv.has_succs[ops, None], ls[lv.succs[ops]].min(axis=1), limit)
+            _choose(tab, ops, freqs, times, eff, lf - es[ops] - guard)
+            ls[ops] = lf - times[ops]
     return freqs, times, eff
 
 
-def _choose(o: EffectiveOptions, v: int, freqs, times, eff, window) -> None:
-    """Op ``v`` of every plan takes the slowest Pareto option within ``window`` if it saves energy."""
-    k = np.searchsorted(o.t, window, side="right") - 1
+def _choose(tab: OptionTable, ops: np.ndarray, freqs, times, eff, window) -> None:
+    """Ops ``ops`` of every plan take the slowest Pareto option within ``window[op, plan]`` if it saves energy."""
+    key = tab.key[ops]
+    k = tab.count_within(key, window) - 1
     ok = k >= 0
-    kk = np.where(ok, k, 0)
-    better = ok & (o.e[kk] < eff[:, v]) & (o.t[kk] > times[:, v])
+    at = (key * tab.t.shape[1])[:, None] + np.maximum(k, 0)  # into the flat option tables
+    t_k, e_k = tab.t_flat.take(at), tab.e_flat.take(at)
+    t_now, e_now = times[ops], eff[ops]
+    better = ok & (e_k < e_now) & (t_k > t_now)
     if better.any():
-        freqs[better, v] = o.f[kk[better]]
-        times[better, v] = o.t[kk[better]]
-        eff[better, v] = o.e[kk[better]]
+        freqs[ops] = np.where(better, tab.f_flat.take(at), freqs[ops])
+        times[ops] = np.where(better, t_k, t_now)
+        eff[ops] = np.where(better, e_k, e_now)
 
 
 def reclaim_slack(
@@ -83,29 +97,35 @@ def reclaim_slack(
     freqs = np.atleast_2d(np.asarray(freqs, dtype=np.int64))
     if freqs.size == 0:
         return freqs.copy()
-    opts = effective_options(dag, profile, blocking_power_w)
-    order = topological_order(dag.n_ops, dag.edges)
-    preds, succs = dag.neighbours()
+    tab = OptionTable(effective_options(dag, profile, blocking_power_w))
     out = np.empty_like(freqs)
     for rows in chunks(len(freqs)):  # plans are independent: blocks bound the work arrays
-        out[rows] = _reclaim(dag, profile, opts, order, preds, succs, freqs[rows], blocking_power_w, max_passes)
+        out[rows] = _reclaim(dag, profile, tab, freqs[rows], blocking_power_w, max_passes)
     return out
 
 
-def _reclaim(dag, profile, opts, order, preds, succs, freqs, blocking_power_w, max_passes):
+def _reclaim(dag, profile, tab, freqs, blocking_power_w, max_passes):
+    """Passes over one block of plans, op-major inside (``[op, plan]``), ``freqs[plan, op]`` in and out."""
     times, energies = measured_tables(dag, profile, freqs)
     eff = energies - blocking_power_w * times
-    limit = critical_path(dag, times)
+    lv = dag.levels
+    limit = longest_finish(lv, times.T)
+    freqs, times, eff = freqs.T.copy(), times.T.copy(), eff.T.copy()
+
+    def energy(e):  # per plan, summed along [plan, op] rows as always: numpy sums a strided row in another order
+        return np.ascontiguousarray(e.T).sum(axis=1)
+
+    total = energy(eff)
     for _ in range(max_passes):
-        before = eff.sum(axis=1)
-        cands = [_pass(opts, order, preds, succs, freqs, times, eff, limit, fw) for fw in (True, False)]
-        backward = np.argmin([c[2].sum(axis=1) for c in cands], axis=0)[:, None] == 1
+        cands = [_pass(tab, lv, freqs, times, eff, limit, fw) for fw in (True, False)]
+        backward = np.argmin([energy(c[2]) for c in cands], axis=0)[None, :] == 1
         new_f, new_t, new_e = (np.where(backward, b, f) for f, b in zip(cands[0], cands[1]))
         # float safety: a plan whose iteration time grew keeps its old clocks
-        grew = critical_path(dag, new_t) > limit
-        new_f[grew], new_t[grew], new_e[grew] = freqs[grew], times[grew], eff[grew]
-        gain = before - new_e.sum(axis=1)
-        freqs, times, eff = new_f, new_t, new_e
+        grew = longest_finish(lv, new_t) > limit
+        new_f[:, grew], new_t[:, grew], new_e[:, grew] = freqs[:, grew], times[:, grew], eff[:, grew]
+        new_total = energy(new_e)
+        gain = total - new_total
+        freqs, times, eff, total = new_f, new_t, new_e, new_total
         if not np.any(gain > 1e-9):
             break
-    return freqs
+    return freqs.T

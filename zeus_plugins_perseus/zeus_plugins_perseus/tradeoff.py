@@ -142,8 +142,6 @@ def solve_frontier(
     tail = np.concatenate([2 + 2 * ops, 3 + 2 * e[:, 0], np.zeros(len(starts), np.int64), 3 + 2 * ends])
     head = np.concatenate([3 + 2 * ops, 2 + 2 * e[:, 1], 2 + 2 * starts, np.ones(len(ends), np.int64)])
     n_arcs = len(tail)
-    is_act = np.zeros(n_arcs, bool)
-    is_act[:n_ops] = True
 
     # Initial potentials: earliest event times with every op at its slowest duration.
     pi = _earliest_times(n_ops, e, hi[spec])
@@ -164,8 +162,15 @@ def solve_frontier(
     pos[probe.data - 1] = np.arange(2 * n_arcs)
     pos_f, pos_b = pos[:n_arcs], pos[n_arcs:]
     indices, indptr = probe.indices.astype(np.int32), probe.indptr.astype(np.int32)
+    entry_tail = np.repeat(np.arange(n_nodes), np.diff(indptr))  # tail node of each CSR entry
+    # One capacity matrix for every step: only its data changes (building a sparse matrix per step
+    # cost more than the maximum flow itself). maximum_flow reads it and never writes it.
+    graph = sp.csr_array((np.zeros(2 * n_arcs, np.int32), indices, indptr), shape=(n_nodes, n_nodes))
+    graph.has_sorted_indices = True
 
     lo_op, hi_op = lo[spec], hi[spec]
+    row_of_op = spec * mint.shape[1]  # an op's row in the flat mint / down / up tables (1-D takes are cheaper)
+    mint_flat, down_flat, up_flat = mint.ravel(), down.ravel(), up.ravel()
     flow = np.zeros(n_arcs, np.int64)
     in_nodes, out_nodes = 2 + 2 * ops, 3 + 2 * ops
 
@@ -174,54 +179,52 @@ def solve_frontier(
     durs = [np.minimum(hi_op, pi_nodes[out_nodes] - pi_nodes[in_nodes]).astype(np.int32)]
     phases = 0
     T = t_max
+    # No step needs a check for a source-sink path of infinite arcs (every op at its fastest
+    # duration and every dummy arc tight): such a path spans pi[sink] - pi[source] = T with
+    # only fastest durations on it, so T <= t_fast <= stop, and the loop has ended before.
     while T > stop:
         phases += 1
         x = pi_nodes[head] - pi_nodes[tail]
         y = np.minimum(x[:n_ops] - lo_op, last)
         ub = np.empty(n_arcs, np.int64)
         lb = np.zeros(n_arcs, np.int64)
-        ub[:n_ops] = mint[spec, y]
-        lb[:n_ops] = mint[spec, np.minimum(y + 1, last)]
+        at = row_of_op + y
+        ub[:n_ops] = mint_flat.take(at)
+        lb[:n_ops] = mint_flat.take(np.minimum(at + 1, row_of_op + last))
         ub[n_ops:] = np.where(x[n_ops:] == 0, _INF, 0)
-        # At the fastest point some source-sink path is all infinite: stop there.
-        inf_arcs = ub >= _INF
-        g_inf = sp.csr_array(
-            (np.ones(int(inf_arcs.sum()), np.int8), (tail[inf_arcs], head[inf_arcs])), shape=(n_nodes, n_nodes)
-        )
-        if 1 in set(breadth_first_order(g_inf, 0, directed=True, return_predecessors=False).tolist()):
-            break
         cap = np.empty(2 * n_arcs, np.int64)
-        cap[pos_f] = np.where(inf_arcs, _INF, ub - flow)
+        cap[pos_f] = np.where(ub >= _INF, _INF, ub - flow)
         cap[pos_b] = flow - lb
         if cap.min() < 0:  # pragma: no cover - would mean a broken invariant
             raise TradeoffError("internal error: flow left its complementary-slackness bounds")
-        graph = sp.csr_array((cap.astype(np.int32), indices, indptr), shape=(n_nodes, n_nodes))
-        res = maximum_flow(graph, 0, 1)
-        net = res.flow.data.astype(np.int64)
-        flow += net[pos_f]
-        resid = cap - net
-        reach = sp.csr_array(((resid > 0).astype(np.int8), indices.copy(), indptr.copy()), shape=(n_nodes, n_nodes))
-        reach.eliminate_zeros()
-        in_s = np.zeros(n_nodes, bool)
-        in_s[breadth_first_order(reach, 0, directed=True, return_predecessors=False)] = True
-        if in_s[1]:  # pragma: no cover - excluded by the infinite-path check above
-            break
+        # Most steps find the flow already maximum (only the bounds moved): then the source cannot
+        # reach the sink over residual capacity, the maximum flow would add nothing (Dinic finds no
+        # path), and that reachable set is already the minimum cut. Only otherwise is the flow augmented.
+        in_s = _reachable(cap > 0, indices, entry_tail, n_nodes)
+        if in_s[1]:
+            graph.data[:] = cap
+            res = maximum_flow(graph, 0, 1)
+            net = res.flow.data.astype(np.int64)
+            flow += net[pos_f]
+            # the minimum cut: what the source reaches over arcs with residual capacity
+            in_s = _reachable(cap > net, indices, entry_tail, n_nodes)
+            if in_s[1]:  # pragma: no cover - a finite maximum flow always cuts the sink off
+                raise TradeoffError("internal error: the sink is reachable after a maximum flow")
         fwd = in_s[tail] & ~in_s[head]
         bwd = ~in_s[tail] & in_s[head]
         limit = T - stop
-        fa = fwd & is_act
+        fa = fwd[:n_ops]
         if fa.any():
-            ya = x[:n_ops][fa[:n_ops]] - lo_op[fa[:n_ops]]
-            sa = spec[fa[:n_ops]]
-            lim = down[sa, np.minimum(ya, last)] + np.maximum(ya - last, 0)
+            ya = x[:n_ops][fa] - lo_op[fa]
+            lim = down_flat.take(row_of_op[fa] + np.minimum(ya, last)) + np.maximum(ya - last, 0)
             limit = min(limit, int(lim.min()))
-        fd = fwd & ~is_act
+        fd = fwd[n_ops:]
         if fd.any():
-            limit = min(limit, int(x[fd].min()))
-        ba = bwd & is_act
+            limit = min(limit, int(x[n_ops:][fd].min()))
+        ba = bwd[:n_ops]
         if ba.any():
-            ya = x[:n_ops][ba[:n_ops]] - lo_op[ba[:n_ops]]
-            lim = up[spec[ba[:n_ops]], np.minimum(ya, last)]
+            ya = x[:n_ops][ba] - lo_op[ba]
+            lim = up_flat.take(row_of_op[ba] + np.minimum(ya, last))
             limit = min(limit, int(lim.min()))
         if limit < 1:  # pragma: no cover
             raise TradeoffError("internal error: a minimum cut that cannot move")
@@ -240,6 +243,19 @@ def solve_frontier(
         block = durations[k:k + 256]
         costs[k:k + 256] = ctab[spec[None, :], block - lo_op[None, :]].sum(axis=1)
     return Frontier(times=np.asarray(times, np.int64), durations=durations, costs=costs, phases=phases)
+
+
+def _reachable(open_: np.ndarray, indices: np.ndarray, entry_tail: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Nodes the source (node 0) reaches over the CSR entries where ``open_`` holds (a float64
+    graph: csgraph's validation then converts nothing)."""
+    reach = sp.csr_array(
+        (np.ones(int(open_.sum())), indices[open_],
+         np.concatenate([[0], np.cumsum(np.bincount(entry_tail[open_], minlength=n_nodes))]).astype(np.int32)),
+        shape=(n_nodes, n_nodes),
+    )
+    in_s = np.zeros(n_nodes, bool)
+    in_s[breadth_first_order(reach, 0, directed=True, return_predecessors=False)] = True
+    return in_s
 
 
 def _earliest_times(n_ops: int, edges: np.ndarray, dur: np.ndarray) -> np.ndarray:
