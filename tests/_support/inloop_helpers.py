@@ -3,7 +3,10 @@ BatchSizeOptimizer, trainer callbacks): the simulated NVIDIA driver, and tiny tr
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -148,3 +151,46 @@ def train_recording(batch_size: int, zeus: Any) -> None:
     energy = sum(m.total_system_energy for m in zeus.local_measurements)
     with open(zeus.args["out"].format(rank=zeus.rank), "a") as f:
         f.write(json.dumps({"recurrence": zeus.recurrence, "try": zeus.try_index, "steps": steps, "energy_j": energy}) + "\n")
+
+
+def torchrun_trainer_ranks(tmp_path: Path, monkeypatch: Any, worker: Path, prefix: str, recurrences: int = 2):
+    """``torchrun --standalone --nproc-per-node=2 worker tmp_path recurrences`` on two simulated GPUs.
+
+    The worker writes each rank's tries to ``tmp_path/{prefix}-{rank}.json``. Returns (exit
+    status, the end of its output, the driver's path, each rank's tries or None).
+    """
+    driver = fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=2)
+    env = env_with_fake(driver)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), env.get("PYTHONPATH", "")])
+    env.update(OMP_NUM_THREADS="1", ZEUS_DIST_TIMEOUT_S="60")
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(var, None)
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                        str(worker), str(tmp_path), str(recurrences)],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    files = [tmp_path / f"{prefix}-{r}.json" for r in (0, 1)]
+    ranks = [json.loads(f.read_text()) if f.exists() else None for f in files]
+    return p.returncode, p.stdout[-3000:] + p.stderr[-6000:], driver, ranks
+
+
+def assert_one_trainer_job_across_ranks(code: int, output: str, driver: Path, ranks: list, store_path: Path) -> None:
+    """Two ranks of one trainer job: one batch size and one limit per step on both, the same combined
+    epochs and reported try on both, each rank on its own GPU, every try in the store once."""
+    from zeus_core import open_store
+
+    assert code == 0, output
+    assert limits(driver) == [400.0, 400.0]  # every GPU put back
+    r0, r1 = ranks
+    assert r0 and r1 and len(r0) == len(r1)
+    for a, b in zip(r0, r1):
+        assert (a["gpu"], b["gpu"], a["world"], b["world"]) == ([0], [1], 2, 2)  # DDP, each rank on its own GPU
+        assert a["limits"] and a["batch_size"] == b["batch_size"] and a["limits"] == b["limits"]  # rank 0 decides
+        assert a["epochs"] == b["epochs"] and a["record"] == b["record"] and a["record"] is not None
+    assert len(set(r0[0]["limits"])) > 3  # the first try profiled several limits, on both GPUs at once
+    store = open_store(store_path)
+    try:
+        tries = store.tries()
+    finally:
+        store.close()
+    # exactly the tries the ranks reported, once (rank 0 writes), with the ranks' combined measurement
+    assert [[t.recurrence, t.batch_size, t.energy_j, t.time_s, t.reached] for t in tries] == [r["record"] for r in r0]

@@ -3,12 +3,16 @@ generated data, on the simulated NVIDIA driver."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from zeus_core import BatchSizeOptimizer, ZeusMonitor, open_store
 
-from inloop_helpers import fake_gpus, limits
+from inloop_helpers import assert_one_trainer_job_across_ranks, fake_gpus, limits, torchrun_trainer_ranks
+
+HERE = Path(__file__).resolve().parent
 
 transformers = pytest.importorskip("transformers")
 from zeus_plugins_hf.callback import HFGlobalPowerLimitOptimizer, ZeusCallback  # noqa: E402
@@ -91,3 +95,10 @@ def test_a_try_with_no_way_to_succeed_is_refused_when_the_callback_is_made(tmp_p
     trainer = _trainer(tmp_path, 8, cb, epochs=1)
     with pytest.raises(ValueError, match="no metric 'eval_acc' among the trainer's \\(.*eval_loss"):
         trainer.train()
+
+
+
+def test_under_torchrun_every_rank_follows_one_decision_and_the_try_is_recorded_once(tmp_path, monkeypatch):
+    """``torchrun --nproc-per-node=2`` of a script whose Trainer runs DDP over gloo on CPU."""
+    code, output, driver, ranks = torchrun_trainer_ranks(tmp_path, monkeypatch, HERE / "hf_torchrun_worker.py", "hf")
+    assert_one_trainer_job_across_ranks(code, output, driver, ranks, tmp_path / "hf-ranks.sqlite")

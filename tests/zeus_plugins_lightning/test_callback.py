@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import pytest
 import torch
 
 from zeus_core import BatchSizeOptimizer, ZeusMonitor, open_store
 
-from inloop_helpers import fake_gpus, limits
+from inloop_helpers import assert_one_trainer_job_across_ranks, fake_gpus, limits, torchrun_trainer_ranks
+
+HERE = Path(__file__).resolve().parent
 
 L = pytest.importorskip("lightning")
 from zeus_plugins_lightning.callback import ZeusCallback  # noqa: E402
@@ -75,3 +78,11 @@ def test_a_try_with_no_way_to_succeed_is_refused_when_the_callback_is_made():
     trial = bso.next()
     with pytest.raises(ValueError, match=r"can never reach its target.*pass target_metric= and metric="):
         ZeusCallback(bso=bso, trial=trial)
+
+
+def test_under_torchrun_every_rank_follows_one_decision_and_the_try_is_recorded_once(tmp_path, monkeypatch):
+    """``torchrun --nproc-per-node=2`` of a script whose Trainer runs ``strategy="ddp"`` over gloo on CPU."""
+    code, output, driver, ranks = torchrun_trainer_ranks(tmp_path, monkeypatch, HERE / "lightning_torchrun_worker.py",
+                                                         "lit")
+    assert_one_trainer_job_across_ranks(code, output, driver, ranks, tmp_path / "lit-ranks.sqlite")
+    assert "sync_dist=True" not in output  # zeus's logs are the ranks' combined values: no warning about them
