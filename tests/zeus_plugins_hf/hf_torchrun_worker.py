@@ -15,6 +15,7 @@ import torch
 import transformers
 
 from inloop_helpers import gpu_limit
+from tiny_trainers import Tokens, tiny_bert
 
 from zeus_core import BatchSizeOptimizer, ZeusMonitor
 from zeus_plugins_hf.callback import ZeusCallback
@@ -22,19 +23,6 @@ from zeus_plugins_hf.callback import ZeusCallback
 out, recurrences = Path(sys.argv[1]), int(sys.argv[2])
 rank = int(os.environ["RANK"])
 torch.set_num_threads(1)
-
-
-class Tokens(torch.utils.data.Dataset):
-    def __init__(self, n, seed):
-        g = torch.Generator().manual_seed(seed)
-        self.ids = torch.randint(0, 32, (n, 8), generator=g)
-
-    def __len__(self):
-        return len(self.ids)
-
-    def __getitem__(self, i):
-        return {"input_ids": self.ids[i], "attention_mask": torch.ones(8, dtype=torch.long),
-                "labels": int(self.ids[i, 1] >= 16)}
 
 
 class Limits(transformers.TrainerCallback):
@@ -56,15 +44,12 @@ with ZeusMonitor(cpu_indices=[]) as monitor:
         cb = ZeusCallback(monitor, power_options={"warmup_iters": 1, "measure_iters": 2}, bso=bso, trial=trial,
                           metric="eval_loss")
         lim = Limits(monitor)
-        config = transformers.BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                         intermediate_size=32, max_position_embeddings=16, num_labels=2)
-        torch.manual_seed(0)
         args = transformers.TrainingArguments(
             output_dir=str(out / "hf"), per_device_train_batch_size=trial.batch_size, per_device_eval_batch_size=32,
             num_train_epochs=2, eval_strategy="epoch", save_strategy="no", report_to="none", use_cpu=True,
             logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0, learning_rate=1e-3,
         )
-        trainer = transformers.Trainer(model=transformers.BertForSequenceClassification(config), args=args,
+        trainer = transformers.Trainer(model=tiny_bert(), args=args,
                                        train_dataset=Tokens(256, 1), eval_dataset=Tokens(64, 2), callbacks=[cb, lim])
         trainer.train()
         r = cb.record

@@ -11,6 +11,7 @@ import torch
 from zeus_core import BatchSizeOptimizer, ZeusMonitor, open_store
 
 from inloop_helpers import assert_one_trainer_job_across_ranks, fake_gpus, limits, torchrun_trainer_ranks
+from tiny_trainers import Tokens, tiny_bert
 
 HERE = Path(__file__).resolve().parent
 
@@ -20,26 +21,8 @@ from zeus_plugins_hf.callback import HFGlobalPowerLimitOptimizer, ZeusCallback  
 JIT = {"warmup_iters": 1, "measure_iters": 2}
 
 
-class Tokens(torch.utils.data.Dataset):
-    """Sequences of 8 tokens; the label is whether the second token is in the upper half."""
-
-    def __init__(self, n: int, seed: int) -> None:
-        g = torch.Generator().manual_seed(seed)
-        self.ids = torch.randint(0, 32, (n, 8), generator=g)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i: int) -> dict:
-        return {"input_ids": self.ids[i], "attention_mask": torch.ones(8, dtype=torch.long),
-                "labels": int(self.ids[i, 1] >= 16)}
-
-
 def _trainer(tmp_path, batch_size, callback, epochs=3):
-    config = transformers.BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=32, max_position_embeddings=16, num_labels=2)
-    torch.manual_seed(0)
-    model = transformers.BertForSequenceClassification(config)
+    model = tiny_bert()
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "hf"), per_device_train_batch_size=batch_size, per_device_eval_batch_size=64,
         num_train_epochs=epochs, eval_strategy="epoch", save_strategy="no", report_to="none", use_cpu=True,

@@ -15,6 +15,7 @@ import lightning as L
 import torch
 
 from inloop_helpers import gpu_limit
+from tiny_trainers import separable_data, tiny_lightning_module
 
 from zeus_core import BatchSizeOptimizer, ZeusMonitor
 from zeus_plugins_lightning.callback import ZeusCallback
@@ -22,30 +23,6 @@ from zeus_plugins_lightning.callback import ZeusCallback
 out, recurrences = Path(sys.argv[1]), int(sys.argv[2])
 rank = int(os.environ["RANK"])
 torch.set_num_threads(1)
-
-
-class Tiny(L.LightningModule):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = torch.nn.Linear(8, 2)
-
-    def training_step(self, batch, _):
-        x, y = batch
-        return torch.nn.functional.cross_entropy(self.net(x), y)
-
-    def validation_step(self, batch, _):
-        x, y = batch
-        self.log("val_acc", (self.net(x).argmax(1) == y).float().mean(), sync_dist=True)
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.05)
-
-
-def data(n, batch_size, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 8, generator=g)
-    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, (x[:, 0] > 0).long()), batch_size=batch_size)
 
 
 class Limits(L.Callback):
@@ -70,7 +47,7 @@ with ZeusMonitor(cpu_indices=[]) as monitor:
         trainer = L.Trainer(max_epochs=2, accelerator="cpu", devices=2, strategy="ddp", callbacks=[cb, lim],
                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                             num_sanity_val_steps=0, logger=False, default_root_dir=str(out / "lit"))
-        trainer.fit(Tiny(), data(256, trial.batch_size, 1), data(64, 32, 2))
+        trainer.fit(tiny_lightning_module(), separable_data(256, trial.batch_size, 1), separable_data(64, 32, 2))
         r = cb.record
         seen.append({"batch_size": trial.batch_size, "limits": lim.seen, "gpu": monitor.gpu_indices,
                      "world": trainer.world_size, "epochs": cb.epochs,

@@ -11,35 +11,12 @@ import torch
 from zeus_core import BatchSizeOptimizer, ZeusMonitor, open_store
 
 from inloop_helpers import assert_one_trainer_job_across_ranks, fake_gpus, limits, torchrun_trainer_ranks
+from tiny_trainers import separable_data, tiny_lightning_module
 
 HERE = Path(__file__).resolve().parent
 
 L = pytest.importorskip("lightning")
 from zeus_plugins_lightning.callback import ZeusCallback  # noqa: E402
-
-
-class Tiny(L.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.net = torch.nn.Linear(8, 2)
-
-    def training_step(self, batch, _):
-        x, y = batch
-        return torch.nn.functional.cross_entropy(self.net(x), y)
-
-    def validation_step(self, batch, _):
-        x, y = batch
-        self.log("val_acc", (self.net(x).argmax(1) == y).float().mean())
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.5)
-
-
-def _data(n, batch_size, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 8, generator=g)
-    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, (x[:, 0] > 0).long()), batch_size=batch_size)
 
 
 def test_the_callback_logs_energy_steers_stops_at_the_target_and_reports_the_try(tmp_path, monkeypatch):
@@ -54,7 +31,7 @@ def test_the_callback_logs_energy_steers_stops_at_the_target_and_reports_the_try
         trainer = L.Trainer(max_epochs=5, accelerator="cpu", devices=1, callbacks=[cb], enable_checkpointing=False,
                             enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                             logger=L.pytorch.loggers.CSVLogger(tmp_path / "logs"), log_every_n_steps=1)
-        trainer.fit(Tiny(), _data(512, trial.batch_size, 1), _data(128, 128, 2))
+        trainer.fit(tiny_lightning_module(), separable_data(512, trial.batch_size, 1), separable_data(128, 128, 2))
         assert limits(driver) == [400.0]
         bso.close()
     assert cb.record is not None and cb.record.batch_size == trial.batch_size
