@@ -9,7 +9,6 @@ exactly the requested recurrences, whether the job is driven from the script
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -22,10 +21,9 @@ import pytest
 from zeus_core import open_store
 
 from allocation_model import single_process_params
-from inloop_helpers import env_with_fake, fake_gpus, limits
+from inloop_helpers import fake_gpus, launcher_env, limits, torchrun
 
 HERE = Path(__file__).resolve().parent
-SUPPORT = HERE.parent / "_support"
 
 LAUNCHED = """
 [job]
@@ -58,19 +56,6 @@ measure_iters = 2
 """
 
 
-def _env(driver: Path, **extra: str) -> dict[str, str]:
-    env = env_with_fake(driver)
-    env["PYTHONPATH"] = os.pathsep.join([str(SUPPORT), str(HERE), env.get("PYTHONPATH", "")])
-    env.update(OMP_NUM_THREADS="1", ZEUS_DIST_TIMEOUT_S="60", **extra)
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(var, None)
-    return env
-
-
-def _torchrun(*args: str) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", *args]
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -89,8 +74,8 @@ def test_two_ranks_on_one_machine_are_one_job_from_a_script_and_from_run_job(tmp
     driver = fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=2)
     (tmp_path / "launched.toml").write_text(LAUNCHED.format(out=tmp_path))
     p = subprocess.run(
-        _torchrun("--standalone", "--nproc-per-node=2", str(HERE / "torchrun_worker.py"), str(tmp_path)),
-        env=_env(driver), cwd=tmp_path, capture_output=True, text=True, timeout=240,
+        torchrun("--standalone", "--nproc-per-node=2", str(HERE / "torchrun_worker.py"), str(tmp_path)),
+        env=launcher_env(driver, HERE), cwd=tmp_path, capture_output=True, text=True, timeout=240,
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-6000:]
     assert limits(driver) == [400.0, 400.0]  # every device put back
@@ -183,9 +168,9 @@ def test_two_machines_train_one_job_by_a_zeus2_allocation(tmp_path, monkeypatch)
     port = _free_port()
     nodes = [
         subprocess.Popen(
-            _torchrun("--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
+            torchrun("--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
                       "--rdzv-id=zeus-across", "--no-python", str(Path(sys.executable).parent / "zeus"), "run", "job.toml"),
-            env=_env(driver, CUDA_VISIBLE_DEVICES=str(node)), cwd=tmp_path, stdout=subprocess.PIPE,
+            env=launcher_env(driver, HERE, CUDA_VISIBLE_DEVICES=str(node)), cwd=tmp_path, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True,
         )
         for node in (0, 1)
@@ -220,7 +205,7 @@ DYING = textwrap.dedent("""
 def test_a_rank_that_dies_stops_the_job_and_every_device_is_restored(tmp_path, monkeypatch):
     driver = fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=2)
     (tmp_path / "dying.py").write_text(DYING)
-    p = subprocess.run(_torchrun("--standalone", "--nproc-per-node=2", "dying.py"), env=_env(driver), cwd=tmp_path,
+    p = subprocess.run(torchrun("--standalone", "--nproc-per-node=2", "dying.py"), env=launcher_env(driver, HERE), cwd=tmp_path,
                        capture_output=True, text=True, timeout=180)
     assert p.returncode != 0 and "exitcode  : 3" in p.stderr + p.stdout, p.stderr[-4000:]
     from zeus_core import ZeusMonitor
