@@ -121,6 +121,7 @@ _EXPORTS: dict[str, str] = {
     "StoreTransaction": "zeus_core.stores",
     "open_store": "zeus_core.stores",
     "mask": "zeus_core.stores",
+    "parse_url": "zeus_core.stores",
     "Runner": "zeus_core.runner",
     # zeus inside the user's own loop: measurement, power and batch-size optimizers
     "ZeusMonitor": "zeus_core.zeusmonitor",

@@ -15,6 +15,7 @@ import re
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from urllib.parse import SplitResult, urlsplit
 
 from zeus_core.store import StoreError, StoreInfo
 
@@ -85,6 +86,18 @@ def mask(location: str) -> str:
     ``token=`` or ``secret=`` query parameters. Works on a message that contains URLs too."""
     text = _URL_PASSWORD.sub(lambda m: f"{m.group('head')}***{m.group('at')}", str(location))
     return _SECRET_PARAMS.sub(lambda m: f"{m.group('head')}***", text)
+
+
+def parse_url(url: str) -> SplitResult:
+    """``urllib.parse.urlsplit(url)`` with every part checked, so a URL a plugin reads fails where it
+    is read: a ValueError saying what is wrong (an unclosed ``[`` of an IPv6 host, a port that is
+    not a number in 0..65535) with the secrets masked, instead of one raised later from ``.port``."""
+    try:
+        parts = urlsplit(str(url))
+        parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+    except ValueError as e:
+        raise ValueError(f"{mask(url)} is not a valid URL ({e})") from None
+    return parts
 
 
 def scheme_of(location: str) -> str | None:

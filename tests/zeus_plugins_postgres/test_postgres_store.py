@@ -249,3 +249,17 @@ def test_store_commands_check_export_and_import_a_job_of_a_shared_database(pg_se
         with open_store(where, job=job) as s:
             assert s.tries() == [_rec(1)] and s.identity() == {"job": {"eta_knob": 0.5}}
             assert s.get("runner") == {"next_recurrence": 2, "min_cost": 1500.0}
+
+
+@pytest.mark.parametrize("url, why", [
+    ("postgresql://zeus:hunter2@[::1/zeus", "Invalid IPv6 URL"),
+    ("postgresql://zeus:hunter2@db:port/zeus", "Port could not be cast"),
+    ("postgresql://zeus:hunter2@db:99999/zeus", "Port out of range"),
+])
+def test_a_malformed_url_is_bad_input_naming_the_field_before_anything_runs(tmp_path, url, why):
+    job = run_job(url, 1, tmp_path, "--output", str(tmp_path / "out"))
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 2, err
+    assert "$.job.store" in err and why in err and "not a valid URL" in err and "Traceback" not in err
+    assert "hunter2" not in out + err
+    assert not (tmp_path / "out").exists()

@@ -100,7 +100,8 @@ def test_pushed_to_a_pushgateway_the_series_match_summary_json(pushgateway, tmp_
 
 def test_bad_configuration_is_bad_input_before_anything_runs(tmp_path):
     for var, value in (("ZEUS_METRICS_ADDRESS", "not-a-port"), ("ZEUS_METRICS_LINGER", "-3"),
-                       ("ZEUS_PUSHGATEWAY", "ftp://user:hunter2@gw:21")):
+                       ("ZEUS_PUSHGATEWAY", "ftp://user:hunter2@gw:21"),
+                       ("ZEUS_PUSHGATEWAY", "http://user:hunter2@gw:port")):
         env = {**os.environ, "ZEUS_METRICS_ADDRESS": "127.0.0.1:1", var: value}
         job = run_job(str(tmp_path / "job.sqlite"), 1, tmp_path, env=env)
         out, err = job.communicate(timeout=300)

@@ -83,6 +83,17 @@ def test_a_store_that_is_not_usable_is_bad_input(tmp_path):
     assert r.returncode == 2 and "no installed plugin serves redis://" in r.stderr
 
 
+def test_a_malformed_service_url_is_bad_input_naming_the_field(tmp_path):
+    """A port that is not a number, or an unclosed IPv6 bracket: exit 2 at the field, the token masked."""
+    from cluster_helpers import run_job
+
+    for url, why in (("http://:hunter2@127.0.0.1:abc", "Port could not be cast"), ("http://:hunter2@[::1", "Invalid IPv6")):
+        job = run_job(url, 1, tmp_path)
+        out, err = job.communicate(timeout=120)
+        assert job.returncode == 2 and "$.job.store" in err and why in err and "Traceback" not in err, err
+        assert "hunter2" not in out + err
+
+
 def test_bodies_over_the_limit_are_413(svc):
     big = json.dumps({"session": CLIENT, "request": "b" * 12, "pad": "x" * (2 << 20)})
     r = httpx.post(f"{svc.url}/v1/jobs/fuzz/recurrences", content=big, headers={**AUTH, "Content-Type": "application/json"})

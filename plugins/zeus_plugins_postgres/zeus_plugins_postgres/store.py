@@ -43,12 +43,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlunsplit
 
 import psycopg
 from psycopg import sql
 
-from zeus_core import StoreError, StoreInfo, StoreUnavailable, TryRecord, mask
+from zeus_core import StoreError, StoreInfo, StoreUnavailable, TryRecord, mask, parse_url
 
 APPLICATION = "zeus"
 #: The schema this plugin writes.
@@ -90,7 +90,10 @@ _TRY_COLUMNS = ("recurrence, try_index, batch_size, power_limit, epochs, time_s,
 
 def split_location(location: str) -> tuple[str, str, float]:
     """``(libpq URL, schema, reconnect_s)`` of a ``postgresql://`` location."""
-    parts = urlsplit(location)
+    try:
+        parts = parse_url(location)
+    except ValueError as e:
+        raise StoreError(f"job.store: {e}: expected a URL such as postgresql://zeus@db.example:5432/zeus") from None
     query = parse_qsl(parts.query, keep_blank_values=True)
     own = {k: v for k, v in query if k in _OWN_PARAMS}
     rest = [(k, v) for k, v in query if k not in _OWN_PARAMS]

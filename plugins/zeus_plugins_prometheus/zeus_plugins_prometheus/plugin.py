@@ -25,11 +25,10 @@ import math
 import os
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
 import attrs
 
-from zeus_core import PartMismatch, hookimpl, mask
+from zeus_core import PartMismatch, hookimpl, mask, parse_url
 
 _HOSTPORT = re.compile(r"^(?:(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):)?(?P<port>\d{1,5})$")
 
@@ -66,7 +65,10 @@ def read_config(env: dict[str, str]) -> ExporterConfig | None:
         raise PartMismatch(f"ZEUS_METRICS_LINGER={linger_text!r}: expected seconds in 0..3600 to keep /metrics up "
                            "after the job ends") from None
     if gateway:
-        parts = urlsplit(gateway)
+        try:
+            parts = parse_url(gateway)
+        except ValueError as e:
+            raise PartMismatch(f"ZEUS_PUSHGATEWAY: {e}: expected an http(s) URL such as http://pushgateway:9091") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise PartMismatch(f"ZEUS_PUSHGATEWAY={mask(gateway)!r}: expected an http(s) URL such as "
                                "http://pushgateway:9091")

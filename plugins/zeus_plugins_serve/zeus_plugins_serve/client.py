@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlunsplit
 
 import httpx
 
@@ -41,6 +41,7 @@ from zeus_core import (
     TryRecord,
     mask,
     merge_power_state,
+    parse_url,
 )
 
 _RETRY_STATUS = {502, 503, 504}
@@ -64,7 +65,10 @@ def _new_id() -> str:
 
 def split_url(location: str) -> tuple[str, str | None, float]:
     """``(base URL without credentials and our parameters, token, retry_s)``."""
-    parts = urlsplit(location)
+    try:
+        parts = parse_url(location)
+    except ValueError as e:
+        raise StoreError(f"job.store: {e}: expected the address of zeus serve, such as http://127.0.0.1:8750") from None
     query = parse_qsl(parts.query, keep_blank_values=True)
     retry = dict(query).get("retry_s", "60")
     try:
