@@ -94,6 +94,32 @@ def test_a_malformed_service_url_is_bad_input_naming_the_field(tmp_path):
         assert "hunter2" not in out + err
 
 
+def test_a_commit_needs_the_transaction_to_hold_the_job_s_state(tmp_path):
+    """A transaction that was never opened, or whose lease ran out, writes nothing (409); a retried
+    commit that was written still answers as it did."""
+    import time
+
+    with Serve(str(tmp_path / "served"), token=TOKEN, args=("--lease-s", "0.3")) as s:
+        c = httpx.Client(base_url=s.url, headers=AUTH)
+        path = "/v1/jobs/tx/transactions"
+
+        def commit(tx: str, request: str, value: int) -> httpx.Response:
+            return c.post(f"{path}/{tx}/commit", json={"client": CLIENT, "request": request, "set": {"k": value}})
+
+        r = commit("0" * 32, "a" * 12, 1)
+        assert r.status_code == 409 and r.json()["code"] == "not_held", r.text
+        tx = c.post(path, json={"client": CLIENT}).json()["transaction"]
+        time.sleep(0.6)  # past the lease, with no request
+        r = commit(tx, "b" * 12, 2)
+        assert r.status_code == 409 and "lease" in r.json()["detail"], r.text
+        assert c.get("/v1/jobs/tx/state/k").json()["found"] is False  # neither wrote
+        tx = c.post(path, json={"client": CLIENT}).json()["transaction"]
+        assert commit(tx, "c" * 12, 3).status_code == 200
+        assert commit(tx, "c" * 12, 3).status_code == 200  # the same request again: its answer, not a refusal
+        assert c.get("/v1/jobs/tx/state/k").json()["value"] == 3
+        assert commit(tx, "d" * 12, 4).status_code == 409  # a new request on a finished transaction
+
+
 def test_bodies_over_the_limit_are_413(svc):
     big = json.dumps({"session": CLIENT, "request": "b" * 12, "pad": "x" * (2 << 20)})
     r = httpx.post(f"{svc.url}/v1/jobs/fuzz/recurrences", content=big, headers={**AUTH, "Content-Type": "application/json"})

@@ -95,7 +95,8 @@ def job_name(name: str) -> str:
 
 class RemoteLock:
     """The lock of one job's remote transactions (a part's own state), held by one client at a
-    time for at most LEASE_S without a request; a commit checks what it read anyway."""
+    time for at most LEASE_S without a request; a commit needs the lock still held, and checks
+    what it read as well."""
 
     def __init__(self, lease_s: float = LEASE_S) -> None:
         self.lease_s = lease_s
@@ -118,6 +119,10 @@ class RemoteLock:
             self.holder = secrets.token_hex(16)
             self.deadline = loop.time() + self.lease_s
             return self.holder
+
+    def holds(self, tx: str) -> bool:
+        """``tx`` is the transaction holding the lock, and its lease has not run out."""
+        return self.holder == tx and asyncio.get_running_loop().time() < self.deadline
 
     def renew(self, tx: str) -> None:
         if self.holder == tx:
@@ -500,7 +505,8 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
 
     @app.post("/v1/jobs/{job}/transactions/{tx}/commit", response_model=api.Committed, tags=["state"],
               dependencies=v1["dependencies"],
-              responses={**v1["responses"], 409: {"description": "a value read in the transaction changed meanwhile"}})
+              responses={**v1["responses"], 409: {"description": "a value read in the transaction changed meanwhile, "
+                                                                 "or the transaction no longer holds the job's state"}})
     async def transaction_commit(job: JobParam, tx: str, body: api.TxCommitIn) -> dict:
         """Write ``set`` if every key read still has the digest it had (one transaction), and let go."""
         job = job_name(job)
@@ -508,12 +514,18 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
             if key.startswith(api.RESERVED_KEYS):
                 raise _unprocessable([(("set", key), "this key is the service's own; a remote transaction may read it only")])
 
+        held = hub.entry(job).lock.holds(tx)
+
         def fn(entry: JobEntry) -> dict:
             store = entry.open()
             with store.transaction() as t:
                 answer = _replay(t.get(_log_key(body.client)), "commit", body.request)
                 if answer is not None:
-                    return answer
+                    return answer  # a retried commit that was written: the lock is gone, the answer stands
+                if not held:
+                    raise Problem(409, f"transaction {tx!r} does not hold this job's state: it was never opened, "
+                                       f"or its lease of {hub.lease_s:g} s without a request ran out; nothing was "
+                                       "written, open a new transaction", code="not_held")
                 for key, digest in body.reads.items():
                     if state_digest(t.get(key)) != digest:
                         raise Problem(409, f"state {key!r} changed since this transaction read it; nothing was written",
