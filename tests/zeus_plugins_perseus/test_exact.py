@@ -116,6 +116,39 @@ print("same", len(here))
     assert r.stdout.startswith("same ")
 
 
+@pytest.mark.parametrize("fate", ["raise", "kill"])
+def test_a_worker_that_fails_or_dies_ends_planning_with_an_error(tmp_path, fate):
+    """A worker's exception reaches the caller as it is; a worker killed mid-plan (the OOM killer)
+    ends the wait with an error naming the way out, instead of waiting for it forever."""
+    code = f"""
+import os, signal
+import zeus_plugins_perseus.exact as exact
+
+class Planner:  # what plan_many needs of an ExactPlanner
+    n = 10_000
+    def plan(self, limit, greedy_reclaim=True):
+        if limit == 2.0:
+            if {fate!r} == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise ValueError("no plan meets 2.000000 s")
+        return [int(limit)]
+
+try:
+    exact.plan_many(Planner(), [1.0, 2.0, 3.0], [True, False, False], workers=2)
+except Exception as e:
+    print(type(e).__name__, e)
+"""
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    if fate == "raise":
+        assert r.stdout.startswith("ValueError no plan meets 2.000000 s"), r.stdout
+    else:
+        assert r.stdout.startswith("RuntimeError a process planning the real-time plans ended"), r.stdout
+        assert "max_gap_plans" in r.stdout
+
+
 def test_planning_does_not_import_scipy_optimize(tmp_path, gpt3_a100):
     """HiGHS' module is loaded on its own (scipy.optimize's import is a third of a second); scipy still works after."""
     code = f"""

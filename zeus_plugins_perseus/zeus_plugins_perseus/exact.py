@@ -416,19 +416,25 @@ def plan_many(planner: ExactPlanner, limits: list[float], greedy: list[bool], wo
     if n < 2:
         return np.array([planner.plan(lim, greedy_reclaim=g) for lim, g in zip(limits, greedy)], dtype=np.int64)
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     global _forked_planner
     _forked_planner = planner  # what the forked workers plan with (inherited, never pickled)
-    pool = multiprocessing.get_context("fork").Pool(n, initializer=_worker_started)
+    # An executor, not a multiprocessing.Pool: a worker that dies (the OOM killer) breaks the
+    # executor and ends the wait with an error, where a Pool would replace it and wait forever.
+    pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=_worker_started)
     try:
         # one limit per task, the zero-slowdown plan (with its greedy pass, the longest) first
-        rows = pool.starmap(_plan_in_worker, list(zip(limits, greedy)), chunksize=1)
-        pool.close()
-    except BaseException:
-        pool.terminate()
-        raise
+        rows = list(pool.map(_plan_in_worker, limits, greedy))
+    except BrokenProcessPool:
+        raise RuntimeError(
+            "a process planning the real-time plans ended without an answer (killed, or out of memory?); "
+            "nothing was written: run again, or lower frequency_plan.max_gap_plans (each real-time plan is "
+            "a linear program over the whole pipeline)"
+        ) from None
     finally:
-        pool.join()
+        pool.shutdown(wait=True, cancel_futures=True)
         _forked_planner = None
     return np.array(rows, dtype=np.int64)
 
