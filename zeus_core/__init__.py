@@ -235,7 +235,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
     from zeus_core.store import Store, StoreError, StoreInfo, StoreUnavailable
     from zeus_core.optimizers import BatchSizeOptimizer, BatchSizeTrial, PowerLimitOptimizer, counted_energy
     from zeus_core.ranks import ProcessGroup, combine_measurements, process_group
-    from zeus_core.stores import JobStore, StoreTransaction, mask, open_store
+    from zeus_core.stores import JobStore, StoreTransaction, mask, open_store, parse_url
     from zeus_core.trainer import TrainerCallbackMixin, TrainerHooks
     from zeus_core.trials import (
         JobHistory,

@@ -133,16 +133,19 @@ class IdentityMismatch(ValueError):
             "own store (`--set 'job.store=\"other.sqlite\"'`, or another job.name)"
         )
         width = max(len(d.key) for d in diffs)
-        rows = [f"  {'field'.ljust(width)}  {'in the store':<28}  this run"]
-        for d in diffs:
-            rows.append(f"  {d.key.ljust(width)}  {_show(d.stored):<28}  {_show(d.current)}")
+        shown = [(d.key, _show(d.stored), _show(d.current)) for d in diffs]
+        if all(len(a) <= 28 for _, a, _ in shown):  # side by side
+            rows = [f"  {'field'.ljust(width)}  {'in the store':<28}  this run"]
+            rows += [f"  {key.ljust(width)}  {a:<28}  {b}" for key, a, b in shown]
+        else:  # a long value whole, one under the other, so the difference shows
+            rows = [f"  {key}\n    in the store: {a}\n    this run:     {b}" for key, a, b in shown]
         super().__init__(
             f"the store {store} learned a different job, so this run would mix two setups:\n"
             + "\n".join(rows)
-            + f"\nFix: {fixes}; options that do not change the problem (recurrences, seed, output, store) never block"
+            + f"\nFix: {fixes}; options that do not change the problem (job.recurrences, job.seed, job.store, "
+            "--output) never block"
         )
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else value
-    return text if len(text) <= 28 else text[:25] + "..."
+    return json.dumps(value) if not isinstance(value, str) else value

@@ -363,9 +363,13 @@ def load_job(path: str | Path, registry: Registry, overrides: list[str] = (), ch
     path = Path(path)
     source = str(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise JobError(source, [Problem((), f"cannot read the job file: {e.strerror or e}")]) from e
+    except UnicodeDecodeError as e:
+        line = e.object.count(b"\n", 0, e.start) + 1
+        raise JobError(source, [Problem((), f"byte {e.object[e.start]:#04x} is not UTF-8; a job file is TOML, which is "
+                                            "UTF-8 text: save it as UTF-8")], {(): line}) from None
     try:
         raw_file = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -138,7 +138,11 @@ def export_cmd(store: str, output: Path | None, job: str | None) -> None:
     if output is None:
         click.echo(text, nl=False)
     else:
-        write_atomic(output, text)
+        try:
+            write_atomic(output, text)
+        except OSError as e:
+            _fail(f"--output {output}: cannot write it ({e.strerror or e}); nothing was written: give a path in a "
+                  "folder that exists and you may write to")
         err_console.print(f"wrote {escape(str(output))} ({len(data['tries'])} tries)")
 
 

@@ -74,8 +74,11 @@ def test_the_public_api_check_catches_an_internal_import(tmp_path):
     assert got == ["from zeus_core.runner import ...", "from zeus_core import nope (not a public name)", "import zeus_core.store"]
 
 
-def test_every_public_name_resolves_and_is_listed_once():
-    assert len(zeus_core.__all__) == len(set(zeus_core.__all__))
+def test_every_public_name_resolves_and_type_checkers_see_the_same_names():
+    tree = ast.parse(Path(zeus_core.__file__).read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    for_checkers = {a.asname or a.name for n in block.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert for_checkers == set(zeus_core.__all__), (for_checkers ^ set(zeus_core.__all__))
     for name in zeus_core.__all__:
         assert getattr(zeus_core, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):

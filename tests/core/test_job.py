@@ -37,6 +37,14 @@ def test_malformed_toml_names_the_line(reg):
     assert lines[0].startswith("job.toml:3: invalid TOML")
 
 
+def test_a_job_file_that_is_not_utf8_names_the_line_and_the_fix(reg):
+    Path("job.toml").write_bytes(b'[job]\nname = "x"\ndescription = "caf\xe9"\n')
+    with pytest.raises(JobError) as e:
+        load_job(Path("job.toml"), reg)
+    lines = e.value.format_lines()
+    assert len(lines) == 1 and lines[0].startswith("job.toml:3: byte 0xe9 is not UTF-8") and "save it as UTF-8" in lines[0]
+
+
 def test_all_errors_at_once_each_with_line_and_path(reg):
     lines = errors(
         reg,

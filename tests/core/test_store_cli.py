@@ -90,9 +90,19 @@ def test_the_public_traces_are_another_job_than_the_synthetic_ones(learned, job,
     assert sha(learned) == before
 
 
+def test_long_values_that_differ_are_shown_whole():
+    """Two trace folders that differ only at the end: each value whole, one under the other."""
+    from zeus_core.identity import Difference, IdentityMismatch
+
+    a, b = "/home/user/datasets/zeus_nsdi23/v1", "/home/user/datasets/zeus_nsdi23/v2"
+    text = str(IdentityMismatch("s.sqlite", [Difference("workload.traces", a, b), Difference("job.eta_knob", 0.5, 0.9)]))
+    assert f"in the store: {a}" in text and f"this run:     {b}" in text
+    assert "in the store: 0.5" in text and "this run:     0.9" in text
+
+
 def test_options_that_do_not_change_the_problem_never_block_and_fresh_starts_over(learned, job, tmp_path):
     r = zeus("run", str(job), "--set", "job.recurrences=1", "--set", "job.seed=5", "--set", "job.max_tries=30",
-             "--output", str(tmp_path / "o"), cwd=tmp_path)
+             "--set", "batch_size.seed=3", "--output", str(tmp_path / "o"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     with Store(learned) as s:
         assert [t.recurrence for t in s.tries() if t.reached] == [1, 2, 3, 4]
@@ -240,6 +250,8 @@ def test_store_check_export_import_round_trip(learned, job, tmp_path):
     r = zeus("store", "export", str(learned), "--output", str(tmp_path / "dump.json"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     dump = json.loads((tmp_path / "dump.json").read_text())
+    r = zeus("store", "export", str(learned), "--output", str(tmp_path / "dump.json" / "x.json"), cwd=tmp_path)  # under a file
+    assert r.returncode == 2 and "--output" in r.stderr and "cannot write it" in r.stderr and "Traceback" not in r.stderr
     assert dump["format"] == "zeus-store" and len(dump["tries"]) >= 3 and "policy:batch_size" in dump["state"]
     r = zeus("store", "import", str(tmp_path / "dump.json"), str(tmp_path / "copy.sqlite"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr

@@ -7,6 +7,7 @@ import math
 import attrs
 from attrs.validators import optional
 
+from zeus_core import NOT_IDENTITY
 from zeus_core.validators import at_least, between, distinct_numbers, one_of
 
 VARIANTS = ("improved", "paper")
@@ -59,7 +60,7 @@ class MabOptions:
     prior_mean: float = 0.0
     prior_precision: float = attrs.field(default=0.0, validator=at_least(0.0))
     window: int = attrs.field(default=0, validator=at_least(0))
-    seed: int | None = None
+    seed: int | None = attrs.field(default=None, metadata=NOT_IDENTITY)  # another random stream, the same problem
     pruning_rounds: int = attrs.field(default=2, validator=at_least(1))
     num_exploration: int = attrs.field(default=2, validator=at_least(0))
     eta_knob: float | None = attrs.field(default=None, validator=optional(between(0, 1)))
