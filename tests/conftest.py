@@ -74,7 +74,9 @@ def _pg_server():
     from pg_server import PgServer, find_bin
 
     if find_bin("initdb") is None:
-        pytest.skip("PostgreSQL server programs (initdb, pg_ctl) not found; .ci/run installs them (apt-get install postgresql)")
+        from cluster_helpers import server_missing
+
+        server_missing("PostgreSQL server programs (initdb, pg_ctl) not found; .ci/run installs them (apt-get install postgresql)")
     with PgServer.start_new() as server:
         yield server
 

@@ -13,13 +13,12 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cluster_helpers import run_job
+from cluster_helpers import run_job, server_missing
 from pg_server import free_port
 
 
@@ -67,7 +66,7 @@ def test_scraped_over_loopback_after_a_job_the_series_match_summary_json(tmp_pat
 def pushgateway(tmp_path):
     binary = shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")
     if binary is None:
-        pytest.skip("no Pushgateway binary; .ci/run installs it (apt-get install prometheus-pushgateway)")
+        server_missing("no Pushgateway binary; .ci/run installs it (apt-get install prometheus-pushgateway)")
     port = free_port()
     proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, cwd=tmp_path)

@@ -15,11 +15,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import pytest
 
+from cluster_helpers import server_missing
 from pg_server import find_bin, free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,7 +34,7 @@ def readme_commands() -> list[str]:
 def test_the_readme_cluster_commands_work_as_written(tmp_path):
     initdb = find_bin("initdb")
     if initdb is None:
-        pytest.skip("PostgreSQL server programs not found; .ci/run installs them")
+        server_missing("PostgreSQL server programs not found; .ci/run installs them")
     start_pg, serve, run = readme_commands()
     assert start_pg.startswith("initdb ") and serve.startswith("zeus serve ") and run.startswith("zeus run ")
     pg_port, serve_port = free_port(), free_port()

@@ -199,3 +199,27 @@ def test_a_batch_size_optimizer_with_a_service_url_keeps_its_history_there(tmp_p
         assert r.status_code == 200
     assert remote == local and [rec for rec, _, _ in remote] == [1, 2, 3, 4, 5, 6]
     assert len(r.json()["tries"]) == 6
+
+
+def test_the_history_check_catches_a_try_stored_twice():
+    """check_history (used by the kill and restart tests) must fail on a doubled try that did not reach."""
+    from zeus_core import TryRecord
+
+    def rec(r: int, i: int, reached: bool) -> TryRecord:
+        return TryRecord(recurrence=r, try_index=i, batch_size=32, power_limit=300.0, epochs=3, time_s=1.0,
+                         energy_j=2.0, cost=1.5, reached=reached)
+
+    class Store:
+        def __init__(self, tries):
+            self._tries = tries
+
+        def tries(self):
+            return self._tries
+
+        def get(self, key):
+            return {"runner": {"next_recurrence": 2}, "policy:batch_size": {"history": [[32, 1.5]] * len(self._tries)},
+                    "policy:power": {"choices": {"32": {}}}}[key]
+
+    check_history(Store([rec(1, 1, False), rec(1, 2, True)]))
+    with pytest.raises(AssertionError):
+        check_history(Store([rec(1, 1, False), rec(1, 1, False), rec(1, 2, True)]))
