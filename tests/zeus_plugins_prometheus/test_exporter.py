@@ -62,6 +62,27 @@ def test_scraped_over_loopback_after_a_job_the_series_match_summary_json(tmp_pat
     _check(_series(text), json.loads(summary_file.read_text()))
 
 
+def test_with_a_token_a_scrape_without_it_is_refused():
+    """The /metrics server itself: 401 without the bearer token, the metrics with it."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    from zeus_plugins_prometheus.exporter import _serve_metrics
+
+    registry = CollectorRegistry()
+    Gauge("zeus_probe", "a probe", registry=registry).set(7)
+    port = free_port()
+    server = _serve_metrics("127.0.0.1", port, registry, "t" * 24)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        assert httpx.get(url, timeout=10).status_code == 401
+        assert httpx.get(url, headers={"Authorization": "Bearer " + "t" * 23 + "x"}, timeout=10).status_code == 401
+        r = httpx.get(url, headers={"Authorization": "Bearer " + "t" * 24}, timeout=10)
+        assert r.status_code == 200 and "zeus_probe 7.0" in r.text
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def pushgateway(tmp_path):
     binary = shutil.which("prometheus-pushgateway") or shutil.which("pushgateway")
@@ -99,6 +120,8 @@ def test_pushed_to_a_pushgateway_the_series_match_summary_json(pushgateway, tmp_
 
 def test_bad_configuration_is_bad_input_before_anything_runs(tmp_path):
     for var, value in (("ZEUS_METRICS_ADDRESS", "not-a-port"), ("ZEUS_METRICS_LINGER", "-3"),
+                       ("ZEUS_METRICS_ADDRESS", "0.0.0.0:9464"),  # beyond this machine without a token
+                       ("ZEUS_METRICS_TOKEN", "short"),
                        ("ZEUS_PUSHGATEWAY", "ftp://user:hunter2@gw:21"),
                        ("ZEUS_PUSHGATEWAY", "http://user:hunter2@gw:port")):
         env = {**os.environ, "ZEUS_METRICS_ADDRESS": "127.0.0.1:1", var: value}

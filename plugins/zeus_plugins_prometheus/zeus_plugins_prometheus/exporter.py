@@ -27,7 +27,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics, push_to_gateway, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics, make_wsgi_app, push_to_gateway
 from prometheus_client.exposition import basic_auth_handler, default_handler
 from rich.console import Console
 from rich.markup import escape
@@ -71,7 +71,7 @@ class Exporter:
         self._ended = False
         if config.port is not None:
             try:
-                self._server, _thread = start_http_server(config.port, addr=config.host, registry=r)
+                self._server = _serve_metrics(config.host, config.port, r, config.token)
                 atexit.register(self._linger_then_close)
             except OSError as e:
                 self._warn("serve", f"cannot serve /metrics on {config.host}:{config.port} ({e.strerror or e}); "
@@ -154,3 +154,36 @@ class Exporter:
             server, self._server = self._server, None
             server.shutdown()
             server.server_close()
+
+
+def _serve_metrics(host: str, port: int, registry: CollectorRegistry, token: str | None) -> Any:
+    """``/metrics`` of ``registry`` on a daemon thread (prometheus_client's WSGI app), answering 401
+    to a request without ``Authorization: Bearer TOKEN`` when there is a token. The server; its
+    ``shutdown()`` stops it."""
+    import hmac
+    import socket
+    import threading
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    metrics = make_wsgi_app(registry)
+    expected = None if token is None else f"Bearer {token}".encode()
+
+    def app(environ, start_response):
+        given = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
+        if expected is not None and not hmac.compare_digest(given, expected):
+            start_response("401 Unauthorized", [("Content-Type", "text/plain"), ("WWW-Authenticate", "Bearer")])
+            return [b"a bearer token is required\n"]
+        return metrics(environ, start_response)
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: Any) -> None:  # scrapes are not the job's output
+            pass
+
+    server = make_server(host, port, app, server_class=Server, handler_class=Quiet)
+    threading.Thread(target=server.serve_forever, name="zeus-metrics", daemon=True).start()
+    return server

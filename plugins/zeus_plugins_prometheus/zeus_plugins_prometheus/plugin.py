@@ -6,8 +6,11 @@ does nothing (and imports nothing):
 
 * ``ZEUS_METRICS_ADDRESS=[HOST:]PORT`` serves ``/metrics`` while the job runs
   (HOST defaults to 127.0.0.1; ``0.0.0.0:9464`` lets a Prometheus elsewhere
-  scrape it). ``ZEUS_METRICS_LINGER=SECONDS`` keeps it up that long after the
-  job ends (before the process exits), so the last values get scraped;
+  scrape it, and needs ``ZEUS_METRICS_TOKEN``: at least 16 characters, which
+  every scrape must send as ``Authorization: Bearer TOKEN``, Prometheus'
+  ``authorization: {credentials: ...}``). ``ZEUS_METRICS_LINGER=SECONDS`` keeps
+  it up that long after the job ends (before the process exits), so the last
+  values get scraped;
 * ``ZEUS_PUSHGATEWAY=URL`` pushes the job's metrics to a Pushgateway at every
   recurrence's end and at the job's end (grouped by ``zeus_job`` and
   ``instance``, the host name unless ``ZEUS_PUSHGATEWAY_INSTANCE`` says
@@ -37,6 +40,7 @@ _HOSTPORT = re.compile(r"^(?:(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):)?(?P<p
 class ExporterConfig:
     host: str | None = None
     port: int | None = None
+    token: str | None = None  # scrapes must send it (required off loopback)
     linger_s: float = 0.0
     pushgateway: str | None = None
     instance: str = ""
@@ -56,6 +60,14 @@ def read_config(env: dict[str, str]) -> ExporterConfig | None:
                                "(0.0.0.0:9464 to be scraped from other machines)")
         host = (m.group("host") or "127.0.0.1").strip("[]")
         port = int(m.group("port"))
+    token = env.get("ZEUS_METRICS_TOKEN", "").strip() or None
+    if token is not None and len(token) < 16:
+        raise PartMismatch("ZEUS_METRICS_TOKEN: at least 16 characters (python -c 'import secrets; "
+                           "print(secrets.token_urlsafe(24))' makes one)")
+    if host is not None and not _loopback(host) and token is None:
+        raise PartMismatch(f"ZEUS_METRICS_ADDRESS={address!r} serves /metrics beyond this machine: set "
+                           "ZEUS_METRICS_TOKEN too (scrapes then send Authorization: Bearer TOKEN), or serve on "
+                           "127.0.0.1")
     linger_text = env.get("ZEUS_METRICS_LINGER", "0").strip() or "0"
     try:
         linger = float(linger_text)
@@ -77,7 +89,18 @@ def read_config(env: dict[str, str]) -> ExporterConfig | None:
         import socket
 
         instance = socket.gethostname()
-    return ExporterConfig(host, port, linger, gateway or None, instance)
+    return ExporterConfig(host, port, token, linger, gateway or None, instance)
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may be any interface
+        return False
 
 
 #: The exporter of the job running in this process (None: off).
