@@ -11,9 +11,8 @@ so that every call changes the GPU) runs twice in this one run:
 It reports the round trip of one client (mean, p50, p99 per call) and the
 requests per second of 8 clients at once (one simulated GPU each), each with
 the daemon's figure as a ratio of the in-process one measured in the same run.
-Upstream notes NVML setters take 10-20 ms on real GPUs, so on hardware the
-daemon's share of a call is smaller than here, where the simulated setter is a
-small file write.
+On real GPUs an NVML setter itself takes longer than the simulated one (a
+small file write), so there the daemon's share of a call is smaller than here.
 
     python benchmarks/daemon_latency.py [--calls 400] [--clients 8] [--calls-per-client 200] [--rounds 3]
 

@@ -123,8 +123,10 @@ class DaemonClient:
         except (OSError, FrameError) as e:
             self._drop()
             raise DaemonError(
-                f"lost the connection to the zeus daemon at {self.path} during {op} ({e}); it puts back the settings "
-                "of a client that disconnects, so they must be set again",
+                f"lost the connection to the zeus daemon at {self.path} during {op} ({e}); a daemon that is still "
+                "running puts back the settings of a client that disconnects, and one that died puts them back "
+                "when it starts again (systemctl restart zeus-daemon, or start `zeus daemon` as root): until then "
+                "the devices keep what was set",
                 code="unreachable",
             ) from None
         if reply is None:

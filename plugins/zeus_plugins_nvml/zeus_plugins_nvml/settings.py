@@ -86,7 +86,7 @@ class GpuSettings:
             if e.code == "failed" and isinstance(code, int):
                 raise self._nvml.NVMLError(code) from None
             if e.code == "unreachable":
-                self._held.clear()  # a daemon that went away put them back
+                self._held.clear()  # no longer ours: the daemon puts them back (now, or when it starts again)
             raise
 
     def close(self) -> None:
