@@ -26,9 +26,17 @@ NOBODY = 65534
 HELPER = Path(__file__).with_name("run_unprivileged.py")
 ZEUS = "import sys; from zeus_core.cli import main; main(sys.argv[1:])"
 
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0, reason="starts zeus daemon as root and drops clients to uid 65534 (CI runs as root)"
-)
+@pytest.fixture
+def root_for_daemon() -> None:
+    """Skip (fail where ZEUS_REQUIRE_SERVERS=1, as in CI) unless this process is root."""
+    if os.geteuid() != 0:
+        from cluster_helpers import server_missing
+
+        server_missing("starts zeus daemon as root and drops clients to uid 65534 (CI runs as root)")
+
+
+#: the mark of a module whose tests start the daemon as root (import ``root_for_daemon`` with it)
+needs_root = pytest.mark.usefixtures("root_for_daemon")
 
 
 class Node:

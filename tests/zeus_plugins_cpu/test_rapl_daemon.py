@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from zeus_daemon_helpers import needs_root, node  # noqa: F401 - node is a fixture
+from zeus_daemon_helpers import needs_root, node, root_for_daemon  # noqa: F401 - fixtures
 
 pytestmark = needs_root
 

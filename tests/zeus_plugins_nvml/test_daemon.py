@@ -18,7 +18,7 @@ import socket
 import struct
 
 import pytest
-from zeus_daemon_helpers import NOBODY, ZEUS, needs_root, node, wait_until  # noqa: F401 - node is a fixture
+from zeus_daemon_helpers import NOBODY, ZEUS, needs_root, node, root_for_daemon, wait_until  # noqa: F401 - fixtures
 
 from zeus_core.daemon import DaemonClient, DaemonError
 from zeus_core.daemon.protocol import MAX_FRAME, decode, encode, read_frame

@@ -77,7 +77,12 @@ def _free_port() -> int:
 @pytest.fixture
 def ray_head():
     """A one-node Ray cluster on 127.0.0.1 for this test, stopped (its own process group) after it."""
-    pytest.importorskip("ray")
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        from cluster_helpers import server_missing
+
+        server_missing("ray is not installed (requirements.txt installs it)")
     ray_bin = Path(sys.executable).with_name("ray")
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="zray")
