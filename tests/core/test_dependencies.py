@@ -9,6 +9,7 @@ An import inside a function counts: it is a dependency when that code runs.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 import sys
 import tomllib
@@ -76,3 +77,19 @@ def test_imports_are_declared_and_declarations_are_imported(dist):
     wanted = declared(root) - {"pytest"}  # a test extra
     assert imported <= wanted, f"{dist} imports {sorted(imported - wanted)} without declaring them in {root / 'pyproject.toml'}"
     assert wanted <= imported, f"{dist} declares {sorted(wanted - imported)} but never imports them"
+
+
+@pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
+def test_every_subpackage_is_in_the_distribution(dist):
+    """A built wheel holds every package of the source tree: ``packages = [...]`` lists each
+    subpackage, or ``packages.find`` includes it (an editable install would hide a missing one)."""
+    root, package = DISTRIBUTIONS[dist]
+    found = {".".join(p.parent.relative_to(root).parts) for p in (root / package).rglob("__init__.py")}
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text()).get("tool", {}).get("setuptools", {})
+    listed = setuptools.get("packages")
+    if isinstance(listed, list):
+        missing = found - set(listed)
+    else:
+        patterns = listed.get("find", {}).get("include", ["*"]) if isinstance(listed, dict) else ["*"]
+        missing = {p for p in found if not any(fnmatch.fnmatch(p, pat) for pat in patterns)}
+    assert not missing, f"{dist}: {sorted(missing)} would be missing from its wheel"
