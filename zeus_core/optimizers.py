@@ -70,7 +70,7 @@ from zeus_core.registry import SECTION_KIND
 from zeus_core.results import TryRecord
 from zeus_core.session import RunSession, target_reached
 from zeus_core.stopping import epochs_within
-from zeus_core.stores import open_store
+from zeus_core.stores import open_store, resolve_location
 from zeus_core.trials import JobHistory, Trial, Trials
 from zeus_core.trialsetup import ServesTrials, TrialSetup
 from zeus_core.zeusmonitor import ZeusMonitor
@@ -138,7 +138,8 @@ def _build_part(
 
 
 def _open_job_store(job: JobOptions, store: Any, reg: Registry) -> JobStore:
-    location = store if store is not None else Path(".zeus") / f"{job.name}.sqlite"
+    """The job's store as ``zeus run`` finds it (a script's folder is the current one)."""
+    location = resolve_location(str(store or ""), Path.cwd(), Path(".zeus") / f"{job.name}.sqlite")
     return open_store(location, reg, job=job.name)
 
 

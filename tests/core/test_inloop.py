@@ -239,6 +239,19 @@ def test_an_exception_in_the_loop_and_a_kill_leave_the_device_restored(gpus, tmp
 # --------------------------------------------------------------------------- BatchSizeOptimizer
 
 
+def test_a_script_s_store_path_is_read_as_zeus_run_reads_it(tmp_path, monkeypatch):
+    """``~`` is the home folder, a relative path is the current folder's, the default is .zeus/<job>.sqlite."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    for store, where in (("~/t.sqlite", tmp_path / "home" / "t.sqlite"), ("rel.sqlite", tmp_path / "rel.sqlite"),
+                         (None, tmp_path / ".zeus" / "t.sqlite")):
+        bso = BatchSizeOptimizer(job="t", batch_sizes=[32], default=32, max_power_w=300.0, store=store)
+        bso.report(bso.next(), energy_j=1.0, time_s=1.0, reached=True)
+        bso.close()
+        assert where.is_file(), store
+    assert not (tmp_path / "~").exists()
+
+
 def test_batch_size_optimizer_runs_recurrences_and_learns_in_the_store():
     bso = BatchSizeOptimizer(job="bso", policy="mab", batch_sizes=[32, 64, 128], default=64, max_power_w=300.0)
     epochs_to_target = {32: 3, 64: 2, 128: 4}
