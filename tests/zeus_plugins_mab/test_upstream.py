@@ -63,12 +63,27 @@ def test_the_profile_file_is_written_then_loaded_and_held_from_the_first_step(tm
     assert seen[:2] == [400.0, 400.0]  # wait_steps at the epoch's start
     rows = json.loads(profile.read_text())["measurements"]
     assert [r["power_limit"] for r in rows] == list(range(400, 99, -25))
-    assert chosen == ZeusCost(0.5).select([PowerLimitMeasurement(**r) for r in rows]) or chosen in {r["power_limit"] for r in rows}
+    assert chosen == ZeusCost(0.5).select([PowerLimitMeasurement(**r) for r in rows])  # one GPU: upstream's rule
     with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
         plo = GlobalPowerLimitOptimizer(mon, optimum_selector=Energy(), profile_steps=4, profile_path=profile)
         plo.on_step_begin()
         best = min(rows, key=lambda r: r["energy"])["power_limit"]
         assert plo.plo.power_limit == best and not plo.plo.profiling  # the loaded profile, by this selector
+        plo.close()
+
+
+def test_a_loaded_profile_on_two_gpus_holds_the_limit_profiling_would_choose(tmp_path, monkeypatch):
+    """ZeusCost weighs time by the job's maximum power (both GPUs: 800 W), when profiling and when loading."""
+    fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=2)
+    profile = tmp_path / "profile.json"
+    # eta 0.5: at 800 W, 400 W costs 1200 and 300 W 1205; at one GPU's 400 W it would be 1000 against 965
+    profile.write_text(json.dumps({"measurements": [{"power_limit": 400, "energy": 1600.0, "time": 1.0},
+                                                    {"power_limit": 300, "energy": 1450.0, "time": 1.2}]}))
+    with ZeusMonitor(gpu_indices=[0, 1], cpu_indices=[]) as mon:
+        plo = GlobalPowerLimitOptimizer(mon, profile_steps=4, profile_path=profile)
+        plo.on_step_begin()
+        assert plo.plo.max_power_w == 800.0 and not plo.plo.profiling
+        assert plo.plo.power_limit == 400.0
         plo.close()
 
 

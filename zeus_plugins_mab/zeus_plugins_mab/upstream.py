@@ -43,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from zeus_core import PowerLimitOptimizer, ZeusMonitor, write_atomic, zeus_cost
+from zeus_core import PowerLimitOptimizer, ZeusMonitor, process_group, write_atomic, zeus_cost
 
 
 @attrs.frozen
@@ -184,13 +184,17 @@ class GlobalPowerLimitOptimizer:
             ) from None
         if not rows:
             raise ValueError(f"profile_path {path}: no measurements; remove it to profile again")
-        chosen = float(self.optimum_selector.select(rows))
+        n = self.profile_steps
+        steered = monitor.controllable() if isinstance(monitor, ZeusMonitor) else None
+        # the job's maximum power, as PowerLimitOptimizer.max_power_w sums it over ranks (identical GPUs per rank)
+        top = float((steered[0] if steered else monitor.devices).max_power_w) * process_group().world_size
+        if type(self.optimum_selector) is ZeusCost:  # the choice the jit policy made when it profiled
+            chosen = float(min(rows, key=lambda m: zeus_cost(m.energy, m.time, self.eta, top)).power_limit)
+        else:
+            chosen = float(self.optimum_selector.select(rows))
         row = next((m for m in rows if float(m.power_limit) == chosen), None)
         if row is None:
             raise ValueError(f"profile_path {path}: the selector chose {chosen:g} W, which the profile does not list")
-        n = self.profile_steps
-        steered = monitor.controllable() if isinstance(monitor, ZeusMonitor) else None
-        top = float((steered[0] if steered else monitor.devices).max_power_w)
         return {"power_limit": chosen, "cost_per_iteration": zeus_cost(row.energy / n, row.time / n, self.eta, top),
                 "iterations_per_epoch": None, "loaded": str(path),
                 "profile": {str(float(m.power_limit)): [m.time / n, m.energy / n] for m in rows}}
