@@ -53,11 +53,13 @@ class ZeusCallback(TrainerCallbackMixin, Callback):
         self.hooks.on_step_end()
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        # Under DDP every rank holds the same values (rank 0's combined measurement of all ranks), so
-        # the mean over ranks that sync_dist takes is the value itself; asking for it keeps Lightning
-        # from warning that an epoch-level metric is not synchronised.
+        # With a power policy, every rank under DDP holds the same values (rank 0's combined
+        # measurement of all ranks), so the mean over ranks that sync_dist takes is the value itself;
+        # asking for it keeps Lightning from warning that an epoch-level metric is not synchronised.
+        # Without one (power=None) each rank logs its own measurement.
+        combined = self.hooks.plo is not None and trainer.world_size > 1
         for name, value in self.hooks.on_epoch_end().items():
-            pl_module.log(name, value, on_step=False, on_epoch=True, sync_dist=trainer.world_size > 1)
+            pl_module.log(name, value, on_step=False, on_epoch=True, sync_dist=combined)
         value = self.hooks.metric_in(trainer.callback_metrics, "log it in validation_step (self.log(...)), or pass "
                                      "ZeusCallback(metric=...) one of those")
         if self.hooks.on_evaluate(value):
