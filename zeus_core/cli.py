@@ -353,12 +353,16 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     files (allocations, frequency plans, profiles) are computed by ``zeus run``.
     """
     spec = _load(job_file, sets)
-    _check_output(output)
     runner = _make_runner(spec)
-    if runner.store.info.tries == 0:
+    if runner.store.info.tries == 0:  # refused before --output is made: nothing left behind
         runner.close()
         fail(f"the store {runner.store.location} holds no results of job {spec.job.name!r} yet; run it first "
              f"(zeus run {job_file})", EXIT_BAD_INPUT)
+    try:
+        _check_output(output)
+    except SystemExit:
+        runner.close()
+        raise
     try:
         runner.build(sections=("device", "workload", "batch_size", "power"))
         summary = runner.summary()

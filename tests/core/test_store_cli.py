@@ -195,8 +195,9 @@ def test_report_writes_every_output_from_the_store_alone(learned, job, tmp_path)
     assert (tmp_path / "zero" / "recurrences.csv").read_text() == (tmp_path / "rep" / "recurrences.csv").read_text()
     with Store(learned) as s:
         assert len({t.recurrence for t in s.tries()}) == 3  # report ran nothing
-    r = zeus("report", str(job), "--set", "job.store=\"empty.sqlite\"", cwd=tmp_path)
+    r = zeus("report", str(job), "--set", "job.store=\"empty.sqlite\"", "--output", "refused", cwd=tmp_path)
     assert r.returncode == 2 and "holds no results" in r.stderr
+    assert not (tmp_path / "refused").exists()  # refused before the output folder was made
 
 
 def test_output_files_follow_the_umask_and_tables_are_not_cut_in_a_pipe(job, tmp_path):
