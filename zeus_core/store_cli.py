@@ -56,6 +56,13 @@ def _open(location: str, must_exist: bool = True, job: str | None = None) -> Job
         raise  # unreachable: _fail exits
 
 
+def _not_empty(store: str, version: int) -> None:
+    """A SQLite file with no zeus schema (an empty file) is no store yet: exit 2."""
+    if scheme_of(store) is None and version == 0:
+        _fail(f"{store}: an empty file, not a zeus store (a store is made by a job's first write): "
+              "point at the job's store, or remove this file")
+
+
 #: ``--job``: which job, in a store that holds many (a database, ``zeus serve``).
 _job_option = click.option("--job", "job", metavar="NAME", help="The job's name (job.name), for a store many jobs share "
                                                                 "(postgresql://..., http://... of zeus serve).")
@@ -115,6 +122,7 @@ def check_cmd(store: str, job: str | None) -> None:
     opened = _open(store, job=job)
     info = opened.info
     opened.close()
+    _not_empty(store, info.version)
     older = scheme_of(store) is None and info.version < SCHEMA_VERSION  # the SQLite schema this core writes
     console.print(f"[green]ok[/] {escape(opened.location)}: zeus store, schema {info.version}"
                   f"{' (migrated to ' + str(SCHEMA_VERSION) + ' at its next write)' if older else ''}, "
@@ -133,7 +141,9 @@ def check_cmd(store: str, job: str | None) -> None:
 @_job_option
 def export_cmd(store: str, output: Path | None, job: str | None) -> None:
     """Write everything STORE (a path or URL) holds (identity, policy state, every try) as JSON."""
-    data = export_store(_open(store, job=job))
+    opened = _open(store, job=job)
+    _not_empty(store, opened.info.version)
+    data = export_store(opened)
     text = json.dumps(data, indent=1, allow_nan=False) + "\n"
     if output is None:
         click.echo(text, nl=False)

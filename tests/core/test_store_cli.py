@@ -275,6 +275,10 @@ def test_store_check_export_import_round_trip(learned, job, tmp_path):
     _make_foreign(tmp_path / "f.sqlite")
     r = zeus("store", "check", str(tmp_path / "f.sqlite"), cwd=tmp_path)
     assert r.returncode == 2 and "not a zeus store" in r.stderr
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    for cmd in ("check", "export"):
+        r = zeus("store", cmd, str(tmp_path / "empty.sqlite"), cwd=tmp_path)
+        assert r.returncode == 2 and "an empty file, not a zeus store" in r.stderr, (cmd, r.stdout, r.stderr)
 
 
 ALTERNATE_JIT_JOB = """
