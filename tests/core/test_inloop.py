@@ -57,6 +57,24 @@ def test_zeus_monitor_opens_the_plugin_that_measures_gpus(gpus):
         assert every.gpu_indices == [0, 1]
 
 
+def test_zeus_monitor_passes_upstream_s_keywords_on(gpus, tmp_path):
+    """log_file gets a row per window, sync_execution_with runs at each timestamp, approx_instant_energy is kept."""
+    import csv
+
+    synced = []
+    log = tmp_path / "windows.csv"
+    with ZeusMonitor(gpu_indices=[0], cpu_indices=[], log_file=log, sync_execution_with=lambda: synced.append(1),
+                     approx_instant_energy=True) as mon:
+        assert mon.approx_instant_energy is True
+        mon.begin_window("w")
+        spin(0.01)
+        m = mon.end_window("w")
+    assert len(synced) >= 2  # at the window's begin and end
+    rows = list(csv.DictReader(log.open()))
+    assert [r["window_name"] for r in rows] == ["w"] and float(rows[0]["elapsed_time"]) == pytest.approx(m.time, abs=1e-5)
+    assert float(rows[0]["gpu0_energy"]) == pytest.approx(m.gpu_energy[0], rel=1e-6)
+
+
 def test_zeus_monitor_under_a_launcher_measures_its_own_gpu(gpus, monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
