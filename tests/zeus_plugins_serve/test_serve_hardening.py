@@ -94,9 +94,9 @@ def test_a_malformed_service_url_is_bad_input_naming_the_field(tmp_path):
         assert "hunter2" not in out + err
 
 
-def test_a_commit_needs_the_transaction_to_hold_the_job_s_state(tmp_path):
-    """A transaction that was never opened, or whose lease ran out, writes nothing (409); a retried
-    commit that was written still answers as it did."""
+def test_a_commit_whose_lease_ran_out_is_refused_once_another_transaction_holds_the_state(tmp_path):
+    """A transaction whose lease ran out and whose lock another client took writes nothing (409);
+    a retried commit that was written answers as it did."""
     import time
 
     with Serve(str(tmp_path / "served"), token=TOKEN, args=("--lease-s", "0.3")) as s:
@@ -106,18 +106,17 @@ def test_a_commit_needs_the_transaction_to_hold_the_job_s_state(tmp_path):
         def commit(tx: str, request: str, value: int) -> httpx.Response:
             return c.post(f"{path}/{tx}/commit", json={"client": CLIENT, "request": request, "set": {"k": value}})
 
-        r = commit("0" * 32, "a" * 12, 1)
-        assert r.status_code == 409 and r.json()["code"] == "not_held", r.text
-        tx = c.post(path, json={"client": CLIENT}).json()["transaction"]
-        time.sleep(0.6)  # past the lease, with no request
-        r = commit(tx, "b" * 12, 2)
-        assert r.status_code == 409 and "lease" in r.json()["detail"], r.text
-        assert c.get("/v1/jobs/tx/state/k").json()["found"] is False  # neither wrote
-        tx = c.post(path, json={"client": CLIENT}).json()["transaction"]
-        assert commit(tx, "c" * 12, 3).status_code == 200
-        assert commit(tx, "c" * 12, 3).status_code == 200  # the same request again: its answer, not a refusal
-        assert c.get("/v1/jobs/tx/state/k").json()["value"] == 3
-        assert commit(tx, "d" * 12, 4).status_code == 409  # a new request on a finished transaction
+        a = c.post(path, json={"client": CLIENT}).json()["transaction"]
+        assert commit(a, "b" * 12, 2).status_code == 200
+        assert commit(a, "b" * 12, 2).status_code == 200  # the same request again: its answer, not a refusal
+        b = c.post(path, json={"client": CLIENT}).json()["transaction"]
+        time.sleep(0.6)  # past b's lease, with no request
+        held = c.post(path, json={"client": CLIENT}).json()["transaction"]  # another client takes the lock
+        r = commit(b, "c" * 12, 3)
+        assert r.status_code == 409 and r.json()["code"] == "not_held" and "lease" in r.json()["detail"], r.text
+        assert c.get("/v1/jobs/tx/state/k").json()["value"] == 2  # the refused commit wrote nothing
+        assert commit(held, "d" * 12, 4).status_code == 200
+        assert c.get("/v1/jobs/tx/state/k").json()["value"] == 4
 
 
 def test_bodies_over_the_limit_are_413(svc):

@@ -95,13 +95,17 @@ def job_name(name: str) -> str:
 
 class RemoteLock:
     """The lock of one job's remote transactions (a part's own state), held by one client at a
-    time for at most LEASE_S without a request; a commit needs the lock still held, and checks
-    what it read as well."""
+    time for at most LEASE_S without a request. A commit of a transaction this service granted
+    is refused while another one holds the lock (its lease ran out and another client took
+    it); one it does not know (granted before a restart, which forgets every lock) is left to
+    the commit's read check, which every commit makes: each key read must be unchanged."""
 
     def __init__(self, lease_s: float = LEASE_S) -> None:
         self.lease_s = lease_s
         self.holder: str | None = None
         self.deadline = 0.0
+        #: transactions granted and not yet released, oldest first (bounded: abandoned ones are dropped)
+        self.granted: dict[str, None] = {}
         self.cond = asyncio.Condition()
 
     async def acquire(self, wait_s: float) -> str:
@@ -118,11 +122,15 @@ class RemoteLock:
                     pass
             self.holder = secrets.token_hex(16)
             self.deadline = loop.time() + self.lease_s
+            self.granted[self.holder] = None
+            while len(self.granted) > 10_000:
+                del self.granted[next(iter(self.granted))]
             return self.holder
 
-    def holds(self, tx: str) -> bool:
-        """``tx`` is the transaction holding the lock, and its lease has not run out."""
-        return self.holder == tx and asyncio.get_running_loop().time() < self.deadline
+    def taken_from(self, tx: str) -> bool:
+        """``tx`` was granted here, and another transaction holds the lock now, within its lease."""
+        return (tx in self.granted and self.holder is not None and self.holder != tx
+                and asyncio.get_running_loop().time() < self.deadline)
 
     def renew(self, tx: str) -> None:
         if self.holder == tx:
@@ -130,6 +138,7 @@ class RemoteLock:
 
     async def release(self, tx: str) -> None:
         async with self.cond:
+            self.granted.pop(tx, None)
             if self.holder == tx:
                 self.holder = None
                 self.cond.notify_all()
@@ -506,7 +515,7 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
     @app.post("/v1/jobs/{job}/transactions/{tx}/commit", response_model=api.Committed, tags=["state"],
               dependencies=v1["dependencies"],
               responses={**v1["responses"], 409: {"description": "a value read in the transaction changed meanwhile, "
-                                                                 "or the transaction no longer holds the job's state"}})
+                                                                 "or another transaction holds the job's state"}})
     async def transaction_commit(job: JobParam, tx: str, body: api.TxCommitIn) -> dict:
         """Write ``set`` if every key read still has the digest it had (one transaction), and let go."""
         job = job_name(job)
@@ -514,7 +523,7 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
             if key.startswith(api.RESERVED_KEYS):
                 raise _unprocessable([(("set", key), "this key is the service's own; a remote transaction may read it only")])
 
-        held = hub.entry(job).lock.holds(tx)
+        taken = hub.entry(job).lock.taken_from(tx)
 
         def fn(entry: JobEntry) -> dict:
             store = entry.open()
@@ -522,10 +531,10 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
                 answer = _replay(t.get(_log_key(body.client)), "commit", body.request)
                 if answer is not None:
                     return answer  # a retried commit that was written: the lock is gone, the answer stands
-                if not held:
-                    raise Problem(409, f"transaction {tx!r} does not hold this job's state: it was never opened, "
-                                       f"or its lease of {hub.lease_s:g} s without a request ran out; nothing was "
-                                       "written, open a new transaction", code="not_held")
+                if taken:
+                    raise Problem(409, f"transaction {tx!r} went {hub.lease_s:g} s without a request and another "
+                                       "one holds this job's state now (its lease ran out); nothing was written, "
+                                       "open a new transaction", code="not_held")
                 for key, digest in body.reads.items():
                     if state_digest(t.get(key)) != digest:
                         raise Problem(409, f"state {key!r} changed since this transaction read it; nothing was written",
