@@ -50,6 +50,8 @@ _EXPORTS: dict[str, str] = {
     "PerDevicePowerLimits": "zeus_core.device",
     "ClockControl": "zeus_core.device",
     "PowerReadings": "zeus_core.device",
+    "PowerDomainReadings": "zeus_core.device",
+    "TemperatureReadings": "zeus_core.device",
     "GpuSync": "zeus_core.device",
     "SupportedPowerLimits": "zeus_core.device",
     "EpochPredictor": "zeus_core.device",
@@ -189,8 +191,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
         GpuSync,
         PerDevicePowerLimits,
         PowerLimitControl,
+        PowerDomainReadings,
         PowerReadings,
         SupportedPowerLimits,
+        TemperatureReadings,
     )
     from zeus_core.devices import DeviceOpenError, open_device, open_devices
     from zeus_core.errors import DeviceError, PartMismatch, RunFailed

@@ -154,6 +154,38 @@ class PowerReadings(Protocol):
 
 
 @runtime_checkable
+class PowerDomainReadings(Protocol):
+    """A device group that reads power in more than one domain per device, in watts:
+    ``{device name: {domain: watts}}``. Domains are the vendor's: ``instant`` (the
+    sensor's current reading), ``average`` (the driver's moving average), ``memory``
+    (the memory rail, where the vendor reports it apart). A domain the device does
+    not report is absent, never zero.
+
+    Example::
+
+        def read_power_domains(self) -> dict[str, dict[str, float]]:
+            info = self._driver.power_info(0)
+            return {"gpu0": {"instant": info.current_w, "average": info.average_w}}
+    """
+
+    def read_power_domains(self) -> dict[str, dict[str, float]]: ...
+
+
+@runtime_checkable
+class TemperatureReadings(Protocol):
+    """A device group that reads temperatures, in degrees Celsius per device name (the
+    vendor's main sensor of each device: the GPU die or edge; a board's thermal zone).
+
+    Example::
+
+        def read_temperatures(self) -> dict[str, float]:
+            return {"gpu0": self._driver.temperature_c(0)}
+    """
+
+    def read_temperatures(self) -> dict[str, float]: ...
+
+
+@runtime_checkable
 class GpuSync(Protocol):
     """A device group with GPUs: the CUDA indices a measurement window synchronises
     before each timestamp, so that kernels in flight are paid for by their window.
@@ -248,6 +280,8 @@ DEVICE_CAPABILITIES: tuple[type, ...] = (
     PerDevicePowerLimits,
     ClockControl,
     PowerReadings,
+    PowerDomainReadings,
+    TemperatureReadings,
     GpuSync,
     SupportedPowerLimits,
     EpochPredictor,
