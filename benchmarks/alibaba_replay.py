@@ -29,12 +29,13 @@ import attrs
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-
-from zeus_core import BuildContext, get_registry, load_job
-
 from zeus_plugins_trace.groupsynth import overlap_share
 from zeus_plugins_trace.simulate import simulate
 from zeus_plugins_trace.sweep import sweep
+
+from zeus_core import BuildContext
+from zeus_core.engine.registry import get_registry
+from zeus_core.engine.validation import load_job
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "examples" / "alibaba" / "job.toml"
@@ -44,7 +45,7 @@ def build_replay(traces: str, gpu: str, groups: int, seed: int):
     """The example job's replay part (and its context), as zeus run builds them."""
     registry = get_registry()
     spec = load_job(JOB, registry, [f'profiler.traces="{traces}"', f'device.gpu="{gpu}"',
-                                    f"profiler.synthetic_groups={groups}", f"profiler.groups_seed={seed}"], check_identity=False)
+                                    f"profiler.synthetic_groups={groups}", f"profiler.groups_seed={seed}"])
     ctx = BuildContext(spec, None, Console(file=io.StringIO()), registry)
     for section in ("device", "profiler"):
         part = spec.parts[section]
@@ -54,7 +55,7 @@ def build_replay(traces: str, gpu: str, groups: int, seed: int):
 
 def single_job_speed(replay, ctx) -> tuple[float, int]:
     """Seconds to simulate one single job per group (same dataset, as many recurrences as the group has jobs)."""
-    from zeus_plugins_trace.alibaba import load_workload_traces
+    from zeus_plugins_trace.tracesets import load_workload_traces
 
     traces = load_workload_traces(replay.options, replay.gpu, ctx.job_dir)
     settings = {w.dataset: w for w in replay.options.workloads}

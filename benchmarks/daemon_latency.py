@@ -37,16 +37,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
-ZEUS = "import sys; from zeus_core.cli import main; main(sys.argv[1:])"
+ZEUS = "import sys; from zeus_core.cli.main import main; main(sys.argv[1:])"
 
 
 def client(args: argparse.Namespace) -> None:
     """One client process: ``--calls`` set_power_limit calls on GPU ``--gpu`` from ``--start`` on."""
     if args.drop:
         sys.path.insert(0, str(REPO / "tests" / "_support"))
-        from run_unprivileged import drop, keep_import_path
-
         import zeus_plugins_nvml.device  # noqa: F401 - imported as root, see run_unprivileged
+        from run_unprivileged import drop, keep_import_path
 
         keep_import_path()
         drop(NOBODY, NOBODY)
@@ -134,7 +133,6 @@ def main() -> int:
 
     from rich.console import Console
     from rich.table import Table
-
     from zeus_plugins_nvml import fake_pynvml
 
     root = os.geteuid() == 0

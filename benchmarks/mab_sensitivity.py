@@ -21,12 +21,11 @@ import argparse
 import math
 
 import numpy as np
+import zeus_nsdi23_grid as grid
 from rich.console import Console
 from rich.table import Table
 
-from zeus_core import load_plugins
-
-import zeus_nsdi23_grid as grid
+from zeus_core.engine.registry import load as load_plugins
 
 SWEEPS = {
     "budget": [{"explore_budget": b} for b in (0.03, 0.04, 0.05, 0.06, 0.08, math.inf)],

@@ -29,7 +29,6 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
-
 from zeus_plugins_nvml import fake_pynvml
 
 
@@ -62,8 +61,9 @@ def driver_pair(nvml, handles):
 
 
 def build_ours(n_gpus: int):
-    from zeus_core import Monitor
     from zeus_plugins_nvml.device import NvmlGpus
+
+    from zeus_core import Monitor
 
     dev = NvmlGpus()
     assert len(dev.names) == n_gpus and set(dev.energy_sources.values()) == {"counter"}

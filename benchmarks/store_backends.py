@@ -46,7 +46,9 @@ def worker(store: str, recurrences: int) -> None:
     """One runner: build the job against ``store``, say ready, wait for 'go', run, report its times."""
     from rich.console import Console
 
-    from zeus_core import Runner, get_registry, load_job
+    from zeus_core.engine.registry import get_registry
+    from zeus_core.engine.runner import Runner
+    from zeus_core.engine.validation import load_job
 
     reg = get_registry()
     spec = load_job(JOB, reg, [f"job.recurrences={recurrences}", f'job.store="{store}"'])

@@ -26,9 +26,10 @@ import time
 import torch
 from rich.console import Console
 from rich.table import Table
-
-from zeus_core import JobOptions, Monitor, RunSession
 from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy
+
+from zeus_core import JobOptions, Monitor
+from zeus_core.engine.session import RunSession
 
 
 class Clock:

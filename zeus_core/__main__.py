@@ -1,5 +1,5 @@
 """``python -m zeus_core``: the ``zeus`` command."""
 
-from zeus_core.cli import main
+from zeus_core.cli.main import main
 
 main()

@@ -28,13 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zeus_core.errors import BadInput
+
 __all__ = ["AllocationError", "AllocationPlan", "RankPlan", "read_allocation"]
 
 #: What to do when the file itself is unusable.
 _REGENERATE = "write it with an allocator job (`zeus run <job with [allocation]> --output DIR` writes DIR/allocation.json)"
 
 
-class AllocationError(ValueError):
+class AllocationError(BadInput):
     """``allocation.json`` is missing, malformed or does not fit the job (bad input: exit 2)."""
 
 

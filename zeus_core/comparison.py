@@ -10,9 +10,12 @@ live here and read the same everywhere.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
-from rich.table import Table
+
+if TYPE_CHECKING:  # annotations only
+    from rich.table import Table
 
 TOTAL_KEYS = ("energy_j", "time_s", "cost")
 
@@ -54,6 +57,8 @@ def comparison_table(
     A missing ``base`` or ``reference`` (e.g. the default batch size never reached the
     target) shows "-" in those columns.
     """
+    from rich.table import Table  # the table's renderer, loaded when a table is made
+
     table = Table(title=title)
     for col in ("method", "knobs", "energy (J)", "time (s)", "cost", "energy saved", "time saved", "cost saved",
                 reference_label):

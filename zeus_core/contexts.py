@@ -13,10 +13,10 @@ from zeus_core.cost import zeus_cost
 if TYPE_CHECKING:  # annotations only
     from rich.console import Console
 
+    from zeus_core.engine.ranks import ProcessGroup
+    from zeus_core.engine.registry import Registry
+    from zeus_core.engine.stores.protocol import JobStore
     from zeus_core.job import JobOptions, JobSpec
-    from zeus_core.ranks import ProcessGroup
-    from zeus_core.registry import Registry
-    from zeus_core.stores import JobStore
 
 
 @attrs.define

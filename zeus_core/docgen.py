@@ -122,7 +122,9 @@ def _signature(fn) -> str:
 
 
 def parts_md() -> tuple[str, list[str]]:
-    from zeus_core import device, parts, ranks, stores, trials, trialsetup
+    from zeus_core import device, parts
+    from zeus_core.engine import history, ranks, remote
+    from zeus_core.engine.stores import protocol as stores
 
     missing: list[str] = []
     out = ["# Parts and capabilities", "", GENERATED, ""]
@@ -130,12 +132,12 @@ def parts_md() -> tuple[str, list[str]]:
         ("Devices", device, (device.DeviceGroup, *device.DEVICE_CAPABILITIES)),
         ("Parts", parts, (*parts.PART_PROTOCOLS, *parts.PART_CAPABILITIES)),
         ("Stores", stores, (stores.JobStore,)),
-        ("Trials", trials, (trials.JobHistory, trials.TrialService, trialsetup.ServesTrials)),
+        ("History", history, (history.JobHistory, history.HistoryService, remote.ServesHistory)),
         ("Ranks", ranks, (ranks.ProcessGroup,)),
     )
     for title, module, protocols in groups:
         out += [f"## {title}", "", markdown(module.__doc__ or ""), ""]
-        kinds = {device.DeviceGroup, stores.JobStore, trials.JobHistory, trials.TrialService, ranks.ProcessGroup,
+        kinds = {device.DeviceGroup, stores.JobStore, history.JobHistory, history.HistoryService, ranks.ProcessGroup,
                  *parts.PART_PROTOCOLS}
         for proto in protocols:
             kind = "part protocol" if proto in kinds else "capability (check with `isinstance`)"
@@ -157,16 +159,18 @@ def api_md() -> tuple[str, list[str]]:
         GENERATED,
         "",
         "Everything a plugin or a user script needs is a top-level name of `zeus_core`",
-        "(`from zeus_core import Measurement`); the public submodule `zeus_core.validators` holds",
-        "attrs validators for options classes. Plugins in this repository import nothing else",
-        "from the core (a test checks).",
+        "(`from zeus_core import Measurement`). The modules these come from are the contract too,",
+        "with the helpers a specialised plugin needs beyond this list (`zeus_core.validators` for",
+        "options classes, `zeus_core.daemon` for privileged services). The engine that composes parts",
+        "into a running job lives under `zeus_core.engine`, which a plugin uses only when it must",
+        "(a store backend, a trial service); see its module docstrings.",
         "",
         "| name | defined in | what it is |",
         "| --- | --- | --- |",
     ]
     for name in zeus_core.__all__:
         obj = getattr(zeus_core, name)
-        module = zeus_core._EXPORTS[name]
+        module = getattr(obj, "__module__", None) or "zeus_core"
         doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj)) else ""
         out.append(f"| `{name}` | `{module}` | {first_sentence(doc)} |")
     validators = importlib.import_module("zeus_core.validators")

@@ -1,32 +1,54 @@
-"""The errors a part may raise, and what ``zeus`` does with each.
+"""The errors zeus reports to its user, and the exit status each one means.
 
-The exit status of ``zeus run`` follows from the class, so a plugin says what
-kind of failure it hit by what it raises:
+Every error a part, a plugin or the engine raises for the user to read is a
+:class:`ZeusError`, and carries the exit status of the ``zeus`` command it ends
+(:attr:`ZeusError.exit_code`), so the command line maps errors to exit codes in
+one place. A plugin says what kind of failure it hit by what it raises:
 
-* :class:`PartMismatch` and :class:`DeviceError` (both ``ValueError``), and any
-  ``ValueError`` a factory or ``plan`` raises: the input cannot work (bad
-  option, infeasible plan, a device this machine cannot steer): exit 2, before
-  or instead of running;
-* :class:`RunFailed`: a part failed while the job ran; earlier results stay in
-  the store: exit 1.
+* :class:`PartMismatch` and :class:`DeviceError` (also ``ValueError`` s), and any
+  ``ValueError`` a factory or ``plan`` raises: the input cannot work (a bad
+  option, an infeasible plan, a device this machine cannot steer): exit 2,
+  before or instead of running;
+* :class:`RunFailed` (also a ``RuntimeError``): a part failed while the job ran;
+  earlier results stay in the store: exit 1.
 
 Every message names what is wrong and the fix.
 """
 
 from __future__ import annotations
 
+#: ``zeus`` exit statuses: done, a failure while running, bad input (nothing was run).
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
-class PartMismatch(ValueError):
+
+class ZeusError(Exception):
+    """An error whose message is for the user; ``exit_code`` is the status ``zeus`` exits with."""
+
+    exit_code: int = EXIT_FAILED
+
+
+class BadInput(ZeusError, ValueError):
+    """Input that cannot work (a job file, an option, a store of another job): exit 2."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class PartMismatch(BadInput):
     """The chosen parts do not fit together (said plainly, before anything runs)."""
 
 
-class RunFailed(RuntimeError):
-    """A part failed while the job ran; earlier results stay in the store."""
-
-
-class DeviceError(ValueError):
+class DeviceError(BadInput, RuntimeError):
     """A device cannot be opened, read or steered; the message names the fix.
 
-    A ``ValueError`` so that the runner reports it as a part that does not fit
-    the machine (exit status 2) rather than as a crash.
+    Bad input to the run (exit 2): the device does not fit this machine or
+    this process. Also a ``RuntimeError``, as the vendor libraries' own
+    failures are, so that ``except RuntimeError`` around device code catches it.
     """
+
+
+class PluginError(BadInput):
+    """A plugin cannot be loaded or registers something invalid."""
+
+
+class RunFailed(ZeusError, RuntimeError):
+    """A part failed while the job ran; earlier results stay in the store: exit 1."""

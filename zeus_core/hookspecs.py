@@ -44,6 +44,18 @@ PROJECT = "zeus"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+#: Every kind of part: its name, the hook that registers parts of that kind, and the
+#: ``job.toml`` section that selects one by name.
+PART_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("device", "zeus_register_devices", "device"),
+    ("workload", "zeus_register_workloads", "workload"),
+    ("profiler", "zeus_register_profilers", "profiler"),
+    ("batch_size_policy", "zeus_register_batch_size_policies", "batch_size"),
+    ("power_policy", "zeus_register_power_policies", "power"),
+    ("allocator", "zeus_register_allocators", "allocation"),
+    ("frequency_plan_policy", "zeus_register_frequency_plan_policies", "frequency_plan"),
+)
+
 
 # --- registration hooks -------------------------------------------------------
 
@@ -215,7 +227,7 @@ def zeus_register_stores(register):
     :func:`zeus_core.mask`) and the fix, for one it cannot use, or
     :class:`zeus_core.StoreUnavailable` for a server it cannot reach now. A store
     that runs the trial bookkeeping itself (a service) also implements
-    :class:`zeus_core.ServesTrials`. A ``job.store`` without a scheme is a SQLite
+    :class:`zeus_core.ServesHistory`. A ``job.store`` without a scheme is a SQLite
     file (the core's own ``sqlite`` backend, registered through this hook like any
     other).
 

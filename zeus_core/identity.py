@@ -46,6 +46,8 @@ from typing import Any
 
 import attrs
 
+from zeus_core.errors import BadInput
+
 #: attrs metadata of an option that does not change what a job optimises.
 NOT_IDENTITY: Mapping[str, Any] = {"identity": False}
 
@@ -122,7 +124,7 @@ def differences(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[D
     return out
 
 
-class IdentityMismatch(ValueError):
+class IdentityMismatch(BadInput):
     """The store learned another job; the message shows what differs and the fixes."""
 
     def __init__(self, store: str, diffs: list[Difference], fixes: str | None = None) -> None:

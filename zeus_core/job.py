@@ -1,77 +1,24 @@
-"""``job.toml``: the core's ``[job]`` table, the plugins' tables, and validation.
+"""``job.toml`` as the parts see it: the core's ``[job]`` table (:class:`JobOptions`), and a
+validated job (:class:`JobSpec`): the ``[job]`` options and each part section's plugin and options.
 
-Each part section (``[device]``, ``[workload]``, ...) names its plugin with
-``plugin = "name"``; the rest of the table is structured into that plugin's
-attrs options class. Structuring goes field by field with a strict cattrs
-converter so that *every* error is reported at once, each with its path and
-line (``job.toml:12: expected float @ $.job.eta_knob``), misspelt keys and
-plugin names get "did you mean", and an unknown plugin names the
-distribution to install.
+Reading and validating a job file is the engine's (:mod:`zeus_core.engine.validation`).
 """
 
 from __future__ import annotations
 
-import copy
-import difflib
 import re
-import tomllib
-import typing
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import cattrs
 
 from zeus_core.cost import check_eta
-from zeus_core.registry import KINDS, SECTION_KIND, Registration, Registry
-from zeus_core.tomlpos import find_line, line_index
-from zeus_core.filechecks import FileChecks
-from zeus_core.identity import NOT_IDENTITY, IdentityMismatch, differences, option_identity
-from zeus_core.store import StoreError, StoreUnavailable
-from zeus_core.stores import mask, open_store, resolve_location
+from zeus_core.hookspecs import PART_KINDS
+from zeus_core.identity import NOT_IDENTITY, option_identity
 from zeus_core.validators import at_least, finite, nonnegative, positive
 
-# --------------------------------------------------------------------------- errors
-
-
-@attrs.frozen
-class Problem:
-    """One validation error: where it is and what is wrong."""
-
-    path: tuple
-    message: str
-    origin: str = "file"  # "file" or the --set text that introduced the value
-
-    def jsonpath(self) -> str:
-        out = "$"
-        for p in self.path:
-            out += f"[{p}]" if isinstance(p, int) else f".{p}"
-        return out
-
-
-class JobError(Exception):
-    """``job.toml`` is invalid. ``problems`` lists every error found."""
-
-    def __init__(self, source: str, problems: list[Problem], lines: dict[tuple, int] | None = None) -> None:
-        self.source = source
-        self.problems = problems
-        self.lines = lines or {}
-        super().__init__("\n".join(self.format_lines()))
-
-    def format_lines(self) -> list[str]:
-        out = []
-        for p in self.problems:
-            if p.origin != "file":
-                where = f"--set {mask(p.origin)}"  # an override may hold a store URL with its password
-            else:
-                where = f"{self.source}:{find_line(self.lines, p.path)}"
-            out.append(f"{where}: {mask(p.message)} @ {p.jsonpath()}")
-        return out
-
-
-# --------------------------------------------------------------------------- core table
-
+if TYPE_CHECKING:  # annotations only
+    from zeus_core.engine.registry import Registration
 
 #: The longest job name: it names a file (``.zeus/<name>.sqlite``).
 MAX_NAME = 100
@@ -117,14 +64,36 @@ class JobOptions:
     processes: int = attrs.field(default=1, validator=positive)
 
 
-def store_path_of(job: JobOptions, job_dir: Path) -> Path:
-    """``job.store`` relative to the job file's folder, or ``.zeus/<name>.sqlite`` under the current one
-    (for a SQLite store; see :meth:`JobSpec.store_location` for URLs)."""
-    return Path(resolve_location(job.store, job_dir, Path(".zeus") / f"{job.name}.sqlite"))
-
-
 CORE_SECTION = "job"
-PART_SECTIONS = tuple(section for _, section in KINDS.values())
+#: Every part section of a job file, in the order of :data:`zeus_core.hookspecs.PART_KINDS`.
+PART_SECTIONS = tuple(section for _, _, section in PART_KINDS)
+#: The order in which a job's parts are built: a factory sees the parts built before it.
+BUILD_ORDER = ("device", "workload", "batch_size", "power", "frequency_plan", "allocation", "profiler")
+#: The order in which planners plan, once per ``zeus run`` before any recurrence: a profile
+#: first, then what reads it.
+PLAN_ORDER = ("profiler", "allocation", "frequency_plan")
+#: The order in which parts produce files when a job runs: planners first, then training.
+RUN_ORDER = PLAN_ORDER + tuple(s for s in BUILD_ORDER if s not in PLAN_ORDER)
+
+
+#: ``scheme://`` at the start of a store location that is a URL, not a path.
+URL_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def default_store(name: str) -> Path:
+    """Where a job's store is when ``job.store`` is empty: ``.zeus/<name>.sqlite`` under the current folder."""
+    return Path(".zeus") / f"{name}.sqlite"
+
+
+def resolve_location(store: str, job_dir: Path, default: Path) -> str:
+    """``job.store`` as a location: a URL as it is, a path relative to the job file's folder,
+    ``default`` (``.zeus/<name>.sqlite``) when empty."""
+    if not store:
+        return str(default)
+    if URL_SCHEME.match(store):
+        return store
+    p = Path(store).expanduser()
+    return str(p if p.is_absolute() else job_dir / p)
 
 
 @attrs.frozen
@@ -152,12 +121,9 @@ class JobSpec:
     def job_dir(self) -> Path:
         return self.path.parent
 
-    def store_path(self) -> Path:
-        return store_path_of(self.job, self.job_dir)
-
     def store_location(self) -> str:
-        """``job.store`` as a location for :func:`zeus_core.stores.open_store`: a URL as it is, else a path."""
-        return resolve_location(self.job.store, self.job_dir, Path(".zeus") / f"{self.job.name}.sqlite")
+        """``job.store`` as a location for :func:`zeus_core.engine.stores.open_store`: a URL as it is, else a path."""
+        return resolve_location(self.job.store, self.job_dir, default_store(self.job.name))
 
     def identity(self) -> dict[str, Any]:
         """What this job optimises, as declared by its options (:mod:`zeus_core.identity`):
@@ -187,357 +153,3 @@ class JobSpec:
     deferred: list[str] = attrs.field(factory=list)
 
 
-# --------------------------------------------------------------------------- structuring
-
-
-def make_converter() -> cattrs.Converter:
-    """A cattrs converter that refuses silent coercions (1.5 -> int, "3" -> float)."""
-    conv = cattrs.Converter(forbid_extra_keys=True)
-
-    def strict(kind, accept):
-        def hook(value, _type):
-            if isinstance(value, bool) and kind is not bool:
-                raise TypeError(f"expected {kind.__name__}, got a boolean")
-            if not isinstance(value, accept):
-                raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r}")
-            return kind(value)
-
-        return hook
-
-    conv.register_structure_hook(int, strict(int, int))
-    conv.register_structure_hook(float, strict(float, (int, float)))
-    conv.register_structure_hook(str, strict(str, str))
-    conv.register_structure_hook(bool, strict(bool, bool))
-    return conv
-
-
-_CONVERTER = make_converter()
-
-
-def _suggest(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def _leaf_error(e: BaseException, tp: Any) -> str:
-    msg = str(e)
-    if isinstance(e, (TypeError, ValueError)) and msg.startswith("expected"):
-        return msg
-    if isinstance(e, cattrs.errors.BaseValidationError):
-        subs = [s for s in e.exceptions]
-        if subs:
-            return _leaf_error(subs[0], tp)
-    return f"invalid value, expected {_type_name(tp)}" + (f" ({msg})" if msg else "")
-
-
-def structure(cls: type, data: Any, path: tuple, problems: list[Problem], conv: cattrs.Converter = _CONVERTER):
-    """Structure ``data`` into attrs class ``cls``, appending every problem found.
-
-    Returns the instance, or None when there were problems.
-    """
-    if not isinstance(data, dict):
-        problems.append(Problem(path, f"expected a table, got {type(data).__name__}"))
-        return None
-    attrs.resolve_types(cls)
-    fields = {f.name: f for f in attrs.fields(cls)}
-    start = len(problems)
-    for key in data:
-        if key not in fields:
-            hint = _suggest(key, fields) or (f"; allowed keys: {', '.join(sorted(fields))}" if fields else "; this table takes no keys")
-            problems.append(Problem(path + (key,), f"unknown key {key!r}{hint}"))
-    values: dict[str, Any] = {}
-    for name, f in fields.items():
-        if name not in data:
-            if f.default is attrs.NOTHING:
-                problems.append(Problem(path + (name,), f"required key {name!r} is missing"))
-            continue
-        value = _structure_value(f.type, data[name], path + (name,), problems, conv)
-        if value is _FAILED:
-            continue
-        if f.validator is not None:
-            try:
-                f.validator(None, f, value)
-            except (ValueError, TypeError) as e:
-                problems.append(Problem(path + (name,), str(e)))
-                continue
-        values[f.alias or name] = value
-    if len(problems) > start:
-        return None
-    try:
-        return cls(**values)
-    except (ValueError, TypeError) as e:  # cross-field checks in __attrs_post_init__
-        problems.append(Problem(path, str(e)))
-        return None
-
-
-_FAILED = object()
-
-
-def _structure_value(tp: Any, value: Any, path: tuple, problems: list[Problem], conv: cattrs.Converter):
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if attrs.has(tp):
-        got = structure(tp, value, path, problems, conv)
-        return _FAILED if got is None else got
-    if origin in (list, typing.List) and args and attrs.has(args[0]):
-        if not isinstance(value, list):
-            problems.append(Problem(path, f"expected an array of tables, got {type(value).__name__}"))
-            return _FAILED
-        out, ok = [], True
-        for i, item in enumerate(value):
-            got = structure(args[0], item, path + (i,), problems, conv)
-            ok = ok and got is not None
-            out.append(got)
-        return out if ok else _FAILED
-    try:
-        return conv.structure(value, tp)
-    except Exception as e:  # noqa: BLE001 - every failure becomes a Problem
-        problems.append(Problem(path, _leaf_error(e, tp)))
-        return _FAILED
-
-
-# --------------------------------------------------------------------------- overrides
-
-
-def parse_override(text: str) -> tuple[tuple, Any]:
-    """``a.b.c=value`` -> (("a","b","c"), value). Values are TOML (``3``, ``"x"``, ``[1,2]``);
-    anything that is not valid TOML is taken as a string."""
-    if "=" not in text:
-        raise ValueError(f"--set {text!r}: expected dotted.key=value")
-    key, _, value = text.partition("=")
-    path = tuple(p.strip() for p in key.strip().split("."))
-    if not path or any(not p for p in path):
-        raise ValueError(f"--set {text!r}: expected dotted.key=value")
-    try:
-        parsed = tomllib.loads(f"v = {value.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        parsed = value.strip()
-    return path, parsed
-
-
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[tuple, str]:
-    """Apply ``--set`` overrides to ``raw`` in place; return {path: override text}."""
-    applied: dict[tuple, str] = {}
-    for text in overrides:
-        path, value = parse_override(text)
-        node = raw
-        for p in path[:-1]:
-            if isinstance(node, list):
-                try:
-                    node = node[int(p)]
-                    continue
-                except (ValueError, IndexError):
-                    raise ValueError(f"--set {text!r}: no element {p!r} in that array") from None
-            node = node.setdefault(p, {})
-            if not isinstance(node, (dict, list)):
-                raise ValueError(f"--set {text!r}: {p!r} is a value, not a table")
-        node[path[-1]] = value
-        applied[tuple(int(p) if p.isdigit() else p for p in path)] = text.strip()
-    return applied
-
-
-# --------------------------------------------------------------------------- the job
-
-
-def _catalog() -> dict[str, dict[str, str]]:
-    text = resources.files("zeus_core").joinpath("catalog.toml").read_text()
-    return tomllib.loads(text)
-
-
-def _origin(overrides: dict[tuple, str], path: tuple) -> str:
-    for n in range(len(path), 0, -1):
-        if path[:n] in overrides:
-            return overrides[path[:n]]
-    return "file"
-
-
-def load_job(path: str | Path, registry: Registry, overrides: list[str] = (), check_identity: bool = True) -> JobSpec:
-    """Read, override and validate a job file. Raises :class:`JobError` with every problem.
-
-    The job's store is inspected too (read-only): a store that cannot be used is a
-    problem, and so (with ``check_identity``) is one that learned another job."""
-    path = Path(path)
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise JobError(source, [Problem((), f"cannot read the job file: {e.strerror or e}")]) from e
-    except UnicodeDecodeError as e:
-        line = e.object.count(b"\n", 0, e.start) + 1
-        raise JobError(source, [Problem((), f"byte {e.object[e.start]:#04x} is not UTF-8; a job file is TOML, which is "
-                                            "UTF-8 text: save it as UTF-8")], {(): line}) from None
-    try:
-        raw_file = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        line = getattr(e, "lineno", None)
-        msg = str(e)
-        if line is None:
-            m = re.search(r"line (\d+)", msg)
-            line = int(m.group(1)) if m else 1
-        raise JobError(source, [Problem((), f"invalid TOML: {msg}")], {(): line}) from e
-    raw = copy.deepcopy(raw_file)
-    lines = line_index(text)
-    try:
-        applied = apply_overrides(raw, list(overrides))
-    except ValueError as e:
-        raise JobError(source, [Problem((), str(e))], lines) from e
-    return validate(raw, registry, source=source, path=path, lines=lines, overrides=applied, raw_file=raw_file,
-                    check_identity=check_identity)
-
-
-def validate(
-    raw: dict[str, Any],
-    registry: Registry,
-    *,
-    source: str = "job.toml",
-    path: Path = Path("job.toml"),
-    lines: dict[tuple, int] | None = None,
-    overrides: dict[tuple, str] | None = None,
-    raw_file: dict[str, Any] | None = None,
-    check_identity: bool = True,
-) -> JobSpec:
-    lines = lines or {}
-    overrides = overrides or {}
-    problems: list[Problem] = []
-    known = (CORE_SECTION,) + PART_SECTIONS
-    for key in raw:
-        if key not in known:
-            problems.append(Problem((key,), f"unknown section {key!r}{_suggest(key, known)}; sections: {', '.join(known)}"))
-    job = structure(JobOptions, raw.get(CORE_SECTION, {}), (CORE_SECTION,), problems)
-    if job is not None and not job.name:
-        try:
-            job_name(None, None, path.stem)
-            job.name = path.stem
-        except ValueError as e:
-            problems.append(Problem((CORE_SECTION, "name"), f"the job file's name is used as job.name, and its {e}"))
-            job = None
-    catalog = _catalog()
-    parts: dict[str, PartSpec] = {}
-    for section in PART_SECTIONS:
-        table = raw.get(section)
-        if table is None:
-            continue
-        if not isinstance(table, dict):
-            problems.append(Problem((section,), f"expected a table [{section}], got {type(table).__name__}"))
-            continue
-        kind = SECTION_KIND[section]
-        name = table.get("plugin")
-        if name is None:
-            problems.append(Problem((section, "plugin"), f"required key 'plugin' is missing; installed: {', '.join(registry.names(kind)) or 'none'}"))
-            continue
-        if not isinstance(name, str):
-            problems.append(Problem((section, "plugin"), f"expected a plugin name (string), got {name!r}"))
-            continue
-        if name not in registry.parts[kind]:
-            msg = f"unknown {section} plugin {name!r}{_suggest(name, registry.names(kind))}"
-            dist = catalog.get(section, {}).get(name)
-            if dist:
-                msg += f"; it is provided by the distribution {dist!r}: pip install {dist}"
-            msg += f"; installed {section} plugins: {', '.join(registry.names(kind)) or 'none'}"
-            problems.append(Problem((section, "plugin"), msg))
-            continue
-        reg = registry.get(kind, name)
-        body = {k: v for k, v in table.items() if k != "plugin"}
-        opts = structure(reg.options, body, (section,), problems)
-        if opts is not None:
-            parts[section] = PartSpec(section, name, opts, reg)
-    default_power = registry.default(SECTION_KIND["power"])
-    if "workload" in raw and "power" not in raw and default_power is not None:
-        # A training job without [power] uses the power policy registered as the default.
-        reg = registry.get(SECTION_KIND["power"], default_power)
-        parts["power"] = PartSpec("power", default_power, reg.options(), reg)
-    for needed in ("batch_size", "device"):
-        if "workload" in raw and needed not in raw:
-            installed = ", ".join(registry.names(SECTION_KIND[needed])) or "none installed"
-            problems.append(Problem((needed,), f"a job with [workload] needs a [{needed}] table naming one of: {installed}"))
-    if not any(s in raw for s in PART_SECTIONS):
-        problems.append(Problem((), "the job has nothing to run: add a [workload] (with [device] and [batch_size]) or a planner section ([allocation], [frequency_plan], [profiler])"))
-    file_problems, deferred = _file_problems(parts, job, path.parent)  # of every part whose own options are valid
-    problems += file_problems
-    spec = None
-    if job is not None:
-        spec = JobSpec(path=path, job=job, parts=parts, raw=raw, overrides=overrides, lines=lines,
-                       raw_file=raw_file if raw_file is not None else raw, deferred=deferred)
-        problems += _store_problems(spec, registry, complete=check_identity and not problems)
-    problems = [attrs.evolve(p, origin=_origin(overrides, p.path)) for p in problems]
-    if problems:
-        raise JobError(source, problems, lines)
-    assert spec is not None
-    return spec
-
-
-#: The order in which parts produce files when a job runs: planners first, then training.
-RUN_ORDER = ("profiler", "allocation", "frequency_plan", "device", "workload", "batch_size", "power")
-
-
-def _file_problems(parts: dict[str, PartSpec], job: JobOptions | None, job_dir: Path) -> tuple[list[Problem], list[str]]:
-    """Open every file the job's options name, as their parts will (:class:`zeus_core.parts.ChecksFiles`).
-    Returns the problems, and the uses deferred because an earlier part of the job writes the file."""
-    from zeus_core.parts import ChecksFiles, WritesFiles  # the contract; imported here to keep job.py light
-
-    written: dict[Path, str] = {}
-    others: dict[str, Any] = {section: part.options for section, part in parts.items()}
-    others[CORE_SECTION] = job
-    problems: list[Problem] = []
-    deferred: list[str] = []
-    for section in RUN_ORDER:
-        part = parts.get(section)
-        if part is None:
-            continue
-        if isinstance(part.options, ChecksFiles):
-            files = FileChecks(section, job_dir, written, others)
-            part.options.check_files(files)
-            problems += [Problem(where, message) for where, message in files.problems]
-            deferred += [f"{Problem(where, '').jsonpath()}: {message}" for where, message in files.deferred]
-        if isinstance(part.options, WritesFiles):
-            for p in part.options.files_written():
-                resolved = Path(p).expanduser()
-                resolved = resolved if resolved.is_absolute() else job_dir / resolved
-                written[resolved.resolve()] = f"[{section}] {part.plugin}"
-    return problems, deferred
-
-
-def _store_problems(spec: JobSpec, registry: Registry, complete: bool) -> list[Problem]:
-    """The job's store, read without changing it: usable, and (for a complete job) learned this job."""
-    where = (CORE_SECTION, "store") if spec.job.store else (CORE_SECTION, "name")
-    try:
-        store = open_store(spec.store_location(), registry, job=spec.job.name)
-    except StoreUnavailable as e:  # a server that is down now is no mistake in the job
-        spec.deferred.append(f"job.store: {e} (checked again when the job runs)")
-        return []
-    except StoreError as e:
-        return [Problem(where, str(e))]
-    try:
-        stored = store.info.identity
-    finally:
-        store.close()
-    if complete and stored is not None:
-        diffs = differences(stored, spec.identity())
-        if diffs:
-            return [Problem(where, str(IdentityMismatch(store.location, diffs)))]
-    return []
-
-
-def resolved_values(spec: JobSpec) -> list[tuple[str, Any, str]]:
-    """Every resolved value as (jsonpath, value, provenance), for ``--dry-run``."""
-    out: list[tuple[str, Any, str]] = []
-
-    def walk(obj: Any, path: tuple) -> None:
-        if attrs.has(type(obj)):
-            for f in attrs.fields(type(obj)):
-                walk(getattr(obj, f.name), path + (f.name,))
-        elif isinstance(obj, list) and obj and attrs.has(type(obj[0])):
-            for i, item in enumerate(obj):
-                walk(item, path + (i,))
-        else:
-            out.append((Problem(path, "").jsonpath(), obj, spec.provenance(path)))
-
-    walk(spec.job, (CORE_SECTION,))
-    for section, part in spec.parts.items():
-        out.append((f"$.{section}.plugin", part.plugin, spec.provenance((section, "plugin"))))
-        walk(part.options, (section,))
-    return out

@@ -35,20 +35,20 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
+from zeus_core.engine.stores import sqlite as _store
+from zeus_core.errors import DeviceError, RunFailed
 
-from zeus_core import store as _store
-from zeus_core.errors import DeviceError
+if TYPE_CHECKING:  # annotations only
+    from rich.console import Console
 
 Restorer = Callable[[str, Any], Any]
 
 _lock = threading.RLock()
 _guards: list[SettingsGuard] = []
 _installed = False
-class RestoreError(RuntimeError):
+class RestoreError(RunFailed):
     """One or more settings could not be put back; the message lists them and why."""
 
 
@@ -186,6 +186,9 @@ def restore_all_guards() -> list[str]:
 def _at_exit() -> None:
     errors = restore_all_guards()
     if errors:
+        from rich.console import Console
+        from rich.markup import escape
+
         Console(stderr=True).print(f"[bold red]zeus:[/] {escape('; '.join(errors))}")
 
 
@@ -281,6 +284,9 @@ def restore_pending(
     path = Path(path) if path is not None else _store.state_dir() / "journal.sqlite"
     if not path.exists():
         return 0
+    from rich.console import Console
+    from rich.markup import escape
+
     console = console or Console(stderr=True)
     with _store.Store(path) as j:
         entries = j.journal_entries()

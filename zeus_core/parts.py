@@ -34,12 +34,12 @@ if TYPE_CHECKING:  # annotations only; none of these modules imports this one
     from rich.console import Console
 
     from zeus_core.contexts import BuildContext, PolicyContext
-    from zeus_core.filechecks import FileChecks
     from zeus_core.device import DeviceGroup
+    from zeus_core.files import FileChecks
     from zeus_core.job import JobOptions
     from zeus_core.measurement import Measurement
-    from zeus_core.monitor import Monitor
     from zeus_core.results import JobSummary, TryRecord
+    from zeus_core.windows import Monitor
 
 
 # =========================================================================== the session
@@ -346,27 +346,6 @@ class NeedsDevice(Protocol):
 
 
 @runtime_checkable
-class MergesState(Protocol):
-    """A power policy whose state needs its own rule to combine concurrent runners' changes.
-
-    Without it the runner applies the try's change key by key
-    (:func:`zeus_core.statemerge.merge`): ``base`` is the state loaded when the
-    try began, ``mine`` the policy's state now, ``theirs`` the latest committed
-    one; the result is committed and handed back with ``set_state``.
-
-    Example::
-
-        def merge_state(self, base, mine, theirs):
-            counts = dict(theirs)
-            for k, v in mine.items():
-                counts[k] = counts.get(k, 0) + v - base.get(k, 0)
-            return counts
-    """
-
-    def merge_state(self, base: Any, mine: Any, theirs: Any) -> Any: ...
-
-
-@runtime_checkable
 class HasIdentity(Protocol):
     """Any part: facts it learns when built that change what the job optimises (the GPU
     model behind ``gpus = [0]``), added to the job's identity (:mod:`zeus_core.identity`)
@@ -528,7 +507,6 @@ PART_CAPABILITIES: tuple[type, ...] = (
     IterationControl,
     SteadyEpochCost,
     NeedsDevice,
-    MergesState,
     HasIdentity,
     ChecksFiles,
     WritesFiles,

@@ -18,7 +18,9 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from zeus_core import ZeusMonitor  # upstream: from zeus.monitor import ZeusMonitor
-from zeus_plugins_mab import GlobalPowerLimitOptimizer  # upstream: from zeus.optimizer.power_limit import GlobalPowerLimitOptimizer
+from zeus_plugins_mab import (
+    GlobalPowerLimitOptimizer,  # upstream: from zeus.optimizer.power_limit import GlobalPowerLimitOptimizer
+)
 
 # The user's own model and data (8 steps an epoch: upstream's 650 profiling steps fit in its 100 epochs).
 torch.manual_seed(0)

@@ -189,7 +189,8 @@ def torchrun_trainer_ranks(tmp_path: Path, monkeypatch: Any, worker: Path, prefi
 def assert_one_trainer_job_across_ranks(code: int, output: str, driver: Path, ranks: list, store_path: Path) -> None:
     """Two ranks of one trainer job: one batch size and one limit per step on both, the same combined
     epochs and reported try on both, each rank on its own GPU, every try in the store once."""
-    from zeus_core import open_store
+    from zeus_core.engine.registry import get_registry
+    from zeus_core.engine.stores.locations import open_store
 
     assert code == 0, output
     assert limits(driver) == [400.0, 400.0]  # every GPU put back
@@ -200,7 +201,7 @@ def assert_one_trainer_job_across_ranks(code: int, output: str, driver: Path, ra
         assert a["limits"] and a["batch_size"] == b["batch_size"] and a["limits"] == b["limits"]  # rank 0 decides
         assert a["epochs"] == b["epochs"] and a["record"] == b["record"] and a["record"] is not None
     assert len(set(r0[0]["limits"])) > 3  # the first try profiled several limits, on both GPUs at once
-    store = open_store(store_path)
+    store = open_store(store_path, get_registry())
     try:
         tries = store.tries()
     finally:

@@ -24,7 +24,7 @@ from zeus_core.daemon import DaemonClient, DaemonError
 
 NOBODY = 65534
 HELPER = Path(__file__).with_name("run_unprivileged.py")
-ZEUS = "import sys; from zeus_core.cli import main; main(sys.argv[1:])"
+ZEUS = "import sys; from zeus_core.cli.main import main; main(sys.argv[1:])"
 
 @pytest.fixture
 def root_for_daemon() -> None:

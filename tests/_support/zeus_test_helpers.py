@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from zeus_core import cli as zcli
-from zeus_core import registry as zreg
+from zeus_core.cli import main as zcli
+from zeus_core.engine import registry as zreg
 
 
 def toy_registry(toy_plugin, extra=(), isolated=True):

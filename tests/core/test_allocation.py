@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from zeus_core import AllocationError, AllocationPlan, RankPlan, read_allocation
+from zeus_core import AllocationPlan, read_allocation
+from zeus_core.allocation import AllocationError, RankPlan
 
 RANKS = [
     {"rank": 0, "gpu": "A10", "local_batch": 48, "power_limit": 150},

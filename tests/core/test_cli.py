@@ -9,12 +9,13 @@ import multiprocessing as mp
 from pathlib import Path
 
 import pytest
-
-from zeus_core import load_job
-from zeus_core import Monitor
-from zeus_core import Runner, RunSession
-from zeus_core import Store
 from zeus_test_helpers import TOY_JOB, run_cli, toy_registry, write_job
+
+from zeus_core import Monitor
+from zeus_core.engine.runner import Runner
+from zeus_core.engine.session import RunSession
+from zeus_core.engine.stores.sqlite import Store
+from zeus_core.engine.validation import load_job
 
 
 @pytest.fixture
@@ -188,7 +189,7 @@ def _run_job_in_process(job_path: str, n: int) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import conftest
 
-    from zeus_core import registry as zreg
+    from zeus_core.engine import registry as zreg
 
     reg = zreg.load(extra_plugins=[("toy", conftest._import_toy())])
     spec = load_job(job_path, reg, ["batch_size.plugin=counting", "batch_size.default=64", f"job.recurrences={n}",

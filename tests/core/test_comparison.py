@@ -5,7 +5,9 @@ import io
 import pytest
 from rich.console import Console
 
-from zeus_core import ComparisonRow as Row, comparison_table, savings
+from zeus_core import savings
+from zeus_core.comparison import Row as Row
+from zeus_core.comparison import comparison_table
 
 
 def test_savings_are_fractions_of_the_base_and_regret_is_extra_cost():

@@ -1,14 +1,16 @@
 """The plugin contract itself: one public surface, documented from its source, and acyclic.
 
-* every plugin in this repository (and the custom-policy example) imports from
-  the core only ``zeus_core``'s top-level names or the public submodule
-  ``zeus_core.validators``;
+* ``zeus_core``'s top level is a literal list of at most 60 names, each bound by a
+  literal import (or, for the few that load on first use, one under ``TYPE_CHECKING``);
+* every plugin in this repository (and the custom-policy example) imports from the core
+  only its top-level names, or names of its public modules (never a private one, nor
+  a private name);
 * ``docs/hooks.md``, ``docs/parts.md`` and ``docs/api.md`` are what
   ``python -m zeus_core.docgen`` writes from the source, and every hook and
   protocol has an example;
-* the core's modules import each other without a circle (counting imports
-  made only for type checking);
-* every public name resolves, and capabilities are checked by what a part has.
+* the core's modules, and each plugin package's, import each other without a circle,
+  counting imports made inside functions and only for type checking;
+* capabilities are checked by what a part has.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ PLUGIN_ROOTS = [
     REPO / "zeus_plugins_perseus",
     REPO / "examples",
 ]
-PUBLIC_SUBMODULES = {"zeus_core.validators", "zeus_core.daemon"}
+#: Modules of the core that are its application, not its API: no plugin imports them.
+APPLICATION_MODULES = ("zeus_core.cli.main", "zeus_core.cli.monitor", "zeus_core.cli.store", "zeus_core.docgen",
+                       "zeus_core.inloop.script")
 
 
 def _python_files(root: Path):
@@ -40,20 +44,31 @@ def _python_files(root: Path):
             yield path
 
 
+def _core_module_exists(module: str) -> bool:
+    parts = module.split(".")
+    base = REPO.joinpath(*parts)
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
 def core_imports(path: Path) -> list[tuple[int, str]]:
-    """(line, what) of every import of the core in ``path`` that is not the public surface."""
+    """(line, what) of every import of the core in ``path`` that is not its public surface."""
     bad = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("zeus_core"):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "zeus_core":
             if node.module == "zeus_core":
                 for alias in node.names:
                     if alias.name not in zeus_core.__all__:
                         bad.append((node.lineno, f"from zeus_core import {alias.name} (not a public name)"))
-            elif node.module not in PUBLIC_SUBMODULES:
-                bad.append((node.lineno, f"from {node.module} import ..."))
+            elif not _core_module_exists(node.module):
+                bad.append((node.lineno, f"from {node.module} import ... (no such module)"))
+            elif node.module in APPLICATION_MODULES or any(p.startswith("_") for p in node.module.split(".")):
+                bad.append((node.lineno, f"from {node.module} import ... (not an API module)"))
+            else:
+                bad += [(node.lineno, f"from {node.module} import {a.name} (a private name)")
+                        for a in node.names if a.name.startswith("_")]
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith("zeus_core.") and alias.name not in PUBLIC_SUBMODULES:
+                if alias.name.startswith("zeus_core.") and (alias.name in APPLICATION_MODULES or not _core_module_exists(alias.name)):
                     bad.append((node.lineno, f"import {alias.name}"))
     return bad
 
@@ -67,19 +82,44 @@ def test_plugins_use_only_the_public_api():
 
 
 def test_the_public_api_check_catches_an_internal_import(tmp_path):
-    # The check above must be able to fail: an import of a core internal is caught.
+    # The check above must be able to fail: internals, private names and unknown modules are caught.
     f = tmp_path / "p.py"
-    f.write_text("from zeus_core.runner import Runner\nfrom zeus_core import Runner, nope\nimport zeus_core.store\n")
+    f.write_text("from zeus_core.runner import Runner\nfrom zeus_core import Runner, hookimpl\n"
+                 "from zeus_core.engine.validation import _suggest\nfrom zeus_core.cli.main import main\n"
+                 "from zeus_core.engine.runner import Runner\n")
     got = [what for _, what in core_imports(f)]
-    assert got == ["from zeus_core.runner import ...", "from zeus_core import nope (not a public name)", "import zeus_core.store"]
+    assert got == [
+        "from zeus_core.runner import ... (no such module)",
+        "from zeus_core import Runner (not a public name)",
+        "from zeus_core.engine.validation import _suggest (a private name)",
+        "from zeus_core.cli.main import ... (not an API module)",
+    ]
 
 
-def test_every_public_name_resolves_and_type_checkers_see_the_same_names():
-    tree = ast.parse(Path(zeus_core.__file__).read_text())
-    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
-    for_checkers = {a.asname or a.name for n in block.body if isinstance(n, ast.ImportFrom) for a in n.names}
-    assert for_checkers == set(zeus_core.__all__), (for_checkers ^ set(zeus_core.__all__))
-    for name in zeus_core.__all__:
+def _top_level_bindings(tree: ast.Module) -> tuple[list[str], set[str], set[str]]:
+    """``__all__`` (literal), names bound by top-level imports, names imported under TYPE_CHECKING."""
+    listed: list[str] = []
+    eager: set[str] = set()
+    checking: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            assert isinstance(node.value, ast.List) and all(isinstance(e, ast.Constant) for e in node.value.elts), \
+                "__all__ must be a literal list of strings"
+            listed = [e.value for e in node.value.elts]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("zeus_core"):
+            eager.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            checking.update(a.asname or a.name for n in node.body if isinstance(n, ast.ImportFrom) for a in n.names)
+    return listed, eager, checking
+
+
+def test_the_public_api_is_literal_small_and_visible_to_tools():
+    listed, eager, checking = _top_level_bindings(ast.parse(Path(zeus_core.__file__).read_text()))
+    assert listed == zeus_core.__all__ and len(listed) == len(set(listed)) <= 60, len(listed)
+    assert set(listed) == eager | checking, set(listed) ^ (eager | checking)
+    assert not eager & checking
+    assert checking == set(zeus_core._ON_FIRST_USE), "the names loaded on first use are the ones type checkers import"
+    for name in listed:
         assert getattr(zeus_core, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         zeus_core.not_a_name  # noqa: B018
@@ -101,65 +141,91 @@ def test_docgen_check_fails_on_a_stale_file_and_a_missing_example(tmp_path, monk
     assert any("hook zeus_on_job_end has no 'Example::'" in p for p in docgen.generate(tmp_path, check=True))
 
 
-def _module_imports(path: Path, package: str) -> set[str]:
-    """Core modules ``path`` imports, including under ``if TYPE_CHECKING:``, excluding imports inside functions."""
-    tree = ast.parse(path.read_text())
+def _module_name(path: Path, root: Path) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _imports(path: Path, module: str, package: str, known: set[str]) -> set[str]:
+    """Modules of ``package`` that ``path`` imports anywhere: at the top, inside functions, under TYPE_CHECKING."""
     out: set[str] = set()
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against this module's package
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != package:
+                continue
+            for a in node.names:  # ``from pkg import submodule`` imports the submodule
+                if f"{target}.{a.name}" in known:
+                    out.add(f"{target}.{a.name}")
+            out.add(target)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == package)
+    # a module's own package (its __init__) is not a dependency worth a circle; its parents are imported first anyway
+    return {m for m in out if m in known and m != module and not module.startswith(m + ".")}
 
-    def visit(nodes):
-        for node in nodes:
-            if isinstance(node, ast.If):
-                visit(node.body)
-                visit(node.orelse)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package):
-                if node.module == package:
-                    out.update(f"{package}.{a.name}" for a in node.names if (path.parent / f"{a.name}.py").exists())
-                else:
-                    out.add(node.module)
-            elif isinstance(node, ast.Import):
-                out.update(a.name for a in node.names if a.name.startswith(package + "."))
 
-    visit(tree.body)
-    return out
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    files = {_module_name(p, root): p for p in (root / package).rglob("*.py")}
+    return {m: _imports(p, m, package, set(files)) for m, p in files.items()}
 
 
-def test_the_core_has_no_import_circle():
-    core = REPO / "zeus_core"
-    graph = {
-        f"zeus_core.{p.stem}": _module_imports(p, "zeus_core")
-        for p in core.glob("*.py")
-        if p.stem != "__init__"  # its imports are lazy, or for type checkers of users only
-    }
+def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}
     stack: list[str] = []
 
-    def dfs(m: str) -> None:
+    def dfs(m: str) -> list[str] | None:
         state[m] = 1
         stack.append(m)
         for n in sorted(graph.get(m, ())):
             if state.get(n) == 1:
-                cycle = stack[stack.index(n):] + [n]
-                pytest.fail("import circle in the core: " + " -> ".join(cycle))
-            if n in graph and state.get(n) is None:
-                dfs(n)
+                return stack[stack.index(n):] + [n]
+            if state.get(n) is None and (got := dfs(n)):
+                return got
         stack.pop()
         state[m] = 2
+        return None
 
     for m in sorted(graph):
-        if state.get(m) is None:
-            dfs(m)
+        if state.get(m) is None and (got := dfs(m)):
+            return got
+    return None
 
 
-def test_importing_zeus_core_loads_no_submodule_until_a_name_is_used():
+PACKAGES = [(REPO, "zeus_core")] + [
+    (p.parent, p.name) for root in PLUGIN_ROOTS[:-1] for p in sorted(root.glob("**/zeus_plugins_*")) if (p / "__init__.py").is_file()
+]
+
+
+@pytest.mark.parametrize("root, package", PACKAGES, ids=[p for _, p in PACKAGES])
+def test_no_import_circle(root, package):
+    circle = find_circle(import_graph(root, package))
+    assert circle is None, f"import circle in {package}: " + " -> ".join(circle)
+
+
+def test_the_circle_check_finds_one_inside_a_function(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import x\n")
+    (pkg / "b.py").write_text("def x():\n    from pkg import a\n")
+    assert find_circle(import_graph(tmp_path, "pkg")) == ["pkg.a", "pkg.b", "pkg.a"]
+
+
+def test_importing_zeus_core_loads_neither_the_engine_nor_heavy_libraries():
     code = (
         "import sys, zeus_core\n"
-        "before = sorted(m for m in sys.modules if m.startswith('zeus_core.'))\n"
-        "zeus_core.Measurement\n"
-        "after = sorted(m for m in sys.modules if m.startswith('zeus_core.'))\n"
-        "print(before, 'numpy' in sys.modules, after)\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('zeus_core.engine.runner', 'zeus_core.inloop', "
+        "'zeus_core.cli', 'numpy', 'rich', 'cattrs', 'torch', 'click'))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.startswith("[] False ['zeus_core.errors', 'zeus_core.measurement']"), out
+    assert out.strip() == "[]", out
 
 
 def test_capabilities_are_what_a_part_has_not_what_it_is_called():

@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from zeus_test_helpers import TOY_JOB, write_job
 
 
@@ -70,7 +68,7 @@ def test_sigterm_during_run_restores_the_device_and_keeps_results(site, tmp_path
     )
     store = tmp_path / ".zeus" / "toyjob.sqlite"
     deadline = time.time() + 60
-    from zeus_core import Store
+    from zeus_core.engine.stores.sqlite import Store
 
     while time.time() < deadline:  # wait for the first committed recurrence
         if store.exists():

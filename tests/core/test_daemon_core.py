@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 from zeus_core import hookimpl
-from zeus_core import registry as zreg
+from zeus_core.engine import registry as zreg
 from zeus_core.daemon import DaemonClient, DaemonError, operation
 from zeus_core.daemon.protocol import MAX_FRAME, FrameError, decode, encode, error_reply, read_frame
 

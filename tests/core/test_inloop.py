@@ -11,25 +11,16 @@ import textwrap
 
 import attrs
 import pytest
-
-from zeus_core import (
-    BatchSizeOptimizer,
-    DeviceError,
-    DeviceOpenError,
-    IdentityMismatch,
-    JobHistory,
-    PluginError,
-    PowerLimitOptimizer,
-    RunFailed,
-    Trial,
-    ZeusMonitor,
-    hookimpl,
-    load_plugins,
-    open_store,
-)
-from zeus_core.identity import differences, merged
-
 from inloop_helpers import QUICK_JIT, env_with_fake, fake_gpus, limits, run_epochs, spin
+
+from zeus_core import BatchSizeOptimizer, DeviceError, PowerLimitOptimizer, RunFailed, ZeusMonitor, hookimpl
+from zeus_core.engine.assembly import DeviceOpenError
+from zeus_core.engine.history import JobHistory, TryPlan
+from zeus_core.engine.registry import load as load_plugins
+from zeus_core.engine.registry import get_registry
+from zeus_core.engine.stores.locations import open_store
+from zeus_core.errors import PluginError
+from zeus_core.identity import IdentityMismatch, differences, merged
 
 
 @pytest.fixture
@@ -169,7 +160,7 @@ def test_power_optimizer_profiles_holds_the_cheapest_limit_and_keeps_it_in_the_s
     profiled = sorted(set(seen), reverse=True)
     assert profiled[0] == 400.0 and profiled[-1] == 100.0 and len(profiled) == 13  # every 25 W step
     assert seen[-1] == chosen and set(seen[120:]) == {chosen}
-    store = open_store(".zeus/plo.sqlite")
+    store = open_store(".zeus/plo.sqlite", get_registry())
     try:
         choice = store.get("policy:power")["choices"]["64"]
         identity = store.identity()
@@ -287,7 +278,7 @@ def test_batch_size_optimizer_runs_recurrences_and_learns_in_the_store():
         assert rec.batch_size == trial.batch_size and rec.epochs == trial.epochs
     assert chosen[0] == 64  # the user's batch size first
     bso.close()
-    store = open_store(".zeus/bso.sqlite")
+    store = open_store(".zeus/bso.sqlite", get_registry())
     try:
         tries = store.tries()
         assert store.get("policy:batch_size") is not None and store.get("runner")["min_cost"] is not None
@@ -333,7 +324,7 @@ def test_batch_size_optimizer_refuses_bad_input_with_the_fix():
         BatchSizeOptimizer(job="b", max_power_w=-1)
     bso = BatchSizeOptimizer(job="b", batch_sizes=[32, 64], default=64, target_metric=0.8, **kw)
     t = bso.next()
-    with pytest.raises(RuntimeError, match="report BatchSizeTrial.* first"):
+    with pytest.raises(RuntimeError, match="report BatchSizeTry.* first"):
         bso.next()
     with pytest.raises(ValueError, match="say whether the try reached the target: reached=True or False, or metric="):
         bso.report(t, energy_j=1.0, time_s=1.0)
@@ -353,9 +344,9 @@ def test_a_remote_history_drops_in_for_the_store():
             self.calls.append("begin")
             return 7
 
-        def next_trial(self, recurrence, try_index):
+        def next_try(self, recurrence, try_index):
             self.calls.append(("next", recurrence, try_index))
-            return Trial(recurrence, try_index, 96, float("inf"), None)
+            return TryPlan(recurrence, try_index, 96, float("inf"), None)
 
         def record(self, trial, record, recurrence_cost=None):
             self.calls.append(("record", record.batch_size, record.reached, recurrence_cost))
@@ -429,7 +420,7 @@ def test_zeus_run_and_a_script_share_one_history(gpus, tmp_path):
             bso.report(trial, energy_j=m.total_energy, time_s=m.time, metric=1.0, power=plo)
         bso.close()
     second = run_job(job_file)  # and zeus run again continues it
-    store = open_store(tmp_path / "shared.sqlite")
+    store = open_store(tmp_path / "shared.sqlite", get_registry())
     try:
         tries = store.tries()
         state = store.get("policy:power")

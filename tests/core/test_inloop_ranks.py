@@ -8,11 +8,12 @@ from __future__ import annotations
 import threading
 
 import pytest
-
-from zeus_core import BatchSizeOptimizer, PowerLimitOptimizer, ZeusMonitor, combine_measurements, open_store
-from zeus_core import Measurement
-
 from inloop_helpers import QUICK_JIT, ThreadGroup, fake_gpus, limits, run_ranks, spin
+
+from zeus_core import BatchSizeOptimizer, Measurement, PowerLimitOptimizer, ZeusMonitor
+from zeus_core.engine.ranks import combine_measurements
+from zeus_core.engine.registry import get_registry
+from zeus_core.engine.stores.locations import open_store
 
 
 @pytest.fixture
@@ -66,7 +67,7 @@ def test_a_try_is_chosen_once_and_its_energy_is_the_ranks_sum():
     assert b0 == b1 == 64 and s0 is s1 is False and r0 == r1
     assert (r0.energy_j, r0.time_s) == (30.0, 2.0)  # energy summed, time of the slowest
     assert p0 == p1 == 201.0
-    store = open_store(".zeus/bso-ranks.sqlite")
+    store = open_store(".zeus/bso-ranks.sqlite", get_registry())
     try:
         assert [(t.recurrence, t.energy_j) for t in store.tries()] == [(1, 30.0)]  # one job, written once
         assert store.identity()["job"]["processes"] == 2

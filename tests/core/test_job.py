@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from zeus_core import JobError, load_job, parse_override
 from zeus_test_helpers import TOY_JOB, toy_registry, write_job
+
+from zeus_core.engine.validation import JobError, load_job, parse_override
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def test_valid_job_structures_each_plugin_table(reg):
     assert spec.job.recurrences == 3
     assert spec.parts["power"].options.limit_w == 200.0
     assert spec.parts["device"].plugin == "toy"
-    assert spec.store_path() == Path(".zeus/toyjob.sqlite")
+    assert spec.store_location() == ".zeus/toyjob.sqlite"
 
 
 def test_malformed_toml_names_the_line(reg):

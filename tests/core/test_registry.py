@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from zeus_core import hookimpl, hookspecs
-from zeus_core import registry as zreg
+from zeus_core.engine import registry as zreg
 
 
 class _ClashPlugin:

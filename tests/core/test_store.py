@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from zeus_core import TryRecord
-from zeus_core import Store, StoreError
-from zeus_core.store import APPLICATION_ID, SCHEMA_VERSION
+from zeus_core.engine.stores.protocol import StoreError
+from zeus_core.engine.stores.sqlite import APPLICATION_ID, SCHEMA_VERSION, Store
 
 
 def _rec(rec: int, i: int = 1) -> TryRecord:

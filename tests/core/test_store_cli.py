@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from zeus_core import Store
+from zeus_core.engine.stores.sqlite import Store
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "zeus_nsdi23" / "cifar100.toml"
@@ -64,7 +64,7 @@ def learned(job: Path, tmp_path: Path) -> Path:
     [
         ("device.gpu=a40", "device.gpu", "v100", "a40"),
         ("job.eta_knob=0.9", "job.eta_knob", "0.5", "0.9"),
-        ("job.target_metric=0.55", "job.target_metric", "0.6", "0.55"),
+        ("job.target_metric=0.65", "job.target_metric", "0.6", "0.65"),
         ("batch_size.variant=\"paper\"", "batch_size.variant", "improved", "paper"),
         ("power={plugin=\"max\"}", "power.plugin", "jit", "max"),
         ("workload.synthetic_seed=7", "workload.synthetic_seed", "0", "7"),
@@ -80,7 +80,13 @@ def test_a_run_of_another_setup_is_refused_before_it_touches_the_store(learned, 
     assert f"{field} {stored} {current}" in err  # side by side: the store's value, then this run's
     assert "zeus run --fresh" in err and "job.store" in err
     assert sha(learned) == before
-    assert zeus("validate", str(job), "--set", override, cwd=tmp_path).returncode == 2  # validate says so too
+    # validate and --dry-run accept the file (it is valid) and say that the run needs --fresh
+    for command in (("validate",), ("run", "--dry-run")):
+        v = zeus(*command, str(job), "--set", override, cwd=tmp_path)
+        out = " ".join(v.stdout.split())
+        assert v.returncode == 0 and "learned a different job" in out and "zeus run --fresh" in out, v.stdout + v.stderr
+        assert f"{field} {stored} {current}" in out
+    assert sha(learned) == before
 
 
 def test_the_public_traces_are_another_job_than_the_synthetic_ones(learned, job, tmp_path, shared_data):
@@ -202,7 +208,7 @@ def test_report_writes_every_output_from_the_store_alone(learned, job, tmp_path)
 
 def test_output_files_follow_the_umask_and_tables_are_not_cut_in_a_pipe(job, tmp_path):
     r = subprocess.run(
-        [sys.executable, "-c", "import os, sys; os.umask(0o022); from zeus_core.cli import main; main()",
+        [sys.executable, "-c", "import os, sys; os.umask(0o022); from zeus_core.cli.main import main; main()",
          "run", str(job), "--set", "job.recurrences=2", "--output", str(tmp_path / "o")],
         cwd=tmp_path, capture_output=True, text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
     )

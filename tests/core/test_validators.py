@@ -3,8 +3,8 @@
 from click.testing import CliRunner
 from zeus_test_helpers import write_job
 
-from zeus_core import cli as zcli
-from zeus_core import registry as zreg
+from zeus_core.cli import main as zcli
+from zeus_core.engine import registry as zreg
 
 
 def validate(path):

@@ -10,10 +10,9 @@ import types
 import attrs
 import pytest
 
-from zeus_core import hookimpl
-from zeus_core import registry as zreg
-from zeus_core import BuildContext, DeviceOpenError, open_device, open_devices
-from zeus_core import DeviceError
+from zeus_core import BuildContext, DeviceError, hookimpl, open_device
+from zeus_core.engine import registry as zreg
+from zeus_core.engine.assembly import DeviceOpenError, open_devices
 
 
 @attrs.define

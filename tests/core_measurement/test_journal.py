@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from zeus_core import store
+from zeus_core.engine.stores import sqlite as store
 from zeus_core.journal import RestoreError, SettingsGuard, process_alive, restore_pending
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,10 +10,9 @@ import attrs
 import pytest
 from click.testing import CliRunner
 
-from zeus_core import hookimpl
-from zeus_core import registry as zreg
-from zeus_core.cli import cli
-from zeus_core import DeviceError
+from zeus_core import DeviceError, hookimpl
+from zeus_core.engine import registry as zreg
+from zeus_core.cli.main import cli
 
 
 @attrs.define

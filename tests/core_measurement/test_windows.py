@@ -9,8 +9,8 @@ import warnings
 
 import pytest
 
-from zeus_core import DeviceSet, Measurement, Monitor, make_sync
-from zeus_core.monitor import TorchSync
+from zeus_core import Measurement, Monitor
+from zeus_core.windows import DeviceSet, TorchSync, make_sync
 
 
 class ManualDevices:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zeus_core import hookimpl
-from zeus_core import load_job
-from zeus_core import Runner
 from zeus_test_helpers import TOY_JOB, run_cli, toy_registry, write_job
+
+from zeus_core import hookimpl
+from zeus_core.engine.runner import Runner
+from zeus_core.engine.validation import load_job
 
 
 class Observer:
@@ -123,7 +124,7 @@ class ClockPlugin:
 
 
 def test_max_frequency_plan_resets_clocks_in_a_plan_only_job(tmp_path):
-    from zeus_core import registry as zreg
+    from zeus_core.engine import registry as zreg
 
     reg = zreg.load(extra_plugins=[("clocked", ClockPlugin())])
     job = write_job(tmp_path / "job.toml", '[device]\nplugin = "clocked"\n[frequency_plan]\nplugin = "max"\n')

@@ -11,7 +11,7 @@ import pytest
 from zeus_test_helpers import run_cli, write_job
 
 from zeus_core import hookimpl
-from zeus_core import registry as zreg
+from zeus_core.engine import registry as zreg
 
 JOB = """
 [job]

@@ -5,7 +5,6 @@ import math
 
 import numpy as np
 import pytest
-
 from zeus_plugins_hetero.profile import Profile, ProfileError
 
 

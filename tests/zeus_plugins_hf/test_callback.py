@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from zeus_core import BatchSizeOptimizer, ZeusMonitor, open_store
-
 from inloop_helpers import assert_one_trainer_job_across_ranks, fake_gpus, limits, torchrun_trainer_ranks
 from tiny_trainers import Tokens, tiny_bert
+
+from zeus_core import BatchSizeOptimizer, ZeusMonitor
+from zeus_core.engine.registry import get_registry
+from zeus_core.engine.stores.locations import open_store
 
 HERE = Path(__file__).resolve().parent
 
@@ -52,7 +53,7 @@ def test_the_callback_measures_steers_stops_at_the_target_and_reports_the_try(tm
     assert cb.record.reached is reached and (reached or len(epochs) == 3)  # stopped at the target, or ran out
     assert trainer.state.log_history[-1]["zeus/try_energy_j"] == cb.record.energy_j
     assert cb.record.energy_j >= sum(e["zeus/energy_j"] for e in epochs) * 0.99  # evaluations included
-    store = open_store(".zeus/hf.sqlite")
+    store = open_store(".zeus/hf.sqlite", get_registry())
     try:
         tries = store.tries()
         power = store.get("policy:power")

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from zeus_core import BatchSizeOptimizer, ZeusMonitor, open_store
-
 from inloop_helpers import assert_one_trainer_job_across_ranks, fake_gpus, limits, torchrun_trainer_ranks
 from tiny_trainers import separable_data, tiny_lightning_module
+
+from zeus_core import BatchSizeOptimizer, ZeusMonitor
+from zeus_core.engine.registry import get_registry
+from zeus_core.engine.stores.locations import open_store
 
 HERE = Path(__file__).resolve().parent
 
@@ -42,7 +43,7 @@ def test_the_callback_logs_energy_steers_stops_at_the_target_and_reports_the_try
     rows = list(csv.DictReader((tmp_path / "logs" / "lightning_logs" / "version_0" / "metrics.csv").open()))
     logged = [float(r["zeus/energy_j"]) for r in rows if r.get("zeus/energy_j")]
     assert len(logged) == len(cb.epochs) and all(e > 0 for e in logged)
-    store = open_store(".zeus/lit.sqlite")
+    store = open_store(".zeus/lit.sqlite", get_registry())
     try:
         assert [(t.recurrence, t.reached, t.power_limit) for t in store.tries()] == [
             (1, True, cb.epochs[-1]["zeus/power_limit"])]

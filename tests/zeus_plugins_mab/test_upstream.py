@@ -9,9 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from zeus_core import ZeusMonitor
-
 from inloop_helpers import env_with_fake, fake_gpus, limits, spin
 from zeus_plugins_mab.upstream import (  # (the package itself: from outside the checkout, see examples)
     Energy,
@@ -22,6 +19,8 @@ from zeus_plugins_mab.upstream import (  # (the package itself: from outside the
     Time,
     ZeusCost,
 )
+
+from zeus_core import ZeusMonitor
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "upstream_power_limit" / "train.py"
 

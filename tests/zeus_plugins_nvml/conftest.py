@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from zeus_plugins_nvml import fake_pynvml
 
 

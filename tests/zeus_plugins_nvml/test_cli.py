@@ -10,12 +10,12 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
-
-from zeus_core import registry as zreg
-from zeus_core.cli import cli
 from zeus_plugins_nvml import fake_pynvml
 from zeus_plugins_nvml import plugin as nvml_plugin
 from zeus_plugins_nvml.fake_pynvml import FakeGpu
+
+from zeus_core.engine import registry as zreg
+from zeus_core.cli.main import cli
 
 
 def test_zeus_monitor_shows_counter_and_polled_gpus(fake_nvml, tmp_path, monkeypatch):
@@ -52,7 +52,7 @@ ZEUS = textwrap.dedent(
     import sys
     from zeus_plugins_nvml import fake_pynvml
     fake_pynvml.install(sys.argv[1])
-    from zeus_core.cli import main
+    from zeus_core.cli.main import main
     main(["plugins", "--json"])
     """
 )

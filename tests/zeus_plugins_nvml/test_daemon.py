@@ -19,11 +19,11 @@ import struct
 
 import pytest
 from zeus_daemon_helpers import NOBODY, ZEUS, needs_root, node, root_for_daemon, wait_until  # noqa: F401 - fixtures
+from zeus_plugins_nvml import fake_pynvml
+from zeus_plugins_nvml.fake_pynvml import FakeGpu
 
 from zeus_core.daemon import DaemonClient, DaemonError
 from zeus_core.daemon.protocol import MAX_FRAME, decode, encode, read_frame
-from zeus_plugins_nvml import fake_pynvml
-from zeus_plugins_nvml.fake_pynvml import FakeGpu
 
 pytestmark = needs_root
 

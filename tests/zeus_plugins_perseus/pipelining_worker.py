@@ -66,7 +66,6 @@ def main() -> None:
     import torch
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-
     from zeus_plugins_perseus.pipelining import PlanMismatch, perseus_pipeline
     from zeus_plugins_perseus.runtime import OnlineProfiler
 

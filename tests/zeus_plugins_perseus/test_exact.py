@@ -10,7 +10,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perseus_fakes import two_stage_rows  # noqa: E402
-
 from zeus_plugins_perseus.emulator import emulate  # noqa: E402
 from zeus_plugins_perseus.exact import exact_plan  # noqa: E402
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
@@ -65,7 +64,6 @@ def test_limit_below_all_fastest_is_refused():
 def test_highs_gets_the_model_linprog_gives_it(gpt3_a100):
     """The direct HiGHS call returns linprog's answer to the bit: the plans depend on which optimal vertex it is."""
     from scipy.optimize import linprog
-
     from zeus_plugins_perseus.exact import ExactPlanner
 
     prof = read_profile(gpt3_a100)

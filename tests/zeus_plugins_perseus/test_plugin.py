@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from zeus_core import cli as zcli
-from zeus_core import registry as zreg
+from zeus_core.cli import main as zcli
+from zeus_core.engine import registry as zreg
 
 REPO = Path(__file__).resolve().parents[2]
 

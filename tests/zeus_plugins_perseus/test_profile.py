@@ -1,7 +1,6 @@
 import math
 
 import pytest
-
 from zeus_plugins_perseus.profile import ProfileError, read_profile
 
 HEADER = "stage,instruction,frequency,time,energy\n"

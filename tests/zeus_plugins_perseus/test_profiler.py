@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from zeus_core import BuildContext, load_plugins
+from zeus_core import BuildContext
+from zeus_core.engine.registry import load as load_plugins
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perseus_fakes import VirtualGPU, stage_step  # noqa: E402
-
+from zeus_plugins_perseus.options import StageProfilerOptions  # noqa: E402
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile  # noqa: E402
 from zeus_plugins_perseus.runtime import OnlineProfiler, ScheduleError  # noqa: E402
 from zeus_plugins_perseus.schedule import one_f_one_b_order  # noqa: E402
-from zeus_plugins_perseus.options import StageProfilerOptions  # noqa: E402
 from zeus_plugins_perseus.stage_profiler import StageProfiler  # noqa: E402
 
 
@@ -133,6 +133,6 @@ def test_perseus_stage_part_writes_the_profile(tmp_path):
 
 
 def test_registered_as_profiler():
-    from zeus_core import registry
+    from zeus_core.engine import registry
 
     assert "perseus-stage" in registry.load().names("profiler")

@@ -14,7 +14,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # perseus_fakes must be importable in the controller's spawned process
 
 from perseus_fakes import FakeClockDevice, journal_keys, locked, log, nvml_clocks, nvml_device  # noqa: E402
-
 from zeus_plugins_perseus.runtime import FrequencyController, PerseusHooks, ScheduleError, load_stage_schedule  # noqa: E402
 from zeus_plugins_perseus.runtime.controller import ControllerError  # noqa: E402
 
@@ -85,7 +84,7 @@ NEXT_ZEUS_START = (
     "import sys\n"
     "from zeus_plugins_nvml import fake_pynvml\n"
     "fake_pynvml.install(sys.argv[1])\n"
-    "from zeus_core.cli import main\n"
+    "from zeus_core.cli.main import main\n"
     "main(['plugins', '--json'])\n"
 )
 

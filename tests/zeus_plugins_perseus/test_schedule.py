@@ -2,7 +2,6 @@ import itertools
 
 import numpy as np
 import pytest
-
 from zeus_plugins_perseus.schedule import build_dag, one_f_one_b_order
 from zeus_plugins_perseus.tradeoff import TradeoffError, topological_order
 

@@ -2,7 +2,6 @@ import itertools
 
 import numpy as np
 import pytest
-
 from zeus_plugins_perseus.tradeoff import TradeoffError, longest_path, solve_frontier
 
 

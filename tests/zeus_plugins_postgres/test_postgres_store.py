@@ -12,14 +12,15 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
 from cluster_helpers import CIFAR, check_history, run_job
 from pg_server import PASSWORD
-from zeus_core import StoreError, TryRecord, open_store
 
+from zeus_core import TryRecord
+from zeus_core.engine.registry import get_registry
+from zeus_core.engine.stores.locations import open_store
+from zeus_core.engine.stores.protocol import StoreError
 
 
 def _rec(rec: int, i: int = 1, bs: int = 32) -> TryRecord:
@@ -36,7 +37,7 @@ def _tables(pg, url: str, schema: str = "zeus") -> list[str]:
 
 
 def test_opening_writes_nothing_and_the_first_write_creates_the_schema(pg_server, pg_url):
-    store = open_store(pg_url, job="a")
+    store = open_store(pg_url, get_registry(), job="a")
     assert store.info.version == 0 and store.get("x") is None and store.tries() == [] and store.identity() is None
     assert _tables(pg_server, pg_url) == []  # opened and read: nothing created
     with store.transaction() as tx:
@@ -44,7 +45,7 @@ def test_opening_writes_nothing_and_the_first_write_creates_the_schema(pg_server
         tx.add_try(_rec(1))
         tx.set("runner", {"next_recurrence": 2})
     assert _tables(pg_server, pg_url) == ["jobs", "meta", "state", "tries"]
-    again = open_store(pg_url, job="a")
+    again = open_store(pg_url, get_registry(), job="a")
     assert again.info.version == 1 and again.info.tries == 1 and again.info.identity == {"job": {"eta_knob": 0.5}}
     assert again.tries() == [_rec(1)] and again.get("runner") == {"next_recurrence": 2}
     store.close()
@@ -52,7 +53,7 @@ def test_opening_writes_nothing_and_the_first_write_creates_the_schema(pg_server
 
 
 def test_jobs_share_one_database_and_stay_apart(pg_url):
-    a, b = open_store(pg_url, job="a"), open_store(pg_url, job="b")
+    a, b = open_store(pg_url, get_registry(), job="a"), open_store(pg_url, get_registry(), job="b")
     with a.transaction() as tx:
         tx.set("k", 1)
         tx.add_try(_rec(1))
@@ -71,7 +72,7 @@ def test_jobs_share_one_database_and_stay_apart(pg_url):
 
 
 def test_a_transaction_commits_all_or_nothing(pg_url):
-    store = open_store(pg_url, job="a")
+    store = open_store(pg_url, get_registry(), job="a")
     with store.transaction() as tx:
         tx.set("counter", 1)
     with pytest.raises(RuntimeError, match="boom"):
@@ -91,44 +92,44 @@ def test_a_foreign_or_newer_schema_is_refused_unchanged_and_the_password_never_s
     db = _db(pg_url)
     pg_server.sql(db, "CREATE SCHEMA app; CREATE TABLE app.users (id int); INSERT INTO app.users VALUES (7)")
     with pytest.raises(StoreError) as e:
-        open_store(pg_url + "?schema=app", job="a")
+        open_store(pg_url + "?schema=app", get_registry(), job="a")
     text = str(e.value)
     assert "not a zeus store (users)" in text and "another schema with ?schema=NAME" in text and "Nothing was changed" in text
     assert PASSWORD not in text and "zeus:***@" in text
     assert pg_server.sql(db, "SELECT id FROM app.users") == [(7,)] and _tables(pg_server, pg_url, "app") == ["users"]
 
-    with open_store(pg_url, job="a") as s, s.transaction() as tx:
+    with open_store(pg_url, get_registry(), job="a") as s, s.transaction() as tx:
         tx.set("k", 1)
     pg_server.sql(db, "UPDATE zeus.meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(StoreError) as e:
-        open_store(pg_url, job="a")
+        open_store(pg_url, get_registry(), job="a")
     assert "newer zeus-plugins-postgres (schema 99" in str(e.value) and "pip install -U zeus-plugins-postgres" in str(e.value)
     assert PASSWORD not in str(e.value)
     assert pg_server.sql(db, "SELECT value FROM zeus.meta WHERE key = 'schema_version'") == [("99",)]
 
 
 def test_a_wrong_password_or_a_missing_database_is_bad_input_and_a_down_server_is_unavailable(pg_server, pg_url):
-    from zeus_core import StoreUnavailable
+    from zeus_core.engine.stores.protocol import StoreUnavailable
 
     with pytest.raises(StoreError) as e:
-        open_store(pg_url.replace(PASSWORD, "not-the-password"), job="a")
+        open_store(pg_url.replace(PASSWORD, "not-the-password"), get_registry(), job="a")
     assert not isinstance(e.value, StoreUnavailable) and "Check the user and password" in str(e.value)
     assert "not-the-password" not in str(e.value)
     with pytest.raises(StoreError) as e:
-        open_store(pg_server.url("no_such_db"), job="a")
+        open_store(pg_server.url("no_such_db"), get_registry(), job="a")
     assert not isinstance(e.value, StoreUnavailable) and "createdb" in str(e.value)
     from pg_server import free_port
 
     down = pg_url.replace(f":{pg_server.port}/", f":{free_port()}/")
     with pytest.raises(StoreUnavailable) as e:
-        open_store(down, job="a")
+        open_store(down, get_registry(), job="a")
     assert "cannot be reached" in str(e.value) and PASSWORD not in str(e.value)
 
 
 def test_an_older_schema_is_migrated_forward_at_the_first_write(pg_server, pg_url, monkeypatch):
     from zeus_plugins_postgres import store as pgstore
 
-    with open_store(pg_url, job="a") as s, s.transaction() as tx:
+    with open_store(pg_url, get_registry(), job="a") as s, s.transaction() as tx:
         tx.add_try(_rec(1))
         tx.set("k", {"v": 1})
     # A zeus-plugins-postgres whose layout is version 2: one more column.
@@ -136,7 +137,7 @@ def test_an_older_schema_is_migrated_forward_at_the_first_write(pg_server, pg_ur
     monkeypatch.setattr(pgstore, "MIGRATIONS", {1: ["ALTER TABLE {schema}.tries ADD COLUMN note text"]})
     db = _db(pg_url)
     column = "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'zeus' AND table_name = 'tries' AND column_name = 'note'"
-    s = open_store(pg_url, job="a")
+    s = open_store(pg_url, get_registry(), job="a")
     assert s.info.version == 1 and pg_server.sql(db, column) == [(0,)]  # opening migrates nothing
     with s.transaction() as tx:
         tx.set("k", {"v": 2})
@@ -146,7 +147,7 @@ def test_an_older_schema_is_migrated_forward_at_the_first_write(pg_server, pg_ur
     s.close()
     monkeypatch.setattr(pgstore, "SCHEMA_VERSION", 1)  # an older plugin meets the migrated schema: refused
     with pytest.raises(StoreError, match="newer zeus-plugins-postgres"):
-        open_store(pg_url, job="a")
+        open_store(pg_url, get_registry(), job="a")
 
 
 def test_16_processes_x_25_recurrences_of_one_job_lose_nothing(pg_url, tmp_path):
@@ -155,7 +156,7 @@ def test_16_processes_x_25_recurrences_of_one_job_lose_nothing(pg_url, tmp_path)
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-2000:]
         assert PASSWORD not in out + err
-    with open_store(pg_url, job="zeus-cifar100") as store:
+    with open_store(pg_url, get_registry(), job="zeus-cifar100") as store:
         tries = check_history(store)
         assert store.get("runner")["next_recurrence"] == 401
     assert sorted({t.recurrence for t in tries}) == list(range(1, 401))
@@ -201,13 +202,13 @@ def test_the_server_stopped_mid_job_is_a_clear_exit_1_and_the_job_continues_when
 
     pg.start()
     pg.wait_until_up()
-    with open_store(url, job="zeus-cifar100") as store:
+    with open_store(url, get_registry(), job="zeus-cifar100") as store:
         before = check_history(store, unfinished=1)  # nothing half-written: every stored try was observed
         taken = store.get("runner")["next_recurrence"] - 1
     again = run_job(url, 3, tmp_path)
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0, err[-3000:]
-    with open_store(url, job="zeus-cifar100") as store:
+    with open_store(url, get_registry(), job="zeus-cifar100") as store:
         after = check_history(store, unfinished=1)
         assert store.get("runner")["next_recurrence"] == taken + 4
     assert after[: len(before)] == before and {t.recurrence for t in after[len(before):]} == {taken + 1, taken + 2, taken + 3}
@@ -216,7 +217,7 @@ def test_the_server_stopped_mid_job_is_a_clear_exit_1_and_the_job_continues_when
 def test_text_comes_back_as_text_from_a_sql_ascii_database(pg_server):
     name = f"ascii{os.getpid()}"
     pg_server.sql("postgres", f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
-    with open_store(pg_server.url(name), job="a") as s:
+    with open_store(pg_server.url(name), get_registry(), job="a") as s:
         with s.transaction() as tx:
             tx.add_try(TryRecord(1, 1, 32, None, 1, 1.0, 1.0, 1.0, False, stopped="early-stop", extra={"k": "é"}))
             tx.set_identity({"job": {"name": "a"}})
@@ -226,7 +227,7 @@ def test_text_comes_back_as_text_from_a_sql_ascii_database(pg_server):
 
 def test_store_commands_check_export_and_import_a_job_of_a_shared_database(pg_server, tmp_path):
     url = pg_server.url(pg_server.create_database())
-    with open_store(url, job="a") as s, s.transaction() as tx:
+    with open_store(url, get_registry(), job="a") as s, s.transaction() as tx:
         tx.set_identity({"job": {"eta_knob": 0.5}})
         tx.add_try(_rec(1))
         tx.set("runner", {"next_recurrence": 2, "min_cost": 1500.0})
@@ -246,7 +247,7 @@ def test_store_commands_check_export_and_import_a_job_of_a_shared_database(pg_se
     r = zeus("import", str(tmp_path / "a.json"), url, "--job", "a")
     assert r.returncode == 2 and "already holds a job" in r.stderr
     for where, job in ((url, "b"), (str(tmp_path / "a.sqlite"), None)):
-        with open_store(where, job=job) as s:
+        with open_store(where, get_registry(), job=job) as s:
             assert s.tries() == [_rec(1)] and s.identity() == {"job": {"eta_knob": 0.5}}
             assert s.get("runner") == {"next_recurrence": 2, "min_cost": 1500.0}
 

@@ -16,10 +16,9 @@ import time
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from cluster_helpers import run_job, server_missing
 from pg_server import free_port
+from prometheus_client.parser import text_string_to_metric_families
 
 
 def _series(text: str) -> dict[tuple[str, tuple], float]:
@@ -65,7 +64,6 @@ def test_scraped_over_loopback_after_a_job_the_series_match_summary_json(tmp_pat
 def test_with_a_token_a_scrape_without_it_is_refused():
     """The /metrics server itself: 401 without the bearer token, the metrics with it."""
     from prometheus_client import CollectorRegistry, Gauge
-
     from zeus_plugins_prometheus.exporter import _serve_metrics
 
     registry = CollectorRegistry()
@@ -143,7 +141,7 @@ def test_a_pushgateway_that_does_not_answer_is_reported_once_and_the_job_goes_on
 def test_unconfigured_it_does_nothing_and_imports_nothing():
     code = (
         "import sys, os\n"
-        "from zeus_core import get_registry\n"
+        "from zeus_core.engine.registry import get_registry\n"
         "reg = get_registry()\n"
         "reg.pm.hook.zeus_on_job_start(job=type('J', (), {'name': 'x'})(), context=None)\n"
         "print('prometheus_client' in sys.modules)\n"

@@ -17,7 +17,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-
 from cluster_helpers import server_missing
 from pg_server import find_bin, free_port
 

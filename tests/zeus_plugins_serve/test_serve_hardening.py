@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from serve_helpers import Serve
 
 TOKEN = "hardening-token-abcdef012345"

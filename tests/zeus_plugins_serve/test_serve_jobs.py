@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 import math
 import time
-from pathlib import Path
 
 import httpx
 import pytest
-
 from cluster_helpers import check_history, run_job
 from pg_server import PASSWORD
 from serve_helpers import Serve
-from zeus_core import TrialSetup, Trials, TryRecord, build_trials, get_registry, open_store
+
+from zeus_core import TryRecord
+from zeus_core.engine.assembly import build_history
+from zeus_core.engine.history import History
+from zeus_core.engine.registry import get_registry
+from zeus_core.engine.remote import HistorySetup
+from zeus_core.engine.stores.locations import open_store
 
 TOKEN = "serve-test-token-0123456789"
 
@@ -56,7 +60,7 @@ def test_a_job_through_the_service_makes_the_same_choices_as_zeus_run(tmp_path):
     b = json.loads((tmp_path / "served-out" / "summary.json").read_text())
     assert a == b  # totals, knobs, and what the policies report (their state came back from the service)
     # The service kept the job in its own SQLite file, as zeus run keeps it: the same trust rules apply.
-    with open_store(str(tmp_path / "served" / "zeus-cifar100.sqlite")) as s:
+    with open_store(str(tmp_path / "served" / "zeus-cifar100.sqlite"), get_registry()) as s:
         assert len(s.tries()) == a["tries"] and s.identity() is not None
 
 
@@ -68,7 +72,7 @@ def test_16_clients_x_25_recurrences_through_the_service_lose_nothing(pg_url, tm
             assert p.returncode == 0, err[-2000:]
         log = svc.log.read_text()
     assert "Traceback" not in log and PASSWORD not in log and TOKEN not in log
-    with open_store(pg_url, job="zeus-cifar100") as store:
+    with open_store(pg_url, get_registry(), job="zeus-cifar100") as store:
         tries = check_history(store)
         assert store.get("runner")["next_recurrence"] == 401
     assert sorted({t.recurrence for t in tries}) == list(range(1, 401))
@@ -89,7 +93,7 @@ def test_the_service_killed_and_restarted_loses_and_doubles_nothing(pg_url, tmp_
         assert job.returncode == 0, err[-3000:]
     finally:
         svc.stop()
-    with open_store(pg_url, job="zeus-cifar100") as store:
+    with open_store(pg_url, get_registry(), job="zeus-cifar100") as store:
         tries = check_history(store)
         assert store.get("runner")["next_recurrence"] == 31
     assert sorted({t.recurrence for t in tries}) == list(range(1, 31))
@@ -108,7 +112,7 @@ def test_a_client_killed_mid_request_leaves_the_job_whole(tmp_path):
         out, err = later.communicate(timeout=300)
         assert later.returncode == 0, err[-3000:]
         assert "Traceback" not in svc.log.read_text()
-    with open_store(str(tmp_path / "served" / "zeus-cifar100.sqlite")) as store:
+    with open_store(str(tmp_path / "served" / "zeus-cifar100.sqlite"), get_registry()) as store:
         check_history(store, unfinished=1)
 
 
@@ -141,7 +145,7 @@ def test_without_the_token_a_run_is_refused_clearly_and_a_service_that_is_gone_e
     assert gone.returncode == 1 and "zeus serve did not answer" in err
 
 
-def _setup(job_name: str = "script") -> TrialSetup:
+def _setup(job_name: str = "script") -> HistorySetup:
     from zeus_core import JobOptions
 
     job = JobOptions(name=job_name, eta_knob=0.5, beta_knob=2.0, target_metric=0.5, max_epochs=10)
@@ -149,23 +153,23 @@ def _setup(job_name: str = "script") -> TrialSetup:
                         "max_epochs": 10, "processes": 1}, "batch_size": {"plugin": "fixed", "default": 32}}
     from zeus_plugins_baseline.policies import FixedBatchSize
 
-    return TrialSetup.of_parts(job, identity, "fixed", FixedBatchSize.Options(default=32), max_power_w=300.0)
+    return HistorySetup.of_parts(job, identity, "fixed", FixedBatchSize.Options(default=32), max_power_w=300.0)
 
 
 def test_a_script_drives_the_service_as_it_drives_local_trials(tmp_path, monkeypatch):
     """What a script-level optimizer (BatchSizeOptimizer) does: open the store by URL, ask it for its
-    TrialService, and loop begin_recurrence / next_trial / record / history, as with local Trials."""
+    HistoryService, and loop begin_recurrence / next_try / record / history, as with local History."""
     setup = _setup()
-    local = build_trials(setup, open_store(str(tmp_path / "local.sqlite")), get_registry())
-    assert isinstance(local, Trials)
+    local = build_history(setup, open_store(str(tmp_path / "local.sqlite"), get_registry()), get_registry())
+    assert isinstance(local, History)
     with Serve(str(tmp_path / "served"), token=TOKEN) as svc:
         monkeypatch.setenv("ZEUS_SERVE_TOKEN", TOKEN)
-        store = open_store(svc.url, job="script")
-        remote = store.trial_service(setup)
+        store = open_store(svc.url, get_registry(), job="script")
+        remote = store.history_service(setup)
         for trials in (local, remote):
             for _ in range(3):
                 rec = trials.begin_recurrence()
-                trial = trials.next_trial(rec, 1)
+                trial = trials.next_try(rec, 1)
                 assert trial.batch_size == 32 and (math.isinf(trial.cost_bound) or trial.cost_bound > 0)
                 record = TryRecord(rec, 1, trial.batch_size, None, 2, 10.0, 2000.0, 2500.0 + rec, True)
                 trials.record(trial, record, recurrence_cost=record.cost)

@@ -20,7 +20,7 @@ def torchtest(monkeypatch):
 
 @pytest.fixture
 def registry(torchtest):
-    from zeus_core import load_plugins
+    from zeus_core.engine.registry import load as load_plugins
 
     return load_plugins(extra_plugins=[("torchtest", torchtest)])
 

@@ -17,8 +17,7 @@ import pytest
 import torch
 from zeus_test_helpers import run_cli, write_job
 
-from zeus_core import Store
-
+from zeus_core.engine.stores.sqlite import Store
 
 LOCAL = [20, 12]
 LIMITS = [250, 150]
@@ -267,8 +266,9 @@ def test_an_allocation_the_hetero_allocator_wrote_trains_the_torch_workload(tmp_
 
 
 def test_the_handle_splits_and_weighs_uneven_batches():
-    from zeus_core import read_allocation
     from zeus_plugins_torch.loop import ZeusLoop
+
+    from zeus_core import read_allocation
 
     # Without an allocation: near-even; a remainder makes the batches uneven, so wrap_model weighs by share.
     loops = [ZeusLoop(None, batch_size=33, base_batch_size=None, rank=r, world_size=2) for r in range(2)]

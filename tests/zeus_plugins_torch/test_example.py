@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from zeus_test_helpers import run_cli
 
-from zeus_core import Store, load_plugins
+from zeus_core.engine.registry import load as load_plugins
+from zeus_core.engine.stores.sqlite import Store
 
 
 def test_example_job_trains_and_prints_the_comparison(repo_root, tmp_path):

@@ -6,9 +6,8 @@ import math
 
 import pytest
 import torch
-
-from zeus_plugins_torch.lr import lr_factor, rule_for, scale_lr, scale_optimizer
 from zeus_plugins_torch.loop import ZeusLoop
+from zeus_plugins_torch.lr import lr_factor, rule_for, scale_lr, scale_optimizer
 
 
 def test_rules_by_optimizer():

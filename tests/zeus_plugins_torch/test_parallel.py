@@ -7,7 +7,7 @@ import json
 import pytest
 from zeus_test_helpers import run_cli, write_job
 
-from zeus_core import Store
+from zeus_core.engine.stores.sqlite import Store
 
 JOB = """
 [job]

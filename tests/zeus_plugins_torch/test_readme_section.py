@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from zeus_core import open_store
+from zeus_core.engine.registry import get_registry
+from zeus_core.engine.stores.locations import open_store
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 TITLE = "## Add zeus to your own training script"
@@ -61,7 +62,7 @@ def test_every_example_runs_as_written(tmp_path):
     assert re.search(r"recurrence 2, try \d+: batch size \d+", out), out
     assert re.search(r"try 1 at batch size \d+: cost [\d.]+, (not )?reached; epochs: \[\{'zeus/energy_j'", out), out
     assert re.search(r"stopped after epoch \d+: [\d.]+ J in the last, try (not )?reached", out), out
-    store = open_store(tmp_path / ".zeus" / "mlp-bs.sqlite")
+    store = open_store(tmp_path / ".zeus" / "mlp-bs.sqlite", get_registry())
     try:
         assert sorted({t.recurrence for t in store.tries()}) == [1, 2]
     finally:

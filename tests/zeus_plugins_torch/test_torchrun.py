@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from zeus_core import open_store
-
 from allocation_model import single_process_params
 from inloop_helpers import fake_gpus, launcher_env, limits, torchrun
+
+from zeus_core.engine.registry import get_registry
+from zeus_core.engine.stores.locations import open_store
 
 HERE = Path(__file__).resolve().parent
 
@@ -63,7 +63,7 @@ def _free_port() -> int:
 
 
 def _tries(path: Path) -> list:
-    store = open_store(path)
+    store = open_store(path, get_registry())
     try:
         return store.tries()
     finally:

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-
 WORKER = Path(__file__).with_name("uneven_gradients_worker.py")
 LOCAL_BATCHES = [3, 8, 13]
 

@@ -1,6 +1,9 @@
 """The training function the tests copy next to their job files (a fresh module name per test)."""
-import json, os
+import json
+import os
+
 import torch
+
 
 def make_data(seed, n=512, d=8):
     w = torch.randn(d, generator=torch.Generator().manual_seed(1234))

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import attrs
 
-from zeus_core import hookimpl
-from zeus_core import SettingsGuard
+from zeus_core import SettingsGuard, hookimpl
+
 
 #: What a journaled limit is restored to after a kill (tests read the log).
 def _restore(key: str, original) -> None:

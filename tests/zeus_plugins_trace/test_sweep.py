@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from zeus_plugins_trace.sweep import parse_axis, sweep_cmd
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,10 +47,12 @@ def test_pool_table_single_job_points(tmp_path):
     ]
     assert all(r["gpu"] == r["device.gpu"] and r["recurrences"] == "15" for r in rows)
     # each row is the fast simulator's run of that point
-    from zeus_core import get_registry, load_job
     from zeus_plugins_trace.sweep import run_point
 
-    spec = load_job(SINGLE, get_registry(), ["job.recurrences=15", 'device.gpu="a40"', "job.seed=2"], check_identity=False)
+    from zeus_core.engine.registry import get_registry
+    from zeus_core.engine.validation import load_job
+
+    spec = load_job(SINGLE, get_registry(), ["job.recurrences=15", 'device.gpu="a40"', "job.seed=2"])
     assert spec.job.seed == 2
     again = run_point(str(SINGLE), ["job.recurrences=15", 'device.gpu="a40"', "job.seed=2"])[0]
     assert float(rows[3]["cost"]) == again["cost"] and float(rows[3]["regret"]) == again["regret"]

@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from zeus_core.daemon.config import CONFIG_ENV, DEFAULT_CONFIG, ConfigError, read_config, resolve
-from zeus_core.registry import PluginError, load
+from zeus_core.engine.registry import load
+from zeus_core.errors import PluginError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
 

@@ -33,8 +33,8 @@ from typing import Any
 
 import attrs
 
-from zeus_core.job import JobError, Problem, _suggest, structure
-from zeus_core.tomlpos import line_index
+from zeus_core.engine.tomllines import line_index
+from zeus_core.engine.validation import JobError, Problem, structure, suggest
 
 DEFAULT_CONFIG = "/etc/zeus/daemon.toml"
 CONFIG_ENV = "ZEUS_DAEMON_CONFIG"
@@ -168,7 +168,7 @@ def read_config(path: str | os.PathLike[str]) -> tuple[DaemonConfig | None, list
         known = installed_entry_points()
         for i, name in enumerate(plugins):
             if isinstance(name, str) and name not in known:
-                problems.append(Problem(("plugins", i), f"no installed zeus plugin named {name!r}{_suggest(name, known)}; installed: {', '.join(known) or 'none'}"))
+                problems.append(Problem(("plugins", i), f"no installed zeus plugin named {name!r}{suggest(name, known)}; installed: {', '.join(known) or 'none'}"))
     return (cfg if not problems else None), problems, lines, raw
 
 
@@ -205,7 +205,7 @@ def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lin
     else:
         for name, table in cfg.serve.items():
             if name not in service_options:
-                hint = _suggest(name, service_options)
+                hint = suggest(name, service_options)
                 problems.append(Problem(("serve", name), f"unknown service {name!r}{hint}; installed services: {', '.join(sorted(service_options)) or 'none'} (from the plugins loaded: see the plugins key)"))
                 continue
             opts = structure(service_options[name], table, ("serve", name), problems)

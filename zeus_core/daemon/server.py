@@ -70,10 +70,10 @@ from zeus_core.daemon.service import (
     ServiceContext,
     operations_of,
 )
-from zeus_core.job import Problem, structure
+from zeus_core.engine.registry import Registry
+from zeus_core.engine.validation import Problem, structure
 from zeus_core.journal import SettingsGuard, restore_pending
 from zeus_core.measurement import DeviceError
-from zeus_core.registry import Registry
 
 #: how long the rest of a frame may take once its first byte arrived
 FRAME_TIMEOUT_S = 10.0

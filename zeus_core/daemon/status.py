@@ -10,7 +10,7 @@ their optional ``control_paths`` attribute (``{"gpu0": "daemon"}``).
 from __future__ import annotations
 
 from zeus_core.daemon.client import ENV, DaemonClient, DaemonError, has_capability, socket_path
-from zeus_core.registry import Registry, privileged_operations
+from zeus_core.engine.registry import Registry, privileged_operations
 
 
 def privileged_path_note(reg: Registry, probe_timeout_s: float = 2.0) -> str | None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 
 from zeus_core import BuildContext, JobSummary, write_atomic
-
 from zeus_plugins_hetero.baselines import EVEN_BEST, EVEN_MAX, HEURISTIC, all_baselines, even_split_best_limits
 from zeus_plugins_hetero.model import Allocation, GpuType, Problem
 from zeus_plugins_hetero.options import HeteroOptions

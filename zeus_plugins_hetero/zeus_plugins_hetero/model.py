@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from zeus_core import check_eta, zeus_cost
 
+from zeus_core import zeus_cost
+from zeus_core.cost import check_eta
 from zeus_plugins_hetero.options import OBJECTIVES
 from zeus_plugins_hetero.profile import HeteroError, Profile
-
 
 
 class InfeasibleError(HeteroError):

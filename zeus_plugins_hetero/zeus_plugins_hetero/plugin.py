@@ -6,7 +6,6 @@ Only the options classes load here; the solver (numpy) loads when a job builds a
 from __future__ import annotations
 
 from zeus_core import BuildContext, hookimpl
-
 from zeus_plugins_hetero.options import HeteroOptions, PowerSweepOptions
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+
 from zeus_core import BuildContext, JobSummary, Monitor, PowerLimitControl, RunFailed, load_callable
 from zeus_plugins_hetero.options import PowerSweepOptions
 from zeus_plugins_hetero.profile import Profile

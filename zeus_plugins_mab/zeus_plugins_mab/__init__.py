@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zeus_core import lazy_exports
+from zeus_core.loading import lazy_exports
 
 #: public name -> module it lives in
 _EXPORTS = {

@@ -41,7 +41,6 @@ import attrs
 import numpy as np
 
 from zeus_core import zeus_cost
-
 from zeus_plugins_mab.epochs_model import EpochsModel
 from zeus_plugins_mab.strategies import Env, Explorer, PredictEpoch, Sampler, noise_bound, state_json
 

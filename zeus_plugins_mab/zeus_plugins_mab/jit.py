@@ -41,7 +41,6 @@ from typing import Any
 import attrs
 
 from zeus_core import JobSummary, Measurement, PowerLimitControl, Session, SupportedPowerLimits, zeus_cost
-
 from zeus_plugins_mab.options import JitOptions
 
 WINDOW = "jit-power-limit"

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeus_core import BuildContext, EpochPredictor, hookimpl
-
 from zeus_plugins_mab.options import JitOptions, MabOptions
 
 if TYPE_CHECKING:

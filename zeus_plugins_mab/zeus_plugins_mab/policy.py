@@ -12,13 +12,11 @@ import math
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from zeus_core import zeus_cost
-
 from zeus_plugins_mab.strategies import Env, Explorer, PredictEpoch, Sampler
 from zeus_plugins_mab.variants import COMPOSITIONS, START_OVER, Composition
 
 if TYPE_CHECKING:
     from zeus_core import JobSummary, PolicyContext, TryRecord
-
     from zeus_plugins_mab.options import MabOptions
 
 #: A try the cost bound did not let start is fed back as this many times the bound.

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from zeus_core import PolicyContext, TryRecord
-
     from zeus_plugins_mab.options import MabOptions
 
 #: The device's ``predict_epoch`` (:class:`zeus_core.EpochPredictor`): one epoch's rows at a batch size, or None.

@@ -43,7 +43,8 @@ from typing import Any
 
 import attrs
 
-from zeus_core import PowerLimitOptimizer, ZeusMonitor, process_group, write_atomic, zeus_cost
+from zeus_core import PowerLimitOptimizer, ZeusMonitor, write_atomic, zeus_cost
+from zeus_core.engine.ranks import process_group
 
 
 @attrs.frozen

@@ -28,7 +28,6 @@ import attrs
 import numpy as np
 
 from zeus_core import lower_convex_hull, pareto_frontier
-
 from zeus_plugins_perseus.options import MODELS
 from zeus_plugins_perseus.profile import InstructionOptions, ProfileError
 

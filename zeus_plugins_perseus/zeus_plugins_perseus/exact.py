@@ -30,7 +30,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from zeus_core import lower_convex_hull, pareto_frontier
-
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
 

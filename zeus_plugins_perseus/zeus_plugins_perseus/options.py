@@ -23,9 +23,9 @@ from typing import Optional
 
 import attrs
 from attrs.validators import optional
+
 from zeus_core import FileChecks
 from zeus_core.validators import at_least, callable_spec, finite, nonempty, nonnegative, one_of, positive
-
 
 #: energy models of the planner (:mod:`~zeus_plugins_perseus.costmodel`); named here, where
 #: nothing heavy is imported, because the plugin's registration reads them

@@ -17,12 +17,11 @@ import attrs
 import numpy as np
 
 from zeus_core import pareto_frontier
-
 from zeus_plugins_perseus.costmodel import OpSpec, build_spec
 from zeus_plugins_perseus.emulator import chunks, emulate
 from zeus_plugins_perseus.exact import ExactPlanner, fastest_frequencies, plan_many
-from zeus_plugins_perseus.reclaim import reclaim_slack
 from zeus_plugins_perseus.profile import InstructionProfile
+from zeus_plugins_perseus.reclaim import reclaim_slack
 from zeus_plugins_perseus.schedule import BACKWARD, FORWARD, PipelineDAG, build_dag
 from zeus_plugins_perseus.tradeoff import solve_frontier
 

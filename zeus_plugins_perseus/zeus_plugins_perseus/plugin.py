@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from zeus_core import hookimpl
-
 from zeus_plugins_perseus.options import PerseusOptions, StageProfilerOptions
 
 

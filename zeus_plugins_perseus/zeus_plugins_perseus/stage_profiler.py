@@ -30,8 +30,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from zeus_core import BuildContext, ClockControl, JobSummary, RunFailed, load_callable
 
+from zeus_core import BuildContext, ClockControl, JobSummary, RunFailed, load_callable
 from zeus_plugins_perseus.options import StageProfilerOptions
 from zeus_plugins_perseus.runtime.hooks import ScheduleError
 from zeus_plugins_perseus.runtime.profiler import OnlineProfiler

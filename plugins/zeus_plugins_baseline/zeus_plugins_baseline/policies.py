@@ -6,7 +6,16 @@ from typing import Any
 
 import attrs
 
-from zeus_core import BuildContext, ClockControl, JobSummary, OffersBatchSizes, PolicyContext, PowerLimitControl, Session, TryRecord
+from zeus_core import (
+    BuildContext,
+    ClockControl,
+    JobSummary,
+    OffersBatchSizes,
+    PolicyContext,
+    PowerLimitControl,
+    Session,
+    TryRecord,
+)
 from zeus_core.validators import positive, positive_or_none
 
 

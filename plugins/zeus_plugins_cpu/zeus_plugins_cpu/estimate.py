@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from zeus_core import DeviceError
-
 from zeus_plugins_cpu.options import EstimateOptions
 
 USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

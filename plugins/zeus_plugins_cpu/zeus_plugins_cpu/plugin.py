@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
-
 from zeus_plugins_cpu.estimate import make_estimate
 from zeus_plugins_cpu.options import EstimateOptions, RaplOptions
 from zeus_plugins_cpu.rapl import make_rapl

@@ -25,15 +25,14 @@ import os
 import re
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
 
 from zeus_core import DeviceError
 from zeus_core.daemon import DaemonClient, socket_path
-
 from zeus_plugins_cpu.options import RaplOptions
 
 DEFAULT_ROOTS = ("/sys/class/powercap", "/zeus_sys/class/powercap")

@@ -16,9 +16,8 @@ from typing import Any
 
 import attrs
 
-from zeus_core.daemon import Refused, ServiceConfigError, operation
 from zeus_core import DeviceError
-
+from zeus_core.daemon import Refused, ServiceConfigError, operation
 from zeus_plugins_cpu.rapl import discover, find_root
 
 

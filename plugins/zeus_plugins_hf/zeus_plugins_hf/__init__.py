@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zeus_core import lazy_exports
+from zeus_core.loading import lazy_exports
 
 _EXPORTS = {"ZeusCallback": "zeus_plugins_hf.callback", "HFGlobalPowerLimitOptimizer": "zeus_plugins_hf.callback"}
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from zeus_core import Monitor, TrainerCallbackMixin, TrainerHooks
+from zeus_core import Monitor
+from zeus_core.inloop.trainer import TrainerCallbackMixin, TrainerHooks
 
 
 class ZeusCallback(TrainerCallbackMixin, TrainerCallback):

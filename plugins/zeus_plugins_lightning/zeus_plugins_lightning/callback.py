@@ -21,7 +21,8 @@ from typing import Any
 
 from lightning.pytorch import Callback
 
-from zeus_core import Monitor, TrainerCallbackMixin, TrainerHooks
+from zeus_core import Monitor
+from zeus_core.inloop.trainer import TrainerCallbackMixin, TrainerHooks
 
 
 class ZeusCallback(TrainerCallbackMixin, Callback):

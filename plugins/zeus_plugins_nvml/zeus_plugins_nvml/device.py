@@ -25,7 +25,6 @@ from collections.abc import Callable
 from typing import Any
 
 from zeus_core import DeviceError
-
 from zeus_plugins_nvml.control import FAKE_ENV, PERMISSION_FIX, nvml_module
 from zeus_plugins_nvml.options import NvmlOptions
 from zeus_plugins_nvml.poller import PollerError, PowerPoller

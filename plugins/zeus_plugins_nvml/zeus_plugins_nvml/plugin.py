@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
-
 from zeus_plugins_nvml.control import OWNER, restore_setting
 from zeus_plugins_nvml.options import NvmlOptions
 from zeus_plugins_nvml.service import NvmlServeOptions, NvmlService

@@ -24,7 +24,6 @@ from typing import Any
 import attrs
 
 from zeus_core.daemon import OperationFailed, Refused, ServiceConfigError, operation
-
 from zeus_plugins_nvml.control import OWNER, apply, key_for, nvml_module
 
 

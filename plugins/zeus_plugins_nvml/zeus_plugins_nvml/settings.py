@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from zeus_core import SettingsGuard
 from zeus_core.daemon import DaemonClient, DaemonError, has_capability, socket_path
-from zeus_core import RestoreError, SettingsGuard
-
+from zeus_core.journal import RestoreError
 from zeus_plugins_nvml.control import DAEMON_OPS, OWNER, apply, daemon_args, key_for, restore_setting
 
 

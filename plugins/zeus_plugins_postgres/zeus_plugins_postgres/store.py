@@ -48,7 +48,9 @@ from urllib.parse import parse_qsl, urlencode, urlunsplit
 import psycopg
 from psycopg import sql
 
-from zeus_core import StoreError, StoreInfo, StoreUnavailable, TryRecord, mask, parse_url
+from zeus_core import TryRecord
+from zeus_core.engine.stores.locations import mask, parse_url
+from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreUnavailable
 
 APPLICATION = "zeus"
 #: The schema this plugin writes.

@@ -32,7 +32,7 @@ from prometheus_client.exposition import basic_auth_handler, default_handler
 from rich.console import Console
 from rich.markup import escape
 
-from zeus_core import mask
+from zeus_core.engine.stores.locations import mask
 
 
 class Exporter:

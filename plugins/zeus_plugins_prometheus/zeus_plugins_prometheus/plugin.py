@@ -31,7 +31,8 @@ from typing import Any
 
 import attrs
 
-from zeus_core import PartMismatch, hookimpl, mask, parse_url
+from zeus_core import PartMismatch, hookimpl
+from zeus_core.engine.stores.locations import mask, parse_url
 
 _HOSTPORT = re.compile(r"^(?:(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):)?(?P<port>\d{1,5})$")
 

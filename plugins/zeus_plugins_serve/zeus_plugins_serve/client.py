@@ -3,9 +3,9 @@
 ``job.store = "http://127.0.0.1:8020"`` (or ``https://``) makes the job's store
 the service: :class:`ServiceStore` is a :class:`~zeus_core.JobStore` (reads of
 the job's history and state; transactions over a part's own state) and a
-:class:`~zeus_core.ServesTrials`, whose :class:`RemoteTrials` is what
+:class:`~zeus_core.ServesHistory`, whose :class:`RemoteTrials` is what
 ``zeus run`` (and a script's optimizer) uses instead of the local
-:class:`~zeus_core.Trials`: the service runs the batch-size policy, this
+:class:`~zeus_core.History`: the service runs the batch-size policy, this
 process trains and runs the power policy.
 
 The token: ``ZEUS_SERVE_TOKEN`` in the environment (or the URL's password,
@@ -31,18 +31,11 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlunsplit
 
 import httpx
 
-from zeus_core import (
-    PolicyContext,
-    StoreError,
-    StoreInfo,
-    StoreUnavailable,
-    Trial,
-    TrialSetup,
-    TryRecord,
-    mask,
-    merge_power_state,
-    parse_url,
-)
+from zeus_core import PolicyContext, TryRecord
+from zeus_core.engine.history import TryPlan, merge_power_state
+from zeus_core.engine.remote import HistorySetup
+from zeus_core.engine.stores.locations import mask, parse_url
+from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreUnavailable
 
 _RETRY_STATUS = {502, 503, 504}
 #: How long opening the store waits for a service that does not answer.
@@ -271,17 +264,17 @@ class ServiceStore:
     def close(self) -> None:
         self.client.close()
 
-    # -- ServesTrials --
+    # -- ServesHistory --
 
-    def trial_service(self, setup: TrialSetup, power_policy: Any = None) -> RemoteTrials:
+    def history_service(self, setup: HistorySetup, power_policy: Any = None) -> RemoteTrials:
         return RemoteTrials(self, setup, power_policy)
 
 
 class RemoteTrials:
-    """A job's trials kept by the service (a :class:`~zeus_core.TrialService`); the power policy
+    """A job's trials kept by the service (a :class:`~zeus_core.HistoryService`); the power policy
     runs here, and what it learns is merged here onto the committed state (409: merge again)."""
 
-    def __init__(self, store: ServiceStore, setup: TrialSetup, power_policy: Any = None) -> None:
+    def __init__(self, store: ServiceStore, setup: HistorySetup, power_policy: Any = None) -> None:
         self.store = store
         self.setup = setup
         self.power = power_policy
@@ -312,7 +305,7 @@ class RemoteTrials:
         self.fresh = False  # the first write is done
         return int(got["recurrence"])
 
-    def next_trial(self, recurrence: int, try_index: int) -> Trial:
+    def next_try(self, recurrence: int, try_index: int) -> TryPlan:
         got = self._step("trials", {"recurrence": recurrence, "try_index": try_index})
         committed = got["power_state"]
         base = None
@@ -327,9 +320,9 @@ class RemoteTrials:
                             batch_sizes=None if s.batch_sizes is None else list(s.batch_sizes),
                             default_batch_size=s.default_batch_size, max_power_w=s.max_power_w)
         bound = math.inf if got["cost_bound"] is None else float(got["cost_bound"])
-        return Trial(recurrence, try_index, int(got["batch_size"]), bound, ctx, base)
+        return TryPlan(recurrence, try_index, int(got["batch_size"]), bound, ctx, base)
 
-    def record(self, trial: Trial, record: TryRecord, recurrence_cost: float | None = None) -> None:
+    def record(self, trial: TryPlan, record: TryRecord, recurrence_cost: float | None = None) -> None:
         min_cost = trial.context.min_cost
         body: dict[str, Any] = {
             "trial": {"recurrence": trial.recurrence, "try_index": trial.try_index, "batch_size": trial.batch_size,
@@ -344,7 +337,7 @@ class RemoteTrials:
         theirs, digest = self._committed.get((trial.recurrence, trial.try_index), (None, None))
         for _ in range(20):
             if changed:
-                merged = merge_power_state(power, trial.power_base, mine, theirs)
+                merged = merge_power_state(trial.power_base, mine, theirs)
                 body["power"] = {"state": merged, "expected": digest}
             try:
                 self._step("results", body)

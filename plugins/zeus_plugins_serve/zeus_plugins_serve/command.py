@@ -57,7 +57,9 @@ def read_token(token_file: Path | None) -> str | None:
 
 def _check_store(store: str) -> str:
     """The store location: a URL some installed plugin serves (opened read-only once), or a folder."""
-    from zeus_core import StoreError, StoreUnavailable, get_registry, mask, open_store
+    from zeus_core.engine.registry import get_registry
+    from zeus_core.engine.stores.locations import mask, open_store
+    from zeus_core.engine.stores.protocol import StoreError, StoreUnavailable
 
     if "://" in store:
         scheme = store.split("://", 1)[0].lower()
@@ -121,7 +123,7 @@ def serve_command(store: str, host: str, port: int, token_file: Path | None, max
     """
     from importlib.metadata import version
 
-    from zeus_core import mask
+    from zeus_core.engine.stores.locations import mask
 
     token = read_token(token_file)
     if token is None and not is_loopback(host):

@@ -1,16 +1,16 @@
 """The service: jobs' trial bookkeeping over HTTP, in front of any zeus store.
 
-Each job's store is opened once (``open_store(location, job=name)``: a URL
+Each job's store is opened once (``open_store(location, registry, job=name)``: a URL
 such as ``postgresql://...`` that many jobs share, or a folder of SQLite files,
 one per job) and used by one worker thread of that job, so a job's steps run
 one at a time in this process while other jobs run beside it; the store's own
 transaction serialises them against every other process (another ``zeus serve``
 on the same database, a ``zeus run`` with the database as its store).
 
-A client registers a *session*: its :class:`~zeus_core.TrialSetup`, from which
+A client registers a *session*: its :class:`~zeus_core.HistorySetup`, from which
 the service builds the job's batch-size policy with its own registry
-(:func:`~zeus_core.build_trials`) and keeps the history with
-:class:`~zeus_core.Trials`, exactly as ``zeus run`` does. Sessions live in
+(:func:`~zeus_core.engine.assembly.build_history`) and keeps the history with
+:class:`~zeus_core.History`, exactly as ``zeus run`` does. Sessions live in
 memory; after a restart a client registers again (404 ``unknown_session``).
 
 Exactly once. Every step carries the client's request id; the service records
@@ -39,22 +39,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from zeus_core import (
-    IdentityMismatch,
-    JobOptions,
-    SetupError,
-    StalePowerState,
-    StoreError,
-    StoreUnavailable,
-    Trial,
-    Trials,
-    TrialSetup,
-    TryRecord,
-    build_trials,
-    mask,
-    open_store,
-    state_digest,
-)
+from zeus_core import JobOptions, TryRecord
+from zeus_core.engine.assembly import build_history
+from zeus_core.engine.history import History, StalePowerState, TryPlan, state_digest
+from zeus_core.engine.registry import Registry, get_registry
+from zeus_core.engine.remote import HistorySetup, SetupError
+from zeus_core.engine.stores.locations import mask, open_store
+from zeus_core.engine.stores.protocol import StoreError, StoreUnavailable
+from zeus_core.identity import IdentityMismatch
 from zeus_plugins_serve import api
 
 #: How long a remote transaction's lock is held without a request from its client.
@@ -147,9 +139,10 @@ class RemoteLock:
 class JobEntry:
     """One job's store, its worker thread, and its remote-transaction lock."""
 
-    def __init__(self, name: str, location: str, lease_s: float = LEASE_S) -> None:
+    def __init__(self, name: str, location: str, registry: Registry, lease_s: float = LEASE_S) -> None:
         self.name = name
         self.location = location
+        self.registry = registry
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"zeus-job-{name[:20]}")
         self.store: Any = None
         self.lock = RemoteLock(lease_s)
@@ -157,7 +150,7 @@ class JobEntry:
 
     def open(self) -> Any:  # in the job's thread
         if self.store is None:
-            self.store = open_store(self.location, job=self.name)
+            self.store = open_store(self.location, self.registry, job=self.name)
         return self.store
 
     def close(self) -> None:
@@ -171,24 +164,24 @@ class JobEntry:
 
 
 class Session:
-    def __init__(self, client: str, job: str, setup: TrialSetup) -> None:
+    def __init__(self, client: str, job: str, setup: HistorySetup) -> None:
         self.client = client
         self.job = job
         self.setup = setup
-        self.trials: Trials | None = None
+        self.trials: History | None = None
 
-    def trials_for(self, store: Any, registry: Any) -> Trials:
+    def trials_for(self, store: Any, registry: Any) -> History:
         if self.trials is None:
-            self.trials = build_trials(self.setup, store, registry)
+            self.trials = build_history(self.setup, store, registry)
         return self.trials
 
 
 class Hub:
     """Open jobs and sessions of one service."""
 
-    def __init__(self, store: str, registry: Any = None, lease_s: float = LEASE_S) -> None:
+    def __init__(self, store: str, registry: Registry | None = None, lease_s: float = LEASE_S) -> None:
         self.store = store
-        self.registry = registry
+        self.registry = registry if registry is not None else get_registry()
         self.lease_s = lease_s
         self.jobs: OrderedDict[str, JobEntry] = OrderedDict()
         self.sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
@@ -205,7 +198,7 @@ class Hub:
         with self._guard:
             entry = self.jobs.get(job)
             if entry is None:
-                entry = self.jobs[job] = JobEntry(job, self.location(job), self.lease_s)
+                entry = self.jobs[job] = JobEntry(job, self.location(job), self.registry, self.lease_s)
                 idle = [e for e in self.jobs.values() if e.busy == 0 and e is not entry]
                 while len(self.jobs) > MAX_OPEN_JOBS and idle:
                     old = idle.pop(0)
@@ -280,7 +273,7 @@ def _replay(logged: Any, op: str, request: str) -> Any:
     return logged["response"]
 
 
-def _step(hub: Hub, session: Session, request: str, op: str, do: Callable[[Trials, Any], Any]) -> Callable[[JobEntry], Any]:
+def _step(hub: Hub, session: Session, request: str, op: str, do: Callable[[History, Any], Any]) -> Callable[[JobEntry], Any]:
     """A step of ``session``'s job, once: replayed from the store when ``request`` was answered before."""
 
     def fn(entry: JobEntry) -> Any:
@@ -379,11 +372,11 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
 
     @app.post("/v1/jobs/{job}/sessions", response_model=api.SessionOut, tags=["trials"], **v1)
     async def register(job: JobParam, body: api.SessionIn) -> api.SessionOut:
-        """Describe the job (zeus_core.TrialSetup): the service builds its batch-size policy and checks its
+        """Describe the job (zeus_core.HistorySetup): the service builds its batch-size policy and checks its
         identity against the store (409 when the store learned another job)."""
         job = job_name(job)
         try:
-            setup = TrialSetup.from_json(body.setup.model_dump())
+            setup = HistorySetup.from_json(body.setup.model_dump())
         except SetupError as e:
             raise _unprocessable(e.problems, prefix=("body", "setup")) from None
         if setup.job.name != job:
@@ -408,14 +401,14 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
                                            lambda t, tx: {"recurrence": t.begin_recurrence(tx=tx)}))
 
     @app.post("/v1/jobs/{job}/trials", response_model=api.TrialOut, tags=["trials"], **v1)
-    async def next_trial(job: JobParam, body: api.TrialIn) -> dict:
+    async def next_try(job: JobParam, body: api.TrialIn) -> dict:
         """The batch-size policy chooses the try's batch size on the latest committed state."""
         session = hub.session(job_name(job), body.session)
 
-        def do(t: Trials, tx: Any) -> dict:
+        def do(t: History, tx: Any) -> dict:
             if body.recurrence >= t.next_recurrence(tx=tx):
                 raise _unprocessable([(("recurrence",), f"recurrence {body.recurrence} was not begun (POST .../recurrences)")])
-            trial = t.next_trial(body.recurrence, body.try_index, tx=tx)
+            trial = t.next_try(body.recurrence, body.try_index, tx=tx)
             return {
                 "recurrence": trial.recurrence, "try_index": trial.try_index, "batch_size": trial.batch_size,
                 "cost_bound": _finite_or_none(trial.cost_bound), "min_cost": _finite_or_none(trial.context.min_cost),
@@ -437,11 +430,11 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
             raise _unprocessable(wrong)
         record_ = TryRecord(**rec.model_dump())
 
-        def do(t: Trials, tx: Any) -> dict:
+        def do(t: History, tx: Any) -> dict:
             if ref.recurrence >= t.next_recurrence(tx=tx):
                 raise _unprocessable([(("trial", "recurrence"), f"recurrence {ref.recurrence} was not begun")])
             min_cost = math.inf if ref.min_cost is None else ref.min_cost
-            trial = Trial(ref.recurrence, ref.try_index, ref.batch_size, math.inf,
+            trial = TryPlan(ref.recurrence, ref.try_index, ref.batch_size, math.inf,
                           t.policy_context(ref.recurrence, ref.try_index, min_cost))
             update = None if body.power is None else (body.power.state, body.power.expected)
             t.record(trial, record_, recurrence_cost=body.recurrence_cost, tx=tx, power_update=update)

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zeus_core import AllocationError, AllocationPlan, DeviceError, read_allocation
+from zeus_core import AllocationPlan, DeviceError, read_allocation
+from zeus_core.allocation import AllocationError
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core import BuildContext
-
     from zeus_plugins_torch.options import TorchWorkloadOptions
 
 

@@ -7,7 +7,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from zeus_core import JobSummary, Runner, get_registry, load_job
+from zeus_core import JobSummary
+from zeus_core.engine.registry import get_registry
+from zeus_core.engine.runner import Runner
+from zeus_core.engine.validation import load_job
 
 
 def run_job(

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from zeus_core import combine_measurements
+from zeus_core.engine.ranks import combine_measurements
 
 OP_END, OP_TRY, OP_EPOCH, OP_STOP, OP_ITER, OP_TRY_END = range(6)
 _OP_NAMES = {OP_END: "END", OP_TRY: "TRY", OP_EPOCH: "EPOCH", OP_STOP: "STOP", OP_ITER: "ITER", OP_TRY_END: "TRY_END"}

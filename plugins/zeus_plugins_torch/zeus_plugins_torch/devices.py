@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from zeus_core import DEVICE_CAPABILITIES, PerDevicePowerLimits, PowerLimitControl, capability_members, copy_capabilities
+from zeus_core import PerDevicePowerLimits, PowerLimitControl
+from zeus_core.device import DEVICE_CAPABILITIES, capability_members, copy_capabilities
 
 if TYPE_CHECKING:  # annotations only
     from zeus_plugins_torch.allocated import LimitHolder

@@ -20,12 +20,22 @@ import attrs
 import torch
 import torch.distributed as dist
 
-from zeus_core import AllocationPlan, Measurement, Monitor, PowerLimitControl, target_reached
-
+from zeus_core import AllocationPlan, Measurement, Monitor, PowerLimitControl
+from zeus_core.engine.session import target_reached
 from zeus_plugins_torch.accelerator import torch_device
 from zeus_plugins_torch.allocated import LimitHolder
 from zeus_plugins_torch.control import (
-    OP_END, OP_EPOCH, OP_ITER, OP_STOP, OP_TRY, OP_TRY_END, STOP_NAMES, Control, describe, is_lost_contact, try_seed,
+    OP_END,
+    OP_EPOCH,
+    OP_ITER,
+    OP_STOP,
+    OP_TRY,
+    OP_TRY_END,
+    STOP_NAMES,
+    Control,
+    describe,
+    is_lost_contact,
+    try_seed,
 )
 from zeus_plugins_torch.loop import ZeusLoop, device_sync
 
@@ -177,8 +187,10 @@ def follower_main(cfg: FollowerConfig, queue: Any) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cfg.cuda_visible
     from rich.console import Console
 
-    from zeus_core import BuildContext, Store, load_job, load_plugins
-
+    from zeus_core import BuildContext
+    from zeus_core.engine.registry import load as load_plugins
+    from zeus_core.engine.stores.sqlite import Store
+    from zeus_core.engine.validation import load_job
     from zeus_plugins_torch.entry import load_entry
 
     code, device, store, joined = 1, None, None, False
@@ -187,7 +199,7 @@ def follower_main(cfg: FollowerConfig, queue: Any) -> None:
             torch.set_num_threads(cfg.threads)
         reg = load_plugins(extra_plugins=[(n, importlib.import_module(m)) for n, m in cfg.extra_plugins])
         spec = load_job(cfg.job_path, reg, list(cfg.overrides))
-        store = Store(spec.store_path())
+        store = Store(spec.store_location())
         part = spec.parts["device"]
         device = part.registration.factory(part.options, BuildContext(spec, store, Console(stderr=True), reg))
         options = spec.parts["workload"].options

@@ -51,16 +51,27 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from zeus_core import Measurement, restore_pending
-
+from zeus_core import Measurement
+from zeus_core.journal import restore_pending
 from zeus_plugins_torch.control import (
-    OP_END, OP_EPOCH, OP_ITER, OP_STOP, OP_TRY, OP_TRY_END, STOP_CODES, Control, combine, describe, is_lost_contact,
+    OP_END,
+    OP_EPOCH,
+    OP_ITER,
+    OP_STOP,
+    OP_TRY,
+    OP_TRY_END,
+    STOP_CODES,
+    Control,
+    combine,
+    describe,
+    is_lost_contact,
 )
 from zeus_plugins_torch.follower import FollowerConfig, follower_main
 from zeus_plugins_torch.loop import install_synced_policy, iterate_session
 
 if TYPE_CHECKING:  # annotations only
-    from zeus_core import AllocationPlan, BuildContext, RunSession
+    from zeus_core import AllocationPlan, BuildContext
+    from zeus_core.engine.session import RunSession
 
 
 def _extra_plugin_modules(registry: Any, device_plugin: str) -> tuple[tuple[str, str], ...]:

@@ -20,12 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from zeus_core import GpuSync, IterationControl, Measurement, SteadyEpochCost, make_sync
-
+from zeus_core import GpuSync, IterationControl, Measurement, SteadyEpochCost
+from zeus_core.windows import make_sync
 from zeus_plugins_torch import lr as _lr
 
 if TYPE_CHECKING:  # annotations only
-    from zeus_core import AllocationPlan, PowerPolicy, RunSession
+    from zeus_core import AllocationPlan, PowerPolicy
+    from zeus_core.engine.session import RunSession
 
 
 class SyncedPolicy:

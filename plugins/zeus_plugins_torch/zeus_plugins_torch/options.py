@@ -6,9 +6,9 @@ from typing import Any
 
 import attrs
 from attrs.validators import optional
+
 from zeus_core import NOT_IDENTITY
 from zeus_core.validators import callable_spec, distinct_numbers, finite, nonempty, nonnegative, one_of, positive
-
 from zeus_plugins_torch.lr import RULES
 
 ACCELERATORS = ("auto", "cpu", "cuda")

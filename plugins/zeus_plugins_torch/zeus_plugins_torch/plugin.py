@@ -7,12 +7,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from zeus_core import hookimpl
-
 from zeus_plugins_torch.options import TorchWorkloadOptions
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core import BuildContext
-
     from zeus_plugins_torch.workload import TorchWorkload
 
 

@@ -22,7 +22,9 @@ from typing import Any
 import attrs
 from rich.table import Table
 
-from zeus_core import ComparisonRow as Row, comparison_table, savings
+from zeus_core import savings
+from zeus_core.comparison import Row as Row
+from zeus_core.comparison import comparison_table
 
 
 @attrs.frozen

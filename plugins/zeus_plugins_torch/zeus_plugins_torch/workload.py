@@ -6,8 +6,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import torch
-from zeus_core import OffersBatchSizes
 
+from zeus_core import OffersBatchSizes
 from zeus_plugins_torch import report
 from zeus_plugins_torch.accelerator import resolve_accelerator, torch_device
 from zeus_plugins_torch.allocated import LimitHolder, check_batch_size, load_allocation
@@ -20,7 +20,9 @@ from zeus_plugins_torch.options import TorchWorkloadOptions
 
 if TYPE_CHECKING:  # annotations only
     from rich.console import Console
-    from zeus_core import AllocationPlan, BuildContext, JobSummary, RunSession
+
+    from zeus_core import AllocationPlan, BuildContext, JobSummary
+    from zeus_core.engine.session import RunSession
 
 
 class TorchWorkload:

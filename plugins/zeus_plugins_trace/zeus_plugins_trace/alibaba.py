@@ -19,25 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from zeus_core import BuildContext, ComparisonRow, atomic_path, comparison_table, savings, write_atomic
-
+from zeus_core import BuildContext, savings, write_atomic
+from zeus_core.comparison import Row as ComparisonRow
+from zeus_core.comparison import comparison_table
+from zeus_core.files import atomic_path
 from zeus_plugins_trace.device import TraceDevice
 from zeus_plugins_trace.groups import Group, groups_csv, read_groups
 from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions
 from zeus_plugins_trace.replay import GroupResult, replay_group
-from zeus_plugins_trace.traces import TraceError, WorkloadTrace, select
-from zeus_plugins_trace.workload import load_trace_set
+from zeus_plugins_trace.traces import TraceError, WorkloadTrace
+from zeus_plugins_trace.tracesets import load_workload_traces
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from zeus_core import JobSummary
-
-
-def load_workload_traces(options: AlibabaReplayOptions, gpu: str, job_dir: Path) -> dict[str, WorkloadTrace]:
-    """Each workload's arrays on ``gpu``, from the trace folder or the synthetic model."""
-    traces = load_trace_set(options.traces, options.traces_seed, gpu, job_dir)
-    return {w.dataset: select(traces, w.dataset, w.model, w.optimizer, w.target_metric) for w in options.workloads}
 
 
 def load_groups(options: AlibabaReplayOptions, job_dir: Path) -> tuple[list[Group], dict[str, dict[str, str]], str]:

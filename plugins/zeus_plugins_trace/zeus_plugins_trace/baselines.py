@@ -21,8 +21,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from zeus_core import TOTAL_KEYS, savings, zeus_cost
-
+from zeus_core import savings, zeus_cost
+from zeus_core.comparison import TOTAL_KEYS
 from zeus_plugins_trace.traces import WorkloadTrace
 
 

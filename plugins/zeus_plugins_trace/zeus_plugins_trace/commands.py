@@ -7,10 +7,11 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from zeus_core import atomic_path, make_console
+from zeus_core.cli.consoles import make_console
+from zeus_core.files import atomic_path
 
 # synth and traces need numpy: they are imported inside the commands, so `zeus --help` stays light.
-from zeus_plugins_trace.options import POWER_PATTERN, TRAIN_FILE
+from zeus_plugins_trace.folders import POWER_PATTERN, TRAIN_FILE
 
 #: Where the public NSDI'23 traces live in the Zeus repository.
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/ml-energy/zeus/master/examples/research_reproducibility/zeus_nsdi23/trace"

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from zeus_core import EpochPrediction
-
 from zeus_plugins_trace.options import TraceDeviceOptions
 from zeus_plugins_trace.traces import WorkloadTrace
 

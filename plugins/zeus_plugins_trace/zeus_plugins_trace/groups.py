@@ -27,7 +27,6 @@ from pathlib import Path
 import attrs
 
 from zeus_core import write_atomic
-
 from zeus_plugins_trace.traces import TraceError, _number, _positive, _rows, _text, _where
 
 GROUP_COLUMNS = ("group", "start_time", "end_time", "dataset", "runtime_ratio")

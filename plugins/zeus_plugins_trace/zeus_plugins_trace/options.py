@@ -10,29 +10,7 @@ import attrs
 
 from zeus_core import NOT_IDENTITY, FileChecks
 from zeus_core.validators import finite, nonempty, nonnegative, positive
-
-
-#: The files of a trace folder, named as in the public NSDI'23 traces.
-TRAIN_FILE = "summary_train.csv"
-POWER_PATTERN = "summary_power_{gpu}.csv"
-
-
-def missing_folder(folder) -> str:
-    """What to say about a trace folder that does not exist (validation and loading alike)."""
-    return (f"trace folder {folder} does not exist; create one with `zeus traces synth --out {folder}` "
-            f"or `zeus traces fetch --out {folder}`, or set workload.traces = \"synthetic\"")
-
-
-def trace_folder(files: FileChecks, traces: str):
-    """The ``traces`` folder to check (None: synthetic, written by an earlier part, or missing,
-    which is then reported at the option's path)."""
-    if traces == "synthetic":
-        return None
-    folder = files.path("traces", traces)
-    if folder is not None and not folder.is_dir():
-        files.problem("traces", missing_folder(folder))
-        return None
-    return folder
+from zeus_plugins_trace.folders import trace_folder
 
 
 def _gpu_name(_inst, attribute, value):
@@ -45,7 +23,6 @@ class TraceDeviceOptions:
     """``[device] plugin = "trace"``: ``gpu`` names the power trace (``summary_power_{gpu}.csv``)."""
 
     gpu: str = attrs.field(default="v100", validator=_gpu_name)
-
 
 
 @attrs.define
@@ -76,7 +53,7 @@ class TraceWorkloadOptions:
         if trace_folder(files, self.traces) is None:
             return
         from zeus_plugins_trace.traces import TraceError
-        from zeus_plugins_trace.workload import load_workload_trace
+        from zeus_plugins_trace.tracesets import load_workload_trace
 
         device, job = files.options("device"), files.options("job")
         if not isinstance(device, TraceDeviceOptions) or job is None or job.target_metric is None:
@@ -169,7 +146,7 @@ class AlibabaReplayOptions:
             return
         device = files.options("device")
         if isinstance(device, TraceDeviceOptions):
-            from zeus_plugins_trace.alibaba import load_workload_traces
+            from zeus_plugins_trace.tracesets import load_workload_traces
 
             try:
                 load_workload_traces(self, device.gpu, files.job_dir)

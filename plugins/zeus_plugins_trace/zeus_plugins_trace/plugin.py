@@ -8,7 +8,6 @@ job builds them, so ``zeus --help`` does not pay for them.
 from __future__ import annotations
 
 from zeus_core import hookimpl
-
 from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions, TraceWorkloadOptions
 
 

@@ -55,7 +55,6 @@ import attrs
 import numpy as np
 
 from zeus_core import JobOptions, PolicyContext, TryRecord
-
 from zeus_plugins_trace import baselines
 from zeus_plugins_trace.groups import Group
 from zeus_plugins_trace.options import INFLIGHT_RULES

@@ -8,9 +8,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-from zeus_core import ComparisonRow as Row, comparison_table
-from zeus_core import atomic_path, pareto_frontier
-
+from zeus_core import pareto_frontier
+from zeus_core.comparison import Row as Row
+from zeus_core.comparison import comparison_table
+from zeus_core.files import atomic_path
 from zeus_plugins_trace import baselines
 from zeus_plugins_trace.traces import WorkloadTrace
 

@@ -35,8 +35,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from zeus_core import JobOptions, PolicyContext, TryCostBound, TryRecord, epochs_within, steady_state_cost, zeus_cost
-
+from zeus_core import JobOptions, PolicyContext, TryCostBound, TryRecord, epochs_within, zeus_cost
+from zeus_core.stopping import steady_state_cost
 from zeus_plugins_trace.traces import WorkloadTrace
 
 

@@ -100,10 +100,12 @@ def run_point(job_file: str, overrides: list[str]) -> list[dict[str, Any]]:
     """The rows of one point: the job file with ``overrides``, simulated. Runs in a worker process."""
     from rich.console import Console
 
-    from zeus_core import BuildContext, get_registry, load_job
+    from zeus_core import BuildContext
+    from zeus_core.engine.registry import get_registry
+    from zeus_core.engine.validation import load_job
 
     registry = get_registry()
-    spec = load_job(Path(job_file), registry, overrides, check_identity=False)
+    spec = load_job(Path(job_file), registry, overrides)
     ctx = BuildContext(spec, None, Console(file=io.StringIO(), quiet=True), registry)
     for section in ("device", "workload"):
         if section in spec.parts:
@@ -197,7 +199,8 @@ def table_csv(axes: list[tuple[str, list[Any]]], rows: list[tuple[dict[str, Any]
 def sweep(job_file: Path, axes: list[tuple[str, list[Any]]], sets: tuple[str, ...] = (), *, executor: str = "pool",
           workers: int | None = None, ray_address: str | None = None, progress: Callable[[int], None] | None = None) -> str:
     """Run every point and return the table (CSV text). Raises SweepError for a bad point."""
-    from zeus_core import JobError, get_registry, load_job
+    from zeus_core.engine.registry import get_registry
+    from zeus_core.engine.validation import JobError, load_job
 
     job_file = Path(job_file).resolve()
     grid = list(points(axes))
@@ -206,7 +209,7 @@ def sweep(job_file: Path, axes: list[tuple[str, list[Any]]], sets: tuple[str, ..
     problems = []
     for p, (_, over) in zip(grid, tasks):
         try:
-            load_job(job_file, registry, over, check_identity=False)
+            load_job(job_file, registry, over)
         except JobError as e:
             where = ", ".join(f"{k}={v!r}" for k, v in p.items()) or "the job as it is"
             problems.append(f"point {where}:\n  " + "\n  ".join(e.format_lines()))

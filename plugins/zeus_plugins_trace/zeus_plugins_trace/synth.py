@@ -37,13 +37,11 @@ import attrs
 import numpy as np
 
 from zeus_core import write_atomic
-
+from zeus_plugins_trace.folders import POWER_PATTERN, TRAIN_FILE
 from zeus_plugins_trace.traces import (
     POWER_COLUMNS,
-    POWER_PATTERN,
     SYNTHETIC_MARKER,
     TRAIN_COLUMNS,
-    TRAIN_FILE,
     PowerRow,
     TraceSet,
     TrainRow,

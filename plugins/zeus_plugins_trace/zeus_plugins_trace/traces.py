@@ -24,8 +24,8 @@ import attrs
 import numpy as np
 
 from zeus_core import zeus_cost
+from zeus_plugins_trace.folders import POWER_PATTERN, TRAIN_FILE, missing_folder
 
-from zeus_plugins_trace.options import POWER_PATTERN, TRAIN_FILE, missing_folder  # noqa: E402 - re-exported names
 SYNTHETIC_MARKER = "synthetic.json"
 
 TRAIN_COLUMNS = ("dataset", "network", "batch_size", "optimizer", "run", "target_metric", "target_epoch")

@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zeus_core import BuildContext, IterationControl, JobSummary, OffersBatchSizes, Session, zeus_cost
-
 from zeus_plugins_trace import report
 from zeus_plugins_trace.device import TraceDevice
 from zeus_plugins_trace.options import TraceWorkloadOptions
-from zeus_plugins_trace.synth import synthetic_traces
-from zeus_plugins_trace.traces import TraceError, TraceSet, WorkloadTrace, load_traces, select
+from zeus_plugins_trace.traces import TraceError
+from zeus_plugins_trace.tracesets import load_workload_trace
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,20 +41,6 @@ PAPER_DEFAULTS = {
 }
 
 RNG_KEY = "workload:trace:rng"
-
-
-def load_trace_set(traces: str, synthetic_seed: int, gpu: str, job_dir: Path) -> TraceSet:
-    """``gpu``'s trace pair from the folder ``traces`` (relative to ``job_dir``), or the synthetic model's."""
-    if traces == "synthetic":
-        return synthetic_traces(gpu, synthetic_seed)
-    folder = Path(traces).expanduser()
-    return load_traces(folder if folder.is_absolute() else job_dir / folder, gpu)
-
-
-def load_workload_trace(options: TraceWorkloadOptions, gpu: str, target_metric: float, job_dir: Path) -> WorkloadTrace:
-    """The arrays of the job, from a folder or from the synthetic model."""
-    traces = load_trace_set(options.traces, options.synthetic_seed, gpu, job_dir)
-    return select(traces, options.dataset, options.model, options.optimizer, target_metric)
 
 
 class TraceWorkload:

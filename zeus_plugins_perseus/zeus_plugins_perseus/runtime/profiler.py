@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from zeus_core import Monitor
-
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.runtime.hooks import ScheduleError
 

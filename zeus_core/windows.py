@@ -25,7 +25,6 @@ from typing import Any
 from zeus_core.device import DeviceGroup, GpuSync, PowerReadings
 from zeus_core.measurement import Measurement
 
-
 # --------------------------------------------------------------------------- device sets
 
 

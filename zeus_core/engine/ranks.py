@@ -25,10 +25,13 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from zeus_core.device import DEVICE_CAPABILITIES, copy_capabilities
+from zeus_core.errors import DeviceError
 from zeus_core.measurement import Measurement
+from zeus_core.windows import Monitor
 
 if TYPE_CHECKING:  # annotations only
-    from zeus_core.registry import Registry
+    from zeus_core.engine.registry import Registry
 
 _GPU = re.compile(r"gpu(\d+)$")
 
@@ -121,7 +124,7 @@ def process_group(group: ProcessGroup | None = None, registry: Registry | None =
             )
         return group
     if registry is None:
-        from zeus_core.registry import get_registry
+        from zeus_core.engine.registry import get_registry
 
         registry = get_registry()
     for name in sorted(registry.process_groups):
@@ -222,7 +225,148 @@ def decide(group: ProcessGroup, fn: Any, *args: Any) -> Any:
     return outcome(group, group.broadcast(None))
 
 
+def all_ok(group: ProcessGroup, error: str | None) -> None:
+    """Raise on every rank when any rank hit ``error`` while setting up."""
+    if group.world_size == 1:
+        if error:
+            raise DeviceError(error)
+        return
+    got = group.gather(error)
+    verdict = None
+    if group.rank == 0:
+        assert got is not None
+        bad = [f"rank {r}: {e}" for r, e in enumerate(got) if e]
+        verdict = "; ".join(bad) or None
+    verdict = group.broadcast(verdict)
+    if verdict:
+        raise DeviceError(verdict)
+
+
+# --------------------------------------------------------------------------- ranks following rank 0's devices and windows
+
+
+class MirroredDevices:
+    """Rank 0's steered device group: every limit set is repeated by the other ranks on theirs.
+
+    ``max_power_w`` is every rank's, summed (the cost metric weighs time against the
+    whole job's power). Capabilities are rank 0's group's, copied (not forwarded
+    through ``__getattr__``, which ``isinstance`` on Python 3.12+ does not see).
+    """
+
+    def __init__(self, local: Any, max_power_w: float, group: ProcessGroup) -> None:
+        self.local = local
+        self.group = group
+        self.max_power_w = float(max_power_w)
+        self.names = list(local.names)
+        self.energy_sources = dict(local.energy_sources)
+        copy_capabilities(self, {cap: local for cap in DEVICE_CAPABILITIES if isinstance(local, cap)})
+        self.set_power_limit = self._set_power_limit
+
+    def _set_power_limit(self, watts: float) -> None:
+        if self.group.world_size > 1:
+            self.group.broadcast(("limit", float(watts)))
+        self.local.set_power_limit(watts)
+
+    def clock(self) -> float:
+        return self.local.clock()
+
+    def read_energy(self) -> dict[str, float]:
+        return self.local.read_energy()
+
+    def close(self) -> None:
+        pass  # the monitor that opened the group closes it
+
+
+class MirroredMonitor(Monitor):
+    """Rank 0's windows, opened and closed on every rank at the same point; a window's
+    measurement is every rank's combined (energy summed, time of the slowest)."""
+
+    def __init__(self, devices: Any, group: ProcessGroup, sync: Any) -> None:
+        super().__init__(devices, sync=sync)
+        self.group = group
+
+    def begin_window(self, name: str, sync_execution: bool = True, restart: bool = False) -> None:
+        self.group.broadcast(("begin", name))
+        super().begin_window(name, sync_execution, restart)
+
+    def end_window(self, name: str, sync_execution: bool = True, cancel: bool = False) -> Measurement:
+        self.group.broadcast(("end", name, cancel))
+        m = super().end_window(name, sync_execution, cancel)
+        if cancel:
+            return m
+        return combine_measurements(self.group.gather(m))
+
+
+class ProtocolError(RuntimeError):
+    """A rank got from rank 0 a message it did not expect: the ranks' calls diverged."""
+
+
+class Follower:
+    """A rank other than 0: does what rank 0 says, one message at a time.
+
+    Rank 0 speaks by broadcasting messages ``(op, *args)`` over the group; every other
+    rank receives each one at the same point of its program. The core's ops repeat rank
+    0's device and window operations on this rank's own devices (``limit``, ``begin``,
+    ``end``, see :class:`MirroredDevices` and :class:`MirroredMonitor`), and
+    ``done``/``error`` end a decision (:func:`lead`). A part that trains on ranks (the
+    torch workload) adds ops of its own with ``handlers`` and reads its messages with
+    :meth:`receive`: one protocol, one transport, whatever the part.
+    """
+
+    def __init__(self, group: ProcessGroup, devices: Any = None, monitor: Monitor | None = None,
+                 handlers: dict[str, Any] | None = None) -> None:
+        self.group = group
+        self.devices = devices
+        self.monitor = monitor
+        self.handlers: dict[str, Any] = {"limit": self._limit, "begin": self._begin, "end": self._end}
+        self.handlers.update(handlers or {})
+
+    def _limit(self, watts: float) -> None:
+        self.devices.set_power_limit(watts)
+
+    def _begin(self, name: str) -> None:
+        assert self.monitor is not None
+        self.monitor.begin_window(name, restart=True)
+
+    def _end(self, name: str, cancel: bool) -> None:
+        assert self.monitor is not None
+        m = self.monitor.end_window(name, cancel=cancel)
+        if not cancel:
+            self.group.gather(m)
+
+    def receive(self, *expected: str) -> tuple:
+        """Rank 0's next message, handling the core's device and window ops on the way (they may come
+        at any point); raises :class:`ProtocolError` for another op than ``expected`` (any when none)."""
+        while True:
+            msg = self.group.broadcast(None)
+            op = msg[0]
+            if op in ("limit", "begin", "end") and op not in expected:
+                self.handlers[op](*msg[1:])
+                continue
+            if op == "error" and "error" not in expected:
+                outcome(self.group, msg)  # raises rank 0's error here
+            if expected and op not in expected:
+                raise ProtocolError(
+                    f"rank {self.group.rank} expected {' or '.join(expected)} from rank 0 but got {op}: the ranks' "
+                    "calls diverged; every rank must make the same zeus calls in the same order"
+                )
+            return msg
+
+    def follow(self) -> Any:
+        """Do what rank 0 says until it says the decision is done; its result (or its error, raised here)."""
+        while True:
+            msg = self.receive()
+            op = msg[0]
+            if op in ("done", "error"):
+                return outcome(self.group, msg)
+            handler = self.handlers.get(op)
+            if handler is None:
+                raise ProtocolError(f"rank {self.group.rank} got {op!r} from rank 0, which it has no handler for: the "
+                                    "ranks' calls diverged")
+            handler(*msg[1:])
+
+
 __all__ = [
-    "SINGLE", "ProcessGroup", "SingleProcess", "agree", "combine_measurements", "decide", "launched_local_rank",
-    "launched_world_size", "lead", "outcome", "process_group",
+    "SINGLE", "Follower", "MirroredDevices", "MirroredMonitor", "ProcessGroup", "ProtocolError", "SingleProcess", "agree", "all_ok",
+    "combine_measurements", "decide", "launched_local_rank", "launched_world_size", "lead", "outcome", "process_group",
 ]

@@ -2,16 +2,16 @@
 
 ``zeus run`` (the runner), a user's own loop (:class:`zeus_core.BatchSizeOptimizer`,
 :class:`zeus_core.PowerLimitOptimizer`) and the optimizer service all keep a
-job's history the same way, through :class:`Trials`, so a job's history is one
+job's history the same way, through :class:`History`, so a job's history is one
 history however it is run:
 
-* :meth:`Trials.begin_recurrence` takes the next recurrence number (and, in the
+* :meth:`History.begin_recurrence` takes the next recurrence number (and, in the
   job's first write, records its identity, or checks it against the one a
   concurrent runner recorded);
-* :meth:`Trials.next_trial` loads the policies' latest committed state, lets the
+* :meth:`History.next_try` loads the policies' latest committed state, lets the
   batch-size policy choose, and computes the try's cost bound (``beta_knob x``
   the cheapest recurrence, or the policy's own :class:`~zeus_core.TryCostBound`);
-* :meth:`Trials.record` replays the batch-size policy's ``observe`` on the latest
+* :meth:`History.record` replays the batch-size policy's ``observe`` on the latest
   committed state, applies what the power policy learned during the try
   (:mod:`zeus_core.statemerge`), stores the result and, when the try reached the
   target, the recurrence's cost: all in one transaction.
@@ -19,13 +19,13 @@ history however it is run:
 Each step may run inside a transaction the caller holds (``tx=``), so that a
 service can commit its own records (which request it answered) with the step.
 
-:class:`TrialService` is what the runner and the script-level optimizers ask
-for: :class:`Trials` here, or a remote service's client where the job's store
-is a service (:class:`~zeus_core.ServesTrials`, ``job.store = "http://..."`` with
+:class:`HistoryService` is what the runner and the script-level optimizers ask
+for: :class:`History` here, or a remote service's client where the job's store
+is a service (:class:`~zeus_core.ServesHistory`, ``job.store = "http://..."`` with
 ``zeus serve``). Power policies always run where the device is: a remote client
 keeps its power policy and sends what it learned with each result, merged on
 the client (:func:`merge_power_state`) and committed only onto the state it
-was merged with (:meth:`Trials.record`'s ``power_update``, else
+was merged with (:meth:`History.record`'s ``power_update``, else
 :class:`StalePowerState`).
 """
 
@@ -41,16 +41,17 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from zeus_core import statemerge
 from zeus_core.contexts import PolicyContext
+from zeus_core.engine import statemerge
+from zeus_core.errors import RunFailed
 from zeus_core.identity import IdentityMismatch, differences, merged
-from zeus_core.parts import MergesState, TryCostBound
+from zeus_core.parts import TryCostBound
 
 if TYPE_CHECKING:  # annotations only
+    from zeus_core.engine.stores.protocol import JobStore, StoreTransaction
     from zeus_core.job import JobOptions
     from zeus_core.parts import BatchSizePolicy, PowerPolicy
     from zeus_core.results import TryRecord
-    from zeus_core.stores import JobStore, StoreTransaction
 
 #: The runner's own state: the next recurrence number and the cheapest finished recurrence.
 RUNNER_KEY = "runner"
@@ -67,14 +68,11 @@ def state_digest(state: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def merge_power_state(power: Any, base: Any, mine: Any, theirs: Any) -> Any:
+def merge_power_state(base: Any, mine: Any, theirs: Any) -> Any:
     """The power state to commit: the change ``base -> mine`` the policy made during a try,
-    applied to ``theirs`` (the latest committed state), by the policy's own rule
-    (:class:`~zeus_core.MergesState`) or key by key (:mod:`zeus_core.statemerge`)."""
+    applied to ``theirs`` (the latest committed state) key by key (:mod:`zeus_core.engine.statemerge`)."""
     if theirs is None:
         return mine
-    if isinstance(power, MergesState):
-        return power.merge_state(base, mine, theirs)
     return statemerge.merge(base, mine, theirs)
 
 
@@ -88,7 +86,7 @@ def load_policy_states(store: JobStore, batch_size_policy: Any = None, power_pol
                 part.set_state(state)
 
 
-class StalePowerState(RuntimeError):
+class StalePowerState(RunFailed):
     """The committed power state is not the one a remote client merged its change onto
     (another runner committed meanwhile): merge again onto :attr:`current` and resend."""
 
@@ -108,7 +106,7 @@ def check_store_identity(store: JobStore, identity: dict[str, Any], stored: dict
 
 
 @attrs.define
-class Trial:
+class TryPlan:
     """One try, as chosen: its batch size and the cost after which it stops."""
 
     recurrence: int
@@ -124,8 +122,8 @@ class Trial:
 @runtime_checkable
 class JobHistory(Protocol):
     """Where a recurring job's tries come from and go to, as :class:`zeus_core.BatchSizeOptimizer`
-    needs it: :class:`Trials` over the job's store here, or any object with these three
-    methods (``history=``); :class:`TrialService` adds what the runner also needs.
+    needs it: :class:`History` over the job's store here, or any object with these three
+    methods (``history=``); :class:`HistoryService` adds what the runner also needs.
 
     Example::
 
@@ -133,8 +131,8 @@ class JobHistory(Protocol):
             def begin_recurrence(self) -> int:
                 return self.http.post("/recurrences").json()["recurrence"]
 
-            def next_trial(self, recurrence, try_index) -> Trial:
-                return Trial(**self.http.post("/trials", json=[recurrence, try_index]).json())
+            def next_try(self, recurrence, try_index) -> TryPlan:
+                return TryPlan(**self.http.post("/trials", json=[recurrence, try_index]).json())
 
             def record(self, trial, record, recurrence_cost=None) -> None:
                 self.http.post("/results", json=record.to_json())
@@ -142,15 +140,15 @@ class JobHistory(Protocol):
 
     def begin_recurrence(self) -> int: ...
 
-    def next_trial(self, recurrence: int, try_index: int) -> Trial: ...
+    def next_try(self, recurrence: int, try_index: int) -> TryPlan: ...
 
-    def record(self, trial: Trial, record: TryRecord, recurrence_cost: float | None = None) -> None: ...
+    def record(self, trial: TryPlan, record: TryRecord, recurrence_cost: float | None = None) -> None: ...
 
 
 @runtime_checkable
-class TrialService(JobHistory, Protocol):
-    """A recurring job's trial bookkeeping, wherever it runs: :class:`Trials` over the
-    job's store in this process, or a service's client (:class:`ServesTrials`): a
+class HistoryService(JobHistory, Protocol):
+    """A recurring job's trial bookkeeping, wherever it runs: :class:`History` over the
+    job's store in this process, or a service's client (:class:`ServesHistory`): a
     :class:`JobHistory` that also reads the whole history and closes.
 
     The runner's loop, and a script's.
@@ -159,7 +157,7 @@ class TrialService(JobHistory, Protocol):
 
         rec = trials.begin_recurrence()
         for try_index in range(1, job.max_tries + 1):
-            trial = trials.next_trial(rec, try_index)     # batch size, cost bound
+            trial = trials.next_try(rec, try_index)     # batch size, cost bound
             record = train(trial)                         # a TryRecord
             trials.record(trial, record, recurrence_cost=cost if record.reached else None)
             if record.reached:
@@ -172,9 +170,9 @@ class TrialService(JobHistory, Protocol):
     def close(self) -> None: ...
 
 
-class Trials:
+class History:
     """A recurring job's history in its store, and the policies that learn from it
-    (the local :class:`TrialService`)."""
+    (the local :class:`HistoryService`)."""
 
     def __init__(
         self,
@@ -246,7 +244,7 @@ class Trials:
         mine = power.get_state()
         if mine is None:
             return
-        merged = merge_power_state(power, base, mine, tx.get(POWER_KEY))
+        merged = merge_power_state(base, mine, tx.get(POWER_KEY))
         if merged is not mine:
             power.set_state(merged)
         tx.set(POWER_KEY, merged)
@@ -309,7 +307,7 @@ class Trials:
             max_power_w=self.max_power_w,
         )
 
-    def next_trial(self, recurrence: int, try_index: int, *, tx: StoreTransaction | None = None) -> Trial:
+    def next_try(self, recurrence: int, try_index: int, *, tx: StoreTransaction | None = None) -> TryPlan:
         """The batch-size policy chooses on the latest committed state; the try's cost bound."""
         if self.policy is None:
             raise RuntimeError("this job has no batch-size policy to choose a trial")
@@ -330,11 +328,11 @@ class Trials:
         cost_bound = self.job.beta_knob * min_cost
         if own_bound is not None:
             cost_bound = min(cost_bound, float(own_bound))
-        return Trial(recurrence, try_index, batch_size, cost_bound, ctx, power_base)
+        return TryPlan(recurrence, try_index, batch_size, cost_bound, ctx, power_base)
 
     def record(
         self,
-        trial: Trial,
+        trial: TryPlan,
         record: TryRecord,
         recurrence_cost: float | None = None,
         *,

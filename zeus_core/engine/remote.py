@@ -2,8 +2,8 @@
 
 A service that keeps a job's history for clients elsewhere (``zeus serve``)
 builds the job's batch-size policy itself, from the same registry and options
-as ``zeus run`` would, and keeps the history with the same :class:`~zeus_core.Trials`.
-The client describes the job once with a :class:`TrialSetup`:
+as ``zeus run`` would, and keeps the history with the same :class:`~zeus_core.History`.
+The client describes the job once with a :class:`HistorySetup`:
 
 * ``job``: the ``[job]`` options (eta, beta, target, ...);
 * ``identity``: what the job optimises (:mod:`zeus_core.identity`), checked
@@ -16,42 +16,38 @@ The client describes the job once with a :class:`TrialSetup`:
   workload's ``batch_sizes`` and ``default_batch_size``;
 * ``fresh``: forget what the store learned, in the job's first write.
 
-:meth:`TrialSetup.to_json` and :meth:`TrialSetup.from_json` are its wire form
+:meth:`HistorySetup.to_json` and :meth:`HistorySetup.from_json` are its wire form
 (JSON has no infinity: an infinite number, such as ``beta_knob = inf``, travels
-as the string ``"inf"``). :func:`build_trials` is the service's side: it checks
+as the string ``"inf"``). :func:`~zeus_core.engine.assembly.build_history` is the service's side: it checks
 the setup field by field (:class:`SetupError`, each problem with its path),
 builds the policy with the service's registry and returns the job's
-:class:`~zeus_core.Trials` over ``store``.
+:class:`~zeus_core.History` over ``store``.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 import cattrs
-from rich.console import Console
 
-from zeus_core.contexts import BuildContext
-from zeus_core.device import EpochPrediction, EpochPredictor, NoDevices
-from zeus_core.identity import differences, option_identity
-from zeus_core.job import JobOptions, JobSpec, PartSpec, Problem, make_converter, structure
+from zeus_core.device import EpochPrediction, EpochPredictor
+from zeus_core.engine.history import HistoryService
+from zeus_core.engine.validation import Problem, make_converter, structure
+from zeus_core.errors import BadInput
+from zeus_core.job import JobOptions
 from zeus_core.parts import OffersBatchSizes
-from zeus_core.trials import Trials, TrialService
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core.parts import PowerPolicy
-    from zeus_core.registry import Registry
-    from zeus_core.stores import JobStore
 
 #: Batch sizes and other counts on the wire stay below this (a 32-bit signed integer).
 MAX_COUNT = 2**31 - 1
 _KEYS = ("job", "identity", "batch_size", "max_power_w", "batch_sizes", "default_batch_size", "predictions", "fresh")
 
 
-class SetupError(ValueError):
+class SetupError(BadInput):
     """A trial setup a service cannot use: every problem, each with its path (``$.job.eta_knob``)."""
 
     def __init__(self, problems: list[tuple[tuple, str]]) -> None:
@@ -74,7 +70,8 @@ def _wire_converter() -> cattrs.Converter:
     return conv
 
 
-_WIRE = _wire_converter()
+#: The converter of the wire form, for the service's structuring of a setup's tables.
+WIRE = _wire_converter()
 
 
 def _jsonable(value: Any) -> Any:
@@ -105,7 +102,7 @@ def part_table(plugin: str, options: Any) -> dict[str, Any]:
 
 
 @attrs.define
-class TrialSetup:
+class HistorySetup:
     """Everything a trial service needs to build a job's batch-size policy and keep its
     history as ``zeus run`` does (see the module docstring)."""
 
@@ -131,7 +128,7 @@ class TrialSetup:
         device: Any = None,
         workload: Any = None,
         fresh: bool = False,
-    ) -> TrialSetup:
+    ) -> HistorySetup:
         """The setup of a job whose parts were built here (the runner's, a script optimizer's)."""
         batch_sizes = default = None
         if isinstance(workload, OffersBatchSizes):
@@ -176,7 +173,7 @@ class TrialSetup:
         }
 
     @classmethod
-    def from_json(cls, data: Any) -> TrialSetup:
+    def from_json(cls, data: Any) -> HistorySetup:
         """Read the wire form, checking every field; raises :class:`SetupError` with every problem."""
         problems: list[Problem] = []
 
@@ -191,7 +188,7 @@ class TrialSetup:
         for key in ("job", "identity", "batch_size", "max_power_w"):
             if key not in data:
                 bad((key,), f"required key {key!r} is missing")
-        job = structure(JobOptions, data["job"], ("job",), problems, _WIRE) if "job" in data else None
+        job = structure(JobOptions, data["job"], ("job",), problems, WIRE) if "job" in data else None
         if job is not None and not job.name:
             bad(("job", "name"), "a job name is required")
         identity = data.get("identity")
@@ -284,100 +281,20 @@ def _predictions(raw: Any, bad) -> dict[int, list[EpochPrediction]] | None:
 
 
 @runtime_checkable
-class ServesTrials(Protocol):
+class ServesHistory(Protocol):
     """A :class:`~zeus_core.JobStore` that runs the trial bookkeeping itself (a service in
     front of the job's state, such as ``zeus serve``): the runner and the script-level
-    optimizers ask it for a :class:`TrialService` instead of building :class:`Trials`.
+    optimizers ask it for a :class:`HistoryService` instead of building :class:`History`.
 
     ``setup`` says everything the service needs to build the job's batch-size
-    policy as ``zeus run`` would (:class:`~zeus_core.TrialSetup`); the power
+    policy as ``zeus run`` would (:class:`~zeus_core.HistorySetup`); the power
     policy stays in this process, where the device is, and the service keeps its
     state (see the module docstring).
 
     Example::
 
-        def trial_service(self, setup, power_policy=None):
+        def history_service(self, setup, power_policy=None):
             return MyServiceClient(self.url, setup.to_json(), power_policy)
     """
 
-    def trial_service(self, setup: TrialSetup, power_policy: PowerPolicy | None = None) -> TrialService: ...
-
-
-# --------------------------------------------------------------------------- the service's side
-
-
-class _DeviceFacts(NoDevices):
-    """What the client said about its device: the service measures and steers nothing."""
-
-    names = ["remote"]
-
-
-class _PredictingDeviceFacts(_DeviceFacts):
-    """... and the epoch predictions it gave (:class:`~zeus_core.EpochPredictor`)."""
-
-    def __init__(self, max_power_w: float, predictions: dict[int, list[EpochPrediction]]) -> None:
-        super().__init__(max_power_w)
-        self._predictions = predictions
-
-    def predict_epoch(self, batch_size: int) -> list[EpochPrediction] | None:
-        got = self._predictions.get(int(batch_size))
-        return None if got is None else list(got)
-
-
-@attrs.define
-class _WorkloadFacts:
-    """The batch sizes the client's workload offers (:class:`~zeus_core.OffersBatchSizes`)."""
-
-    batch_sizes: list[int] | None
-    default_batch_size: int | None
-
-    def run(self, session: Any) -> None:
-        raise RuntimeError("a trial service trains nothing")
-
-
-def build_trials(setup: TrialSetup, store: JobStore, registry: Registry | None = None, console: Console | None = None) -> Trials:
-    """The job's :class:`~zeus_core.Trials` over ``store``, with its batch-size policy built by
-    ``registry`` from ``setup`` as ``zeus run`` builds it (the power policy stays with the client).
-
-    Raises :class:`SetupError` for a policy this registry does not have, options it
-    refuses (each with its path), or a setup whose identity disagrees with what its
-    own options say (a client and a service that resolve the job differently).
-    """
-    if registry is None:
-        from zeus_core.registry import get_registry
-
-        registry = get_registry()
-    kind = "batch_size_policy"
-    table = dict(setup.batch_size)
-    plugin = str(table.pop("plugin"))
-    if plugin not in registry.parts[kind]:
-        installed = ", ".join(registry.names(kind)) or "none"
-        raise SetupError([(("batch_size", "plugin"), f"this service has no batch-size policy {plugin!r}; installed: {installed}")])
-    reg = registry.get(kind, plugin)
-    problems: list[Problem] = []
-    options = structure(reg.options, table, ("batch_size",), problems, _WIRE)
-    if options is None:
-        raise SetupError([(p.path, p.message) for p in problems])
-    resolved = {"job": option_identity(setup.job), "batch_size": {"plugin": plugin, **option_identity(options)}}
-    said = {section: setup.identity.get(section, {}) for section in resolved}
-    diffs = differences(said, resolved)
-    if diffs:
-        raise SetupError([
-            (("identity",) + tuple(d.key.split(".")), f"the identity says {d.stored!r} but the options resolve to {d.current!r} "
-             "here (a client and a service with different plugin versions?)")
-            for d in diffs
-        ])
-    device = (_PredictingDeviceFacts(setup.max_power_w, setup.predictions) if setup.predictions is not None
-              else _DeviceFacts(setup.max_power_w))
-    workload = _WorkloadFacts(setup.batch_sizes, setup.default_batch_size)
-    spec = JobSpec(path=Path(f"{setup.job.name}.toml"), job=setup.job,
-                   parts={"batch_size": PartSpec("batch_size", plugin, options, reg)}, raw={}, overrides={}, lines={})
-    context = BuildContext(spec, store, console or Console(stderr=True), registry, parts={"device": device, "workload": workload})
-    try:
-        policy = reg.factory(options, context)
-    except (ValueError, TypeError, FileNotFoundError) as e:
-        raise SetupError([(("batch_size",), f"plugin {plugin!r} refused the options: {e}")]) from e
-    return Trials(
-        setup.job, store, policy, identity=setup.identity, max_power_w=setup.max_power_w,
-        batch_sizes=setup.batch_sizes, default_batch_size=setup.default_batch_size, power_policy=None, fresh=setup.fresh,
-    )
+    def history_service(self, setup: HistorySetup, power_policy: PowerPolicy | None = None) -> HistoryService: ...

@@ -1,7 +1,9 @@
-"""The ``zeus`` command: run, validate, plugins (and what plugins add).
+"""The ``zeus`` command: run, validate, report, plugins (and what plugins add).
 
 Exit status: 0 success, 1 a failure while running, 2 bad input (job file,
-options, plugins that do not fit together). All terminal output goes through rich.
+options, plugins that do not fit together): the ``exit_code`` of the
+:class:`~zeus_core.ZeusError` that ended the command (:func:`exit_code_of`).
+All terminal output goes through rich.
 """
 
 from __future__ import annotations
@@ -20,27 +22,24 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from zeus_core.consoles import make_console
+from zeus_core.cli.consoles import make_console
+from zeus_core.cli.monitor import monitor_command
+from zeus_core.cli.store import store_group
 from zeus_core.daemon.command import daemon_command
 from zeus_core.daemon.command import main as daemon_main
 from zeus_core.daemon.status import privileged_path_note
-from zeus_core.journal import restore_pending
-from zeus_core.job import JobError, load_job, resolved_values
-from zeus_core.monitor_cli import monitor_command
-from zeus_core.registry import PluginError, Registry, get_registry
-from zeus_core.results import TRY_COLUMNS, JobSummary
-from zeus_core.errors import PartMismatch, RunFailed
-from zeus_core.identity import IdentityMismatch
+from zeus_core.engine.registry import Registry, get_registry
+from zeus_core.engine.stores.locations import mask
+from zeus_core.engine.stores.protocol import StoreError
+from zeus_core.engine.validation import JobError, load_job, resolved_values
+from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, RunFailed, ZeusError
 from zeus_core.files import write_atomic
+from zeus_core.journal import restore_pending
 from zeus_core.parts import Reports, WritesOutputs
-from zeus_core.store import StoreError, StoreUnavailable
-from zeus_core.store_cli import store_group
-from zeus_core.stores import mask
+from zeus_core.results import TRY_COLUMNS, JobSummary
 
 if TYPE_CHECKING:
-    from zeus_core.runner import Runner
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+    from zeus_core.engine.runner import Runner
 
 console = make_console()
 err_console = make_console(stderr=True)
@@ -60,6 +59,13 @@ def registry() -> Registry:
 def fail(message: str, code: int) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}")
     sys.exit(code)
+
+
+def report_error(e: ZeusError) -> int:
+    """Print a :class:`~zeus_core.ZeusError` as the end of a command; its exit status."""
+    label = "error" if e.exit_code == EXIT_BAD_INPUT else "run failed"
+    err_console.print(f"[bold red]{label}:[/] {escape(str(e))}")
+    return e.exit_code
 
 
 def print_job_errors(e: JobError) -> None:
@@ -128,6 +134,12 @@ def validate_cmd(job_file: Path, sets: tuple[str, ...]) -> None:
         sys.exit(EXIT_BAD_INPUT)
     parts = ", ".join(f"{s}={p.plugin}" for s, p in spec.parts.items())
     console.print(f"[green]ok[/] {escape(str(job_file))}: job {spec.job.name!r} ({parts})")
+    _print_deferred(spec)
+
+
+def _print_deferred(spec) -> None:
+    """What validation left to the run: files an earlier part writes, a store server that is down,
+    a store that learned another job (the run then needs ``--fresh``)."""
     for note in spec.deferred:
         console.print(f"[yellow]deferred[/] {escape(note)}", highlight=False, soft_wrap=True)
 
@@ -146,6 +158,7 @@ def _dry_run(spec) -> None:
         table.add_row(path, escape(repr(shown)), f"[{colors[origin]}]{origin}[/]")
     console.print(table)
     console.print(f"store: {escape(mask(spec.store_location()))}")
+    _print_deferred(spec)
 
 
 def _recurrence_line(rec: int, records: list) -> str:
@@ -234,25 +247,21 @@ def _check_output(output: Path | None) -> None:
         fail(f"--output {output}: cannot write there ({e.strerror or e}); choose a folder you can write", EXIT_BAD_INPUT)
 
 
-def _load(job_file: Path, sets: tuple[str, ...], check_identity: bool = True):
+def _load(job_file: Path, sets: tuple[str, ...]):
     try:
-        return load_job(job_file, registry(), sets, check_identity=check_identity)
+        return load_job(job_file, registry(), sets)
     except JobError as e:
         print_job_errors(e)
         sys.exit(EXIT_BAD_INPUT)
 
 
 def _make_runner(spec, fresh: bool = False) -> Runner:
-    from zeus_core.runner import Runner  # what runs a job: loaded by the commands that run one
+    from zeus_core.engine.runner import Runner
 
     try:
         return Runner(spec, registry(), console, fresh=fresh)
-    except StoreUnavailable as e:  # a store server that is down: not bad input
-        fail(str(e), EXIT_FAILED)
-        raise  # unreachable: fail exits
-    except (StoreError, IdentityMismatch, PartMismatch) as e:
-        fail(str(e), EXIT_BAD_INPUT)
-        raise  # unreachable: fail exits
+    except ZeusError as e:
+        sys.exit(report_error(e))
 
 
 def _finish(runner: Runner, summary: JobSummary, output: Path | None) -> None:
@@ -280,7 +289,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (devices restored, outputs of
     what finished written).
     """
-    spec = _load(job_file, sets, check_identity=not fresh)
+    spec = _load(job_file, sets)
     if dry_run:
         _dry_run(spec)
         return
@@ -306,15 +315,8 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             summary = runner.run(progress=on_progress)
             if "workload" not in runner.parts:
                 progress.advance(task)
-    except StoreUnavailable as e:
-        err_console.print(f"[bold red]run failed:[/] {escape(str(e))}")
-        code = EXIT_FAILED
-    except (PartMismatch, IdentityMismatch, StoreError) as e:
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
-        code = EXIT_BAD_INPUT
-    except RunFailed as e:
-        err_console.print(f"[bold red]run failed:[/] {escape(str(e))}")
-        code = EXIT_FAILED
+    except ZeusError as e:
+        code = report_error(e)
     except (KeyboardInterrupt, _Terminated) as e:
         signum = getattr(e, "signum", signal.SIGINT)
         err_console.print(f"[bold red]interrupted[/] by {signal.Signals(signum).name}: stopping; devices are being "
@@ -366,8 +368,8 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     try:
         runner.build(sections=("device", "workload", "batch_size", "power"))
         summary = runner.summary()
-    except (PartMismatch, IdentityMismatch, StoreError) as e:
-        fail(str(e), EXIT_BAD_INPUT)
+    except ZeusError as e:
+        sys.exit(report_error(e))
     finally:
         runner.close()
     _finish(runner, summary, output)

@@ -28,15 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from zeus_core.device import PowerLimitControl
-from zeus_core.devices import DeviceOpenError, DeviceOptionsError, build_device
+from zeus_core.device import NoDevices, PowerLimitControl
+from zeus_core.engine.assembly import DeviceOpenError, OptionsError, build_device
+from zeus_core.engine.ranks import launched_local_rank
 from zeus_core.measurement import Measurement
-from zeus_core.monitor import DeviceSet, Monitor
-from zeus_core.device import NoDevices
-from zeus_core.ranks import launched_local_rank
+from zeus_core.windows import DeviceSet, Monitor
 
 if TYPE_CHECKING:  # annotations only
-    from zeus_core.registry import Registration, Registry
+    from zeus_core.engine.registry import Registration, Registry
 
 def _iter(value: Any) -> list[Any]:
     try:
@@ -89,8 +88,8 @@ class ZeusMonitor(Monitor):
         options: dict[str, Any] | None = None,
         registry: Registry | None = None,
     ) -> None:
+        from zeus_core.engine.registry import get_registry
         from zeus_core.journal import restore_pending
-        from zeus_core.registry import get_registry
 
         gpu = _indices(gpu_indices, "gpu_indices")
         cpu = _indices(cpu_indices, "cpu_indices")
@@ -146,8 +145,8 @@ class ZeusMonitor(Monitor):
                 options.setdefault(option, indices)
         try:
             self._open(r, options)
-        except DeviceOptionsError as e:
-            raise DeviceOpenError(str(e)) from None
+        except OptionsError as e:
+            raise DeviceOpenError("bad device options: " + "; ".join(f"{name}: {line}" for line in e.lines())) from None
         except Exception as e:
             raise DeviceOpenError(f"device {name!r} cannot be opened: {e}") from e
 

@@ -12,7 +12,7 @@ rest the same way for every trainer:
   is there to join);
 * judge each evaluation: the target reached, or the try of a
   :class:`~zeus_core.BatchSizeOptimizer` no longer paying off
-  (:meth:`~zeus_core.BatchSizeTrial.should_stop`) ends training;
+  (:meth:`~zeus_core.BatchSizeTry.should_stop`) ends training;
 * when training ends, report the try to the batch-size optimizer (energy and
   time of the whole run, evaluations included; the metric; the power limit);
 * hand back what to log (``zeus/energy_j``, ``zeus/time_s``, ``zeus/cost``,
@@ -30,14 +30,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zeus_core.engine.session import target_reached
+from zeus_core.inloop.batch_size import BatchSizeOptimizer, BatchSizeTry, counted_energy
+from zeus_core.inloop.monitor import ZeusMonitor
+from zeus_core.inloop.power import PowerLimitOptimizer
 from zeus_core.measurement import Measurement
-from zeus_core.monitor import Monitor
-from zeus_core.optimizers import BatchSizeOptimizer, BatchSizeTrial, PowerLimitOptimizer, counted_energy
-from zeus_core.session import target_reached
-from zeus_core.zeusmonitor import ZeusMonitor
+from zeus_core.windows import Monitor
 
 if TYPE_CHECKING:  # annotations only
-    from zeus_core.registry import Registry
+    from zeus_core.engine.registry import Registry
     from zeus_core.results import TryRecord
 
 RUN = "zeus-run"
@@ -69,7 +70,7 @@ class TrainerHooks:
         eta_knob: float | None = None,
         batch_size: int | None = None,
         bso: BatchSizeOptimizer | None = None,
-        trial: BatchSizeTrial | None = None,
+        trial: BatchSizeTry | None = None,
         metric: str | None = None,
         target_metric: float | None = None,
         higher_is_better: bool | None = None,
@@ -84,7 +85,7 @@ class TrainerHooks:
                 "pass bso= and trial= together: trial = bso.next() chooses the batch size to configure the trainer "
                 "with, and the callback reports that try when training ends"
             )
-        if trial is not None and not isinstance(trial, BatchSizeTrial):
+        if trial is not None and not isinstance(trial, BatchSizeTry):
             raise ValueError(f"trial must be what bso.next() returned, got {type(trial).__name__}")
         if metric is not None and not (isinstance(metric, str) and metric):
             raise ValueError(f"metric must name an evaluation metric of the trainer (e.g. \"eval_accuracy\"), got {metric!r}")

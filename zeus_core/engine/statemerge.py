@@ -9,8 +9,6 @@ now). :func:`merge` applies that change to ``theirs`` (the latest committed
 state) key by key, so a concurrent runner's choices survive: keys this runner
 added or changed take its value, keys it removed are removed, everything else
 is theirs. Nested objects merge the same way; lists and scalars are values.
-A policy whose state needs another rule implements
-:class:`zeus_core.parts.MergesState`.
 """
 
 from __future__ import annotations

@@ -29,12 +29,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from zeus_core.cli.consoles import make_console
 from zeus_core.device import ControlPaths
-from zeus_core.consoles import make_console
-from zeus_core.devices import open_devices
-from zeus_core.job import parse_override
+from zeus_core.engine.assembly import open_devices
+from zeus_core.engine.registry import Registry, get_registry
+from zeus_core.engine.validation import parse_override
 from zeus_core.measurement import format_joules
-from zeus_core.registry import Registry, get_registry
 
 
 class _Stop(BaseException):

@@ -22,11 +22,13 @@ import attrs
 import click
 from rich.markup import escape
 
-from zeus_core.consoles import make_console
+from zeus_core.cli.consoles import make_console
+from zeus_core.engine.registry import get_registry
+from zeus_core.engine.stores.locations import open_store, scheme_of
+from zeus_core.engine.stores.protocol import JobStore, StoreError, StoreUnavailable
+from zeus_core.engine.stores.sqlite import SCHEMA_VERSION
 from zeus_core.files import write_atomic
 from zeus_core.results import TryRecord
-from zeus_core.store import SCHEMA_VERSION, StoreError, StoreUnavailable
-from zeus_core.stores import JobStore, open_store, scheme_of
 
 #: What ``export`` writes (and ``import`` reads): extend, never rename.
 EXPORT_FORMAT = "zeus-store"
@@ -47,7 +49,7 @@ def _open(location: str, must_exist: bool = True, job: str | None = None) -> Job
     if must_exist and scheme_of(location) is None and not Path(location).exists():
         _fail(f"{location}: no such store")
     try:
-        return open_store(location, job=job)
+        return open_store(location, get_registry(), job=job)
     except StoreUnavailable as e:
         err_console.print(f"[bold red]error:[/] {escape(str(e))}")
         sys.exit(1)

@@ -14,7 +14,6 @@ distributions; a hook implementation without a matching spec (a typo such as
 from __future__ import annotations
 
 import os
-
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,17 +22,10 @@ import pluggy
 
 from zeus_core import hookspecs
 from zeus_core.daemon.service import operations_of
+from zeus_core.errors import PluginError
 
 #: kind -> (registration hook, job.toml section that selects a part of this kind)
-KINDS: dict[str, tuple[str, str]] = {
-    "device": ("zeus_register_devices", "device"),
-    "workload": ("zeus_register_workloads", "workload"),
-    "profiler": ("zeus_register_profilers", "profiler"),
-    "batch_size_policy": ("zeus_register_batch_size_policies", "batch_size"),
-    "power_policy": ("zeus_register_power_policies", "power"),
-    "allocator": ("zeus_register_allocators", "allocation"),
-    "frequency_plan_policy": ("zeus_register_frequency_plan_policies", "frequency_plan"),
-}
+KINDS: dict[str, tuple[str, str]] = {kind: (hook, section) for kind, hook, section in hookspecs.PART_KINDS}
 
 SECTION_KIND = {section: kind for kind, (_, section) in KINDS.items()}
 
@@ -49,10 +41,6 @@ def _core_version() -> str:
         return version("zeus-core")
     except PackageNotFoundError:  # a source tree
         return "0+unknown"
-
-
-class PluginError(RuntimeError):
-    """A plugin cannot be loaded or registers something invalid."""
 
 
 @attrs.define
@@ -356,7 +344,7 @@ def load(
         pm.set_blocked(blocked)
     reg = Registry(pm)
     # The core's own parts (the SQLite store) arrive through the same hooks as any plugin's.
-    from zeus_core import store as core_store
+    from zeus_core.engine.stores import sqlite as core_store
 
     pm.register(core_store, name=CORE_PLUGIN)
     reg._dist[CORE_PLUGIN] = ("zeus-core", _core_version())

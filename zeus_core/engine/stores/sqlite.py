@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from zeus_core.engine.stores.protocol import StoreError, StoreInfo
 from zeus_core.hookspecs import hookimpl
 from zeus_core.results import TryRecord
 
@@ -94,28 +95,6 @@ class JournalEntry(NamedTuple):
     original: Any
     pid: int
     created: float
-
-
-class StoreError(RuntimeError):
-    """The store cannot be used (not a zeus store, newer schema, damaged, unwritable, a folder).
-
-    The message names the file and the fix; a refused file is left unchanged.
-    """
-
-
-class StoreUnavailable(StoreError):
-    """The store's server cannot be reached now (down, restarting, network): a failure
-    while running (exit 1), not bad input. What was committed before is kept, and
-    the job continues from it once the server is back.
-    """
-
-
-class StoreInfo(NamedTuple):
-    """What an existing store file is, read without changing it."""
-
-    version: int  # 0: no file yet
-    identity: dict[str, Any] | None
-    tries: int
 
 
 class Transaction:

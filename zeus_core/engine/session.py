@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # annotations only
     from zeus_core.device import DeviceGroup
     from zeus_core.job import JobOptions
     from zeus_core.measurement import Measurement
-    from zeus_core.monitor import Monitor
     from zeus_core.parts import PowerPolicy, Workload
+    from zeus_core.windows import Monitor
 
 
 def target_reached(metric: float, target: float | None, higher_is_better: bool) -> bool:
@@ -49,7 +49,6 @@ class RunSession:
         monitor: Monitor,
         power_policy: PowerPolicy | None,
         workload: Workload | None = None,
-        frequency_plan: Any | None = None,
         rank: int = 0,
         world_size: int = 1,
     ) -> None:
@@ -61,7 +60,6 @@ class RunSession:
         self.devices = devices
         self.monitor = monitor
         self.power_policy = power_policy
-        self.frequency_plan = frequency_plan
         self.rank = rank
         self.world_size = world_size
         self.max_epochs = job.max_epochs

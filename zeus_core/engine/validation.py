@@ -1,0 +1,423 @@
+"""Reading and validating a job file: every problem at once, each with its line and path.
+
+Each part section (``[device]``, ``[workload]``, ...) names its plugin with
+``plugin = "name"``; the rest of the table is structured into that plugin's
+attrs options class. Structuring goes field by field with a strict cattrs
+converter so that *every* error is reported at once, each with its path and
+line (``job.toml:12: expected float @ $.job.eta_knob``), misspelt keys and
+plugin names get "did you mean", and an unknown plugin names the
+distribution to install.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+import tomllib
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+
+from zeus_core.engine.registry import SECTION_KIND, Registry
+from zeus_core.engine.stores.locations import mask, open_store
+from zeus_core.engine.stores.protocol import StoreError, StoreUnavailable
+from zeus_core.engine.tomllines import find_line, line_index
+from zeus_core.errors import BadInput
+from zeus_core.files import FileChecks
+from zeus_core.identity import IdentityMismatch, differences
+from zeus_core.job import CORE_SECTION, PART_SECTIONS, RUN_ORDER, JobOptions, JobSpec, PartSpec, job_name
+from zeus_core.parts import ChecksFiles, WritesFiles
+
+# --------------------------------------------------------------------------- errors
+
+
+@attrs.frozen
+class Problem:
+    """One validation error: where it is and what is wrong."""
+
+    path: tuple
+    message: str
+    origin: str = "file"  # "file" or the --set text that introduced the value
+
+    def jsonpath(self) -> str:
+        out = "$"
+        for p in self.path:
+            out += f"[{p}]" if isinstance(p, int) else f".{p}"
+        return out
+
+
+class JobError(BadInput):
+    """``job.toml`` is invalid. ``problems`` lists every error found."""
+
+    def __init__(self, source: str, problems: list[Problem], lines: dict[tuple, int] | None = None) -> None:
+        self.source = source
+        self.problems = problems
+        self.lines = lines or {}
+        super().__init__("\n".join(self.format_lines()))
+
+    def format_lines(self) -> list[str]:
+        out = []
+        for p in self.problems:
+            if p.origin != "file":
+                where = f"--set {mask(p.origin)}"  # an override may hold a store URL with its password
+            else:
+                where = f"{self.source}:{find_line(self.lines, p.path)}"
+            out.append(f"{where}: {mask(p.message)} @ {p.jsonpath()}")
+        return out
+
+
+
+# --------------------------------------------------------------------------- structuring
+
+
+def make_converter() -> cattrs.Converter:
+    """A cattrs converter that refuses silent coercions (1.5 -> int, "3" -> float)."""
+    conv = cattrs.Converter(forbid_extra_keys=True)
+
+    def strict(kind, accept):
+        def hook(value, _type):
+            if isinstance(value, bool) and kind is not bool:
+                raise TypeError(f"expected {kind.__name__}, got a boolean")
+            if not isinstance(value, accept):
+                raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r}")
+            return kind(value)
+
+        return hook
+
+    conv.register_structure_hook(int, strict(int, int))
+    conv.register_structure_hook(float, strict(float, (int, float)))
+    conv.register_structure_hook(str, strict(str, str))
+    conv.register_structure_hook(bool, strict(bool, bool))
+    return conv
+
+
+_CONVERTER = make_converter()
+
+
+def suggest(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _leaf_error(e: BaseException, tp: Any) -> str:
+    msg = str(e)
+    if isinstance(e, (TypeError, ValueError)) and msg.startswith("expected"):
+        return msg
+    if isinstance(e, cattrs.errors.BaseValidationError):
+        subs = [s for s in e.exceptions]
+        if subs:
+            return _leaf_error(subs[0], tp)
+    return f"invalid value, expected {_type_name(tp)}" + (f" ({msg})" if msg else "")
+
+
+def structure(cls: type, data: Any, path: tuple, problems: list[Problem], conv: cattrs.Converter = _CONVERTER):
+    """Structure ``data`` into attrs class ``cls``, appending every problem found.
+
+    Returns the instance, or None when there were problems.
+    """
+    if not isinstance(data, dict):
+        problems.append(Problem(path, f"expected a table, got {type(data).__name__}"))
+        return None
+    attrs.resolve_types(cls)
+    fields = {f.name: f for f in attrs.fields(cls)}
+    start = len(problems)
+    for key in data:
+        if key not in fields:
+            hint = suggest(key, fields) or (f"; allowed keys: {', '.join(sorted(fields))}" if fields else "; this table takes no keys")
+            problems.append(Problem(path + (key,), f"unknown key {key!r}{hint}"))
+    values: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name not in data:
+            if f.default is attrs.NOTHING:
+                problems.append(Problem(path + (name,), f"required key {name!r} is missing"))
+            continue
+        value = _structure_value(f.type, data[name], path + (name,), problems, conv)
+        if value is _FAILED:
+            continue
+        if f.validator is not None:
+            try:
+                f.validator(None, f, value)
+            except (ValueError, TypeError) as e:
+                problems.append(Problem(path + (name,), str(e)))
+                continue
+        values[f.alias or name] = value
+    if len(problems) > start:
+        return None
+    try:
+        return cls(**values)
+    except (ValueError, TypeError) as e:  # cross-field checks in __attrs_post_init__
+        problems.append(Problem(path, str(e)))
+        return None
+
+
+_FAILED = object()
+
+
+def _structure_value(tp: Any, value: Any, path: tuple, problems: list[Problem], conv: cattrs.Converter):
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if attrs.has(tp):
+        got = structure(tp, value, path, problems, conv)
+        return _FAILED if got is None else got
+    if origin in (list, typing.List) and args and attrs.has(args[0]):
+        if not isinstance(value, list):
+            problems.append(Problem(path, f"expected an array of tables, got {type(value).__name__}"))
+            return _FAILED
+        out, ok = [], True
+        for i, item in enumerate(value):
+            got = structure(args[0], item, path + (i,), problems, conv)
+            ok = ok and got is not None
+            out.append(got)
+        return out if ok else _FAILED
+    try:
+        return conv.structure(value, tp)
+    except Exception as e:  # noqa: BLE001 - every failure becomes a Problem
+        problems.append(Problem(path, _leaf_error(e, tp)))
+        return _FAILED
+
+
+# --------------------------------------------------------------------------- overrides
+
+
+def parse_override(text: str) -> tuple[tuple, Any]:
+    """``a.b.c=value`` -> (("a","b","c"), value). Values are TOML (``3``, ``"x"``, ``[1,2]``);
+    anything that is not valid TOML is taken as a string."""
+    if "=" not in text:
+        raise ValueError(f"--set {text!r}: expected dotted.key=value")
+    key, _, value = text.partition("=")
+    path = tuple(p.strip() for p in key.strip().split("."))
+    if not path or any(not p for p in path):
+        raise ValueError(f"--set {text!r}: expected dotted.key=value")
+    try:
+        parsed = tomllib.loads(f"v = {value.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value.strip()
+    return path, parsed
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[tuple, str]:
+    """Apply ``--set`` overrides to ``raw`` in place; return {path: override text}."""
+    applied: dict[tuple, str] = {}
+    for text in overrides:
+        path, value = parse_override(text)
+        node = raw
+        for p in path[:-1]:
+            if isinstance(node, list):
+                try:
+                    node = node[int(p)]
+                    continue
+                except (ValueError, IndexError):
+                    raise ValueError(f"--set {text!r}: no element {p!r} in that array") from None
+            node = node.setdefault(p, {})
+            if not isinstance(node, (dict, list)):
+                raise ValueError(f"--set {text!r}: {p!r} is a value, not a table")
+        node[path[-1]] = value
+        applied[tuple(int(p) if p.isdigit() else p for p in path)] = text.strip()
+    return applied
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def catalog() -> dict[str, dict[str, str]]:
+    text = resources.files("zeus_core").joinpath("catalog.toml").read_text()
+    return tomllib.loads(text)
+
+
+def _origin(overrides: dict[tuple, str], path: tuple) -> str:
+    for n in range(len(path), 0, -1):
+        if path[:n] in overrides:
+            return overrides[path[:n]]
+    return "file"
+
+
+def load_job(path: str | Path, registry: Registry, overrides: list[str] = ()) -> JobSpec:
+    """Read, override and validate a job file. Raises :class:`JobError` with every problem.
+
+    The job's store is inspected too (read-only): a store that cannot be used is a
+    problem; one that learned another job is a note (:attr:`JobSpec.deferred`), since
+    ``zeus run --fresh`` may start it over: the run checks it
+    (:meth:`~zeus_core.engine.assembly.Assembly.check_identity`)."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise JobError(source, [Problem((), f"cannot read the job file: {e.strerror or e}")]) from e
+    except UnicodeDecodeError as e:
+        line = e.object.count(b"\n", 0, e.start) + 1
+        raise JobError(source, [Problem((), f"byte {e.object[e.start]:#04x} is not UTF-8; a job file is TOML, which is "
+                                            "UTF-8 text: save it as UTF-8")], {(): line}) from None
+    try:
+        raw_file = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        line = getattr(e, "lineno", None)
+        msg = str(e)
+        if line is None:
+            m = re.search(r"line (\d+)", msg)
+            line = int(m.group(1)) if m else 1
+        raise JobError(source, [Problem((), f"invalid TOML: {msg}")], {(): line}) from e
+    raw = copy.deepcopy(raw_file)
+    lines = line_index(text)
+    try:
+        applied = apply_overrides(raw, list(overrides))
+    except ValueError as e:
+        raise JobError(source, [Problem((), str(e))], lines) from e
+    return validate(raw, registry, source=source, path=path, lines=lines, overrides=applied, raw_file=raw_file)
+
+
+def validate(
+    raw: dict[str, Any],
+    registry: Registry,
+    *,
+    source: str = "job.toml",
+    path: Path = Path("job.toml"),
+    lines: dict[tuple, int] | None = None,
+    overrides: dict[tuple, str] | None = None,
+    raw_file: dict[str, Any] | None = None,
+) -> JobSpec:
+    lines = lines or {}
+    overrides = overrides or {}
+    problems: list[Problem] = []
+    known = (CORE_SECTION,) + PART_SECTIONS
+    for key in raw:
+        if key not in known:
+            problems.append(Problem((key,), f"unknown section {key!r}{suggest(key, known)}; sections: {', '.join(known)}"))
+    job = structure(JobOptions, raw.get(CORE_SECTION, {}), (CORE_SECTION,), problems)
+    if job is not None and not job.name:
+        try:
+            job_name(None, None, path.stem)
+            job.name = path.stem
+        except ValueError as e:
+            problems.append(Problem((CORE_SECTION, "name"), f"the job file's name is used as job.name, and its {e}"))
+            job = None
+    installable = catalog()
+    parts: dict[str, PartSpec] = {}
+    for section in PART_SECTIONS:
+        table = raw.get(section)
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            problems.append(Problem((section,), f"expected a table [{section}], got {type(table).__name__}"))
+            continue
+        kind = SECTION_KIND[section]
+        name = table.get("plugin")
+        if name is None:
+            problems.append(Problem((section, "plugin"), f"required key 'plugin' is missing; installed: {', '.join(registry.names(kind)) or 'none'}"))
+            continue
+        if not isinstance(name, str):
+            problems.append(Problem((section, "plugin"), f"expected a plugin name (string), got {name!r}"))
+            continue
+        if name not in registry.parts[kind]:
+            msg = f"unknown {section} plugin {name!r}{suggest(name, registry.names(kind))}"
+            dist = installable.get(section, {}).get(name)
+            if dist:
+                msg += f"; it is provided by the distribution {dist!r}: pip install {dist}"
+            msg += f"; installed {section} plugins: {', '.join(registry.names(kind)) or 'none'}"
+            problems.append(Problem((section, "plugin"), msg))
+            continue
+        reg = registry.get(kind, name)
+        body = {k: v for k, v in table.items() if k != "plugin"}
+        opts = structure(reg.options, body, (section,), problems)
+        if opts is not None:
+            parts[section] = PartSpec(section, name, opts, reg)
+    default_power = registry.default(SECTION_KIND["power"])
+    if "workload" in raw and "power" not in raw and default_power is not None:
+        # A training job without [power] uses the power policy registered as the default.
+        reg = registry.get(SECTION_KIND["power"], default_power)
+        parts["power"] = PartSpec("power", default_power, reg.options(), reg)
+    for needed in ("batch_size", "device"):
+        if "workload" in raw and needed not in raw:
+            installed = ", ".join(registry.names(SECTION_KIND[needed])) or "none installed"
+            problems.append(Problem((needed,), f"a job with [workload] needs a [{needed}] table naming one of: {installed}"))
+    if not any(s in raw for s in PART_SECTIONS):
+        problems.append(Problem((), "the job has nothing to run: add a [workload] (with [device] and [batch_size]) or a planner section ([allocation], [frequency_plan], [profiler])"))
+    file_problems, deferred = _file_problems(parts, job, path.parent)  # of every part whose own options are valid
+    problems += file_problems
+    spec = None
+    if job is not None:
+        spec = JobSpec(path=path, job=job, parts=parts, raw=raw, overrides=overrides, lines=lines,
+                       raw_file=raw_file if raw_file is not None else raw, deferred=deferred)
+        problems += _store_problems(spec, registry, complete=not problems)
+    problems = [attrs.evolve(p, origin=_origin(overrides, p.path)) for p in problems]
+    if problems:
+        raise JobError(source, problems, lines)
+    assert spec is not None
+    return spec
+
+
+def _file_problems(parts: dict[str, PartSpec], job: JobOptions | None, job_dir: Path) -> tuple[list[Problem], list[str]]:
+    """Open every file the job's options name, as their parts will (:class:`zeus_core.parts.ChecksFiles`).
+    Returns the problems, and the uses deferred because an earlier part of the job writes the file."""
+    written: dict[Path, str] = {}
+    others: dict[str, Any] = {section: part.options for section, part in parts.items()}
+    others[CORE_SECTION] = job
+    problems: list[Problem] = []
+    deferred: list[str] = []
+    for section in RUN_ORDER:
+        part = parts.get(section)
+        if part is None:
+            continue
+        if isinstance(part.options, ChecksFiles):
+            files = FileChecks(section, job_dir, written, others)
+            part.options.check_files(files)
+            problems += [Problem(where, message) for where, message in files.problems]
+            deferred += [f"{Problem(where, '').jsonpath()}: {message}" for where, message in files.deferred]
+        if isinstance(part.options, WritesFiles):
+            for p in part.options.files_written():
+                resolved = Path(p).expanduser()
+                resolved = resolved if resolved.is_absolute() else job_dir / resolved
+                written[resolved.resolve()] = f"[{section}] {part.plugin}"
+    return problems, deferred
+
+
+def _store_problems(spec: JobSpec, registry: Registry, complete: bool) -> list[Problem]:
+    """The job's store, read without changing it: a problem when it cannot be used; for a complete
+    job, a note when it learned another job (``zeus run`` refuses it unless given ``--fresh``)."""
+    where = (CORE_SECTION, "store") if spec.job.store else (CORE_SECTION, "name")
+    try:
+        store = open_store(spec.store_location(), registry, job=spec.job.name)
+    except StoreUnavailable as e:  # a server that is down now is no mistake in the job
+        spec.deferred.append(f"job.store: {e} (checked again when the job runs)")
+        return []
+    except StoreError as e:
+        return [Problem(where, str(e))]
+    try:
+        stored = store.info.identity
+    finally:
+        store.close()
+    if complete and stored is not None:
+        diffs = differences(stored, spec.identity())
+        if diffs:
+            spec.deferred.append(f"{Problem(where, '').jsonpath()}: {IdentityMismatch(store.location, diffs)}")
+    return []
+
+
+def resolved_values(spec: JobSpec) -> list[tuple[str, Any, str]]:
+    """Every resolved value as (jsonpath, value, provenance), for ``--dry-run``."""
+    out: list[tuple[str, Any, str]] = []
+
+    def walk(obj: Any, path: tuple) -> None:
+        if attrs.has(type(obj)):
+            for f in attrs.fields(type(obj)):
+                walk(getattr(obj, f.name), path + (f.name,))
+        elif isinstance(obj, list) and obj and attrs.has(type(obj[0])):
+            for i, item in enumerate(obj):
+                walk(item, path + (i,))
+        else:
+            out.append((Problem(path, "").jsonpath(), obj, spec.provenance(path)))
+
+    walk(spec.job, (CORE_SECTION,))
+    for section, part in spec.parts.items():
+        out.append((f"$.{section}.plugin", part.plugin, spec.provenance((section, "plugin"))))
+        walk(part.options, (section,))
+    return out
