@@ -27,6 +27,7 @@ DISTRIBUTIONS = {
     "zeus-plugins-nvml": (REPO / "plugins" / "zeus_plugins_nvml", "zeus_plugins_nvml"),
     "zeus-plugins-amdsmi": (REPO / "plugins" / "zeus_plugins_amdsmi", "zeus_plugins_amdsmi"),
     "zeus-plugins-jetson": (REPO / "plugins" / "zeus_plugins_jetson", "zeus_plugins_jetson"),
+    "zeus-plugins-apple-silicon": (REPO / "plugins" / "zeus_plugins_apple_silicon", "zeus_plugins_apple_silicon"),
     "zeus-plugins-torch": (REPO / "plugins" / "zeus_plugins_torch", "zeus_plugins_torch"),
     "zeus-plugins-hf": (REPO / "plugins" / "zeus_plugins_hf", "zeus_plugins_hf"),
     "zeus-plugins-lightning": (REPO / "plugins" / "zeus_plugins_lightning", "zeus_plugins_lightning"),
