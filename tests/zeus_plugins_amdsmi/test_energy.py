@@ -122,10 +122,16 @@ def test_power_domains_power_temperatures_and_identity(fake_amd):
         assert dev.sync_indices == [0, 1] and dev.max_power_w == 1500.0
 
 
-def test_a_gpu_without_temperature_sensors_says_so(fake_amd):
-    fake_amd([FakeAmdGpu(temperatures_c={})])
-    with gpus() as dev, pytest.raises(DeviceError, match="neither a hotspot nor an edge temperature sensor"):
-        dev.read_temperatures()
+def test_a_gpu_without_temperature_sensors_is_absent_not_zero(fake_amd):
+    fake_amd([FakeAmdGpu(temperatures_c={}), FakeAmdGpu(temperatures_c={"edge": 51.0, "vram": 70.0})])
+    with gpus() as dev:
+        assert dev.read_temperatures() == {"gpu1": 51.0}
+
+
+def test_polling_a_gpu_that_reports_no_power_is_refused(fake_amd):
+    fake_amd([FakeAmdGpu(reports_instant=False, reports_average=False)])
+    with pytest.raises(DeviceError, match=r"reports no power to poll .*energy = \"auto\""):
+        gpus(energy="polling")
 
 
 def test_no_driver_and_no_package_are_clear_errors(tmp_path, monkeypatch):

@@ -110,8 +110,8 @@ class AmdGpu:
     def power_limit(self) -> float:
         return self._caps()["power_cap"] / 1e6
 
-    def temperature(self) -> float:
-        """The hotspot (junction) temperature (°C), else the edge one."""
+    def temperature(self) -> float | None:
+        """The hotspot (junction) temperature (°C), else the edge one; None where the GPU has neither."""
         smi = self._smi
         for sensor in (smi.AmdSmiTemperatureType.HOTSPOT, smi.AmdSmiTemperatureType.EDGE):
             try:
@@ -119,7 +119,7 @@ class AmdGpu:
             except smi.AmdSmiLibraryException as e:
                 if e.get_error_code() != STATUS_NOT_SUPPORTED:
                     raise self._explain("read the temperature", e) from None
-        raise DeviceError(f"{self.label} has neither a hotspot nor an edge temperature sensor")
+        return None
 
     # -- control (journaled) --
 
@@ -233,6 +233,9 @@ class AmdGpus:
 
     def _sources(self, options: AmdsmiOptions) -> dict[str, str]:
         if options.energy == "polling":
+            silent = [g.label for g in self.gpus if g.read_power() is None]
+            if silent:
+                raise DeviceError(f"{silent[0]} reports no power to poll (amdsmi: N/A); use energy = \"auto\"")
             return {g.name: "polling" for g in self.gpus}
         probes = {g.name: (g.counts, g.read_power) for g in self.gpus}
         try:
@@ -314,8 +317,8 @@ class AmdGpus:
         return {g.name: g.power_domains() for g in self.gpus}
 
     def read_temperatures(self) -> dict[str, float]:
-        """Hotspot (else edge) temperature (°C) per GPU."""
-        return {g.name: g.temperature() for g in self.gpus}
+        """Hotspot (else edge) temperature (°C) per GPU; a GPU with neither sensor is absent."""
+        return {g.name: c for g in self.gpus if (c := g.temperature()) is not None}
 
     def identity(self) -> dict[str, Any]:
         """The GPU models (:class:`zeus_core.HasIdentity`): a cap learned on one model means nothing on another."""
