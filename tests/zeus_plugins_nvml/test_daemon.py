@@ -338,7 +338,7 @@ def test_the_daemon_imports_no_training_stack_and_zeus_shows_the_path(node):
     env = with_socket(node, ZEUS_DISABLED_PLUGINS="perseus,mab,hetero,trace,torch")
     r = node.run_as(ZEUS, "plugins", env=env)
     text = " ".join(r.stdout.split())
-    assert f"device settings (cpu, nvml): daemon at {node.socket} (pid {node.proc.pid}, serves nvml.lock_clocks" in text, r.stdout + r.stderr
+    assert f"device settings (amdsmi, cpu, nvml): daemon at {node.socket} (pid {node.proc.pid}, serves nvml.lock_clocks" in text, r.stdout + r.stderr
     r = node.run_as(ZEUS, "monitor", "-d", "nvml", "--set", "nvml.gpus=[0]", "--duration", "0.2", "--interval", "0.1",
                     env=dict(env, COLUMNS="200"))
     assert r.returncode == 0, r.stderr

@@ -7,6 +7,8 @@ locked SM and memory clocks) is journaled first and put back on close, at exit,
 on SIGTERM, or at the next ``zeus`` start after a SIGKILL (:mod:`zeus_core.journal`).
 A process without CAP_SYS_ADMIN changes them through ``zeus daemon`` instead,
 when a daemon socket is configured (:mod:`zeus_plugins_nvml.settings`).
+Power domains (instant, average, memory) are NVML's power field values, each
+where the GPU reports it; temperatures are the die's.
 
 Locking the SM clock also locks the memory clock to its highest supported
 value (as the published Perseus controller does): the SM clocks NVML lists are
@@ -80,6 +82,23 @@ class NvmlGpu:
     def read_power(self) -> float:
         """Instant power draw (W)."""
         return self._call("read the power", self._nvml.nvmlDeviceGetPowerUsage, self.handle) / 1000.0
+
+    def power_domains(self) -> dict[str, float]:
+        """NVML's power domains (W), each where the GPU reports it (one field-values call):
+        ``instant`` and ``average`` (``NVML_FI_DEV_POWER_INSTANT`` / ``..._AVERAGE`` at GPU scope)
+        and ``memory`` (``..._AVERAGE`` at memory scope, which H100-class boards report)."""
+        nvml = self._nvml
+        asked = [
+            ("instant", (nvml.NVML_FI_DEV_POWER_INSTANT, nvml.NVML_POWER_SCOPE_GPU)),
+            ("average", (nvml.NVML_FI_DEV_POWER_AVERAGE, nvml.NVML_POWER_SCOPE_GPU)),
+            ("memory", (nvml.NVML_FI_DEV_POWER_AVERAGE, nvml.NVML_POWER_SCOPE_MEMORY)),
+        ]
+        values = self._call("read the power domains", nvml.nvmlDeviceGetFieldValues, self.handle, [f for _, f in asked])
+        return {domain: v.value.uiVal / 1000.0 for (domain, _), v in zip(asked, values) if v.nvmlReturn == nvml.NVML_SUCCESS}
+
+    def temperature(self) -> float:
+        """The GPU die's temperature (°C)."""
+        return float(self._call("read the temperature", self._nvml.nvmlDeviceGetTemperature, self.handle, self._nvml.NVML_TEMPERATURE_GPU))
 
     def power_limit_range(self) -> tuple[float, float]:
         lo, hi = self._call("read the power-limit range", self._nvml.nvmlDeviceGetPowerManagementLimitConstraints, self.handle)
@@ -330,6 +349,14 @@ class NvmlGpus:
     def read_power(self) -> dict[str, float]:
         """Instant power (W) per GPU."""
         return {g.name: g.read_power() for g in self.gpus}
+
+    def read_power_domains(self) -> dict[str, dict[str, float]]:
+        """``{gpu: {"instant": W, "average": W, "memory": W}}``, each domain where the GPU reports it."""
+        return {g.name: g.power_domains() for g in self.gpus}
+
+    def read_temperatures(self) -> dict[str, float]:
+        """GPU die temperature (°C) per GPU."""
+        return {g.name: g.temperature() for g in self.gpus}
 
     def identity(self) -> dict[str, Any]:
         """The GPU models behind the job's ``gpus`` (:class:`zeus_core.HasIdentity`): a power limit

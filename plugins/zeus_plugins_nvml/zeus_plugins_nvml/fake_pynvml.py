@@ -13,6 +13,9 @@ code that runs on a real GPU. It behaves like the driver where that matters:
   holding CAP_SYS_ADMIN, which root has and loses when it drops to another
   user; so a root ``zeus daemon`` and an unprivileged client share one driver
   state and get the real driver's answers);
+* the power field values (``NVML_FI_DEV_POWER_INSTANT`` / ``..._AVERAGE``) at GPU scope where
+  ``power_fields`` is true, and ``..._AVERAGE`` at memory scope where ``memory_power_w`` is set
+  (``NVML_ERROR_NOT_SUPPORTED`` in the field's ``nvmlReturn`` otherwise); the die temperature;
 * ``NVMLError_InvalidArgument`` for a limit outside the constraints or an
   unknown clock; ``NVMLError_Uninitialized`` before ``nvmlInit``;
 * memory-clock locking (``nvmlDeviceSetMemoryLockedClocks`` / ``Reset...``)
@@ -96,6 +99,8 @@ class FakeGpu:
     anchor_t: float | None = None
     counter_period_s: float = 0.0  # > 0: the counter only moves in steps of this period
     temperature_c: int = 45
+    power_fields: bool = True  # False: a driver without the POWER_INSTANT/AVERAGE field values (NotSupported)
+    memory_power_w: float | None = None  # the memory domain (H100-class boards); None: NotSupported
 
 
 def _uuid(i: int) -> str:
@@ -408,9 +413,14 @@ def nvmlDeviceGetFieldValues(handle: _Handle, fieldIds: list) -> list:
         fid, scope = f if isinstance(f, tuple) else (f, 0)
         v = _FieldValue()
         v.fieldId, v.scopeId, v.timestamp, v.latencyUsec, v.valueType = fid, scope, time.time_ns() // 1000, 0, 1
-        if fid in (_real.NVML_FI_DEV_POWER_INSTANT, _real.NVML_FI_DEV_POWER_AVERAGE) and scope == 0:
+        power_field = fid in (_real.NVML_FI_DEV_POWER_INSTANT, _real.NVML_FI_DEV_POWER_AVERAGE) and g.get("power_fields", True)
+        memory = g.get("memory_power_w")
+        if power_field and scope == _real.NVML_POWER_SCOPE_GPU:
             v.nvmlReturn = _real.NVML_SUCCESS
             v.value = types.SimpleNamespace(uiVal=int(_draw_w(g) * 1000))
+        elif power_field and fid == _real.NVML_FI_DEV_POWER_AVERAGE and scope == _real.NVML_POWER_SCOPE_MEMORY and memory is not None:
+            v.nvmlReturn = _real.NVML_SUCCESS
+            v.value = types.SimpleNamespace(uiVal=int(memory * 1000))
         else:
             v.nvmlReturn = _real.NVML_ERROR_NOT_SUPPORTED
             v.value = types.SimpleNamespace(uiVal=0)
@@ -516,6 +526,8 @@ def nvmlDeviceGetMaxClockInfo(handle: _Handle, clock_type: int) -> int:
 
 
 def nvmlDeviceGetTemperature(handle: _Handle, sensor: int) -> int:
+    if sensor != _real.NVML_TEMPERATURE_GPU:
+        raise _err(_real.NVML_ERROR_INVALID_ARGUMENT)
     return int(_gpu(handle)["temperature_c"])
 
 

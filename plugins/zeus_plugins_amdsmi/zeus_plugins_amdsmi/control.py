@@ -1,0 +1,137 @@
+"""The ``amdsmi`` module this process uses, and putting power caps back (in-process and after a crash).
+
+Journal keys are ``gpu:<UUID>:power_cap`` with the original cap in µW (amdsmi's
+unit). GPUs are addressed by amdsmi's device UUID, which survives reboots and
+``HIP_VISIBLE_DEVICES``, unlike indices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from zeus_core import DeviceError
+
+OWNER = "amdsmi"
+SETTING = "power_cap"
+
+#: Set to a driver-state file, this makes the plugin use the simulated driver
+#: (:mod:`zeus_plugins_amdsmi.fake_amdsmi`) instead of ``amdsmi``.
+FAKE_ENV = "ZEUS_FAKE_AMDSMI"
+
+# amdsmi_status_t codes the plugin tells apart (amdsmi_wrapper.AMDSMI_STATUS_*)
+STATUS_INVAL = 1
+STATUS_NOT_SUPPORTED = 2
+STATUS_NO_PERM = 10
+
+#: capability bit a process needs to write an AMD GPU's power cap (a root-owned sysfs file)
+CAP_DAC_OVERRIDE = 1
+
+PERMISSION_FIX = (
+    "Setting AMD GPU power caps writes root-owned sysfs files (hwmon power1_cap). "
+    "Fix: let the privileged helper `zeus daemon` (started as root, with a [serve.amdsmi] table) set them: "
+    "set ZEUS_DAEMON_SOCKET (or daemon_socket in [device]) to its socket (README: Running without root); "
+    'or run zeus as root; or keep the caps as they are with [power] plugin = "max"'
+)
+
+INSTALL_FIX = (
+    "Install the amdsmi Python package of your ROCm release (pip install /opt/rocm/share/amd_smi, "
+    "or `pip install amdsmi==<ROCm version>`) and make sure libamd_smi.so is found (ROCM_PATH)"
+)
+
+
+def smi_module() -> Any:
+    """``amdsmi`` as this process sees it; the simulated driver when ``$ZEUS_FAKE_AMDSMI`` names its state.
+
+    ``amdsmi`` loads ``libamd_smi.so`` when imported and prints to stdout when it
+    cannot; that output is kept out of the user's terminal and the failure becomes
+    a :class:`DeviceError` that says how to install it. Every process (device,
+    restorer at the next start, daemon) resolves the module the same way, so a
+    simulated run never reaches a real GPU and vice versa.
+    """
+    if os.environ.get(FAKE_ENV):
+        return importlib.import_module("zeus_plugins_amdsmi.fake_amdsmi")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return importlib.import_module("amdsmi")
+    except ModuleNotFoundError:
+        raise DeviceError(f"the amdsmi Python package is not installed. {INSTALL_FIX}") from None
+    except Exception as e:  # OSError, KeyError, AttributeError: no libamd_smi.so, or a version mismatch
+        raise DeviceError(f"amdsmi cannot be loaded ({type(e).__name__}: {e}). {INSTALL_FIX}") from None
+
+
+_users = 0
+_users_lock = threading.Lock()
+
+
+def acquire(smi: Any) -> None:
+    """Start using amdsmi (initialise it if no one in this process has).
+
+    ``amdsmi_init`` is one flag per process, not a count, and one
+    ``amdsmi_shut_down`` ends the library for every user in the process: so the
+    device groups, the restorer and the daemon service of one process share one
+    initialisation, counted here and shut down at the last :func:`release`.
+    """
+    global _users
+    with _users_lock:
+        if _users == 0:
+            smi.amdsmi_init(smi.AmdSmiInitFlags.INIT_AMD_GPUS)
+        _users += 1
+
+
+def release(smi: Any) -> None:
+    global _users
+    with _users_lock:
+        _users = max(0, _users - 1)
+        if _users == 0:
+            try:
+                smi.amdsmi_shut_down()
+            except smi.AmdSmiException:
+                pass
+
+
+@contextlib.contextmanager
+def session(smi: Any) -> Iterator[None]:
+    """amdsmi initialised for the body (see :func:`acquire`)."""
+    acquire(smi)
+    try:
+        yield
+    finally:
+        release(smi)
+
+
+def key_for(uuid: str) -> str:
+    return f"gpu:{uuid}:{SETTING}"
+
+
+def handle_by_uuid(smi: Any, uuid: str) -> Any:
+    """The processor handle of the GPU with amdsmi device UUID ``uuid`` (amdsmi has no direct lookup)."""
+    for h in smi.amdsmi_get_processor_handles():
+        if smi.amdsmi_get_gpu_device_uuid(h) == uuid:
+            return h
+    raise DeviceError(f"no AMD GPU has UUID {uuid} on this machine (amd-smi list shows them)")
+
+
+def set_cap(smi: Any, handle: Any, microwatts: int) -> None:
+    """Set a GPU's power cap (sensor 0, as amd-smi does); amdsmi errors propagate."""
+    smi.amdsmi_set_power_cap(handle, 0, int(microwatts))
+
+
+def restore_setting(key: str, original: Any) -> None:
+    """Restorer registered for owner ``amdsmi``: put the cap of ``key`` back to ``original`` µW."""
+    parts = key.split(":")
+    if len(parts) != 3 or parts[0] != "gpu" or parts[2] != SETTING:
+        raise ValueError(f"not an amdsmi journal key: {key!r}")
+    smi = smi_module()
+    with session(smi):
+        try:
+            set_cap(smi, handle_by_uuid(smi, parts[1]), int(original))
+        except smi.AmdSmiLibraryException as e:
+            if e.get_error_code() == STATUS_NO_PERM:
+                raise DeviceError(f"cannot restore the power cap of GPU {parts[1]}: amdsmi refused (no permission). {PERMISSION_FIX}") from None
+            raise

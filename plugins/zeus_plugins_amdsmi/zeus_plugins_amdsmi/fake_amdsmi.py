@@ -1,0 +1,507 @@
+"""A simulated AMD GPU driver with the ``amdsmi`` Python package's interface, for tests and demos.
+
+The plugin's code, unchanged, runs against it (``ZEUS_FAKE_AMDSMI=PATH`` makes
+:func:`zeus_plugins_amdsmi.control.smi_module` return this module instead of
+``amdsmi``), so what is tested is what runs on a real GPU. It follows the real
+package (ROCm amdsmi 7.0, ``amdsmi_interface.py`` and ``amdsmi_exception.py``):
+
+* power caps in microwatts (``amdsmi_get_power_cap_info``, ``amdsmi_set_power_cap``);
+  socket power in whole watts, ``"N/A"`` where the GPU does not report it
+  (``amdsmi_get_power_info``); temperatures in degrees Celsius (the C library
+  divides the driver's millidegrees); the energy accumulator in counts of
+  ``counter_resolution`` microjoules (a float32, 15.3 on Instinct GPUs), of a
+  given width: 64 bits, or 32 bits on boards whose firmware accumulates in 32
+  bits, where it wraps around;
+* errors as the real exception classes and status codes:
+  ``AmdSmiLibraryException(AMDSMI_STATUS_NO_PERM)`` for a setter without the
+  privilege, ``..._INVAL`` for a cap outside the range, ``..._NOT_SUPPORTED``
+  for a missing sensor, ``..._NOT_INIT`` before ``amdsmi_init``;
+  ``AmdSmiParameterException`` for an argument of the wrong type;
+* privilege: ``privileged`` is ``True`` (every process may set caps), ``False``
+  (none may) or ``"root"`` (like the real driver, whose caps are root-owned
+  sysfs files: only a process holding CAP_DAC_OVERRIDE, which root has and
+  loses when it drops to another user);
+* the known counter faults: ``counter_mode = "frozen"`` (the accumulator never
+  moves, as on some MI100/MI250 boards), ``"scaled"`` (it moves at
+  ``counter_scale`` times the true rate), and ``reports_power = false`` (the
+  odd die of a dual-die MI250X, whose power and energy its sibling reports).
+
+The driver state is a JSON file shared by every process, like a real driver: a
+cap set by a process that is then SIGKILLed stays set for the next one. Energy
+is computed from the draw since the last change of state (``min(demand, cap)``,
+at least ``idle_w``), so readings need no background activity.
+``python -m zeus_plugins_amdsmi.fake_amdsmi PATH --gpus N [--privileged | --root-only]``
+writes a state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import struct
+import sys
+import threading
+import time
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from zeus_core.daemon import has_capability
+
+ENV = "ZEUS_FAKE_AMDSMI"
+CAP_DAC_OVERRIDE = 1  # writing a root-owned sysfs file (power1_cap) needs it
+
+# amdsmi_status_t values (amdsmi_wrapper.py)
+AMDSMI_STATUS_SUCCESS = 0
+AMDSMI_STATUS_INVAL = 1
+AMDSMI_STATUS_NOT_SUPPORTED = 2
+AMDSMI_STATUS_TIMEOUT = 8
+AMDSMI_STATUS_RETRY = 9
+AMDSMI_STATUS_NO_PERM = 10
+AMDSMI_STATUS_INIT_ERROR = 18
+AMDSMI_STATUS_NOT_FOUND = 31
+AMDSMI_STATUS_NOT_INIT = 32
+AMDSMI_STATUS_DRIVER_NOT_LOADED = 34
+
+_MESSAGES = {
+    AMDSMI_STATUS_INVAL: "AMDSMI_STATUS_INVAL - Invalid parameters",
+    AMDSMI_STATUS_NOT_SUPPORTED: "AMDSMI_STATUS_NOT_SUPPORTED - Feature not supported",
+    AMDSMI_STATUS_TIMEOUT: "AMDSMI_STATUS_TIMEOUT - Timeout in API call",
+    AMDSMI_STATUS_RETRY: "AMDSMI_STATUS_RETRY - Retry operation",
+    AMDSMI_STATUS_NO_PERM: "AMDSMI_STATUS_NO_PERM - Permission Denied",
+    AMDSMI_STATUS_INIT_ERROR: "AMDSMI_STATUS_INIT_ERROR - Initialization error",
+    AMDSMI_STATUS_NOT_FOUND: "AMDSMI_STATUS_NOT_FOUND - Device Not found",
+    AMDSMI_STATUS_NOT_INIT: "AMDSMI_STATUS_NOT_INIT - Device not initialized",
+    AMDSMI_STATUS_DRIVER_NOT_LOADED: "AMDSMI_STATUS_DRIVER_NOT_LOADED - Driver not loaded",
+}
+
+
+class AmdSmiInitFlags(IntEnum):
+    INIT_ALL_PROCESSORS = 0xFFFFFFFF
+    INIT_AMD_CPUS = 1
+    INIT_AMD_GPUS = 2
+    INIT_NON_AMD_CPUS = 4
+    INIT_NON_AMD_GPUS = 8
+    INIT_AMD_APUS = 3
+
+
+class AmdSmiTemperatureType(IntEnum):
+    EDGE = 0
+    HOTSPOT = 1
+    JUNCTION = 1
+    VRAM = 2
+    HBM_0 = 3
+    HBM_1 = 4
+    HBM_2 = 5
+    HBM_3 = 6
+    PLX = 7
+
+
+class AmdSmiTemperatureMetric(IntEnum):
+    CURRENT = 0
+    MAX = 1
+    MIN = 2
+    MAX_HYST = 3
+    MIN_HYST = 4
+    CRITICAL = 5
+
+
+# --------------------------------------------------------------------------- exceptions (amdsmi_exception.py)
+
+
+class AmdSmiException(Exception):
+    """Base of every amdsmi exception."""
+
+
+class AmdSmiLibraryException(AmdSmiException):
+    """A non-success status from the C library; ``get_error_code()`` is the amdsmi_status_t."""
+
+    def __init__(self, err_code: int) -> None:
+        err_code = abs(err_code)
+        super().__init__(err_code)
+        self.err_code = err_code
+        self.err_info = _MESSAGES.get(err_code, "AMDSMI_STATUS_UNKNOWN_ERROR - An unknown error occurred")
+
+    def __str__(self) -> str:
+        return f"Error code:\n\t{self.err_code} | {self.err_info}"
+
+    def get_error_info(self, detailed: bool = True) -> str:
+        return self.err_info if detailed else self.err_info.split(" - ")[0]
+
+    def get_error_code(self) -> int:
+        return self.err_code
+
+
+class AmdSmiRetryException(AmdSmiLibraryException):
+    def __init__(self) -> None:
+        super().__init__(AMDSMI_STATUS_RETRY)
+
+
+class AmdSmiTimeoutException(AmdSmiLibraryException):
+    def __init__(self) -> None:
+        super().__init__(AMDSMI_STATUS_TIMEOUT)
+
+
+class AmdSmiParameterException(AmdSmiException):
+    def __init__(self, received: Any, expected: Any, msg: str | None = None) -> None:
+        super().__init__(msg)
+        self.err_code = None
+        self.err_msg = msg or f"Invalid parameter:\nActual type: {type(received)}\nExpected type: {expected}"
+
+    def __str__(self) -> str:
+        return self.err_msg
+
+
+class AmdSmiKeyException(AmdSmiException):
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.err_msg = f"Key {key} is missing from dictionary"
+
+    def __str__(self) -> str:
+        return self.err_msg
+
+
+class AmdSmiBdfFormatException(AmdSmiException):
+    def __init__(self, bdf: Any) -> None:
+        super().__init__()
+        self.err_msg = f"Wrong BDF format: {bdf}"
+
+    def __str__(self) -> str:
+        return self.err_msg
+
+
+# --------------------------------------------------------------------------- the driver state
+
+
+def _float32(x: float) -> float:
+    """What a C ``float`` holds of ``x`` (amdsmi returns the resolution through ctypes.c_float)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+@attrs.define
+class FakeAmdGpu:
+    """One simulated AMD GPU. Watts and degrees here; the interface converts (µW, counts)."""
+
+    market_name: str = "AMD Instinct MI300X"
+    uuid: str = ""
+    hip_uuid: str = ""
+    bdf: str = ""
+    hip_id: int | None = None  # HIP's index; default: the BDF order (a node may differ, as MI350X nodes do)
+    min_cap_w: float = 200.0
+    max_cap_w: float = 750.0
+    default_cap_w: float = 750.0
+    cap_w: float | None = None
+    idle_w: float = 120.0
+    demand_w: float = 500.0
+    reports_instant: bool = True  # current_socket_power (MI300 on); "N/A" before
+    reports_average: bool = True  # average_socket_power
+    reports_power: bool = True  # False: the odd die of an MI250X (reads 0 W, its counter never moves)
+    counter_bits: int = 64
+    counter_resolution_uj: float = 15.3
+    counter_start: int = 4_000_000_000  # counts when the state is written (a driver up for a while)
+    counter_mode: str = "ok"  # "ok", "frozen" or "scaled"
+    counter_scale: float = 1.0  # with "scaled": the counter's rate against the true one
+    temperatures_c: dict[str, float] = attrs.field(factory=lambda: {"hotspot": 62.0, "vram": 55.0})
+    energy_uj: float = 0.0  # true energy since the state was written, at the anchor
+    anchor_t: float | None = None
+    cap_history_w: list[float] = attrs.field(factory=list)  # every cap set, in order (for tests)
+
+
+def create(path: str | os.PathLike[str], gpus: list[FakeAmdGpu] | int = 1, privileged: bool | str = False,
+           driver_version: str = "6.10.5") -> Path:
+    """Write a driver state with ``gpus`` (a count of default MI300X or a list) and return its path."""
+    if privileged not in (True, False, "root"):
+        raise ValueError(f'privileged must be True, False or "root", got {privileged!r}')
+    if isinstance(gpus, int):
+        gpus = [FakeAmdGpu() for _ in range(gpus)]
+    now = time.monotonic()
+    for i, g in enumerate(gpus):
+        if g.counter_bits not in (32, 64):
+            raise ValueError(f"counter_bits must be 32 or 64, got {g.counter_bits}")
+        g.uuid = g.uuid or f"{0x74a1 + i:08x}-0000-1000-80a0-e6b1e97b{i:04x}"
+        g.hip_uuid = g.hip_uuid or f"GPU-{0x3c2b4d5e6f70 + i:016x}"
+        g.bdf = g.bdf or f"0000:{0x0c + 0x10 * i:02x}:00.0"
+        g.hip_id = i if g.hip_id is None else g.hip_id
+        g.cap_w = g.default_cap_w if g.cap_w is None else g.cap_w
+        g.anchor_t = now if g.anchor_t is None else g.anchor_t
+    hip_ids = sorted(g.hip_id for g in gpus)
+    if hip_ids != list(range(len(gpus))):
+        raise ValueError(f"hip_id values must be 0..{len(gpus) - 1} once each, got {hip_ids}")
+    state = {"driver_version": driver_version, "privileged": privileged, "gpus": [attrs.asdict(g) for g in gpus]}
+    p = Path(path)
+    _replace(p, state)
+    return p
+
+
+def install(path: str | os.PathLike[str], monkeypatch: Any = None) -> Any:
+    """Make ``import amdsmi`` return this module, driven by the state at ``path`` (undone after the
+    test with pytest's ``monkeypatch``)."""
+    mod = sys.modules[__name__]
+    if monkeypatch is not None:
+        monkeypatch.setenv(ENV, str(path))
+        monkeypatch.setitem(sys.modules, "amdsmi", mod)
+    else:
+        os.environ[ENV] = str(path)
+        sys.modules["amdsmi"] = mod
+    return mod
+
+
+def _replace(path: Path, state: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, path)
+
+
+_lock = threading.RLock()
+
+
+def _state_path() -> Path:
+    p = os.environ.get(ENV)
+    if not p:
+        raise AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED)
+    return Path(p)
+
+
+def _read() -> dict:
+    try:
+        return json.loads(_state_path().read_text())
+    except FileNotFoundError:
+        raise AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED) from None
+
+
+@contextlib.contextmanager
+def _changing():
+    """Read, modify and replace the state under an exclusive lock (several processes share it)."""
+    path = _state_path()
+    with _lock, open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = _read()
+        yield state
+        _replace(path, state)
+
+
+def read_state(path: str | os.PathLike[str] | None = None) -> dict:
+    """The driver state as a dict (for assertions)."""
+    return json.loads(Path(path).read_text()) if path is not None else _read()
+
+
+def _draw_w(g: dict) -> float:
+    if not g["reports_power"]:
+        return 0.0
+    return max(min(g["demand_w"], g["cap_w"]), g["idle_w"])
+
+
+def _true_uj(g: dict, now: float) -> float:
+    return g["energy_uj"] + _draw_w(g) * 1e6 * max(0.0, now - g["anchor_t"])
+
+
+def _fold(g: dict) -> None:
+    """Fold the energy drawn so far into the state before the draw changes."""
+    now = time.monotonic()
+    g["energy_uj"] = _true_uj(g, now)
+    g["anchor_t"] = now
+
+
+def set_demand(index: int, watts: float) -> None:
+    """Change the load on GPU ``index`` (BDF order): the power it would draw without a cap."""
+    with _changing() as state:
+        g = state["gpus"][index]
+        _fold(g)
+        g["demand_w"] = float(watts)
+
+
+def reset_counter(index: int) -> None:
+    """A driver reload on GPU ``index``: its energy accumulator starts again from 0."""
+    with _changing() as state:
+        g = state["gpus"][index]
+        _fold(g)
+        g["counter_start"] = -int(g["energy_uj"] / _float32(g["counter_resolution_uj"]))
+
+
+def true_energy_j(index: int, path: str | os.PathLike[str] | None = None) -> float:
+    """The energy GPU ``index`` really drew since the state was written (what a test compares with)."""
+    g = read_state(path)["gpus"][index]
+    return _true_uj(g, time.monotonic()) / 1e6
+
+
+# --------------------------------------------------------------------------- handles
+
+
+@attrs.frozen
+class _Handle:
+    """A processor handle (the real one is a ctypes ``amdsmi_processor_handle``)."""
+
+    index: int
+
+
+# Like the C library, initialisation is one flag per process, not a count: a second
+# amdsmi_init is a no-op and one amdsmi_shut_down ends the library for every user in
+# the process (their handles then fail with NOT_INIT).
+_initialized = False
+
+
+def _gpu(handle: Any) -> dict:
+    if not _initialized:
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_INIT)
+    if not isinstance(handle, _Handle):
+        raise AmdSmiParameterException(handle, "amdsmi_processor_handle")
+    gpus = _read()["gpus"]
+    if not 0 <= handle.index < len(gpus):
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_FOUND)
+    return gpus[handle.index]
+
+
+# --------------------------------------------------------------------------- the amdsmi interface
+
+
+def amdsmi_init(flag: AmdSmiInitFlags = AmdSmiInitFlags.INIT_AMD_GPUS) -> None:
+    global _initialized
+    if not isinstance(flag, AmdSmiInitFlags):
+        raise AmdSmiParameterException(flag, AmdSmiInitFlags)
+    _read()  # no state: no driver
+    _initialized = True
+
+
+def amdsmi_shut_down() -> None:
+    global _initialized
+    _initialized = False
+
+
+def amdsmi_get_processor_handles() -> list[_Handle]:
+    if not _initialized:
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_INIT)
+    return [_Handle(i) for i in range(len(_read()["gpus"]))]
+
+
+def amdsmi_get_gpu_device_uuid(processor_handle: Any) -> str:
+    return _gpu(processor_handle)["uuid"]
+
+
+def amdsmi_get_gpu_device_bdf(processor_handle: Any) -> str:
+    return _gpu(processor_handle)["bdf"]
+
+
+def amdsmi_get_gpu_enumeration_info(processor_handle: Any) -> dict[str, Any]:
+    g = _gpu(processor_handle)
+    return {"drm_render": 128 + processor_handle.index, "drm_card": processor_handle.index, "hsa_id": g["hip_id"] + 1,
+            "hip_id": g["hip_id"], "hip_uuid": g["hip_uuid"]}
+
+
+def amdsmi_get_gpu_asic_info(processor_handle: Any) -> dict[str, Any]:
+    g = _gpu(processor_handle)
+    return {"market_name": g["market_name"], "vendor_id": "0x1002", "vendor_name": "Advanced Micro Devices Inc. [AMD/ATI]",
+            "subvendor_id": "0x1002", "device_id": "0x74a1", "rev_id": "0x00", "asic_serial": f"0x{0xA1B2C3D4 + processor_handle.index:016X}",
+            "oam_id": processor_handle.index, "num_compute_units": 304, "target_graphics_version": "gfx942", "subsystem_id": "0x74a1"}
+
+
+def amdsmi_get_gpu_driver_info(processor_handle: Any) -> dict[str, str]:
+    _gpu(processor_handle)
+    return {"driver_name": "amdgpu", "driver_version": _read()["driver_version"], "driver_date": "2015/01/01 00:00"}
+
+
+def amdsmi_get_lib_version() -> dict[str, Any]:
+    return {"year": 25, "major": 26, "minor": 0, "release": 2, "build": "26.0.2+simulated"}
+
+
+def amdsmi_get_power_info(processor_handle: Any) -> dict[str, Any]:
+    g = _gpu(processor_handle)
+    watts = int(_draw_w(g))
+    return {
+        "socket_power": watts,
+        "current_socket_power": watts if g["reports_instant"] else "N/A",
+        "average_socket_power": watts if g["reports_average"] else "N/A",
+        "gfx_voltage": 800, "soc_voltage": 750, "mem_voltage": 1100,
+        "power_limit": int(g["cap_w"] * 1e6),
+    }
+
+
+def amdsmi_get_energy_count(processor_handle: Any) -> dict[str, Any]:
+    g = _gpu(processor_handle)
+    now = time.monotonic()
+    res = _float32(g["counter_resolution_uj"])
+    if g["counter_mode"] == "frozen" or not g["reports_power"]:
+        counts = g["counter_start"]
+    else:
+        scale = g["counter_scale"] if g["counter_mode"] == "scaled" else 1.0
+        counts = g["counter_start"] + int(_true_uj(g, now) * scale / res)
+    return {"energy_accumulator": counts % (1 << g["counter_bits"]), "counter_resolution": res,
+            "timestamp": int(now * 1e9)}
+
+
+def amdsmi_get_power_cap_info(processor_handle: Any) -> dict[str, int]:
+    g = _gpu(processor_handle)
+    return {"power_cap": int(round(g["cap_w"] * 1e6)), "default_power_cap": int(round(g["default_cap_w"] * 1e6)),
+            "dpm_cap": 2100, "min_power_cap": int(round(g["min_cap_w"] * 1e6)), "max_power_cap": int(round(g["max_cap_w"] * 1e6))}
+
+
+def amdsmi_set_power_cap(processor_handle: Any, sensor_ind: int, cap: int) -> None:
+    _gpu(processor_handle)
+    if not isinstance(sensor_ind, int):
+        raise AmdSmiParameterException(sensor_ind, int)
+    if not isinstance(cap, int):
+        raise AmdSmiParameterException(cap, int)
+    mode = _read()["privileged"]
+    if not (has_capability(CAP_DAC_OVERRIDE) if mode == "root" else mode):
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NO_PERM)
+    if sensor_ind != 0:
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)
+    with _changing() as state:
+        g = state["gpus"][processor_handle.index]
+        if not g["min_cap_w"] * 1e6 <= cap <= g["max_cap_w"] * 1e6:
+            raise AmdSmiLibraryException(AMDSMI_STATUS_INVAL)
+        _fold(g)
+        g["cap_w"] = cap / 1e6
+        g["cap_history_w"].append(g["cap_w"])
+
+
+def amdsmi_get_temp_metric(processor_handle: Any, sensor_type: AmdSmiTemperatureType, metric: AmdSmiTemperatureMetric) -> int:
+    g = _gpu(processor_handle)
+    if not isinstance(sensor_type, AmdSmiTemperatureType):
+        raise AmdSmiParameterException(sensor_type, AmdSmiTemperatureType)
+    if not isinstance(metric, AmdSmiTemperatureMetric):
+        raise AmdSmiParameterException(metric, AmdSmiTemperatureMetric)
+    value = g["temperatures_c"].get(sensor_type.name.lower())
+    if value is None or metric != AmdSmiTemperatureMetric.CURRENT:
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)
+    return int(value)
+
+
+def __getattr__(name: str) -> Any:
+    # Anything not simulated fails loudly instead of pretending.
+    if name.startswith("amdsmi_"):
+        raise AttributeError(f"the simulated amdsmi does not provide {name}; add it to {__name__}")
+    raise AttributeError(name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m zeus_plugins_amdsmi.fake_amdsmi PATH``: write a simulated driver state."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m zeus_plugins_amdsmi.fake_amdsmi",
+                                description="Write the state of a simulated AMD GPU driver; then run zeus with "
+                                            f"{ENV}=PATH to use it instead of amdsmi.")
+    p.add_argument("path", help="driver state file to write (replaced if it exists)")
+    p.add_argument("--gpus", type=int, default=1, help="number of simulated MI300X (default 1)")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--privileged", action="store_true", help="let every process set power caps; default: none may")
+    who.add_argument("--root-only", action="store_true", help="let only root (CAP_DAC_OVERRIDE) set caps, like the real driver")
+    p.add_argument("--demand-w", type=float, default=500.0, help="power each GPU draws without a cap (W)")
+    p.add_argument("--counter", choices=("ok", "frozen"), default="ok",
+                   help="frozen: the energy accumulator never moves (zeus then polls power)")
+    p.add_argument("--counter-bits", type=int, choices=(32, 64), default=64, help="width of the energy accumulator")
+    a = p.parse_args(argv)
+    if a.gpus < 1:
+        p.error(f"--gpus must be at least 1, got {a.gpus}")
+    if a.demand_w <= 0:
+        p.error(f"--demand-w must be positive, got {a.demand_w}")
+    gpus = [FakeAmdGpu(demand_w=a.demand_w, counter_mode=a.counter, counter_bits=a.counter_bits) for _ in range(a.gpus)]
+    path = create(a.path, gpus, privileged="root" if a.root_only else a.privileged)
+    print(f"simulated AMD driver with {a.gpus} GPU(s) in {path}; use it with {ENV}={Path(path).resolve()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Entry point of zeus-plugins-amdsmi: the ``amdsmi`` device, its power-cap restorer, and its ``zeus daemon`` service."""
+
+from __future__ import annotations
+
+from zeus_core import hookimpl
+
+from zeus_plugins_amdsmi.control import OWNER, restore_setting
+from zeus_plugins_amdsmi.options import AmdsmiOptions
+from zeus_plugins_amdsmi.service import AmdsmiServeOptions, AmdsmiService
+
+
+def make_amdsmi(options: AmdsmiOptions, context):
+    """AMD GPUs through amdsmi (the device module loads when a job or tool opens one)."""
+    from zeus_plugins_amdsmi.device import make_amdsmi as make
+
+    return make(options, context)
+
+
+@hookimpl
+def zeus_register_devices(register):
+    register("amdsmi", make_amdsmi, options=AmdsmiOptions, measures={"gpu": "gpus"})
+
+
+@hookimpl
+def zeus_register_restorers(register):
+    register(OWNER, restore_setting)
+
+
+@hookimpl
+def zeus_register_privileged_operations(register):
+    register("amdsmi", AmdsmiService, options=AmdsmiServeOptions)

@@ -1,0 +1,85 @@
+"""The ``apple-silicon`` device: CPU, GPU, ANE and DRAM energy of an Apple Silicon chip.
+
+``zeus_apple_silicon`` reads the chip's IOReport energy channels, which count
+from boot; ``get_cumulative_energy()`` gives each in millijoules, ``None`` for a
+channel the chip does not have. Each channel present when the device opens is
+one device name: ``cpu`` (all CPU clusters), ``gpu``, ``gpu-sram``, ``ane``
+(the Neural Engine) and ``dram``. Per-core and per-cluster channels are inside
+``cpu`` and are not separate names.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from zeus_core import DeviceError
+
+from zeus_plugins_apple_silicon.control import apple_module, chip_name
+from zeus_plugins_apple_silicon.options import AppleSiliconOptions
+
+#: device name -> AppleEnergyMetrics field
+CHANNELS = {"cpu": "cpu_total_mj", "gpu": "gpu_mj", "gpu-sram": "gpu_sram_mj", "ane": "ane_mj", "dram": "dram_mj"}
+
+
+class AppleSilicon:
+    """The ``apple-silicon`` device group: one name per energy channel the chip reports."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, options: AppleSiliconOptions | None = None, module: Any = None) -> None:
+        self.options = options = options or AppleSiliconOptions()
+        self._module = module = module or apple_module()
+        try:
+            self._monitor = module.AppleEnergyMonitor()
+        except RuntimeError as e:
+            raise DeviceError(f"zeus_apple_silicon cannot read the energy channels ({e}); IOReport is available on "
+                              "macOS on Apple Silicon (M1 and newer)") from None
+        first = self._monitor.get_cumulative_energy()
+        self._fields = {name: field for name, field in CHANNELS.items() if getattr(first, field) is not None}
+        if not self._fields:
+            raise DeviceError("zeus_apple_silicon reports no CPU, GPU, ANE or DRAM energy on this chip")
+        self.names = list(self._fields)
+        self.energy_sources = dict.fromkeys(self.names, "counter")
+        self.max_power_w = float(options.max_power_w or 0.0)
+        self.model = chip_name(module)
+
+    def read_energy(self) -> dict[str, float]:
+        """Joules per channel since boot (a fixed point: windows subtract it away)."""
+        m = self._monitor.get_cumulative_energy()
+        out = {}
+        for name, field in self._fields.items():
+            mj = getattr(m, field)
+            if mj is None:
+                raise DeviceError(f"zeus_apple_silicon stopped reporting {field} ({name}) energy")
+            out[name] = mj / 1000.0
+        return out
+
+    def identity(self) -> dict[str, Any]:
+        """The chip (:class:`zeus_core.HasIdentity`): energy learned on one chip means nothing on another."""
+        return {"soc_model": self.model}
+
+    def close(self) -> None:
+        self._monitor = _Closed()
+
+    def __enter__(self) -> AppleSilicon:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Closed:
+    def get_cumulative_energy(self) -> Any:
+        raise DeviceError("the apple-silicon device is closed")
+
+
+def make_apple_silicon(options: AppleSiliconOptions, context: Any) -> AppleSilicon:
+    """Apple Silicon CPU, GPU, ANE and DRAM energy through zeus_apple_silicon."""
+    job = getattr(context, "job", None)
+    if job is not None and options.max_power_w is None and job.eta_knob < 1:
+        raise DeviceError(
+            "Apple Silicon has no power limit to weigh time by in the cost metric (eta_knob < 1): "
+            "set max_power_w in [device] to the chip's power budget"
+        )
+    return AppleSilicon(options)

@@ -1,0 +1,163 @@
+"""The ``jetson`` device: an NVIDIA Jetson's INA3221 power rails, polled and integrated into energy.
+
+The INA3221 reports power, not energy, so a thread reads every rail each
+``poll_interval_s`` (all rails at one timestamp) and integrates by the
+trapezoid rule; between the last sample and "now" the last power is held. A
+thread, not a process: a sysfs read runs in the kernel without the GIL.
+
+Each rail is one device name (:mod:`zeus_plugins_jetson.rails`); ``rail_roles``
+says which is the module's input (``total``: it contains the others, so do not
+add it to them), which feed the GPU, which the CPU. Temperatures come from the
+board's thermal zones: the GPU zone for GPU rails, the CPU zone for CPU rails,
+the junction (``tj``) zone for the input rail.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from zeus_core import DeviceError
+
+from zeus_plugins_jetson.options import JetsonOptions
+from zeus_plugins_jetson.rails import Rail, board_model, discover, read_number, thermal_zones
+
+#: thermal zone type prefix per rail role
+_ZONE_OF_ROLE = {"gpu": ("gpu",), "cpu": ("cpu",), "total": ("tj", "tboard")}
+
+
+class RailPoller:
+    """Reads every rail each period in a daemon thread and keeps the running energy of each."""
+
+    def __init__(self, rails: list[Rail], period_s: float) -> None:
+        self.rails = rails
+        self.period_s = period_s
+        self._lock = threading.Lock()
+        self.failure: DeviceError | None = None
+        first = self._read_all()  # at open: a tree that cannot be read fails here, with its file named
+        self._t = time.monotonic()
+        self._watts = first
+        self._joules = [0.0] * len(rails)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="zeus-jetson-rails", daemon=True)
+        self._thread.start()
+
+    def _read_all(self) -> list[float]:
+        return [r.read_w() for r in self.rails]
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            try:
+                watts = self._read_all()
+            except DeviceError as e:
+                self.failure = e
+                continue
+            now = time.monotonic()
+            with self._lock:
+                dt = now - self._t
+                self._joules = [j + (a + b) * 0.5 * dt for j, a, b in zip(self._joules, self._watts, watts)]
+                self._t, self._watts = now, watts
+
+    def energy(self) -> list[float]:
+        """Joules per rail since open (the last power held from the last sample to now)."""
+        if self.failure is not None:
+            raise DeviceError(f"reading the Jetson power rails failed: {self.failure}")
+        now = time.monotonic()
+        with self._lock:
+            held = max(0.0, now - self._t)
+            return [j + w * held for j, w in zip(self._joules, self._watts)]
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(5)
+
+
+class JetsonRails:
+    """The ``jetson`` device group: one name per INA3221 rail (``vdd_in``, ``vdd_gpu_soc``, ...)."""
+
+    clock = staticmethod(time.monotonic)
+
+    def __init__(self, options: JetsonOptions | None = None) -> None:
+        self.options = options = options or JetsonOptions()
+        root = Path(options.sysfs_root)
+        rails = discover(root)
+        if options.rails is not None:
+            rails = self._select(rails, options.rails)
+        self.rails = rails
+        self.names = [r.name for r in rails]
+        self.rail_roles = {r.name: r.role for r in rails}
+        self.rail_labels = {r.name: r.label for r in rails}
+        self.energy_sources = dict.fromkeys(self.names, "polling")
+        self.max_power_w = float(options.max_power_w or 0.0)
+        self.model = board_model(root)
+        zones = thermal_zones(root)
+        self._zones = {r.name: z for r in rails if (z := _zone_for(r.role, zones)) is not None}
+        self._poller = RailPoller(rails, options.poll_interval_s)
+        self._closed = False
+
+    @staticmethod
+    def _select(rails: list[Rail], wanted: list[str]) -> list[Rail]:
+        by_key = {k: r for r in rails for k in (r.name, r.label.lower())}
+        missing = [w for w in wanted if w.lower() not in by_key]
+        if missing:
+            raise DeviceError(f"rails {missing} are not on this board; it has {', '.join(f'{r.label} ({r.name})' for r in rails)}")
+        return list({id(r): r for r in (by_key[w.lower()] for w in wanted)}.values())
+
+    # -- measurement --
+
+    def read_energy(self) -> dict[str, float]:
+        """Cumulative joules per rail since the device opened (polled power, integrated)."""
+        return dict(zip(self.names, self._poller.energy()))
+
+    def read_power(self) -> dict[str, float]:
+        """Power (W) per rail, read now."""
+        return {r.name: r.read_w() for r in self.rails}
+
+    def read_temperatures(self) -> dict[str, float]:
+        """°C per rail whose part has a thermal zone (GPU, CPU, the module's junction for the input rail)."""
+        return {name: read_number(path) / 1000.0 for name, path in self._zones.items()}
+
+    def identity(self) -> dict[str, Any]:
+        """The board model and its rails (:class:`zeus_core.HasIdentity`): energy learned on one board
+        means nothing on another."""
+        return {"board_model": self.model, "rails": [r.label for r in self.rails]}
+
+    # -- lifetime --
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._poller.stop()
+
+    def __enter__(self) -> JetsonRails:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _zone_for(role: str, zones: dict[str, Path]) -> Path | None:
+    for prefix in _ZONE_OF_ROLE.get(role, ()):
+        for zone_type, path in zones.items():
+            if zone_type.startswith(prefix):
+                return path
+    return None
+
+
+def make_jetson(options: JetsonOptions, context: Any) -> JetsonRails:
+    """NVIDIA Jetson power rails (INA3221 under sysfs), polled and integrated."""
+    resolve = getattr(context, "resolve_path", None)
+    if resolve is not None:
+        options = attrs.evolve(options, sysfs_root=str(resolve(options.sysfs_root)))
+    job = getattr(context, "job", None)
+    if job is not None and options.max_power_w is None and job.eta_knob < 1:
+        raise DeviceError(
+            "a Jetson's rails have no power limit to weigh time by in the cost metric (eta_knob < 1): "
+            "set max_power_w in [device] to the module's power budget (its nvpmodel mode, e.g. 15 W)"
+        )
+    return JetsonRails(options)
