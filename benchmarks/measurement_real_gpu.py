@@ -53,10 +53,9 @@ def main() -> int:
         tmp = tempfile.mkdtemp()
         fake_pynvml.install(fake_pynvml.create(Path(tmp) / "driver.json", 1, privileged=True))
 
+    from zeus_core import DeviceError, Monitor
     from zeus_plugins_nvml.device import NvmlGpus
     from zeus_plugins_nvml.options import NvmlOptions
-
-    from zeus_core import DeviceError, Monitor
 
     counter = NvmlGpus(NvmlOptions(gpus=[0]))
     polled = NvmlGpus(NvmlOptions(gpus=[0], energy="polling"))

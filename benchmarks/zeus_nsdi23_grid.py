@@ -28,13 +28,13 @@ from types import SimpleNamespace
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+
+from zeus_core import JobOptions
+from zeus_core.engine import registry as zreg
 from zeus_plugins_trace import baselines
 from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
 from zeus_plugins_trace.simulate import simulate
 from zeus_plugins_trace.traces import load_traces, select
-
-from zeus_core import JobOptions
-from zeus_core.engine import registry as zreg
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "zeus_nsdi23"

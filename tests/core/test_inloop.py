@@ -16,8 +16,8 @@ from inloop_helpers import QUICK_JIT, env_with_fake, fake_gpus, limits, run_epoc
 from zeus_core import BatchSizeOptimizer, DeviceError, PowerLimitOptimizer, RunFailed, ZeusMonitor, hookimpl
 from zeus_core.engine.assembly import DeviceOpenError
 from zeus_core.engine.history import JobHistory, TryPlan
-from zeus_core.engine.registry import load as load_plugins
 from zeus_core.engine.registry import get_registry
+from zeus_core.engine.registry import load as load_plugins
 from zeus_core.engine.stores.locations import open_store
 from zeus_core.errors import PluginError
 from zeus_core.identity import IdentityMismatch, differences, merged

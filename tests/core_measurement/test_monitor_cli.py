@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from zeus_core import DeviceError, hookimpl
-from zeus_core.engine import registry as zreg
 from zeus_core.cli.main import cli
+from zeus_core.engine import registry as zreg
 
 
 @attrs.define

@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
+
+from zeus_core import DeviceError, Monitor
 from zeus_plugins_cpu import rapl
 from zeus_plugins_cpu.options import RaplOptions
 from zeus_plugins_cpu.rapl import RaplCpus
-
-from zeus_core import DeviceError, Monitor
 
 RANGE = 262_143_328_850  # a real package's max_energy_range_uj
 

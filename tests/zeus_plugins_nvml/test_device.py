@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+
+from zeus_core import DeviceError, Monitor
+from zeus_core.engine.registry import load
+from zeus_core.engine.stores import sqlite as store
+from zeus_core.journal import restore_pending
 from zeus_plugins_nvml import fake_pynvml
 from zeus_plugins_nvml import plugin as nvml_plugin
 from zeus_plugins_nvml.control import restore_setting
 from zeus_plugins_nvml.device import NvmlGpus
 from zeus_plugins_nvml.fake_pynvml import FakeGpu
 from zeus_plugins_nvml.options import NvmlOptions
-
-from zeus_core import DeviceError, Monitor
-from zeus_core.engine.stores import sqlite as store
-from zeus_core.engine.registry import load
-from zeus_core.journal import restore_pending
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -64,6 +64,7 @@ def test_scraped_over_loopback_after_a_job_the_series_match_summary_json(tmp_pat
 def test_with_a_token_a_scrape_without_it_is_refused():
     """The /metrics server itself: 401 without the bearer token, the metrics with it."""
     from prometheus_client import CollectorRegistry, Gauge
+
     from zeus_plugins_prometheus.exporter import _serve_metrics
 
     registry = CollectorRegistry()

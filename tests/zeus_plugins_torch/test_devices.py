@@ -12,8 +12,6 @@ import inspect
 import time
 
 import pytest
-from zeus_plugins_torch.allocated import LimitHolder
-from zeus_plugins_torch.devices import FORWARDED, DataParallelDevices, members
 
 from zeus_core import (
     ClockControl,
@@ -27,6 +25,8 @@ from zeus_core import (
     SupportedPowerLimits,
     read_allocation,
 )
+from zeus_plugins_torch.allocated import LimitHolder
+from zeus_plugins_torch.devices import FORWARDED, DataParallelDevices, members
 
 
 class TwoGpus:

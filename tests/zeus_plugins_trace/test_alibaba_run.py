@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from zeus_plugins_trace import plugin as trace_plugin
-from zeus_plugins_trace.groups import read_groups
 
 from zeus_core.cli import main as zcli
 from zeus_core.engine import registry as zreg
 from zeus_plugins_mab import plugin as mab_plugin
+from zeus_plugins_trace import plugin as trace_plugin
+from zeus_plugins_trace.groups import read_groups
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "examples" / "alibaba" / "job.toml"

@@ -23,12 +23,12 @@ flight, so the policy chooses it.
 from __future__ import annotations
 
 import pytest
+
+from zeus_core import JobOptions
 from zeus_plugins_trace.groups import Group, GroupJob
 from zeus_plugins_trace.replay import group_seed, replay_group
 from zeus_plugins_trace.simulate import SimulationError
 from zeus_plugins_trace.traces import load_traces, select
-
-from zeus_core import JobOptions
 
 TRAIN = """dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch
 d,n,8,sgd,0.1,1,0.5,3

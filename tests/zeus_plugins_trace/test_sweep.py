@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from zeus_plugins_trace.sweep import parse_axis, sweep_cmd
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,10 +48,9 @@ def test_pool_table_single_job_points(tmp_path):
     ]
     assert all(r["gpu"] == r["device.gpu"] and r["recurrences"] == "15" for r in rows)
     # each row is the fast simulator's run of that point
-    from zeus_plugins_trace.sweep import run_point
-
     from zeus_core.engine.registry import get_registry
     from zeus_core.engine.validation import load_job
+    from zeus_plugins_trace.sweep import run_point
 
     spec = load_job(SINGLE, get_registry(), ["job.recurrences=15", 'device.gpu="a40"', "job.seed=2"])
     assert spec.job.seed == 2

@@ -112,7 +112,7 @@ def read_frame(sock: socket.socket, body_timeout_s: float | None = None) -> byte
         if body is None:
             raise FrameError("the stream ended inside a frame", fatal=True)
         return body
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         raise FrameError(f"a frame did not arrive within {body_timeout_s} s of its first byte", fatal=True) from None
     finally:
         sock.settimeout(previous)

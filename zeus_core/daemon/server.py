@@ -332,7 +332,7 @@ class Daemon:
             while not self._stop.is_set():
                 try:
                     conn, _ = self._listener.accept()
-                except (TimeoutError, socket.timeout):
+                except TimeoutError:
                     continue
                 except OSError as e:
                     if self._stop.is_set():

@@ -43,7 +43,7 @@ from zeus_core.engine.stores.locations import open_store
 from zeus_core.engine.stores.protocol import JobStore
 from zeus_core.engine.validation import Problem, catalog, structure, suggest
 from zeus_core.errors import BadInput, PartMismatch
-from zeus_core.identity import IdentityMismatch, differences, option_identity, with_facts
+from zeus_core.identity import differences, option_identity, refuse_another_job, with_facts
 from zeus_core.job import BUILD_ORDER, JobOptions, JobSpec, PartSpec, job_name
 from zeus_core.parts import HasIdentity, NeedsDevice, OffersBatchSizes, ServesRanks
 
@@ -335,12 +335,7 @@ class Assembly:
         store = self.store
         if self.fresh or store is None:
             return
-        stored = store.identity()
-        if stored is None:
-            return
-        diffs = differences(stored, self.identity)
-        if diffs:
-            raise IdentityMismatch(store.location, diffs, fixes=self.fixes)
+        refuse_another_job(store.location, store.identity(), self.identity, self.fixes)
 
     # -- history --
 
@@ -522,7 +517,9 @@ def build_history(setup: HistorySetup, store: JobStore, registry: Registry | Non
 
     Raises :class:`~zeus_core.engine.remote.SetupError` for a policy this registry does not have,
     options it refuses (each with its path), or a setup whose identity disagrees with what its own
-    options say (a client and a service that resolve the job differently).
+    options say (a client and a service that resolve the job differently), and
+    :class:`~zeus_core.identity.IdentityMismatch` when ``store`` learned another job
+    (unless the setup starts over).
     """
     registry = registry if registry is not None else get_registry()
     table = dict(setup.batch_size)
@@ -551,6 +548,7 @@ def build_history(setup: HistorySetup, store: JobStore, registry: Registry | Non
                         parts={"device": device, "workload": _ClientWorkload(setup.batch_sizes, setup.default_batch_size)},
                         identity=setup.identity, fresh=setup.fresh,
                         labels={"batch_size": f"plugin {plugin!r} refused the options"})
+    assembly.check_identity()
     try:
         assembly.build(("batch_size",))
     except (PartMismatch, TypeError) as e:

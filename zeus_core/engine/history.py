@@ -44,7 +44,7 @@ import attrs
 from zeus_core.contexts import PolicyContext
 from zeus_core.engine import statemerge
 from zeus_core.errors import RunFailed
-from zeus_core.identity import IdentityMismatch, differences, merged
+from zeus_core.identity import merged, refuse_another_job
 from zeus_core.parts import TryCostBound
 
 if TYPE_CHECKING:  # annotations only
@@ -94,15 +94,6 @@ class StalePowerState(RunFailed):
         super().__init__("the power policy's state changed since it was merged; merge onto the current state and retry")
         self.current = current
         self.digest = state_digest(current)
-
-
-def check_store_identity(store: JobStore, identity: dict[str, Any], stored: dict[str, Any] | None = None) -> None:
-    """Raise :class:`~zeus_core.IdentityMismatch` when ``store`` learned a job other than ``identity``."""
-    stored = store.identity() if stored is None else stored
-    if stored is not None:
-        diffs = differences(stored, identity)
-        if diffs:
-            raise IdentityMismatch(store.location, diffs)
 
 
 @attrs.define
@@ -201,11 +192,6 @@ class History:
 
     # -- identity --
 
-    def check_identity(self, stored: dict[str, Any] | None = None) -> None:
-        """Refuse (:class:`~zeus_core.IdentityMismatch`) a store that learned another job."""
-        if not self.fresh:
-            check_store_identity(self.store, self.identity, stored)
-
     def _claim(self, tx: StoreTransaction) -> None:
         if self.fresh:
             tx.clear()
@@ -214,7 +200,7 @@ class History:
         if stored is None:
             tx.set_identity(self.identity)
         else:
-            self.check_identity(stored)
+            refuse_another_job(self.store.location, stored, self.identity)
             learned = merged(stored, self.identity)
             if learned != stored:  # another way in (a script, zeus run) declared more of the job
                 tx.set_identity(learned)

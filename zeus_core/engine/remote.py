@@ -44,6 +44,10 @@ if TYPE_CHECKING:  # annotations only
 
 #: Batch sizes and other counts on the wire stay below this (a 32-bit signed integer).
 MAX_COUNT = 2**31 - 1
+#: The most batch sizes (and predicted limits per batch size) a setup may list.
+MAX_LIST = 4096
+#: The largest maximum power a setup may say its devices have (watts).
+MAX_WATTS = 1e7
 _KEYS = ("job", "identity", "batch_size", "max_power_w", "batch_sizes", "default_batch_size", "predictions", "fresh")
 
 
@@ -205,12 +209,12 @@ class HistorySetup:
             else:
                 _check_finite(table, ("batch_size",), bad)
         max_power = data.get("max_power_w")
-        if "max_power_w" in data and not _number(max_power, lo=0.0, strict=True):
-            bad(("max_power_w",), f"must be a finite number > 0 (watts), got {max_power!r}")
+        if "max_power_w" in data and not (_number(max_power, lo=0.0, strict=True) and max_power <= MAX_WATTS):
+            bad(("max_power_w",), f"must be a number of watts in (0, {MAX_WATTS:g}], got {max_power!r}")
         batch_sizes = data.get("batch_sizes")
         if batch_sizes is not None:
-            if not isinstance(batch_sizes, list) or not batch_sizes or not all(_count(b) for b in batch_sizes):
-                bad(("batch_sizes",), f"must be null or a non-empty list of whole numbers in 1..{MAX_COUNT}")
+            if not isinstance(batch_sizes, list) or not 0 < len(batch_sizes) <= MAX_LIST or not all(_count(b) for b in batch_sizes):
+                bad(("batch_sizes",), f"must be null or a list of 1 to {MAX_LIST} whole numbers in 1..{MAX_COUNT}")
             elif len(set(batch_sizes)) != len(batch_sizes):
                 bad(("batch_sizes",), "lists a batch size twice")
         default = data.get("default_batch_size")
@@ -265,16 +269,19 @@ def _predictions(raw: Any, bad) -> dict[int, list[EpochPrediction]] | None:
     if not isinstance(raw, dict):
         bad(("predictions",), "must be null or an object: batch size -> [[power_limit, time_s, energy_j], ...]")
         return None
+    if len(raw) > MAX_LIST:
+        bad(("predictions",), f"predicts more than {MAX_LIST} batch sizes")
+        return None
     out: dict[int, list[EpochPrediction]] = {}
     for key, rows in raw.items():
         path = ("predictions", str(key))
         if not (isinstance(key, str) and key.isdigit() and _count(int(key))):
             bad(path, f"a batch size must be a whole number in 1..{MAX_COUNT}")
             continue
-        if not isinstance(rows, list) or not all(
+        if not isinstance(rows, list) or len(rows) > MAX_LIST or not all(
             isinstance(r, list) and len(r) == 3 and _number(r[0], strict=True) and _number(r[1]) and _number(r[2]) for r in rows
         ):
-            bad(path, "must list [power_limit > 0, time_s >= 0, energy_j >= 0] triples of finite numbers")
+            bad(path, f"must list up to {MAX_LIST} [power_limit > 0, time_s >= 0, energy_j >= 0] triples of finite numbers")
             continue
         out[int(key)] = [EpochPrediction(float(p), float(t), float(e)) for p, t, e in rows]
     return out

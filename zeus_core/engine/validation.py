@@ -168,7 +168,7 @@ def _structure_value(tp: Any, value: Any, path: tuple, problems: list[Problem], 
     if attrs.has(tp):
         got = structure(tp, value, path, problems, conv)
         return _FAILED if got is None else got
-    if origin in (list, typing.List) and args and attrs.has(args[0]):
+    if origin in (list, list) and args and attrs.has(args[0]):
         if not isinstance(value, list):
             problems.append(Problem(path, f"expected an array of tables, got {type(value).__name__}"))
             return _FAILED

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 from zeus_core import DeviceError
-
 from zeus_plugins_amdsmi.control import (
     FAKE_ENV,
     PERMISSION_FIX,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
-
 from zeus_plugins_amdsmi.control import OWNER, restore_setting
 from zeus_plugins_amdsmi.options import AmdsmiOptions
 from zeus_plugins_amdsmi.service import AmdsmiServeOptions, AmdsmiService

@@ -23,7 +23,6 @@ from typing import Any
 import attrs
 
 from zeus_core.daemon import OperationFailed, Refused, ServiceConfigError, operation
-
 from zeus_plugins_amdsmi.control import OWNER, acquire, key_for, release, set_cap, smi_module
 
 

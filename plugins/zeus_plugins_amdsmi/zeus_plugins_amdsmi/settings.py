@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeus_core.journal import RestoreError
 from zeus_core import SettingsGuard
 from zeus_core.daemon import DaemonClient, DaemonError, has_capability, socket_path
-
+from zeus_core.journal import RestoreError
 from zeus_plugins_amdsmi.control import CAP_DAC_OVERRIDE, OWNER, STATUS_NO_PERM, key_for, restore_setting, set_cap
 
 

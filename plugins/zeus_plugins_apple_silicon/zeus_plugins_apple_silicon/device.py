@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 from zeus_core import DeviceError
-
 from zeus_plugins_apple_silicon.control import apple_module, chip_name
 from zeus_plugins_apple_silicon.options import AppleSiliconOptions
 

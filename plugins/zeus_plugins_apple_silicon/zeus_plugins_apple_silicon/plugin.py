@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
-
 from zeus_plugins_apple_silicon.options import AppleSiliconOptions
 
 

@@ -22,7 +22,6 @@ from typing import Any
 import attrs
 
 from zeus_core import DeviceError
-
 from zeus_plugins_jetson.options import JetsonOptions
 from zeus_plugins_jetson.rails import Rail, board_model, discover, read_number, thermal_zones
 

@@ -88,20 +88,22 @@ class JobInfo(Model):
 
 
 class SetupIn(Model):
-    """``zeus_core.TrialSetup.to_json()``: what the service needs to run the job's batch-size policy as
-    ``zeus run`` does. ``job`` is the ``[job]`` table, ``batch_size`` the ``[batch_size]`` table
-    (``{"plugin": "mab", ...}``), ``identity`` what the job optimises; checked field by field on arrival
-    (an infinite option, such as ``beta_knob``, is the string ``"inf"``)."""
+    """``zeus_core.engine.remote.HistorySetup.to_json()``: what the service needs to run the job's
+    batch-size policy as ``zeus run`` does. ``job`` is the ``[job]`` table, ``batch_size`` the
+    ``[batch_size]`` table (``{"plugin": "mab", ...}``), ``identity`` what the job optimises. Every
+    field is checked on arrival by ``HistorySetup.from_json`` (one check, each problem with its
+    path, 422); an infinite option, such as ``beta_knob``, is the string ``"inf"``, as in the
+    stored identity, since null is an optional option's "none"."""
 
     job: JsonObject = Field(examples=[{"name": "fuzz", "eta_knob": 0.5, "beta_knob": 2.0, "target_metric": 0.6}])
     identity: JsonObject = Field(examples=[{"job": {"eta_knob": 0.5}, "batch_size": {"plugin": "fixed"}}])
     batch_size: JsonObject = Field(examples=[{"plugin": "fixed", "default": 32}])
-    max_power_w: Watts
-    batch_sizes: list[Count] | None = Field(None, max_length=4096)
-    default_batch_size: Count | None = None
-    predictions: dict[str, list[list[Quantity]]] | None = Field(
-        None, description="batch size -> [[power_limit, time_s, energy_j], ...]: the device's epoch predictions")
-    fresh: bool = False
+    max_power_w: JsonValue = Field(description="watts (> 0): the device's maximum power of the cost metric", examples=[300.0])
+    batch_sizes: JsonValue = Field(None, description="null or the distinct batch sizes the workload offers", examples=[[32, 64]])
+    default_batch_size: JsonValue = Field(None, description="null or the workload's default batch size", examples=[32])
+    predictions: JsonValue = Field(
+        None, description="null or batch size -> [[power_limit, time_s, energy_j], ...]: the device's epoch predictions")
+    fresh: JsonValue = Field(False, description="forget what the store learned, in the job's first write")
 
 
 class SessionIn(Model):

@@ -28,10 +28,11 @@ import math
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi import Path as PathParam
@@ -385,8 +386,7 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
         session = Session(body.client, job, setup)
 
         def fn(entry: JobEntry) -> api.SessionOut:
-            trials = session.trials_for(entry.open(), hub.registry)
-            trials.check_identity()
+            trials = session.trials_for(entry.open(), hub.registry)  # checks the store learned this job
             return api.SessionOut(session=body.client, next_recurrence=trials.next_recurrence())
 
         out = await hub.run(job, fn)

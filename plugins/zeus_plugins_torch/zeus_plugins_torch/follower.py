@@ -187,21 +187,19 @@ def follower_main(cfg: FollowerConfig, queue: Any) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cfg.cuda_visible
     from rich.console import Console
 
-    from zeus_core import BuildContext
+    from zeus_core.engine.assembly import Assembly
     from zeus_core.engine.registry import load as load_plugins
-    from zeus_core.engine.stores.sqlite import Store
     from zeus_core.engine.validation import load_job
     from zeus_plugins_torch.entry import load_entry
 
-    code, device, store, joined = 1, None, None, False
+    code, device, joined = 1, None, False
     try:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         reg = load_plugins(extra_plugins=[(n, importlib.import_module(m)) for n, m in cfg.extra_plugins])
         spec = load_job(cfg.job_path, reg, list(cfg.overrides))
-        store = Store(spec.store_location())
-        part = spec.parts["device"]
-        device = part.registration.factory(part.options, BuildContext(spec, store, Console(stderr=True), reg))
+        part = spec.parts["device"]  # this rank's own device, built as rank 0 built its own; rank 0 alone keeps the store
+        device = Assembly(spec, reg, console=Console(stderr=True)).build(("device",)).parts["device"]
         options = spec.parts["workload"].options
         fn = load_entry(options.entry, [spec.job_dir / p for p in options.python_path])
         holder = None
@@ -228,8 +226,6 @@ def follower_main(cfg: FollowerConfig, queue: Any) -> None:
             except Exception as e:  # noqa: BLE001
                 queue.put(("error", cfg.rank, f"restoring the device failed: {describe(e)}", False))
                 code = 1
-        if store is not None:
-            store.close()
         queue.close()
         queue.join_thread()
     sys.exit(code)

@@ -62,7 +62,6 @@ class AlibabaReplay:
         if spec is None or "batch_size" not in spec.parts:
             raise ValueError('the alibaba replay needs the batch-size policy to replay: add a [batch_size] table (e.g. plugin = "mab")')
         self.gpu = device.gpu
-        self.policy_part = spec.parts["batch_size"]
         self.results: list[GroupResult] = []
         self.groups: list[Group] = []
         self.extra: dict[str, dict[str, str]] = {}
@@ -71,14 +70,17 @@ class AlibabaReplay:
 
     def make_policy(self, wt: WorkloadTrace) -> Callable[[int], Any]:
         """A factory of fresh policies for groups replayed on ``wt``, seeded per group (``job.seed``);
-        built like the runner builds a part, with a trace device that can predict epochs."""
-        ctx, part = self.context, self.policy_part
+        built as the runner builds a part (the engine's assembly), beside a trace device that can
+        predict epochs."""
+        from zeus_core.engine.assembly import Assembly
+
+        ctx = self.context
         device = TraceDevice(TraceDeviceOptions(gpu=self.gpu))
         device.attach(wt)
 
         def make(seed: int) -> Any:
             spec = attrs.evolve(ctx.spec, job=attrs.evolve(ctx.spec.job, seed=seed))
-            return part.registration.factory(part.options, BuildContext(spec, None, ctx.console, ctx.registry, {"device": device}))
+            return Assembly(spec, ctx.registry, console=ctx.console, parts={"device": device}).build_part("batch_size")
 
         return make
 
@@ -169,7 +171,8 @@ class AlibabaReplay:
             t, d, o = r.totals(), r.baseline_totals("default"), r.baseline_totals("oracle")
             w.writerow([r.rule, r.group, r.dataset, r.jobs, len(r.tries), sum(x.chooser == "policy" for x in r.tries),
                         *(repr(v) for v in (t["energy_j"], t["time_s"], t["cost"], d["energy_j"], d["time_s"], d["cost"],
-                                            o["energy_j"], o["time_s"], o["cost"], 1 - t["cost"] / d["cost"], t["cost"] / o["cost"] - 1))])
+                                            o["energy_j"], o["time_s"], o["cost"], savings(t, d)["cost_saved"],
+                                            savings(t, o)["regret"]))])
         return buf.getvalue()
 
     def _tries_csv(self) -> str:

@@ -100,35 +100,35 @@ def run_point(job_file: str, overrides: list[str]) -> list[dict[str, Any]]:
     """The rows of one point: the job file with ``overrides``, simulated. Runs in a worker process."""
     from rich.console import Console
 
-    from zeus_core import BuildContext
+    from zeus_core.engine.assembly import Assembly
     from zeus_core.engine.registry import get_registry
     from zeus_core.engine.validation import load_job
 
     registry = get_registry()
     spec = load_job(Path(job_file), registry, overrides)
-    ctx = BuildContext(spec, None, Console(file=io.StringIO(), quiet=True), registry)
-    for section in ("device", "workload"):
-        if section in spec.parts:
-            part = spec.parts[section]
-            ctx.parts[section] = part.registration.factory(part.options, ctx)
+    assembly = Assembly(spec, registry, console=Console(file=io.StringIO(), quiet=True)).build(("device", "workload"))
     profiler = spec.parts.get("profiler")
     if profiler is not None and profiler.plugin == "alibaba":
-        return _replay_rows(profiler.registration.factory(profiler.options, ctx), ctx)
+        return _replay_rows(assembly.build_part("profiler"), assembly.context)
     workload = spec.parts.get("workload")
     if workload is not None and workload.plugin == "trace":
-        return _single_rows(ctx)
+        assembly.parts["batch_size"] = assembly.build_part("batch_size")
+        return _single_rows(assembly.context)
     raise ValueError('zeus sweep simulates trace jobs: the job needs [workload] plugin = "trace" or [profiler] plugin = "alibaba"')
 
 
 def _row(kind: str, rule: str, gpu: str, workload: str, recurrences: int, tries: int,
          method: dict[str, float], default: dict[str, float], oracle: dict[str, float]) -> dict[str, Any]:
+    from zeus_core import savings
+
+    against_default = savings(method, default)
     return {
         "kind": kind, "rule": rule, "gpu": gpu, "workload": workload, "recurrences": recurrences, "tries": tries,
         "energy_j": method["energy_j"], "time_s": method["time_s"], "cost": method["cost"],
         "default_cost": default["cost"], "oracle_cost": oracle["cost"],
-        "energy_saved": 1.0 - method["energy_j"] / default["energy_j"],
-        "cost_saved": 1.0 - method["cost"] / default["cost"],
-        "regret": method["cost"] / oracle["cost"] - 1.0,
+        "energy_saved": against_default["energy_saved"],
+        "cost_saved": against_default["cost_saved"],
+        "regret": savings(method, oracle)["regret"],
     }
 
 
@@ -136,10 +136,7 @@ def _single_rows(ctx: Any) -> list[dict[str, Any]]:
     from zeus_plugins_trace.report import compare
     from zeus_plugins_trace.simulate import simulate
 
-    spec, workload = ctx.spec, ctx.parts["workload"]
-    part = spec.parts["batch_size"]
-    policy = part.registration.factory(part.options, ctx)
-    ctx.parts["batch_size"] = policy
+    spec, workload, policy = ctx.spec, ctx.parts["workload"], ctx.parts["batch_size"]
     result = simulate(workload.trace, policy, spec.job, default_batch_size=workload.default_batch_size,
                       batch_sizes=workload.batch_sizes)
     c = compare(workload.trace, SimpleNamespace(records=result.records), spec.job, workload._default_batch_size())
