@@ -64,7 +64,7 @@ def first_sentence(doc: str | None) -> str:
 
 
 def has_example(doc: str | None) -> bool:
-    return bool(doc) and "Example::" in doc
+    return doc is not None and "Example::" in doc
 
 
 def hooks_md() -> tuple[str, list[str]]:

@@ -279,7 +279,8 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None) -> None:
 @cli.command("run")
 @click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, e.g. job.recurrences=5.")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), help="Write recurrences.csv, summary.json and plugin outputs here.")
+@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
+              help="Write recurrences.csv, summary.json and plugin outputs here.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved configuration and where each value came from; run nothing.")
 @click.option("--fresh", is_flag=True, help="Forget what the job's store learned (in the job's first write) and start over.")
 def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run: bool, fresh: bool) -> None:
@@ -346,7 +347,8 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
 @cli.command("report")
 @click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, as for zeus run.")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), help="Write recurrences.csv, summary.json and the parts' outputs here.")
+@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
+              help="Write recurrences.csv, summary.json and the parts' outputs here.")
 def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> None:
     """Report what a job's store holds, and write its output files, without running anything.
 
@@ -356,9 +358,11 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     """
     spec = _load(job_file, sets)
     runner = _make_runner(spec)
-    if runner.store.info.tries == 0:  # refused before --output is made: nothing left behind
+    store = runner.store
+    assert store is not None  # zeus report runs one process: rank 0, which opens the store
+    if store.info.tries == 0:  # refused before --output is made: nothing left behind
         runner.close()
-        fail(f"the store {runner.store.location} holds no results of job {spec.job.name!r} yet; run it first "
+        fail(f"the store {store.location} holds no results of job {spec.job.name!r} yet; run it first "
              f"(zeus run {job_file})", EXIT_BAD_INPUT)
     try:
         _check_output(output)

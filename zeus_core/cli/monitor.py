@@ -125,7 +125,7 @@ class Sampler:
             total_p += p or 0.0
             total_e += self.energy[n]
             src = Text(source, style="yellow") if source == "estimate" else Text(source)
-            cells = [plugin, n, src, self.via(n)]
+            cells: list[str | Text] = [plugin, n, src, self.via(n)]
             if not final:
                 cells.append("-" if p is None else f"{p:.1f} W")
             cells += ["-" if avg is None else f"{avg:.1f} W", format_joules(self.energy[n])]
@@ -168,7 +168,9 @@ class SampleLog:
               help="Seconds between samples and table refreshes.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), help="Write every sample to this CSV file.")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds (default: until Ctrl-C).")
-def monitor_command(devices: tuple[str, ...], sets: tuple[str, ...], interval: float, csv_path: Path | None, duration: float | None) -> None:
+def monitor_command(
+    devices: tuple[str, ...], sets: tuple[str, ...], interval: float, csv_path: Path | None, duration: float | None
+) -> None:
     """Show live power and energy of every device; Ctrl-C ends with a summary."""
     console = make_console()
     err = make_console(stderr=True)

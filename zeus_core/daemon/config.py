@@ -49,7 +49,8 @@ def _absolute(_inst, attribute, value):
 
 def _log(_inst, attribute, value):
     if value not in ("stderr", "none") and not os.path.isabs(value):
-        raise ValueError(f'{attribute.name} must be "stderr" (systemd\'s journal picks it up), "none", or an absolute file path, got {value!r}')
+        raise ValueError(f'{attribute.name} must be "stderr" (systemd\'s journal picks it up), "none", or an absolute '
+                         f'file path, got {value!r}')
 
 
 def _max_clients(_inst, attribute, value):
@@ -168,7 +169,8 @@ def read_config(path: str | os.PathLike[str]) -> tuple[DaemonConfig | None, list
         known = installed_entry_points()
         for i, name in enumerate(plugins):
             if isinstance(name, str) and name not in known:
-                problems.append(Problem(("plugins", i), f"no installed zeus plugin named {name!r}{suggest(name, known)}; installed: {', '.join(known) or 'none'}"))
+                problems.append(Problem(("plugins", i), f"no installed zeus plugin named {name!r}{suggest(name, known)}; "
+                                                        f"installed: {', '.join(known) or 'none'}"))
     return (cfg if not problems else None), problems, lines, raw
 
 
@@ -185,14 +187,19 @@ def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lin
             else:
                 ids.add(got)  # type: ignore[arg-type]
     if not cfg.allow_users and not cfg.allow_groups:
-        problems.append(Problem(("allow_groups",), 'allow_users and allow_groups are both empty, so only root could use the daemon; allow the training users, e.g. allow_groups = ["zeus"]'))
+        problems.append(Problem(("allow_groups",), "allow_users and allow_groups are both empty, so only root could use the "
+                                                   'daemon; allow the training users, e.g. allow_groups = ["zeus"]'))
     owner, gid_sock = os.geteuid(), os.getegid()
     if cfg.socket_owner is not None:
-        owner, err = _account(cfg.socket_owner, "user")
+        uid, err = _account(cfg.socket_owner, "user")
+        if uid is not None:
+            owner = uid
         if err:
             problems.append(Problem(("socket_owner",), err))
     if cfg.socket_group is not None:
-        gid_sock, err = _account(cfg.socket_group, "group")
+        gid, err = _account(cfg.socket_group, "group")
+        if gid is not None:
+            gid_sock = gid
         if err:
             problems.append(Problem(("socket_group",), err))
     mode, err = _mode(cfg.socket_mode)
@@ -201,12 +208,15 @@ def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lin
     services: dict[str, Any] = {}
     if not isinstance(cfg.serve, dict) or not cfg.serve:
         names = ", ".join(sorted(service_options)) or "none (install a device plugin, e.g. zeus-plugins-nvml)"
-        problems.append(Problem(("serve",), f"the daemon serves nothing: add a [serve.<name>] table per service to serve; installed services: {names}"))
+        problems.append(Problem(("serve",), "the daemon serves nothing: add a [serve.<name>] table per service to serve; "
+                                            f"installed services: {names}"))
     else:
         for name, table in cfg.serve.items():
             if name not in service_options:
                 hint = suggest(name, service_options)
-                problems.append(Problem(("serve", name), f"unknown service {name!r}{hint}; installed services: {', '.join(sorted(service_options)) or 'none'} (from the plugins loaded: see the plugins key)"))
+                installed = ", ".join(sorted(service_options)) or "none"
+                problems.append(Problem(("serve", name), f"unknown service {name!r}{hint}; installed services: {installed} "
+                                                         "(from the plugins loaded: see the plugins key)"))
                 continue
             opts = structure(service_options[name], table, ("serve", name), problems)
             if opts is not None:

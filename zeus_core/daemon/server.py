@@ -348,7 +348,8 @@ class Daemon:
         self._threads = [t for t in self._threads if t.is_alive()]
         if len(self._sessions) >= self.config.raw.max_clients:
             log.warning("refused a connection: %d clients already (max_clients)", len(self._sessions))
-            self._send_and_close(conn, error_reply(None, "busy", f"the daemon serves {self.config.raw.max_clients} clients already (max_clients); try again later"))
+            self._send_and_close(conn, error_reply(
+                None, "busy", f"the daemon serves {self.config.raw.max_clients} clients already (max_clients); try again later"))
             return
         t = threading.Thread(target=self._serve_client, args=(conn,), name="zeus-daemon-client", daemon=True)
         self._threads.append(t)
@@ -404,8 +405,8 @@ class Daemon:
                 errors = []
             with self._lock:
                 self._sessions.pop(session.number, None)
-            for e in errors:
-                log.error("could not restore %s after %s left (kept in the journal)", e, session)
+            for failed in errors:
+                log.error("could not restore %s after %s left (kept in the journal)", failed, session)
             log.info("%s disconnected", session)
             conn.close()
 

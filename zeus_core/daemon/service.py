@@ -109,7 +109,7 @@ def operation(
     return mark
 
 
-def operations_of(cls: type) -> dict[str, Operation]:
+def operations_of(cls: Any) -> dict[str, Operation]:
     """The operations a service class declares, by name (without the service prefix)."""
     out: dict[str, Operation] = {}
     for attr in dir(cls):

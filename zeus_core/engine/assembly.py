@@ -345,22 +345,36 @@ class Assembly:
         :class:`~zeus_core.engine.history.History` over the store. ``max_power_w``: the cost
         metric's (default: the device's)."""
         store = self.store
-        if store is None:
-            raise RuntimeError("a job without a store keeps no history")
-        device, workload = self.parts.get("device"), self.parts.get("workload")
-        power = float(max_power_w if max_power_w is not None else device.max_power_w)
         if isinstance(store, ServesHistory) and "batch_size" in self.spec.parts:
             bs = self.spec.parts["batch_size"]
-            setup = HistorySetup.of_parts(self.spec.job, self.identity, bs.plugin, bs.options, max_power_w=power,
-                                          device=device, workload=workload, fresh=self.fresh)
+            setup = HistorySetup.of_parts(self.spec.job, self.identity, bs.plugin, bs.options,
+                                          max_power_w=self._max_power_w(max_power_w), device=self.parts.get("device"),
+                                          workload=self.parts.get("workload"), fresh=self.fresh)
             return store.history_service(setup, power_policy=self.parts.get("power"))
+        return self.local_history(max_power_w=max_power_w)
+
+    def local_history(self, *, max_power_w: float | None = None) -> History:
+        """The job's :class:`~zeus_core.engine.history.History` over its store, in this process."""
+        store = self.store
+        if store is None:
+            raise RuntimeError("a job without a store keeps no history")
+        workload: Any = self.parts.get("workload")
         offers = isinstance(workload, OffersBatchSizes)
         return History(
-            self.spec.job, store, self.parts.get("batch_size"), identity=self.identity, max_power_w=power,
+            self.spec.job, store, self.parts.get("batch_size"), identity=self.identity, max_power_w=self._max_power_w(max_power_w),
             batch_sizes=[int(b) for b in workload.batch_sizes] if offers and workload.batch_sizes is not None else None,
             default_batch_size=workload.default_batch_size if offers else None,
             power_policy=self.parts.get("power"), fresh=self.fresh,
         )
+
+    def _max_power_w(self, given: float | None) -> float:
+        """The cost metric's maximum power: ``given``, else the device's."""
+        if given is not None:
+            return float(given)
+        device = self.parts.get("device")
+        if device is None:
+            raise RuntimeError("the cost metric needs the devices' maximum power, and this job has no device")
+        return float(device.max_power_w)
 
     # -- lifetime --
 
@@ -531,7 +545,8 @@ def build_history(setup: HistorySetup, store: JobStore, registry: Registry | Non
         raise SetupError([(p.path, p.message) for p in e.problems]) from None
     except BadInput:
         installed = ", ".join(registry.names("batch_size_policy")) or "none"
-        raise SetupError([(("batch_size", "plugin"), f"this service has no batch-size policy {plugin!r}; installed: {installed}")]) from None
+        why = f"this service has no batch-size policy {plugin!r}; installed: {installed}"
+        raise SetupError([(("batch_size", "plugin"), why)]) from None
     resolved = {"job": option_identity(setup.job), "batch_size": {"plugin": plugin, **option_identity(ps.options)}}
     said = {section: setup.identity.get(section, {}) for section in resolved}
     diffs = differences(said, resolved)
@@ -552,5 +567,6 @@ def build_history(setup: HistorySetup, store: JobStore, registry: Registry | Non
     try:
         assembly.build(("batch_size",))
     except (PartMismatch, TypeError) as e:
-        raise SetupError([(("batch_size",), str(e) if isinstance(e, PartMismatch) else f"plugin {plugin!r} refused the options: {e}")]) from e
-    return assembly.history(max_power_w=setup.max_power_w)
+        why = str(e) if isinstance(e, PartMismatch) else f"plugin {plugin!r} refused the options: {e}"
+        raise SetupError([(("batch_size",), why)]) from e
+    return assembly.local_history(max_power_w=setup.max_power_w)

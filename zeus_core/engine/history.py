@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # annotations only
 
 #: The runner's own state: the next recurrence number and the cheapest finished recurrence.
 RUNNER_KEY = "runner"
-_DEFAULT_RUNNER_STATE = {"next_recurrence": 1, "min_cost": None}
+_DEFAULT_RUNNER_STATE: dict[str, Any] = {"next_recurrence": 1, "min_cost": None}
 #: Where the policies' states live in the store.
 BATCH_SIZE_KEY = "policy:batch_size"
 POWER_KEY = "policy:power"

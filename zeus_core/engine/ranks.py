@@ -157,15 +157,15 @@ def combine_measurements(measurements: Sequence[Measurement]) -> Measurement:
         return first
     energy = dict(first.energy)
     sources = dict(first.sources)
-    offset = max((int(m.group(1)) + 1 for n in first.energy if (m := _GPU.match(n))), default=0)
-    for r, m in enumerate(measurements[1:], start=1):
-        gpus = sorted(int(g.group(1)) for n in m.energy if (g := _GPU.match(n)))
-        for name, joules in m.energy.items():
-            g = _GPU.match(name)
-            new = f"gpu{offset + gpus.index(int(g.group(1)))}" if g else f"rank{r}/{name}"
+    offset = max((int(g.group(1)) + 1 for n in first.energy if (g := _GPU.match(n))), default=0)
+    for r, theirs in enumerate(measurements[1:], start=1):
+        gpus = sorted(int(g.group(1)) for n in theirs.energy if (g := _GPU.match(n)))
+        for name, joules in theirs.energy.items():
+            gpu = _GPU.match(name)
+            new = f"gpu{offset + gpus.index(int(gpu.group(1)))}" if gpu else f"rank{r}/{name}"
             energy[new] = joules
-            if name in m.sources:
-                sources[new] = m.sources[name]
+            if name in theirs.sources:
+                sources[new] = theirs.sources[name]
         offset += len(gpus)
     return Measurement(max(m.time for m in measurements), energy, sources)
 
@@ -294,7 +294,9 @@ class MirroredMonitor(Monitor):
         m = super().end_window(name, sync_execution, cancel)
         if cancel:
             return m
-        return combine_measurements(self.group.gather(m))
+        every = self.group.gather(m)
+        assert every is not None  # rank 0 gathers
+        return combine_measurements(every)
 
 
 class ProtocolError(RuntimeError):

@@ -208,7 +208,7 @@ class HistorySetup:
                 bad(("batch_size", "plugin"), "required: the name of the batch-size policy plugin")
             else:
                 _check_finite(table, ("batch_size",), bad)
-        max_power = data.get("max_power_w")
+        max_power: Any = data.get("max_power_w")
         if "max_power_w" in data and not (_number(max_power, lo=0.0, strict=True) and max_power <= MAX_WATTS):
             bad(("max_power_w",), f"must be a number of watts in (0, {MAX_WATTS:g}], got {max_power!r}")
         batch_sizes = data.get("batch_sizes")
@@ -226,7 +226,7 @@ class HistorySetup:
             bad(("fresh",), "must be true or false")
         if problems:
             raise SetupError([(p.path, p.message) for p in problems])
-        assert job is not None
+        assert job is not None and isinstance(identity, dict) and isinstance(table, dict)
         return cls(
             job=job,
             identity=identity,

@@ -171,6 +171,7 @@ class Runner:
         job = self.spec.job
         power = self.parts.get("power")
         rec, try_index, batch_size = trial.recurrence, trial.try_index, trial.batch_size
+        assert self.monitor is not None and self.store is not None  # built by build() on rank 0
         session = RunSession(
             job=job,
             batch_size=batch_size,
@@ -182,7 +183,6 @@ class Runner:
             power_policy=power,
             workload=self.parts["workload"],
         )
-        assert self.monitor is not None
         self.monitor.begin_window("run")
         try:
             if power is not None:

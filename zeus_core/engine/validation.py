@@ -16,6 +16,7 @@ import difflib
 import re
 import tomllib
 import typing
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -240,7 +241,7 @@ def _origin(overrides: dict[tuple, str], path: tuple) -> str:
     return "file"
 
 
-def load_job(path: str | Path, registry: Registry, overrides: list[str] = ()) -> JobSpec:
+def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()) -> JobSpec:
     """Read, override and validate a job file. Raises :class:`JobError` with every problem.
 
     The job's store is inspected too (read-only): a store that cannot be used is a
@@ -260,11 +261,12 @@ def load_job(path: str | Path, registry: Registry, overrides: list[str] = ()) ->
     try:
         raw_file = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        line = getattr(e, "lineno", None)
         msg = str(e)
-        if line is None:
+        lineno: int | None = getattr(e, "lineno", None)
+        if lineno is None:
             m = re.search(r"line (\d+)", msg)
-            line = int(m.group(1)) if m else 1
+            lineno = int(m.group(1)) if m else 1
+        line = lineno
         raise JobError(source, [Problem((), f"invalid TOML: {msg}")], {(): line}) from e
     raw = copy.deepcopy(raw_file)
     lines = line_index(text)
@@ -312,7 +314,8 @@ def validate(
         kind = SECTION_KIND[section]
         name = table.get("plugin")
         if name is None:
-            problems.append(Problem((section, "plugin"), f"required key 'plugin' is missing; installed: {', '.join(registry.names(kind)) or 'none'}"))
+            installed = ", ".join(registry.names(kind)) or "none"
+            problems.append(Problem((section, "plugin"), f"required key 'plugin' is missing; installed: {installed}"))
             continue
         if not isinstance(name, str):
             problems.append(Problem((section, "plugin"), f"expected a plugin name (string), got {name!r}"))
@@ -340,7 +343,8 @@ def validate(
             installed = ", ".join(registry.names(SECTION_KIND[needed])) or "none installed"
             problems.append(Problem((needed,), f"a job with [workload] needs a [{needed}] table naming one of: {installed}"))
     if not any(s in raw for s in PART_SECTIONS):
-        problems.append(Problem((), "the job has nothing to run: add a [workload] (with [device] and [batch_size]) or a planner section ([allocation], [frequency_plan], [profiler])"))
+        problems.append(Problem((), "the job has nothing to run: add a [workload] (with [device] and [batch_size]) or a planner "
+                                    "section ([allocation], [frequency_plan], [profiler])"))
     file_problems, deferred = _file_problems(parts, job, path.parent)  # of every part whose own options are valid
     problems += file_problems
     spec = None

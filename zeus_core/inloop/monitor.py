@@ -125,7 +125,7 @@ class ZeusMonitor(Monitor):
 
     # -- opening --
 
-    def _open(self, r: Registration, table: dict[str, Any]) -> Any:
+    def _open_group(self, r: Registration, table: dict[str, Any]) -> Any:
         group, identity = build_device(self.registry, r.name, table, self._console)
         self.groups.append((r.name, identity, group))
         return group
@@ -144,7 +144,7 @@ class ZeusMonitor(Monitor):
             if indices is not None and option is not None:
                 options.setdefault(option, indices)
         try:
-            self._open(r, options)
+            self._open_group(r, options)
         except OptionsError as e:
             raise DeviceOpenError("bad device options: " + "; ".join(f"{name}: {line}" for line in e.lines())) from None
         except Exception as e:
@@ -159,7 +159,7 @@ class ZeusMonitor(Monitor):
             tables = [self._table(r, "gpu", indices)] + ([{}] if fallback_all else [])
             for table in tables:
                 try:
-                    self._open(r, table)
+                    self._open_group(r, table)
                 except Exception as e:  # noqa: BLE001 - the next candidate may open
                     why.append(f"{r.name}: {e}")
                     continue

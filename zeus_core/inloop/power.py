@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from zeus_core.cost import check_eta, zeus_cost
 from zeus_core.device import PowerLimitControl
@@ -70,6 +70,15 @@ from zeus_core.windows import Monitor
 if TYPE_CHECKING:  # annotations only
     from zeus_core.engine.registry import Registry
     from zeus_core.engine.stores.protocol import JobStore
+
+
+class EpochLog(TypedDict):
+    """One epoch as :attr:`PowerLimitOptimizer.epochs` records it (every rank's steered devices, combined)."""
+
+    time_s: float
+    energy_j: float
+    cost: float
+    power_limit: float | None
 
 
 class PowerLimitOptimizer:
@@ -136,7 +145,8 @@ class PowerLimitOptimizer:
                 "steers; measure the GPUs (ZeusMonitor(gpu_indices=[...]) with zeus-plugins-nvml) or a device plugin "
                 "with power control (device=...)"
             )
-        self.devices, device_identity = found
+        self.devices: Any = found[0]
+        device_identity = found[1]
         identity: dict[str, Any] = {"job": job_identity(self.job, ("eta_knob", "processes"))}
         if device_identity is not None:
             identity["device"] = device_identity
@@ -145,7 +155,7 @@ class PowerLimitOptimizer:
             group=group, store=store, fresh=fresh,
             fit_fix="measure a device that offers it (gpu_indices=[...] on a GPU, or device= a plugin that does)",
         )
-        self.policy = assembly.parts.get("power")
+        self.policy: Any = assembly.parts.get("power")  # rank 0's; None on the other ranks, which follow it
         self.policy_name = policy
         self.identity = assembly.identity
         powers = group.gather(float(self.devices.max_power_w))
@@ -161,7 +171,7 @@ class PowerLimitOptimizer:
         self._acting = False
         self._step = 0
         self._last_steps: int | None = None
-        self.epochs: list[dict[str, float]] = []
+        self.epochs: list[EpochLog] = []
         if group.rank == 0:
             if self.store is not None:
                 try:
@@ -169,11 +179,11 @@ class PowerLimitOptimizer:
                 except IdentityMismatch:
                     self.store.close()
                     raise
-                self.history = assembly.history(max_power_w=self.max_power_w)
+                self.history = assembly.local_history(max_power_w=self.max_power_w)
             session_devices = MirroredDevices(self.devices, self.max_power_w, group)
-            session_monitor = (MirroredMonitor if group.world_size > 1 else Monitor)(
-                session_devices, **({"group": group} if group.world_size > 1 else {}), sync=sync)
-            self.session = RunSession(
+            session_monitor = (MirroredMonitor(session_devices, group, sync=sync) if group.world_size > 1
+                               else Monitor(session_devices, sync=sync))
+            self.session: RunSession | None = RunSession(
                 job=self.job, batch_size=self.batch_size, recurrence=0, try_index=1, cost_bound=math.inf,
                 devices=session_devices, monitor=session_monitor, power_policy=self.policy,
                 rank=group.rank, world_size=group.world_size,
@@ -199,7 +209,7 @@ class PowerLimitOptimizer:
             all_ok(group, error)
             if self.history is not None:
                 self._base = self.history.load_power()
-            if state is not None and self.session is not None:
+            if state is not None and self.session is not None and self.policy is not None:
                 self.policy.set_state(state)
             self._point(self._begin_run, self.session)
         except BaseException:
@@ -217,14 +227,21 @@ class PowerLimitOptimizer:
     def _begin_run(self, session: RunSession) -> None:
         self.policy.begin_run(session)
 
-    def _begin_epoch(self, steps: int | None) -> bool:
-        self.session.begin_epoch(steps if steps is not None else self._last_steps)
-        return self.session.acting
+    def _lead_session(self) -> RunSession:
+        """The session rank 0 steers through (its decisions are what the other ranks follow)."""
+        assert self.session is not None, "only rank 0 decides"
+        return self.session
 
-    def _end_epoch(self, steps: int) -> dict[str, float]:
-        m = self.session.end_epoch(steps)
-        return {"time_s": m.time, "energy_j": m.total_system_energy, "cost": self.session.epoch_costs[-1],
-                "power_limit": self.session.power_limit}
+    def _begin_epoch(self, steps: int | None) -> bool:
+        session = self._lead_session()
+        session.begin_epoch(steps if steps is not None else self._last_steps)
+        return session.acting
+
+    def _end_epoch(self, steps: int) -> EpochLog:
+        session = self._lead_session()
+        m = session.end_epoch(steps)
+        return EpochLog(time_s=m.time, energy_j=m.total_system_energy, cost=session.epoch_costs[-1],
+                        power_limit=session.power_limit)
 
     # -- the loop's events --
 

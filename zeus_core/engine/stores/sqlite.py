@@ -145,14 +145,16 @@ class Transaction:
                 None if r.steady_cost is None else float(r.steady_cost),
             ),
         )
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None  # an INSERT sets it
+        return cur.lastrowid
 
     def add_journal(self, owner: str, key: str, original: Any) -> int:
         cur = self._c.execute(
             "INSERT INTO journal (owner, key, original, pid, created) VALUES (?,?,?,?,?)",
             (owner, key, json.dumps(original), os.getpid(), time.time()),
         )
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None  # an INSERT sets it
+        return cur.lastrowid
 
     def remove_journal(self, entry_id: int) -> None:
         self._c.execute("DELETE FROM journal WHERE id = ?", (entry_id,))
@@ -209,7 +211,8 @@ def inspect_store(path: str | os.PathLike[str], verify: bool = True) -> StoreInf
             legacy = app_id == 0 and _LEGACY_TABLES <= tables
             if not legacy:
                 raise _refuse(
-                    path, "is an SQLite database but not a zeus store" + (f" (it has tables {', '.join(sorted(tables))})" if tables else ""),
+                    path,
+                    "is an SQLite database but not a zeus store" + (f" (it has tables {', '.join(sorted(tables))})" if tables else ""),
                     "Point job.store at another file (zeus never adopts a foreign database)",
                 )
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
