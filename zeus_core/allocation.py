@@ -17,7 +17,7 @@ local batches. When both lists are present they must describe the same ranks.
 Every problem is reported at once, each with the file, its JSON path and the
 fix, so that a job using a malformed file stops before anything runs.
 
-Gradients of uneven local batches are weighted by :mod:`zeus_core.parallel`.
+Gradients of uneven local batches are weighted by the workload that trains by the plan.
 """
 
 from __future__ import annotations

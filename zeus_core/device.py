@@ -10,7 +10,7 @@ on a device without it.
 
 This module imports nothing from the rest of the core, so anything may import
 it. Outside a job, a device plugin is opened by name with
-:func:`zeus_core.devices.open_device`. The reference in ``docs/parts.md`` is
+:func:`zeus_core.engine.assembly.open_device`. The reference in ``docs/parts.md`` is
 generated from this module and :mod:`zeus_core.parts`.
 """
 

@@ -70,7 +70,7 @@ def env_with_fake(path: Path) -> dict[str, str]:
 
 
 class ThreadGroup:
-    """``n`` ranks as threads of one process: a :class:`zeus_core.ProcessGroup` for tests of what
+    """``n`` ranks as threads of one process: a :class:`zeus_core.engine.ranks.ProcessGroup` for tests of what
     the ranks say to each other, without launching processes. Collectives meet at a barrier."""
 
     class _Shared:

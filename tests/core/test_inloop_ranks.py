@@ -1,4 +1,4 @@
-"""What the ranks of one job say to each other (``zeus_core.ranks``, ``zeus_core.optimizers``),
+"""What the ranks of one job say to each other (``zeus_core.engine.ranks``, ``zeus_core.inloop``),
 with ranks as threads of this process (``inloop_helpers.ThreadGroup``), each on its own simulated GPU:
 rank 0 decides, the others follow step by step, measurements are combined, mismatches are refused.
 ``tests/zeus_plugins_torch/test_torchrun.py`` runs the same through torchrun."""

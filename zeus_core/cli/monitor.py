@@ -7,7 +7,7 @@ Ctrl-C (or SIGTERM, or ``--duration``) ends it. The core names no device: the
 devices are whatever ``zeus_register_devices`` registered; without
 ``--device`` every one that can be opened on this machine is shown, and the
 others are listed with the reason. Devices are opened through
-:mod:`zeus_core.devices`, as every tool outside a job does. The ``via`` column
+:mod:`zeus_core.engine.assembly`, as every tool outside a job does. The ``via`` column
 says whether a device's privileged operations (setters, root-only counters)
 run in this process (``local``) or through ``zeus daemon`` (``daemon``).
 """

@@ -39,6 +39,8 @@ import socket
 import struct
 from typing import Any
 
+from zeus_core.errors import ZeusError
+
 PROTOCOL_VERSION = 1
 MAX_FRAME = 64 * 1024
 _HEADER = struct.Struct(">I")
@@ -55,7 +57,7 @@ ERROR_CODES = (
 )
 
 
-class FrameError(Exception):
+class FrameError(ZeusError):
     """A frame that cannot be read. ``fatal``: the stream cannot be resynchronised (close it)."""
 
     def __init__(self, message: str, fatal: bool) -> None:

@@ -72,8 +72,8 @@ from zeus_core.daemon.service import (
 )
 from zeus_core.engine.registry import Registry
 from zeus_core.engine.validation import Problem, structure
+from zeus_core.errors import DeviceError, RunFailed
 from zeus_core.journal import SettingsGuard, restore_pending
-from zeus_core.measurement import DeviceError
 
 #: how long the rest of a frame may take once its first byte arrived
 FRAME_TIMEOUT_S = 10.0
@@ -82,7 +82,7 @@ _PEERCRED = struct.Struct("3i")
 log = logging.getLogger("zeus.daemon")
 
 
-class StartError(RuntimeError):
+class StartError(RunFailed):
     """The daemon cannot start (another daemon serves the socket, a service cannot open its device)."""
 
 

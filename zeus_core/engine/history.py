@@ -13,7 +13,7 @@ history however it is run:
   the cheapest recurrence, or the policy's own :class:`~zeus_core.TryCostBound`);
 * :meth:`History.record` replays the batch-size policy's ``observe`` on the latest
   committed state, applies what the power policy learned during the try
-  (:mod:`zeus_core.statemerge`), stores the result and, when the try reached the
+  (:mod:`zeus_core.engine.statemerge`), stores the result and, when the try reached the
   target, the recurrence's cost: all in one transaction.
 
 Each step may run inside a transaction the caller holds (``tx=``), so that a
@@ -21,7 +21,7 @@ service can commit its own records (which request it answered) with the step.
 
 :class:`HistoryService` is what the runner and the script-level optimizers ask
 for: :class:`History` here, or a remote service's client where the job's store
-is a service (:class:`~zeus_core.ServesHistory`, ``job.store = "http://..."`` with
+is a service (:class:`~zeus_core.engine.remote.ServesHistory`, ``job.store = "http://..."`` with
 ``zeus serve``). Power policies always run where the device is: a remote client
 keeps its power policy and sends what it learned with each result, merged on
 the client (:func:`merge_power_state`) and committed only onto the state it

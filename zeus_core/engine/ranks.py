@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from zeus_core.device import DEVICE_CAPABILITIES, copy_capabilities
-from zeus_core.errors import DeviceError
+from zeus_core.errors import DeviceError, RunFailed
 from zeus_core.measurement import Measurement
 from zeus_core.windows import Monitor
 
@@ -119,7 +119,7 @@ def process_group(group: ProcessGroup | None = None, registry: Registry | None =
     if group is not None:
         if not isinstance(group, ProcessGroup):
             raise TypeError(
-                f"group must be a zeus_core.ProcessGroup (rank, world_size, local_rank, broadcast, gather), "
+                f"group must be a zeus_core.engine.ranks.ProcessGroup (rank, world_size, local_rank, broadcast, gather), "
                 f"got {type(group).__name__}"
             )
         return group
@@ -299,7 +299,7 @@ class MirroredMonitor(Monitor):
         return combine_measurements(every)
 
 
-class ProtocolError(RuntimeError):
+class ProtocolError(RunFailed):
     """A rank got from rank 0 a message it did not expect: the ranks' calls diverged."""
 
 

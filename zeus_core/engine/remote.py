@@ -2,7 +2,7 @@
 
 A service that keeps a job's history for clients elsewhere (``zeus serve``)
 builds the job's batch-size policy itself, from the same registry and options
-as ``zeus run`` would, and keeps the history with the same :class:`~zeus_core.History`.
+as ``zeus run`` would, and keeps the history with the same :class:`~zeus_core.engine.history.History`.
 The client describes the job once with a :class:`HistorySetup`:
 
 * ``job``: the ``[job]`` options (eta, beta, target, ...);
@@ -21,7 +21,7 @@ The client describes the job once with a :class:`HistorySetup`:
 as the string ``"inf"``). :func:`~zeus_core.engine.assembly.build_history` is the service's side: it checks
 the setup field by field (:class:`SetupError`, each problem with its path),
 builds the policy with the service's registry and returns the job's
-:class:`~zeus_core.History` over ``store``.
+:class:`~zeus_core.engine.history.History` over ``store``.
 """
 
 from __future__ import annotations
@@ -289,12 +289,12 @@ def _predictions(raw: Any, bad) -> dict[int, list[EpochPrediction]] | None:
 
 @runtime_checkable
 class ServesHistory(Protocol):
-    """A :class:`~zeus_core.JobStore` that runs the trial bookkeeping itself (a service in
+    """A :class:`~zeus_core.engine.stores.protocol.JobStore` that runs the trial bookkeeping itself (a service in
     front of the job's state, such as ``zeus serve``): the runner and the script-level
     optimizers ask it for a :class:`HistoryService` instead of building :class:`History`.
 
     ``setup`` says everything the service needs to build the job's batch-size
-    policy as ``zeus run`` would (:class:`~zeus_core.HistorySetup`); the power
+    policy as ``zeus run`` would (:class:`~zeus_core.engine.remote.HistorySetup`); the power
     policy stays in this process, where the device is, and the service keeps its
     state (see the module docstring).
 

@@ -17,7 +17,7 @@ A recurrence's cost is the sum over all its tries. Parts that only plan
 
 Under a launcher (``torchrun --nproc-per-node=N --no-python zeus run job.toml``,
 or a script calling the torch plugin's ``run_job``) every rank runs this: the
-ranks form one job (:func:`zeus_core.process_group`), ``job.processes`` is the
+ranks form one job (:func:`zeus_core.engine.ranks.process_group`), ``job.processes`` is the
 launcher's world size, rank 0 runs the recurrences and alone opens the store,
 and every other rank builds only its ``[device]`` and the workload, which serves
 rank 0 (:class:`~zeus_core.parts.ServesRanks`). Each rank reports whether it
@@ -229,7 +229,7 @@ class Runner:
     # -- results --
 
     def summary(self) -> JobSummary:
-        import numpy as np  # pairwise sums, as before; imported here so `zeus --help` stays light
+        import numpy as np  # pairwise sums of the totals; imported here so `zeus --help` stays light
 
         if self.history is not None and not isinstance(self.history, History) and self.store is not None:
             # A service ran the batch-size policy: its latest state, for the parts' summaries.

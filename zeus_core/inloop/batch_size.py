@@ -136,7 +136,7 @@ class BatchSizeOptimizer:
     ``beta_knob``, ``target_metric``, ``higher_is_better``, ``max_epochs``,
     ``max_tries``, ``seed``: the ``[job]`` keys of the same names. ``fresh``: forget
     what the store learned (in the first write). ``history``: a
-    :class:`~zeus_core.JobHistory` to use instead of the store (an optimizer
+    :class:`~zeus_core.engine.history.JobHistory` to use instead of the store (an optimizer
     service's client). ``group``: the ranks (default: found).
 
     Each :meth:`next` is one try (a new recurrence after one that reached the target);
@@ -179,7 +179,7 @@ class BatchSizeOptimizer:
         if monitor is not None and not isinstance(monitor, Monitor):
             raise ValueError(f"monitor must be a zeus_core.ZeusMonitor, got {type(monitor).__name__}")
         if history is not None and not isinstance(history, JobHistory):
-            raise ValueError("history must be a zeus_core.JobHistory (begin_recurrence, next_try, record)")
+            raise ValueError("history must be a zeus_core.engine.history.JobHistory (begin_recurrence, next_try, record)")
         knobs: dict[str, Any] = {"eta_knob": eta_knob, "beta_knob": beta_knob, "higher_is_better": higher_is_better,
                                  "max_tries": max_tries, "seed": seed}
         if target_metric is not None:

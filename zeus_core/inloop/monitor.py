@@ -11,7 +11,7 @@ Code written for upstream's ``ZeusMonitor`` runs after changing the import::
     print(m.time, m.total_energy, m.gpu_energy[0])
 
 The constructor and the windows mean what they mean upstream (see
-:class:`~zeus_core.monitor.Monitor` for the windows). Devices come from the
+:class:`~zeus_core.windows.Monitor` for the windows). Devices come from the
 installed device plugins, found by what they declared they measure
 (``register(..., measures={"gpu": "gpus"})``, see ``zeus_register_devices``):
 GPUs from the plugin that measures GPUs (``nvml``), CPUs from the one that

@@ -16,14 +16,14 @@ events of a loop zeus does not own::
         plo.on_epoch_end()
 
 * :class:`PowerLimitOptimizer` drives any registered power policy through a
-  :class:`~zeus_core.session.RunSession` (the object the runner hands a policy),
+  :class:`~zeus_core.engine.session.RunSession` (the object the runner hands a policy),
   fed by the loop's events: the policy sees the same calls as under ``zeus
   run`` (``begin_run``, ``wants_iterations``/``on_iteration``, ``on_epoch_end``).
   Its state (the chosen limit per batch size) lives in the job's store, merged
   like the runner's (no lost update), under the job's identity.
 * :class:`BatchSizeOptimizer` chooses each try's batch size with a registered
-  batch-size policy through :class:`~zeus_core.trials.History` (or any
-  :class:`~zeus_core.trials.JobHistory`, such as a remote optimizer's client):
+  batch-size policy through :class:`~zeus_core.engine.history.History` (or any
+  :class:`~zeus_core.engine.history.JobHistory`, such as a remote optimizer's client):
   recurrences, cost bounds and what the policy learns are the runner's.
 
 **Identity.** A script declares only what it knows about its job
@@ -39,7 +39,7 @@ what differs.
 
 **Ranks.** Under a launcher (torchrun, SLURM) or in a ``torch.distributed``
 group, every rank creates the same objects and calls the same events; rank 0
-decides and writes the store, the others follow (:mod:`zeus_core.ranks`):
+decides and writes the store, the others follow (:mod:`zeus_core.engine.ranks`):
 
 * at each decision point (construction, epoch begin and end, each step of an
   epoch the power policy profiles, a try's choice and report) rank 0 acts, and
@@ -97,7 +97,7 @@ class PowerLimitOptimizer:
     store learned (in this object's first write). ``state``: the policy's state to
     start from instead of the store's (what the policy learned elsewhere, such as a
     saved profile); what it learns from there is saved as usual. ``group``: the ranks (default:
-    found, see :func:`zeus_core.process_group`); every rank creates this object with
+    found, see :func:`zeus_core.engine.ranks.process_group`); every rank creates this object with
     the same arguments and calls the same events.
 
     Call :meth:`on_epoch_begin`, :meth:`on_step_begin`, :meth:`on_step_end` and

@@ -12,7 +12,7 @@ rest the same way for every trainer:
   is there to join);
 * judge each evaluation: the target reached, or the try of a
   :class:`~zeus_core.BatchSizeOptimizer` no longer paying off
-  (:meth:`~zeus_core.BatchSizeTry.should_stop`) ends training;
+  (:meth:`~zeus_core.inloop.batch_size.BatchSizeTry.should_stop`) ends training;
 * when training ends, report the try to the batch-size optimizer (energy and
   time of the whole run, evaluations included; the metric; the power limit);
 * hand back what to log (``zeus/energy_j``, ``zeus/time_s``, ``zeus/cost``,

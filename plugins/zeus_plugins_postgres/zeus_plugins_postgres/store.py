@@ -12,18 +12,18 @@ job's, told apart by the job's name:
   committed state; runners of other jobs never wait;
 * ``state`` and ``tries``: the job's policy state and results, as in SQLite.
 
-The same promises as the SQLite store (``zeus_core.store``):
+The same promises as the SQLite store (``zeus_core.engine.stores.sqlite``):
 
 * opening writes nothing: it connects, and reads (in a read-only transaction)
   whether the schema is zeus's and which version, and the job's identity and
   results. A schema that is not zeus's, or one written by a newer zeus, is
-  refused (:class:`~zeus_core.StoreError`, naming the store with its password
+  refused (:class:`~zeus_core.engine.stores.protocol.StoreError`, naming the store with its password
   masked and the fix) and left as it is;
 * the schema is created at the first write, and an older one migrated forward
   (:data:`MIGRATIONS`), in one transaction under an advisory lock, so that
   processes starting at once create it once;
 * a transaction commits all or nothing. A server that cannot be reached, or a
-  connection lost mid-transaction, is :class:`~zeus_core.StoreUnavailable`
+  connection lost mid-transaction, is :class:`~zeus_core.engine.stores.protocol.StoreUnavailable`
   (``zeus run`` exits 1; the transaction was rolled back by the server, and the
   job continues from what was committed once the server is back). A connection
   found dead when a transaction *starts* (the server restarted meanwhile) is
@@ -32,7 +32,7 @@ The same promises as the SQLite store (``zeus_core.store``):
 Besides libpq's own URL parameters (``sslmode``, ``connect_timeout``, ...),
 the URL takes ``schema`` and ``reconnect_s`` (default 10), which are zeus's.
 Put the password in ``~/.pgpass`` or ``PGPASSWORD`` rather than in the URL; a
-password in the URL is never shown (:func:`zeus_core.mask`).
+password in the URL is never shown (:func:`zeus_core.engine.stores.locations.mask`).
 """
 
 from __future__ import annotations

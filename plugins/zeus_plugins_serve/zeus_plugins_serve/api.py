@@ -142,7 +142,7 @@ class TrialOut(Model):
     cost_bound: float | None = Field(description="stop the try before its cost passes this; null: no bound")
     min_cost: float | None = Field(description="the cheapest finished recurrence so far; null: none yet")
     power_state: Any = Field(description="the committed power-policy state, for the client's power policy")
-    power_digest: str = Field(description="zeus_core.state_digest(power_state): what a power update is merged onto")
+    power_digest: str = Field(description="zeus_core.engine.history.state_digest(power_state): what a power update is merged onto")
 
 
 class TrialRef(Model):

@@ -1,11 +1,11 @@
 """The client of ``zeus serve``: a job store at ``http://host:port`` that serves trials.
 
 ``job.store = "http://127.0.0.1:8020"`` (or ``https://``) makes the job's store
-the service: :class:`ServiceStore` is a :class:`~zeus_core.JobStore` (reads of
+the service: :class:`ServiceStore` is a :class:`~zeus_core.engine.stores.protocol.JobStore` (reads of
 the job's history and state; transactions over a part's own state) and a
-:class:`~zeus_core.ServesHistory`, whose :class:`RemoteTrials` is what
+:class:`~zeus_core.engine.remote.ServesHistory`, whose :class:`RemoteTrials` is what
 ``zeus run`` (and a script's optimizer) uses instead of the local
-:class:`~zeus_core.History`: the service runs the batch-size policy, this
+:class:`~zeus_core.engine.history.History`: the service runs the batch-size policy, this
 process trains and runs the power policy.
 
 The token: ``ZEUS_SERVE_TOKEN`` in the environment (or the URL's password,
@@ -271,7 +271,7 @@ class ServiceStore:
 
 
 class RemoteTrials:
-    """A job's trials kept by the service (a :class:`~zeus_core.HistoryService`); the power policy
+    """A job's trials kept by the service (a :class:`~zeus_core.engine.history.HistoryService`); the power policy
     runs here, and what it learns is merged here onto the committed state (409: merge again)."""
 
     def __init__(self, store: ServiceStore, setup: HistorySetup, power_policy: Any = None) -> None:

@@ -7,10 +7,10 @@ one at a time in this process while other jobs run beside it; the store's own
 transaction serialises them against every other process (another ``zeus serve``
 on the same database, a ``zeus run`` with the database as its store).
 
-A client registers a *session*: its :class:`~zeus_core.HistorySetup`, from which
+A client registers a *session*: its :class:`~zeus_core.engine.remote.HistorySetup`, from which
 the service builds the job's batch-size policy with its own registry
 (:func:`~zeus_core.engine.assembly.build_history`) and keeps the history with
-:class:`~zeus_core.History`, exactly as ``zeus run`` does. Sessions live in
+:class:`~zeus_core.engine.history.History`, exactly as ``zeus run`` does. Sessions live in
 memory; after a restart a client registers again (404 ``unknown_session``).
 
 Exactly once. Every step carries the client's request id; the service records
@@ -373,7 +373,7 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
 
     @app.post("/v1/jobs/{job}/sessions", response_model=api.SessionOut, tags=["trials"], **v1)
     async def register(job: JobParam, body: api.SessionIn) -> api.SessionOut:
-        """Describe the job (zeus_core.HistorySetup): the service builds its batch-size policy and checks its
+        """Describe the job (zeus_core.engine.remote.HistorySetup): the service builds its batch-size policy and checks its
         identity against the store (409 when the store learned another job)."""
         job = job_name(job)
         try:

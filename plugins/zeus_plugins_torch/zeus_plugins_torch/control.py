@@ -33,7 +33,7 @@ def try_seed(job_seed: int, recurrence: int, try_index: int) -> int:
 
 
 #: All ranks' measurements of one window as one: energy summed, time of the slowest
-#: (the core's rule, :func:`zeus_core.combine_measurements`, shared with the script optimizers).
+#: (the core's rule, :func:`zeus_core.engine.ranks.combine_measurements`, shared with the script optimizers).
 combine = combine_measurements
 
 

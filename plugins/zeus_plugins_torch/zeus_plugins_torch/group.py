@@ -40,7 +40,7 @@ def timeout_s() -> float:
 
 
 class TorchProcessGroup:
-    """The ranks of the default ``torch.distributed`` group, as a :class:`zeus_core.ProcessGroup`.
+    """The ranks of the default ``torch.distributed`` group, as a :class:`zeus_core.engine.ranks.ProcessGroup`.
 
     ``gloo`` is zeus's own gloo group over every rank (CPU tensors and pickled
     objects); ``created`` says whether zeus initialised the default group.

@@ -10,7 +10,7 @@ the target is reached, at ``max_epochs``, or when the run's cost would pass
 recorded as reached or not.
 
 Drivers hold what differs between one process (a :class:`LocalDriver` over
-the runner's :class:`zeus_core.RunSession`), rank 0 of a data-parallel job
+the runner's :class:`zeus_core.engine.session.RunSession`), rank 0 of a data-parallel job
 (:mod:`zeus_plugins_torch.leader`) and the other ranks
 (:mod:`zeus_plugins_torch.follower`).
 """
@@ -164,7 +164,7 @@ class ZeusLoop:
 
     Under an allocation (``workload.allocation``) ``local_batch_size`` is this
     rank's allocated local batch and ``allocation`` its
-    :class:`zeus_core.RankPlan` (GPU, power limit, share, slice);
+    :class:`zeus_core.allocation.RankPlan` (GPU, power limit, share, slice);
     ``None`` otherwise.
     """
 

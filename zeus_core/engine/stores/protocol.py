@@ -61,7 +61,7 @@ class JobStore(Protocol):
     """A job's store, whatever holds it.
 
     ``location`` names it in messages (credentials masked); ``info`` is what it
-    held when opened (:class:`zeus_core.store.StoreInfo`). ``transaction()``
+    held when opened (:class:`zeus_core.engine.stores.protocol.StoreInfo`). ``transaction()``
     is one atomic unit, safe against concurrent runners of the job (each
     transaction sees the latest committed state, as ``BEGIN IMMEDIATE`` does).
     Reads outside a transaction are consistent snapshots; before the first
