@@ -46,7 +46,8 @@ from rich.table import Table
 
 from zeus_core import pareto_frontier
 from zeus_plugins_perseus.emulator import emulate
-from zeus_plugins_perseus.exact import ExactPlanner, fastest_frequencies
+from zeus_plugins_perseus.clock_options import fastest_frequencies
+from zeus_plugins_perseus.exact import ExactPlanner
 from zeus_plugins_perseus.planner import plan_frontier
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile
 from zeus_plugins_perseus.schedule import build_dag

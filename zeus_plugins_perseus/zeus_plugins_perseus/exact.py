@@ -12,9 +12,9 @@ all. Here every measured option keeps its exact time:
 2. each instruction gets the slowest measured clock whose time fits its
    duration (a duration between two hull vertices takes the faster one);
 3. exact float passes over the real timeline: speed up critical instructions
-   if solver tolerance left the plan over the limit, then give back slack,
-   slowing instructions one option at a time (largest energy saving first)
-   while their total float allows.
+   if solver tolerance left the plan over the limit, then give back slack
+   (:func:`~zeus_plugins_perseus.reclaim.reclaim_greedy`: slowing instructions
+   one option at a time, largest energy saving first, while their float allows).
 
 The result is never slower than ``limit_s`` on the measured profile. With
 ``limit_s`` the all-max-clock iteration time it is the zero-slowdown plan.
@@ -29,10 +29,11 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 
-from zeus_core import lower_convex_hull, pareto_frontier
-
+from zeus_plugins_perseus.clock_options import OptionTable, effective_options
+from zeus_plugins_perseus.dag_times import earliest_finish, latest_finish
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
+from zeus_plugins_perseus.reclaim import reclaim_greedy
+from zeus_plugins_perseus.schedule import PipelineDAG
 
 _TOL = 1e-9  # seconds: LP feasibility slack tolerated when mapping durations to clocks
 #: below this many ops the linear programs take milliseconds: forking workers would cost more than they save
@@ -177,97 +178,6 @@ def _finite(v: np.ndarray, big: float) -> np.ndarray:
     return v
 
 
-class EffectiveOptions:
-    """Pareto options of one (stage, instruction), fastest first, with effective energies."""
-
-    def __init__(self, times: np.ndarray, energies: np.ndarray, freqs: np.ndarray, blocking_w: float) -> None:
-        eff = energies - blocking_w * times
-        front = pareto_frontier(times, eff)
-        self.t, self.e, self.f = times[front], eff[front], freqs[front]
-        hull = lower_convex_hull(times, eff)
-        self.hull_t, self.hull_e = times[hull], eff[hull]
-
-
-def effective_options(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> list[EffectiveOptions]:
-    """Per op of ``dag``, its instruction's options (built once per (stage, instruction))."""
-    cache: dict[tuple[int, str], EffectiveOptions] = {}
-    for op in dag.ops:
-        key = (op.stage, op.instruction)
-        if key not in cache:
-            o = profile.get(*key)
-            cache[key] = EffectiveOptions(o.time.astype(float), o.energy.astype(float), o.frequency, blocking_w)
-    return [cache[(op.stage, op.instruction)] for op in dag.ops]
-
-
-class OptionTable:
-    """Every op's Pareto options as padded rows, so one numpy call chooses for many ops.
-
-    Row ``key[v]`` holds op ``v``'s (stage, instruction) options fastest first,
-    padded to the longest list (an index into the padding is never read as a
-    choice). :meth:`count_within` counts a row's options no slower than a
-    window for many ops and plans at once, exactly as a binary search of each
-    row would: every option time is in the sorted union ``grid``, so the count
-    at ``w`` is the row's count at the largest grid time ``<= w``, tabulated.
-    """
-
-    def __init__(self, opts: list[EffectiveOptions]) -> None:
-        rows: dict[int, int] = {}
-        self.key = np.array([rows.setdefault(id(o), len(rows)) for o in opts], dtype=np.int64)
-        uniq = list({id(o): o for o in opts}.values())
-        width = max(len(o.t) for o in uniq)
-        self.t = np.full((len(uniq), width), np.inf)
-        self.e = np.full((len(uniq), width), np.inf)
-        self.f = np.zeros((len(uniq), width), dtype=np.int64)
-        for r, o in enumerate(uniq):
-            self.t[r, : len(o.t)], self.e[r, : len(o.e)], self.f[r, : len(o.f)] = o.t, o.e, o.f
-        self.grid = np.unique(np.concatenate([o.t for o in uniq]))
-        self.counts = np.zeros((len(uniq), len(self.grid) + 1), dtype=np.int64)  # [row, grid times <= window]
-        for r, o in enumerate(uniq):
-            self.counts[r, 1:] = np.searchsorted(o.t, self.grid, side="right")
-        # flat views for 1-D takes, which cost less than 2-D fancy indexing
-        self.t_flat, self.e_flat, self.f_flat = self.t.ravel(), self.e.ravel(), self.f.ravel()
-        self.counts_flat = self.counts.ravel()
-
-    def count_within(self, rows: np.ndarray, window: np.ndarray) -> np.ndarray:
-        """Per ``window[i, ...]``: how many options of row ``rows[i]`` take at most that long."""
-        at = np.searchsorted(self.grid, window, side="right")
-        start = rows.reshape(rows.shape + (1,) * (window.ndim - 1)) * self.counts.shape[1]
-        return self.counts_flat.take(start + at)
-
-
-def _timeline(lv: DagLevels, times: np.ndarray, limit: float) -> tuple[np.ndarray, np.ndarray]:
-    """Earliest finish and latest finish (against ``limit``) of every op of one plan, a DAG level at a time.
-
-    Per op the same float operations as op by op (max of the predecessors'
-    finishes plus its time; min of the successors' latest starts), so the same
-    numbers; the padding entry is 0.0 (finish) / ``inf`` (latest finish).
-    """
-    n = len(times)
-    ef = np.zeros(n + 1)
-    for ops in lv.levels:
-        ef[ops] = ef[lv.preds[ops]].max(axis=1) + times[ops]
-    t = np.zeros(n + 1)
-    t[:n] = times
-    lf = np.empty(n + 1)
-    lf[n] = np.inf
-    for ops in reversed(lv.levels):
-        s = lv.succs[ops]
-        lf[ops] = np.where(lv.has_succs[ops], (lf[s] - t[s]).min(axis=1), limit)
-    return ef[:n], lf[:n]
-
-
-def fastest_frequencies(dag: PipelineDAG, profile: InstructionProfile) -> np.ndarray:
-    """Per op, the clock with the shortest measured time (not always the highest on a noisy profile)."""
-    best: dict[tuple[int, str], int] = {}
-    for op in dag.ops:
-        key = (op.stage, op.instruction)
-        if key not in best:
-            o = profile.get(*key)
-            order = np.lexsort((o.energy, o.time))
-            best[key] = int(o.frequency[order[0]])
-    return np.array([best[(op.stage, op.instruction)] for op in dag.ops], dtype=np.int64)
-
-
 def exact_plan(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float, limit_s: float) -> np.ndarray:
     """Clocks (MHz per op) of least energy found whose measured iteration time is at most ``limit_s``.
 
@@ -364,35 +274,26 @@ class ExactPlanner:
         T, E, rows = self.op_t, self.op_e, np.arange(n)
         choice = np.maximum((T <= (dur + _TOL)[:, None]).sum(axis=1) - 1, 0)
 
-        # --- 3. exact repair and slack reclamation on real times (numpy over all ops; ties go to the
-        # lowest op index, as they did op by op)
+        # --- 3. exact repair on real times: while the plan ends after the limit (solver tolerance),
+        # speed up a late critical op, cheapest per second first, ties to the lowest op index
         lv = self.levels
-        ef, lf = _timeline(lv, T[rows, choice], limit_s)
-        while ef.max() > limit_s:  # solver tolerance: speed up a late critical op, cheapest per second first
+
+        def timeline():
+            t = T[rows, choice]
+            return earliest_finish(lv, t)[:n], latest_finish(lv, t, limit_s)[:n]
+
+        ef, lf = timeline()
+        while ef.max() > limit_s:
             late = np.flatnonzero((ef > lf) & (choice > 0))
             if not late.size:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
                 raise ValueError(f"no plan meets {limit_s:.6f} s")
             c = choice[late]
             i = late[np.argmin((E[late, c - 1] - E[late, c]) / (T[late, c] - T[late, c - 1]))]
             choice[i] -= 1
-            ef, lf = _timeline(lv, T[rows, choice], limit_s)
-        # Reclaim: ops by the saving of their next slower option, largest first; slow each while float allows.
-        blocked = np.zeros(n, dtype=bool)
-        last = T.shape[1] - 1
-        while greedy_reclaim:
-            nxt = np.minimum(choice + 1, last)
-            fits = ~blocked & (choice + 1 < self.op_count) & (T[rows, nxt] - T[rows, choice] <= lf - ef)
-            gain = np.where(fits, E[rows, choice] - E[rows, nxt], -np.inf)
-            best = int(np.argmax(gain))
-            if not gain[best] > 0.0:
-                break
-            choice[best] += 1
-            new_ef, new_lf = _timeline(lv, T[rows, choice], limit_s)
-            if new_ef.max() > limit_s:  # a float rounding of the slack: keep the faster option
-                choice[best] -= 1
-                blocked[best] = True
-                continue
-            ef, lf = new_ef, new_lf
+            ef, lf = timeline()
+        # --- 4. the float the plan leaves, largest saving first
+        if greedy_reclaim:
+            choice = reclaim_greedy(lv, T, E, self.op_count, choice, limit_s)
         return self.op_f[rows, choice].astype(np.int64)
 
 

@@ -18,11 +18,12 @@ import numpy as np
 
 from zeus_core import pareto_frontier
 
+from zeus_plugins_perseus.clock_options import fastest_frequencies
 from zeus_plugins_perseus.costmodel import OpSpec, build_spec
 from zeus_plugins_perseus.emulator import chunks, emulate
-from zeus_plugins_perseus.exact import ExactPlanner, fastest_frequencies, plan_many
-from zeus_plugins_perseus.reclaim import reclaim_slack
+from zeus_plugins_perseus.exact import ExactPlanner, plan_many
 from zeus_plugins_perseus.profile import InstructionProfile
+from zeus_plugins_perseus.reclaim import reclaim_slack
 from zeus_plugins_perseus.schedule import BACKWARD, FORWARD, PipelineDAG, build_dag
 from zeus_plugins_perseus.tradeoff import solve_frontier
 
@@ -196,7 +197,7 @@ def plan_text(plan: dict) -> str:
     """A plan as JSON, one key per line and one stage per line.
 
     Readable, and written by the C encoder (``indent`` would make json use its
-    pure-Python one, which dominated writing the hundreds of plans of a frontier).
+    pure-Python one, which would dominate writing the hundreds of plans of a frontier).
     """
     head = {k: v for k, v in plan.items() if k != "stages"}
     return _framed(head, [json.dumps(s) for s in plan["stages"]])

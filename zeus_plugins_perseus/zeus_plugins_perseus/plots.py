@@ -45,7 +45,7 @@ def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path) 
     lo, hi = float(freqs.min()), float(freqs.max())
     cmap = plt.get_cmap("viridis")
     fig, ax = plt.subplots(figsize=(max(8, ps.dag.microbatches * 0.6), 0.5 * ps.dag.stages + 1.5))
-    # one collection for every bar: a patch per op took seconds on large pipelines (2048 ops at 16 x 64)
+    # one collection for every bar: a patch per op would take seconds on large pipelines (2048 ops at 16 x 64)
     frac = np.full(len(freqs), 0.5) if hi == lo else (freqs - lo) / (hi - lo)
     y = np.array([op.stage for op in ps.dag.ops], dtype=float)
     boxes = np.stack([np.stack([start, y - 0.4], 1), np.stack([finish, y - 0.4], 1),
