@@ -18,10 +18,11 @@ import numpy as np
 
 from zeus_core import pareto_frontier
 
+from zeus_plugins_perseus.background import Background
 from zeus_plugins_perseus.clock_options import fastest_frequencies
 from zeus_plugins_perseus.costmodel import OpSpec, build_spec
 from zeus_plugins_perseus.emulator import chunks, emulate
-from zeus_plugins_perseus.exact import ExactPlanner, plan_many
+from zeus_plugins_perseus.exact import ExactPlanner
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.reclaim import reclaim_slack
 from zeus_plugins_perseus.schedule import BACKWARD, FORWARD, PipelineDAG, build_dag
@@ -71,6 +72,8 @@ class PlanSet:
     phases: int
 
     exact_fastest: bool = False  # real-time plans (all-max time, fastest time, the rounding gap) are included
+    #: the limits the real-time plans were planned for, the zero-slowdown one first
+    real_time_limits_s: np.ndarray = attrs.field(factory=lambda: np.empty(0))
     emitted: EmittedPlans | None = None
 
     @property
@@ -282,10 +285,12 @@ def plan_frontier(
     measured clocks allow when that is shorter (a noisy profile where a lower
     clock is faster), and up to ``max_gap_plans`` evenly over the gap between
     those and the fastest quantised plan (one per unit when it fits), which
-    rounding times up leaves empty. Those are independent linear programs,
-    solved on up to ``workers`` forked processes (default: one per CPU; 1: in
-    this process) when the pipeline is large enough to gain from it
-    (:func:`~zeus_plugins_perseus.exact.plan_many`); the plans are the same.
+    rounding times up leaves empty. They come from one parametric min-cost
+    flow by the canonical rule of :mod:`~zeus_plugins_perseus.exact`; the
+    zero-slowdown plan is also planned from a cold HiGHS LP and the better of
+    the two is kept. ``workers``: None lets that check run on a second CPU
+    where there is one, 1 keeps everything in this process; the plans are the
+    same either way.
     """
     if not unit_time_s > 0:
         raise ValueError(f"unit_time_s must be > 0, got {unit_time_s}")
@@ -321,11 +326,15 @@ def plan_frontier(
             gap = np.linspace(gap[0], gap[-1], max_gap_plans)
         limits += [float(x) for x in gap]
         exact = ExactPlanner(dag, profile, blocking_power_w)
-        # The zero-slowdown plan gets the greedy float pass (largest saving first); the
-        # others are reclaimed together, which is much faster.
-        f_exact = plan_many(exact, limits, [j == 0 for j in range(len(limits))], workers=workers)
-        if len(limits) > 1:
-            f_exact[1:] = reclaim_slack(dag, profile, f_exact[1:], blocking_power_w)
+        with Background(workers) as background:
+            # the zero-slowdown plan is also planned from a cold HiGHS LP (on another core where there
+            # is one), and the better of the two is listed: no rule guarantees the canonical one wins
+            check = background.submit(exact.highs_plan, limits[0])
+            f_exact = exact.plans(limits, background)
+            f_check = check.result()
+        (t0, t1), (e0, e1) = emulate(dag, profile, np.vstack([f_exact[0], f_check]), blocking_power_w)
+        if t1 <= limits[0] and e1 < e0:
+            f_exact[0] = f_check
         et, ee = emulate(dag, profile, f_exact, blocking_power_w)
         t_units = np.concatenate([np.array(limits) / unit_time_s, t_units])
         energy = np.concatenate([ee, energy])
@@ -363,5 +372,6 @@ def plan_frontier(
         solve_seconds=solve_seconds,
         phases=phases,
         exact_fastest=bool(exact_fastest),
+        real_time_limits_s=np.asarray(limits if exact_fastest else [], dtype=float),
         emitted=emitted,
     )
