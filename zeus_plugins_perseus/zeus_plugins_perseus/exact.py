@@ -15,12 +15,13 @@ its exact time:
    faster one);
 3. exact passes over the real timeline: speed up critical instructions while
    rounding leaves the plan over the limit (cheapest per second first), then
-   spend the float (:mod:`~zeus_plugins_perseus.reclaim`: the level passes,
-   then the greedy pass, slowing instructions one option at a time, largest
-   energy saving first).
+   spend the float (:mod:`~zeus_plugins_perseus.reclaim`): the level passes
+   on both plans of a limit, then the greedy pass (slowing instructions one
+   option at a time, largest energy saving first) on the one kept.
 
 **The canonical rule.** Of the two plans of a limit, the one of less emulated
-energy is kept (the earliest-times plan on a tie). Both solutions are
+energy after the level passes is kept (the earliest-times plan on a tie), and
+it gets the greedy pass. Both solutions are
 properties of the LP alone, so the plans do not depend on the solver, its
 version, a warm start or how many processes plan. Where OR-Tools is missing
 (or the flow fails), each limit is planned from a cold HiGHS LP instead
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from zeus_plugins_perseus.background import Background
 from zeus_plugins_perseus.clock_options import OptionTable, effective_options
 from zeus_plugins_perseus.dag_times import earliest_finish, iteration_time, latest_finish
 from zeus_plugins_perseus.emulator import emulate
@@ -160,24 +160,15 @@ class ExactPlanner:
         reclaimed = reclaim_slack(self.dag, self.profile, raw, self.blocking_w)
         return [reclaimed[2 * k:2 * k + 2] for k in range(len(limits))]
 
-    def plans(self, limits: list[float], background: Background | None = None) -> np.ndarray:
-        """Clocks ``[plan, op]`` at each limit by the canonical rule (module docstring).
-
-        The greedy passes are independent: with a parallel ``background``, half of them run there.
-        """
+    def plans(self, limits: list[float]) -> np.ndarray:
+        """Clocks ``[plan, op]`` at each limit by the canonical rule (module docstring)."""
         cands = self.candidates(limits)
-        flat = [f for c in cands for f in c]
-        flat_limits = [lim for lim, c in zip(limits, cands) for _ in c]
-        half = len(flat) // 2 if background is not None and background.parallel else 0
-        there = background.submit(self.finish_all, flat[:half], flat_limits[:half]) if half else None
-        here = self.finish_all(flat[half:], flat_limits[half:])
-        done = np.array(([] if there is None else list(there.result())) + list(here), dtype=np.int64)
-        _, energy = emulate(self.dag, self.profile, done, self.blocking_w)
-        out, at = [], 0
+        _, energy = emulate(self.dag, self.profile, np.vstack(cands), self.blocking_w)
+        kept, at = [], 0
         for c in cands:
-            out.append(done[at + int(np.argmin(energy[at:at + len(c)]))])  # argmin: the earliest on a tie
+            kept.append(c[int(np.argmin(energy[at:at + len(c)]))])  # argmin: the earliest on a tie
             at += len(c)
-        return np.array(out, dtype=np.int64)
+        return np.array(self.finish_all(kept, limits), dtype=np.int64)
 
     def finish_all(self, plans: list[np.ndarray], limits: list[float]) -> list[np.ndarray]:
         """:meth:`finish` of each plan (clocks) at its limit."""

@@ -8,6 +8,7 @@ plan on the measured profile. Plans are listed fastest first.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -21,6 +22,7 @@ from zeus_core import pareto_frontier
 from zeus_plugins_perseus.background import Background
 from zeus_plugins_perseus.clock_options import fastest_frequencies
 from zeus_plugins_perseus.costmodel import OpSpec, build_spec
+from zeus_plugins_perseus.dag_times import iteration_time
 from zeus_plugins_perseus.emulator import chunks, emulate
 from zeus_plugins_perseus.exact import ExactPlanner
 from zeus_plugins_perseus.profile import InstructionProfile
@@ -251,6 +253,41 @@ def _solve(dag: PipelineDAG, specs: dict, unit_time_s: float, blocking_power_w: 
     return t_units.astype(float), energy, freqs, fr.phases
 
 
+def real_time_limits(dag: PipelineDAG, profile: InstructionProfile, specs: dict[tuple[int, str], OpSpec],
+                     blocking_power_w: float, unit_time_s: float, max_gap_plans: int) -> list[float]:
+    """The limits of the real-time plans, the zero-slowdown one first.
+
+    The all-max-clock iteration time; when a lower clock is faster somewhere
+    (noisy profiles), the fastest time the measured options allow; and one per
+    unit across the gap that rounding up leaves below the fastest quantised
+    plan, whose planned time (every instruction at its fastest quantum) bounds
+    it: at most ``max_gap_plans``, evenly spaced beyond that.
+    """
+    fmax = np.array([int(profile.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
+    limits = [float(emulate(dag, profile, fmax[None, :], blocking_power_w)[0][0])]
+    fastest = emulate(dag, profile, fastest_frequencies(dag, profile)[None, :], blocking_power_w)[0][0]
+    if fastest < limits[0] * (1 - 1e-9):
+        limits.append(float(fastest))
+    lo = np.array([specs[(op.stage, op.instruction)].lo for op in dag.ops], dtype=np.int64)
+    quantised_fastest = float(iteration_time(dag.levels, lo)) * unit_time_s
+    gap = np.arange(min(limits) + unit_time_s, quantised_fastest, unit_time_s)
+    if len(gap) > max_gap_plans:
+        gap = np.linspace(gap[0], gap[-1], max_gap_plans)
+    return limits + [float(x) for x in gap]
+
+
+def real_time_plans(planner: ExactPlanner, limits: list[float]) -> np.ndarray:
+    """Clocks ``[plan, op]`` of the real-time plans (:meth:`ExactPlanner.plans`), the first checked: the
+    zero-slowdown plan is also planned from a cold HiGHS LP and the better of the two is kept, since no rule
+    guarantees the canonical one wins."""
+    plans = planner.plans(limits)
+    check = planner.highs_plan(limits[0])
+    (_, t1), (e0, e1) = emulate(planner.dag, planner.profile, np.vstack([plans[0], check]), planner.blocking_w)
+    if t1 <= limits[0] and e1 < e0:
+        plans[0] = check
+    return plans
+
+
 def plan_frontier(
     profile: InstructionProfile,
     stages: int,
@@ -264,6 +301,7 @@ def plan_frontier(
     reclaim: bool | None = None,
     max_gap_plans: int = 32,
     workers: int | None = None,
+    background: Background | None = None,
 ) -> PlanSet:
     """Solve and emulate the frontier; only Pareto-optimal plans are listed, fastest first.
 
@@ -288,9 +326,12 @@ def plan_frontier(
     rounding times up leaves empty. They come from one parametric min-cost
     flow by the canonical rule of :mod:`~zeus_plugins_perseus.exact`; the
     zero-slowdown plan is also planned from a cold HiGHS LP and the better of
-    the two is kept. ``workers``: None lets that check run on a second CPU
-    where there is one, 1 keeps everything in this process; the plans are the
-    same either way.
+    the two is kept. The real-time plans do not depend on the quantised ones,
+    so they are planned in ``background`` (or a
+    :class:`~zeus_plugins_perseus.background.Background` of ``workers``: None
+    uses a second CPU where there is one, 1 keeps everything in this process)
+    while this process solves the quantised frontier; the plans are the same
+    either way.
     """
     if not unit_time_s > 0:
         raise ValueError(f"unit_time_s must be > 0, got {unit_time_s}")
@@ -301,46 +342,31 @@ def plan_frontier(
     specs = build_specs(profile, stages, model, unit_time_s, blocking_power_w)
     if pareto_only is None:
         pareto_only = model == "measured"
-    t_units, energy, freqs, phases = _solve(dag, specs, unit_time_s, blocking_power_w, pareto_only)
-    n_solver = len(t_units)
     if reclaim is None:
         reclaim = model == "measured"
-    if reclaim:
-        freqs = reclaim_slack(dag, profile, freqs, blocking_power_w)
-    emu_t, emu_e = emulate(dag, profile, freqs, blocking_power_w)
-    fmax = np.array([int(profile.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
-    mt, me = emulate(dag, profile, fmax[None, :], blocking_power_w)
     if exact_fastest is None:
         exact_fastest = model == "measured"
-    if exact_fastest:
-        # Real-time plans at the all-max-clock time; when a lower clock is faster somewhere
-        # (noisy profiles), at the fastest time the measured options allow; and one per unit
-        # across the gap that rounding up leaves between those and the quantised plans.
-        limits = [float(mt[0])]
-        fastest = emulate(dag, profile, fastest_frequencies(dag, profile)[None, :], blocking_power_w)[0][0]
-        if fastest < limits[0] * (1 - 1e-9):
-            limits.append(float(fastest))
-        quantised_fastest = float(emu_t.min()) if len(emu_t) else float(mt[0])
-        gap = np.arange(min(limits) + unit_time_s, quantised_fastest, unit_time_s)
-        if len(gap) > max_gap_plans:
-            gap = np.linspace(gap[0], gap[-1], max_gap_plans)
-        limits += [float(x) for x in gap]
-        exact = ExactPlanner(dag, profile, blocking_power_w)
-        with Background(workers) as background:
-            # the zero-slowdown plan is also planned from a cold HiGHS LP (on another core where there
-            # is one), and the better of the two is listed: no rule guarantees the canonical one wins
-            check = background.submit(exact.highs_plan, limits[0])
-            f_exact = exact.plans(limits, background)
-            f_check = check.result()
-        (t0, t1), (e0, e1) = emulate(dag, profile, np.vstack([f_exact[0], f_check]), blocking_power_w)
-        if t1 <= limits[0] and e1 < e0:
-            f_exact[0] = f_check
-        et, ee = emulate(dag, profile, f_exact, blocking_power_w)
-        t_units = np.concatenate([np.array(limits) / unit_time_s, t_units])
-        energy = np.concatenate([ee, energy])
-        freqs = np.vstack([f_exact, freqs])
-        emu_t = np.concatenate([et, emu_t])
-        emu_e = np.concatenate([ee, emu_e])
+    fmax = np.array([int(profile.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
+    mt, me = emulate(dag, profile, fmax[None, :], blocking_power_w)
+    limits: list[float] = []
+    with Background(workers) if background is None else contextlib.nullcontext(background) as bg:
+        if exact_fastest:
+            limits = real_time_limits(dag, profile, specs, blocking_power_w, unit_time_s, max_gap_plans)
+            # independent of the quantised plans: on the second CPU where there is one
+            real_time = bg.submit(real_time_plans, ExactPlanner(dag, profile, blocking_power_w), limits)
+        t_units, energy, freqs, phases = _solve(dag, specs, unit_time_s, blocking_power_w, pareto_only)
+        n_solver = len(t_units)
+        if reclaim:
+            freqs = reclaim_slack(dag, profile, freqs, blocking_power_w)
+        emu_t, emu_e = emulate(dag, profile, freqs, blocking_power_w)
+        if exact_fastest:
+            f_exact = real_time.result()
+            et, ee = emulate(dag, profile, f_exact, blocking_power_w)
+            t_units = np.concatenate([np.array(limits) / unit_time_s, t_units])
+            energy = np.concatenate([ee, energy])
+            freqs = np.vstack([f_exact, freqs])
+            emu_t = np.concatenate([et, emu_t])
+            emu_e = np.concatenate([ee, emu_e])
     # The emulated frontier, fastest first: a plan stays only if no faster-or-equal
     # plan uses at most its energy.
     keep = pareto_frontier(emu_t, emu_e)

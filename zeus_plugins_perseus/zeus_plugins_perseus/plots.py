@@ -1,23 +1,46 @@
-"""PNG figures of a frontier and of one plan's per-stage timeline (matplotlib, Agg backend)."""
+"""PNG figures of a frontier and of one plan's per-stage timeline (matplotlib, Agg backend).
+
+matplotlib is imported by the functions that draw, not with this module: the
+policy draws in its worker process (:mod:`~zeus_plugins_perseus.background`),
+and its own process never pays for the import.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import attrs
 import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
+from zeus_plugins_perseus.emulator import measured_tables, timeline
+from zeus_plugins_perseus.planner import PlanSet
+from zeus_plugins_perseus.profile import InstructionProfile
 
-from zeus_plugins_perseus.emulator import measured_tables, timeline  # noqa: E402
-from zeus_plugins_perseus.planner import PlanSet  # noqa: E402
-from zeus_plugins_perseus.profile import InstructionProfile  # noqa: E402
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def figure_data(ps: PlanSet, chosen: int) -> PlanSet:
+    """What the figures read of ``ps``: every plan's numbers, but only the chosen plan's clocks (row 0)."""
+    return attrs.evolve(ps, frequencies=ps.frequencies[chosen:chosen + 1])
+
+
+def write_figures(ps: PlanSet, profile: InstructionProfile, chosen: int, out_dir: Path) -> list[Path]:
+    """``frontier.png`` and ``timeline.png`` (of the plan in row 0 of ``ps.frequencies``, listed as ``chosen``)."""
+    out_dir = Path(out_dir)
+    return [plot_frontier(ps, out_dir / "frontier.png", chosen),
+            plot_timeline(ps, profile, chosen, out_dir / "timeline.png", row=0)]
 
 
 def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
     """Planned and emulated (time, energy) of every plan, with the all-max-frequency point."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.plot(ps.planned_time_s, ps.planned_energy_j, ".", ms=3, color="tab:blue", label="planned")
     ax.plot(ps.emulated_time_s, ps.emulated_energy_j, ".", ms=3, color="tab:orange", label="emulated on the profile")
@@ -37,11 +60,17 @@ def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
     return path
 
 
-def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path) -> Path:
-    """One row per stage: each instruction as a bar from its emulated start, coloured by its clock."""
-    times, _ = measured_tables(ps.dag, profile, ps.frequencies[k][None, :])
+def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path, row: int | None = None) -> Path:
+    """One row per stage: each instruction as a bar from its emulated start, coloured by its clock.
+
+    Plan ``k``'s clocks are ``ps.frequencies[row]`` (default: row ``k``).
+    """
+    from matplotlib.collections import PolyCollection
+
+    plt = _pyplot()
+    freqs = ps.frequencies[k if row is None else row]
+    times, _ = measured_tables(ps.dag, profile, freqs[None, :])
     start, finish = timeline(ps.dag, times[0])
-    freqs = ps.frequencies[k]
     lo, hi = float(freqs.min()), float(freqs.max())
     cmap = plt.get_cmap("viridis")
     fig, ax = plt.subplots(figsize=(max(8, ps.dag.microbatches * 0.6), 0.5 * ps.dag.stages + 1.5))
@@ -79,4 +108,4 @@ def frontier_rows(ps: PlanSet) -> list[tuple]:
     ]
 
 
-__all__ = ["frontier_rows", "plot_frontier", "plot_timeline"]
+__all__ = ["figure_data", "frontier_rows", "plot_frontier", "plot_timeline", "write_figures"]

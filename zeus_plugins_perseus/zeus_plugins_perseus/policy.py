@@ -12,8 +12,10 @@ from rich.table import Table
 
 from zeus_core import write_atomic
 
+from zeus_plugins_perseus.background import Background
 from zeus_plugins_perseus.options import PerseusOptions
 from zeus_plugins_perseus.planner import PlanSet, plan_frontier
+from zeus_plugins_perseus.plots import figure_data, frontier_rows, write_figures
 from zeus_plugins_perseus.profile import read_profile
 
 FRONTIER_COLUMNS = ("plan", "iteration_time_s", "energy_j", "emulated_time_s", "emulated_energy_j")
@@ -44,9 +46,12 @@ class PerseusPolicy:
         self.profile.check_stages(self.stages, ("forward", "backward"))
         self.plans: PlanSet | None = None
         self.chosen: int | None = None
+        self._background: Background | None = None  # plans beside this process, then draws the figures
 
     def plan(self, ctx: Any = None) -> None:
         o = self.options
+        self._close_background()
+        self._background = Background()
         self.plans = plan_frontier(
             self.profile,
             stages=self.stages,
@@ -56,8 +61,14 @@ class PerseusPolicy:
             blocking_power_w=o.blocking_power_w,
             model=o.model,
             max_gap_plans=o.max_gap_plans,
+            background=self._background,
         )
         self.chosen = self.plans.choose(deadline_s=o.deadline, max_slowdown=o.max_slowdown)
+
+    def _close_background(self) -> None:
+        if self._background is not None:
+            self._background.__exit__(None, None, None)
+            self._background = None
 
     def _require(self) -> PlanSet:
         if self.plans is None:
@@ -118,24 +129,31 @@ class PerseusPolicy:
         )
 
     def write_outputs(self, out_dir: Path, _summary: Any = None) -> list[Path]:
-        from zeus_plugins_perseus.plots import frontier_rows, plot_frontier, plot_timeline
-
         ps = self._require()
         out_dir = Path(out_dir)
         plans_dir = out_dir / "plans"
         plans_dir.mkdir(parents=True, exist_ok=True)
-        rows = ([k, repr(t), repr(e), repr(et), repr(ee)] for k, t, e, et, ee in frontier_rows(ps))
-        written = [write_atomic(out_dir / "frontier.csv", _csv(FRONTIER_COLUMNS, rows))]
-        if ps.emitted is not None:
-            em = ps.emitted
-            rows = ([repr(float(u * ps.unit_time_s)), repr(float(e)), repr(float(et)), repr(float(ee)),
-                     "" if k < 0 else int(k)]
-                    for u, e, et, ee, k in zip(em.time_units, em.planned_energy_j, em.emulated_time_s,
-                                               em.emulated_energy_j, em.listed_as))
-            written.append(write_atomic(out_dir / "published_plans.csv", _csv(EMITTED_COLUMNS, rows)))
-        ps.write_plans(plans_dir)
-        written.append(plans_dir)  # one entry for the folder: hundreds of plan files would flood the listing
-        written.append(write_atomic(out_dir / "chosen_plan.json", (plans_dir / f"{self.chosen:05d}.json").read_text()))
-        written.append(plot_frontier(ps, out_dir / "frontier.png", self.chosen))
-        written.append(plot_timeline(ps, self.profile, self.chosen, out_dir / "timeline.png"))
+        # the figures (matplotlib's import included) are drawn beside this process while it writes the plans
+        bg = self._background if self._background is not None else Background()
+        try:
+            figures = bg.submit(write_figures, figure_data(ps, self.chosen), self.profile, self.chosen, out_dir)
+            rows = ([k, repr(t), repr(e), repr(et), repr(ee)] for k, t, e, et, ee in frontier_rows(ps))
+            written = [write_atomic(out_dir / "frontier.csv", _csv(FRONTIER_COLUMNS, rows))]
+            if ps.emitted is not None:
+                em = ps.emitted
+                rows = ([repr(float(u * ps.unit_time_s)), repr(float(e)), repr(float(et)), repr(float(ee)),
+                         "" if k < 0 else int(k)]
+                        for u, e, et, ee, k in zip(em.time_units, em.planned_energy_j, em.emulated_time_s,
+                                                   em.emulated_energy_j, em.listed_as))
+                written.append(write_atomic(out_dir / "published_plans.csv", _csv(EMITTED_COLUMNS, rows)))
+            ps.write_plans(plans_dir)
+            written.append(plans_dir)  # one entry for the folder: hundreds of plan files would flood the listing
+            written.append(write_atomic(out_dir / "chosen_plan.json",
+                                        (plans_dir / f"{self.chosen:05d}.json").read_text()))
+            written += figures.result()
+        finally:
+            if bg is self._background:
+                self._close_background()
+            else:
+                bg.__exit__(None, None, None)
         return written
