@@ -40,7 +40,7 @@ def _send(stream: BinaryIO, obj: Any) -> None:
     stream.flush()
 
 
-def _receive(stream: BinaryIO) -> Any:
+def _receive_bytes(stream: BinaryIO) -> bytes:
     head = stream.read(_HEADER.size)
     if len(head) < _HEADER.size:
         raise EOFError
@@ -48,7 +48,11 @@ def _receive(stream: BinaryIO) -> Any:
     data = stream.read(size)
     if len(data) < size:
         raise EOFError
-    return pickle.loads(data)
+    return data
+
+
+def _receive(stream: BinaryIO) -> Any:
+    return pickle.loads(_receive_bytes(stream))
 
 
 class WorkerDied(RuntimeError):
@@ -88,8 +92,10 @@ class Background:
     one CPU) runs every call here, when its result is asked for.
     """
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, cpu_s: float | None = None, memory_bytes: int | None = None) -> None:
         self.parallel = (workers is None and usable_cpus() > 1) or (workers is not None and workers > 1)
+        #: the worker's budget (RLIMIT_CPU, RLIMIT_AS), set by the worker on itself before any call
+        self.limits = (None if cpu_s is None else int(max(1, cpu_s)), memory_bytes)
         self._proc: subprocess.Popen | None = None
         self._pending: list[Result] = []
 
@@ -100,9 +106,12 @@ class Background:
         if not self.parallel:
             return Result(None, (fn, args))
         if self._proc is None:
+            env = None
+            if self.limits[1] is not None:  # one BLAS thread: no per-thread buffers eating the address space
+                env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
             self._proc = subprocess.Popen([sys.executable, "-m", "zeus_plugins_perseus.background"],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-            _send(self._proc.stdin, list(sys.path))
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            _send(self._proc.stdin, (list(sys.path), self.limits))
         r = Result(self, (fn, args))
         _send(self._proc.stdin, (fn, args))
         self._pending.append(r)
@@ -125,6 +134,18 @@ class Background:
             r._value, r._done = answer, True
         raise RuntimeError("no such call is pending")  # pragma: no cover
 
+    @property
+    def exit_status(self) -> int | None:
+        """The worker's exit status once it ended (negative: the signal that ended it)."""
+        return None if self._proc is None else self._proc.poll()
+
+    def kill(self) -> None:
+        """End the worker now (its memory goes back to the system); a call waiting on it ends with
+        :class:`WorkerDied`."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
     def __exit__(self, *exc) -> None:
         if self._proc is not None:
             self._proc.stdin.close()
@@ -142,13 +163,22 @@ def _serve() -> None:
     stdout = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    sys.path[:] = _receive(stdin)
+    path, (cpu_s, memory_bytes) = _receive(stdin)
+    sys.path[:] = path
+    if cpu_s is not None or memory_bytes is not None:
+        import resource
+
+        if cpu_s is not None:  # SIGXCPU ends the worker at the soft limit
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
+        if memory_bytes is not None:  # allocations past it fail (MemoryError)
+            resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     while True:
         try:
-            fn, args = _receive(stdin)
+            data = _receive_bytes(stdin)
         except EOFError:
             return
         try:
+            fn, args = pickle.loads(data)
             answer = ("ok", fn(*args))
         except Exception as e:  # noqa: BLE001 - the caller raises it
             answer = ("error", e)
