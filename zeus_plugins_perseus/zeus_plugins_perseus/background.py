@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import os
 import pickle
+import queue
 import signal
 import struct
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
@@ -172,11 +174,24 @@ def _serve() -> None:
             resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
         if memory_bytes is not None:  # allocations past it fail (MemoryError)
             resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    # calls are read as they come, so that the caller never blocks writing one while this process
+    # writes an answer it has not read yet
+    calls: queue.Queue[bytes | None] = queue.Queue()
+
+    def read_calls() -> None:
+        while True:
+            try:
+                calls.put(_receive_bytes(stdin))
+            except (EOFError, OSError):
+                calls.put(None)
+                return
+
+    threading.Thread(target=read_calls, name="zeus-perseus-worker-calls", daemon=True).start()
     while True:
-        try:
-            data = _receive_bytes(stdin)
-        except EOFError:
-            return
+        data = calls.get()
+        if data is None:  # the caller is done: nothing here needs tearing down
+            stdout.flush()
+            os._exit(0)
         try:
             fn, args = pickle.loads(data)
             answer = ("ok", fn(*args))

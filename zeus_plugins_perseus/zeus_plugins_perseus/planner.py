@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -276,16 +277,35 @@ def real_time_limits(dag: PipelineDAG, profile: InstructionProfile, specs: dict[
     return limits + [float(x) for x in gap]
 
 
-def real_time_plans(planner: ExactPlanner, limits: list[float]) -> np.ndarray:
+def real_time_plans(planner: ExactPlanner, limits: list[float], check: np.ndarray | None = None) -> np.ndarray:
     """Clocks ``[plan, op]`` of the real-time plans (:meth:`ExactPlanner.plans`), the first checked: the
-    zero-slowdown plan is also planned from a cold HiGHS LP and the better of the two is kept, since no rule
-    guarantees the canonical one wins."""
+    zero-slowdown plan is also planned from a cold HiGHS LP (``check``, computed here if not given) and the
+    better of the two is kept, since no rule guarantees the canonical one wins."""
     plans = planner.plans(limits)
-    check = planner.highs_plan(limits[0])
+    return keep_better(planner, plans, limits[0], planner.highs_plan(limits[0]) if check is None else check)
+
+
+def keep_better(planner: ExactPlanner, plans: np.ndarray, limit: float, check: np.ndarray) -> np.ndarray:
+    """``plans`` with its first row replaced by ``check`` where that meets ``limit`` with less emulated energy."""
     (_, t1), (e0, e1) = emulate(planner.dag, planner.profile, np.vstack([plans[0], check]), planner.blocking_w)
-    if t1 <= limits[0] and e1 < e0:
+    if t1 <= limit and e1 < e0:
+        plans = plans.copy()
         plans[0] = check
     return plans
+
+
+def claim(path: Path) -> bool:
+    """True for the first process to ask (the file did not exist), False for every later one."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        return True
+    except FileExistsError:
+        return False
+
+
+def _claimed_check(planner: ExactPlanner, limit: float, claim_path: Path) -> np.ndarray | None:
+    """The zero-slowdown check, in the worker, unless the planning process claimed it first."""
+    return planner.highs_plan(limit) if claim(claim_path) else None
 
 
 def plan_frontier(
@@ -349,18 +369,26 @@ def plan_frontier(
     fmax = np.array([int(profile.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
     mt, me = emulate(dag, profile, fmax[None, :], blocking_power_w)
     limits: list[float] = []
-    with Background(workers) if background is None else contextlib.nullcontext(background) as bg:
+    with contextlib.ExitStack() as stack:
+        bg = stack.enter_context(Background(workers)) if background is None else background
+        check = None
         if exact_fastest:
             limits = real_time_limits(dag, profile, specs, blocking_power_w, unit_time_s, max_gap_plans)
-            # independent of the quantised plans: on the second CPU where there is one
-            real_time = bg.submit(real_time_plans, ExactPlanner(dag, profile, blocking_power_w), limits)
+            planner = ExactPlanner(dag, profile, blocking_power_w)
+            # independent of the quantised plans: on the second CPU where there is one; the zero-slowdown
+            # check goes to whichever process is free first
+            real_time = bg.submit(planner.plans, limits)
+            if bg.parallel:
+                claim_path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="zeus-perseus-"))) / "check"
+                check = bg.submit(_claimed_check, planner, limits[0], claim_path)
         t_units, energy, freqs, phases = _solve(dag, specs, unit_time_s, blocking_power_w, pareto_only)
         n_solver = len(t_units)
         if reclaim:
             freqs = reclaim_slack(dag, profile, freqs, blocking_power_w)
         emu_t, emu_e = emulate(dag, profile, freqs, blocking_power_w)
         if exact_fastest:
-            f_exact = real_time.result()
+            f_check = planner.highs_plan(limits[0]) if check is None or claim(claim_path) else check.result()
+            f_exact = keep_better(planner, real_time.result(), limits[0], f_check)
             et, ee = emulate(dag, profile, f_exact, blocking_power_w)
             t_units = np.concatenate([np.array(limits) / unit_time_s, t_units])
             energy = np.concatenate([ee, energy])

@@ -26,6 +26,11 @@ def _pyplot():
     return plt
 
 
+def warm_up() -> None:
+    """Import matplotlib (a third of a second) in a worker before its figures are asked for."""
+    _pyplot()
+
+
 def figure_data(ps: PlanSet, chosen: int) -> PlanSet:
     """What the figures read of ``ps``: every plan's numbers, but only the chosen plan's clocks (row 0)."""
     return attrs.evolve(ps, frequencies=ps.frequencies[chosen:chosen + 1])

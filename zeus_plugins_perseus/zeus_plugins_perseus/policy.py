@@ -15,7 +15,7 @@ from zeus_core import write_atomic
 from zeus_plugins_perseus.background import Background
 from zeus_plugins_perseus.options import PerseusOptions
 from zeus_plugins_perseus.planner import PlanSet, plan_frontier
-from zeus_plugins_perseus.plots import figure_data, frontier_rows, write_figures
+from zeus_plugins_perseus.plots import figure_data, frontier_rows, warm_up, write_figures
 from zeus_plugins_perseus.profile import read_profile
 
 FRONTIER_COLUMNS = ("plan", "iteration_time_s", "energy_j", "emulated_time_s", "emulated_energy_j")
@@ -46,12 +46,15 @@ class PerseusPolicy:
         self.profile.check_stages(self.stages, ("forward", "backward"))
         self.plans: PlanSet | None = None
         self.chosen: int | None = None
-        self._background: Background | None = None  # plans beside this process, then draws the figures
+        # a worker beside this process: it imports matplotlib while this one reads and builds, plans the
+        # real-time plans while this one solves the quantised frontier, and draws the figures
+        self._background: Background | None = Background()
+        self._background.submit(warm_up)
 
     def plan(self, ctx: Any = None) -> None:
         o = self.options
-        self._close_background()
-        self._background = Background()
+        if self._background is None:
+            self._background = Background()
         self.plans = plan_frontier(
             self.profile,
             stages=self.stages,

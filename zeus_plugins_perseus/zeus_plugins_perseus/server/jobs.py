@@ -16,6 +16,7 @@ job's plan, so the next schedule request plans on the newest data.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import math
 import secrets
@@ -172,7 +173,7 @@ def _planning_error(job: Job, planning: Planning, error: BaseException) -> JobEr
                             "per job (plan_cpu_s): register with a larger unit_time_s or fewer microbatches")
         return TooLarge(f"planning job {job.job_id} ended without a plan (exit status {status}), past this server's "
                         f"budget of {lim.plan_memory_bytes >> 20} MiB per job (plan_memory_bytes)?")
-    if isinstance(error, MemoryError):
+    if isinstance(error, MemoryError) or (isinstance(error, OSError) and error.errno == errno.ENOMEM):
         return TooLarge(f"planning job {job.job_id} needs more than this server's budget of "
                         f"{lim.plan_memory_bytes >> 20} MiB per job (plan_memory_bytes): register with a larger "
                         "unit_time_s or fewer microbatches")
