@@ -100,7 +100,8 @@ def with_previous(previous: Path | None) -> list[str]:
         return [sys.executable]
     paths = [str(previous / "zeus_plugins_perseus"), str(previous)]
     return [sys.executable, "-c", f"import sys, runpy; sys.path[:0] = {paths!r}; sys.argv.pop(0); "
-                                  "runpy.run_module(sys.argv[0], run_name='__main__')"]
+                                  "run = runpy.run_path if sys.argv[0].endswith('.py') else runpy.run_module; "
+                                  "run(sys.argv[0], run_name='__main__')"]
 
 
 def tiled(profile: InstructionProfile, stages: int) -> InstructionProfile:
@@ -257,7 +258,7 @@ def _load() -> str:
 
 _TIME_PLANNING = """
 import json, os, sys, time
-from zeus_plugins_perseus.planner import plan_frontier, real_time_plans
+from zeus_plugins_perseus.planner import plan_frontier
 from zeus_plugins_perseus.profile import read_profile
 prof = read_profile(sys.argv[1])
 t0, c0, k0 = time.perf_counter(), time.process_time(), os.times()

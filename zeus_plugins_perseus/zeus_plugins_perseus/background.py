@@ -1,7 +1,7 @@
 """Independent work on another CPU, in a worker process that is safe to start from any program.
 
 The planner has work that needs nothing from what runs beside it (the
-zero-slowdown plan's HiGHS check, half of the greedy passes, the figures):
+real-time plans, the zero-slowdown plan's HiGHS check, the figures):
 where this process may use more than one CPU it goes to one worker process,
 otherwise it runs here when its result is asked for; the results are the same.
 

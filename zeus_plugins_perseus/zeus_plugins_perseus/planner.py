@@ -254,6 +254,10 @@ def _solve(dag: PipelineDAG, specs: dict, unit_time_s: float, blocking_power_w: 
     return t_units.astype(float), energy, freqs, fr.phases
 
 
+#: below this many instructions, plan_frontier plans everything in its own process unless asked otherwise
+PARALLEL_MIN_OPS = 384
+
+
 def real_time_limits(dag: PipelineDAG, profile: InstructionProfile, specs: dict[tuple[int, str], OpSpec],
                      blocking_power_w: float, unit_time_s: float, max_gap_plans: int) -> list[float]:
     """The limits of the real-time plans, the zero-slowdown one first.
@@ -350,8 +354,9 @@ def plan_frontier(
     so they are planned in ``background`` (or a
     :class:`~zeus_plugins_perseus.background.Background` of ``workers``: None
     uses a second CPU where there is one, 1 keeps everything in this process)
-    while this process solves the quantised frontier; the plans are the same
-    either way.
+    while this process solves the quantised frontier (pipelines of fewer
+    than :data:`PARALLEL_MIN_OPS` instructions stay here unless ``workers``
+    asks); the plans are the same either way.
     """
     if not unit_time_s > 0:
         raise ValueError(f"unit_time_s must be > 0, got {unit_time_s}")
@@ -370,7 +375,10 @@ def plan_frontier(
     mt, me = emulate(dag, profile, fmax[None, :], blocking_power_w)
     limits: list[float] = []
     with contextlib.ExitStack() as stack:
-        bg = stack.enter_context(Background(workers)) if background is None else background
+        if background is None:  # a worker costs a Python start-up: small pipelines plan faster without
+            small = workers is None and dag.n_ops < PARALLEL_MIN_OPS
+            background = stack.enter_context(Background(1 if small else workers))
+        bg = background
         check = None
         if exact_fastest:
             limits = real_time_limits(dag, profile, specs, blocking_power_w, unit_time_s, max_gap_plans)
