@@ -154,8 +154,8 @@ class PlanSet:
         path.write_text(plan_text(self.plan_json(k)))
         return path
 
-    def write_plans(self, folder: Path) -> None:
-        """Every plan as ``folder/NNNNN.json`` (the same text as :meth:`write_plan`).
+    def write_plans(self, folder: Path, plans: range | None = None) -> None:
+        """Every plan (or those in ``plans``) as ``folder/NNNNN.json`` (the same text as :meth:`write_plan`).
 
         What does not change from plan to plan (each stage's instructions and
         microbatches) is encoded once, the clocks of each block of plans are put
@@ -171,7 +171,9 @@ class PlanSet:
                     f'"microbatches": {json.dumps([self.dag.ops[i].microbatch for i in ix])}, "frequencies": ['
                     for s, ix in enumerate(idx)]
         spans = list(zip(prefixes, bounds[:-1], bounds[1:]))
-        for rows in chunks(len(self)):
+        plans = range(len(self)) if plans is None else plans
+        for part in chunks(len(plans)):
+            rows = slice(plans.start + part.start, plans.start + part.stop)
             block = self.frequencies[rows][:, order].tolist()  # Python ints: str() is what json writes
             for k, clocks in zip(range(rows.start, rows.stop), block):
                 # ", ".join of the ints is json.dumps of the list, without an encoder call per stage

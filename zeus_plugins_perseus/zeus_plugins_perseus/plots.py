@@ -36,11 +36,19 @@ def figure_data(ps: PlanSet, chosen: int) -> PlanSet:
     return attrs.evolve(ps, frequencies=ps.frequencies[chosen:chosen + 1])
 
 
-def write_figures(ps: PlanSet, profile: InstructionProfile, chosen: int, out_dir: Path) -> list[Path]:
-    """``frontier.png`` and ``timeline.png`` (of the plan in row 0 of ``ps.frequencies``, listed as ``chosen``)."""
+def write_figures_and_plans(ps: PlanSet, profile: InstructionProfile, chosen: int, out_dir: Path,
+                            plans: range) -> list[Path]:
+    """:func:`write_figures` (of ``ps``'s plan ``chosen``), then the plan files of ``plans``."""
+    written = write_figures(ps, profile, chosen, out_dir, row=chosen)
+    ps.write_plans(Path(out_dir) / "plans", plans)
+    return written
+
+
+def write_figures(ps: PlanSet, profile: InstructionProfile, chosen: int, out_dir: Path, row: int = 0) -> list[Path]:
+    """``frontier.png`` and ``timeline.png`` (of the plan in row ``row`` of ``ps.frequencies``, listed as ``chosen``)."""
     out_dir = Path(out_dir)
     return [plot_frontier(ps, out_dir / "frontier.png", chosen),
-            plot_timeline(ps, profile, chosen, out_dir / "timeline.png", row=0)]
+            plot_timeline(ps, profile, chosen, out_dir / "timeline.png", row=row)]
 
 
 def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
