@@ -121,7 +121,7 @@ def test_planning_ends_when_its_job_is_deleted_and_plans_at_once_are_bounded(gpt
 
 
 def test_after_planning_the_process_is_gone_and_the_job_keeps_one_plan(gpt3_a100):
-    manager, http = server(gpt3_a100)
+    manager, http = server(gpt3_a100, inline_frontier_cells=0)  # even a small job in a process of its own
     job_id = job(http, microbatches=4)
     seen = []
     original = manager._finish_planning
@@ -135,6 +135,11 @@ def test_after_planning_the_process_is_gone_and_the_job_keeps_one_plan(gpt3_a100
     assert seen and seen[0].exit_status is not None
     kept = manager.job(job_id).plan
     assert set(kept) >= {"stages", "plan", "plans"} and "frequencies" not in kept  # one plan, not the frontier
+    # a job this small is planned in the server's process by default: the same plan
+    _, inline = server(gpt3_a100)
+    again = job(inline, microbatches=4)
+    assert inline.get(f"/jobs/{again}/schedule", params={"rank": 0}).json()["schedule"] == \
+        http.get(f"/jobs/{job_id}/schedule", params={"rank": 0}).json()["schedule"]
 
 
 def test_256_jobs_are_not_all_held(gpt3_a100):

@@ -98,6 +98,9 @@ class ServerLimits:
     plan_memory_bytes: int = attrs.field(default=3 << 30, validator=attrs.validators.ge(1 << 28))
     #: jobs planned at the same time (429 beyond)
     max_planning: int = attrs.field(default=2, validator=attrs.validators.ge(1))
+    #: jobs whose quantised frontier has at most this many cells take milliseconds and a few MB to plan:
+    #: they are planned in the server process (on a thread), without a process of their own to start
+    inline_frontier_cells: int = attrs.field(default=100_000, validator=attrs.validators.ge(0))
 
 
 @attrs.frozen
@@ -131,11 +134,13 @@ def plan_job(profile: InstructionProfile, stages: int, microbatches: int, schedu
 class Planning:
     """One job's planning, in a process of its own with the server's budget; :meth:`close` ends it."""
 
-    def __init__(self, args: tuple, source: str, limits: ServerLimits) -> None:
+    def __init__(self, args: tuple, source: str, limits: ServerLimits, inline: bool = False) -> None:
         self.source, self.limits = source, limits
         self.cancelled = False
         self.waiters = 0  # clients of schedule_async waiting for it
-        self._worker = Background(workers=2, cpu_s=limits.plan_cpu_s, memory_bytes=limits.plan_memory_bytes)
+        # inline: planned by the first waiter's thread (a small job: see ServerLimits.inline_frontier_cells)
+        self._worker = Background(workers=1) if inline else Background(
+            workers=2, cpu_s=limits.plan_cpu_s, memory_bytes=limits.plan_memory_bytes)
         self._result = self._worker.submit(plan_job, *args)
         self._lock = threading.Lock()
         self._outcome: Any = None
@@ -338,8 +343,9 @@ class JobManager:
 
     # -- plans --
 
-    def _planning_args(self, job: Job) -> tuple[tuple, str]:
-        """(arguments of :func:`plan_job`, profile source) for the job; refused here if over a limit."""
+    def _planning_args(self, job: Job) -> tuple[tuple, str, bool]:
+        """(arguments of :func:`plan_job`, profile source, whether it is small enough to plan inline) for the
+        job; refused here if over a limit."""
         s, d = job.spec, self.defaults
         profile = job.uploaded_profile()
         source = "uploaded"
@@ -377,19 +383,19 @@ class JobManager:
                            "with a larger unit_time_s or fewer microbatches")
         args = (profile, job.stages, s["microbatches"], s["schedule"], unit, blocking, s.get("model") or d.model,
                 s.get("deadline_s"), s.get("max_slowdown"))
-        return args, source
+        return args, source, cells <= lim.inline_frontier_cells
 
     def _start_planning(self, job: Job) -> Planning | None:
         """The job's planning (started now if needed, under the job's lock); None once it is planned."""
         if job.plan is not None:
             return None
         if job.planning is None:
-            args, source = self._planning_args(job)
+            args, source, inline = self._planning_args(job)
             with self._lock:
                 busy = sum(1 for j in self._jobs.values() if j.planning is not None)
                 if busy >= self.limits.max_planning:
                     raise TooMany(f"this server plans {busy} jobs now, its limit (max_planning); ask again shortly")
-                job.planning = Planning(args, source, self.limits)
+                job.planning = Planning(args, source, self.limits, inline)
         return job.planning
 
     def _finish_planning(self, job: Job, planning: Planning, outcome: Any) -> None:
