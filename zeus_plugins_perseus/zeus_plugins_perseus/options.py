@@ -10,7 +10,7 @@
     blocking_power_w = 83.64
     model = "measured"              # or "exponential" (the published fitted model)
     max_slowdown = 1.0              # or deadline = 3.0 (seconds per iteration)
-    max_gap_plans = 32              # measured model: real-time plans at the fast end (one LP each)
+    max_gap_plans = 32              # measured model: real-time plans at the fast end
 
 Validators see only their own value (the core calls them field by field), so
 each states the allowed range; choosing both ``deadline`` and
@@ -49,8 +49,8 @@ class PerseusOptions:
     deadline: Optional[float] = attrs.field(default=None, validator=optional([positive, finite]))
     # 1.0: no slower than all-max clocks; 1.05: up to 5% slower
     max_slowdown: Optional[float] = attrs.field(default=None, validator=optional([at_least(1), finite]))
-    # measured model: real-time plans filling the gap rounding leaves at the fast end (one LP each;
-    # they dominate the planning time of large pipelines: fewer plans there, much faster)
+    # measured model: real-time plans filling the gap rounding leaves at the fast end (all from one
+    # parametric flow; each costs its reclamation passes)
     max_gap_plans: int = attrs.field(default=32, validator=nonnegative)
 
     def __attrs_post_init__(self):
