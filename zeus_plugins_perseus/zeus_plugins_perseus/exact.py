@@ -36,12 +36,12 @@ from __future__ import annotations
 import numpy as np
 
 from zeus_plugins_perseus.clock_options import OptionTable, effective_options
-from zeus_plugins_perseus.dag_times import earliest_finish, iteration_time, latest_finish
+from zeus_plugins_perseus.dag_times import iteration_time
 from zeus_plugins_perseus.emulator import emulate
 from zeus_plugins_perseus.hull_flow import UNIT_S, HullFlow, HullFlowError, HullSolution, to_units
 from zeus_plugins_perseus.hull_lp import HullLP
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.reclaim import reclaim_greedy, reclaim_slack
+from zeus_plugins_perseus.reclaim import OnePlanPasses, reclaim_slack
 from zeus_plugins_perseus.schedule import PipelineDAG
 
 _TOL = 1e-9  # seconds: LP feasibility slack tolerated when mapping HiGHS' durations to clocks
@@ -73,6 +73,7 @@ class ExactPlanner:
         self.t_fastest = float(iteration_time(self.levels, self.op_t[:, 0]))
         self._flow: HullFlow | None = None
         self._lp: HullLP | None = None
+        self._passes: OnePlanPasses | None = None
 
     @property
     def flow(self) -> HullFlow:
@@ -113,32 +114,20 @@ class ExactPlanner:
         """Per op, the slowest Pareto option whose time fits the duration (the fastest if none does)."""
         return np.maximum((self.op_units <= durations_units[:, None]).sum(axis=1) - 1, 0)
 
+    @property
+    def passes(self) -> OnePlanPasses:
+        if self._passes is None:
+            self._passes = OnePlanPasses(self.levels, self.op_t, self.op_e, self.op_count)
+        return self._passes
+
     def repair(self, choice: np.ndarray, limit_s: float) -> np.ndarray:
         """Option indices meeting ``limit_s`` on real times: while the plan ends after it, speed up a late
         critical op, cheapest per second first (ties to the lowest op index)."""
-        choice = choice.copy()
-        n, lv, T, E = self.n, self.levels, self.op_t, self.op_e
-        rows = np.arange(n)
-
-        def timeline():
-            t = T[rows, choice]
-            return earliest_finish(lv, t)[:n], latest_finish(lv, t, limit_s)[:n]
-
-        ef, lf = timeline()
-        while ef.max() > limit_s:
-            late = np.flatnonzero((ef > lf) & (choice > 0))
-            if not late.size:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
-                raise ValueError(f"no plan meets {limit_s:.6f} s")
-            c = choice[late]
-            i = late[np.argmin((E[late, c - 1] - E[late, c]) / (T[late, c] - T[late, c - 1]))]
-            choice[i] -= 1
-            ef, lf = timeline()
-        return choice
+        return self.passes.repair(choice, limit_s)[0]
 
     def finish(self, choice: np.ndarray, limit_s: float) -> np.ndarray:
         """Clocks of a plan from option indices that meet ``limit_s``: its float spent, largest saving first."""
-        choice = reclaim_greedy(self.levels, self.op_t, self.op_e, self.op_count, choice, limit_s)
-        return self.op_f[np.arange(self.n), choice].astype(np.int64)
+        return self.op_f[np.arange(self.n), self.passes.greedy(choice, limit_s)].astype(np.int64)
 
     def choice_of(self, freqs: np.ndarray) -> np.ndarray:
         """Option indices of a plan's clocks (every clock one of the op's Pareto options)."""
@@ -183,6 +172,6 @@ class ExactPlanner:
         return self.finish(self.repair(choice, limit_s), limit_s)
 
     def __getstate__(self):  # a worker process rebuilds the solvers it uses
-        return {**self.__dict__, "_flow": None, "_lp": None}
+        return {**self.__dict__, "_flow": None, "_lp": None, "_passes": None}
 
 
