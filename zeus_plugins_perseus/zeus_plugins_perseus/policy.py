@@ -65,6 +65,8 @@ class PerseusPolicy:
             model=o.model,
             max_gap_plans=o.max_gap_plans,
             background=self._background,
+            deadline_s=o.deadline,
+            max_slowdown=o.max_slowdown,
         )
         self.chosen = self.plans.choose(deadline_s=o.deadline, max_slowdown=o.max_slowdown)
 
