@@ -95,6 +95,15 @@ def previous_checkout(rev: str):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def previous_env(previous: Path | None) -> dict[str, str] | None:
+    """The environment of a process of the code at ``previous``: its worker processes (``python -m ...``) must
+    import from there too, not from this checkout's editable install."""
+    if previous is None:
+        return None
+    paths = [str(previous / "zeus_plugins_perseus"), str(previous)]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+
+
 def with_previous(previous: Path | None) -> list[str]:
     """The interpreter command that imports zeus (and the plugin) from ``previous`` first, or from here."""
     if previous is None:
@@ -187,7 +196,7 @@ def run_zeus(job: Path, out: Path, previous: Path | None = None) -> tuple[float,
     cmd = with_previous(previous) + (["zeus_core.cli"] if previous else ["-m", "zeus_core.cli"]) + \
         ["run", str(job), "--fresh", "--output", str(out)]
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=previous_env(previous))
     text = p.stdout.read()
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
@@ -279,7 +288,8 @@ def time_planning(csv_path: Path, stages: int, mbs: int, model: str, previous: P
         cmd = cmd + [str(script)]
     else:
         cmd = cmd + ["-c", _TIME_PLANNING]
-    r = subprocess.run(cmd + [str(csv_path), str(stages), str(mbs), model], capture_output=True, text=True)
+    r = subprocess.run(cmd + [str(csv_path), str(stages), str(mbs), model], capture_output=True, text=True,
+                       env=previous_env(previous))
     if r.returncode != 0:
         raise RuntimeError(f"planning failed:\n{r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
