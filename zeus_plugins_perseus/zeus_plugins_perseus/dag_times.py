@@ -217,10 +217,13 @@ class FloatTimeline:
     every level after each step costs about ``4 (stages + microbatches)`` numpy
     calls, while a step moves the finish times of a part of the ops only. Here a
     change is propagated from the op along its successors (earliest finishes)
-    and its predecessors (latest starts), in level order, stopping where a value
-    does not move. Each value is computed by the same float operations as
-    :func:`earliest_finish` and :func:`latest_finish` from the same neighbours,
-    so the times are bit for bit what a full pass would give.
+    and its predecessors (latest starts), in level order, to the neighbours whose
+    value it can move: a successor whose earliest start (the largest finish of
+    its predecessors) the old or the new finish equals or exceeds, a predecessor
+    whose latest finish (the smallest latest start of its successors) the old or
+    the new latest start equals or undercuts. Each value is computed by the same
+    float operations as :func:`earliest_finish` and :func:`latest_finish` from
+    the same neighbours, so the times are bit for bit what a full pass would give.
     """
 
     def __init__(self, links: DagLinks, times: np.ndarray, limit: float) -> None:
@@ -229,9 +232,9 @@ class FloatTimeline:
         self.limit = float(limit)
         t = np.asarray(times, dtype=float)
         self.t = t.tolist()
-        ef = earliest_finish(lv, t)[:n]
+        es, ef = earliest_times(lv, t)
         lf = latest_finish(lv, t, limit)[:n]
-        self.ef, self.lf = ef.tolist(), lf.tolist()
+        self.es, self.ef, self.lf = es.tolist(), ef.tolist(), lf.tolist()
         self.ls = (lf - t).tolist()
         self.links = links
 
@@ -242,14 +245,14 @@ class FloatTimeline:
     def set_time(self, op: int, time: float) -> bool:
         """Give ``op`` the time ``time`` unless a longer time makes an op finish after the limit (then change
         nothing and return False)."""
-        t, ef, lf, ls = self.t, self.ef, self.lf, self.ls
+        t, es, ef, lf, ls = self.t, self.es, self.ef, self.lf, self.ls
         links = self.links
         preds, succs, fkey, bkey = links.preds, links.succs, links.fkey, links.bkey
         limit = self.limit
         old_t = t[op]
         t[op] = time
         check = time > old_t
-        undo: list[tuple[int, float]] = []
+        undo: list[tuple[int, float, float]] = []
         pop, push = heapq.heappop, heapq.heappush
         heap = [fkey[op]]
         last = -1
@@ -259,24 +262,29 @@ class FloatTimeline:
                 continue
             last = k
             v = k & _OP_MASK
-            es = 0.0
+            start = 0.0
             for p in preds[v]:
-                if ef[p] > es:
-                    es = ef[p]
-            new = es + t[v]
-            if new == ef[v]:
+                if ef[p] > start:
+                    start = ef[p]
+            new = start + t[v]
+            old = ef[v]
+            if start != es[v] or new != old:
+                undo.append((v, old, es[v]))
+                es[v] = start
+            if new == old:
                 continue
-            undo.append((v, ef[v]))
             ef[v] = new
             if check and new > limit:
                 t[op] = old_t
-                for v, x in undo:
-                    ef[v] = x
+                for u, x, y in reversed(undo):
+                    ef[u], es[u] = x, y
                 return False
             for w in succs[v]:
-                push(heap, fkey[w])
-        ls[op] = lf[op] - time
-        heap = [bkey[p] for p in preds[op]]
+                if new > es[w] or old == es[w]:
+                    push(heap, fkey[w])
+        old = ls[op]
+        new = ls[op] = lf[op] - time
+        heap = [bkey[p] for p in preds[op] if new < lf[p] or old == lf[p]]
         heapq.heapify(heap)
         last = -1
         while heap:  # latest finishes, backward
@@ -285,16 +293,18 @@ class FloatTimeline:
                 continue
             last = k
             v = k & _OP_MASK
-            new = math.inf
+            finish = math.inf
             for w in succs[v]:
-                if ls[w] < new:
-                    new = ls[w]
-            if new == lf[v]:
+                if ls[w] < finish:
+                    finish = ls[w]
+            if finish == lf[v]:
                 continue
-            lf[v] = new
-            ls[v] = new - t[v]
+            lf[v] = finish
+            old = ls[v]
+            new = ls[v] = finish - t[v]
             for p in preds[v]:
-                push(heap, bkey[p])
+                if new < lf[p] or old == lf[p]:
+                    push(heap, bkey[p])
         return True
 
     def end(self) -> float:
