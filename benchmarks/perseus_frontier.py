@@ -95,20 +95,30 @@ def previous_checkout(rev: str):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def previous_paths(previous: Path) -> list[str]:
+    """Where the code at ``previous`` lives: the core and every plugin package of that checkout."""
+    dirs = sorted(previous.glob("zeus_plugins_*")) + sorted((previous / "plugins").glob("zeus_plugins_*"))
+    return [str(d) for d in dirs if d.is_dir()] + [str(previous)]
+
+
 def previous_env(previous: Path | None) -> dict[str, str] | None:
-    """The environment of a process of the code at ``previous``: its worker processes (``python -m ...``) must
-    import from there too, not from this checkout's editable install."""
+    """The environment of a process of the code at ``previous``: it and its worker processes (``python -m ...``)
+    import from there, not from this checkout's editable installs, and the plugins that checkout does not have
+    (installed here, written against today's core) are disabled."""
     if previous is None:
         return None
-    paths = [str(previous / "zeus_plugins_perseus"), str(previous)]
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    from importlib.metadata import entry_points
+
+    missing = [ep.name for ep in entry_points(group="zeus")
+               if not any((Path(d) / ep.value.split(".")[0]).is_dir() for d in previous_paths(previous))]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(previous_paths(previous)), ZEUS_DISABLED_PLUGINS=",".join(missing))
 
 
 def with_previous(previous: Path | None) -> list[str]:
     """The interpreter command that imports zeus (and the plugin) from ``previous`` first, or from here."""
     if previous is None:
         return [sys.executable]
-    paths = [str(previous / "zeus_plugins_perseus"), str(previous)]
+    paths = previous_paths(previous)
     return [sys.executable, "-c", f"import sys, runpy; sys.path[:0] = {paths!r}; sys.argv.pop(0); "
                                   "run = runpy.run_path if sys.argv[0].endswith('.py') else runpy.run_module; "
                                   "run(sys.argv[0], run_name='__main__')"]
