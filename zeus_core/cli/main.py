@@ -176,7 +176,8 @@ def _closing_table(summary: JobSummary) -> Table:
     by_rec: dict[int, list] = {}
     for r in summary.records:
         by_rec.setdefault(r.recurrence, []).append(r)
-    table = Table(title=f"job {summary.job!r}: {summary.recurrences} recurrences, {summary.tries} tries")
+    begun = "" if summary.begun is None or summary.begun == summary.recurrences else f" of {summary.begun} begun"
+    table = Table(title=f"job {summary.job!r}: {summary.recurrences} recurrences{begun}, {summary.tries} tries")
     for col in ("recurrence", "tries", "batch size", "power limit (W)", "epochs", "time (s)", "energy (J)", "cost", "reached"):
         table.add_column(col, justify="right")
     recs = sorted(by_rec)
@@ -264,10 +265,25 @@ def _make_runner(spec, fresh: bool = False) -> Runner:
         sys.exit(report_error(e))
 
 
+def _account_lines(summary: JobSummary) -> list[str]:
+    """What became of recurrence numbers that have no try that reached the target."""
+    lines = []
+    if summary.abandoned:
+        shown = ", ".join(f"{a['recurrence']} ({a['reason']})" for a in summary.abandoned[-10:])
+        more = f" (and {len(summary.abandoned) - 10} earlier)" if len(summary.abandoned) > 10 else ""
+        lines.append(f"{len(summary.abandoned)} recurrence{'s' if len(summary.abandoned) != 1 else ''} abandoned{more}: {shown}")
+    if summary.open:
+        lines.append(f"{len(summary.open)} recurrence{'s' if len(summary.open) != 1 else ''} open (begun, not ended: running, "
+                     f"or its runner was lost on another machine): {', '.join(map(str, summary.open[-10:]))}")
+    return lines
+
+
 def _finish(runner: Runner, summary: JobSummary, output: Path | None) -> None:
     """The closing table, the parts' reports, and every output file."""
     if summary.records:
         console.print(_closing_table(summary))
+    for line in _account_lines(summary):
+        console.print(f"[yellow]{escape(line)}[/]", highlight=False, soft_wrap=True)
     for part in runner.parts.values():
         if isinstance(part, Reports):
             part.report(console, summary)
