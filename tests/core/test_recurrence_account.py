@@ -146,3 +146,17 @@ def test_an_owner_is_gone_when_its_pid_is_reused_or_the_machine_restarted():
     assert is_gone({**me, "boot": "another-boot"})
     assert not is_gone({**me, "host": "another-host"})  # not for this host to tell
     assert not is_gone({"host": me["host"], "pid": "x"}) and not is_gone(None)
+
+
+def test_a_script_that_closes_its_optimizer_mid_recurrence_abandons_it(reg, tmp_path):
+    from zeus_core import BatchSizeOptimizer
+
+    with BatchSizeOptimizer(job="script", policy="fixed", batch_sizes=[32], default=32, max_power_w=300.0,
+                            store=str(tmp_path / "s.sqlite"), registry=reg) as bso:
+        t = bso.next()
+        bso.report(t, energy_j=10.0, time_s=1.0, reached=True)
+        bso.next()  # the script stops here (an exception, a break)
+    with Store(tmp_path / "s.sqlite") as s:
+        account = ledger(s)
+    assert account.begun == 2 and account.open == {}
+    assert account.abandoned[2]["reason"] == "the script closed its BatchSizeOptimizer before a try reached the target"
