@@ -56,7 +56,7 @@ from zeus_core.engine import statemerge
 from zeus_core.engine.owner import is_gone, this_process
 from zeus_core.engine.statekeys import ABANDONED_KEY, BATCH_SIZE_KEY, OPEN_KEY, POWER_KEY, RUNNER_KEY
 from zeus_core.engine.stores.protocol import StoreError
-from zeus_core.errors import RunFailed, ZeusError
+from zeus_core.errors import BadInput, RunFailed, ZeusError
 from zeus_core.identity import merged, refuse_another_job
 from zeus_core.parts import TryCostBound
 
@@ -109,6 +109,17 @@ def set_policy_state(part: Any, state: Any, key: str, location: str) -> None:
             "it was written by another setup or damaged: start over with `zeus run --fresh`, or give the job another "
             "job.store"
         ) from e
+
+
+class TryRecorded(BadInput):
+    """The try already has its result (or its recurrence reached the target with an earlier one):
+    nothing was stored. The service answers a result sent again as stored once."""
+
+    def __init__(self, recurrence: int, try_index: int, recorded: list[tuple[int, bool]]) -> None:
+        ended = next((i for i, reached in recorded if reached), None)
+        why = (f"try {try_index} of recurrence {recurrence} has its result already" if ended is None or ended == try_index
+               else f"recurrence {recurrence} reached the target in try {ended} already")
+        super().__init__(f"{why}; nothing was stored (each try is recorded once)")
 
 
 class StalePowerState(RunFailed):
@@ -317,10 +328,9 @@ class History:
     def _sweep(self, tx: StoreTransaction) -> None:
         opened = tx.get(OPEN_KEY) or {}
         for rec, entry in list(opened.items()):
-            owner = entry.get("owner") if isinstance(entry, dict) else None
-            if is_gone(owner):
-                _abandon(tx, int(rec), f"its runner (pid {owner.get('pid')} on {owner.get('host')}) ended without a "
-                                       "result: killed, or its machine restarted")
+            why = gone_reason(entry.get("owner") if isinstance(entry, dict) else None)
+            if why is not None:
+                _abandon(tx, int(rec), why)
 
     def next_recurrence(self, *, tx: StoreTransaction | None = None) -> int:
         """The number the next :meth:`begin_recurrence` takes (1 for a new job)."""
@@ -390,7 +400,13 @@ class History:
         what to merge onto.
         """
         with self._transaction(tx) as tx:
-            if power_update is not None:  # first: a stale state changes nothing, not even in memory
+            recorded = tx.tries_of(record.recurrence)  # first: a try is stored once, and in order
+            if any(i == record.try_index or reached for i, reached in recorded):
+                raise TryRecorded(record.recurrence, record.try_index, recorded)
+            if record.try_index != len(recorded) + 1:
+                raise BadInput(f"recurrence {record.recurrence}: try {record.try_index} cannot follow try {len(recorded)}; "
+                               "a recurrence's tries are recorded in order, each once")
+            if power_update is not None:  # then: a stale state changes nothing, not even in memory
                 state, expected = power_update
                 current = tx.get(POWER_KEY)
                 if state_digest(current) != expected:
@@ -420,6 +436,14 @@ class History:
 
     def close(self) -> None:
         """Nothing to give back: the store is the caller's."""
+
+
+def gone_reason(owner: Any) -> str | None:
+    """Why an open recurrence of ``owner`` (its runner's process) is abandoned, when that process is
+    certainly gone (:func:`zeus_core.engine.owner.is_gone`); None when it may still run."""
+    if not is_gone(owner):
+        return None
+    return f"its runner (pid {owner.get('pid')} on {owner.get('host')}) ended without a result: killed, or its machine restarted"
 
 
 def _abandon(tx: StoreTransaction, recurrence: int, reason: str) -> bool:

@@ -162,6 +162,11 @@ class PgTransaction:
         ).fetchone()
         return int(row[0])
 
+    def tries_of(self, recurrence: int) -> list[tuple[int, bool]]:
+        rows = self._execute("SELECT try_index, reached FROM {schema}.tries WHERE job = %s AND recurrence = %s "
+                             "ORDER BY try_index", (self._job, int(recurrence))).fetchall()
+        return [(int(i), bool(r)) for i, r in rows]
+
     def clear(self) -> None:
         """Forget the job's state, results and identity (``zeus run --fresh``); other jobs keep theirs."""
         self._execute("DELETE FROM {schema}.state WHERE job = %s", (self._job,))

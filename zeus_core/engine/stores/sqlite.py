@@ -81,6 +81,9 @@ CREATE TABLE IF NOT EXISTS journal (
 );
 """
 
+#: The index that finds a recurrence's tries (each try is stored once: :meth:`Transaction.tries_of`).
+_INDEX = "CREATE INDEX IF NOT EXISTS tries_by_recurrence ON tries (recurrence, try_index)"
+
 #: Statements that take a store from version ``v`` to ``v + 1``. Version 1 is the
 #: layout before stores were marked (a ``meta`` row ``schema = 1``, no ``steady_cost``).
 MIGRATIONS: dict[int, list[str]] = {
@@ -172,6 +175,11 @@ class Transaction:
         )
         assert cur.lastrowid is not None  # an INSERT sets it
         return cur.lastrowid
+
+    def tries_of(self, recurrence: int) -> list[tuple[int, bool]]:
+        rows = self._execute("SELECT try_index, reached FROM tries WHERE recurrence = ? ORDER BY try_index",
+                             (int(recurrence),)).fetchall()
+        return [(int(i), bool(r)) for i, r in rows]
 
     def add_journal(self, owner: str, key: str, original: Any) -> int:
         cur = self._execute(
@@ -385,6 +393,8 @@ class Store:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
+            # An index, not a schema change (a store without it reads the same): added where missing.
+            conn.execute(_INDEX)
             return
         if app_id == APPLICATION_ID and version > SCHEMA_VERSION:  # another process upgraded it meanwhile
             raise _refuse(self.path, f"was written by a newer zeus-core (store schema {version})", "Upgrade zeus-core")
@@ -402,6 +412,7 @@ class Store:
             for statement in MIGRATIONS[version]:
                 conn.execute(statement)
             version += 1
+        conn.execute(_INDEX)
         conn.execute(
             "INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (str(SCHEMA_VERSION),),
