@@ -88,3 +88,39 @@ def test_a_transaction_open_when_the_service_restarted_is_decided_again(served):
 
         transact(a, body)
         assert len(calls) == 2 and a.get("workload:x") == 2
+
+
+def test_a_client_that_gives_up_on_a_gone_service_leaves_its_recurrence_to_the_next_run(tmp_path, monkeypatch):
+    """?retry_s bounds the wait: the run exits 1 and cannot record its recurrence as abandoned (the service
+    is gone); the job's next run on this machine finds its process gone and records it."""
+    import os
+
+    from cluster_helpers import run_job
+    from serve_faults import _taken
+
+    from zeus_core.engine.history import ledger
+
+    env = {**os.environ, "ZEUS_SERVE_TOKEN": "serve-faults-token-0123456789"}
+    svc = Serve(str(tmp_path / "served"), token="serve-faults-token-0123456789").start()
+    try:
+        job = run_job(svc.url + "?retry_s=2", 200, tmp_path, env=env)
+        deadline = time.monotonic() + 120
+        while _taken(svc.url) < 3:
+            assert time.monotonic() < deadline and job.poll() is None
+            time.sleep(0.05)
+        svc.kill()
+        out, err = job.communicate(timeout=120)
+        assert job.returncode == 1 and "zeus serve did not answer for 2 s" in err, err[-2000:]
+        svc.start()
+        again = run_job(svc.url, 1, tmp_path, env=env)
+        out2, err2 = again.communicate(timeout=300)
+        assert again.returncode == 0, err2[-2000:]
+    finally:
+        svc.stop()
+    with open_store(str(tmp_path / "served" / "zeus-cifar100.sqlite"), get_registry()) as store:
+        account = ledger(store)
+        tries = store.tries()
+    unreached = set(range(1, account.begun + 1)) - {t.recurrence for t in tries if t.reached}
+    assert account.open == {} and set(account.abandoned) == unreached
+    assert all("ended without a result" in a["reason"] or a["reason"].startswith("StoreUnavailable")
+               for a in account.abandoned.values())
