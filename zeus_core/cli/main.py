@@ -318,6 +318,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     previous = {s: signal.signal(s, _on_signal) for s in handled}
     code = EXIT_OK
     summary = None
+    partial = False  # the run ended with an error, and what it finished is still reported and written
     try:
         runner.build()
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -334,6 +335,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
                 progress.advance(task)
     except ZeusError as e:
         code = report_error(e)
+        partial = e.partial
     except (KeyboardInterrupt, _Terminated) as e:
         signum = getattr(e, "signum", signal.SIGINT)
         err_console.print(f"[bold red]interrupted[/] by {signal.Signals(signum).name}: stopping; devices are being "
@@ -349,9 +351,9 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             code = code or EXIT_FAILED
     if not runner.leads:  # another rank of a launched job: rank 0 reports and writes the outputs
         sys.exit(code)
-    if summary is None and code in SIGNAL_EXIT.values() and "workload" in runner.parts:
+    if summary is None and (partial or (code in SIGNAL_EXIT.values() and "workload" in runner.parts)):
         try:
-            summary = runner.summary()  # what finished before the signal is in the store
+            summary = runner.summary()  # what finished before the signal (or the partial error) is kept
         except StoreError as e:
             err_console.print(f"[bold red]error:[/] cannot read the results back: {escape(str(e))}")
     if summary is None:
