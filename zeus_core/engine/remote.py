@@ -198,7 +198,7 @@ class HistorySetup:
         identity = data.get("identity")
         if "identity" in data and (not isinstance(identity, dict) or not all(isinstance(v, dict) for v in identity.values())):
             bad(("identity",), "expected an object of sections (objects), as zeus_core.identity writes it")
-        elif "identity" in data:
+        elif isinstance(identity, dict):
             _check_finite(identity, ("identity",), bad)
             # What the store learns and checks every later client against: never nothing.
             for section in ("job", "batch_size"):

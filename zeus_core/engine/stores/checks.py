@@ -73,7 +73,9 @@ def state_problems(state: dict[str, Any]) -> tuple[list[str], int | None]:
             problems.append(f"state {RUNNER_KEY!r}: min_cost is {low!r}, not a finite cost >= 0")
         else:
             next_recurrence = n
-    for key, fields in ((OPEN_KEY, {"owner": dict, "began": (int, float)}), (ABANDONED_KEY, {"reason": str, "at": (int, float)})):
+    shapes: dict[str, dict[str, type | tuple[type, ...]]] = {
+        OPEN_KEY: {"owner": dict, "began": (int, float)}, ABANDONED_KEY: {"reason": str, "at": (int, float)}}
+    for key, fields in shapes.items():
         if key in state:
             found = _recurrence_map(state[key], key, fields)
             problems += found
