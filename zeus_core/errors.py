@@ -22,9 +22,14 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 class ZeusError(Exception):
-    """An error whose message is for the user; ``exit_code`` is the status ``zeus`` exits with."""
+    """An error whose message is for the user; ``exit_code`` is the status ``zeus`` exits with.
+
+    ``partial``: what the run finished before the error is reported and written (``--output``)
+    before ``zeus`` exits with the error's status, as after a signal (a planner that completed
+    some of its work sets it on the error it raises)."""
 
     exit_code: int = EXIT_FAILED
+    partial: bool = False
 
 
 class BadInput(ZeusError, ValueError):

@@ -111,3 +111,20 @@ def test_early_stop_ends_every_rank_and_records_not_reached(tmp_path, registry, 
     assert [(t.recurrence, t.reached, t.stopped) for t in tries[1:]] == [(2, False, "early-stop")] * 2
     r1 = lines(tmp_path / "out-1.jsonl")[1:]
     assert [(r["reached"], r["stopped"], len(r["epochs"])) for r in r1] == [(False, "early-stop", t.epochs) for t in tries[1:]]
+
+
+def test_fresh_with_processes_2_starts_over_a_store_that_learned_one_process(tmp_path, registry, write_trainer):
+    """#27 case 5: the store learned the job with job.processes = 1; `zeus run --fresh --set job.processes=2`
+    starts it over on both ranks (the spawned rank opens no store, so it cannot refuse it), and without
+    --fresh every rank stops with the identity refusal, exit 2."""
+    path = ddp_job(tmp_path, write_trainer(tmp_path), recurrences=1)
+    first = run_cli(registry, "run", str(path), "--set", "job.processes=1")
+    assert first.exit_code == 0, first.output
+    refused = run_cli(registry, "run", str(path))
+    assert refused.exit_code == 2 and "job.processes" in refused.output and "--fresh" in refused.output
+    fresh = run_cli(registry, "run", str(path), "--fresh")
+    assert fresh.exit_code == 0, fresh.output
+    assert "learned a different job" not in fresh.output
+    with Store(tmp_path / "state.sqlite") as s:
+        assert s.identity()["job"]["processes"] == 2 and [t.recurrence for t in s.tries()] == [1]
+    assert lines(tmp_path / "out-1.jsonl")  # rank 1 trained
