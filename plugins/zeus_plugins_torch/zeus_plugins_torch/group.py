@@ -82,13 +82,13 @@ class TorchProcessGroup:
     """The ranks of the default ``torch.distributed`` group, as a :class:`zeus_core.ProcessGroup`.
 
     Messages travel on ``gloo``, zeus's own gloo group over every rank, pickled into
-    one fixed tensor of :data:`SLOT_BYTES` each: a message costs one collective, as
-    a tensor of numbers would, where ``broadcast_object_list`` and ``gather_object``
-    take two and a pickled object's tensor on the way (about four times as long
-    on loopback; ``benchmarks/rank_messages.py``). A larger object follows its
-    head in a second message. Ranks unpickle what rank 0 (or, for a gather, every
-    rank) sent: the ranks of one job trust each other, as torch's object
-    collectives do.
+    one preallocated tensor of :data:`SLOT_BYTES` each: a message costs one collective,
+    as a tensor of numbers would, where ``broadcast_object_list`` and ``gather_object``
+    take two (the size first) and build a tensor for every object; in an epoch the
+    power policy profiles, one message is paid per training step
+    (``benchmarks/rank_messages.py`` times both). A larger object follows its head
+    in a second message. Ranks unpickle what rank 0 (or, for a gather, every rank)
+    sent: the ranks of one job trust each other, as torch's object collectives do.
     """
 
     def __init__(self, timeout: float | None = None) -> None:
