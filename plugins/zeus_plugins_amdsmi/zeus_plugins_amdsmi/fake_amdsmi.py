@@ -36,13 +36,9 @@ writes a state.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
 import struct
 import sys
-import threading
 import time
 from enum import IntEnum
 from pathlib import Path
@@ -50,7 +46,7 @@ from typing import Any
 
 import attrs
 
-from zeus_core.daemon import has_capability
+from zeus_core.devicekit import simulated
 
 ENV = "ZEUS_FAKE_AMDSMI"
 CAP_DAC_OVERRIDE = 1  # writing a root-owned sysfs file (power1_cap) needs it
@@ -214,8 +210,7 @@ class FakeAmdGpu:
 def create(path: str | os.PathLike[str], gpus: list[FakeAmdGpu] | int = 1, privileged: bool | str = False,
            driver_version: str = "6.10.5") -> Path:
     """Write a driver state with ``gpus`` (a count of default MI300X or a list) and return its path."""
-    if privileged not in (True, False, "root"):
-        raise ValueError(f'privileged must be True, False or "root", got {privileged!r}')
+    simulated.check_privilege_mode(privileged)
     if isinstance(gpus, int):
         gpus = [FakeAmdGpu() for _ in range(gpus)]
     now = time.monotonic()
@@ -232,61 +227,25 @@ def create(path: str | os.PathLike[str], gpus: list[FakeAmdGpu] | int = 1, privi
     if hip_ids != list(range(len(gpus))):
         raise ValueError(f"hip_id values must be 0..{len(gpus) - 1} once each, got {hip_ids}")
     state = {"driver_version": driver_version, "privileged": privileged, "gpus": [attrs.asdict(g) for g in gpus]}
-    p = Path(path)
-    _replace(p, state)
-    return p
+    return simulated.write_state(path, state)
 
 
 def install(path: str | os.PathLike[str], monkeypatch: Any = None) -> Any:
     """Make ``import amdsmi`` return this module, driven by the state at ``path`` (undone after the
     test with pytest's ``monkeypatch``)."""
-    mod = sys.modules[__name__]
-    if monkeypatch is not None:
-        monkeypatch.setenv(ENV, str(path))
-        monkeypatch.setitem(sys.modules, "amdsmi", mod)
-    else:
-        os.environ[ENV] = str(path)
-        sys.modules["amdsmi"] = mod
-    return mod
+    return simulated.install(sys.modules[__name__], "amdsmi", ENV, path, monkeypatch)
 
 
-def _replace(path: Path, state: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(state))
-    os.replace(tmp, path)
-
-
-_lock = threading.RLock()
-
-
-def _state_path() -> Path:
-    p = os.environ.get(ENV)
-    if not p:
-        raise AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED)
-    return Path(p)
-
-
-def _read() -> dict:
-    try:
-        return json.loads(_state_path().read_text())
-    except FileNotFoundError:
-        raise AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED) from None
-
-
-@contextlib.contextmanager
-def _changing():
-    """Read, modify and replace the state under an exclusive lock (several processes share it)."""
-    path = _state_path()
-    with _lock, open(f"{path}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        state = _read()
-        yield state
-        _replace(path, state)
+# No state (or no $ZEUS_FAKE_AMDSMI): no driver loaded.
+_shared = simulated.SharedState(ENV, unset=lambda: AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED),
+                                missing=lambda: AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED))
+_read = _shared.read
+_changing = _shared.changing
 
 
 def read_state(path: str | os.PathLike[str] | None = None) -> dict:
     """The driver state as a dict (for assertions)."""
-    return json.loads(Path(path).read_text()) if path is not None else _read()
+    return _shared.fresh(path)
 
 
 def _draw_w(g: dict) -> float:
@@ -444,8 +403,7 @@ def amdsmi_set_power_cap(processor_handle: Any, sensor_ind: int, cap: int) -> No
         raise AmdSmiParameterException(sensor_ind, int)
     if not isinstance(cap, int):
         raise AmdSmiParameterException(cap, int)
-    mode = _read()["privileged"]
-    if not (has_capability(CAP_DAC_OVERRIDE) if mode == "root" else mode):
+    if not simulated.may_change(_read()["privileged"], CAP_DAC_OVERRIDE):
         raise AmdSmiLibraryException(AMDSMI_STATUS_NO_PERM)
     if sensor_ind != 0:
         raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)
