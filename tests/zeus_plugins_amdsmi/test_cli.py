@@ -127,3 +127,22 @@ def test_the_readme_example_runs_as_written(tmp_path):
     rows = list(csv.DictReader((tmp_path / "amd.csv").open()))
     assert float(rows[-1]["gpu0_energy_j"]) == pytest.approx(500.0 * float(rows[-1]["elapsed_s"]), rel=0.03)
     assert "counter" in p.stdout and "gpu1" in p.stdout
+
+
+def test_a_machine_with_nvidia_and_amd_gpus_is_told_to_choose(fake_amd, tmp_path, monkeypatch):
+    """Both simulated drivers answer: ZeusMonitor does not pick one by name order, it says how to choose."""
+    from zeus_core.engine.assembly import DeviceOpenError
+    from zeus_plugins_nvml import fake_pynvml
+
+    fake_amd(1)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    fake_pynvml.install(fake_pynvml.create(tmp_path / "nvml.json", 2), monkeypatch)
+    monkeypatch.delenv("ZEUS_GPU_DEVICE", raising=False)
+    with pytest.raises(DeviceOpenError, match=r"GPUs of 2 device plugins open on this machine: amdsmi \(gpu0\); nvml \(gpu0, gpu1\)"):
+        ZeusMonitor(cpu_indices=[], sync_execution_with="none")
+    monkeypatch.setenv("ZEUS_GPU_DEVICE", "nvml")
+    with ZeusMonitor(cpu_indices=[], sync_execution_with="none") as mon:
+        assert [name for name, _, _ in mon.groups] == ["nvml"] and mon.gpu_indices == [0, 1]
+    monkeypatch.setenv("ZEUS_GPU_DEVICE", "amdsmi")
+    with ZeusMonitor(cpu_indices=[], sync_execution_with="none") as mon:
+        assert [name for name, _, _ in mon.groups] == ["amdsmi"] and mon.gpu_indices == [0]
