@@ -23,10 +23,10 @@ from zeus_core.devicekit import (
     all_or_list,
     deferred_factory,
     select_gpus,
+    simulated,
     watch_period,
 )
 from zeus_core.devicekit import settings as settings_module
-from zeus_core.devicekit import simulated
 from zeus_core.errors import DeviceError
 from zeus_core.journal import RestoreError
 

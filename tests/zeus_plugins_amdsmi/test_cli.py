@@ -34,7 +34,11 @@ def test_zeus_monitor_shows_accumulator_and_polled_gpus(fake_amd, tmp_path):
     rows = {line.split("│")[2].strip(): line for line in r.stdout.splitlines() if line.count("│") > 5 and "gpu" in line}
     assert "counter" in rows["gpu0"] and "polling" in rows["gpu1"] and "local" in rows["gpu0"]
     table = list(csv.DictReader(out.open()))
-    assert list(table[0]) == ["time", "elapsed_s", "gpu0_power_w", "gpu0_energy_j", "gpu1_power_w", "gpu1_energy_j"]
+    # today's columns, and beside each GPU's the temperature and amdsmi's power domains, named
+    gpu = ["power_w", "energy_j", "temperature_c", "power_instant_w", "power_average_w"]
+    assert list(table[0]) == ["time", "elapsed_s", *(f"gpu{i}_{c}" for i in (0, 1) for c in gpu)]
+    assert float(table[-1]["gpu0_temperature_c"]) == 62.0  # the hotspot sensor, in °C as amdsmi gives it
+    assert float(table[-1]["gpu1_power_instant_w"]) == float(table[-1]["gpu1_power_average_w"]) == 230.0
     last = table[-1]
     t = float(last["elapsed_s"])
     assert float(last["gpu0_energy_j"]) == pytest.approx(420.0 * t, rel=0.03)  # 15.3 uJ counts, in joules

@@ -25,9 +25,10 @@ from zeus_core.devicekit.drivers import DriverDevice, DriverErrors
 from zeus_core.devicekit.groups import ClosedOnExit, GpuGroup, deferred_factory
 from zeus_core.devicekit.polling import PowerIntegral, Sampler
 from zeus_core.devicekit.served import ServedGpus, all_or_list, select_gpus
-from zeus_core.devicekit.settings import DaemonCall, SettingsPath
+from zeus_core.devicekit.settings import CAP_DAC_OVERRIDE, DaemonCall, SettingsPath
 
 __all__ = [
+    "CAP_DAC_OVERRIDE",
     "ClosedOnExit",
     "DaemonCall",
     "DriverDevice",

@@ -25,6 +25,10 @@ from zeus_core.daemon import DaemonClient, DaemonError, has_capability, socket_p
 from zeus_core.devicekit.drivers import DriverErrors
 from zeus_core.journal import RestoreError, SettingsGuard
 
+#: The Linux capability that writes root-owned files (an AMD GPU's power cap under sysfs). NVML's
+#: setters check CAP_SYS_ADMIN instead (:data:`zeus_core.daemon.CAP_SYS_ADMIN`).
+CAP_DAC_OVERRIDE = 1
+
 #: An operation of a daemon service with its arguments: ``("nvml.reset_power_limit", {"gpu": uuid})``.
 DaemonCall = tuple[str, dict[str, Any]]
 

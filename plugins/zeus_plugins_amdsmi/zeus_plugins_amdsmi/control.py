@@ -31,8 +31,6 @@ STATUS_INVAL = 1
 STATUS_NOT_SUPPORTED = 2
 STATUS_NO_PERM = 10
 
-#: capability bit a process needs to write an AMD GPU's power cap (a root-owned sysfs file)
-CAP_DAC_OVERRIDE = 1
 
 PERMISSION_FIX = (
     "Setting AMD GPU power caps writes root-owned sysfs files (hwmon power1_cap). "

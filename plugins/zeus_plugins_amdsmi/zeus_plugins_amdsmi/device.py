@@ -20,10 +20,18 @@ import warnings
 from typing import Any
 
 from zeus_core import DeviceError
-from zeus_core.devicekit import DriverDevice, GpuGroup, PowerIntegral, Sampler, SettingsPath, WrappingCounter, watch_period
+from zeus_core.devicekit import (
+    CAP_DAC_OVERRIDE,
+    DriverDevice,
+    GpuGroup,
+    PowerIntegral,
+    Sampler,
+    SettingsPath,
+    WrappingCounter,
+    watch_period,
+)
 from zeus_core.errors import DeviceAbsent
 from zeus_plugins_amdsmi.control import (
-    CAP_DAC_OVERRIDE,
     FAKE_ENV,
     OWNER,
     STATUS_INVAL,

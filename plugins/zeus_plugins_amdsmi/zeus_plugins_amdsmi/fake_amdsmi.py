@@ -46,10 +46,9 @@ from typing import Any
 
 import attrs
 
-from zeus_core.devicekit import simulated
+from zeus_core.devicekit import CAP_DAC_OVERRIDE, simulated
 
 ENV = "ZEUS_FAKE_AMDSMI"
-CAP_DAC_OVERRIDE = 1  # writing a root-owned sysfs file (power1_cap) needs it
 
 # amdsmi_status_t values (amdsmi_wrapper.py)
 AMDSMI_STATUS_SUCCESS = 0
