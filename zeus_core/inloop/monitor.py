@@ -119,6 +119,28 @@ def open_gpus(registry: Registry, indices: list[int] | None, console: Console, *
     choice.opened = opened[0] if opened else None
     return choice
 
+
+def open_named(registry: Registry, name: str, options: dict[str, Any], console: Console,
+               gpu: list[int] | None = None, cpu: list[int] | None = None) -> Opened:
+    """Device plugin ``name`` opened with ``options`` (its ``[device]`` table), the GPU and CPU indices
+    given to the options its registration says select them; :class:`DeviceOpenError` naming what is wrong."""
+    known = registry.names("device")
+    if name not in known:
+        raise DeviceOpenError(f"no device plugin named {name!r}; installed: {', '.join(known) or 'none'}")
+    r = registry.get("device", name)
+    for hardware, indices in (("gpu", gpu), ("cpu", cpu)):
+        option = r.measures.get(hardware)
+        if indices is not None and option is not None:
+            options.setdefault(option, indices)
+    try:
+        group, identity = build_device(registry, name, options, console)
+    except OptionsError as e:
+        raise DeviceOpenError("bad device options: " + "; ".join(f"{name}: {line}" for line in e.lines())) from None
+    except Exception as e:
+        raise DeviceOpenError(f"device {name!r} cannot be opened: {e}") from e
+    return name, identity, group
+
+
 def _iter(value: Any) -> list[Any]:
     try:
         return list(value)
@@ -126,7 +148,8 @@ def _iter(value: Any) -> list[Any]:
         return [None]
 
 
-def _indices(value: Any, what: str) -> list[int] | None:
+def check_indices(value: Any, what: str) -> list[int] | None:
+    """``value`` as a list of distinct indices (None stays None); a ``ValueError`` naming ``what`` otherwise."""
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in _iter(value)):
@@ -173,8 +196,8 @@ class ZeusMonitor(Monitor):
         from zeus_core.engine.registry import get_registry
         from zeus_core.journal import restore_pending
 
-        gpu = _indices(gpu_indices, "gpu_indices")
-        cpu = _indices(cpu_indices, "cpu_indices")
+        gpu = check_indices(gpu_indices, "gpu_indices")
+        cpu = check_indices(cpu_indices, "cpu_indices")
         if options is not None and not isinstance(options, dict):
             raise ValueError(f"options must be a dict (a [device] table without plugin), got {type(options).__name__}")
         if options and device is None:
@@ -186,7 +209,7 @@ class ZeusMonitor(Monitor):
         self.groups: list[tuple[str, dict[str, Any], Any]] = []
         try:
             if device is not None:
-                self._open_named(device, dict(options or {}), gpu, cpu)
+                self.groups.append(open_named(reg, device, dict(options or {}), self._console, gpu, cpu))
             else:
                 if gpu is None:
                     local = launched_local_rank()
@@ -207,30 +230,9 @@ class ZeusMonitor(Monitor):
 
     # -- opening --
 
-    def _open_group(self, r: Registration, table: dict[str, Any]) -> Any:
-        group, identity = build_device(self.registry, r.name, table, self._console)
-        self.groups.append((r.name, identity, group))
-        return group
-
     def _table(self, r: Registration, hardware: str, indices: list[int] | None) -> dict[str, Any]:
         option = r.measures.get(hardware)
         return {option: list(indices)} if indices is not None and option is not None else {}
-
-    def _open_named(self, name: str, options: dict[str, Any], gpu: list[int] | None, cpu: list[int] | None) -> None:
-        known = self.registry.names("device")
-        if name not in known:
-            raise DeviceOpenError(f"no device plugin named {name!r}; installed: {', '.join(known) or 'none'}")
-        r = self.registry.get("device", name)
-        for hardware, indices in (("gpu", gpu), ("cpu", cpu)):
-            option = r.measures.get(hardware)
-            if indices is not None and option is not None:
-                options.setdefault(option, indices)
-        try:
-            self._open_group(r, options)
-        except OptionsError as e:
-            raise DeviceOpenError("bad device options: " + "; ".join(f"{name}: {line}" for line in e.lines())) from None
-        except Exception as e:
-            raise DeviceOpenError(f"device {name!r} cannot be opened: {e}") from e
 
     def _open_gpus(self, indices: list[int] | None, explicit: bool, fallback_all: bool = False) -> None:
         """The GPUs of the one plugin that opens them here (:func:`open_gpus`). Where none does, an
