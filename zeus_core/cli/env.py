@@ -114,6 +114,17 @@ class Probe:
         return self.group is not None and getattr(self.group, "clock", None) is not time.monotonic
 
 
+def chosen_devices(devices: tuple[str, ...]) -> tuple[Registry, list[str], str | None]:
+    """For a command with ``--device`` options: the registry, the device plugins to open (every one
+    where none is named), and what is wrong with the names (None: nothing)."""
+    obj = click.get_current_context().obj
+    reg = obj["registry"] if isinstance(obj, dict) and "registry" in obj else get_registry()
+    known = reg.names("device")
+    unknown = [d for d in devices if d not in known]
+    error = f"no device named {', '.join(unknown)}; installed: {', '.join(known) or 'none'}" if unknown else None
+    return reg, list(devices) or known, error
+
+
 def device_options(reg: Registry, sets: tuple[str, ...]) -> tuple[dict[str, dict], list[str]]:
     """``--set DEVICE.KEY=VALUE`` options as per-plugin tables, and what is wrong with any of them."""
     tables: dict[str, dict] = {}
@@ -406,16 +417,13 @@ def env_command(as_json: bool, devices: tuple[str, ...], sets: tuple[str, ...]) 
     """Show what this machine offers: each device plugin, its devices, what this process may change, versions."""
     console = make_console()
     err = make_console(stderr=True)
-    obj = click.get_current_context().obj
-    reg = obj["registry"] if isinstance(obj, dict) and "registry" in obj else get_registry()
-    known = reg.names("device")
-    unknown = [d for d in devices if d not in known]
+    reg, wanted, unknown = chosen_devices(devices)
     tables, errors = device_options(reg, sets)
     if unknown:
-        errors.insert(0, f"no device named {', '.join(unknown)}; installed: {', '.join(known) or 'none'}")
+        errors.insert(0, unknown)
     probes: list[Probe] = []
     if not errors:
-        probes, errors = probe_devices(reg, list(devices) or known, tables, err)
+        probes, errors = probe_devices(reg, wanted, tables, err)
     try:
         if errors:
             for e in errors:

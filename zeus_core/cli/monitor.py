@@ -42,9 +42,8 @@ from rich.table import Table
 from rich.text import Text
 
 from zeus_core.cli.consoles import make_console
-from zeus_core.cli.env import close_probes, device_options, probe_devices
+from zeus_core.cli.env import chosen_devices, close_probes, device_options, probe_devices
 from zeus_core.device import ControlPaths, EnergyIncludes, PowerDomainReadings, TemperatureReadings
-from zeus_core.engine.registry import get_registry
 from zeus_core.measurement import format_joules
 
 #: the order power domains are shown in (others follow, by name)
@@ -246,15 +245,12 @@ def monitor_command(
     """Show live power, energy and temperature of every device; Ctrl-C ends with a summary."""
     console = make_console()
     err = make_console(stderr=True)
-    obj = click.get_current_context().obj
-    reg = obj["registry"] if isinstance(obj, dict) and "registry" in obj else get_registry()
-    known = reg.names("device")
-    unknown = [d for d in devices if d not in known]
+    reg, wanted, unknown = chosen_devices(devices)
     if unknown:
-        err.print(f"[bold red]error:[/] no device named {escape(', '.join(unknown))}; installed: {escape(', '.join(known)) or 'none'}")
+        err.print(f"[bold red]error:[/] {escape(unknown)}")
         sys.exit(2)
     tables, errors = device_options(reg, sets)
-    probes, opt_errors = probe_devices(reg, list(devices) or known, tables, console) if not errors else ([], [])
+    probes, opt_errors = probe_devices(reg, wanted, tables, console) if not errors else ([], [])
     errors += opt_errors
     missing = [p for p in probes if p.group is None]
     if errors or (devices and missing):  # bad options; or asked for by name, and it must open

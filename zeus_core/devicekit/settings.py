@@ -71,18 +71,27 @@ class SettingsPath:
     def change(self, key: str, original: Any, apply: Callable[[], None], daemon: DaemonCall, undo: DaemonCall) -> None:
         """Make a change: ``apply()`` here with ``original`` journaled first, or ``daemon`` through the
         daemon (``undo`` puts it back there). The driver's errors propagate as its exceptions."""
-        if self.path == "local":
-            try:
-                with self.guard.changing(key, original):
-                    apply()
-                self._proven = True
-                return
-            except self._errors.exception as e:
-                if not self.socket or not self._errors.no_permission(e):
-                    raise
-                self.path = "daemon"
+        def journaled() -> None:
+            with self.guard.changing(key, original):
+                apply()
+
+        if self.path == "local" and self._here(journaled):
+            self._proven = True
+            return
         self.call(*daemon)
         self._held[key] = undo
+
+    def _here(self, action: Callable[[], None]) -> bool:
+        """Run ``action`` in this process: True once done; False where the driver refused for want of
+        privilege and a daemon socket is configured (the group then takes the daemon path for good)."""
+        try:
+            action()
+            return True
+        except self._errors.exception as e:
+            if not self.socket or not self._errors.no_permission(e):
+                raise
+            self.path = "daemon"
+            return False
 
     def restore(self, key: str) -> bool:
         """Put back ``key`` if this group changed it (through the journal or the daemon); False otherwise."""
@@ -98,16 +107,8 @@ class SettingsPath:
     def reset(self, key: str, apply_default: Callable[[], None], undo: DaemonCall) -> None:
         """Put ``key`` back if this group changed it, else reset it to the driver's default: here
         (``apply_default()``) or, on the daemon path or when the driver refuses, through ``undo``."""
-        if self.restore(key):
+        if self.restore(key) or (self.path == "local" and self._here(apply_default)):
             return
-        if self.path == "local":
-            try:
-                apply_default()
-                return
-            except self._errors.exception as e:
-                if not self.socket or not self._errors.no_permission(e):
-                    raise
-                self.path = "daemon"
         self.call(*undo)
 
     def call(self, op: str, args: dict[str, Any]) -> Any:
