@@ -358,3 +358,19 @@ def test_gpu_group_limits_are_checked_before_any_is_set():
         assert group.identity() == {"gpu_models": ["Model X", "Model X"]}
     with pytest.raises(DeviceError, match=r"power limit ranges do not overlap"):
         Group([Gpu("gpu0", 100, 150), Gpu("gpu1", 200, 250)]).power_limit_range()
+
+
+def test_a_simulated_driver_s_command_line_and_what_it_does_not_simulate(capsys):
+    p = simulated.command_line("some.fake", "Foo driver", "ZEUS_FAKE_FOO", "power caps", "CAP_X")
+    args, mode = simulated.parse_command_line(p, ["/tmp/x.json", "--gpus", "3", "--root-only"])
+    assert (args.path, args.gpus, mode) == ("/tmp/x.json", 3, "root")
+    assert simulated.parse_command_line(p, ["x", "--privileged"])[1] is True
+    assert simulated.parse_command_line(p, ["x"])[1] is False
+    with pytest.raises(SystemExit):
+        simulated.parse_command_line(p, ["x", "--gpus", "0"])
+    assert "--gpus must be at least 1, got 0" in capsys.readouterr().err
+    getattr_ = simulated.unsimulated("some.fake", "foo")
+    with pytest.raises(AttributeError, match="the simulated driver some.fake does not simulate fooBar; add it there"):
+        getattr_("fooBar")
+    with pytest.raises(AttributeError, match="^other$"):
+        getattr_("other")

@@ -172,5 +172,5 @@ def test_the_fake_follows_amdsmis_api(fake_amd):
         smi.amdsmi_get_power_info(h)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(AttributeError, match="does not provide amdsmi_get_gpu_fan_speed"):
+        with pytest.raises(AttributeError, match="does not simulate amdsmi_get_gpu_fan_speed"):
             smi.amdsmi_get_gpu_fan_speed

@@ -12,7 +12,7 @@ pieces; each lives here so that no two plugins hold near-copies of it:
   this process (journaled) or through ``zeus daemon``;
 * :mod:`~zeus_core.devicekit.drivers`: :class:`DriverErrors` and :class:`DriverDevice`,
   a vendor library's failures in messages and through the daemon;
-* :mod:`~zeus_core.devicekit.served`: the GPUs a daemon service serves;
+* :mod:`~zeus_core.devicekit.served`: the GPUs a daemon service serves, and :class:`GpuService`;
 * :mod:`~zeus_core.devicekit.simulated`: the shared state of a simulated driver;
 * :mod:`~zeus_core.devicekit.groups`: :class:`ClosedOnExit`, :func:`deferred_factory`, and
   :class:`GpuGroup`, what a group of GPUs does with all of them at once.
@@ -24,7 +24,7 @@ from zeus_core.devicekit.counters import WrappingCounter, watch_period
 from zeus_core.devicekit.drivers import DriverDevice, DriverErrors
 from zeus_core.devicekit.groups import ClosedOnExit, GpuGroup, deferred_factory
 from zeus_core.devicekit.polling import PowerIntegral, Sampler
-from zeus_core.devicekit.served import ServedGpus, all_or_list, select_gpus
+from zeus_core.devicekit.served import GpuArgs, GpuService, ServedGpus, all_or_list, select_gpus
 from zeus_core.devicekit.settings import CAP_DAC_OVERRIDE, DaemonCall, SettingsPath
 
 __all__ = [
@@ -33,7 +33,9 @@ __all__ = [
     "DaemonCall",
     "DriverDevice",
     "DriverErrors",
+    "GpuArgs",
     "GpuGroup",
+    "GpuService",
     "PowerIntegral",
     "Sampler",
     "ServedGpus",

@@ -55,7 +55,9 @@ class GpuGroup(ClosedOnExit):
     ``read_power()``, ``power_domains()`` and ``temperature()``, the last three
     None or empty where the GPU does not report them); ``names`` their device
     names. ``limit_name`` is what the vendor calls a power limit (``"power cap"`` on
-    AMD), for messages. The group then offers
+    AMD), for messages; ``settings`` the group's
+    :class:`~zeus_core.devicekit.SettingsPath`; ``release()`` what closing does after
+    the settings are back. The group then offers
     :class:`~zeus_core.device.PowerLimitControl` (one value on every GPU; the
     range they all accept), :class:`~zeus_core.device.PerDevicePowerLimits`
     (every value checked before any is set), the readings, the models, and the
@@ -65,6 +67,32 @@ class GpuGroup(ClosedOnExit):
     gpus: list[Any]
     names: list[str]
     limit_name = "power limit"
+    #: the group's setting changes (None until the group got that far in opening)
+    settings: Any = None
+    _closed = False
+
+    # -- lifetime --
+
+    def release(self) -> None:
+        """Stop what the group runs (pollers) and let go of the vendor library; called by :meth:`close`
+        after the settings are put back, and by a constructor that fails half-way."""
+
+    def close(self) -> None:
+        """Put back every setting this group changed, then :meth:`release`; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.settings is not None:
+                self.settings.close()
+        finally:
+            self.release()
+
+    @property
+    def control_paths(self) -> dict[str, str]:
+        """How each GPU's settings change (:class:`~zeus_core.device.ControlPaths`): ``local``, ``local,
+        read-only`` (without the capability the driver checks, and no daemon) or ``daemon``."""
+        return dict.fromkeys(self.names, self.settings.access if self.settings is not None else "local")
 
     # -- readings --
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from zeus_core.daemon import Refused, ServiceConfigError
 
 
@@ -71,3 +73,45 @@ class ServedGpus:
 
     def __str__(self) -> str:
         return ", ".join(f"{i}:{u}" for u, (i, _) in self.gpus.items())
+
+
+@attrs.define
+class GpuArgs:
+    """Arguments of an operation that name one GPU (by UUID)."""
+
+    gpu: str
+
+
+class GpuService:
+    """What a ``zeus daemon`` service over GPUs does at its start and its end.
+
+    A subclass sets ``section`` (its table, ``"serve.nvml"``) and defines
+    :meth:`start_library` (raise ``RuntimeError`` naming the fix where the library
+    cannot start), :meth:`stop_library`, and :meth:`gpu_table` (the served GPUs of a
+    ``gpus`` option, as :func:`select_gpus` returns them); its operations look GPUs up
+    in :attr:`gpus`. A table that does not resolve lets the library go before the
+    error reaches the daemon's start.
+    """
+
+    section = "serve.gpus"
+
+    def __init__(self, options: Any, ctx: Any) -> None:
+        self.start_library()
+        try:
+            self.gpus = ServedGpus(self.section, self.gpu_table(options.gpus))
+        except BaseException:
+            self.stop_library()
+            raise
+        ctx.log.info("%s: serving %s", self.section.removeprefix("serve."), self.gpus)
+
+    def start_library(self) -> None:  # pragma: no cover - every service defines it
+        raise NotImplementedError
+
+    def stop_library(self) -> None:  # pragma: no cover - every service defines it
+        raise NotImplementedError
+
+    def gpu_table(self, wanted: Any) -> dict[str, tuple[int, Any]]:  # pragma: no cover - every service defines it
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.stop_library()

@@ -22,6 +22,7 @@ which root has and loses when it drops to another user).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
@@ -151,3 +152,40 @@ def install(module: ModuleType, import_name: str, env: str, path: str | os.PathL
         os.environ[env] = str(path)
         sys.modules[import_name] = module
     return module
+
+
+def unsimulated(module: str, prefix: str) -> Callable[[str], Any]:
+    """A simulated driver module's ``__getattr__``: a vendor function it does not simulate (a name with
+    ``prefix``) fails loudly, naming the module to add it to, instead of pretending."""
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith(prefix):
+            raise AttributeError(f"the simulated driver {module} does not simulate {name}; add it there")
+        raise AttributeError(name)
+
+    return __getattr__
+
+
+def command_line(module: str, what: str, env: str, setters: str, capability: str) -> argparse.ArgumentParser:
+    """The parser of ``python -m <module> PATH [--gpus N] [--privileged | --root-only]``, which writes a
+    simulated driver state (``what``: "NVIDIA driver") that zeus then uses with ``$<env>=PATH``;
+    ``setters`` names what the privilege allows ("setters", "power caps"), ``capability`` what the
+    real driver checks. A driver adds its own options, then :func:`parse_command_line`."""
+    p = argparse.ArgumentParser(prog=f"python -m {module}",
+                                description=f"Write the state of a simulated {what}; then run zeus with {env}=PATH to use it.")
+    p.add_argument("path", help="driver state file to write (replaced if it exists)")
+    p.add_argument("--gpus", type=int, default=1, help="number of simulated GPUs (default 1)")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--privileged", action="store_true", help=f"let every process change {setters}; default: none may")
+    who.add_argument("--root-only", action="store_true", help=f"let only a process holding {capability} (root) change {setters}, "
+                                                                "like the real driver")
+    return p
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, bool | str]:
+    """The arguments of a :func:`command_line` parser (a GPU count below 1 is its error), and the
+    privilege mode they chose."""
+    args = parser.parse_args(argv)
+    if args.gpus < 1:
+        parser.error(f"--gpus must be at least 1, got {args.gpus}")
+    return args, "root" if args.root_only else bool(args.privileged)

@@ -161,7 +161,6 @@ class AmdGpus(GpuGroup):
         self.options = options = options or AmdsmiOptions()
         self._smi = smi = smi or smi_module()
         self._sampler: Sampler | None = None
-        self._closed = False
         try:
             acquire(smi)
         except smi.AmdSmiLibraryException as e:
@@ -174,11 +173,10 @@ class AmdGpus(GpuGroup):
             error = DeviceAbsent if e.get_error_code() in _NO_DRIVER else DeviceError
             raise error(f"amdsmi cannot start ({e.get_error_info()}): is the amdgpu driver loaded? "
                         'Measure the CPU instead with [device] plugin = "rapl" or "cpu-estimate"') from None
-        self._settings: SettingsPath | None = None
         try:
             self._setup(options)
         except BaseException:
-            self._shutdown()
+            self.release()
             raise
 
     def _setup(self, options: AmdsmiOptions) -> None:
@@ -197,8 +195,8 @@ class AmdGpus(GpuGroup):
                 raise DeviceError(f"gpus {bad} are not HIP-visible: HIP sees {len(refs)} GPU(s), indices 0..{len(refs) - 1}"
                                   + _visibility_note())
             refs = [refs[i] for i in options.gpus]
-        self._settings = SettingsPath(OWNER, restore_setting, options.daemon_socket, CAP_DAC_OVERRIDE, driver_errors(smi))
-        gpus = [AmdGpu(smi, r, self._settings) for r in refs]
+        self.settings = SettingsPath(OWNER, restore_setting, options.daemon_socket, CAP_DAC_OVERRIDE, driver_errors(smi))
+        gpus = [AmdGpu(smi, r, self.settings) for r in refs]
         self.gpus = self._measurable(gpus, explicit=options.gpus is not None)
         self.names = [g.name for g in self.gpus]
         self.sync_indices = [g.hip_index for g in self.gpus]
@@ -319,12 +317,6 @@ class AmdGpus(GpuGroup):
     # -- control --
 
     @property
-    def control_paths(self) -> dict[str, str]:
-        """How each GPU's cap changes: ``local`` (amdsmi here) or ``daemon`` (``zeus daemon``)."""
-        assert self._settings is not None
-        return dict.fromkeys(self.names, self._settings.access)
-
-    @property
     def driver_versions(self) -> dict[str, str]:
         """The amdgpu driver and the amdsmi library (:class:`zeus_core.device.DriverVersions`)."""
         smi = self._smi
@@ -347,22 +339,12 @@ class AmdGpus(GpuGroup):
 
     # -- lifetime --
 
-    def _shutdown(self) -> None:
+    def release(self) -> None:
+        """Stop the sampler and release amdsmi (after the caps are back: :meth:`close`)."""
         if self._sampler is not None:
             self._sampler.stop()
             self._sampler = None
         release(self._smi)
-
-    def close(self) -> None:
-        """Put back every cap this device changed, stop the sampler, release amdsmi."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            if self._settings is not None:
-                self._settings.close()
-        finally:
-            self._shutdown()
 
 
 def _moves(g: AmdGpu, seconds: float = 0.05) -> bool:

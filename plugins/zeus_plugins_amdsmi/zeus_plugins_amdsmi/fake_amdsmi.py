@@ -427,36 +427,22 @@ def amdsmi_get_temp_metric(processor_handle: Any, sensor_type: AmdSmiTemperature
     return int(value)
 
 
-def __getattr__(name: str) -> Any:
-    # Anything not simulated fails loudly instead of pretending.
-    if name.startswith("amdsmi_"):
-        raise AttributeError(f"the simulated amdsmi does not provide {name}; add it to {__name__}")
-    raise AttributeError(name)
+__getattr__ = simulated.unsimulated(__name__, "amdsmi_")  # anything not simulated fails loudly instead of pretending
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m zeus_plugins_amdsmi.fake_amdsmi PATH``: write a simulated driver state."""
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m zeus_plugins_amdsmi.fake_amdsmi",
-                                description="Write the state of a simulated AMD GPU driver; then run zeus with "
-                                            f"{ENV}=PATH to use it instead of amdsmi.")
-    p.add_argument("path", help="driver state file to write (replaced if it exists)")
-    p.add_argument("--gpus", type=int, default=1, help="number of simulated MI300X (default 1)")
-    who = p.add_mutually_exclusive_group()
-    who.add_argument("--privileged", action="store_true", help="let every process set power caps; default: none may")
-    who.add_argument("--root-only", action="store_true", help="let only root (CAP_DAC_OVERRIDE) set caps, like the real driver")
+    p = simulated.command_line("zeus_plugins_amdsmi.fake_amdsmi", "AMD GPU driver (MI300X GPUs)", ENV, "power caps",
+                               "CAP_DAC_OVERRIDE")
     p.add_argument("--demand-w", type=float, default=500.0, help="power each GPU draws without a cap (W)")
     p.add_argument("--counter", choices=("ok", "frozen"), default="ok",
                    help="frozen: the energy accumulator never moves (zeus then polls power)")
     p.add_argument("--counter-bits", type=int, choices=(32, 64), default=64, help="width of the energy accumulator")
-    a = p.parse_args(argv)
-    if a.gpus < 1:
-        p.error(f"--gpus must be at least 1, got {a.gpus}")
+    a, privileged = simulated.parse_command_line(p, argv)
     if a.demand_w <= 0:
         p.error(f"--demand-w must be positive, got {a.demand_w}")
     gpus = [FakeAmdGpu(demand_w=a.demand_w, counter_mode=a.counter, counter_bits=a.counter_bits) for _ in range(a.gpus)]
-    path = create(a.path, gpus, privileged="root" if a.root_only else a.privileged)
+    path = create(a.path, gpus, privileged=privileged)
     print(f"simulated AMD driver with {a.gpus} GPU(s) in {path}; use it with {ENV}={Path(path).resolve()}")
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from zeus_core.daemon import Refused, operation
-from zeus_core.devicekit import ServedGpus, all_or_list, select_gpus
+from zeus_core.devicekit import GpuArgs, GpuService, all_or_list, select_gpus
 from zeus_plugins_amdsmi.control import OWNER, acquire, driver_errors, key_for, release, set_cap, smi_module
 
 
@@ -35,36 +35,28 @@ class AmdsmiServeOptions:
 
 
 @attrs.define
-class Gpu:
-    """Arguments that name one GPU (its amdsmi device UUID)."""
-
-    gpu: str
-
-
-@attrs.define
 class PowerCap:
     gpu: str
     microwatts: int
 
 
-class AmdsmiService:
-    """Set and reset power caps, on the served GPUs only."""
+class AmdsmiService(GpuService):
+    """Set and reset power caps, on the served GPUs only (named by amdsmi device UUID)."""
 
-    def __init__(self, options: AmdsmiServeOptions, ctx: Any) -> None:
+    section = "serve.amdsmi"
+
+    def start_library(self) -> None:
         self._smi = smi = smi_module()
         self._errors = driver_errors(smi)
         try:
             acquire(smi)
         except smi.AmdSmiLibraryException as e:
             raise RuntimeError(f"amdsmi cannot start ({e.get_error_info()}); is the amdgpu driver loaded?") from None
-        try:
-            self._gpus = ServedGpus("serve.amdsmi", self._resolve(options.gpus))
-        except BaseException:
-            release(smi)
-            raise
-        ctx.log.info("amdsmi: serving %s", self._gpus)
 
-    def _resolve(self, wanted: Any) -> dict[str, tuple[int, Any]]:
+    def stop_library(self) -> None:
+        release(self._smi)
+
+    def gpu_table(self, wanted: Any) -> dict[str, tuple[int, Any]]:
         """UUID -> (amd-smi index, handle) of each served GPU; an entry may be an amd-smi index, a
         device UUID or a PCI address (``0000:0c:00.0``, as ``amd-smi list`` shows them)."""
         smi = self._smi
@@ -84,7 +76,7 @@ class AmdsmiService:
     @operation(PowerCap)
     def set_power_cap(self, args: PowerCap, client: Any) -> dict[str, Any]:
         """Set a GPU's power cap (µW), inside its range."""
-        h = self._gpus.handle(args.gpu)
+        h = self.gpus.handle(args.gpu)
         smi = self._smi
         with self._errors.served("set the power cap", f"GPU {args.gpu}"):
             caps = smi.amdsmi_get_power_cap_info(h)
@@ -98,12 +90,9 @@ class AmdsmiService:
             client.change(OWNER, key_for(args.gpu), current, lambda: set_cap(smi, h, args.microwatts))
         return {"microwatts": args.microwatts, "previous": current}
 
-    @operation(Gpu)
-    def reset_power_cap(self, args: Gpu, client: Any) -> dict[str, Any]:
+    @operation(GpuArgs)
+    def reset_power_cap(self, args: GpuArgs, client: Any) -> dict[str, Any]:
         """Put back the cap the GPU had before this client changed it."""
-        self._gpus.handle(args.gpu)
+        self.gpus.handle(args.gpu)
         with self._errors.served("reset the power cap", f"GPU {args.gpu}"):
             return {"outcome": client.release(OWNER, key_for(args.gpu), None)}
-
-    def close(self) -> None:
-        release(self._smi)

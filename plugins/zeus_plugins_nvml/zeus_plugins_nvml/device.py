@@ -215,7 +215,6 @@ class NvmlGpus(GpuGroup):
         self.options = options = options or NvmlOptions()
         self._nvml = nvml = nvml or nvml_module()
         self._poller: PowerPoller | None = None
-        self._closed = False
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as e:
@@ -233,7 +232,7 @@ class NvmlGpus(GpuGroup):
         try:
             self._setup(options)
         except BaseException:
-            self._shutdown()
+            self.release()
             raise
 
     def _setup(self, options: NvmlOptions) -> None:
@@ -251,8 +250,8 @@ class NvmlGpus(GpuGroup):
                 )
             visible = [visible[i] for i in options.gpus]
         self._check_mig(visible, options.mig)
-        self._settings = SettingsPath(OWNER, restore_setting, options.daemon_socket, CAP_SYS_ADMIN, driver_errors(nvml))
-        self.gpus = [NvmlGpu(nvml, v, self._settings, self._source(v, options.energy)) for v in visible]
+        self.settings = SettingsPath(OWNER, restore_setting, options.daemon_socket, CAP_SYS_ADMIN, driver_errors(nvml))
+        self.gpus = [NvmlGpu(nvml, v, self.settings, self._source(v, options.energy)) for v in visible]
         self._warn_device_order()
         self.names = [g.name for g in self.gpus]
         self.energy_sources = {g.name: g.source for g in self.gpus}
@@ -347,12 +346,6 @@ class NvmlGpus(GpuGroup):
     # -- control --
 
     @property
-    def control_paths(self) -> dict[str, str]:
-        """How each GPU's settings change: ``local`` (NVML here), ``local, read-only`` (NVML here, without
-        the CAP_SYS_ADMIN its setters check) or ``daemon`` (``zeus daemon``)."""
-        return dict.fromkeys(self.names, self._settings.access)
-
-    @property
     def driver_versions(self) -> dict[str, str]:
         """The NVIDIA driver and the CUDA driver API it offers (:class:`zeus_core.device.DriverVersions`)."""
         nvml = self._nvml
@@ -382,7 +375,8 @@ class NvmlGpus(GpuGroup):
 
     # -- lifetime --
 
-    def _shutdown(self) -> None:
+    def release(self) -> None:
+        """Stop the poller and release NVML (after the settings are back: :meth:`close`)."""
         if self._poller is not None:
             self._poller.stop()
             self._poller = None
@@ -391,15 +385,6 @@ class NvmlGpus(GpuGroup):
         except self._nvml.NVMLError:
             pass
 
-    def close(self) -> None:
-        """Put back every setting this device changed, stop the poller, release NVML."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._settings.close()
-        finally:
-            self._shutdown()
 
 
 def _text(value: str | bytes) -> str:

@@ -475,31 +475,16 @@ def _nvmlGetFunctionPointer(name: str) -> Any:
     raise _err(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
 
 
-def __getattr__(name: str) -> Any:
-    # Anything not simulated fails loudly instead of reaching the real library.
-    if name.startswith("nvml"):
-        raise AttributeError(f"the fake NVML does not simulate {name}; add it to {__name__}")
-    raise AttributeError(name)
+__getattr__ = simulated.unsimulated(__name__, "nvml")  # anything not simulated fails loudly instead of reaching the real library
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m zeus_plugins_nvml.fake_pynvml PATH``: write a simulated driver state."""
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m zeus_plugins_nvml.fake_pynvml",
-                                description="Write the state of a simulated NVIDIA driver; then run zeus with "
-                                            f"{ENV}=PATH to use it instead of a GPU.")
-    p.add_argument("path", help="driver state file to write (replaced if it exists)")
-    p.add_argument("--gpus", type=int, default=1, help="number of simulated A100s (default 1)")
-    who = p.add_mutually_exclusive_group()
-    who.add_argument("--privileged", action="store_true", help="allow setters to every process; default: refuse them to all")
-    who.add_argument("--root-only", action="store_true",
-                     help="allow setters only to processes holding CAP_SYS_ADMIN (root), like the real driver")
+    p = simulated.command_line("zeus_plugins_nvml.fake_pynvml", "NVIDIA driver (A100 GPUs)", ENV, "power limits and clocks",
+                               "CAP_SYS_ADMIN")
     p.add_argument("--graphics-clocks", help="comma-separated SM clocks in MHz (default 1410 down to 210 in 15 MHz steps)")
     p.add_argument("--demand-w", type=float, default=250.0, help="power each GPU draws at its highest clock (W)")
-    a = p.parse_args(argv)
-    if a.gpus < 1:
-        p.error(f"--gpus must be at least 1, got {a.gpus}")
+    a, privileged = simulated.parse_command_line(p, argv)
     clocks = None
     if a.graphics_clocks:
         try:
@@ -509,7 +494,7 @@ def main(argv: list[str] | None = None) -> None:
         if not clocks or min(clocks) <= 0:
             p.error(f"--graphics-clocks needs positive clocks, got {a.graphics_clocks!r}")
     gpus = [FakeGpu(demand_w=a.demand_w, **({"graphics_clocks": clocks} if clocks else {})) for _ in range(a.gpus)]
-    path = create(a.path, gpus, privileged="root" if a.root_only else a.privileged)
+    path = create(a.path, gpus, privileged=privileged)
     print(f"simulated driver with {a.gpus} GPU(s) in {path}; use it with {ENV}={Path(path).resolve()}")
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from zeus_core.daemon import Refused, operation
-from zeus_core.devicekit import ServedGpus, all_or_list, select_gpus
+from zeus_core.devicekit import GpuArgs, GpuService, all_or_list, select_gpus
 from zeus_plugins_nvml.control import OWNER, apply, driver_errors, key_for, nvml_module
 
 
@@ -32,13 +32,6 @@ class NvmlServeOptions:
     ``"all"`` or a list of NVML indices (as ``nvidia-smi`` numbers them) and ``GPU-`` UUIDs."""
 
     gpus: Any = attrs.field(default="all", validator=all_or_list('NVML indices and GPU UUIDs (e.g. [0, "GPU-8f2e..."])'))
-
-
-@attrs.define
-class Gpu:
-    """Arguments that name one GPU."""
-
-    gpu: str
 
 
 @attrs.define
@@ -54,24 +47,26 @@ class ClockRange:
     max_mhz: int
 
 
-class NvmlService:
+class NvmlService(GpuService):
     """Set and reset power limits, lock and reset SM and memory clocks, on the served GPUs only."""
 
-    def __init__(self, options: NvmlServeOptions, ctx: Any) -> None:
+    section = "serve.nvml"
+
+    def start_library(self) -> None:
         self._nvml = nvml = nvml_module()
         self._errors = driver_errors(nvml)
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as e:
             raise RuntimeError(f"NVML cannot start ({e}); is the NVIDIA driver loaded?") from None
-        try:
-            self._gpus = ServedGpus("serve.nvml", self._resolve(options.gpus))
-        except BaseException:
-            nvml.nvmlShutdown()
-            raise
-        ctx.log.info("nvml: serving %s", self._gpus)
 
-    def _resolve(self, wanted: Any) -> dict[str, tuple[int, Any]]:
+    def stop_library(self) -> None:
+        try:
+            self._nvml.nvmlShutdown()
+        except self._nvml.NVMLError:
+            pass
+
+    def gpu_table(self, wanted: Any) -> dict[str, tuple[int, Any]]:
         """UUID -> (NVML index, handle) of each served GPU; an entry is an NVML index or a GPU UUID."""
         nvml = self._nvml
         everything = {}
@@ -103,7 +98,7 @@ class NvmlService:
     def _lock(self, args: ClockRange, client: Any, setting: str, what: str) -> dict[str, Any]:
         """Lock ``setting`` (SM or memory clocks) to ``args``' range, each end a supported clock.
         SM clocks are those NVML lists at the highest memory clock, the one the device locks first."""
-        h = self._gpus.handle(args.gpu)
+        h = self.gpus.handle(args.gpu)
         nvml = self._nvml
         with self._errors.served(f"lock the {what}", f"GPU {args.gpu}"):
             mems = list(nvml.nvmlDeviceGetSupportedMemoryClocks(h))
@@ -112,8 +107,8 @@ class NvmlService:
             client.change(OWNER, key_for(args.gpu, setting), None, lambda: apply(nvml, h, setting, [args.min_mhz, args.max_mhz]))
         return {"min_mhz": args.min_mhz, "max_mhz": args.max_mhz}
 
-    def _release(self, args: Gpu, client: Any, setting: str, resettable: bool) -> dict[str, Any]:
-        h = self._gpus.handle(args.gpu)
+    def _release(self, args: GpuArgs, client: Any, setting: str, resettable: bool) -> dict[str, Any]:
+        h = self.gpus.handle(args.gpu)
         reset = (lambda: apply(self._nvml, h, setting, None)) if resettable else None
         with self._errors.served(f"reset the {setting.replace('_', ' ')}", f"GPU {args.gpu}"):
             return {"outcome": client.release(OWNER, key_for(args.gpu, setting), reset)}
@@ -121,7 +116,7 @@ class NvmlService:
     @operation(PowerLimit)
     def set_power_limit(self, args: PowerLimit, client: Any) -> dict[str, Any]:
         """Set a GPU's power limit (mW), inside its constraints."""
-        h = self._gpus.handle(args.gpu)
+        h = self.gpus.handle(args.gpu)
         nvml = self._nvml
         with self._errors.served("set the power limit", f"GPU {args.gpu}"):
             lo, hi = nvml.nvmlDeviceGetPowerManagementLimitConstraints(h)
@@ -133,8 +128,8 @@ class NvmlService:
             client.change(OWNER, key_for(args.gpu, "power_limit"), current, lambda: apply(nvml, h, "power_limit", args.milliwatts))
         return {"milliwatts": args.milliwatts, "previous": current}
 
-    @operation(Gpu)
-    def reset_power_limit(self, args: Gpu, client: Any) -> dict[str, Any]:
+    @operation(GpuArgs)
+    def reset_power_limit(self, args: GpuArgs, client: Any) -> dict[str, Any]:
         """Put back the power limit the GPU had before this client changed it."""
         return self._release(args, client, "power_limit", resettable=False)
 
@@ -143,8 +138,8 @@ class NvmlService:
         """Lock a GPU's SM clock to a range of its supported clocks (at its highest memory clock)."""
         return self._lock(args, client, "locked_clocks", "SM clock")
 
-    @operation(Gpu)
-    def reset_clocks(self, args: Gpu, client: Any) -> dict[str, Any]:
+    @operation(GpuArgs)
+    def reset_clocks(self, args: GpuArgs, client: Any) -> dict[str, Any]:
         """Unlock a GPU's SM clock."""
         return self._release(args, client, "locked_clocks", resettable=True)
 
@@ -153,13 +148,7 @@ class NvmlService:
         """Lock a GPU's memory clock to a range of its supported memory clocks."""
         return self._lock(args, client, "locked_memory_clocks", "memory clock")
 
-    @operation(Gpu)
-    def reset_memory_clocks(self, args: Gpu, client: Any) -> dict[str, Any]:
+    @operation(GpuArgs)
+    def reset_memory_clocks(self, args: GpuArgs, client: Any) -> dict[str, Any]:
         """Unlock a GPU's memory clock."""
         return self._release(args, client, "locked_memory_clocks", resettable=True)
-
-    def close(self) -> None:
-        try:
-            self._nvml.nvmlShutdown()
-        except self._nvml.NVMLError:
-            pass
