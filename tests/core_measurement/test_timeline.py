@@ -188,6 +188,17 @@ def test_clear_errors_for_what_a_device_cannot_give():
             pm.get_power_timeline("memory")
 
 
+def test_a_wall_clock_set_back_loses_a_reading_not_the_timeline(monkeypatch):
+    from zeus_core.inloop import timeline as timeline_module
+
+    board = Board()
+    with PowerMonitor(update_period=3600, device=board) as pm:
+        first = pm.timeline("gpu0")[0][0]
+        monkeypatch.setattr(timeline_module.time, "time", lambda: first - 60.0)  # NTP stepped the clock back
+        pm._tick()
+        assert pm.last_error is None and pm.timeline("gpu0") == [(first, 100.0)]
+
+
 def test_a_failing_reading_is_kept_and_the_thread_goes_on():
     board = Board()
     with PowerMonitor(update_period=0.01, device=board) as pm:

@@ -276,7 +276,8 @@ class _Sampling:
         with self._lock:
             for (name, q), timeline in self._timelines.items():
                 value = got.get(name, {}).get(q)
-                if value is not None:
+                last = timeline.last_t
+                if value is not None and (last is None or t >= last):  # the wall clock set back: that reading is left out
                     timeline.add(t, float(value))
 
     def _tick(self) -> None:
