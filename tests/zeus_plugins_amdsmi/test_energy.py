@@ -7,13 +7,21 @@ import time
 import warnings
 
 import pytest
-
-from zeus_core import DeviceError, GpuSync, HasIdentity, PowerDomainReadings, PowerLimitControl, PowerReadings, TemperatureReadings
 from zeus_plugins_amdsmi import fake_amdsmi
 from zeus_plugins_amdsmi.device import AmdGpus
 from zeus_plugins_amdsmi.energy import WRAP_COUNTS
 from zeus_plugins_amdsmi.fake_amdsmi import FakeAmdGpu
 from zeus_plugins_amdsmi.options import AmdsmiOptions
+
+from zeus_core import (
+    DeviceError,
+    GpuSync,
+    HasIdentity,
+    PowerDomainReadings,
+    PowerLimitControl,
+    PowerReadings,
+    TemperatureReadings,
+)
 
 
 def gpus(**options) -> AmdGpus:
