@@ -79,10 +79,11 @@ class Sampler:
         #: rows a total leaves out: their energy is inside another measured device's (``EnergyIncludes``)
         self.included: dict[str, str] = {}
         for p, g in groups:
+            names = g.names
             if isinstance(g, EnergyIncludes):
                 for outer, inner in g.energy_includes.items():
-                    if outer in g.names:
-                        self.included.update({self._key[p, n]: self._key[p, outer] for n in inner if n in g.names})
+                    if outer in names:
+                        self.included.update({self._key[p, n]: self._key[p, outer] for n in inner if n in names})
         self.temperature: dict[str, float | None] = {}
         self.domains: dict[str, dict[str, float]] = {}
         #: what a temperature or power-domain reading failed with, by plugin (the last failure)
@@ -103,6 +104,7 @@ class Sampler:
         """Temperatures and power domains of the groups that read them; a failed reading leaves the
         group's values empty and is kept in :attr:`read_errors`."""
         for plugin, g in self.groups:
+            names = g.names
             readers = (("temperatures", TemperatureReadings, lambda g=g: g.read_temperatures(), self.temperature),
                        ("power domains", PowerDomainReadings, lambda g=g: g.read_power_domains(), self.domains))
             for what, capability, read, into in readers:
@@ -113,7 +115,7 @@ class Sampler:
                 except Exception as e:  # noqa: BLE001 - the energy goes on; the summary says what failed
                     self.read_errors[f"{plugin} {what}"] = str(e) or type(e).__name__
                     got = {}
-                for n in g.names:
+                for n in names:
                     into[self._key[plugin, n]] = got.get(n)
 
     def _read(self) -> dict[str, float]:
@@ -183,12 +185,12 @@ class Sampler:
 
     def notes(self) -> list[str]:
         """What the total leaves out, and readings that failed."""
-        out = []
+        out: list[str] = []
         by_outer: dict[str, list[str]] = {}
         for inner, outer in self.included.items():
             by_outer.setdefault(outer, []).append(inner)
-        for outer, inner in by_outer.items():
-            out.append(f"total: {outer} includes {', '.join(inner)}, which are not added again")
+        for outer, inners in by_outer.items():
+            out.append(f"total: {outer} includes {', '.join(inners)}, which are not added again")
         out += [f"{what} could not be read: {why}" for what, why in self.read_errors.items()]
         return out
 

@@ -47,7 +47,7 @@ def select_gpus(
             known = uuid is not None and uuid in everything
         except TypeError:  # an entry of a type no GPU can be named by (a list, a table)
             known = False
-        if not known:
+        if not known or uuid is None:
             raise ServiceConfigError(missing(entry), ("gpus", pos))
         if uuid in out:
             raise ServiceConfigError(f"GPU {uuid} is listed twice", ("gpus", pos))

@@ -217,6 +217,7 @@ class _Sampling:
         self._lock = threading.Lock()
         self._owned: list[Any] = []
         console = Console(stderr=True)
+        self.plugin: str | None
         if device is None or isinstance(device, str):
             reg = registry if registry is not None else get_registry()
             if device is None:
@@ -417,7 +418,10 @@ class PowerMonitor(_Sampling):
                               "nor PowerReadings); its energy is measured by ZeusMonitor's windows")
         self._domains = isinstance(group, PowerDomainReadings)
         if self._wanted is not None:  # every domain asked for must be one the devices read
-            every = group.read_power_domains() if self._domains else {n: {"power": w} for n, w in group.read_power().items()}
+            if isinstance(group, PowerDomainReadings):
+                every = group.read_power_domains()
+            else:
+                every = {n: {"power": w} for n, w in group.read_power().items()}
             read = sorted({d for domains in every.values() for d in domains}, key=_domain_order)
             missing = [d for d in self._wanted if d not in read]
             if missing:
