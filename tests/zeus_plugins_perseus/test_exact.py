@@ -228,3 +228,27 @@ print("ok", len(ps))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("ok ")
+
+
+def test_the_chosen_limit_is_checked_against_a_cold_lp():
+    """A deadline's limit is planned from a cold HiGHS LP too; where that plan beats every listed one meeting the
+    deadline it is listed and chosen (here it does, on a 2-stage pipeline mid-frontier), and drops only the
+    plans it beats."""
+    from perseus_fakes import stage_rows
+
+    prof = InstructionProfile.from_rows(stage_rows((1.0, 0.6)))
+    plain = plan_frontier(prof, 2, 4, "1f1b", 0.001, BLOCKING)
+    deadline = float(plain.emulated_time_s[len(plain) // 2])
+    checked = plan_frontier(prof, 2, 4, "1f1b", 0.001, BLOCKING, deadline_s=deadline)
+    _, (cold,) = emulate(checked.dag, prof, ExactPlanner(checked.dag, prof, BLOCKING).highs_plan(deadline)[None],
+                         BLOCKING)
+    k_plain, k = plain.choose(deadline_s=deadline), checked.choose(deadline_s=deadline)
+    assert checked.emulated_time_s[k] <= deadline and checked.emulated_energy_j[k] <= cold
+    assert checked.emulated_energy_j[k] < plain.emulated_energy_j[k_plain]
+    listed = {tuple(f) for f in checked.frequencies.tolist()}
+    assert listed - {tuple(f) for f in plain.frequencies.tolist()} == {tuple(checked.frequencies[k].tolist())}
+    for f, t, e in zip(plain.frequencies.tolist(), plain.emulated_time_s, plain.emulated_energy_j):
+        if tuple(f) not in listed:  # dropped only where the checked plan beats it
+            assert checked.emulated_time_s[k] <= t and checked.emulated_energy_j[k] <= e
+    same = plan_frontier(prof, 2, 4, "1f1b", 0.001, BLOCKING, max_slowdown=1.0)  # the zero-slowdown check only
+    assert np.array_equal(same.frequencies, plain.frequencies)

@@ -12,11 +12,18 @@ from perseus_fakes import two_stage_rows  # noqa: E402
 
 from zeus_core import pareto_frontier  # noqa: E402
 from zeus_plugins_perseus.clock_options import fastest_frequencies  # noqa: E402
-from zeus_plugins_perseus.dag_times import topological_order  # noqa: E402
+from zeus_plugins_perseus.dag_times import (  # noqa: E402
+    DagLinks,
+    FloatTimeline,
+    earliest_finish,
+    iteration_time,
+    latest_finish,
+    topological_order,
+)
 from zeus_plugins_perseus.emulator import emulate, measured_tables  # noqa: E402
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile  # noqa: E402
-from zeus_plugins_perseus.reclaim import reclaim_slack  # noqa: E402
+from zeus_plugins_perseus.reclaim import OnePlanPasses, reclaim_slack  # noqa: E402
 from zeus_plugins_perseus.schedule import build_dag  # noqa: E402
 
 BLOCKING = 60.0
@@ -118,3 +125,99 @@ def test_a_clock_the_profile_lacks_is_named():
     plan[0] = 1300
     with pytest.raises(KeyError, match="stage 0 forward was not profiled at 1300 MHz"):
         reclaim_slack(dag, prof, plan[None], BLOCKING)
+
+
+def _greedy_by_full_passes(lv, op_t, op_e, op_count, choice, limit):
+    """The greedy pass written plainly: every op's float recomputed over the whole DAG before each step."""
+    choice = choice.copy()
+    n = len(choice)
+    rows = np.arange(n)
+
+    def timeline():
+        t = op_t[rows, choice]
+        return earliest_finish(lv, t)[:n], latest_finish(lv, t, limit)[:n]
+
+    ef, lf = timeline()
+    blocked = np.zeros(n, dtype=bool)
+    last = op_t.shape[1] - 1
+    while True:
+        nxt = np.minimum(choice + 1, last)
+        fits = ~blocked & (choice + 1 < op_count) & (op_t[rows, nxt] - op_t[rows, choice] <= lf - ef)
+        gain = np.where(fits, op_e[rows, choice] - op_e[rows, nxt], -np.inf)
+        best = int(np.argmax(gain))
+        if not gain[best] > 0.0:
+            return choice
+        choice[best] += 1
+        new_ef, new_lf = timeline()
+        if new_ef.max() > limit:
+            choice[best] -= 1
+            blocked[best] = True
+            continue
+        ef, lf = new_ef, new_lf
+
+
+def _repair_by_full_passes(lv, op_t, op_e, choice, limit):
+    """The repair written plainly: speed up the cheapest late critical op, every time recomputed before each step."""
+    choice = choice.copy()
+    n = len(choice)
+    rows = np.arange(n)
+    while True:
+        t = op_t[rows, choice]
+        ef, lf = earliest_finish(lv, t)[:n], latest_finish(lv, t, limit)[:n]
+        if ef.max() <= limit:
+            return choice
+        late = np.flatnonzero((ef > lf) & (choice > 0))
+        c = choice[late]
+        choice[late[np.argmin((op_e[late, c - 1] - op_e[late, c]) / (op_t[late, c] - op_t[late, c - 1]))]] -= 1
+
+
+def test_incremental_timeline_is_bit_for_bit_the_full_passes():
+    """FloatTimeline after each change: exactly the earliest / latest finishes of a full pass; a change that
+    would end past the limit is refused and changes nothing."""
+    dag = build_dag("1f1b", 4, 6)
+    lv = dag.levels
+    rng = np.random.default_rng(3)
+    times = rng.uniform(0.01, 0.05, dag.n_ops)
+    limit = float(iteration_time(lv, times)) * 1.02
+    tl = FloatTimeline(DagLinks(lv), times, limit)
+    refused = 0
+    for _ in range(400):
+        op = int(rng.integers(dag.n_ops))
+        new = float(times[op] * rng.uniform(0.7, 1.6))
+        before = (list(tl.ef), list(tl.lf))
+        if tl.set_time(op, new):
+            times[op] = new
+        else:
+            refused += 1
+            assert (tl.ef, tl.lf) == before
+        assert tl.ef == earliest_finish(lv, times)[:dag.n_ops].tolist()
+        assert tl.lf == latest_finish(lv, times, limit)[:dag.n_ops].tolist()
+        assert tl.end() <= limit
+    assert 0 < refused < 400
+
+
+@pytest.mark.parametrize("case", ["two-stage", "gpt3"])
+def test_greedy_pass_takes_the_steps_of_full_recomputation(case, gpt3_a100):
+    """OnePlanPasses.greedy (a heap and incremental finish times) gives the plan of the plain greedy pass, and
+    its repair the plan of speeding up the cheapest late op with every time recomputed."""
+    from zeus_plugins_perseus.exact import ExactPlanner
+
+    if case == "gpt3":
+        prof, dag, blocking = read_profile(gpt3_a100), build_dag("1f1b", 8, 4), 83.64
+    else:
+        prof, dag, blocking = InstructionProfile.from_rows(two_stage_rows()), build_dag("1f1b", 2, 4), BLOCKING
+    ex = ExactPlanner(dag, prof, blocking)
+    passes = OnePlanPasses(ex.levels, ex.op_t, ex.op_e, ex.op_count)
+    rng = np.random.default_rng(11)
+    rows = np.arange(dag.n_ops)
+    t_fast = float(iteration_time(ex.levels, ex.op_t[:, 0]))
+    for _ in range(6):
+        limit = t_fast * rng.uniform(1.0, 1.08)
+        choice = rng.integers(0, ex.op_count)  # random options: usually over the limit, so repaired first
+        repaired, _ = passes.repair(choice, limit)
+        assert repaired.tolist() == _repair_by_full_passes(ex.levels, ex.op_t, ex.op_e, choice, limit).tolist()
+        assert float(iteration_time(ex.levels, ex.op_t[rows, repaired])) <= limit
+        want = _greedy_by_full_passes(ex.levels, ex.op_t, ex.op_e, ex.op_count, repaired, limit)
+        got = passes.greedy(repaired, limit)
+        assert got.tolist() == want.tolist()
+        assert (got != repaired).any()  # the case does spend float

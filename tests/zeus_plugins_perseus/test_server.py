@@ -44,6 +44,7 @@ def test_ranks_get_their_stage_of_the_plan_chosen_by_deadline(tmp_path):
     c = make_client(dump_dir=tmp_path / "dump")
     ps = plan_frontier(profile(), 2, MBS, "1f1b", 0.001, BLOCKING)
     deadline = float(ps.emulated_time_s[len(ps) // 2])
+    ps = plan_frontier(profile(), 2, MBS, "1f1b", 0.001, BLOCKING, deadline_s=deadline)  # as the server plans it
     want = ps.choose(deadline_s=deadline)
     job = c.register_job(pp_degree=2, microbatches=MBS, deadline_s=deadline, metadata={"model": "toy"})
     assert "pp2-dp1-tp1" in job

@@ -94,26 +94,39 @@ class Background:
     one CPU) runs every call here, when its result is asked for.
     """
 
-    def __init__(self, workers: int | None = None, cpu_s: float | None = None, memory_bytes: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, cpu_s: float | None = None, memory_bytes: int | None = None,
+                 when_idle: Callable[[], Any] | None = None) -> None:
         self.parallel = (workers is None and usable_cpus() > 1) or (workers is not None and workers > 1)
         #: the worker's budget (RLIMIT_CPU, RLIMIT_AS), set by the worker on itself before any call
         self.limits = (None if cpu_s is None else int(max(1, cpu_s)), memory_bytes)
+        #: called once by the worker the first time it has no call to run (e.g. an import a later call needs)
+        self.when_idle = when_idle
         self._proc: subprocess.Popen | None = None
         self._pending: list[Result] = []
 
     def __enter__(self) -> Background:
         return self
 
+    def start(self) -> None:
+        """Start the worker now (where there is one), before the first call: its start-up overlaps the caller's."""
+        if not self.parallel or self._proc is not None:
+            return
+        env = None
+        if self.limits[1] is not None:
+            # one BLAS thread and one malloc arena: no per-thread buffers (an arena reserves 64 MiB) eating the
+            # address space; OpenBLAS retries a failed buffer allocation without end, so a budget spent on them
+            # would end as CPU time rather than a MemoryError
+            env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+                       MALLOC_ARENA_MAX="1")
+        self._proc = subprocess.Popen([sys.executable, "-m", "zeus_plugins_perseus.background"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        _send(self._proc.stdin, (list(sys.path), self.limits))
+        _send(self._proc.stdin, self.when_idle)  # unpickled there once sys.path is the one sent
+
     def submit(self, fn: Callable, *args) -> Result:
         if not self.parallel:
             return Result(None, (fn, args))
-        if self._proc is None:
-            env = None
-            if self.limits[1] is not None:  # one BLAS thread: no per-thread buffers eating the address space
-                env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-            self._proc = subprocess.Popen([sys.executable, "-m", "zeus_plugins_perseus.background"],
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-            _send(self._proc.stdin, (list(sys.path), self.limits))
+        self.start()
         r = Result(self, (fn, args))
         _send(self._proc.stdin, (fn, args))
         self._pending.append(r)
@@ -167,6 +180,7 @@ def _serve() -> None:
     sys.stdout = sys.stderr
     path, (cpu_s, memory_bytes) = _receive(stdin)
     sys.path[:] = path
+    when_idle = _receive(stdin)
     if cpu_s is not None or memory_bytes is not None:
         import resource
 
@@ -186,18 +200,46 @@ def _serve() -> None:
                 calls.put(None)
                 return
 
+    # answers are written by a thread of their own, so that the next call runs while the caller has not read
+    # the last answer yet (a pipe holds 64 KiB: a plan set is more)
+    answers: queue.Queue[bytes | None] = queue.Queue()
+
+    def write_answers() -> None:
+        while (data := answers.get()) is not None:
+            stdout.write(_HEADER.pack(len(data)))
+            stdout.write(data)
+            stdout.flush()
+
     threading.Thread(target=read_calls, name="zeus-perseus-worker-calls", daemon=True).start()
+    writer = threading.Thread(target=write_answers, name="zeus-perseus-worker-answers", daemon=True)
+    writer.start()
     while True:
-        data = calls.get()
+        if when_idle is None:
+            data = calls.get()
+        else:
+            try:  # a moment's grace: the next call may be on its way
+                data = calls.get(timeout=0.05)
+            except queue.Empty:
+                _run(when_idle)  # its answer is nobody's
+                when_idle = None
+                continue
         if data is None:  # the caller is done: nothing here needs tearing down
+            answers.put(None)
+            writer.join()
             stdout.flush()
             os._exit(0)
+        answer = _run(*pickle.loads(data))
         try:
-            fn, args = pickle.loads(data)
-            answer = ("ok", fn(*args))
-        except Exception as e:  # noqa: BLE001 - the caller raises it
-            answer = ("error", e)
-        _send(stdout, answer)
+            answers.put(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception as e:  # noqa: BLE001 - an answer that cannot be pickled is the caller's error
+            answers.put(pickle.dumps(("error", RuntimeError(f"the worker's answer cannot be sent: {e!r}"))))
+
+
+def _run(fn: Callable, args: tuple = ()) -> tuple[str, Any]:
+    try:
+        return ("ok", fn(*args))
+    except Exception as e:  # noqa: BLE001 - the caller raises it
+        return ("error", e)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ latest finishes (backward) before the level's own times are read.
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections.abc import Callable, Sequence
 
 import attrs
@@ -179,3 +181,132 @@ def longest_path(n: int, edges, durations) -> float:
     if n == 0:
         return 0
     return iteration_time(dag_levels(n, edges), np.asarray(durations)).item()
+
+
+_OP_BITS = 24
+_OP_MASK = (1 << _OP_BITS) - 1
+
+
+class DagLinks:
+    """A DAG's neighbours as Python lists and its level order as integer heap keys, for scalar walks.
+
+    Built once per DAG and shared by every :class:`FloatTimeline` on it.
+    """
+
+    def __init__(self, lv: DagLevels) -> None:
+        n = lv.n_ops
+        if n > _OP_MASK:  # pragma: no cover - far above any pipeline the planner accepts
+            raise ValueError(f"{n} ops: at most {_OP_MASK}")
+        self.lv = lv
+        self.preds = [[p for p in row if p != n] for row in lv.preds.tolist()]
+        self.succs = [[s for s in row if s != n] for row in lv.succs.tolist()]
+        level = [0] * n
+        for k, ops in enumerate(lv.levels):
+            for v in ops.tolist():
+                level[v] = k
+        top = len(lv.levels)
+        # a heap of these pops ops level by level (forward, then backward), each op's copies in a row
+        self.fkey = [(level[v] << _OP_BITS) | v for v in range(n)]
+        self.bkey = [((top - level[v]) << _OP_BITS) | v for v in range(n)]
+
+
+class FloatTimeline:
+    """One plan's earliest and latest finish times against ``limit``, kept exact while op times change one at a time.
+
+    A greedy pass changes one op's time per step; recomputing both passes over
+    every level after each step costs about ``4 (stages + microbatches)`` numpy
+    calls, while a step moves the finish times of a part of the ops only. Here a
+    change is propagated from the op along its successors (earliest finishes)
+    and its predecessors (latest starts), in level order, to the neighbours whose
+    value it can move: a successor whose earliest start (the largest finish of
+    its predecessors) the old or the new finish equals or exceeds, a predecessor
+    whose latest finish (the smallest latest start of its successors) the old or
+    the new latest start equals or undercuts. Each value is computed by the same
+    float operations as :func:`earliest_finish` and :func:`latest_finish` from
+    the same neighbours, so the times are bit for bit what a full pass would give.
+    """
+
+    def __init__(self, links: DagLinks, times: np.ndarray, limit: float) -> None:
+        lv = links.lv
+        n = lv.n_ops
+        self.limit = float(limit)
+        t = np.asarray(times, dtype=float)
+        self.t = t.tolist()
+        es, ef = earliest_times(lv, t)
+        lf = latest_finish(lv, t, limit)[:n]
+        self.es, self.ef, self.lf = es.tolist(), ef.tolist(), lf.tolist()
+        self.ls = (lf - t).tolist()
+        self.links = links
+
+    def slack(self, op: int) -> float:
+        """What ``op`` may grow by without any op finishing after the limit (its latest minus earliest finish)."""
+        return self.lf[op] - self.ef[op]
+
+    def set_time(self, op: int, time: float) -> bool:
+        """Give ``op`` the time ``time`` unless a longer time makes an op finish after the limit (then change
+        nothing and return False)."""
+        t, es, ef, lf, ls = self.t, self.es, self.ef, self.lf, self.ls
+        links = self.links
+        preds, succs, fkey, bkey = links.preds, links.succs, links.fkey, links.bkey
+        limit = self.limit
+        old_t = t[op]
+        t[op] = time
+        check = time > old_t
+        undo: list[tuple[int, float, float]] = []
+        pop, push = heapq.heappop, heapq.heappush
+        heap = [fkey[op]]
+        last = -1
+        while heap:  # earliest finishes, forward
+            k = pop(heap)
+            if k == last:
+                continue
+            last = k
+            v = k & _OP_MASK
+            start = 0.0
+            for p in preds[v]:
+                if ef[p] > start:
+                    start = ef[p]
+            new = start + t[v]
+            old = ef[v]
+            if start != es[v] or new != old:
+                undo.append((v, old, es[v]))
+                es[v] = start
+            if new == old:
+                continue
+            ef[v] = new
+            if check and new > limit:
+                t[op] = old_t
+                for u, x, y in reversed(undo):
+                    ef[u], es[u] = x, y
+                return False
+            for w in succs[v]:
+                if new > es[w] or old == es[w]:
+                    push(heap, fkey[w])
+        old = ls[op]
+        new = ls[op] = lf[op] - time
+        heap = [bkey[p] for p in preds[op] if new < lf[p] or old == lf[p]]
+        heapq.heapify(heap)
+        last = -1
+        while heap:  # latest finishes, backward
+            k = pop(heap)
+            if k == last:
+                continue
+            last = k
+            v = k & _OP_MASK
+            finish = math.inf
+            for w in succs[v]:
+                if ls[w] < finish:
+                    finish = ls[w]
+            if finish == lf[v]:
+                continue
+            lf[v] = finish
+            old = ls[v]
+            new = ls[v] = finish - t[v]
+            for p in preds[v]:
+                if new < lf[p] or old == lf[p]:
+                    push(heap, bkey[p])
+        return True
+
+    def end(self) -> float:
+        """The iteration time: the latest earliest finish."""
+        return max(self.ef)

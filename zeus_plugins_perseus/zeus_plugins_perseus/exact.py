@@ -15,17 +15,18 @@ its exact time:
    faster one);
 3. exact passes over the real timeline: speed up critical instructions while
    rounding leaves the plan over the limit (cheapest per second first), then
-   spend the float (:mod:`~zeus_plugins_perseus.reclaim`): the level passes
-   on both plans of a limit, then the greedy pass (slowing instructions one
-   option at a time, largest energy saving first) on the one kept.
+   spend the float (:mod:`~zeus_plugins_perseus.reclaim`) in two ways: the
+   greedy pass alone (slowing instructions one option at a time, largest
+   energy saving first), and the level passes followed by the greedy pass.
 
-**The canonical rule.** Of the two plans of a limit, the one of less emulated
-energy after the level passes is kept (the earliest-times plan on a tie), and
-it gets the greedy pass. Both solutions are
-properties of the LP alone, so the plans do not depend on the solver, its
-version, a warm start or how many processes plan. Where OR-Tools is missing
-(or the flow fails), each limit is planned from a cold HiGHS LP instead
-(:mod:`~zeus_plugins_perseus.hull_lp`).
+**The canonical rule.** Of the (up to) four plans of a limit, the one of least
+emulated energy is kept; on a tie the first in the order: earliest-times
+solution with level passes, latest-times with level passes, earliest-times
+greedy only, latest-times greedy only. Both solutions are properties of the
+LP alone, so the plans do not depend on the solver, its version, a warm start
+or how many processes plan. Where OR-Tools is missing (or the flow fails),
+each limit is planned from a cold HiGHS LP's vertex instead
+(:mod:`~zeus_plugins_perseus.hull_lp`), the same way.
 
 The result is never slower than its limit on the measured profile. With the
 limit at the all-max-clock iteration time it is the zero-slowdown plan.
@@ -36,12 +37,12 @@ from __future__ import annotations
 import numpy as np
 
 from zeus_plugins_perseus.clock_options import OptionTable, effective_options
-from zeus_plugins_perseus.dag_times import earliest_finish, iteration_time, latest_finish
+from zeus_plugins_perseus.dag_times import FloatTimeline, iteration_time
 from zeus_plugins_perseus.emulator import emulate
 from zeus_plugins_perseus.hull_flow import UNIT_S, HullFlow, HullFlowError, HullSolution, to_units
 from zeus_plugins_perseus.hull_lp import HullLP
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.reclaim import reclaim_greedy, reclaim_slack
+from zeus_plugins_perseus.reclaim import OnePlanPasses, reclaim_slack
 from zeus_plugins_perseus.schedule import PipelineDAG
 
 _TOL = 1e-9  # seconds: LP feasibility slack tolerated when mapping HiGHS' durations to clocks
@@ -73,6 +74,7 @@ class ExactPlanner:
         self.t_fastest = float(iteration_time(self.levels, self.op_t[:, 0]))
         self._flow: HullFlow | None = None
         self._lp: HullLP | None = None
+        self._passes: OnePlanPasses | None = None
 
     @property
     def flow(self) -> HullFlow:
@@ -113,76 +115,81 @@ class ExactPlanner:
         """Per op, the slowest Pareto option whose time fits the duration (the fastest if none does)."""
         return np.maximum((self.op_units <= durations_units[:, None]).sum(axis=1) - 1, 0)
 
+    @property
+    def passes(self) -> OnePlanPasses:
+        if self._passes is None:
+            self._passes = OnePlanPasses(self.levels, self.op_t, self.op_e, self.op_count)
+        return self._passes
+
     def repair(self, choice: np.ndarray, limit_s: float) -> np.ndarray:
         """Option indices meeting ``limit_s`` on real times: while the plan ends after it, speed up a late
         critical op, cheapest per second first (ties to the lowest op index)."""
-        choice = choice.copy()
-        n, lv, T, E = self.n, self.levels, self.op_t, self.op_e
-        rows = np.arange(n)
-
-        def timeline():
-            t = T[rows, choice]
-            return earliest_finish(lv, t)[:n], latest_finish(lv, t, limit_s)[:n]
-
-        ef, lf = timeline()
-        while ef.max() > limit_s:
-            late = np.flatnonzero((ef > lf) & (choice > 0))
-            if not late.size:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
-                raise ValueError(f"no plan meets {limit_s:.6f} s")
-            c = choice[late]
-            i = late[np.argmin((E[late, c - 1] - E[late, c]) / (T[late, c] - T[late, c - 1]))]
-            choice[i] -= 1
-            ef, lf = timeline()
-        return choice
+        return self.passes.repair(choice, limit_s)[0]
 
     def finish(self, choice: np.ndarray, limit_s: float) -> np.ndarray:
         """Clocks of a plan from option indices that meet ``limit_s``: its float spent, largest saving first."""
-        choice = reclaim_greedy(self.levels, self.op_t, self.op_e, self.op_count, choice, limit_s)
-        return self.op_f[np.arange(self.n), choice].astype(np.int64)
+        return self.op_f[np.arange(self.n), self.passes.greedy(choice, limit_s)].astype(np.int64)
 
     def choice_of(self, freqs: np.ndarray) -> np.ndarray:
         """Option indices of a plan's clocks (every clock one of the op's Pareto options)."""
         return (self.op_f == freqs[:, None]).argmax(axis=1)
 
-    def candidates(self, limits: list[float]) -> list[np.ndarray]:
-        """Per limit, the clocks ``[candidate, op]`` of its canonical solutions (earliest, then latest event
-        times), each mapped to clocks, repaired and reclaimed by level passes.
-
-        Where OR-Tools cannot be imported or the flow fails, one candidate per limit from a cold HiGHS LP.
-        """
-        rows = np.arange(self.n)
+    def vertices(self, limits: list[float]) -> list[list[np.ndarray]]:
+        """Per limit, the durations (:data:`UNIT_S`) of the LP solutions its plans start from: the two canonical
+        ones (earliest, then latest event times); where OR-Tools cannot be imported or the flow fails, the
+        vertex of a cold HiGHS LP."""
         try:
             sols = self.solutions(limits)
         except (ImportError, HullFlowError):
-            return [self.highs_plan(lim)[None] for lim in limits]
-        raw = np.array([self.op_f[rows, self.repair(self.choice_within(d), lim)]
-                        for lim in limits for d in (sols[lim].earliest, sols[lim].latest)])
-        reclaimed = reclaim_slack(self.dag, self.profile, raw, self.blocking_w)
-        return [reclaimed[2 * k:2 * k + 2] for k in range(len(limits))]
+            return [[self.highs_vertex(lim)] for lim in limits]
+        return [[sols[lim].earliest, sols[lim].latest] for lim in limits]
 
     def plans(self, limits: list[float]) -> np.ndarray:
         """Clocks ``[plan, op]`` at each limit by the canonical rule (module docstring)."""
-        cands = self.candidates(limits)
-        _, energy = emulate(self.dag, self.profile, np.vstack(cands), self.blocking_w)
+        return self.plans_from(self.vertices(limits), limits)
+
+    def plans_from(self, vertices: list[list[np.ndarray]], limits: list[float]) -> np.ndarray:
+        """Clocks ``[plan, op]``: at each limit, of the plans started from its LP solutions ``vertices`` (durations
+        in :data:`UNIT_S`), the one of least emulated energy.
+
+        Each solution is mapped to clocks and repaired; from there two plans: the greedy pass alone, and the
+        level passes of :mod:`~zeus_plugins_perseus.reclaim` then the greedy pass. The first of least energy
+        wins, in the order: each solution's level-passes plan, then each one's greedy-only plan.
+        """
+        rows = np.arange(self.n)
+        passes = self.passes
+        repaired = [[passes.repair(self.choice_within(d), lim) for d in ds] for ds, lim in zip(vertices, limits)]
+        flat = [c for cs in repaired for c, _ in cs]
+        level = reclaim_slack(self.dag, self.profile, self.op_f[rows[None, :], np.array(flat)], self.blocking_w)
+        cands, at = [], 0
+        for cs, lim in zip(repaired, limits):
+            starts = [(self.choice_of(f), None) for f in level[at:at + len(cs)]] + cs
+            at += len(cs)
+            unique: list[tuple[np.ndarray, FloatTimeline | None]] = []
+            for c, tl in starts:  # the same start gives the same plan: one greedy pass each
+                if not any(np.array_equal(c, u) for u, _ in unique):
+                    unique.append((c, tl))
+            cands.append([self.op_f[rows, passes.greedy(c, lim, tl)] for c, tl in unique])
+        _, energy = emulate(self.dag, self.profile, np.vstack([np.array(c) for c in cands]), self.blocking_w)
         kept, at = [], 0
         for c in cands:
-            kept.append(c[int(np.argmin(energy[at:at + len(c)]))])  # argmin: the earliest on a tie
+            kept.append(c[int(np.argmin(energy[at:at + len(c)]))])  # argmin: the first on a tie
             at += len(c)
-        return np.array(self.finish_all(kept, limits), dtype=np.int64)
+        return np.array(kept, dtype=np.int64)
 
-    def finish_all(self, plans: list[np.ndarray], limits: list[float]) -> list[np.ndarray]:
-        """:meth:`finish` of each plan (clocks) at its limit."""
-        return [self.finish(self.choice_of(f), lim) for f, lim in zip(plans, limits)]
-
-    def highs_plan(self, limit_s: float) -> np.ndarray:
-        """Clocks of the plan from a cold HiGHS solve at ``limit_s`` (the vertex HiGHS returns), mapped,
-        repaired and reclaimed as :meth:`plans` does."""
+    def highs_vertex(self, limit_s: float) -> np.ndarray:
+        """Durations (:data:`UNIT_S`) of the vertex a cold HiGHS solve of ``limit_s`` returns; each a tolerance
+        above HiGHS's, so that a duration HiGHS puts a rounding below a measured time still fits it."""
         self._check(limit_s)
         dur, _ = self.lp.solve(limit_s)
-        choice = np.maximum((self.op_t <= (dur + _TOL)[:, None]).sum(axis=1) - 1, 0)
-        return self.finish(self.repair(choice, limit_s), limit_s)
+        return to_units(dur + _TOL)
+
+    def highs_plan(self, limit_s: float) -> np.ndarray:
+        """Clocks of the plan started from a cold HiGHS solve at ``limit_s`` (the vertex HiGHS returns), made
+        as :meth:`plans_from` makes the canonical ones."""
+        return self.plans_from([[self.highs_vertex(limit_s)]], [limit_s])[0]
 
     def __getstate__(self):  # a worker process rebuilds the solvers it uses
-        return {**self.__dict__, "_flow": None, "_lp": None}
+        return {**self.__dict__, "_flow": None, "_lp": None, "_passes": None}
 
 

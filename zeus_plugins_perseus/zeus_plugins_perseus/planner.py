@@ -32,6 +32,14 @@ from zeus_plugins_perseus.schedule import BACKWARD, FORWARD, PipelineDAG, build_
 from zeus_plugins_perseus.tradeoff import solve_frontier
 
 
+def choice_limit_s(max_freq_time_s: float, deadline_s: float | None, max_slowdown: float | None) -> float:
+    """The iteration time a job's plan is chosen within: ``deadline_s``, else ``max_slowdown`` (default 1.0)
+    times the all-max-clock iteration time."""
+    if deadline_s is not None:
+        return float(deadline_s)
+    return max_freq_time_s * (1.0 if max_slowdown is None else float(max_slowdown))
+
+
 @attrs.frozen
 class EmittedPlans:
     """Every plan the published solver emitted, fastest first (for comparison only).
@@ -113,9 +121,7 @@ class PlanSet:
         return int(ok[np.argmin(self.emulated_energy_j[ok])])
 
     def limit_s(self, deadline_s: float | None = None, max_slowdown: float | None = None) -> float:
-        if deadline_s is not None:
-            return float(deadline_s)
-        return self.max_freq_time_s * (1.0 if max_slowdown is None else float(max_slowdown))
+        return choice_limit_s(self.max_freq_time_s, deadline_s, max_slowdown)
 
     def meets(self, k: int, deadline_s: float | None = None, max_slowdown: float | None = None) -> bool:
         return bool(self.emulated_time_s[k] <= self.limit_s(deadline_s, max_slowdown) * (1 + 1e-12))
@@ -283,21 +289,24 @@ def real_time_limits(dag: PipelineDAG, profile: InstructionProfile, specs: dict[
     return limits + [float(x) for x in gap]
 
 
-def real_time_plans(planner: ExactPlanner, limits: list[float], check: np.ndarray | None = None) -> np.ndarray:
-    """Clocks ``[plan, op]`` of the real-time plans (:meth:`ExactPlanner.plans`), the first checked: the
-    zero-slowdown plan is also planned from a cold HiGHS LP (``check``, computed here if not given) and the
-    better of the two is kept, since no rule guarantees the canonical one wins."""
+def real_time_plans(planner: ExactPlanner, limits: list[float]) -> np.ndarray:
+    """Clocks ``[plan, op]`` of the real-time plans (:meth:`ExactPlanner.plans`) as :func:`plan_frontier` lists
+    them at ``limits[0]``: that plan is also planned from a cold HiGHS LP and the better of the two is kept."""
     plans = planner.plans(limits)
-    return keep_better(planner, plans, limits[0], planner.highs_plan(limits[0]) if check is None else check)
-
-
-def keep_better(planner: ExactPlanner, plans: np.ndarray, limit: float, check: np.ndarray) -> np.ndarray:
-    """``plans`` with its first row replaced by ``check`` where that meets ``limit`` with less emulated energy."""
+    check = planner.highs_plan(limits[0])
     (_, t1), (e0, e1) = emulate(planner.dag, planner.profile, np.vstack([plans[0], check]), planner.blocking_w)
-    if t1 <= limit and e1 < e0:
+    if t1 <= limits[0] * (1 + 1e-12) and e1 < e0:
         plans = plans.copy()
         plans[0] = check
     return plans
+
+
+def check_limits(planner: ExactPlanner, zero_slowdown_s: float, chosen_s: float) -> list[float]:
+    """The limits planned again from a cold HiGHS LP: the zero-slowdown one and the one the job chooses by (where
+    a plan can meet it)."""
+    if chosen_s == zero_slowdown_s or chosen_s < planner.t_fastest * (1 - 1e-12):
+        return [zero_slowdown_s]
+    return [zero_slowdown_s, chosen_s]
 
 
 def claim(path: Path) -> bool:
@@ -309,9 +318,50 @@ def claim(path: Path) -> bool:
         return False
 
 
-def _claimed_check(planner: ExactPlanner, limit: float, claim_path: Path) -> np.ndarray | None:
-    """The zero-slowdown check, in the worker, unless the planning process claimed it first."""
-    return planner.highs_plan(limit) if claim(claim_path) else None
+def claimed_checks(planner: ExactPlanner, limits: list[float], folder: Path | None) -> dict[float, np.ndarray]:
+    """The cold-HiGHS plan (:meth:`ExactPlanner.highs_plan`) of every limit this process claims in ``folder``
+    before the other does (of all of them without a folder)."""
+    return {lim: planner.highs_plan(lim) for k, lim in enumerate(limits)
+            if folder is None or claim(folder / f"check-{k}")}
+
+
+def claimed_reclaim(dag: PipelineDAG, profile: InstructionProfile, freqs: np.ndarray, blocking_power_w: float,
+                    folder: Path, parts: list[slice]) -> list[tuple[slice, np.ndarray]]:
+    """:func:`~zeus_plugins_perseus.reclaim.reclaim_slack` of each block of plans ``parts`` this process claims in
+    ``folder`` before the other does, in the order given."""
+    return [(rows, reclaim_slack(dag, profile, freqs[rows], blocking_power_w)) for rows in parts
+            if claim(folder / f"reclaim-{rows.start}")]
+
+
+def _reclaim_shared(bg: Background, folder: Path | None, dag: PipelineDAG, profile: InstructionProfile,
+                    freqs: np.ndarray, blocking_power_w: float) -> np.ndarray:
+    """:func:`~zeus_plugins_perseus.reclaim.reclaim_slack` of every plan, its blocks shared with the worker where
+    there is one: this process takes them from the first, the worker from the last, each what the other has
+    not taken. The blocks are the ones ``reclaim_slack`` uses, so the plans are the same either way."""
+    parts = chunks(len(freqs))
+    if folder is None or len(parts) < 2:
+        return reclaim_slack(dag, profile, freqs, blocking_power_w)
+    theirs = bg.submit(claimed_reclaim, dag, profile, freqs.astype(np.int32), blocking_power_w, folder, parts[::-1])
+    out = np.empty_like(freqs)
+    for rows, part in claimed_reclaim(dag, profile, freqs, blocking_power_w, folder, parts):
+        out[rows] = part
+    for rows, part in theirs.result():
+        out[rows] = part
+    return out
+
+
+def _better_checks(checked: dict[float, np.ndarray], emu_t: np.ndarray, emu_e: np.ndarray, dag: PipelineDAG,
+                   profile: InstructionProfile, blocking_power_w: float) -> tuple[list[float], list[np.ndarray]]:
+    """(limits, clocks) of the cold-HiGHS plans that meet their limit with less emulated energy than every other
+    plan (``emu_t``, ``emu_e``) meeting it: those are listed too, and the limit's choice is theirs."""
+    limits, plans = [], []
+    for lim, f in sorted(checked.items()):
+        (t,), (e,) = emulate(dag, profile, f[None], blocking_power_w)
+        within = emu_e[emu_t <= lim * (1 + 1e-12)]
+        if t <= lim * (1 + 1e-12) and (within.size == 0 or e < within.min()):
+            limits.append(lim)
+            plans.append(f[None])
+    return limits, plans
 
 
 def plan_frontier(
@@ -328,6 +378,8 @@ def plan_frontier(
     max_gap_plans: int = 32,
     workers: int | None = None,
     background: Background | None = None,
+    deadline_s: float | None = None,
+    max_slowdown: float | None = None,
 ) -> PlanSet:
     """Solve and emulate the frontier; only Pareto-optimal plans are listed, fastest first.
 
@@ -350,15 +402,19 @@ def plan_frontier(
     clock is faster), and up to ``max_gap_plans`` evenly over the gap between
     those and the fastest quantised plan (one per unit when it fits), which
     rounding times up leaves empty. They come from one parametric min-cost
-    flow by the canonical rule of :mod:`~zeus_plugins_perseus.exact`; the
-    zero-slowdown plan is also planned from a cold HiGHS LP and the better of
-    the two is kept. The real-time plans do not depend on the quantised ones,
-    so they are planned in ``background`` (or a
+    flow by the canonical rule of :mod:`~zeus_plugins_perseus.exact`. Two
+    limits are also planned from a cold HiGHS LP: the zero-slowdown one and
+    the one the job chooses within (``deadline_s`` / ``max_slowdown``, as
+    :meth:`PlanSet.choose` takes them), and such a plan is listed where it
+    beats every other plan meeting its limit, so the chosen plan is never
+    worse than a cold LP's. The real-time plans do not depend on the
+    quantised ones, so they are planned in ``background`` (or a
     :class:`~zeus_plugins_perseus.background.Background` of ``workers``: None
     uses a second CPU where there is one, 1 keeps everything in this process)
     while this process solves the quantised frontier (pipelines of fewer
     than :data:`PARALLEL_MIN_OPS` instructions stay here unless ``workers``
-    asks); the plans are the same either way.
+    asks); the cold-LP checks and the quantised plans' slack reclamation are
+    shared out between the two processes. The plans are the same either way.
     """
     if not unit_time_s > 0:
         raise ValueError(f"unit_time_s must be > 0, got {unit_time_s}")
@@ -381,26 +437,33 @@ def plan_frontier(
             small = workers is None and dag.n_ops < PARALLEL_MIN_OPS
             background = stack.enter_context(Background(1 if small else workers))
         bg = background
-        check = None
+        # what the two processes share out: who claimed a check or a block of plans first
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="zeus-perseus-"))) if bg.parallel else None
         if exact_fastest:
             limits = real_time_limits(dag, profile, specs, blocking_power_w, unit_time_s, max_gap_plans)
             planner = ExactPlanner(dag, profile, blocking_power_w)
-            # independent of the quantised plans: on the second CPU where there is one; the zero-slowdown
-            # check goes to whichever process is free first
+            checks = check_limits(planner, limits[0], choice_limit_s(float(mt[0]), deadline_s, max_slowdown))
+            # independent of the quantised plans: on the second CPU where there is one; the cold-LP checks
+            # go to whichever process is free first
             real_time = bg.submit(planner.plans, limits)
-            if bg.parallel:
-                claim_path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="zeus-perseus-"))) / "check"
-                check = bg.submit(_claimed_check, planner, limits[0], claim_path)
+            their_checks = bg.submit(claimed_checks, planner, checks, folder) if folder is not None else None
         t_units, energy, freqs, phases = _solve(dag, specs, unit_time_s, blocking_power_w, pareto_only)
         n_solver = len(t_units)
         if reclaim:
-            freqs = reclaim_slack(dag, profile, freqs, blocking_power_w)
+            freqs = _reclaim_shared(bg, folder, dag, profile, freqs, blocking_power_w)
         emu_t, emu_e = emulate(dag, profile, freqs, blocking_power_w)
         if exact_fastest:
-            f_check = planner.highs_plan(limits[0]) if check is None or claim(claim_path) else check.result()
-            f_exact = keep_better(planner, real_time.result(), limits[0], f_check)
+            checked = claimed_checks(planner, checks, folder)
+            if their_checks is not None:
+                checked.update(their_checks.result())
+            f_exact = real_time.result()
             et, ee = emulate(dag, profile, f_exact, blocking_power_w)
-            t_units = np.concatenate([np.array(limits) / unit_time_s, t_units])
+            add_t, add_f = _better_checks(checked, np.concatenate([et, emu_t]), np.concatenate([ee, emu_e]),
+                                          dag, profile, blocking_power_w)
+            limits_all = list(limits) + add_t
+            f_exact = np.vstack([f_exact] + add_f) if add_f else f_exact
+            et, ee = emulate(dag, profile, f_exact, blocking_power_w)
+            t_units = np.concatenate([np.array(limits_all) / unit_time_s, t_units])
             energy = np.concatenate([ee, energy])
             freqs = np.vstack([f_exact, freqs])
             emu_t = np.concatenate([et, emu_t])

@@ -46,15 +46,16 @@ class PerseusPolicy:
         self.profile.check_stages(self.stages, ("forward", "backward"))
         self.plans: PlanSet | None = None
         self.chosen: int | None = None
-        # a worker beside this process: it imports matplotlib while this one reads and builds, plans the
-        # real-time plans while this one solves the quantised frontier, and draws the figures
-        self._background: Background | None = Background()
-        self._background.submit(warm_up)
+        # a worker beside this process: it starts while this one reads and builds, plans the real-time plans
+        # while this one solves the quantised frontier, shares the rest, imports matplotlib when it has nothing
+        # else to do, and draws the figures
+        self._background: Background | None = Background(when_idle=warm_up)
+        self._background.start()
 
     def plan(self, ctx: Any = None) -> None:
         o = self.options
         if self._background is None:
-            self._background = Background()
+            self._background = Background(when_idle=warm_up)
         self.plans = plan_frontier(
             self.profile,
             stages=self.stages,
@@ -65,6 +66,8 @@ class PerseusPolicy:
             model=o.model,
             max_gap_plans=o.max_gap_plans,
             background=self._background,
+            deadline_s=o.deadline,
+            max_slowdown=o.max_slowdown,
         )
         self.chosen = self.plans.choose(deadline_s=o.deadline, max_slowdown=o.max_slowdown)
 

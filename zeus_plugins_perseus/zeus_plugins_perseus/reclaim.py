@@ -19,18 +19,29 @@ instead; each plan keeps whichever saves more, and passes repeat while they
 help. All plans are handled together with numpy, a level of the DAG (ops that
 share no edge) at a time.
 
-:func:`reclaim_greedy` is the other order, for one plan: every op whose next
-slower option fits its float is a candidate, the one saving the most energy
-takes it, and the float is recomputed before the next; it costs two DAG passes
-per step, so the planner spends it on the zero-slowdown plan only.
+:meth:`OnePlanPasses.greedy` is the other order, for one plan: every op whose
+next slower option fits its float is a candidate, the one saving the most
+energy takes it, and the float follows each step; the real-time plans use it
+(and :meth:`OnePlanPasses.repair` to meet their limit first).
 """
 
 from __future__ import annotations
 
+import heapq
+import math
+
 import numpy as np
 
 from zeus_plugins_perseus.clock_options import OptionTable, effective_options
-from zeus_plugins_perseus.dag_times import DagLevels, earliest_finish, earliest_times, iteration_time, latest_finish
+from zeus_plugins_perseus.dag_times import (
+    DagLevels,
+    DagLinks,
+    FloatTimeline,
+    earliest_finish,
+    earliest_times,
+    iteration_time,
+    latest_finish,
+)
 from zeus_plugins_perseus.emulator import chunks, measured_tables
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import PipelineDAG
@@ -120,36 +131,71 @@ def _reclaim(dag, profile, tab, freqs, blocking_power_w, max_passes):
     return freqs.T
 
 
-def reclaim_greedy(lv: DagLevels, op_t: np.ndarray, op_e: np.ndarray, op_count: np.ndarray, choice: np.ndarray,
-                   limit: float) -> np.ndarray:
-    """One plan's option indices ``choice[op]`` with float spent, largest saving first; a new array.
+class OnePlanPasses:
+    """Passes over one plan's option indices at a time: the repair of a plan over its limit and the greedy pass.
 
     ``op_t[op, k]`` / ``op_e[op, k]`` are each op's Pareto options fastest
-    first (effective energy), ``op_count[op]`` how many. The plan must finish
-    by ``limit``; it still does. Ties go to the lowest op index.
+    first (effective energy), ``op_count[op]`` how many. The DAG's neighbour
+    lists and the options are turned into Python lists once, for the scalar
+    steps of many plans.
     """
-    choice = choice.copy()
-    n = len(choice)
-    rows = np.arange(n)
 
-    def timeline():
-        t = op_t[rows, choice]
-        return earliest_finish(lv, t)[:n], latest_finish(lv, t, limit)[:n]
+    def __init__(self, lv: DagLevels, op_t: np.ndarray, op_e: np.ndarray, op_count: np.ndarray) -> None:
+        self.links = DagLinks(lv)
+        self.t, self.e, self.count = op_t.tolist(), op_e.tolist(), op_count.tolist()
 
-    ef, lf = timeline()
-    blocked = np.zeros(n, dtype=bool)
-    last = op_t.shape[1] - 1
-    while True:
-        nxt = np.minimum(choice + 1, last)
-        fits = ~blocked & (choice + 1 < op_count) & (op_t[rows, nxt] - op_t[rows, choice] <= lf - ef)
-        gain = np.where(fits, op_e[rows, choice] - op_e[rows, nxt], -np.inf)
-        best = int(np.argmax(gain))
-        if not gain[best] > 0.0:
-            return choice
-        choice[best] += 1
-        new_ef, new_lf = timeline()
-        if new_ef.max() > limit:  # a float rounding of the slack: keep the faster option
-            choice[best] -= 1
-            blocked[best] = True
-            continue
-        ef, lf = new_ef, new_lf
+    def timeline(self, choice: list[int], limit: float) -> FloatTimeline:
+        return FloatTimeline(self.links, [self.t[v][k] for v, k in enumerate(choice)], limit)
+
+    def repair(self, choice: np.ndarray, limit: float) -> tuple[np.ndarray, FloatTimeline]:
+        """Option indices meeting ``limit`` (and their timeline): while the plan ends after it, speed up a late
+        critical op, cheapest per second first (ties to the lowest op index)."""
+        c = choice.tolist()
+        t, e = self.t, self.e
+        tl = self.timeline(c, limit)
+        while max(tl.ef) > limit:
+            best, at = -1, math.inf
+            for v, (ef, lf) in enumerate(zip(tl.ef, tl.lf)):
+                k = c[v]
+                if ef > lf and k > 0:
+                    cost = (e[v][k - 1] - e[v][k]) / (t[v][k] - t[v][k - 1])
+                    if cost < at:
+                        best, at = v, cost
+            if best < 0:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
+                raise ValueError(f"no plan meets {limit:.6f} s")
+            c[best] -= 1
+            tl.set_time(best, t[best][c[best]])
+        return np.asarray(c, dtype=choice.dtype), tl
+
+    def greedy(self, choice: np.ndarray, limit: float, tl: FloatTimeline | None = None) -> np.ndarray:
+        """``choice`` with float spent, largest saving first; a new array. The plan must finish by ``limit`` (``tl``:
+        its timeline, which the pass goes on with); it still does. Ties go to the lowest op index.
+
+        Each step slows the op of largest saving among those whose next option
+        fits their float. Slowing an op never gives another op more float
+        (earliest finishes only grow, latest ones only shrink), so an op that
+        does not fit never fits later: the ops wait in a heap by saving, one
+        that does not fit when it comes up is dropped, and the finish times
+        follow each step incrementally
+        (:class:`~zeus_plugins_perseus.dag_times.FloatTimeline`). The steps are
+        the ones of recomputing every op's float before each.
+        """
+        c = choice.tolist()
+        t, e, count = self.t, self.e, self.count
+        if tl is None:
+            tl = self.timeline(c, limit)
+        heap = [(e[v][k + 1] - e[v][k], v) for v, k in enumerate(c) if k + 1 < count[v]]  # (-saving, op)
+        heapq.heapify(heap)
+        while heap:
+            neg, v = heapq.heappop(heap)
+            if not -neg > 0.0:
+                break
+            k = c[v]
+            if not t[v][k + 1] - t[v][k] <= tl.slack(v):
+                continue
+            if not tl.set_time(v, t[v][k + 1]):  # a float rounding of the slack: keep the faster option
+                continue
+            c[v] = k + 1
+            if k + 2 < count[v]:
+                heapq.heappush(heap, (e[v][k + 2] - e[v][k + 1], v))
+        return np.asarray(c, dtype=choice.dtype)

@@ -123,7 +123,8 @@ def plan_job(profile: InstructionProfile, stages: int, microbatches: int, schedu
     from zeus_plugins_perseus.planner import plan_frontier, plan_text
 
     ps = plan_frontier(profile, stages=stages, microbatches=microbatches, schedule=schedule, unit_time_s=unit_time_s,
-                       blocking_power_w=blocking_power_w, model=model, workers=1)
+                       blocking_power_w=blocking_power_w, model=model, workers=1, deadline_s=deadline_s,
+                       max_slowdown=max_slowdown)
     k = ps.choose(deadline_s=deadline_s, max_slowdown=max_slowdown)
     plan = ps.plan_json(k)
     return {**plan, "plans": len(ps), "limit_s": ps.limit_s(deadline_s, max_slowdown),
