@@ -64,7 +64,7 @@ from zeus_core.engine.session import RunSession
 from zeus_core.errors import DeviceError
 from zeus_core.identity import IdentityMismatch
 from zeus_core.inloop.monitor import ZeusMonitor
-from zeus_core.inloop.script import job_identity, registry_or_default, script_assembly
+from zeus_core.inloop.script import job_identity, registry_or_default, script_assembly, script_grid
 from zeus_core.windows import Monitor
 
 if TYPE_CHECKING:  # annotations only
@@ -111,6 +111,7 @@ class PowerLimitOptimizer:
         state: Any = None,
         group: ProcessGroup | None = None,
         registry: Registry | None = None,
+        grid: Any = None,
     ) -> None:
         if not isinstance(monitor, Monitor):
             raise ValueError(f"monitor must be a zeus_core.ZeusMonitor (or Monitor), got {type(monitor).__name__}")
@@ -137,6 +138,8 @@ class PowerLimitOptimizer:
                 "with power control (device=...)"
             )
         self.devices, device_identity = found
+        #: The job's grid (``grid=``: a ``[grid]`` table), placed on the devices' clock; None without one.
+        self.grid = script_grid(grid, reg, self.devices) if grid is not None else None
         identity: dict[str, Any] = {"job": job_identity(self.job, ("eta_knob", "processes"))}
         if device_identity is not None:
             identity["device"] = device_identity
@@ -144,6 +147,7 @@ class PowerLimitOptimizer:
             reg, self.job, "power", policy, options, arg="policy", parts={"device": self.devices}, identity=identity,
             group=group, store=store, fresh=fresh,
             fit_fix="measure a device that offers it (gpu_indices=[...] on a GPU, or device= a plugin that does)",
+            grid=self.grid,
         )
         self.policy = assembly.parts.get("power")
         self.policy_name = policy
@@ -159,6 +163,7 @@ class PowerLimitOptimizer:
         self._epoch_open = False
         self._in_step = False
         self._acting = False
+        self._timed = False
         self._step = 0
         self._last_steps: int | None = None
         self.epochs: list[dict[str, float]] = []
@@ -176,7 +181,7 @@ class PowerLimitOptimizer:
             self.session = RunSession(
                 job=self.job, batch_size=self.batch_size, recurrence=0, try_index=1, cost_bound=math.inf,
                 devices=session_devices, monitor=session_monitor, power_policy=self.policy,
-                rank=group.rank, world_size=group.world_size,
+                rank=group.rank, world_size=group.world_size, grid=self.grid,
             )
             self._follower = None
         else:
@@ -223,8 +228,11 @@ class PowerLimitOptimizer:
 
     def _end_epoch(self, steps: int) -> dict[str, float]:
         m = self.session.end_epoch(steps)
-        return {"time_s": m.time, "energy_j": m.total_system_energy, "cost": self.session.epoch_costs[-1],
-                "power_limit": self.session.power_limit}
+        out = {"time_s": m.time, "energy_j": m.total_system_energy, "cost": self.session.epoch_costs[-1],
+               "power_limit": self.session.power_limit}
+        if self.session.epoch_grid:  # with grid=: carbon_g (and cost_<currency>) next to energy_j
+            out.update(self.session.epoch_grid[-1])
+        return out
 
     # -- the loop's events --
 
@@ -235,6 +243,8 @@ class PowerLimitOptimizer:
         if self._epoch_open:
             raise RuntimeError("on_epoch_begin() was called twice without on_epoch_end() between them")
         self._acting = bool(self._point(self._begin_epoch, steps))
+        # A policy that acts on time acts between steps of one process; several ranks act at epoch starts only.
+        self._timed = self.group.world_size == 1 and self.session is not None and self.session.timed
         self._epoch_open = True
         self._step = 0
 
@@ -248,6 +258,8 @@ class PowerLimitOptimizer:
         self._in_step = True
         if self._acting:
             self._point(self.session.begin_iteration if self.session is not None else None, self._step)
+        elif self._timed and self.session is not None:  # one process: a policy that acts on time (carbon-aware)
+            self.session.act_if_due()
         self._step += 1
 
     def on_step_end(self) -> None:
