@@ -129,9 +129,8 @@ class Forecasts(Protocol):
     Example::
 
         def forecast(self, at: float) -> Step:
-            step = self.steps(at, at)[0]
-            before = self.steps(step.start - 1.0, step.start - 1.0)[0]
-            return Step(step.start, step.end, before.value)  # the same as now
+            i = self.index(at)  # the row whose step contains ``at``
+            return Step(self.starts[i], self.ends[i], self.values[max(i - 1, 0)])  # the same as the step before
     """
 
     def forecast(self, at: float) -> Step: ...

@@ -181,12 +181,13 @@ def budget_of(profile: Mapping[float, tuple[float, float]], chosen: float, selec
 def decide(steering: Steering, signal: GridSignal, now: float, window_s: float) -> tuple[int, float, float]:
     """The hull vertex to hold from ``now`` (Unix seconds), the intensity forecast for the period that
     contains it, and the period's end: the policy's decision, the same in a run and in a replay."""
+    past = signal.steps(now - window_s, now)  # the last step is the current one (steps are clipped to the span)
     if isinstance(signal, Forecasts):
         step = signal.forecast(now)
         forecast, end = float(step.value), float(step.end)
-    else:  # the same as the period before
-        step = signal.steps(now, now)[0]
-        forecast, end = float(signal.steps(step.start - 1.0, step.start - 1.0)[0].value), float(step.end)
-    recent = [s for s in signal.steps(now - window_s, now) if not math.isnan(s.value)]
+    else:  # the same as the period before; the current period ends where the signal's next step begins
+        forecast = float(past[-2].value if len(past) > 1 else past[-1].value)
+        end = float(signal.steps(now, now + window_s)[0].end)
+    recent = [s for s in past if not math.isnan(s.value)]
     k = steering.choose([s.value for s in recent], [s.end - s.start for s in recent], forecast, end - now)
     return k, forecast, end

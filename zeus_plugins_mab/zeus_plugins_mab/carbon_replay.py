@@ -49,6 +49,8 @@ def replay(signal: GridSignal, start: float, profile: Mapping[float, tuple[float
     trace: list[tuple[float, float, float]] = []
     while work < epochs:
         limit, until, forecast = rule(now)
+        if not until > now:  # a rule that names no later time holds its limit to the end
+            until = math.inf
         t_epoch, e_epoch = profile[limit]
         if keep_trace:
             trace.append((now, limit, forecast))
