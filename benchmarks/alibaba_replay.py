@@ -29,13 +29,13 @@ import attrs
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-from zeus_plugins_trace.groupsynth import overlap_share
-from zeus_plugins_trace.simulate import simulate
-from zeus_plugins_trace.sweep import sweep
 
 from zeus_core import BuildContext
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.validation import load_job
+from zeus_plugins_trace.groupsynth import overlap_share
+from zeus_plugins_trace.simulate import simulate
+from zeus_plugins_trace.sweep import sweep
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = REPO / "examples" / "alibaba" / "job.toml"

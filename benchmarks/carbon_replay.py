@@ -37,21 +37,21 @@ import math
 import sys
 import time
 import tomllib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-from zeus_plugins_mab.carbon_plan import Hull, budget_of, calibrate
-from zeus_plugins_mab.carbon_replay import carbon_aware, hold, replay
-from zeus_plugins_trace.traces import load_traces, select
-from zeus_plugins_trace.workload import PAPER_DEFAULTS
 
 from zeus_core import zeus_cost
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.signals import open_grid
 from zeus_core.job import GridOptions
+from zeus_plugins_mab.carbon_plan import Hull, budget_of, calibrate
+from zeus_plugins_mab.carbon_replay import carbon_aware, hold, replay
+from zeus_plugins_trace.traces import load_traces, select
+from zeus_plugins_trace.workload import PAPER_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
@@ -70,7 +70,7 @@ PARETO_MARGIN = 0.001
 
 def starts_2020(n: int) -> list[float]:
     """``n`` start times spread over 2020 (after the first week: the policy calibrates on a week)."""
-    t0 = datetime(2020, 1, 8, tzinfo=timezone.utc).timestamp()
+    t0 = datetime(2020, 1, 8, tzinfo=UTC).timestamp()
     span = 350 * 86400.0
     return [t0 + i * span / n + ((7 * i) % 24) * HOUR for i in range(n)]
 
@@ -171,7 +171,7 @@ def figure(path: Path, signal, wt, batch_size: int, start: float, eta: float, wi
     first = next(iter(runs.values()))[0]
     ax.plot([hours(t) for t, _, _ in first.trace], [f for _, _, f in first.trace], ".", ms=3, color="tab:orange",
             label="its forecast at each period's start")
-    ax.set_xlabel(f"hours since {datetime.fromtimestamp(start, timezone.utc):%Y-%m-%d %H:%M} UTC")
+    ax.set_xlabel(f"hours since {datetime.fromtimestamp(start, UTC):%Y-%m-%d %H:%M} UTC")
     ax.set_ylabel("gCO2eq/kWh")
     ax2 = ax.twinx()
     for name, (r, color) in runs.items():

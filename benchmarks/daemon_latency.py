@@ -44,8 +44,9 @@ def client(args: argparse.Namespace) -> None:
     """One client process: ``--calls`` set_power_limit calls on GPU ``--gpu`` from ``--start`` on."""
     if args.drop:
         sys.path.insert(0, str(REPO / "tests" / "_support"))
-        import zeus_plugins_nvml.device  # noqa: F401 - imported as root, see run_unprivileged
         from run_unprivileged import drop, keep_import_path
+
+        import zeus_plugins_nvml.device  # noqa: F401 - imported as root, see run_unprivileged
 
         keep_import_path()
         drop(NOBODY, NOBODY)
@@ -133,6 +134,7 @@ def main() -> int:
 
     from rich.console import Console
     from rich.table import Table
+
     from zeus_plugins_nvml import fake_pynvml
 
     root = os.geteuid() == 0

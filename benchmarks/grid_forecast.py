@@ -15,17 +15,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-from zeus_plugins_grid.forecast import persistence, predict_all
 
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.signals import open_grid
 from zeus_core.job import GridOptions
+from zeus_plugins_grid.forecast import persistence, predict_all
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timezone", default="UTC")
     args = ap.parse_args(argv)
     grids = args.grid or [SHARED / "carbon_intensity" / "de_2020.csv", SHARED / "carbon_intensity" / "gb_2020.csv"]
-    y0 = datetime(2020, 1, 1, tzinfo=timezone.utc).timestamp()
-    y1 = datetime(2021, 1, 1, tzinfo=timezone.utc).timestamp()
+    y0 = datetime(2020, 1, 1, tzinfo=UTC).timestamp()
+    y1 = datetime(2021, 1, 1, tzinfo=UTC).timestamp()
     table = Table(title="one-step forecast of the grid's carbon intensity, 2020")
     for col in ("grid", "periods", "model MAE", "persistence MAE", "model MAPE", "persistence MAPE", "MAE ratio", "seconds"):
         table.add_column(col, justify="right")
@@ -52,8 +52,12 @@ def main(argv: list[str] | None = None) -> int:
         same = persistence(series.values)
         v = series.values
         m = (series.starts >= y0) & (series.starts < y1)
-        mae = lambda p: float(np.mean(np.abs(p - v)[m]))  # noqa: E731
-        mape = lambda p: float(np.mean((np.abs(p - v) / v)[m]))  # noqa: E731
+        def mae(p: np.ndarray, v: np.ndarray = v, m: np.ndarray = m) -> float:
+            return float(np.mean(np.abs(p - v)[m]))
+
+        def mape(p: np.ndarray, v: np.ndarray = v, m: np.ndarray = m) -> float:
+            return float(np.mean((np.abs(p - v) / v)[m]))
+
         table.add_row(g.stem, str(int(m.sum())), f"{mae(model):.2f}", f"{mae(same):.2f}", f"{100 * mape(model):.2f}%",
                       f"{100 * mape(same):.2f}%", f"{mae(model) / mae(same):.3f}", f"{seconds:.2f}")
     Console(width=160).print(table)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
 from zeus_plugins_hetero.model import GpuType, Problem
 from zeus_plugins_hetero.profile import Profile
 

@@ -28,6 +28,7 @@ import numpy as np
 from hetero_cases import eight_gpu_problem, public
 from rich.console import Console
 from rich.table import Table
+
 from zeus_plugins_hetero.bruteforce import count_allocations, enumerate_optimum
 from zeus_plugins_hetero.model import Problem
 from zeus_plugins_hetero.solver import solve

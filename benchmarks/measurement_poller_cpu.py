@@ -24,6 +24,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
 from zeus_plugins_nvml import fake_pynvml
 
 TICK = os.sysconf("SC_CLK_TCK")

@@ -53,10 +53,9 @@ def main() -> int:
         tmp = tempfile.mkdtemp()
         fake_pynvml.install(fake_pynvml.create(Path(tmp) / "driver.json", 1, privileged=True))
 
+    from zeus_core import DeviceError, Monitor
     from zeus_plugins_nvml.device import NvmlGpus
     from zeus_plugins_nvml.options import NvmlOptions
-
-    from zeus_core import DeviceError, Monitor
 
     counter = NvmlGpus(NvmlOptions(gpus=[0]))
     polled = NvmlGpus(NvmlOptions(gpus=[0], energy="polling"))
@@ -91,7 +90,8 @@ def main() -> int:
         mid = clocks[len(clocks) // 2]
         counter.lock_clocks(mid)
         load(1.0, args.fake)
-        console.print(f"SM clock locked to {mid} MHz; NVML reports {counter._nvml.nvmlDeviceGetClockInfo(g.handle, counter._nvml.NVML_CLOCK_SM)} MHz under load")
+        sm_mhz = counter._nvml.nvmlDeviceGetClockInfo(g.handle, counter._nvml.NVML_CLOCK_SM)
+        console.print(f"SM clock locked to {mid} MHz; NVML reports {sm_mhz} MHz under load")
         counter.reset_clocks()
         console.print("SM clock reset")
     except DeviceError as e:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
 from zeus_plugins_nvml import fake_pynvml
 
 
@@ -61,9 +62,8 @@ def driver_pair(nvml, handles):
 
 
 def build_ours(n_gpus: int):
-    from zeus_plugins_nvml.device import NvmlGpus
-
     from zeus_core import Monitor
+    from zeus_plugins_nvml.device import NvmlGpus
 
     dev = NvmlGpus()
     assert len(dev.names) == n_gpus and set(dev.energy_sources.values()) == {"counter"}

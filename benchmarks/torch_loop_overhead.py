@@ -26,10 +26,10 @@ import time
 import torch
 from rich.console import Console
 from rich.table import Table
-from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy
 
 from zeus_core import JobOptions, Monitor
 from zeus_core.engine.session import RunSession
+from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy
 
 
 class Clock:

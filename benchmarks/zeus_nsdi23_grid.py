@@ -28,13 +28,13 @@ from types import SimpleNamespace
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+
+from zeus_core import JobOptions
+from zeus_core.engine import registry as zreg
 from zeus_plugins_trace import baselines
 from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
 from zeus_plugins_trace.simulate import simulate
 from zeus_plugins_trace.traces import load_traces, select
-
-from zeus_core import JobOptions
-from zeus_core.engine import registry as zreg
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "zeus_nsdi23"
@@ -110,7 +110,8 @@ def main() -> None:
     for r in improved:
         k = (r["gpu"], r["workload"])
         worst_i[k] = max(worst_i.get(k, -1.0), r["regret"])
-    table = Table(title=f"cumulative cost over the oracle and energy saved against the default (mean of seeds {seeds.start}-{seeds.stop - 1})")
+    table = Table(title="cumulative cost over the oracle and energy saved against the default "
+                        f"(mean of seeds {seeds.start}-{seeds.stop - 1})")
     for col in ("gpu", "workload", "N", "paper: over oracle", "improved: over oracle", "improved: worst seed",
                 "paper: energy saved", "improved: energy saved", "oracle: energy saved"):
         table.add_column(col, justify="right")

@@ -27,7 +27,7 @@ The in-loop objects load on first use, so that ``import zeus_core`` (and every
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zeus_core.allocation import AllocationPlan, read_allocation
 from zeus_core.comparison import savings
@@ -53,7 +53,7 @@ from zeus_core.hookspecs import hookimpl
 from zeus_core.identity import NOT_IDENTITY
 from zeus_core.job import JobOptions
 from zeus_core.journal import SettingsGuard
-from zeus_core.loading import load_callable
+from zeus_core.loading import lazy_exports, load_callable
 from zeus_core.measurement import Measurement
 from zeus_core.parts import (
     BatchSizePolicy,
@@ -81,7 +81,7 @@ from zeus_core.results import JobSummary, TryRecord
 from zeus_core.stopping import epochs_within
 from zeus_core.windows import Monitor
 
-if TYPE_CHECKING:  # loaded on first use (below); imported here for type checkers and editors
+if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list); imported here for type checkers and editors
     from zeus_core.engine.assembly import open_device
     from zeus_core.inloop.batch_size import BatchSizeOptimizer
     from zeus_core.inloop.monitor import ZeusMonitor
@@ -160,24 +160,7 @@ __all__ = [
     "open_device",
 ]
 
-#: The names that load on first use, and the module each comes from.
-_ON_FIRST_USE = {
-    "open_device": "zeus_core.engine.assembly",
-    "BatchSizeOptimizer": "zeus_core.inloop.batch_size",
-    "ZeusMonitor": "zeus_core.inloop.monitor",
-    "PowerLimitOptimizer": "zeus_core.inloop.power",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _ON_FIRST_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'zeus_core' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next access is a plain lookup
-    return value
+__getattr__ = lazy_exports(__name__)
 
 
 def __dir__() -> list[str]:

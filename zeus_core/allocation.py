@@ -17,7 +17,7 @@ local batches. When both lists are present they must describe the same ranks.
 Every problem is reported at once, each with the file, its JSON path and the
 fix, so that a job using a malformed file stops before anything runs.
 
-Gradients of uneven local batches are weighted by :mod:`zeus_core.parallel`.
+Gradients of uneven local batches are weighted by the workload that trains by the plan.
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ class _Reader:
         return v
 
     def ranks(self, items: list) -> list[tuple[str, int | None, float | None]]:
-        out = []
+        out: list[tuple[str, int | None, float | None]] = []
         for i, e in enumerate(items):
             if not isinstance(e, dict):
                 self.problem(("ranks", i), f"must be an object {{\"rank\", \"gpu\", \"local_batch\", \"power_limit\"}}, got {e!r}")
@@ -265,11 +265,12 @@ def read_allocation(allocation: str | Path | dict, source: str | None = None) ->
             r.problem(("global_batch_size",), f"must be a positive integer, got {declared!r}")
         elif declared != total:
             r.problem(("global_batch_size",), f"is {declared} but the ranks' local batches "
-                                              f"{[e[1] for e in entries]} sum to {total}; fix either (regenerate the file)")
+                                              f"{[e[1] for e in entries or []]} sum to {total}; fix either (regenerate the file)")
     if r.problems:
         raise AllocationError(f"{source}: " + "; ".join(r.problems))
     plans, offset = [], 0
-    for i, (gpu, batch, limit) in enumerate(entries):
+    for i, (gpu, batch, limit) in enumerate(entries or []):
+        assert batch is not None and limit is not None  # every entry checked above
         plans.append(RankPlan(i, gpu, int(batch), float(limit), total, offset))
         offset += int(batch)
     return AllocationPlan(source, tuple(plans))

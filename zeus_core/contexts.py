@@ -28,7 +28,7 @@ class BuildContext:
     device, workload, batch_size, power, frequency_plan, allocation, profiler
     (a workload can look at its device, a policy at its workload). ``store`` is
     the job's store, for parts that keep state of their own beyond the policy
-    state the runner saves. Outside a job (:func:`zeus_core.devices.open_device`)
+    state the runner saves. Outside a job (:func:`zeus_core.engine.assembly.open_device`)
     ``spec`` and ``store`` are None, ``job`` is None and paths resolve against
     the current folder.
     """

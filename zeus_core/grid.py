@@ -38,7 +38,7 @@ import math
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
@@ -152,7 +152,7 @@ def parse_zone(name: str) -> tzinfo:
     Raises ValueError naming the accepted forms."""
     name = name.strip()
     if name.upper() in ("UTC", "Z", "GMT"):
-        return timezone.utc
+        return UTC
     m = _OFFSET.match(name)
     if m:
         sign = 1 if m.group(1) == "+" else -1
@@ -195,7 +195,7 @@ def show_time(t: float) -> str:
     """Unix seconds as an ISO date-time in UTC, for messages."""
     if not math.isfinite(t):
         return str(t)
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # =========================================================================== sources

@@ -218,16 +218,16 @@ def zeus_register_stores(register):
     """Register backends of the job store, by URL scheme: ``job.store = "postgresql://..."``.
 
     ``register(scheme, opener, help="...")`` where ``opener(location, timeout_s, job=name)``
-    returns a :class:`zeus_core.JobStore` for ``location`` (the whole URL) holding the
+    returns a :class:`zeus_core.engine.stores.protocol.JobStore` for ``location`` (the whole URL) holding the
     job named ``job``: a server that many jobs share keeps each job's state apart by
     that name (a backend with one job per location, such as a SQLite file, may
     ignore it). Opening must not write: it reads what the store is (schema version,
     the identity of the job it learned, how many results) and raises
-    :class:`zeus_core.StoreError`, naming the store (credentials masked with
-    :func:`zeus_core.mask`) and the fix, for one it cannot use, or
-    :class:`zeus_core.StoreUnavailable` for a server it cannot reach now. A store
+    :class:`zeus_core.engine.stores.protocol.StoreError`, naming the store (credentials masked with
+    :func:`zeus_core.engine.stores.locations.mask`) and the fix, for one it cannot use, or
+    :class:`zeus_core.engine.stores.protocol.StoreUnavailable` for a server it cannot reach now. A store
     that runs the trial bookkeeping itself (a service) also implements
-    :class:`zeus_core.ServesHistory`. A ``job.store`` without a scheme is a SQLite
+    :class:`zeus_core.engine.remote.ServesHistory`. A ``job.store`` without a scheme is a SQLite
     file (the core's own ``sqlite`` backend, registered through this hook like any
     other).
 
@@ -248,11 +248,11 @@ def zeus_register_process_groups(register):
     (``torchrun``, SLURM's ``srun``, ``torch.multiprocessing``).
 
     ``register(name, join, help="...")`` where ``join()`` returns a
-    :class:`zeus_core.ProcessGroup` when this process is one rank of several in that
+    :class:`zeus_core.engine.ranks.ProcessGroup` when this process is one rank of several in that
     framework (joining or creating its process group), and None otherwise. It is
     called once per process, before zeus decides anything: keep it cheap when there
     is nothing to join (read the environment, look in ``sys.modules``; import the
-    framework only when it is there). :func:`zeus_core.process_group` asks every
+    framework only when it is there). :func:`zeus_core.engine.ranks.process_group` asks every
     registered ``join`` in name order and uses the first group; with none, the
     process is a job of its own.
 

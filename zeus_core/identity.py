@@ -151,3 +151,14 @@ class IdentityMismatch(BadInput):
 
 def _show(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
+
+
+def refuse_another_job(location: str, stored: Mapping[str, Any] | None, current: Mapping[str, Any],
+                       fixes: str | None = None) -> None:
+    """Raise :class:`IdentityMismatch` when a store at ``location`` learned (``stored``) another job
+    than ``current``; a store that learned nothing yet refuses nothing."""
+    if stored is None:
+        return
+    diffs = differences(stored, current)
+    if diffs:
+        raise IdentityMismatch(location, diffs, fixes=fixes)

@@ -2,7 +2,7 @@
 
 A plugin that changes a machine-wide setting (a GPU power limit, locked
 clocks) journals the setting's original value *before* changing it, in the
-machine-wide journal (:func:`zeus_core.store.journal`, a SQLite file under
+machine-wide journal (:func:`zeus_core.engine.stores.sqlite.journal`, a SQLite file under
 ``$ZEUS_STATE_DIR``). The setting is then put back, and its entry cleared:
 
 * by the plugin's ``close()`` (normal end, and exceptions, through the runner);

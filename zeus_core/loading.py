@@ -8,6 +8,7 @@ as bad input (exit 2) before anything runs.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import runpy
 from collections.abc import Callable
 from pathlib import Path
@@ -45,23 +46,53 @@ def load_callable(spec: str, base: Path | None = None, what: str = "step") -> Ca
     return fn
 
 
-def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
-    """A package's module ``__getattr__`` that imports each public name's module on first use.
+def imported_for_type_checking(package: str) -> dict[str, tuple[str, str]]:
+    """What ``package``'s ``__init__`` imports under ``if TYPE_CHECKING:``: public name -> (module, name there)."""
+    import ast
+    import sys
 
-    A plugin's package is imported with its entry point by every ``zeus``
-    command, so its top-level names (``from zeus_plugins_mab import
-    GlobalPowerLimitOptimizer``) load only when used::
+    path = sys.modules[package].__file__
+    if path is None:
+        raise RuntimeError(f"package {package!r} has no source file to read its lazy names from")
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    out: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom) and stmt.module:
+                    module = stmt.module if not stmt.level else importlib.util.resolve_name("." * stmt.level + stmt.module, package)
+                    for alias in stmt.names:
+                        out[alias.asname or alias.name] = (module, alias.name)
+    return out
 
-        _EXPORTS = {"ZeusCallback": "zeus_plugins_hf.callback"}
-        __all__ = sorted(_EXPORTS)
-        __getattr__ = lazy_exports(__name__, _EXPORTS)
+
+def lazy_exports(package: str) -> Callable[[str], Any]:
+    """A package's module ``__getattr__`` that loads, on first use, each name the package imports under
+    ``if TYPE_CHECKING:``, so that type checkers and editors see every name, and importing the package
+    (as every ``zeus`` command does with a plugin's entry point) costs none of them::
+
+        from typing import TYPE_CHECKING
+
+        from zeus_core.loading import lazy_exports
+
+        if TYPE_CHECKING:  # loaded on first use (lazy_exports)
+            from zeus_plugins_hf.callback import ZeusCallback
+
+        __all__ = ["ZeusCallback"]
+        __getattr__ = lazy_exports(__name__)
+
+    The imports are the one list of what loads lazily: the helper reads them from the source.
     """
+    table: dict[str, tuple[str, str]] | None = None
 
     def __getattr__(name: str) -> Any:
-        module = exports.get(name)
-        if module is None:
+        nonlocal table
+        if table is None:
+            table = imported_for_type_checking(package)
+        found = table.get(name)
+        if found is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        value = getattr(importlib.import_module(found[0]), found[1])
         setattr(importlib.import_module(package), name, value)  # the next access is a plain lookup
         return value
 

@@ -1,7 +1,7 @@
 """What a measurement window measured: :class:`Measurement`.
 
-Windows themselves (:class:`~zeus_core.monitor.Monitor`) live in
-:mod:`zeus_core.monitor`; this module is what every part may import to read a
+Windows themselves (:class:`~zeus_core.windows.Monitor`) live in
+:mod:`zeus_core.windows`; this module is what every part may import to read a
 measurement.
 
 Naming convention shared by device plugins (it is what lets users of upstream

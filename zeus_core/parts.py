@@ -10,7 +10,7 @@ parameters or looks names up by string. Implement a capability completely or
 not at all.
 
 :class:`Session` is what a workload trains through and a power policy steers:
-the runner hands each try's :class:`~zeus_core.session.RunSession` to both.
+the runner hands each try's :class:`~zeus_core.engine.session.RunSession` to both.
 
 Parts never call each other through anything but these protocols (a plugin
 never imports another plugin), so what two plugins share is declared here or
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # annotations only; none of these modules imports this one
 
 class Session(Protocol):
     """One try, as a workload and a power policy see it (implemented by
-    :class:`~zeus_core.session.RunSession`).
+    :class:`~zeus_core.engine.session.RunSession`).
 
     Facts: ``job`` (the ``[job]`` options), ``batch_size``, ``recurrence`` and
     ``try_index`` (from 1), ``cost_bound`` (the try stops before the epoch that
@@ -393,7 +393,7 @@ class ChecksFiles(Protocol):
     anything runs) calls ``check_files`` to open and check them as the part will, so a
     missing trace folder, NaN in a CSV or a broken profile is reported with every other
     mistake, at the option's path. A file an earlier part of the same job writes is
-    deferred (:class:`zeus_core.filechecks.FileChecks`).
+    deferred (:class:`zeus_core.files.FileChecks`).
 
     Example::
 

@@ -20,7 +20,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from zeus_core.device import DeviceGroup, GpuSync, PowerReadings
 from zeus_core.measurement import Measurement
@@ -81,7 +81,7 @@ def as_device_group(devices: DeviceGroup | Sequence[DeviceGroup]) -> DeviceGroup
     """One group as it is; a list or tuple of groups as a :class:`DeviceSet`."""
     if isinstance(devices, (list, tuple)):
         return devices[0] if len(devices) == 1 else DeviceSet(devices)
-    return devices
+    return cast(DeviceGroup, devices)
 
 
 # --------------------------------------------------------------------------- synchronisation

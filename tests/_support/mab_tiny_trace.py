@@ -6,13 +6,12 @@ bs 16: steady epoch cost 1140 (200 W), never reaches it.
 
 from __future__ import annotations
 
+from zeus_core import JobOptions
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.policy import MabPolicy
 from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
 from zeus_plugins_trace.simulate import simulate
 from zeus_plugins_trace.traces import load_traces, select
-
-from zeus_core import JobOptions
 
 TRAIN = "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\nd,n,8,sgd,0.1,1,0.5,3\nd,n,16,sgd,0.1,1,0.5,nan\n"
 POWER = (

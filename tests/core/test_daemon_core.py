@@ -12,9 +12,9 @@ import attrs
 import pytest
 
 from zeus_core import hookimpl
-from zeus_core.engine import registry as zreg
 from zeus_core.daemon import DaemonClient, DaemonError, operation
 from zeus_core.daemon.protocol import MAX_FRAME, FrameError, decode, encode, error_reply, read_frame
+from zeus_core.engine import registry as zreg
 
 
 def test_frames_round_trip_and_their_limits_are_enforced():

@@ -1,4 +1,4 @@
-"""`zeus_core.devices.open_device`: a device plugin by name outside a job, with the job's option checks."""
+"""`zeus_core.engine.assembly.open_device`: a device plugin by name outside a job, with the job's option checks."""
 
 from __future__ import annotations
 

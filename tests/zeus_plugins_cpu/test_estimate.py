@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
-from zeus_plugins_cpu.estimate import CpuEstimate
-from zeus_plugins_cpu.options import EstimateOptions
 
 from zeus_core import DeviceError, Monitor
 from zeus_core.engine.validation import Problem, structure
+from zeus_plugins_cpu.estimate import CpuEstimate
+from zeus_plugins_cpu.options import EstimateOptions
 
 
 class FakeMachine:

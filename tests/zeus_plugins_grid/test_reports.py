@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+from zeus_core.cli import main as zcli
+from zeus_core.engine import registry as zreg
 from zeus_plugins_baseline import plugin as baseline_plugin
 from zeus_plugins_grid import plugin as grid_plugin
 from zeus_plugins_mab import plugin as mab_plugin
 from zeus_plugins_trace import plugin as trace_plugin
-
-from zeus_core.cli import main as zcli
-from zeus_core.engine import registry as zreg
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "zeus_nsdi23"
 if not TRACES.is_dir():

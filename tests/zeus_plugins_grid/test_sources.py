@@ -8,19 +8,19 @@ import math
 import threading
 import time
 import warnings
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
-from zeus_plugins_grid.forecast import persistence, predict_all
-from zeus_plugins_grid.series import GridWarning
 
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.signals import GridError, open_grid
 from zeus_core.grid import Grid, GridMeter, Step
 from zeus_core.job import GridOptions
+from zeus_plugins_grid.forecast import persistence, predict_all
+from zeus_plugins_grid.series import GridWarning
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "carbon_intensity"
 if not SHARED.is_dir():
@@ -29,7 +29,7 @@ DE = SHARED / "de_2020.csv"
 
 
 def utc(text: str) -> float:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
 def grid(tmp_path: Path, **table) -> Grid:
@@ -179,7 +179,7 @@ class FakeElectricityMaps:
                     return self._send(503, {"error": "maintenance"})
                 if self.headers.get("auth-token") != fake.token:
                     return self._send(401, {"error": "bad token"})
-                iso = lambda t: datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")  # noqa: E731
+                iso = lambda t: datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")  # noqa: E731
                 if self.path.startswith("/v3/carbon-intensity/history?zone=DE"):
                     return self._send(200, {"zone": "DE", "history": [{"datetime": iso(t), "carbonIntensity": v}
                                                                       for t, v in fake.history]})

@@ -3,13 +3,13 @@
 import json
 
 import pytest
-from zeus_plugins_hetero.model import GpuType, Problem
-from zeus_plugins_hetero.profile import Profile
-from zeus_plugins_hetero.solver import solve
 from zeus_test_helpers import run_cli, write_job
 
 from zeus_core.engine import registry as zreg
 from zeus_plugins_hetero import plugin as hetero_plugin
+from zeus_plugins_hetero.model import GpuType, Problem
+from zeus_plugins_hetero.profile import Profile
+from zeus_plugins_hetero.solver import solve
 
 CONTRACT_GPU_KEYS = {"name", "count", "local_batch", "power_limit"}
 

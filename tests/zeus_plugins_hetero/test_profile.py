@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+
 from zeus_plugins_hetero.profile import Profile, ProfileError
 
 

@@ -4,11 +4,11 @@ import json
 import textwrap
 
 import pytest
-from zeus_plugins_hetero.profile import Profile
 from zeus_test_helpers import run_cli, write_job
 
 from zeus_core.engine import registry as zreg
 from zeus_plugins_hetero import plugin as hetero_plugin
+from zeus_plugins_hetero.profile import Profile
 
 # One iteration of batch b at limit p takes 1 ms * b * (300 / p) ** 0.5 * SLOW and draws 0.9 p watts.
 STEPS = textwrap.dedent('''

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from zeus_plugins_hetero.baselines import all_baselines, even_split_best_limits, strongest_at_lowest_limit
 from zeus_plugins_hetero.bruteforce import count_allocations, enumerate_optimum
 from zeus_plugins_hetero.model import GpuType, InfeasibleError, Problem, evaluate

@@ -15,9 +15,9 @@ import torch
 import transformers
 from inloop_helpers import gpu_limit
 from tiny_trainers import Tokens, tiny_bert
-from zeus_plugins_hf.callback import ZeusCallback
 
 from zeus_core import BatchSizeOptimizer, ZeusMonitor
+from zeus_plugins_hf.callback import ZeusCallback
 
 out, recurrences = Path(sys.argv[1]), int(sys.argv[2])
 rank = int(os.environ["RANK"])

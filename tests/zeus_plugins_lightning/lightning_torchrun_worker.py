@@ -15,9 +15,9 @@ import lightning as L
 import torch
 from inloop_helpers import gpu_limit
 from tiny_trainers import separable_data, tiny_lightning_module
-from zeus_plugins_lightning.callback import ZeusCallback
 
 from zeus_core import BatchSizeOptimizer, ZeusMonitor
+from zeus_plugins_lightning.callback import ZeusCallback
 
 out, recurrences = Path(sys.argv[1]), int(sys.argv[2])
 rank = int(os.environ["RANK"])

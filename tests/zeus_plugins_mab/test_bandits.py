@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from zeus_plugins_mab.gaussian_ts import GaussianTS, posterior
 from zeus_plugins_mab.relative_ts import RelativeTS
 

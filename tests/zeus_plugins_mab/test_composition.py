@@ -17,6 +17,14 @@ from typing import Any
 import attrs
 import pytest
 from rich.console import Console
+
+from zeus_core import EpochPrediction, JobOptions, PolicyContext, TryRecord, epochs_within
+from zeus_core.engine.registry import load as load_plugins
+from zeus_core.engine.runner import Runner
+from zeus_core.engine.stores.sqlite import Store
+from zeus_core.engine.validation import load_job
+from zeus_plugins_mab import plugin as mab_plugin
+from zeus_plugins_mab import variants
 from zeus_plugins_mab.gaussian_ts import GaussianTS
 from zeus_plugins_mab.guided import Guided
 from zeus_plugins_mab.options import VARIANTS, MabOptions
@@ -27,17 +35,9 @@ from zeus_plugins_mab.strategies import Env, Explorer, Sampler
 from zeus_plugins_mab.variants import COMPOSITIONS, Composition
 from zeus_plugins_mab.walk import Walk
 from zeus_plugins_trace import plugin as trace_plugin
-from zeus_plugins_trace.simulate import jit_knobs, simulate
 from zeus_plugins_trace.options import TraceWorkloadOptions
+from zeus_plugins_trace.simulate import jit_knobs, simulate
 from zeus_plugins_trace.tracesets import load_workload_trace
-
-from zeus_core import EpochPrediction, JobOptions, PolicyContext, TryRecord, epochs_within
-from zeus_core.engine.registry import load as load_plugins
-from zeus_core.engine.runner import Runner
-from zeus_core.engine.stores.sqlite import Store
-from zeus_core.engine.validation import load_job
-from zeus_plugins_mab import plugin as mab_plugin
-from zeus_plugins_mab import variants
 
 SQUAD = Path(__file__).resolve().parents[2] / "examples" / "zeus_nsdi23" / "squad.toml"
 

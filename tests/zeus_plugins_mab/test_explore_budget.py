@@ -10,6 +10,10 @@ from types import SimpleNamespace
 import pytest
 from mab_tiny_trace import BEST, CPE_16
 from mab_tiny_trace import run_tiny as run
+
+from zeus_core import JobOptions
+from zeus_core.engine.registry import load as load_plugins
+from zeus_core.engine.validation import JobError, load_job
 from zeus_plugins_mab.guided import BUDGET_FLOOR_SDS, Guided
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.policy import MabPolicy
@@ -17,10 +21,6 @@ from zeus_plugins_trace import baselines
 from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
 from zeus_plugins_trace.simulate import simulate
 from zeus_plugins_trace.traces import load_traces, select
-
-from zeus_core import JobOptions
-from zeus_core.engine.registry import load as load_plugins
-from zeus_core.engine.validation import JobError, load_job
 
 
 def ctx(job, recurrence):

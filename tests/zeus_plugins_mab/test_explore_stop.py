@@ -7,6 +7,7 @@ import math
 
 import pytest
 from mab_tiny_trace import run_tiny
+
 from zeus_plugins_mab.guided import Guided
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.strategies import Env

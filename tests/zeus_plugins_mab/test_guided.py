@@ -6,13 +6,13 @@ import json
 import math
 
 import pytest
+
+from zeus_core import EpochPrediction, JobOptions, PolicyContext, TryRecord
 from zeus_plugins_mab.epochs_model import EpochsModel
 from zeus_plugins_mab.guided import Guided, epoch_costs
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.policy import MabPolicy
 from zeus_plugins_mab.walk import Walk
-
-from zeus_core import EpochPrediction, JobOptions, PolicyContext, TryRecord
 
 BSS = [16, 32, 64, 128, 256, 512, 1024, 2048]
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from zeus_plugins_mab.jit import JitPowerPolicy
-from zeus_plugins_mab.options import JitOptions
 
 from zeus_core import JobOptions, Monitor
 from zeus_core.engine.session import RunSession
+from zeus_plugins_mab.jit import JitPowerPolicy
+from zeus_plugins_mab.options import JitOptions
 
 # per epoch at batch size 8: (time s, power W) by limit; eta 0.5, MAXPOWER 300
 # cost/epoch: 300 W: 0.5*10*250 + 150*10 = 2750; 250 W: 0.5*11*220 + 150*11 = 2860;

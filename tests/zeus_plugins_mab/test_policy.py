@@ -6,10 +6,10 @@ import json
 import re
 
 import pytest
-from zeus_plugins_mab.options import JitOptions, MabOptions
-from zeus_plugins_mab.policy import MabPolicy
 
 from zeus_core import JobOptions, PolicyContext, TryRecord
+from zeus_plugins_mab.options import JitOptions, MabOptions
+from zeus_plugins_mab.policy import MabPolicy
 
 BSS = [8, 16, 32, 64, 128]
 COST = {8: 30.0, 16: 12.0, 32: 10.0, 64: 11.0, 128: 25.0}

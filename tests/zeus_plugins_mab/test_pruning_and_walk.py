@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.pruning import Pruning
 from zeus_plugins_mab.strategies import Env

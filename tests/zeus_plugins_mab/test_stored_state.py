@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from zeus_plugins_mab.options import MabOptions
-from zeus_plugins_mab.policy import MabPolicy
 
 from zeus_core import EpochPrediction, JobOptions, PolicyContext, TryCostBound, TryRecord, epochs_within
+from zeus_plugins_mab.options import MabOptions
+from zeus_plugins_mab.policy import MabPolicy
 
 FIXTURE = Path(__file__).with_name("data") / "pre_refactor_states.json"
 

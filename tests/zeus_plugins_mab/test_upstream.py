@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from inloop_helpers import env_with_fake, fake_gpus, limits, spin
+
+from zeus_core import ZeusMonitor
 from zeus_plugins_mab.upstream import (  # (the package itself: from outside the checkout, see examples)
     Energy,
     GlobalPowerLimitOptimizer,
@@ -19,8 +21,6 @@ from zeus_plugins_mab.upstream import (  # (the package itself: from outside the
     Time,
     ZeusCost,
 )
-
-from zeus_core import ZeusMonitor
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "upstream_power_limit" / "train.py"
 

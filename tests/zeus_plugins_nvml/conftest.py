@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from zeus_plugins_nvml import fake_pynvml
 
 

@@ -10,12 +10,12 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
+
+from zeus_core.cli.main import cli
+from zeus_core.engine import registry as zreg
 from zeus_plugins_nvml import fake_pynvml
 from zeus_plugins_nvml import plugin as nvml_plugin
 from zeus_plugins_nvml.fake_pynvml import FakeGpu
-
-from zeus_core.engine import registry as zreg
-from zeus_core.cli.main import cli
 
 
 def test_zeus_monitor_shows_counter_and_polled_gpus(fake_nvml, tmp_path, monkeypatch):

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+
+from zeus_core import DeviceError, Monitor
+from zeus_core.engine.registry import load
+from zeus_core.engine.stores import sqlite as store
+from zeus_core.journal import restore_pending
 from zeus_plugins_nvml import fake_pynvml
 from zeus_plugins_nvml import plugin as nvml_plugin
 from zeus_plugins_nvml.control import restore_setting
 from zeus_plugins_nvml.device import NvmlGpus
 from zeus_plugins_nvml.fake_pynvml import FakeGpu
 from zeus_plugins_nvml.options import NvmlOptions
-
-from zeus_core import DeviceError, Monitor
-from zeus_core.engine.stores import sqlite as store
-from zeus_core.engine.registry import load
-from zeus_core.journal import restore_pending
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -147,7 +147,7 @@ def test_power_limit_is_journaled_and_restored_on_close(fake_nvml):
     fake_nvml(2, privileged=True)
     dev = NvmlGpus()
     assert dev.power_limit_range() == (100.0, 400.0)
-    with pytest.raises(ValueError, match=r"power limit 450 W is outside the GPUs' common range 100 to 400 W"):
+    with pytest.raises(ValueError, match=r"power limits outside their GPU's range: gpu0 450 W \(range 100 to 400 W\); gpu1 450"):
         dev.set_power_limit(450)
     dev.set_power_limit(175)
     dev.set_power_limit(150)  # the journal keeps the first original

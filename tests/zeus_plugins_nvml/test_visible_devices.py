@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+
+from zeus_core import DeviceError
 from zeus_plugins_nvml.device import NvmlGpus
 from zeus_plugins_nvml.fake_pynvml import FakeGpu
 from zeus_plugins_nvml.options import NvmlOptions
-
-from zeus_core import DeviceError
 
 
 def uuids(dev):

@@ -64,6 +64,7 @@ def test_scraped_over_loopback_after_a_job_the_series_match_summary_json(tmp_pat
 def test_with_a_token_a_scrape_without_it_is_refused():
     """The /metrics server itself: 401 without the bearer token, the metrics with it."""
     from prometheus_client import CollectorRegistry, Gauge
+
     from zeus_plugins_prometheus.exporter import _serve_metrics
 
     registry = CollectorRegistry()
@@ -87,8 +88,10 @@ def pushgateway(tmp_path):
     if binary is None:
         server_missing("no Pushgateway binary; .ci/run installs it (apt-get install prometheus-pushgateway)")
     port = free_port()
-    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, cwd=tmp_path)
+    # Its own persistence file: Debian's build defaults to the system's /var/lib/prometheus/pushgateway.data.
+    data = tmp_path / "pushgateway.data"
+    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}", f"--persistence.file={data}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -102,6 +105,7 @@ def pushgateway(tmp_path):
     finally:
         proc.terminate()
         proc.wait(30)
+    assert data.exists()  # it persisted what it held here, at its shutdown, and nowhere else
 
 
 def test_pushed_to_a_pushgateway_the_series_match_summary_json(pushgateway, tmp_path):

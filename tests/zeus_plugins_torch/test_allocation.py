@@ -266,9 +266,8 @@ def test_an_allocation_the_hetero_allocator_wrote_trains_the_torch_workload(tmp_
 
 
 def test_the_handle_splits_and_weighs_uneven_batches():
-    from zeus_plugins_torch.loop import ZeusLoop
-
     from zeus_core import read_allocation
+    from zeus_plugins_torch.loop import ZeusLoop
 
     # Without an allocation: near-even; a remainder makes the batches uneven, so wrap_model weighs by share.
     loops = [ZeusLoop(None, batch_size=33, base_batch_size=None, rank=r, world_size=2) for r in range(2)]

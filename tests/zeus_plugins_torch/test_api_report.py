@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from zeus_plugins_torch.api import run_job
-from zeus_plugins_torch.report import compare
 from zeus_test_helpers import write_job
 
 from zeus_core import TryRecord
+from zeus_plugins_torch.api import run_job
+from zeus_plugins_torch.report import compare
 
 SEEN = []
 

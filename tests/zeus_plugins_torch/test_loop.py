@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from zeus_plugins_torch.loop import LocalDriver, SyncedPolicy, ZeusLoop, split_batch
 
 from zeus_core import JobOptions, Monitor
 from zeus_core.engine.session import RunSession
+from zeus_plugins_torch.loop import LocalDriver, SyncedPolicy, ZeusLoop, split_batch
 
 
 def make_loop(device, policy=None, *, target=0.9, max_epochs=10, cost_bound=math.inf, batch_size=32, **kw):

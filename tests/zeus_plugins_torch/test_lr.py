@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+
 from zeus_plugins_torch.loop import ZeusLoop
 from zeus_plugins_torch.lr import lr_factor, rule_for, scale_lr, scale_optimizer
 

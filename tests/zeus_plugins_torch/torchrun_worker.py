@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from inloop_helpers import QUICK_JIT, gpu_limit, spin
-from zeus_plugins_torch import run_job
 
 from zeus_core import BatchSizeOptimizer, PowerLimitOptimizer, ZeusMonitor
+from zeus_plugins_torch import run_job
 
 out = Path(sys.argv[1])
 rank = int(os.environ["RANK"])

@@ -11,9 +11,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from zeus_plugins_torch.gradients import UnevenBatchState, allreduce_weighted_gradients, uneven_batch_comm_hook
 
 from zeus_core.allocation import RankPlan
+from zeus_plugins_torch.gradients import UnevenBatchState, allreduce_weighted_gradients, uneven_batch_comm_hook
 
 
 def model_and_data(batch):

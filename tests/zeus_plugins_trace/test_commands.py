@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 from click.testing import CliRunner
+
 from zeus_plugins_trace.commands import traces_group
 from zeus_plugins_trace.traces import load_traces, read_power, read_train, select
 

@@ -7,15 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+
+from zeus_core.cli import main as zcli
+from zeus_core.engine import registry as zreg
+from zeus_plugins_mab import plugin as mab_plugin
 from zeus_plugins_trace import plugin as trace_plugin
 from zeus_plugins_trace.commands import traces_group
 from zeus_plugins_trace.groups import GROUP_COLUMNS, read_groups, write_groups
 from zeus_plugins_trace.groupsynth import MEDIAN_RUNTIME_S, PERIODS_S, overlap_share, synthesize
 from zeus_plugins_trace.traces import TraceError
-
-from zeus_core.cli import main as zcli
-from zeus_core.engine import registry as zreg
-from zeus_plugins_mab import plugin as mab_plugin
 
 REPO = Path(__file__).resolve().parents[2]
 HEADER = "group,start_time,end_time,dataset,runtime_ratio,user\n"

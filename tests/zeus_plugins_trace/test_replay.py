@@ -23,12 +23,12 @@ flight, so the policy chooses it.
 from __future__ import annotations
 
 import pytest
+
+from zeus_core import JobOptions
 from zeus_plugins_trace.groups import Group, GroupJob
 from zeus_plugins_trace.replay import group_seed, replay_group
 from zeus_plugins_trace.simulate import SimulationError
 from zeus_plugins_trace.traces import load_traces, select
-
-from zeus_core import JobOptions
 
 TRAIN = """dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch
 d,n,8,sgd,0.1,1,0.5,3
@@ -129,7 +129,8 @@ def test_improved_rule_asks_the_policy_when_none_of_its_own_tries_runs(trace):
 
 
 def test_a_job_that_never_reaches_the_target_names_its_group(trace):
-    with pytest.raises(SimulationError, match=r"group g \(d\), job 1: no try reached the target in 2 tries \(batch sizes \[16, 16\]\)"):
+    with pytest.raises(SimulationError, match=r"^in-flight rule 'improved': group g \(d\), job 1: no try reached the target in 2 "
+                                              r"tries \(batch sizes \[16, 16\]\)"):
         replay_group(GROUP, trace, lambda _s: Scripted([16] * 9), job(max_tries=2), 8, "improved")
 
 

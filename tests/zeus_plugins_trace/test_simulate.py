@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from zeus_plugins_trace.simulate import SimulationError, simulate
-from zeus_plugins_trace.traces import load_traces, select
 
 from zeus_core import JobOptions
+from zeus_plugins_trace.simulate import SimulationError, simulate
+from zeus_plugins_trace.traces import load_traces, select
 
 # bs 8:  200 W: 10 s at 150 W (1500 J, cost 1750); 100 W: 12 s at 90 W (1080 J, cost 1740) -> JIT holds 100 W
 #        profiling epoch: mean 11 s, 1290 J (cost 1745); every run reaches the target at epoch 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from zeus_plugins_trace.traces import TraceError, load_traces, read_power, read_train, select
 
 TRAIN_HEADER = "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from zeus_plugins_mab.options import MabOptions
-from zeus_plugins_mab.policy import MabPolicy
-from zeus_plugins_trace import plugin as trace_plugin
-from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
-from zeus_plugins_trace.simulate import simulate
-from zeus_plugins_trace.options import TraceWorkloadOptions
-from zeus_plugins_trace.tracesets import load_workload_trace
 
 from zeus_core import JobOptions
 from zeus_core.cli import main as zcli
 from zeus_core.engine import registry as zreg
 from zeus_core.engine.stores.sqlite import Store
 from zeus_plugins_mab import plugin as mab_plugin
+from zeus_plugins_mab.options import MabOptions
+from zeus_plugins_mab.policy import MabPolicy
+from zeus_plugins_trace import plugin as trace_plugin
+from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
+from zeus_plugins_trace.options import TraceWorkloadOptions
+from zeus_plugins_trace.simulate import simulate
+from zeus_plugins_trace.tracesets import load_workload_trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "zeus_nsdi23"
 CONTRACT = (

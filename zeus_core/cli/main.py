@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from zeus_core.cli.consoles import make_console
+from zeus_core.cli.env import env_command
 from zeus_core.cli.monitor import monitor_command
 from zeus_core.cli.store import store_group
 from zeus_core.daemon.command import daemon_command
@@ -176,7 +177,8 @@ def _closing_table(summary: JobSummary) -> Table:
     by_rec: dict[int, list] = {}
     for r in summary.records:
         by_rec.setdefault(r.recurrence, []).append(r)
-    table = Table(title=f"job {summary.job!r}: {summary.recurrences} recurrences, {summary.tries} tries")
+    begun = "" if summary.begun is None or summary.begun == summary.recurrences else f" of {summary.begun} begun"
+    table = Table(title=f"job {summary.job!r}: {summary.recurrences} recurrences{begun}, {summary.tries} tries")
     # A job charged against the grid shows its emissions and money next to its energy.
     grid = [(key, label) for key, label in _grid_labels(summary) if key in summary.grid]
     for col in ("recurrence", "tries", "batch size", "power limit (W)", "epochs", "time (s)", "energy (J)",
@@ -288,10 +290,25 @@ def _make_runner(spec, fresh: bool = False) -> Runner:
         sys.exit(report_error(e))
 
 
+def _account_lines(summary: JobSummary) -> list[str]:
+    """What became of recurrence numbers that have no try that reached the target."""
+    lines = []
+    if summary.abandoned:
+        shown = ", ".join(f"{a['recurrence']} ({a['reason']})" for a in summary.abandoned[-10:])
+        more = f" (and {len(summary.abandoned) - 10} earlier)" if len(summary.abandoned) > 10 else ""
+        lines.append(f"{len(summary.abandoned)} recurrence{'s' if len(summary.abandoned) != 1 else ''} abandoned{more}: {shown}")
+    if summary.open:
+        lines.append(f"{len(summary.open)} recurrence{'s' if len(summary.open) != 1 else ''} open (begun, not ended: running, "
+                     f"or its runner was lost on another machine): {', '.join(map(str, summary.open[-10:]))}")
+    return lines
+
+
 def _finish(runner: Runner, summary: JobSummary, output: Path | None) -> None:
     """The closing table, the parts' reports, and every output file."""
     if summary.records:
         console.print(_closing_table(summary))
+    for line in _account_lines(summary):
+        console.print(f"[yellow]{escape(line)}[/]", highlight=False, soft_wrap=True)
     for part in runner.parts.values():
         if isinstance(part, Reports):
             part.report(console, summary)
@@ -303,7 +320,8 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None) -> None:
 @cli.command("run")
 @click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, e.g. job.recurrences=5.")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), help="Write recurrences.csv, summary.json and plugin outputs here.")
+@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
+              help="Write recurrences.csv, summary.json and plugin outputs here.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved configuration and where each value came from; run nothing.")
 @click.option("--fresh", is_flag=True, help="Forget what the job's store learned (in the job's first write) and start over.")
 def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run: bool, fresh: bool) -> None:
@@ -325,6 +343,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     previous = {s: signal.signal(s, _on_signal) for s in handled}
     code = EXIT_OK
     summary = None
+    partial = False  # the run ended with an error, and what it finished is still reported and written
     try:
         runner.build()
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -341,6 +360,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
                 progress.advance(task)
     except ZeusError as e:
         code = report_error(e)
+        partial = e.partial
     except (KeyboardInterrupt, _Terminated) as e:
         signum = getattr(e, "signum", signal.SIGINT)
         err_console.print(f"[bold red]interrupted[/] by {signal.Signals(signum).name}: stopping; devices are being "
@@ -356,9 +376,9 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             code = code or EXIT_FAILED
     if not runner.leads:  # another rank of a launched job: rank 0 reports and writes the outputs
         sys.exit(code)
-    if summary is None and code in SIGNAL_EXIT.values() and "workload" in runner.parts:
+    if summary is None and (partial or (code in SIGNAL_EXIT.values() and "workload" in runner.parts)):
         try:
-            summary = runner.summary()  # what finished before the signal is in the store
+            summary = runner.summary()  # what finished before the signal (or the partial error) is kept
         except StoreError as e:
             err_console.print(f"[bold red]error:[/] cannot read the results back: {escape(str(e))}")
     if summary is None:
@@ -370,7 +390,8 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
 @cli.command("report")
 @click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, as for zeus run.")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), help="Write recurrences.csv, summary.json and the parts' outputs here.")
+@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
+              help="Write recurrences.csv, summary.json and the parts' outputs here.")
 def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> None:
     """Report what a job's store holds, and write its output files, without running anything.
 
@@ -380,9 +401,11 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     """
     spec = _load(job_file, sets)
     runner = _make_runner(spec)
-    if runner.store.info.tries == 0:  # refused before --output is made: nothing left behind
+    store = runner.store
+    assert store is not None  # zeus report runs one process: rank 0, which opens the store
+    if store.info.tries == 0:  # refused before --output is made: nothing left behind
         runner.close()
-        fail(f"the store {runner.store.location} holds no results of job {spec.job.name!r} yet; run it first "
+        fail(f"the store {store.location} holds no results of job {spec.job.name!r} yet; run it first "
              f"(zeus run {job_file})", EXIT_BAD_INPUT)
     try:
         _check_output(output)
@@ -400,6 +423,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
 
 
 cli.add_command(monitor_command)
+cli.add_command(env_command)
 cli.add_command(store_group)
 cli.add_command(daemon_command)
 

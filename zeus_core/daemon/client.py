@@ -19,7 +19,7 @@ import threading
 from typing import Any
 
 from zeus_core.daemon.protocol import PROTOCOL_VERSION, FrameError, decode, encode, read_frame
-from zeus_core.measurement import DeviceError
+from zeus_core.errors import DeviceError
 
 ENV = "ZEUS_DAEMON_SOCKET"
 CAP_SYS_ADMIN = 21

@@ -49,12 +49,20 @@ def _absolute(_inst, attribute, value):
 
 def _log(_inst, attribute, value):
     if value not in ("stderr", "none") and not os.path.isabs(value):
-        raise ValueError(f'{attribute.name} must be "stderr" (systemd\'s journal picks it up), "none", or an absolute file path, got {value!r}')
+        raise ValueError(f'{attribute.name} must be "stderr" (systemd\'s journal picks it up), "none", or an absolute '
+                         f'file path, got {value!r}')
 
 
 def _max_clients(_inst, attribute, value):
     if not 1 <= value <= 4096:
         raise ValueError(f"{attribute.name} must be between 1 and 4096 (one thread each), got {value}")
+
+
+
+
+def _first_frame(_inst, attribute, value):
+    if not 0.1 <= value <= 600:
+        raise ValueError(f"{attribute.name} must be between 0.1 and 600 seconds, got {value}")
 
 
 @attrs.define
@@ -71,8 +79,12 @@ class DaemonConfig:
     settings are journaled (restored at the next start after a SIGKILL).
     ``plugins``: the zeus entry points to load (default every installed one;
     name only those that serve, so the root process imports nothing else).
-    ``max_clients``: connections served at once. ``serve``: one table per
-    service to serve, holding that service's options.
+    ``max_clients``: connections served at once; ``max_clients_per_user``: of
+    them, how many one user (uid) may hold (at most ``max_clients``), so that one user's idle connections
+    cannot lock the others out; ``first_frame_timeout_s``: how long a new
+    connection may wait before its first request (a client sends ``hello`` at once;
+    after it, a connection may stay idle for as long as its training runs).
+    ``serve``: one table per service to serve, holding that service's options.
     """
 
     socket: str = attrs.field(default=DEFAULT_SOCKET, validator=_absolute)
@@ -85,6 +97,8 @@ class DaemonConfig:
     journal_dir: str = attrs.field(default=DEFAULT_JOURNAL_DIR, validator=_absolute)
     plugins: list[str] | None = None
     max_clients: int = attrs.field(default=64, validator=_max_clients)
+    max_clients_per_user: int = attrs.field(default=16, validator=_max_clients)
+    first_frame_timeout_s: float = attrs.field(default=10.0, validator=_first_frame)
     serve: dict[str, Any] = attrs.field(factory=dict)
 
 
@@ -168,7 +182,8 @@ def read_config(path: str | os.PathLike[str]) -> tuple[DaemonConfig | None, list
         known = installed_entry_points()
         for i, name in enumerate(plugins):
             if isinstance(name, str) and name not in known:
-                problems.append(Problem(("plugins", i), f"no installed zeus plugin named {name!r}{suggest(name, known)}; installed: {', '.join(known) or 'none'}"))
+                problems.append(Problem(("plugins", i), f"no installed zeus plugin named {name!r}{suggest(name, known)}; "
+                                                        f"installed: {', '.join(known) or 'none'}"))
     return (cfg if not problems else None), problems, lines, raw
 
 
@@ -185,14 +200,19 @@ def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lin
             else:
                 ids.add(got)  # type: ignore[arg-type]
     if not cfg.allow_users and not cfg.allow_groups:
-        problems.append(Problem(("allow_groups",), 'allow_users and allow_groups are both empty, so only root could use the daemon; allow the training users, e.g. allow_groups = ["zeus"]'))
+        problems.append(Problem(("allow_groups",), "allow_users and allow_groups are both empty, so only root could use the "
+                                                   'daemon; allow the training users, e.g. allow_groups = ["zeus"]'))
     owner, gid_sock = os.geteuid(), os.getegid()
     if cfg.socket_owner is not None:
-        owner, err = _account(cfg.socket_owner, "user")
+        uid, err = _account(cfg.socket_owner, "user")
+        if uid is not None:
+            owner = uid
         if err:
             problems.append(Problem(("socket_owner",), err))
     if cfg.socket_group is not None:
-        gid_sock, err = _account(cfg.socket_group, "group")
+        gid, err = _account(cfg.socket_group, "group")
+        if gid is not None:
+            gid_sock = gid
         if err:
             problems.append(Problem(("socket_group",), err))
     mode, err = _mode(cfg.socket_mode)
@@ -201,12 +221,15 @@ def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lin
     services: dict[str, Any] = {}
     if not isinstance(cfg.serve, dict) or not cfg.serve:
         names = ", ".join(sorted(service_options)) or "none (install a device plugin, e.g. zeus-plugins-nvml)"
-        problems.append(Problem(("serve",), f"the daemon serves nothing: add a [serve.<name>] table per service to serve; installed services: {names}"))
+        problems.append(Problem(("serve",), "the daemon serves nothing: add a [serve.<name>] table per service to serve; "
+                                            f"installed services: {names}"))
     else:
         for name, table in cfg.serve.items():
             if name not in service_options:
                 hint = suggest(name, service_options)
-                problems.append(Problem(("serve", name), f"unknown service {name!r}{hint}; installed services: {', '.join(sorted(service_options)) or 'none'} (from the plugins loaded: see the plugins key)"))
+                installed = ", ".join(sorted(service_options)) or "none"
+                problems.append(Problem(("serve", name), f"unknown service {name!r}{hint}; installed services: {installed} "
+                                                         "(from the plugins loaded: see the plugins key)"))
                 continue
             opts = structure(service_options[name], table, ("serve", name), problems)
             if opts is not None:

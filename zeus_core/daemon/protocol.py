@@ -39,6 +39,8 @@ import socket
 import struct
 from typing import Any
 
+from zeus_core.errors import ZeusError
+
 PROTOCOL_VERSION = 1
 MAX_FRAME = 64 * 1024
 _HEADER = struct.Struct(">I")
@@ -55,7 +57,7 @@ ERROR_CODES = (
 )
 
 
-class FrameError(Exception):
+class FrameError(ZeusError):
     """A frame that cannot be read. ``fatal``: the stream cannot be resynchronised (close it)."""
 
     def __init__(self, message: str, fatal: bool) -> None:
@@ -112,7 +114,7 @@ def read_frame(sock: socket.socket, body_timeout_s: float | None = None) -> byte
         if body is None:
             raise FrameError("the stream ended inside a frame", fatal=True)
         return body
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         raise FrameError(f"a frame did not arrive within {body_timeout_s} s of its first byte", fatal=True) from None
     finally:
         sock.settimeout(previous)

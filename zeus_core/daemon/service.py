@@ -51,13 +51,15 @@ from typing import Any, Protocol
 
 import attrs
 
+from zeus_core.errors import BadInput, ZeusError
 
-class Refused(Exception):
+
+class Refused(ZeusError):
     """A well-formed request the daemon will not carry out (a device not served, a
     value outside the device's constraints, a setting another client holds)."""
 
 
-class OperationFailed(Exception):
+class OperationFailed(ZeusError):
     """The device or its driver failed the operation; ``detail`` (JSON) reaches the client."""
 
     def __init__(self, message: str, detail: dict[str, Any] | None = None) -> None:
@@ -65,7 +67,7 @@ class OperationFailed(Exception):
         self.detail = detail or {}
 
 
-class ServiceConfigError(ValueError):
+class ServiceConfigError(BadInput):
     """A service's configuration table is wrong; ``field`` is the path inside the table."""
 
     def __init__(self, message: str, field: tuple = ()) -> None:
@@ -109,7 +111,7 @@ def operation(
     return mark
 
 
-def operations_of(cls: type) -> dict[str, Operation]:
+def operations_of(cls: Any) -> dict[str, Operation]:
     """The operations a service class declares, by name (without the service prefix)."""
     out: dict[str, Operation] = {}
     for attr in dir(cls):

@@ -43,7 +43,7 @@ from zeus_core.engine.stores.locations import open_store
 from zeus_core.engine.stores.protocol import JobStore
 from zeus_core.engine.validation import Problem, catalog, structure, suggest
 from zeus_core.errors import BadInput, PartMismatch
-from zeus_core.identity import IdentityMismatch, differences, option_identity, with_facts
+from zeus_core.identity import differences, option_identity, refuse_another_job, with_facts
 from zeus_core.job import BUILD_ORDER, JobOptions, JobSpec, PartSpec, job_name
 from zeus_core.parts import HasIdentity, NeedsDevice, OffersBatchSizes, ServesRanks
 
@@ -357,12 +357,7 @@ class Assembly:
         store = self.store
         if self.fresh or store is None:
             return
-        stored = store.identity()
-        if stored is None:
-            return
-        diffs = differences(stored, self.identity)
-        if diffs:
-            raise IdentityMismatch(store.location, diffs, fixes=self.fixes)
+        refuse_another_job(store.location, store.identity(), self.identity, self.fixes)
 
     # -- history --
 
@@ -372,22 +367,36 @@ class Assembly:
         :class:`~zeus_core.engine.history.History` over the store. ``max_power_w``: the cost
         metric's (default: the device's)."""
         store = self.store
-        if store is None:
-            raise RuntimeError("a job without a store keeps no history")
-        device, workload = self.parts.get("device"), self.parts.get("workload")
-        power = float(max_power_w if max_power_w is not None else device.max_power_w)
         if isinstance(store, ServesHistory) and "batch_size" in self.spec.parts:
             bs = self.spec.parts["batch_size"]
-            setup = HistorySetup.of_parts(self.spec.job, self.identity, bs.plugin, bs.options, max_power_w=power,
-                                          device=device, workload=workload, fresh=self.fresh)
+            setup = HistorySetup.of_parts(self.spec.job, self.identity, bs.plugin, bs.options,
+                                          max_power_w=self._max_power_w(max_power_w), device=self.parts.get("device"),
+                                          workload=self.parts.get("workload"), fresh=self.fresh)
             return store.history_service(setup, power_policy=self.parts.get("power"))
+        return self.local_history(max_power_w=max_power_w)
+
+    def local_history(self, *, max_power_w: float | None = None) -> History:
+        """The job's :class:`~zeus_core.engine.history.History` over its store, in this process."""
+        store = self.store
+        if store is None:
+            raise RuntimeError("a job without a store keeps no history")
+        workload: Any = self.parts.get("workload")
         offers = isinstance(workload, OffersBatchSizes)
         return History(
-            self.spec.job, store, self.parts.get("batch_size"), identity=self.identity, max_power_w=power,
+            self.spec.job, store, self.parts.get("batch_size"), identity=self.identity, max_power_w=self._max_power_w(max_power_w),
             batch_sizes=[int(b) for b in workload.batch_sizes] if offers and workload.batch_sizes is not None else None,
             default_batch_size=workload.default_batch_size if offers else None,
             power_policy=self.parts.get("power"), fresh=self.fresh,
         )
+
+    def _max_power_w(self, given: float | None) -> float:
+        """The cost metric's maximum power: ``given``, else the device's."""
+        if given is not None:
+            return float(given)
+        device = self.parts.get("device")
+        if device is None:
+            raise RuntimeError("the cost metric needs the devices' maximum power, and this job has no device")
+        return float(device.max_power_w)
 
     # -- lifetime --
 
@@ -544,7 +553,9 @@ def build_history(setup: HistorySetup, store: JobStore, registry: Registry | Non
 
     Raises :class:`~zeus_core.engine.remote.SetupError` for a policy this registry does not have,
     options it refuses (each with its path), or a setup whose identity disagrees with what its own
-    options say (a client and a service that resolve the job differently).
+    options say (a client and a service that resolve the job differently), and
+    :class:`~zeus_core.identity.IdentityMismatch` when ``store`` learned another job
+    (unless the setup starts over).
     """
     registry = registry if registry is not None else get_registry()
     table = dict(setup.batch_size)
@@ -556,7 +567,8 @@ def build_history(setup: HistorySetup, store: JobStore, registry: Registry | Non
         raise SetupError([(p.path, p.message) for p in e.problems]) from None
     except BadInput:
         installed = ", ".join(registry.names("batch_size_policy")) or "none"
-        raise SetupError([(("batch_size", "plugin"), f"this service has no batch-size policy {plugin!r}; installed: {installed}")]) from None
+        why = f"this service has no batch-size policy {plugin!r}; installed: {installed}"
+        raise SetupError([(("batch_size", "plugin"), why)]) from None
     resolved = {"job": option_identity(setup.job), "batch_size": {"plugin": plugin, **option_identity(ps.options)}}
     said = {section: setup.identity.get(section, {}) for section in resolved}
     diffs = differences(said, resolved)
@@ -573,8 +585,10 @@ def build_history(setup: HistorySetup, store: JobStore, registry: Registry | Non
                         parts={"device": device, "workload": _ClientWorkload(setup.batch_sizes, setup.default_batch_size)},
                         identity=setup.identity, fresh=setup.fresh,
                         labels={"batch_size": f"plugin {plugin!r} refused the options"})
+    assembly.check_identity()
     try:
         assembly.build(("batch_size",))
     except (PartMismatch, TypeError) as e:
-        raise SetupError([(("batch_size",), str(e) if isinstance(e, PartMismatch) else f"plugin {plugin!r} refused the options: {e}")]) from e
-    return assembly.history(max_power_w=setup.max_power_w)
+        why = str(e) if isinstance(e, PartMismatch) else f"plugin {plugin!r} refused the options: {e}"
+        raise SetupError([(("batch_size",), why)]) from e
+    return assembly.local_history(max_power_w=setup.max_power_w)

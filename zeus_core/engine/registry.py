@@ -403,7 +403,8 @@ def load(
             raise PluginError(f"a zeus plugin failed to load: {type(e).__name__}: {e}") from e
         for plugin, dist in pm.list_plugin_distinfo():
             name = pm.get_name(plugin)
-            reg._dist[name] = (dist.metadata["name"], dist.version)
+            if name is not None:
+                reg._dist[name] = (dist.metadata["name"], dist.version)
     for name, obj in extra_plugins:
         if pm.is_blocked(name) or pm.get_plugin(name) is obj:  # blocked, or already there (the core's own)
             continue

@@ -2,7 +2,7 @@
 
 A service that keeps a job's history for clients elsewhere (``zeus serve``)
 builds the job's batch-size policy itself, from the same registry and options
-as ``zeus run`` would, and keeps the history with the same :class:`~zeus_core.History`.
+as ``zeus run`` would, and keeps the history with the same :class:`~zeus_core.engine.history.History`.
 The client describes the job once with a :class:`HistorySetup`:
 
 * ``job``: the ``[job]`` options (eta, beta, target, ...);
@@ -21,7 +21,7 @@ The client describes the job once with a :class:`HistorySetup`:
 as the string ``"inf"``). :func:`~zeus_core.engine.assembly.build_history` is the service's side: it checks
 the setup field by field (:class:`SetupError`, each problem with its path),
 builds the policy with the service's registry and returns the job's
-:class:`~zeus_core.History` over ``store``.
+:class:`~zeus_core.engine.history.History` over ``store``.
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ if TYPE_CHECKING:  # annotations only
 
 #: Batch sizes and other counts on the wire stay below this (a 32-bit signed integer).
 MAX_COUNT = 2**31 - 1
+#: The most batch sizes (and predicted limits per batch size) a setup may list.
+MAX_LIST = 4096
+#: The largest maximum power a setup may say its devices have (watts).
+MAX_WATTS = 1e7
 _KEYS = ("job", "identity", "batch_size", "max_power_w", "batch_sizes", "default_batch_size", "predictions", "fresh")
 
 
@@ -194,8 +198,13 @@ class HistorySetup:
         identity = data.get("identity")
         if "identity" in data and (not isinstance(identity, dict) or not all(isinstance(v, dict) for v in identity.values())):
             bad(("identity",), "expected an object of sections (objects), as zeus_core.identity writes it")
-        else:
+        elif isinstance(identity, dict):
             _check_finite(identity, ("identity",), bad)
+            # What the store learns and checks every later client against: never nothing.
+            for section in ("job", "batch_size"):
+                if not identity.get(section):
+                    bad(("identity", section), f"the identity must declare the job's [{section}] (what it optimises), "
+                                               "as zeus_core.identity writes it")
         table = data.get("batch_size")
         if "batch_size" in data:
             if not isinstance(table, dict):
@@ -204,13 +213,17 @@ class HistorySetup:
                 bad(("batch_size", "plugin"), "required: the name of the batch-size policy plugin")
             else:
                 _check_finite(table, ("batch_size",), bad)
-        max_power = data.get("max_power_w")
-        if "max_power_w" in data and not _number(max_power, lo=0.0, strict=True):
-            bad(("max_power_w",), f"must be a finite number > 0 (watts), got {max_power!r}")
+                said = identity.get("batch_size") if isinstance(identity, dict) else None
+                if isinstance(said, dict) and said and said.get("plugin") != table["plugin"]:
+                    bad(("identity", "batch_size", "plugin"), f"must name the batch-size plugin of the setup, "
+                                                              f"{table['plugin']!r}; got {said.get('plugin')!r}")
+        max_power: Any = data.get("max_power_w")
+        if "max_power_w" in data and not (_number(max_power, lo=0.0, strict=True) and max_power <= MAX_WATTS):
+            bad(("max_power_w",), f"must be a number of watts in (0, {MAX_WATTS:g}], got {max_power!r}")
         batch_sizes = data.get("batch_sizes")
         if batch_sizes is not None:
-            if not isinstance(batch_sizes, list) or not batch_sizes or not all(_count(b) for b in batch_sizes):
-                bad(("batch_sizes",), f"must be null or a non-empty list of whole numbers in 1..{MAX_COUNT}")
+            if not isinstance(batch_sizes, list) or not 0 < len(batch_sizes) <= MAX_LIST or not all(_count(b) for b in batch_sizes):
+                bad(("batch_sizes",), f"must be null or a list of 1 to {MAX_LIST} whole numbers in 1..{MAX_COUNT}")
             elif len(set(batch_sizes)) != len(batch_sizes):
                 bad(("batch_sizes",), "lists a batch size twice")
         default = data.get("default_batch_size")
@@ -222,7 +235,7 @@ class HistorySetup:
             bad(("fresh",), "must be true or false")
         if problems:
             raise SetupError([(p.path, p.message) for p in problems])
-        assert job is not None
+        assert job is not None and isinstance(identity, dict) and isinstance(table, dict)
         return cls(
             job=job,
             identity=identity,
@@ -265,16 +278,19 @@ def _predictions(raw: Any, bad) -> dict[int, list[EpochPrediction]] | None:
     if not isinstance(raw, dict):
         bad(("predictions",), "must be null or an object: batch size -> [[power_limit, time_s, energy_j], ...]")
         return None
+    if len(raw) > MAX_LIST:
+        bad(("predictions",), f"predicts more than {MAX_LIST} batch sizes")
+        return None
     out: dict[int, list[EpochPrediction]] = {}
     for key, rows in raw.items():
         path = ("predictions", str(key))
         if not (isinstance(key, str) and key.isdigit() and _count(int(key))):
             bad(path, f"a batch size must be a whole number in 1..{MAX_COUNT}")
             continue
-        if not isinstance(rows, list) or not all(
+        if not isinstance(rows, list) or len(rows) > MAX_LIST or not all(
             isinstance(r, list) and len(r) == 3 and _number(r[0], strict=True) and _number(r[1]) and _number(r[2]) for r in rows
         ):
-            bad(path, "must list [power_limit > 0, time_s >= 0, energy_j >= 0] triples of finite numbers")
+            bad(path, f"must list up to {MAX_LIST} [power_limit > 0, time_s >= 0, energy_j >= 0] triples of finite numbers")
             continue
         out[int(key)] = [EpochPrediction(float(p), float(t), float(e)) for p, t, e in rows]
     return out
@@ -282,12 +298,12 @@ def _predictions(raw: Any, bad) -> dict[int, list[EpochPrediction]] | None:
 
 @runtime_checkable
 class ServesHistory(Protocol):
-    """A :class:`~zeus_core.JobStore` that runs the trial bookkeeping itself (a service in
+    """A :class:`~zeus_core.engine.stores.protocol.JobStore` that runs the trial bookkeeping itself (a service in
     front of the job's state, such as ``zeus serve``): the runner and the script-level
     optimizers ask it for a :class:`HistoryService` instead of building :class:`History`.
 
     ``setup`` says everything the service needs to build the job's batch-size
-    policy as ``zeus run`` would (:class:`~zeus_core.HistorySetup`); the power
+    policy as ``zeus run`` would (:class:`~zeus_core.engine.remote.HistorySetup`); the power
     policy stays in this process, where the device is, and the service keeps its
     state (see the module docstring).
 

@@ -77,11 +77,12 @@ def open_grid(options: GridOptions, registry: Registry, job_dir: Path) -> Grid:
             problems.append((quantity, str(e) if isinstance(e, ValueError) else f"cannot read {spec}: {e.strerror or e}"))
     if start is not None:
         for quantity, signal in signals.items():
+            where = signal.source
             if isinstance(signal, TimeSeries):
                 first, last = signal.span()
                 if not first <= start < last:
                     problems.append(("start", f"{options.start} ({show_time(start)}) is outside {quantity}'s series "
-                                              f"{signal.source} ({show_time(first)} to {show_time(last)})"))
+                                              f"{where} ({show_time(first)} to {show_time(last)})"))
     if problems:
         raise GridError(problems)
     return Grid(carbon=signals.get(CARBON), price=signals.get(PRICE), currency=options.currency.upper(), start=start)

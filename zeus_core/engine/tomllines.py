@@ -26,6 +26,7 @@ def line_index(text: str) -> dict[tuple, int]:
     index: dict[tuple, int] = {}
     counts: dict[tuple, int] = {}
     current: tuple = ()
+    key: tuple[str | int, ...]
     in_multiline: str | None = None
     for lineno, line in enumerate(text.splitlines(), start=1):
         if in_multiline:
@@ -56,7 +57,7 @@ def line_index(text: str) -> dict[tuple, int]:
         if m:
             path = current + _split_key(m.group(1))
             index.setdefault(path, lineno)
-            rest = m.group(m.lastindex)
+            rest = m.group(m.lastindex or 0)
             for q in ('"""', "'''"):
                 if rest.count(q) % 2 == 1:
                     in_multiline = q

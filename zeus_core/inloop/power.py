@@ -16,14 +16,14 @@ events of a loop zeus does not own::
         plo.on_epoch_end()
 
 * :class:`PowerLimitOptimizer` drives any registered power policy through a
-  :class:`~zeus_core.session.RunSession` (the object the runner hands a policy),
+  :class:`~zeus_core.engine.session.RunSession` (the object the runner hands a policy),
   fed by the loop's events: the policy sees the same calls as under ``zeus
   run`` (``begin_run``, ``wants_iterations``/``on_iteration``, ``on_epoch_end``).
   Its state (the chosen limit per batch size) lives in the job's store, merged
   like the runner's (no lost update), under the job's identity.
 * :class:`BatchSizeOptimizer` chooses each try's batch size with a registered
-  batch-size policy through :class:`~zeus_core.trials.History` (or any
-  :class:`~zeus_core.trials.JobHistory`, such as a remote optimizer's client):
+  batch-size policy through :class:`~zeus_core.engine.history.History` (or any
+  :class:`~zeus_core.engine.history.JobHistory`, such as a remote optimizer's client):
   recurrences, cost bounds and what the policy learns are the runner's.
 
 **Identity.** A script declares only what it knows about its job
@@ -39,13 +39,15 @@ what differs.
 
 **Ranks.** Under a launcher (torchrun, SLURM) or in a ``torch.distributed``
 group, every rank creates the same objects and calls the same events; rank 0
-decides and writes the store, the others follow (:mod:`zeus_core.ranks`):
+decides and writes the store, the others follow (:mod:`zeus_core.engine.ranks`):
 
 * at each decision point (construction, epoch begin and end, each step of an
   epoch the power policy profiles, a try's choice and report) rank 0 acts, and
   every window it opens or closes and every limit it sets is repeated by the
   other ranks on their own devices in the same order; a window's measurement is
   the ranks' combined (energy summed, time of the slowest rank);
+* a rank whose calls diverge from rank 0's (another event, or one step more)
+  stops at that point with an error naming both;
 * in epochs the policy does not profile, steps involve no collective at all.
 """
 
@@ -53,7 +55,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from zeus_core.cost import check_eta, zeus_cost
 from zeus_core.device import PowerLimitControl
@@ -62,6 +64,7 @@ from zeus_core.engine.history import History
 from zeus_core.engine.ranks import Follower, MirroredDevices, MirroredMonitor, ProcessGroup, agree, all_ok, lead, process_group
 from zeus_core.engine.session import RunSession
 from zeus_core.errors import DeviceError
+from zeus_core.grid import CARBON_COLUMN
 from zeus_core.identity import IdentityMismatch
 from zeus_core.inloop.monitor import ZeusMonitor
 from zeus_core.inloop.script import job_identity, registry_or_default, script_assembly, script_grid
@@ -70,6 +73,19 @@ from zeus_core.windows import Monitor
 if TYPE_CHECKING:  # annotations only
     from zeus_core.engine.registry import Registry
     from zeus_core.engine.stores.protocol import JobStore
+
+
+class EpochLog(TypedDict):
+    """One epoch as :attr:`PowerLimitOptimizer.epochs` records it (every rank's steered devices, combined)."""
+
+    time_s: float
+    energy_j: float
+    cost: float
+    power_limit: float | None
+    #: With ``grid=``: the epoch's emissions (gCO2eq), and every grid column of it (``carbon_g``,
+    #: ``carbon_intensity_g_per_kwh``, ``cost_<currency>``, ...; :mod:`zeus_core.grid`).
+    carbon_g: NotRequired[float]
+    grid: NotRequired[dict[str, float]]
 
 
 class PowerLimitOptimizer:
@@ -88,7 +104,7 @@ class PowerLimitOptimizer:
     store learned (in this object's first write). ``state``: the policy's state to
     start from instead of the store's (what the policy learned elsewhere, such as a
     saved profile); what it learns from there is saved as usual. ``group``: the ranks (default:
-    found, see :func:`zeus_core.process_group`); every rank creates this object with
+    found, see :func:`zeus_core.engine.ranks.process_group`); every rank creates this object with
     the same arguments and calls the same events.
 
     Call :meth:`on_epoch_begin`, :meth:`on_step_begin`, :meth:`on_step_end` and
@@ -137,7 +153,8 @@ class PowerLimitOptimizer:
                 "steers; measure the GPUs (ZeusMonitor(gpu_indices=[...]) with zeus-plugins-nvml) or a device plugin "
                 "with power control (device=...)"
             )
-        self.devices, device_identity = found
+        self.devices: Any = found[0]
+        device_identity = found[1]
         #: The job's grid (``grid=``: a ``[grid]`` table), placed on the devices' clock; None without one.
         self.grid = script_grid(grid, reg, self.devices) if grid is not None else None
         identity: dict[str, Any] = {"job": job_identity(self.job, ("eta_knob", "processes"))}
@@ -149,7 +166,7 @@ class PowerLimitOptimizer:
             fit_fix="measure a device that offers it (gpu_indices=[...] on a GPU, or device= a plugin that does)",
             grid=self.grid,
         )
-        self.policy = assembly.parts.get("power")
+        self.policy: Any = assembly.parts.get("power")  # rank 0's; None on the other ranks, which follow it
         self.policy_name = policy
         self.identity = assembly.identity
         powers = group.gather(float(self.devices.max_power_w))
@@ -166,7 +183,7 @@ class PowerLimitOptimizer:
         self._timed = False
         self._step = 0
         self._last_steps: int | None = None
-        self.epochs: list[dict[str, float]] = []
+        self.epochs: list[EpochLog] = []
         if group.rank == 0:
             if self.store is not None:
                 try:
@@ -174,11 +191,11 @@ class PowerLimitOptimizer:
                 except IdentityMismatch:
                     self.store.close()
                     raise
-                self.history = assembly.history(max_power_w=self.max_power_w)
+                self.history = assembly.local_history(max_power_w=self.max_power_w)
             session_devices = MirroredDevices(self.devices, self.max_power_w, group)
-            session_monitor = (MirroredMonitor if group.world_size > 1 else Monitor)(
-                session_devices, **({"group": group} if group.world_size > 1 else {}), sync=sync)
-            self.session = RunSession(
+            session_monitor = (MirroredMonitor(session_devices, group, sync=sync) if group.world_size > 1
+                               else Monitor(session_devices, sync=sync))
+            self.session: RunSession | None = RunSession(
                 job=self.job, batch_size=self.batch_size, recurrence=0, try_index=1, cost_bound=math.inf,
                 devices=session_devices, monitor=session_monitor, power_policy=self.policy,
                 rank=group.rank, world_size=group.world_size, grid=self.grid,
@@ -204,9 +221,9 @@ class PowerLimitOptimizer:
             all_ok(group, error)
             if self.history is not None:
                 self._base = self.history.load_power()
-            if state is not None and self.session is not None:
+            if state is not None and self.session is not None and self.policy is not None:
                 self.policy.set_state(state)
-            self._point(self._begin_run, self.session)
+            self._point("begin_run", self._begin_run, self.session)
         except BaseException:
             if self.store is not None:
                 self.store.close()
@@ -214,25 +231,36 @@ class PowerLimitOptimizer:
 
     # -- decision points --
 
-    def _point(self, fn: Any, *args: Any) -> Any:
+    def _point(self, point: str, fn: Any, *args: Any) -> Any:
+        """The decision ``point``: rank 0 runs ``fn(*args)``, the others follow it to its result."""
         if self._follower is not None:
-            return self._follower.follow()
-        return lead(self.group, fn, *args)
+            return self._follower.follow(point)
+        return lead(self.group, point, fn, *args)
 
     def _begin_run(self, session: RunSession) -> None:
         self.policy.begin_run(session)
 
-    def _begin_epoch(self, steps: int | None) -> bool:
-        self.session.begin_epoch(steps if steps is not None else self._last_steps)
-        return self.session.acting
+    def _lead_session(self) -> RunSession:
+        """The session rank 0 steers through (its decisions are what the other ranks follow)."""
+        assert self.session is not None, "only rank 0 decides"
+        return self.session
 
-    def _end_epoch(self, steps: int) -> dict[str, float]:
-        m = self.session.end_epoch(steps)
-        out = {"time_s": m.time, "energy_j": m.total_system_energy, "cost": self.session.epoch_costs[-1],
-               "power_limit": self.session.power_limit}
-        if self.session.epoch_grid:  # with grid=: carbon_g (and cost_<currency>) next to energy_j
-            out.update(self.session.epoch_grid[-1])
-        return out
+    def _begin_epoch(self, steps: int | None) -> bool:
+        session = self._lead_session()
+        session.begin_epoch(steps if steps is not None else self._last_steps)
+        return session.acting
+
+    def _end_epoch(self, steps: int) -> EpochLog:
+        session = self._lead_session()
+        m = session.end_epoch(steps)
+        log = EpochLog(time_s=m.time, energy_j=m.total_system_energy, cost=session.epoch_costs[-1],
+                       power_limit=session.power_limit)
+        if session.epoch_grid:  # with grid=: carbon_g (and cost_<currency>) next to energy_j
+            grid = session.epoch_grid[-1]
+            log["grid"] = dict(grid)
+            if CARBON_COLUMN in grid:
+                log["carbon_g"] = grid[CARBON_COLUMN]
+        return log
 
     # -- the loop's events --
 
@@ -242,7 +270,7 @@ class PowerLimitOptimizer:
             raise RuntimeError("this PowerLimitOptimizer is closed; create a new one for another run")
         if self._epoch_open:
             raise RuntimeError("on_epoch_begin() was called twice without on_epoch_end() between them")
-        self._acting = bool(self._point(self._begin_epoch, steps))
+        self._acting = bool(self._point("epoch", self._begin_epoch, steps))
         # A policy that acts on time acts between steps of one process; several ranks act at epoch starts only.
         self._timed = self.group.world_size == 1 and self.session is not None and self.session.timed
         self._epoch_open = True
@@ -257,7 +285,7 @@ class PowerLimitOptimizer:
             )
         self._in_step = True
         if self._acting:
-            self._point(self.session.begin_iteration if self.session is not None else None, self._step)
+            self._point("iteration", self.session.begin_iteration if self.session is not None else None, self._step)
         elif self._timed and self.session is not None:  # one process: a policy that acts on time (carbon-aware)
             self.session.act_if_due()
         self._step += 1
@@ -274,7 +302,7 @@ class PowerLimitOptimizer:
             raise RuntimeError("on_epoch_end() without on_epoch_begin(): call plo.on_epoch_begin() at the start of every epoch")
         self._epoch_open = self._in_step = False
         self._last_steps = self._step
-        self.epochs.append(self._point(self._end_epoch, self._step))
+        self.epochs.append(self._point("epoch_end", self._end_epoch, self._step))
         self._save()
 
     def _save(self) -> None:
@@ -324,7 +352,7 @@ class PowerLimitOptimizer:
             return
         self._closed = True
         try:
-            self._point(self._end_run, self.session)
+            self._point("end_run", self._end_run, self.session)
             self._save()
         finally:
             try:

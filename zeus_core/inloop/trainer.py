@@ -12,7 +12,7 @@ rest the same way for every trainer:
   is there to join);
 * judge each evaluation: the target reached, or the try of a
   :class:`~zeus_core.BatchSizeOptimizer` no longer paying off
-  (:meth:`~zeus_core.BatchSizeTry.should_stop`) ends training;
+  (:meth:`~zeus_core.inloop.batch_size.BatchSizeTry.should_stop`) ends training;
 * when training ends, report the try to the batch-size optimizer (energy and
   time of the whole run, evaluations included; the metric; the power limit);
 * hand back what to log (``zeus/energy_j``, ``zeus/time_s``, ``zeus/cost``,
@@ -108,7 +108,7 @@ class TrainerHooks:
             eta_knob = bso.job.eta_knob
         if bso is not None and job is None:
             job = bso.job.name
-        self.monitor = monitor
+        self.monitor: Monitor | None = monitor
         self._owns_monitor = monitor is None
         self.power = power
         self.power_options = power_options
@@ -138,15 +138,16 @@ class TrainerHooks:
             return
         if self.monitor is None:
             self.monitor = ZeusMonitor(registry=self.registry)
+        monitor = self.monitor
         if self.power is not None:
             self.plo = PowerLimitOptimizer(self.monitor, self.power, self.job, options=self.power_options,
                                            batch_size=self.batch_size, eta_knob=self.eta_knob, store=self.store,
                                            registry=self.registry)
-        self.monitor.begin_window(RUN, restart=True)
+        monitor.begin_window(RUN, restart=True)
         self._running = True
 
     def on_epoch_begin(self, steps: int | None = None) -> None:
-        self.monitor.begin_window(EPOCH, restart=True)
+        self._monitor().begin_window(EPOCH, restart=True)
         if self.plo is not None:
             self.plo.on_epoch_begin(steps)
 
@@ -162,7 +163,7 @@ class TrainerHooks:
         """End the epoch; what to log about it."""
         if self.plo is not None:
             self.plo.on_epoch_end()
-        m = self.monitor.end_window(EPOCH)
+        m = self._monitor().end_window(EPOCH)
         if self.plo is not None:  # every rank's steered devices, combined
             e = self.plo.epochs[-1]
             logs = {"zeus/energy_j": e["energy_j"], "zeus/time_s": e["time_s"], "zeus/cost": e["cost"]}
@@ -223,11 +224,16 @@ class TrainerHooks:
 
     # -- internals --
 
+    def _monitor(self) -> Monitor:
+        assert self.monitor is not None, "on_train_begin() opens the monitor"
+        return self.monitor
+
     def _so_far(self, restart: bool = True) -> Measurement:
         """The run's measurement so far (evaluations included)."""
-        m = self.monitor.end_window(RUN)
+        monitor = self._monitor()
+        m = monitor.end_window(RUN)
         if restart:
-            self.monitor.begin_window(RUN)
+            monitor.begin_window(RUN)
         self._time += m.time
         for k, v in m.energy.items():
             self._energy_so_far[k] = self._energy_so_far.get(k, 0.0) + v

@@ -23,7 +23,6 @@ says the allowed range on its own; a cross-field problem (two types with one
 name) is checked on the list.
 """
 
-from typing import Optional
 
 import attrs
 
@@ -63,7 +62,7 @@ class HeteroOptions:
     batch_granularity: int = attrs.field(default=1, validator=at_least(1))
     allreduce_time_s: float = attrs.field(default=0.0, validator=nonnegative)
     objective: str = attrs.field(default="zeus-cost", validator=one_of(*OBJECTIVES))
-    eta_knob: Optional[float] = attrs.field(default=None, validator=attrs.validators.optional(between(0.0, 1.0)))
+    eta_knob: float | None = attrs.field(default=None, validator=attrs.validators.optional(between(0.0, 1.0)))
     max_slowdown: float = attrs.field(default=1.1, validator=[finite, at_least(1, hint="1.1 allows 10% slower steps")])
 
     def check_files(self, files: FileChecks) -> None:

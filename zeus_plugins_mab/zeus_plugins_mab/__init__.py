@@ -12,20 +12,7 @@ from typing import TYPE_CHECKING
 
 from zeus_core.loading import lazy_exports
 
-#: public name -> module it lives in
-_EXPORTS = {
-    name: "zeus_plugins_mab.upstream"
-    for name in ("GlobalPowerLimitOptimizer", "OptimumSelector", "PowerLimitMeasurement", "Energy", "Time", "ZeusCost",
-                 "MaxSlowdownConstraint")
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-
-
-if TYPE_CHECKING:  # for type checkers; at run time the names load lazily
+if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list), so the entry point stays light
     from zeus_plugins_mab.upstream import (
         Energy,
         GlobalPowerLimitOptimizer,
@@ -35,3 +22,14 @@ if TYPE_CHECKING:  # for type checkers; at run time the names load lazily
         Time,
         ZeusCost,
     )
+
+__all__ = [
+    "Energy",
+    "GlobalPowerLimitOptimizer",
+    "MaxSlowdownConstraint",
+    "OptimumSelector",
+    "PowerLimitMeasurement",
+    "Time",
+    "ZeusCost",
+]
+__getattr__ = lazy_exports(__name__)

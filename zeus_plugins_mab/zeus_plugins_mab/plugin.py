@@ -46,7 +46,8 @@ def make_carbon_aware(options: CarbonAwareOptions, context: BuildContext) -> Car
 
 @hookimpl
 def zeus_register_batch_size_policies(register):
-    register("mab", make_mab, options=MabOptions, help="Zeus: exploration + Thompson sampling over batch sizes (variant improved or paper).")
+    register("mab", make_mab, options=MabOptions,
+             help="Zeus: exploration + Thompson sampling over batch sizes (variant improved or paper).")
 
 
 @hookimpl

@@ -6,21 +6,13 @@ every command (the plugin's entry point lives in it), and the planner needs scip
 
 from __future__ import annotations
 
-import importlib
+from typing import TYPE_CHECKING
 
-_EXPORTS = {
-    "PlanSet": "zeus_plugins_perseus.planner",
-    "plan_frontier": "zeus_plugins_perseus.planner",
-    "InstructionProfile": "zeus_plugins_perseus.profile",
-    "ProfileError": "zeus_plugins_perseus.profile",
-    "read_profile": "zeus_plugins_perseus.profile",
-}
+from zeus_core.loading import lazy_exports
 
-__all__ = sorted(_EXPORTS)
+if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
+    from zeus_plugins_perseus.planner import PlanSet, plan_frontier
+    from zeus_plugins_perseus.profile import InstructionProfile, ProfileError, read_profile
 
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'zeus_plugins_perseus' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__all__ = ["InstructionProfile", "PlanSet", "ProfileError", "plan_frontier", "read_profile"]
+__getattr__ = lazy_exports(__name__)

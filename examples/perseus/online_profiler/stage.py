@@ -20,6 +20,7 @@ CPU otherwise.
 from __future__ import annotations
 
 import torch
+
 from zeus_plugins_perseus.schedule import one_f_one_b_order
 
 STAGES = 2

@@ -28,10 +28,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B
-from zeus_plugins_perseus.pipelining import perseus_pipeline
-from zeus_plugins_perseus.runtime import OnlineProfiler
 
 from zeus_core import open_device
+from zeus_plugins_perseus.pipelining import perseus_pipeline
+from zeus_plugins_perseus.runtime import OnlineProfiler
 
 STAGES = 2
 MICROBATCHES = 4  # plan.toml's microbatches

@@ -5,8 +5,13 @@ The public names load on first use, so that loading the entry point stays fast.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeus_core.loading import lazy_exports
 
-_EXPORTS = {"AppleSilicon": "zeus_plugins_apple_silicon.device", "AppleSiliconOptions": "zeus_plugins_apple_silicon.options"}
-__all__ = sorted(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list), so the entry point stays light
+    from zeus_plugins_apple_silicon.device import AppleSilicon
+    from zeus_plugins_apple_silicon.options import AppleSiliconOptions
+
+__all__ = ["AppleSilicon", "AppleSiliconOptions"]
+__getattr__ = lazy_exports(__name__)

@@ -10,13 +10,8 @@ from typing import TYPE_CHECKING
 
 from zeus_core.loading import lazy_exports
 
-_EXPORTS = {"ZeusCallback": "zeus_plugins_hf.callback", "HFGlobalPowerLimitOptimizer": "zeus_plugins_hf.callback"}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-
-
-if TYPE_CHECKING:  # for type checkers; at run time the names load lazily
+if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list), so the entry point stays light
     from zeus_plugins_hf.callback import HFGlobalPowerLimitOptimizer, ZeusCallback
+
+__all__ = ["HFGlobalPowerLimitOptimizer", "ZeusCallback"]
+__getattr__ = lazy_exports(__name__)

@@ -1,7 +1,7 @@
 """``ZeusCallback``: zeus in a Hugging Face ``Trainer`` (a ``transformers.TrainerCallback``).
 
 The trainer owns the loop; the callback translates its events into
-:class:`zeus_core.TrainerHooks` (measure every epoch, run the power policy
+:class:`zeus_core.inloop.trainer.TrainerHooks` (measure every epoch, run the power policy
 between steps, judge each evaluation, report the try to a batch-size optimizer)
 and writes what zeus measured into the trainer's own logs
 (``trainer.state.log_history``, hence ``trainer_state.json``): after each epoch
@@ -26,7 +26,7 @@ from zeus_core.inloop.trainer import TrainerCallbackMixin, TrainerHooks
 class ZeusCallback(TrainerCallbackMixin, TrainerCallback):
     """``Trainer(..., callbacks=[ZeusCallback(monitor, bso=bso, trial=trial, metric="eval_accuracy")])``.
 
-    The arguments are :class:`zeus_core.TrainerHooks`': ``monitor`` (default: a
+    The arguments are :class:`zeus_core.inloop.trainer.TrainerHooks`': ``monitor`` (default: a
     ``ZeusMonitor`` opened when training begins), ``power`` and ``power_options`` (the
     power policy, ``jit`` by default), ``job`` and ``store``, ``bso`` and ``trial``
     (the try whose ``batch_size`` the ``TrainingArguments`` use, reported when

@@ -1,7 +1,7 @@
 """``ZeusCallback``: zeus in a Lightning ``Trainer`` (a ``lightning.pytorch.Callback``).
 
 The trainer owns the loop; the callback translates its hooks into
-:class:`zeus_core.TrainerHooks` (measure every training epoch, run the power
+:class:`zeus_core.inloop.trainer.TrainerHooks` (measure every training epoch, run the power
 policy between batches, judge the epoch's validation metric, report the try to
 a batch-size optimizer when training ends) and logs what zeus measured through
 the module (``pl_module.log``: ``zeus/energy_j``, ``zeus/time_s``, ``zeus/cost``,
@@ -28,7 +28,7 @@ from zeus_core.inloop.trainer import TrainerCallbackMixin, TrainerHooks
 class ZeusCallback(TrainerCallbackMixin, Callback):
     """``Trainer(..., callbacks=[ZeusCallback(monitor, bso=bso, trial=trial, metric="val_acc")])``.
 
-    The arguments are :class:`zeus_core.TrainerHooks`': ``monitor`` (default: a
+    The arguments are :class:`zeus_core.inloop.trainer.TrainerHooks`': ``monitor`` (default: a
     ``ZeusMonitor`` opened when training starts), ``power`` and ``power_options`` (the
     power policy, ``jit`` by default), ``job`` and ``store``, ``bso`` and ``trial``
     (the try whose ``batch_size`` the data loader uses, reported when training ends),

@@ -28,7 +28,7 @@ ID_PATTERN = r"^[A-Za-z0-9_-]{8,64}$"
 KEY_PATTERN = r"^[^\x00-\x1f\x7f]{1,200}$"
 
 #: State keys the service keeps itself: a remote transaction may read them, not write them.
-RESERVED_KEYS = ("runner", "policy:", "serve:")
+RESERVED_KEYS = ("runner", "policy:", "serve:")  # "runner" covers runner:open and runner:abandoned
 
 
 def check_json(value: Any, depth: int = 0, path: str = "") -> Any:
@@ -88,20 +88,22 @@ class JobInfo(Model):
 
 
 class SetupIn(Model):
-    """``zeus_core.TrialSetup.to_json()``: what the service needs to run the job's batch-size policy as
-    ``zeus run`` does. ``job`` is the ``[job]`` table, ``batch_size`` the ``[batch_size]`` table
-    (``{"plugin": "mab", ...}``), ``identity`` what the job optimises; checked field by field on arrival
-    (an infinite option, such as ``beta_knob``, is the string ``"inf"``)."""
+    """``zeus_core.engine.remote.HistorySetup.to_json()``: what the service needs to run the job's
+    batch-size policy as ``zeus run`` does. ``job`` is the ``[job]`` table, ``batch_size`` the
+    ``[batch_size]`` table (``{"plugin": "mab", ...}``), ``identity`` what the job optimises. Every
+    field is checked on arrival by ``HistorySetup.from_json`` (one check, each problem with its
+    path, 422); an infinite option, such as ``beta_knob``, is the string ``"inf"``, as in the
+    stored identity, since null is an optional option's "none"."""
 
     job: JsonObject = Field(examples=[{"name": "fuzz", "eta_knob": 0.5, "beta_knob": 2.0, "target_metric": 0.6}])
     identity: JsonObject = Field(examples=[{"job": {"eta_knob": 0.5}, "batch_size": {"plugin": "fixed"}}])
     batch_size: JsonObject = Field(examples=[{"plugin": "fixed", "default": 32}])
-    max_power_w: Watts
-    batch_sizes: list[Count] | None = Field(None, max_length=4096)
-    default_batch_size: Count | None = None
-    predictions: dict[str, list[list[Quantity]]] | None = Field(
-        None, description="batch size -> [[power_limit, time_s, energy_j], ...]: the device's epoch predictions")
-    fresh: bool = False
+    max_power_w: JsonValue = Field(description="watts (> 0): the device's maximum power of the cost metric", examples=[300.0])
+    batch_sizes: JsonValue = Field(None, description="null or the distinct batch sizes the workload offers", examples=[[32, 64]])
+    default_batch_size: JsonValue = Field(None, description="null or the workload's default batch size", examples=[32])
+    predictions: JsonValue = Field(
+        None, description="null or batch size -> [[power_limit, time_s, energy_j], ...]: the device's epoch predictions")
+    fresh: JsonValue = Field(False, description="forget what the store learned, in the job's first write")
 
 
 class SessionIn(Model):
@@ -114,6 +116,8 @@ class SessionIn(Model):
 class SessionOut(Model):
     session: str
     next_recurrence: int
+    open: dict[str, Any] = Field(default_factory=dict, description="recurrences begun and not ended, with the process that "
+                                 "began each (a client records those of its machine whose process is gone as abandoned)")
 
 
 class StepIn(Model):
@@ -124,8 +128,31 @@ class StepIn(Model):
     request: Id
 
 
+class Owner(Model):
+    """The process that begins a recurrence (``zeus_core.engine.owner.this_process()``)."""
+
+    host: Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
+    pid: Count
+    boot: Annotated[str, Field(max_length=64, pattern=r"^[0-9A-Za-z-]+$")] | None = None
+    start: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
+
+
+class RecurrenceIn(StepIn):
+    owner: Owner | None = Field(None, description="the client's process, so that a recurrence it leaves open when it "
+                                                  "is killed can be recorded as abandoned")
+
+
 class RecurrenceOut(Model):
     recurrence: int
+
+
+class AbandonIn(StepIn):
+    recurrence: Count
+    reason: Annotated[str, Field(min_length=1, max_length=500, pattern=r"^[^\x00]*$")]
+
+
+class AbandonOut(Model):
+    abandoned: bool
 
 
 class TrialIn(StepIn):
@@ -140,7 +167,7 @@ class TrialOut(Model):
     cost_bound: float | None = Field(description="stop the try before its cost passes this; null: no bound")
     min_cost: float | None = Field(description="the cheapest finished recurrence so far; null: none yet")
     power_state: Any = Field(description="the committed power-policy state, for the client's power policy")
-    power_digest: str = Field(description="zeus_core.state_digest(power_state): what a power update is merged onto")
+    power_digest: str = Field(description="zeus_core.engine.history.state_digest(power_state): what a power update is merged onto")
 
 
 class TrialRef(Model):
@@ -182,7 +209,7 @@ class ResultIn(StepIn):
 
 
 class ResultOut(Model):
-    stored: bool = True
+    stored: bool = Field(True, description="false: the try had its result already (sent again), which stands")
 
 
 class PowerConflict(Model):

@@ -15,23 +15,10 @@ from typing import TYPE_CHECKING
 
 from zeus_core.loading import lazy_exports
 
-#: public name -> module it lives in
-_EXPORTS = {
-    "run_job": "zeus_plugins_torch.api",
-    "ZeusLoop": "zeus_plugins_torch.loop",
-    "lr_factor": "zeus_plugins_torch.lr",
-    "rule_for": "zeus_plugins_torch.lr",
-    "scale_lr": "zeus_plugins_torch.lr",
-    "scale_optimizer": "zeus_plugins_torch.lr",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-
-
-if TYPE_CHECKING:  # for type checkers; at run time the names load lazily
+if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list), so the entry point stays light
     from zeus_plugins_torch.api import run_job
     from zeus_plugins_torch.loop import ZeusLoop
     from zeus_plugins_torch.lr import lr_factor, rule_for, scale_lr, scale_optimizer
+
+__all__ = ["ZeusLoop", "lr_factor", "rule_for", "run_job", "scale_lr", "scale_optimizer"]
+__getattr__ = lazy_exports(__name__)

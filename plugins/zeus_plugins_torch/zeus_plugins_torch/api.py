@@ -30,7 +30,7 @@ def run_job(
     (a module-level function; ``__main__`` is fine) so that the other ranks of
     a data-parallel job find it; guard the script with
     ``if __name__ == "__main__":``. Without ``train`` the job's
-    ``[workload] entry`` is used. Raises :class:`zeus_core.JobError` for a
+    ``[workload] entry`` is used. Raises :class:`zeus_core.engine.validation.JobError` for a
     bad job file and :class:`zeus_core.RunFailed` when a try fails.
     """
     sets = list(overrides)

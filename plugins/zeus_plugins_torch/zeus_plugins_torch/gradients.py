@@ -15,7 +15,7 @@ scaled gradients:
   which ``zeus.wrap_model`` registers whenever the ranks' local batches differ.
 
 Who holds which local batch comes from the even split of the global batch or
-from ``allocation.json`` (:class:`zeus_core.RankPlan`). This is torch-only
+from ``allocation.json`` (:class:`zeus_core.allocation.RankPlan`). This is torch-only
 code, so it lives in the torch workload rather than the core; it is imported
 only when a data-parallel loop needs it.
 """

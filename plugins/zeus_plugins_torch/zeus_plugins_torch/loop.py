@@ -10,7 +10,7 @@ the target is reached, at ``max_epochs``, or when the run's cost would pass
 recorded as reached or not.
 
 Drivers hold what differs between one process (a :class:`LocalDriver` over
-the runner's :class:`zeus_core.RunSession`), rank 0 of a data-parallel job
+the runner's :class:`zeus_core.engine.session.RunSession`), rank 0 of a data-parallel job
 (:mod:`zeus_plugins_torch.leader`) and the other ranks
 (:mod:`zeus_plugins_torch.follower`).
 """
@@ -33,18 +33,19 @@ class SyncedPolicy:
     """Wraps a power policy so that it acts on synchronised iteration boundaries.
 
     Records whether the policy asked for per-iteration control this epoch
-    (``profiling``), and runs ``after_iteration`` (rank 0 broadcasts the
-    limit) once the policy has acted. The session sees only the wrapper, so it
+    (``profiling``); on rank 0 of several, the policy acts through ``lead``
+    (``lead(act, session, iteration)``: a decision the other ranks follow, see
+    :mod:`zeus_plugins_torch.leader`). The session sees only the wrapper, so it
     is a whole :class:`zeus_core.PowerPolicy` passing every call on, and has the
     capabilities the session asks a power policy for:
     :class:`zeus_core.IterationControl` (False where the policy has none) and
     :class:`zeus_core.SteadyEpochCost` (None, "not known", where it has none).
     """
 
-    def __init__(self, inner: PowerPolicy, sync, after_iteration=None) -> None:
+    def __init__(self, inner: PowerPolicy, sync, lead=None) -> None:
         self.inner = inner
         self.sync = sync
-        self.after_iteration = after_iteration
+        self.lead = lead
         self.profiling = False
 
     def begin_run(self, session) -> None:
@@ -68,9 +69,11 @@ class SyncedPolicy:
 
     def on_iteration(self, session, iteration: int) -> None:
         self.sync()
-        self.inner.on_iteration(session, iteration)
-        if self.after_iteration is not None:
-            self.after_iteration()
+        act = self.inner.on_iteration
+        if self.lead is None:
+            act(session, iteration)
+        else:
+            self.lead(act, session, iteration)
 
     def steady_epoch_cost(self, session) -> float | None:
         return self.inner.steady_epoch_cost(session) if isinstance(self.inner, SteadyEpochCost) else None
@@ -82,15 +85,15 @@ def device_sync(devices: Any):
     return make_sync("torch", devices.sync_indices if isinstance(devices, GpuSync) else None)
 
 
-def install_synced_policy(session: RunSession, after_iteration=None) -> SyncedPolicy | None:
+def install_synced_policy(session: RunSession, lead=None) -> SyncedPolicy | None:
     """Wrap ``session.power_policy`` (once) in a :class:`SyncedPolicy`."""
     policy = session.power_policy
     if policy is None:
         return None
     if isinstance(policy, SyncedPolicy):
-        policy.after_iteration = after_iteration
+        policy.lead = lead
         return policy
-    wrapped = SyncedPolicy(policy, device_sync(session.devices), after_iteration)
+    wrapped = SyncedPolicy(policy, device_sync(session.devices), lead)
     session.power_policy = wrapped
     return wrapped
 
@@ -136,6 +139,11 @@ class LocalDriver:
         return list(self.session.epoch_measurements)
 
 
+def try_seed(job_seed: int, recurrence: int, try_index: int) -> int:
+    """One seed per try, the same on every rank."""
+    return (int(job_seed) * 1_000_003 + int(recurrence) * 1_009 + int(try_index)) % (2**63)
+
+
 def split_batch(batch_size: int, world_size: int, rank: int) -> int:
     """This rank's share of the global batch: as even as possible, the remainder to the lowest ranks."""
     if batch_size < world_size:
@@ -164,7 +172,7 @@ class ZeusLoop:
 
     Under an allocation (``workload.allocation``) ``local_batch_size`` is this
     rank's allocated local batch and ``allocation`` its
-    :class:`zeus_core.RankPlan` (GPU, power limit, share, slice);
+    :class:`zeus_core.allocation.RankPlan` (GPU, power limit, share, slice);
     ``None`` otherwise.
     """
 

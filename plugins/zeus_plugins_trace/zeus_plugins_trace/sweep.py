@@ -25,6 +25,7 @@ import io
 import itertools
 import math
 import os
+import socket
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -100,35 +101,35 @@ def run_point(job_file: str, overrides: list[str]) -> list[dict[str, Any]]:
     """The rows of one point: the job file with ``overrides``, simulated. Runs in a worker process."""
     from rich.console import Console
 
-    from zeus_core import BuildContext
+    from zeus_core.engine.assembly import Assembly
     from zeus_core.engine.registry import get_registry
     from zeus_core.engine.validation import load_job
 
     registry = get_registry()
     spec = load_job(Path(job_file), registry, overrides)
-    ctx = BuildContext(spec, None, Console(file=io.StringIO(), quiet=True), registry)
-    for section in ("device", "workload"):
-        if section in spec.parts:
-            part = spec.parts[section]
-            ctx.parts[section] = part.registration.factory(part.options, ctx)
+    assembly = Assembly(spec, registry, console=Console(file=io.StringIO(), quiet=True)).build(("device", "workload"))
     profiler = spec.parts.get("profiler")
     if profiler is not None and profiler.plugin == "alibaba":
-        return _replay_rows(profiler.registration.factory(profiler.options, ctx), ctx)
+        return _replay_rows(assembly.build_part("profiler"), assembly.context)
     workload = spec.parts.get("workload")
     if workload is not None and workload.plugin == "trace":
-        return _single_rows(ctx)
+        assembly.parts["batch_size"] = assembly.build_part("batch_size")
+        return _single_rows(assembly.context)
     raise ValueError('zeus sweep simulates trace jobs: the job needs [workload] plugin = "trace" or [profiler] plugin = "alibaba"')
 
 
 def _row(kind: str, rule: str, gpu: str, workload: str, recurrences: int, tries: int,
          method: dict[str, float], default: dict[str, float], oracle: dict[str, float]) -> dict[str, Any]:
+    from zeus_core import savings
+
+    against_default = savings(method, default)
     return {
         "kind": kind, "rule": rule, "gpu": gpu, "workload": workload, "recurrences": recurrences, "tries": tries,
         "energy_j": method["energy_j"], "time_s": method["time_s"], "cost": method["cost"],
         "default_cost": default["cost"], "oracle_cost": oracle["cost"],
-        "energy_saved": 1.0 - method["energy_j"] / default["energy_j"],
-        "cost_saved": 1.0 - method["cost"] / default["cost"],
-        "regret": method["cost"] / oracle["cost"] - 1.0,
+        "energy_saved": against_default["energy_saved"],
+        "cost_saved": against_default["cost_saved"],
+        "regret": savings(method, oracle)["regret"],
     }
 
 
@@ -136,10 +137,7 @@ def _single_rows(ctx: Any) -> list[dict[str, Any]]:
     from zeus_plugins_trace.report import compare
     from zeus_plugins_trace.simulate import simulate
 
-    spec, workload = ctx.spec, ctx.parts["workload"]
-    part = spec.parts["batch_size"]
-    policy = part.registration.factory(part.options, ctx)
-    ctx.parts["batch_size"] = policy
+    spec, workload, policy = ctx.spec, ctx.parts["workload"], ctx.parts["batch_size"]
     result = simulate(workload.trace, policy, spec.job, default_batch_size=workload.default_batch_size,
                       batch_sizes=workload.batch_sizes)
     c = compare(workload.trace, SimpleNamespace(records=result.records), spec.job, workload._default_batch_size())
@@ -170,6 +168,38 @@ def _run_pool(tasks: list[tuple[str, list[str]]], workers: int, done: Callable[[
             done(futures[f], f.result())
 
 
+#: How long the check of ``--ray-address`` waits for a connection.
+RAY_PROBE_S = 5.0
+
+
+def check_ray_address(address: str | None, timeout_s: float = RAY_PROBE_S) -> None:
+    """SweepError (exit 2) when ``address`` (``HOST:PORT`` or ``ray://HOST:PORT``) is malformed or nothing
+    accepts a connection there: Ray itself would retry for minutes, printing the address it resolved
+    instead of the one given. None (Ray starts a local cluster) and ``auto`` (Ray finds one) are Ray's."""
+    if address is None or address == "auto":
+        return
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    host, sep, port_text = rest.rpartition(":")
+    host = host.strip("[]")
+    try:
+        port = int(port_text)
+        if not sep or not host or not 0 < port < 65536:
+            raise ValueError
+    except ValueError:
+        raise SweepError(f"--ray-address {address!r}: expected HOST:PORT (the head node's GCS address, such as "
+                         "10.0.0.5:6379), ray://HOST:PORT (Ray Client), or auto") from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as e:
+        why = f"no answer within {timeout_s:g} s" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
+        raise SweepError(
+            f"--ray-address {address}: nothing accepts connections at {host}:{port} ({why}). Start "
+            f"the cluster there (ray start --head --port {port}), give the address of a running one, or leave "
+            "--ray-address out to start a local one"
+        ) from None
+
+
 def _run_ray(tasks: list[tuple[str, list[str]]], address: str | None, done: Callable[[int, list[dict]], None]) -> None:
     import ray
 
@@ -192,7 +222,8 @@ def table_csv(axes: list[tuple[str, list[Any]]], rows: list[tuple[dict[str, Any]
     keys = [k for k, _ in axes]
     w.writerow(["point", *keys, *RESULT_COLUMNS])
     for point, row in rows:
-        w.writerow([row["point"], *(point[k] for k in keys), *(repr(row[c]) if isinstance(row[c], float) else row[c] for c in RESULT_COLUMNS)])
+        results = (repr(row[c]) if isinstance(row[c], float) else row[c] for c in RESULT_COLUMNS)
+        w.writerow([row["point"], *(point[k] for k in keys), *results])
     return buf.getvalue()
 
 
@@ -215,6 +246,8 @@ def sweep(job_file: Path, axes: list[tuple[str, list[Any]]], sets: tuple[str, ..
             problems.append(f"point {where}:\n  " + "\n  ".join(e.format_lines()))
     if problems:
         raise SweepError("\n".join(problems))
+    if executor == "ray":
+        check_ray_address(ray_address)
     results: list[list[dict] | None] = [None] * len(tasks)
 
     def done(i: int, rows: list[dict]) -> None:
