@@ -316,8 +316,8 @@ class RunSession:
         marks, self._marks = self._marks, []
         end = marks[-1][0]
         start = end - m.time
-        cuts = [(max(start, c), e) for c, e in marks[:-1] if c > start] or [(start, marks[0][1])]
-        cuts.append(marks[-1])
+        # The first mark is the epoch's start (placed at the window's own length before its end); the others cut it.
+        cuts = [(start, marks[0][1]), *((c, e) for c, e in marks[1:-1] if c > start), marks[-1]]
         spans = [(a[0], b[0], b[1] - a[1]) for a, b in zip(cuts, cuts[1:])]
         local = sum(max(j, 0.0) for _, _, j in spans)
         total = m.total_system_energy
