@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 import numpy as np
 
-from zeus_core.grid import Forecasts, GridSignal
+from zeus_core.grid import Forecasts, GridSignal, TimeSeries
 
 
 @attrs.frozen
@@ -181,7 +181,10 @@ def budget_of(profile: Mapping[float, tuple[float, float]], chosen: float, selec
 def decide(steering: Steering, signal: GridSignal, now: float, window_s: float) -> tuple[int, float, float]:
     """The hull vertex to hold from ``now`` (Unix seconds), the intensity forecast for the period that
     contains it, and the period's end: the policy's decision, the same in a run and in a replay."""
-    past = signal.steps(now - window_s, now)  # the last step is the current one (steps are clipped to the span)
+    since = now - window_s
+    if isinstance(signal, TimeSeries):  # no look before a series begins (nothing there to learn from)
+        since = min(max(since, signal.span()[0]), now)
+    past = signal.steps(since, now)  # the last step is the current one (steps are clipped to the span)
     if isinstance(signal, Forecasts):
         step = signal.forecast(now)
         forecast, end = float(step.value), float(step.end)
