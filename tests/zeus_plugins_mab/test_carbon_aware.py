@@ -113,7 +113,7 @@ def run(reg, tmp_path: Path, power: str, csv_values, name: str, recurrences: int
     folder = tmp_path / name
     folder.mkdir()
     lines = ["Time,Carbon Intensity"] + [
-        f"{datetime.fromtimestamp(T0 + h * HOUR, UTC):%Y-%m-%d %H:%M:%S},{csv_values(h)}" for h in range(24 * 60)]
+        f"{datetime.fromtimestamp(T0 + h * HOUR, UTC):%Y-%m-%d %H:%M:%S},{csv_values(h)}" for h in range(-72, 24 * 60)]  # three days of history before the job starts
     (folder / "ci.csv").write_text("\n".join(lines) + "\n")
     (folder / "job.toml").write_text(textwrap.dedent(f"""
         [job]

@@ -12,8 +12,8 @@ points: faster limits while the grid is clean, slower ones while it is dirty. Th
 multiplier ``lambda`` (grams per second) is set so that the periods of the recent past
 (``window_s`` of the signal) would have kept the budget (:func:`calibrate`), and the
 period's own intensity is the signal's forecast of it (what is known at its start).
-A limit slower than the budget runs only on time saved earlier (the run is never behind
-its budget at the end of a period), and time saved is spent over the next ``horizon_s``
+A limit slower than the budget runs only on time saved earlier, for as long as that
+time lasts (the run is never behind its budget when the policy decides), and time saved is spent over the next ``horizon_s``
 (it raises the budget the multiplier is set by), so the run as a whole keeps the budget.
 
 With the JIT's own time as the budget this is never a different trade-off than the
@@ -31,6 +31,12 @@ import attrs
 import numpy as np
 
 from zeus_core.grid import Forecasts, GridSignal, TimeSeries
+
+#: The least a schedule must save over holding the budget's own limit, in carbon per unit of work on the recent
+#: periods (with perfect foresight of them), for the policy to leave that limit.
+MIN_GAIN = 0.02
+#: The shortest stretch a limit slower than the budget is chosen for (on the time saved before).
+MIN_STRETCH_S = 300.0
 
 
 @attrs.frozen
@@ -118,6 +124,8 @@ class Steering:
     #: Seconds run beyond the budget so far (negative: ahead of it).
     debt: float = 0.0
     lam: float = math.nan
+    #: How long the last choice may hold before the time saved for it runs out (inf: as long as its period).
+    lasts_s: float = math.inf
 
     def account(self, seconds: float, time_per_unit: float) -> None:
         """``seconds`` ran at a limit taking ``time_per_unit``: the work done should have taken ``budget`` each."""
@@ -136,7 +144,7 @@ class Steering:
         than the budget runs only on time saved before: the run is never behind its budget at the end
         of a period (so it never takes longer than the budget, up to its last period)."""
         self.lam = calibrate(self.hull, intensities, weights, self.target())
-        hold = self.holds(intensities)
+        hold = self.holds(intensities, weights)
         if hold is not None:
             k = hold
         elif not (math.isfinite(forecast) and forecast > 0):
@@ -145,24 +153,50 @@ class Steering:
             k = 0
         else:
             k = self.hull.choose(self.lam, forecast)
-        while k > 0 and self.debt + min(period_s, self.horizon_s) * (1.0 - self.budget / self.hull.time[k]) > 0:
+        # A vertex slower than the budget runs on time saved before, for as long as that time lasts (at least
+        # MIN_STRETCH_S, or the period); then the policy decides again.
+        self.lasts_s = math.inf
+        while k > 0:
+            rate = 1.0 - self.budget / self.hull.time[k]  # seconds of debt per second at vertex k
+            if rate <= 0:
+                break
+            lasts = -self.debt / rate
+            if lasts >= min(period_s, MIN_STRETCH_S):
+                self.lasts_s = lasts
+                break
             k -= 1
         return k
 
-    def holds(self, intensities: Sequence[float]) -> int | None:
-        """The budget's own vertex when the grid's recent swings are too small to pay for leaving it
-        (their 5th-95th percentile ratio is within the vertex's range of ratios on the hull: every
-        schedule that keeps the time emits more), else None."""
+    def holds(self, intensities: Sequence[float], weights: Sequence[float] | None = None) -> int | None:
+        """The budget's own vertex when the grid's recent swings are too small to pay for leaving it, else
+        None: when the schedule the multiplier gives over the recent periods (``intensities``, lasting
+        ``weights``) would have emitted less than :data:`MIN_GAIN` below holding the vertex per unit of
+        work, in no more time (with forecasts, a smaller edge is lost to their error). Never while the run
+        is off its budget by more than a thousandth of ``horizon_s``: time owed is repaid, time saved is spent."""
         k = np.flatnonzero(np.isclose(self.hull.time, self.budget, rtol=1e-9, atol=0.0))
         x = np.asarray(intensities, dtype=float)
-        x = x[np.isfinite(x) & (x > 0)]
-        if not len(k) or not len(x) or self.debt > 0:
+        w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float)
+        keep = np.isfinite(x) & (x > 0) & (w > 0)
+        x, w = x[keep], w[keep]
+        if not len(k) or not len(x) or abs(self.debt) > 1e-3 * self.horizon_s:  # time owed, or saved: steer it back
             return None
         k = int(k[0])
-        lo, hi = np.percentile(x, [5, 95])
-        faster = self.hull.gains[k - 1] if k > 0 else math.inf
-        slower = self.hull.gains[k] if k < len(self.hull.gains) else 0.0
-        return k if hi * slower <= lo * faster else None
+        return k if self.gain(x, w, k) < MIN_GAIN else None
+
+    def gain(self, x: np.ndarray, w: np.ndarray, k: int) -> float:
+        """How much less carbon per unit of work the multiplier's schedule over periods ``x`` (lasting ``w``)
+        emits than holding vertex ``k`` throughout (0 when its schedule is not within the budget)."""
+        hull = self.hull
+        lam = calibrate(hull, x, w, self.budget)
+        if not math.isfinite(lam):
+            return 0.0
+        ks = np.array([hull.choose(lam, v) for v in x])
+        work = w / hull.time[ks]
+        if w.sum() / work.sum() > self.budget * (1 + 1e-9):
+            return 0.0
+        mixed = float(np.sum(x * hull.energy[ks] * work) / work.sum())
+        held = float(np.sum(x * w) / w.sum() * hull.energy[k])
+        return 1.0 - mixed / held if held > 0 else 0.0
 
     def fallback(self) -> int:
         """Without a forecast: the vertex whose time is nearest the budget from below (fastest if none)."""
@@ -193,4 +227,4 @@ def decide(steering: Steering, signal: GridSignal, now: float, window_s: float) 
         end = float(signal.steps(now, now + window_s)[0].end)
     recent = [s for s in past if not math.isnan(s.value)]
     k = steering.choose([s.value for s in recent], [s.end - s.start for s in recent], forecast, end - now)
-    return k, forecast, end
+    return k, forecast, min(end, now + steering.lasts_s)
