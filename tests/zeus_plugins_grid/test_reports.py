@@ -7,28 +7,18 @@ from __future__ import annotations
 import csv
 import json
 import socket
-import textwrap
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from grid_helpers import grid_registry, trace_job
 
 from zeus_core.cli import main as zcli
-from zeus_core.engine import registry as zreg
-from zeus_plugins_baseline import plugin as baseline_plugin
-from zeus_plugins_grid import plugin as grid_plugin
-from zeus_plugins_mab import plugin as mab_plugin
-from zeus_plugins_trace import plugin as trace_plugin
-
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "zeus_nsdi23"
-if not TRACES.is_dir():
-    TRACES = Path("/work/shared/data/zeus_nsdi23")
 
 
 @pytest.fixture(scope="module")
 def reg():
-    return zreg.load(entry_points=False, extra_plugins=[("baseline", baseline_plugin), ("trace", trace_plugin),
-                                                        ("mab", mab_plugin), ("grid", grid_plugin)])
+    return grid_registry()
 
 
 def zeus(reg, *args):
@@ -36,38 +26,7 @@ def zeus(reg, *args):
 
 
 def job(tmp_path: Path, grid: str, power: str = 'plugin = "max"', recurrences: int = 2) -> Path:
-    path = tmp_path / "job.toml"
-    path.write_text(textwrap.dedent(f"""
-        [job]
-        name = "grid-job"
-        recurrences = {recurrences}
-        seed = 1
-        target_metric = 0.65
-        max_epochs = 100
-        store = "{tmp_path / 'store.sqlite'}"
-
-        [grid]
-        {grid}
-
-        [workload]
-        plugin = "trace"
-        traces = "{TRACES}"
-        dataset = "imagenet"
-        model = "resnet50"
-        optimizer = "adadelta"
-
-        [device]
-        plugin = "trace"
-        gpu = "a40"
-
-        [batch_size]
-        plugin = "fixed"
-        default = 256
-
-        [power]
-        {power}
-        """).lstrip().replace("\n        ", "\n"))
-    return path
+    return trace_job(tmp_path, grid, power, recurrences)
 
 
 def rows(path: Path) -> list[dict]:

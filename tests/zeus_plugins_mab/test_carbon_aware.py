@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import textwrap
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,24 +14,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from grid_helpers import TRACES, grid_registry, trace_job
 
 from zeus_core.cli import main as zcli
-from zeus_core.engine import registry as zreg
 from zeus_core.engine.signals import open_grid
 from zeus_core.grid import Step
 from zeus_core.job import GridOptions
-from zeus_plugins_baseline import plugin as baseline_plugin
-from zeus_plugins_grid import plugin as grid_plugin
 from zeus_plugins_grid.series import GridWarning
-from zeus_plugins_mab import plugin as mab_plugin
 from zeus_plugins_mab.carbon_plan import Hull, Steering, budget_of
 from zeus_plugins_mab.carbon_replay import carbon_aware, hold, replay
-from zeus_plugins_trace import plugin as trace_plugin
 from zeus_plugins_trace.traces import load_traces, select
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "zeus_nsdi23"
-if not TRACES.is_dir():
-    TRACES = Path("/work/shared/data/zeus_nsdi23")
 T0 = datetime(2020, 6, 1, tzinfo=UTC).timestamp()
 HOUR = 3600.0
 #: (time, energy) of an epoch of half an hour at 300 W: a gently bent profile (15 % less energy for 14 % more time)
@@ -105,48 +97,17 @@ def test_the_debt_is_never_behind_the_budget_at_a_period_s_end():
 
 @pytest.fixture(scope="module")
 def reg():
-    return zreg.load(entry_points=False, extra_plugins=[("baseline", baseline_plugin), ("trace", trace_plugin),
-                                                        ("mab", mab_plugin), ("grid", grid_plugin)])
+    return grid_registry()
 
 
 def run(reg, tmp_path: Path, power: str, csv_values, name: str, recurrences: int = 3) -> dict:
     folder = tmp_path / name
     folder.mkdir()
-    lines = ["Time,Carbon Intensity"] + [
-        f"{datetime.fromtimestamp(T0 + h * HOUR, UTC):%Y-%m-%d %H:%M:%S},{csv_values(h)}" for h in range(-72, 24 * 60)]  # three days of history before the job starts
+    lines = ["Time,Carbon Intensity"] + [  # three days of history before the job starts
+        f"{datetime.fromtimestamp(T0 + h * HOUR, UTC):%Y-%m-%d %H:%M:%S},{csv_values(h)}" for h in range(-72, 24 * 60)]
     (folder / "ci.csv").write_text("\n".join(lines) + "\n")
-    (folder / "job.toml").write_text(textwrap.dedent(f"""
-        [job]
-        name = "carbon"
-        recurrences = {recurrences}
-        seed = 1
-        target_metric = 0.65
-        max_epochs = 100
-        store = "{folder / 'store.sqlite'}"
-
-        [grid]
-        carbon_intensity = "ci.csv"
-        timezone = "UTC"
-        start = "2020-06-01T00:00:00Z"
-
-        [workload]
-        plugin = "trace"
-        traces = "{TRACES}"
-        dataset = "imagenet"
-        model = "resnet50"
-        optimizer = "adadelta"
-
-        [device]
-        plugin = "trace"
-        gpu = "v100"
-
-        [batch_size]
-        plugin = "fixed"
-        default = 256
-
-        [power]
-        plugin = "{power}"
-        """))
+    trace_job(folder, 'carbon_intensity = "ci.csv"\ntimezone = "UTC"\nstart = "2020-06-01T00:00:00Z"',
+              f'plugin = "{power}"', recurrences, gpu="v100", name="carbon")
     res = CliRunner().invoke(zcli.cli, ["run", str(folder / "job.toml"), "--output", str(folder / "out")],
                              obj={"registry": reg}, catch_exceptions=False)
     assert res.exit_code == 0, res.output

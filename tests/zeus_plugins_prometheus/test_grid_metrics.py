@@ -4,66 +4,26 @@ from __future__ import annotations
 
 import csv
 import json
-import textwrap
-from pathlib import Path
 
 import httpx
 import pytest
 from click.testing import CliRunner
+from grid_helpers import grid_registry, trace_job
 from pg_server import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from zeus_core.cli import main as zcli
-from zeus_core.engine import registry as zreg
-from zeus_plugins_baseline import plugin as baseline_plugin
-from zeus_plugins_grid import plugin as grid_plugin
 from zeus_plugins_prometheus import plugin as prom_plugin
-from zeus_plugins_trace import plugin as trace_plugin
-
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "zeus_nsdi23"
-if not TRACES.is_dir():
-    TRACES = Path("/work/shared/data/zeus_nsdi23")
 
 
 def test_carbon_and_money_series_match_summary_json(tmp_path, monkeypatch):
     lines = ["Time,Carbon Intensity"] + [f"2020-06-{1 + h // 24:02d} {h % 24:02d}:00:00,{700 if h % 5 else 80}" for h in range(96)]
     (tmp_path / "ci.csv").write_text("\n".join(lines) + "\n")
-    (tmp_path / "job.toml").write_text(textwrap.dedent(f"""
-        [job]
-        name = "grid-metrics"
-        recurrences = 2
-        target_metric = 0.65
-        store = "{tmp_path / 'store.sqlite'}"
-
-        [grid]
-        carbon_intensity = "ci.csv"
-        timezone = "UTC"
-        start = "2020-06-01T00:00:00Z"
-        price = 0.21
-        currency = "GBP"
-
-        [workload]
-        plugin = "trace"
-        traces = "{TRACES}"
-        dataset = "imagenet"
-        model = "resnet50"
-        optimizer = "adadelta"
-
-        [device]
-        plugin = "trace"
-        gpu = "a40"
-
-        [batch_size]
-        plugin = "fixed"
-        default = 256
-
-        [power]
-        plugin = "max"
-        """))
+    trace_job(tmp_path, 'carbon_intensity = "ci.csv"\ntimezone = "UTC"\nstart = "2020-06-01T00:00:00Z"\nprice = 0.21\n'
+                        'currency = "GBP"', name="grid-metrics")
     port = free_port()
     monkeypatch.setenv("ZEUS_METRICS_ADDRESS", f"127.0.0.1:{port}")
-    reg = zreg.load(entry_points=False, extra_plugins=[("baseline", baseline_plugin), ("trace", trace_plugin),
-                                                       ("grid", grid_plugin), ("prometheus", prom_plugin)])
+    reg = grid_registry(("prometheus", prom_plugin))
     try:
         res = CliRunner().invoke(zcli.cli, ["run", str(tmp_path / "job.toml"), "--output", str(tmp_path / "out")],
                                  obj={"registry": reg}, catch_exceptions=False)
