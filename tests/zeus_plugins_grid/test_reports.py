@@ -122,3 +122,10 @@ def test_a_dead_live_service_never_stops_the_job(reg, tmp_path, monkeypatch):
     assert summary["tries"] == 2 and "carbon_g" not in summary
     assert summary["grid"]["tries_charged"] == 0 and summary["grid"]["held_s"] > 0
     assert "carbon_g" not in rows(out / "recurrences.csv")[0]
+
+
+def test_the_example_job_validates_on_the_shared_data(reg):
+    example = Path(__file__).resolve().parents[2] / "examples" / "zeus_nsdi23" / "imagenet_carbon.toml"
+    res = zeus(reg, "validate", str(example))
+    assert res.exit_code == 0, res.output
+    assert "power=carbon-aware" in res.output
