@@ -33,7 +33,7 @@ from typing import Any
 
 import attrs
 
-from zeus_core.grid import CARBON, PRICE, Grid, GridMeter
+from zeus_core.grid import CARBON, JOULES_PER_KWH, PRICE, Grid, GridMeter, weighted_mean
 from zeus_core.inloop.monitor import ZeusMonitor
 from zeus_core.inloop.script import registry_or_default, script_grid
 from zeus_core.measurement import Measurement
@@ -189,7 +189,7 @@ class _GridWindows:
             mean = meter.means().get(self.quantity)
             if mean is not None:
                 means[name] = mean
-                amounts[name] = joules * mean / 3.6e6
+                amounts[name] = joules * mean / JOULES_PER_KWH
         return m, amounts, means
 
     @staticmethod
@@ -200,15 +200,13 @@ class _GridWindows:
     @staticmethod
     def _total(m: Measurement, amounts: dict[str, float], means: dict[str, float]) -> tuple[float, float]:
         """(amount over every device, mean value weighted by energy; exactly the value when one)."""
-        from zeus_core.grid import weighted_mean
-
         weights: dict[float, float] = {}
         for name, mean in means.items():
             weights[mean] = weights.get(mean, 0.0) + max(m.energy.get(name, 0.0), 0.0)
         value = weighted_mean(weights, {v: 1.0 for v in weights})
         if value is None:
             return 0.0, math.nan
-        return m.total_system_energy * value / 3.6e6, value
+        return m.total_system_energy * value / JOULES_PER_KWH, value
 
     # -- lifetime --
 

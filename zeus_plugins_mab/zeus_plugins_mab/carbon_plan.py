@@ -141,8 +141,9 @@ class Steering:
                period_s: float = math.inf) -> int:
         """The hull vertex for the coming period (lasting ``period_s``), whose intensity is forecast as
         ``forecast``; recent ``intensities`` (lasting ``weights``) set the multiplier. A vertex slower
-        than the budget runs only on time saved before: the run is never behind its budget at the end
-        of a period (so it never takes longer than the budget, up to its last period)."""
+        than the budget runs only on time saved before, and :attr:`lasts_s` says for how long (the run
+        is never behind its budget when it decides, so it never takes longer than the budget by more
+        than its last stretch)."""
         self.lam = calibrate(self.hull, intensities, weights, self.target())
         hold = self.holds(intensities, weights)
         if hold is not None:

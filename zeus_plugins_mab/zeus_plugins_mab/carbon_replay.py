@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from zeus_core.grid import GridSignal
+from zeus_core.grid import JOULES_PER_KWH, GridSignal
 from zeus_plugins_mab.carbon_plan import Hull, Steering, decide
 
 #: A decision rule: Unix time now -> (limit, the end of the period it holds for, the intensity forecast).
@@ -62,7 +62,7 @@ def replay(signal: GridSignal, start: float, profile: Mapping[float, tuple[float
         for step in signal.steps(now, end):
             part = step.end - step.start
             energy += power * part
-            carbon += power * part * step.value / 3.6e6
+            carbon += power * part * step.value / JOULES_PER_KWH
         elapsed += seconds
         work = epochs if finish else work + seconds / t_epoch
         now = end
