@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # annotations only
     from zeus_core.engine.ranks import ProcessGroup
     from zeus_core.engine.registry import Registry
     from zeus_core.engine.stores.protocol import JobStore
+    from zeus_core.grid import Grid
     from zeus_core.job import JobOptions, JobSpec
 
 
@@ -43,6 +44,9 @@ class BuildContext:
     #: Under a launcher: every rank's ``[device]`` maximum power, by rank (gathered once the
     #: devices are built, before the workload).
     rank_max_power_w: list[float] | None = None
+    #: The job's grid signals (``[grid]``), bound to its device's clock once the device is built;
+    #: None for a job without ``[grid]``. A carbon-aware power policy acts on it.
+    grid: Grid | None = None
 
     @classmethod
     def outside_job(cls, console: Console, registry: Registry) -> BuildContext:

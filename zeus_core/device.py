@@ -301,6 +301,21 @@ class EpochPredictor(Protocol):
     def predict_epoch(self, batch_size: int) -> list[EpochPrediction] | None: ...
 
 
+@runtime_checkable
+class SimulatedClock(Protocol):
+    """A device group whose ``clock()`` is simulated time (a replay), not the machine's. Grid signals
+    (:mod:`zeus_core.grid`) then place its readings at ``[grid].start`` plus the simulated seconds
+    the job has run, instead of at the wall clock.
+
+    Example::
+
+        def clock_is_simulated(self) -> bool:
+            return True
+    """
+
+    def clock_is_simulated(self) -> bool: ...
+
+
 class NoDevices:
     """A device group with no device: windows over it still time (a ``ZeusMonitor`` given no GPU
     and no CPU, as upstream's), and a service stands in with it for a client's devices, of
@@ -337,6 +352,7 @@ DEVICE_CAPABILITIES: tuple[type, ...] = (
     EnergyIncludes,
     DeviceModels,
     DriverVersions,
+    SimulatedClock,
 )
 
 

@@ -2,8 +2,8 @@
 
 * ``docs/hooks.md`` from :mod:`zeus_core.hookspecs` (every hook, its arguments,
   its docstring and example);
-* ``docs/parts.md`` from :mod:`zeus_core.parts` and :mod:`zeus_core.device`
-  (every part protocol and capability, its members and example);
+* ``docs/parts.md`` from :mod:`zeus_core.parts`, :mod:`zeus_core.device` and
+  :mod:`zeus_core.grid` (every part protocol and capability, its members and example);
 * ``docs/api.md`` from ``zeus_core.__all__`` (every public name and where it
   lives).
 
@@ -123,7 +123,7 @@ def _signature(fn) -> str:
 
 
 def parts_md() -> tuple[str, list[str]]:
-    from zeus_core import device, parts
+    from zeus_core import device, grid, parts
     from zeus_core.engine import history, ranks, remote
     from zeus_core.engine.stores import protocol as stores
 
@@ -135,11 +135,12 @@ def parts_md() -> tuple[str, list[str]]:
         ("Stores", stores, (stores.JobStore,)),
         ("History", history, (history.JobHistory, history.HistoryService, remote.ServesHistory)),
         ("Ranks", ranks, (ranks.ProcessGroup,)),
+        ("Grid signals", grid, grid.GRID_PROTOCOLS),
     )
     for title, module, protocols in groups:
         out += [f"## {title}", "", markdown(module.__doc__ or ""), ""]
         kinds = {device.DeviceGroup, stores.JobStore, history.JobHistory, history.HistoryService, ranks.ProcessGroup,
-                 *parts.PART_PROTOCOLS}
+                 grid.GridSignal, *parts.PART_PROTOCOLS}
         for proto in protocols:
             kind = "part protocol" if proto in kinds else "capability (check with `isinstance`)"
             if not has_example(proto.__doc__):

@@ -265,6 +265,32 @@ def zeus_register_process_groups(register):
 
 
 @hookspec
+def zeus_register_grid_signals(register):
+    """Register sources of grid signals (carbon intensity, electricity price), by scheme:
+    ``[grid] carbon_intensity = "electricitymaps:DE"``.
+
+    ``register(scheme, opener, help="...", suffixes=(".csv",))`` where ``opener(spec,
+    request)`` returns a :class:`zeus_core.grid.GridSignal` for ``spec`` (the value after
+    ``scheme:``, or a path, or a number as text) and a :class:`zeus_core.grid.SourceRequest`
+    (the quantity, the job's folder, time zone, currency, limits). A ``[grid]`` number is
+    the ``constant`` scheme's; a path is read by the source that registered its suffix.
+    The opener raises ValueError for a spec it cannot use, naming the row or field and
+    the fix (``zeus validate`` reports it at its ``[grid]`` key); it must not need the
+    network (a live source asks its service when the job first reads it, and from then on
+    never raises: it holds its last value and warns).
+
+    Example::
+
+        @hookimpl
+        def zeus_register_grid_signals(register):
+            def open_watttime(spec, request):
+                return WattTimeSignal(region=spec, timeout_s=request.timeout_s)
+
+            register("watttime", open_watttime, help="Live marginal intensity from WattTime.")
+    """
+
+
+@hookspec
 def zeus_register_privileged_operations(register):
     """Register services whose operations ``zeus daemon`` performs for unprivileged clients.
 

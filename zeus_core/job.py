@@ -6,6 +6,7 @@ Reading and validating a job file is the engine's (:mod:`zeus_core.engine.valida
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ import attrs
 from zeus_core.cost import check_eta
 from zeus_core.hookspecs import PART_KINDS
 from zeus_core.identity import NOT_IDENTITY, option_identity
-from zeus_core.validators import at_least, between, finite
+from zeus_core.validators import at_least, between, finite, nonnegative, positive
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core.engine.registry import Registration
@@ -72,7 +73,64 @@ class JobOptions:
     processes: int = attrs.field(default=1, validator=between(1, MAX_PROCESSES, hint="one process per device"))
 
 
+def _grid_value(_inst: Any, attribute: Any, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{attribute.name} must be a number, the path of a CSV file or a source such as "
+                         f"\"electricitymaps:DE\", got {value!r}")
+    if isinstance(value, str) and not value.strip():
+        raise ValueError(f"{attribute.name} must not be empty (leave the key out for none)")
+    if not isinstance(value, str) and not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{attribute.name} must be a finite number >= 0, got {value!r}")
+
+
+def _currency(_inst: Any, attribute: Any, value: str) -> None:
+    if value and not (len(value) == 3 and value.isascii() and value.isalpha()):
+        raise ValueError(f"{attribute.name} must be a three-letter ISO 4217 code such as EUR, USD or GBP, got {value!r}")
+
+
+@attrs.define
+class GridOptions:
+    """The core's ``[grid]`` table: the grid's carbon intensity and electricity price over time
+    (:mod:`zeus_core.grid`), against which every report charges the job's energy.
+
+    ``carbon_intensity`` (gCO2eq/kWh) and ``price`` (``currency`` per kWh): a number (a
+    constant), the path of a CSV time series (relative to the job file), or a live source
+    (``"electricitymaps:DE"``); the installed sources are listed by ``zeus plugins``.
+    ``currency``: the ISO 4217 code of ``price`` (required with it; columns
+    ``cost_<currency>``). ``start``: an ISO date-time where a replay's simulated clock
+    starts on the series (the ``trace`` device); real devices use the wall clock.
+    ``timezone``: the zone of times written without one, in ``start`` and in CSV files
+    (an IANA name, ``UTC`` or ``+01:00``; there is no default: times are explicit).
+    ``max_gap_s``: the longest a CSV row's value may hold before the next row (a longer
+    gap is an error naming both rows). ``timeout_s`` and ``refresh_s``: how long a live
+    source waits for its service and how long it keeps an answer.
+
+    None of it is part of the job's identity: the grid changes what a job emits and
+    pays, not what its store learned (the power profiles and costs of its batch sizes);
+    a carbon-aware power policy reads it and declares its own options in ``[power]``.
+    """
+
+    carbon_intensity: Any = attrs.field(default=None, validator=_grid_value, metadata=NOT_IDENTITY)
+    price: Any = attrs.field(default=None, validator=_grid_value, metadata=NOT_IDENTITY)
+    currency: str = attrs.field(default="", validator=_currency, metadata=NOT_IDENTITY)
+    start: str = attrs.field(default="", metadata=NOT_IDENTITY)
+    timezone: str = attrs.field(default="", metadata=NOT_IDENTITY)
+    max_gap_s: float = attrs.field(default=3600.0, validator=positive, metadata=NOT_IDENTITY)
+    timeout_s: float = attrs.field(default=5.0, validator=positive, metadata=NOT_IDENTITY)
+    refresh_s: float = attrs.field(default=300.0, validator=nonnegative, metadata=NOT_IDENTITY)
+
+    def __attrs_post_init__(self) -> None:
+        if self.price is not None and not self.currency:
+            raise ValueError("price needs its currency: add currency = \"EUR\" (or the code of its money) to [grid]")
+        if self.currency and self.price is None:
+            raise ValueError("currency is the unit of price, and [grid] names no price: add price, or remove currency")
+
+
 CORE_SECTION = "job"
+#: The core's ``[grid]`` table (:class:`GridOptions`).
+GRID_SECTION = "grid"
 #: Every part section of a job file, in the order of :data:`zeus_core.hookspecs.PART_KINDS`.
 PART_SECTIONS = tuple(section for _, _, section in PART_KINDS)
 #: The order in which a job's parts are built: a factory sees the parts built before it.
@@ -159,5 +217,7 @@ class JobSpec:
     raw_file: dict[str, Any] = attrs.field(factory=dict)
     #: Files the job reads that an earlier part of it writes: checked when it runs.
     deferred: list[str] = attrs.field(factory=list)
+    #: The ``[grid]`` table (None: the job has none; nothing is charged).
+    grid: GridOptions | None = None
 
 

@@ -316,6 +316,33 @@ class IterationControl(Protocol):
 
 
 @runtime_checkable
+class TimedControl(Protocol):
+    """A power policy that acts at moments of time rather than at chosen iterations (a carbon-aware
+    policy changes the limit when the grid's period changes).
+
+    ``next_action(session)`` is the device-clock time (``session.devices.clock()``) at which
+    it next wants ``on_time(session)``, or None for none; it is asked at every epoch's start
+    and after every action. The session calls ``on_time`` between iterations once that time
+    has come (at most one iteration late; a simulated workload's chunks are cut there), and
+    charges the energy before and after each action to its own time on the grid. Unlike
+    :class:`IterationControl`, acting on time does not make an epoch a profiling epoch.
+
+    Example::
+
+        def next_action(self, session: Session) -> float | None:
+            return self.period_end  # device clock
+
+        def on_time(self, session: Session) -> None:
+            session.devices.set_power_limit(self.limit_for_now())
+            self.period_end += 1800.0
+    """
+
+    def next_action(self, session: Session) -> float | None: ...
+
+    def on_time(self, session: Session) -> None: ...
+
+
+@runtime_checkable
 class SteadyEpochCost(Protocol):
     """A power policy that knows what one epoch costs at the limit it settled on, once it
     has: early stopping then judges a profiling try by that, and the try's record gets
@@ -505,6 +532,7 @@ PART_CAPABILITIES: tuple[type, ...] = (
     ServesRanks,
     TryCostBound,
     IterationControl,
+    TimedControl,
     SteadyEpochCost,
     NeedsDevice,
     HasIdentity,

@@ -10,8 +10,21 @@ from typing import Any
 
 import attrs
 
-#: Columns of ``recurrences.csv``, in order (contract: extend, never rename).
+#: Columns of ``recurrences.csv``, in order (contract: extend, never rename). A job with ``[grid]``
+#: adds the columns of :attr:`TryRecord.grid` after these (:func:`try_columns`).
 TRY_COLUMNS = ("recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached")
+
+#: The key of ``TryRecord.extra`` under which the core keeps a try's grid columns.
+GRID_KEY = "grid"
+
+
+def try_columns(records: list[TryRecord]) -> list[str]:
+    """The columns of ``recurrences.csv`` for ``records``: :data:`TRY_COLUMNS`, then the grid
+    columns any of them has (``carbon_g``, ``carbon_intensity_g_per_kwh``, ``cost_eur``, ...)."""
+    extra: dict[str, None] = {}
+    for r in records:
+        extra.update(dict.fromkeys(r.grid))
+    return [*TRY_COLUMNS, *extra]
 
 
 @attrs.define
@@ -23,7 +36,8 @@ class TryRecord:
     ``stopped`` says why a run that did not reach the target ended:
     ``early-stop`` (cost bound), ``max-epochs``, or ``never-ran`` (the bound
     allowed no epoch at all). ``extra`` holds the workload's own details
-    (JSON-able). ``steady_cost`` is what the try would have cost had its
+    (JSON-able), and under ``extra["grid"]`` the try's emissions and energy cost when the job
+    has ``[grid]`` (:attr:`grid`, set by the core). ``steady_cost`` is what the try would have cost had its
     power-profiling epochs run at the limit the power policy settled on (None
     when no epoch profiled): the cost later tries at this batch size will have,
     which is what a batch-size policy learns from
@@ -43,8 +57,15 @@ class TryRecord:
     extra: dict[str, Any] = attrs.field(factory=dict)
     steady_cost: float | None = None
 
+    @property
+    def grid(self) -> dict[str, float]:
+        """The try's grid columns (``carbon_g``, ``carbon_intensity_g_per_kwh``, ``cost_<currency>``,
+        ``price_<currency>_per_kwh``; :mod:`zeus_core.grid`), empty when the job has no ``[grid]``."""
+        got = self.extra.get(GRID_KEY)
+        return dict(got) if isinstance(got, dict) else {}
+
     def row(self) -> dict[str, Any]:
-        """The ``recurrences.csv`` row of this try."""
+        """The ``recurrences.csv`` row of this try (its grid columns after the others)."""
         return {
             "recurrence": self.recurrence,
             "try": self.try_index,
@@ -55,6 +76,7 @@ class TryRecord:
             "energy_j": self.energy_j,
             "cost": self.cost,
             "reached": self.reached,
+            **self.grid,
         }
 
 
@@ -77,6 +99,9 @@ class JobSummary:
     knobs: dict[str, Any]
     records: list[TryRecord] = attrs.field(factory=list, repr=False)
     extra: dict[str, Any] = attrs.field(factory=dict)
+    #: The job's grid columns over its tries (``carbon_g``, ``cost_eur``, ...: :func:`zeus_core.grid.job_totals`),
+    #: written next to ``energy_j``; empty without ``[grid]``.
+    grid: dict[str, float] = attrs.field(factory=dict)
     begun: int | None = None
     abandoned: list[dict[str, Any]] = attrs.field(factory=list)
     open: list[int] = attrs.field(factory=list)
@@ -87,6 +112,7 @@ class JobSummary:
             "recurrences": self.recurrences,
             "tries": self.tries,
             "energy_j": self.energy_j,
+            **self.grid,
             "time_s": self.time_s,
             "cost": self.cost,
             "knobs": self.knobs,

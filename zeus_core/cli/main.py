@@ -37,7 +37,7 @@ from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, 
 from zeus_core.files import write_atomic
 from zeus_core.journal import restore_pending
 from zeus_core.parts import Reports, WritesOutputs
-from zeus_core.results import TRY_COLUMNS, JobSummary
+from zeus_core.results import JobSummary, try_columns
 
 if TYPE_CHECKING:
     from zeus_core.engine.runner import Runner
@@ -179,12 +179,15 @@ def _closing_table(summary: JobSummary) -> Table:
         by_rec.setdefault(r.recurrence, []).append(r)
     begun = "" if summary.begun is None or summary.begun == summary.recurrences else f" of {summary.begun} begun"
     table = Table(title=f"job {summary.job!r}: {summary.recurrences} recurrences{begun}, {summary.tries} tries")
-    for col in ("recurrence", "tries", "batch size", "power limit (W)", "epochs", "time (s)", "energy (J)", "cost", "reached"):
+    # A job charged against the grid shows its emissions and money next to its energy.
+    grid = [(key, label) for key, label in _grid_labels(summary) if key in summary.grid]
+    for col in ("recurrence", "tries", "batch size", "power limit (W)", "epochs", "time (s)", "energy (J)",
+                *(label for _, label in grid), "cost", "reached"):
         table.add_column(col, justify="right")
     recs = sorted(by_rec)
     shown = recs[-25:]
     if len(recs) > len(shown):
-        table.add_row(f"... {len(recs) - len(shown)} earlier", "", "", "", "", "", "", "", "")
+        table.add_row(f"... {len(recs) - len(shown)} earlier", "", "", "", "", "", "", *("" for _ in grid), "", "")
     for rec in shown:
         rs = by_rec[rec]
         last = rs[-1]
@@ -193,12 +196,33 @@ def _closing_table(summary: JobSummary) -> Table:
             "-" if last.power_limit is None else f"{last.power_limit:g}",
             str(sum(r.epochs for r in rs)),
             f"{sum(r.time_s for r in rs):,.1f}", f"{sum(r.energy_j for r in rs):,.1f}",
+            *(_grid_cell(rs, key) for key, _ in grid),
             f"{sum(r.cost for r in rs):,.1f}", "yes" if last.reached else "no",
         )
     table.add_section()
     table.add_row("total", str(summary.tries), "", "", str(sum(r.epochs for r in summary.records)),
-                  f"{summary.time_s:,.1f}", f"{summary.energy_j:,.1f}", f"{summary.cost:,.1f}", "")
+                  f"{summary.time_s:,.1f}", f"{summary.energy_j:,.1f}", *(_grid_text(key, summary.grid[key]) for key, _ in grid),
+                  f"{summary.cost:,.1f}", "")
     return table
+
+
+def _grid_labels(summary: JobSummary) -> list[tuple[str, str]]:
+    """(column, table heading) of the summary's grid totals: emissions, then money."""
+    out = [("carbon_g", "carbon (gCO2eq)")]
+    out += [(key, f"cost ({key[len('cost_'):].upper()})") for key in summary.grid if key.startswith("cost_")]
+    return out
+
+
+def _grid_cell(records: list, key: str) -> str:
+    """A recurrence's total of grid column ``key`` ("-" when a try of it was not charged)."""
+    if not all(key in r.grid for r in records):
+        return "-"
+    return _grid_text(key, sum(r.grid[key] for r in records))
+
+
+def _grid_text(key: str, value: float) -> str:
+    """Grams to a tenth, money to the cent."""
+    return f"{value:,.1f}" if key == "carbon_g" else f"{value:,.2f}"
 
 
 def _write_outputs(runner: Runner, summary: JobSummary, out: Path) -> list[Path]:
@@ -206,7 +230,7 @@ def _write_outputs(runner: Runner, summary: JobSummary, out: Path) -> list[Path]
     written = []
     if "workload" in runner.parts:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(TRY_COLUMNS), lineterminator="\n")
+        w = csv.DictWriter(buf, fieldnames=try_columns(summary.records), lineterminator="\n")
         w.writeheader()
         for r in summary.records:
             w.writerow(r.row())

@@ -231,8 +231,30 @@ class Assembly:
                 self._build_on_every_rank(section)
             else:
                 self.parts[section] = self.build_part(section)
+            if section == "device" and self.leads:
+                self._open_grid()
         self._add_facts()
         return self
+
+    def _open_grid(self) -> None:
+        """The job's ``[grid]`` signals, placed on the device's clock: the wall clock, or for a simulated
+        one ``[grid].start`` plus the simulated time of the tries the store already holds."""
+        options = self.spec.grid
+        if options is None or self.context.grid is not None:
+            return
+        from zeus_core.device import SimulatedClock
+        from zeus_core.engine.signals import open_grid
+
+        grid = open_grid(options, self.registry, self.spec.job_dir)
+        device = self.parts["device"]
+        elapsed = 0.0
+        if isinstance(device, SimulatedClock) and self.store is not None and not self.fresh:
+            elapsed = float(sum(r.time_s for r in self.store.tries()))
+        try:
+            grid.bind(device, elapsed)
+        except ValueError as e:
+            raise PartMismatch(f"[grid]: {e}") from e
+        self.context.grid = grid
 
     def build_part(self, section: str, parts: dict[str, Any] | None = None) -> Any:
         """Call the factory of the job's ``section``, checked to fit the device. ``parts`` (default:

@@ -76,6 +76,19 @@ class ProcessGroupJoiner:
 
 
 @attrs.frozen
+class GridSource:
+    """One source of grid signals: ``[grid]`` values ``scheme:spec`` (or a path with one of ``suffixes``)
+    are opened by ``opener(spec, request)`` (``zeus_register_grid_signals``)."""
+
+    scheme: str
+    opener: Callable[..., Any]
+    plugin: str
+    distribution: str
+    help: str = ""
+    suffixes: tuple[str, ...] = ()
+
+
+@attrs.frozen
 class StoreBackend:
     """One store backend: ``job.store`` URLs with ``scheme`` are opened by ``opener(location, timeout_s, job=name)``."""
 
@@ -112,6 +125,8 @@ class Registry:
         self.process_groups: dict[str, ProcessGroupJoiner] = {}
         #: ``zeus daemon``'s privileged services (``zeus_register_privileged_operations``), by name
         self.services: dict[str, Registration] = {}
+        #: sources of grid signals (``zeus_register_grid_signals``), by scheme
+        self.grid_sources: dict[str, GridSource] = {}
         self._dist: dict[str, tuple[str, str]] = {}
 
     # -- lookups --
@@ -156,6 +171,9 @@ class Registry:
             groups = sorted(g.name for g in self.process_groups.values() if g.plugin == name)
             if groups:
                 provides["process_group"] = groups
+            grid = sorted(g.scheme for g in self.grid_sources.values() if g.plugin == name)
+            if grid:
+                provides["grid_signal"] = grid
             ops = privileged_operations({n: r for n, r in self.services.items() if r.plugin == name})
             if ops:
                 provides["privileged_operation"] = ops
@@ -182,6 +200,9 @@ class Registry:
             caller = self._caller_for("zeus_register_process_groups", plugin, plugins)
             if caller is not None:
                 caller(register=self._group_registrar(plugin_name))
+            caller = self._caller_for("zeus_register_grid_signals", plugin, plugins)
+            if caller is not None:
+                caller(register=self._grid_registrar(plugin_name))
         for plugin_name, plugin in plugins:
             caller = self._caller_for("zeus_register_privileged_operations", plugin, plugins)
             if caller is not None:
@@ -287,6 +308,32 @@ class Registry:
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid process group {name!r} (a name and a callable)")
             _refuse_twice(self.process_groups, name, "process group", plugin_name, dist)
             self.process_groups[name] = ProcessGroupJoiner(name, join, plugin_name, dist, help)
+
+        return register
+
+
+    def _grid_registrar(self, plugin_name: str):
+        dist = self.distribution_of(plugin_name)[0]
+
+        def register(scheme: str, opener: Callable[..., Any], help: str = "", suffixes: Iterable[str] = ()) -> None:
+            if not isinstance(scheme, str) or not scheme.isascii() or not scheme.replace("-", "").isalnum() or len(scheme) < 2:
+                raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid grid source scheme {scheme!r} "
+                                  "(letters, digits and '-', at least two)")
+            if not callable(opener):
+                raise PluginError(f"plugin {plugin_name!r} ({dist}) registered grid source {scheme!r} with a non-callable opener")
+            ends = tuple(str(s).lower() for s in suffixes)
+            if any(not s.startswith(".") for s in ends):
+                raise PluginError(f"plugin {plugin_name!r} ({dist}) registered grid source {scheme!r} with suffixes "
+                                  f"{list(ends)!r}: each starts with a dot ('.csv')")
+            key = scheme.lower()
+            _refuse_twice(self.grid_sources, key, "grid source", plugin_name, dist)
+            for s in ends:
+                other = next((g for g in self.grid_sources.values() if s in g.suffixes), None)
+                if other is not None:
+                    raise PluginError(f"files ending in {s} are read by two grid sources: {other.scheme!r} (plugin "
+                                      f"{other.plugin!r}) and {key!r} (plugin {plugin_name!r}); uninstall one, or block "
+                                      f"one with ZEUS_DISABLED_PLUGINS={plugin_name}")
+            self.grid_sources[key] = GridSource(key, opener, plugin_name, dist, help, ends)
 
         return register
 

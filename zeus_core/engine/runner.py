@@ -40,10 +40,11 @@ from zeus_core.engine.registry import Registry
 from zeus_core.engine.session import RunSession
 from zeus_core.engine.stores.protocol import JobStore
 from zeus_core.errors import DeviceError, PartMismatch, RunFailed
+from zeus_core.grid import job_totals, record_currency
 from zeus_core.job import BUILD_ORDER, PLAN_ORDER, JobSpec
 from zeus_core.measurement import Measurement
 from zeus_core.parts import Summarizes
-from zeus_core.results import JobSummary, TryRecord
+from zeus_core.results import GRID_KEY, JobSummary, TryRecord
 from zeus_core.windows import Monitor
 
 
@@ -217,6 +218,7 @@ class Runner:
             monitor=self.monitor,
             power_policy=power,
             workload=self.parts["workload"],
+            grid=self.ctx.grid,
         )
         self.monitor.begin_window("run")
         try:
@@ -242,6 +244,9 @@ class Runner:
             energy_j = float(sum(m.total_system_energy for m in session.epoch_measurements))
         else:
             time_s, energy_j = whole.time, whole.total_system_energy
+            if session.grid_meter is not None and session.grid is not None:  # no epochs: the run is one interval
+                end = session.grid.now(session.devices)
+                session.grid_meter.add(end - whole.time, end, energy_j)
         stopped = None if session.reached else (session.stopped or "ended")
         record = TryRecord(
             recurrence=rec,
@@ -259,6 +264,12 @@ class Runner:
             ),
             steady_cost=session.steady_cost(),
         )
+        if session.grid_meter is not None:
+            figures = session.grid_meter.figures(energy_j)
+            if figures:
+                record.extra[GRID_KEY] = figures
+            if session.grid_meter.held_s > 0:
+                record.extra["grid_held_s"] = session.grid_meter.held_s
         return record
 
     # -- results --
@@ -294,6 +305,15 @@ class Runner:
             summary.begun = account.begun
             summary.abandoned = [{"recurrence": n, "reason": str(e.get("reason", ""))} for n, e in account.abandoned.items()]
             summary.open = list(account.open)
+        grid = self.ctx.grid if self.ctx is not None else None
+        if grid is not None or any(r.grid for r in records):  # the job's [grid], or what its store was charged
+            summary.grid = job_totals(records, summary.energy_j, grid.currency if grid is not None else record_currency(records))
+            info = grid.describe() if grid is not None else {}
+            info["tries_charged"] = sum(1 for r in records if r.grid)
+            held = float(sum(r.extra.get("grid_held_s", 0.0) for r in records))
+            if held > 0:
+                info["held_s"] = held
+            summary.extra["grid"] = info
         for section, part in self.parts.items():
             extra = part.summary(summary) if isinstance(part, Summarizes) else None
             if extra:

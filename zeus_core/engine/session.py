@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from zeus_core.cost import zeus_cost
 from zeus_core.device import PowerLimitControl
-from zeus_core.parts import EpochCostPredictor, IterationControl, RankCombiner, SteadyEpochCost
+from zeus_core.grid import GridMeter
+from zeus_core.parts import EpochCostPredictor, IterationControl, RankCombiner, SteadyEpochCost, TimedControl
 from zeus_core.stopping import epochs_within, steady_state_cost
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core.device import DeviceGroup
+    from zeus_core.grid import Grid
     from zeus_core.job import JobOptions
     from zeus_core.measurement import Measurement
     from zeus_core.parts import PowerPolicy, Workload
@@ -51,6 +53,7 @@ class RunSession:
         workload: Workload | None = None,
         rank: int = 0,
         world_size: int = 1,
+        grid: Grid | None = None,
     ) -> None:
         self.job = job
         self.batch_size = int(batch_size)
@@ -80,6 +83,16 @@ class RunSession:
         self._predictor = workload if isinstance(workload, EpochCostPredictor) else None
         self._wants_iterations = False
         self._in_epoch: int | None = None
+        #: The job's grid (bound to these devices' clock), None without ``[grid]``; ``grid_meter``
+        #: charges this try's energy against it (:mod:`zeus_core.grid`).
+        self.grid = grid if grid is not None and grid.clock is not None else None
+        self.grid_meter: GridMeter | None = GridMeter(self.grid) if self.grid is not None else None
+        #: Each finished epoch's grid columns (``carbon_g``, ...), with a grid.
+        self.epoch_grid: list[dict[str, float]] = []
+        self._timed = power_policy if isinstance(power_policy, TimedControl) else None
+        self._due: float | None = None
+        #: (device clock, local joules) where the current epoch is cut for the grid meter.
+        self._marks: list[tuple[float, float]] = []
 
     # -- facts --
 
@@ -127,6 +140,11 @@ class RunSession:
         if self._wants_iterations and isinstance(policy, IterationControl):
             for i in range(count):
                 policy.on_iteration(self, i)
+                self._after_iteration_control()
+                yield i
+        elif self._due is not None:
+            for i in range(count):
+                self._act_if_due()
                 yield i
         else:
             yield from range(count)
@@ -138,8 +156,31 @@ class RunSession:
         if self._wants_iterations and isinstance(self.power_policy, IterationControl):
             for i in self.iterations(count):
                 yield (i, 1)
+        elif self._due is not None:
+            yield from self._timed_chunks(count)
         elif count > 0:
             yield (0, count)
+
+    def _timed_chunks(self, count: int) -> Iterator[tuple[int, int]]:
+        """Chunks cut where a :class:`~zeus_core.TimedControl` policy's next action falls: the
+        iterations until then are estimated from the time the chunks so far took (one first)."""
+        clock = self.devices.clock
+        i, per = 0, None
+        while i < count:
+            self._act_if_due()
+            due = self._due
+            if due is None:
+                n = count - i
+            elif per is None:
+                n = 1
+            else:
+                n = max(1, min(count - i, int((due - clock()) / per)))
+            t0 = clock()
+            yield (i, n)
+            elapsed = clock() - t0
+            if elapsed > 0:
+                per = elapsed / n
+            i += n
 
     def report_metric(self, value: float) -> bool:
         """Report the validation metric; returns whether the target is reached."""
@@ -180,6 +221,18 @@ class RunSession:
         """Before iteration ``iteration`` (from 0) of the current epoch: the power policy acts, when it profiles."""
         if self._wants_iterations:
             self.power_policy.on_iteration(self, iteration)  # type: ignore[union-attr]
+            self._after_iteration_control()
+        else:
+            self._act_if_due()
+
+    @property
+    def timed(self) -> bool:
+        """Whether the power policy waits for a moment to act in this epoch (:class:`~zeus_core.TimedControl`)."""
+        return self._due is not None
+
+    def act_if_due(self) -> bool:
+        """Let a :class:`~zeus_core.TimedControl` policy act if its moment has come; whether it did."""
+        return self._act_if_due()
 
     def end_epoch(self, iterations: int | None = None) -> Measurement:
         """End the current epoch (``iterations``: how many it had); its measurement, combined over ranks."""
@@ -229,17 +282,70 @@ class RunSession:
             return False
         return self.epochs_done >= epochs_within(self.cost_bound, cpe, self.max_epochs)
 
+    def _after_iteration_control(self) -> None:
+        """After an iteration the policy profiled: a timed policy may start acting once its profile is done."""
+        if self._timed is not None:
+            if self._due is None:
+                self._due = self._timed.next_action(self)
+            self._act_if_due()
+
+    def _act_if_due(self) -> bool:
+        due = self._due
+        if due is None or self.devices.clock() < due:
+            return False
+        timed = self._timed
+        assert timed is not None
+        self.mark()
+        timed.on_time(self)
+        self._due = timed.next_action(self)
+        return True
+
+    def mark(self) -> None:
+        """Cut the current epoch here for the grid meter (its energy before and after is charged to its
+        own time): where the power changes, as when a policy acts. Nothing without a grid or an epoch."""
+        if self.grid_meter is not None and self._in_epoch is not None:
+            self._marks.append((float(self.devices.clock()), _joules(self.devices)))
+
+    def _charge(self, m: Measurement) -> None:
+        """Charge epoch measurement ``m`` (ended now) against the grid: split at the marks, each part in
+        proportion to the energy these devices read in it (their time when they read none)."""
+        meter, grid = self.grid_meter, self.grid
+        if meter is None or grid is None or grid.clock is None:
+            return
+        self.mark()
+        marks, self._marks = self._marks, []
+        end = marks[-1][0]
+        start = end - m.time
+        # The first mark is the epoch's start (placed at the window's own length before its end); the others cut it.
+        cuts = [(start, marks[0][1]), *((c, e) for c, e in marks[1:-1] if c > start), marks[-1]]
+        spans = [(a[0], b[0], b[1] - a[1]) for a, b in zip(cuts, cuts[1:])]
+        local = sum(max(j, 0.0) for _, _, j in spans)
+        total = m.total_system_energy
+        epoch = GridMeter(grid)
+        for a, b, j in spans:
+            share = (max(j, 0.0) / local) if local > 0 else ((b - a) / m.time if m.time > 0 else 1.0 / len(spans))
+            for each in (meter, epoch):
+                each.add(grid.clock.time_of(a), grid.clock.time_of(b), total * share)
+        self.epoch_grid.append(epoch.figures(total))
+
     def _begin_epoch(self, epoch: int) -> None:
         self._in_epoch = epoch
         policy = self.power_policy
         self._wants_iterations = bool(isinstance(policy, IterationControl) and policy.wants_iterations(self))
         self.monitor.begin_window(f"epoch-{epoch}")
+        self._marks = []
+        self.mark()
+        if self._timed is not None:
+            self._due = self._timed.next_action(self)
+            self._act_if_due()
 
     def _end_epoch(self, epoch: int) -> None:
         if self._in_epoch != epoch:
             return
-        self._in_epoch = None
         m = self.combine_ranks(self.monitor.end_window(f"epoch-{epoch}"))
+        self._charge(m)
+        self._in_epoch = None
+        self._due = None
         self.epochs_done += 1
         self.epoch_measurements.append(m)
         self.epoch_costs.append(self.cost(m.total_system_energy, m.time))
@@ -247,3 +353,8 @@ class RunSession:
         self._wants_iterations = False
         if self.power_policy is not None:
             self.power_policy.on_epoch_end(self, epoch, m)
+
+
+def _joules(devices: DeviceGroup) -> float:
+    """The devices' cumulative energy, summed (for where to cut an epoch's energy)."""
+    return float(sum(devices.read_energy().values()))

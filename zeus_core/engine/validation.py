@@ -32,7 +32,18 @@ from zeus_core.engine.tomllines import find_line, line_index
 from zeus_core.errors import BadInput
 from zeus_core.files import FileChecks
 from zeus_core.identity import IdentityMismatch, differences
-from zeus_core.job import CORE_SECTION, PART_SECTIONS, PLAN_ORDER, RUN_ORDER, JobOptions, JobSpec, PartSpec, job_name
+from zeus_core.job import (
+    CORE_SECTION,
+    GRID_SECTION,
+    PART_SECTIONS,
+    PLAN_ORDER,
+    RUN_ORDER,
+    GridOptions,
+    JobOptions,
+    JobSpec,
+    PartSpec,
+    job_name,
+)
 from zeus_core.parts import ChecksFiles, WritesFiles
 
 #: The largest job file read, in bytes: far beyond any real one, and refused before it is read.
@@ -359,7 +370,7 @@ def validate(
     lines = lines or {}
     overrides = overrides or {}
     problems: list[Problem] = []
-    known = (CORE_SECTION,) + PART_SECTIONS
+    known = (CORE_SECTION, GRID_SECTION) + PART_SECTIONS
     for key in raw:
         if key not in known:
             problems.append(Problem((key,), f"unknown section {key!r}{suggest(key, known)}; sections: {', '.join(known)}"))
@@ -371,6 +382,13 @@ def validate(
         except ValueError as e:
             problems.append(Problem((CORE_SECTION, "name"), f"the job file's name is used as job.name, and its {e}"))
             job = None
+    grid = None
+    if GRID_SECTION in raw:  # the core's [grid]: its signals are opened as the run will open them
+        grid = structure(GridOptions, raw[GRID_SECTION], (GRID_SECTION,), problems)
+        if grid is not None:
+            from zeus_core.engine.signals import grid_problems
+
+            problems += [Problem((GRID_SECTION, key), message) for key, message in grid_problems(grid, registry, path.parent)]
     installable = catalog()
     parts: dict[str, PartSpec] = {}
     for section in PART_SECTIONS:
@@ -422,7 +440,7 @@ def validate(
     spec = None
     if job is not None:
         spec = JobSpec(path=path, job=job, parts=parts, raw=raw, overrides=overrides, lines=lines,
-                       raw_file=raw_file if raw_file is not None else raw, deferred=deferred)
+                       raw_file=raw_file if raw_file is not None else raw, deferred=deferred, grid=grid)
         problems += _store_problems(spec, registry, complete=not problems)
     problems = [attrs.evolve(p, origin=_origin(overrides, p.path)) for p in problems]
     if problems:
@@ -493,6 +511,8 @@ def resolved_values(spec: JobSpec) -> list[tuple[str, Any, str]]:
             out.append((Problem(path, "").jsonpath(), obj, spec.provenance(path)))
 
     walk(spec.job, (CORE_SECTION,))
+    if spec.grid is not None:
+        walk(spec.grid, (GRID_SECTION,))
     for section, part in spec.parts.items():
         out.append((f"$.{section}.plugin", part.plugin, spec.provenance((section, "plugin"))))
         walk(part.options, (section,))

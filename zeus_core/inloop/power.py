@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from zeus_core.cost import check_eta, zeus_cost
 from zeus_core.device import PowerLimitControl
@@ -64,9 +64,10 @@ from zeus_core.engine.history import History
 from zeus_core.engine.ranks import Follower, MirroredDevices, MirroredMonitor, ProcessGroup, agree, all_ok, lead, process_group
 from zeus_core.engine.session import RunSession
 from zeus_core.errors import DeviceError
+from zeus_core.grid import CARBON_COLUMN
 from zeus_core.identity import IdentityMismatch
 from zeus_core.inloop.monitor import ZeusMonitor
-from zeus_core.inloop.script import job_identity, registry_or_default, script_assembly
+from zeus_core.inloop.script import job_identity, registry_or_default, script_assembly, script_grid
 from zeus_core.windows import Monitor
 
 if TYPE_CHECKING:  # annotations only
@@ -81,6 +82,10 @@ class EpochLog(TypedDict):
     energy_j: float
     cost: float
     power_limit: float | None
+    #: With ``grid=``: the epoch's emissions (gCO2eq), and every grid column of it (``carbon_g``,
+    #: ``carbon_intensity_g_per_kwh``, ``cost_<currency>``, ...; :mod:`zeus_core.grid`).
+    carbon_g: NotRequired[float]
+    grid: NotRequired[dict[str, float]]
 
 
 class PowerLimitOptimizer:
@@ -122,6 +127,7 @@ class PowerLimitOptimizer:
         state: Any = None,
         group: ProcessGroup | None = None,
         registry: Registry | None = None,
+        grid: Any = None,
     ) -> None:
         if not isinstance(monitor, Monitor):
             raise ValueError(f"monitor must be a zeus_core.ZeusMonitor (or Monitor), got {type(monitor).__name__}")
@@ -149,6 +155,8 @@ class PowerLimitOptimizer:
             )
         self.devices: Any = found[0]
         device_identity = found[1]
+        #: The job's grid (``grid=``: a ``[grid]`` table), placed on the devices' clock; None without one.
+        self.grid = script_grid(grid, reg, self.devices) if grid is not None else None
         identity: dict[str, Any] = {"job": job_identity(self.job, ("eta_knob", "processes"))}
         if device_identity is not None:
             identity["device"] = device_identity
@@ -156,6 +164,7 @@ class PowerLimitOptimizer:
             reg, self.job, "power", policy, options, arg="policy", parts={"device": self.devices}, identity=identity,
             group=group, store=store, fresh=fresh,
             fit_fix="measure a device that offers it (gpu_indices=[...] on a GPU, or device= a plugin that does)",
+            grid=self.grid,
         )
         self.policy: Any = assembly.parts.get("power")  # rank 0's; None on the other ranks, which follow it
         self.policy_name = policy
@@ -171,6 +180,7 @@ class PowerLimitOptimizer:
         self._epoch_open = False
         self._in_step = False
         self._acting = False
+        self._timed = False
         self._step = 0
         self._last_steps: int | None = None
         self.epochs: list[EpochLog] = []
@@ -188,7 +198,7 @@ class PowerLimitOptimizer:
             self.session: RunSession | None = RunSession(
                 job=self.job, batch_size=self.batch_size, recurrence=0, try_index=1, cost_bound=math.inf,
                 devices=session_devices, monitor=session_monitor, power_policy=self.policy,
-                rank=group.rank, world_size=group.world_size,
+                rank=group.rank, world_size=group.world_size, grid=self.grid,
             )
             self._follower = None
         else:
@@ -243,8 +253,14 @@ class PowerLimitOptimizer:
     def _end_epoch(self, steps: int) -> EpochLog:
         session = self._lead_session()
         m = session.end_epoch(steps)
-        return EpochLog(time_s=m.time, energy_j=m.total_system_energy, cost=session.epoch_costs[-1],
-                        power_limit=session.power_limit)
+        log = EpochLog(time_s=m.time, energy_j=m.total_system_energy, cost=session.epoch_costs[-1],
+                       power_limit=session.power_limit)
+        if session.epoch_grid:  # with grid=: carbon_g (and cost_<currency>) next to energy_j
+            grid = session.epoch_grid[-1]
+            log["grid"] = dict(grid)
+            if CARBON_COLUMN in grid:
+                log["carbon_g"] = grid[CARBON_COLUMN]
+        return log
 
     # -- the loop's events --
 
@@ -255,6 +271,8 @@ class PowerLimitOptimizer:
         if self._epoch_open:
             raise RuntimeError("on_epoch_begin() was called twice without on_epoch_end() between them")
         self._acting = bool(self._point("epoch", self._begin_epoch, steps))
+        # A policy that acts on time acts between steps of one process; several ranks act at epoch starts only.
+        self._timed = self.group.world_size == 1 and self.session is not None and self.session.timed
         self._epoch_open = True
         self._step = 0
 
@@ -268,6 +286,8 @@ class PowerLimitOptimizer:
         self._in_step = True
         if self._acting:
             self._point("iteration", self.session.begin_iteration if self.session is not None else None, self._step)
+        elif self._timed and self.session is not None:  # one process: a policy that acts on time (carbon-aware)
+            self.session.act_if_due()
         self._step += 1
 
     def on_step_end(self) -> None:

@@ -48,12 +48,14 @@ def script_assembly(
     store: str | Path | None = None,
     fresh: bool = False,
     fit_fix: str = "",
+    grid: Any = None,
 ) -> Assembly:
     """The assembly of a script's job with one policy, ``section`` = ``plugin`` with ``options`` (its
     ``job.toml`` table), built beside ``parts`` (the script's own device, its loop as the workload).
     ``arg`` names the argument in messages (``"policy"``); ``store``: where the job's state is kept
     (a path, relative to the current folder, or a URL; None: ``.zeus/<job>.sqlite``), for
-    :meth:`~zeus_core.engine.assembly.Assembly.open_store`. The policy's section joins ``identity``."""
+    :meth:`~zeus_core.engine.assembly.Assembly.open_store`. The policy's section joins ``identity``; its
+    factory sees ``grid`` (a bound :class:`~zeus_core.grid.Grid`, or None) as a job's sees ``[grid]``."""
     label = f"{arg}={plugin!r}"
     ps = part_spec(registry, section, plugin, options, what=label)
     spec = script_spec(job, {section: ps})
@@ -62,4 +64,33 @@ def script_assembly(
     identity = {**identity, section: {"plugin": plugin, **option_identity(ps.options)}}
     assembly = Assembly(spec, registry, console=Console(stderr=True), parts=parts, identity=identity, group=group,
                         fresh=fresh, fixes=SCRIPT_FIXES, labels={section: label}, fit_fix=fit_fix)
+    assembly.context.grid = grid
     return assembly.build((section,))
+
+
+def script_grid(table: Any, registry: Registry, devices: Any) -> Any:
+    """A script's grid (``grid=`` of the in-loop objects): a ``[grid]`` table as a dict (relative paths
+    from the current folder), or a :class:`~zeus_core.grid.Grid`; bound to ``devices``' clock.
+    Raises :class:`~zeus_core.errors.BadInput` naming each bad key."""
+    from zeus_core.engine.signals import open_grid
+    from zeus_core.engine.validation import Problem, structure
+    from zeus_core.errors import BadInput
+    from zeus_core.grid import Grid
+    from zeus_core.job import GRID_SECTION, GridOptions
+
+    if isinstance(table, Grid):
+        grid = table
+    elif isinstance(table, dict):
+        problems: list[Problem] = []
+        options = structure(GridOptions, dict(table), (GRID_SECTION,), problems)
+        if options is None:
+            raise BadInput("grid: " + "; ".join(f"{p.message} @ {p.jsonpath()}" for p in problems))
+        grid = open_grid(options, registry, Path.cwd())
+    else:
+        raise BadInput(f"grid must be a [grid] table (a dict such as {{'carbon_intensity': 'electricitymaps:DE'}}) or a "
+                       f"zeus_core.grid.Grid, got {type(table).__name__}")
+    try:
+        grid.bind(devices)
+    except ValueError as e:
+        raise BadInput(f"grid: {e}") from None
+    return grid

@@ -112,3 +112,20 @@ class JitOptions:
     wait_iters: int = attrs.field(default=0, validator=at_least(0))
     select: str = attrs.field(default="cost", validator=one_of(*SELECTS))
     max_slowdown: float = attrs.field(default=1.1, validator=at_least(1.0))
+
+
+@attrs.define
+class CarbonAwareOptions(JitOptions):
+    """``[power] plugin = "carbon-aware"``: the ``jit`` options (how the profile is made, once per
+    batch size, and ``select``, whose choice sets the time budget), and how the budget is spent.
+
+    Once the profile exists, the limit changes at every period of the job's ``[grid]
+    carbon_intensity``: the run keeps the time the carbon-blind JIT would take (with
+    ``select = "max-slowdown"``: ``max_slowdown`` x the time at the highest limit) and
+    spends it where the grid is dirtiest. ``window_h``: hours of the signal's recent past
+    that set how (the multiplier of ``carbon_plan.py``); ``horizon_h``: hours over which
+    a time debt is repaid.
+    """
+
+    window_h: float = attrs.field(default=24.0, validator=at_least(1.0))
+    horizon_h: float = attrs.field(default=6.0, validator=at_least(0.25))

@@ -1,4 +1,4 @@
-"""Registers ``mab`` (batch size) and ``jit`` (power limit) through the ``zeus`` entry point.
+"""Registers ``mab`` (batch size), ``jit`` and ``carbon-aware`` (power limit) through the ``zeus`` entry point.
 
 The policies (and numpy, scipy) are imported when a job builds them, not when
 ``zeus`` loads the plugin.
@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeus_core import BuildContext, EpochPredictor, hookimpl
-from zeus_plugins_mab.options import JitOptions, MabOptions
+from zeus_plugins_mab.options import CarbonAwareOptions, JitOptions, MabOptions
 
 if TYPE_CHECKING:
+    from zeus_plugins_mab.carbon import CarbonAwarePolicy
     from zeus_plugins_mab.jit import JitPowerPolicy
     from zeus_plugins_mab.policy import MabPolicy
 
@@ -36,11 +37,22 @@ def make_jit(options: JitOptions, context: BuildContext) -> JitPowerPolicy:
     return JitPowerPolicy(options, job_eta=context.job.eta_knob)
 
 
+def make_carbon_aware(options: CarbonAwareOptions, context: BuildContext) -> CarbonAwarePolicy:
+    """The JIT's profile, then a limit per period of the job's [grid] carbon intensity (lower while dirty)."""
+    from zeus_plugins_mab.carbon import CarbonAwarePolicy
+
+    return CarbonAwarePolicy(options, job_eta=context.job.eta_knob, grid=context.grid)
+
+
 @hookimpl
 def zeus_register_batch_size_policies(register):
-    register("mab", make_mab, options=MabOptions, help="Zeus: exploration + Thompson sampling over batch sizes (variant improved or paper).")
+    register("mab", make_mab, options=MabOptions,
+             help="Zeus: exploration + Thompson sampling over batch sizes (variant improved or paper).")
 
 
 @hookimpl
 def zeus_register_power_policies(register):
     register("jit", make_jit, options=JitOptions, help="Zeus: profile each power limit in the first epoch, hold the cheapest.")
+    register("carbon-aware", make_carbon_aware, options=CarbonAwareOptions,
+             help="The JIT's profile, then per grid period a lower limit while the grid is dirty, a higher one while clean, "
+                  "in the carbon-blind JIT's time (reads [grid]).")

@@ -18,6 +18,13 @@ knobs), ``zeus_recurrence`` (its number), ``zeus_device_power_watts{device}``
 ``zeus_job_energy_joules``, ``zeus_job_time_seconds``, ``zeus_job_cost``,
 ``zeus_job_tries``, ``zeus_job_recurrences``, and its chosen knobs
 ``zeus_job_batch_size``, ``zeus_job_power_limit_watts``.
+
+A job with ``[grid]`` also has, next to the energy (each try's energy charged against
+the grid over time, as its ``carbon_g`` and ``cost_<currency>`` columns):
+``zeus_carbon_grams_total`` (a counter), ``zeus_energy_cost{currency}`` (a gauge: a
+price may be negative),
+``zeus_carbon_intensity_grams_per_kwh`` (the mean intensity of the last try) and, at
+the job's end, ``zeus_job_carbon_grams`` and ``zeus_job_energy_cost{currency}``.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from zeus_core.engine.stores.locations import mask
+from zeus_core.grid import CARBON_COLUMN, INTENSITY_COLUMN
 
 
 class Exporter:
@@ -66,6 +74,17 @@ class Exporter:
         self.job_batch_size = Gauge("zeus_job_batch_size", "The job's chosen batch size (summary.json knobs)", L, registry=r)
         self.job_power_limit = Gauge("zeus_job_power_limit_watts", "The job's chosen power limit (summary.json knobs)", L,
                                      registry=r)
+        self.carbon = Counter("zeus_carbon_grams", "Emissions of the tries (gCO2eq), charged against [grid] over time",
+                              L, registry=r)
+        # a gauge, not a counter: a price may be negative (day-ahead markets), so the sum may go down
+        self.money = Gauge("zeus_energy_cost", "Energy cost of the tries of this process, charged against [grid] price "
+                           "over time", L + ["currency"], registry=r)
+        self.intensity = Gauge("zeus_carbon_intensity_grams_per_kwh",
+                               "Mean carbon intensity the last try was charged at (gCO2eq/kWh)", L, registry=r)
+        self.job_carbon = Gauge("zeus_job_carbon_grams", "The job's emissions over every try in its store (gCO2eq), as "
+                                "summary.json", L, registry=r)
+        self.job_money = Gauge("zeus_job_energy_cost", "The job's energy cost over every try in its store, as summary.json",
+                               L + ["currency"], registry=r)
         self._warned: set[str] = set()
         self._server = None
         self._ended = False
@@ -115,6 +134,13 @@ class Exporter:
         if r.power_limit is not None:
             self.power_limit.labels(self.job).set(r.power_limit)
         self.recurrence.labels(self.job).set(r.recurrence)
+        for key, value in r.grid.items():
+            if key == CARBON_COLUMN:
+                self.carbon.labels(self.job).inc(max(float(value), 0.0))
+            elif key == INTENSITY_COLUMN:
+                self.intensity.labels(self.job).set(float(value))
+            elif key.startswith("cost_"):
+                self.money.labels(self.job, key[len("cost_"):].upper()).inc(float(value))
 
     def recurrence_end(self, recurrence: int, records: list) -> None:
         self.recurrences.labels(self.job).inc()
@@ -123,6 +149,11 @@ class Exporter:
     def job_end(self, summary: Any) -> None:
         for key, gauge in self.job_totals.items():
             gauge.labels(self.job).set(float(getattr(summary, key)))
+        for key, value in (getattr(summary, "grid", None) or {}).items():
+            if key == CARBON_COLUMN:
+                self.job_carbon.labels(self.job).set(float(value))
+            elif key.startswith("cost_"):
+                self.job_money.labels(self.job, key[len("cost_"):].upper()).set(float(value))
         knobs = summary.knobs or {}
         if knobs.get("batch_size") is not None:
             self.job_batch_size.labels(self.job).set(knobs["batch_size"])

@@ -1,6 +1,7 @@
 """The ``trace`` device: a simulated GPU whose time and energy come from a power trace.
 
-It has a virtual clock and a virtual energy counter. The trace workload tells
+It has a virtual clock (a :class:`zeus_core.device.SimulatedClock`: a job's ``[grid]``
+places it at ``start``) and a virtual energy counter. The trace workload tells
 it the batch size of a run and advances it iteration range by iteration
 range; each iteration takes ``time_per_epoch / iterations_per_epoch`` at the
 current (batch size, power limit) and draws that time's share of the epoch's
@@ -55,6 +56,10 @@ class TraceDevice:
 
     def clock(self) -> float:
         return self._clock
+
+    def clock_is_simulated(self) -> bool:
+        """The clock is the replay's (:class:`zeus_core.device.SimulatedClock`): grid signals place it at ``[grid] start``."""
+        return True
 
     def read_energy(self) -> dict[str, float]:
         return {"gpu0": self._energy}
