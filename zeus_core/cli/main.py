@@ -3,7 +3,10 @@
 Exit status: 0 success, 1 a failure while running, 2 bad input (job file,
 options, plugins that do not fit together): the ``exit_code`` of the
 :class:`~zeus_core.ZeusError` that ended the command (:func:`exit_code_of`).
-All terminal output goes through rich.
+All terminal output goes through rich: a command's result on its results console,
+errors on its error console; diagnostics go to the ``zeus`` loggers. ``-q`` / ``-v``
+(or ``ZEUS_LOG_LEVEL``) before the command say how much shows
+(:func:`~zeus_core.cli.consoles.verbosity_options`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from zeus_core.cli.consoles import make_console
+from zeus_core.cli.consoles import make_console, verbosity_options
 from zeus_core.cli.monitor import monitor_command
 from zeus_core.cli.store import store_group
 from zeus_core.daemon.command import daemon_command
@@ -90,6 +93,7 @@ def _print_version(ctx: click.Context, _param: Any, value: bool) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@verbosity_options
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version of zeus-core and of every registered plugin.")
 def cli() -> None:

@@ -37,6 +37,18 @@ from zeus_core.windows import DeviceSet, Monitor
 if TYPE_CHECKING:  # annotations only
     from zeus_core.engine.registry import Registration, Registry
 
+def _warn_no_device(gpu: list[int] | None, cpu: list[int] | None, why: list[str]) -> None:
+    """A monitor over no device measures time only: say so (a warning, not an error, as upstream
+    runs on a machine without GPUs), with why each plugin tried did not open."""
+    asked = f"gpu_indices={gpu}, cpu_indices={cpu}"
+    reasons = "; ".join(why) if why else "no installed device plugin measures GPUs or CPUs"
+    warnings.warn(
+        f"ZeusMonitor({asked}) opened no device: its windows measure time only, and 0 J ({reasons}); "
+        "install a device plugin (zeus plugins lists them) or name one with device=",
+        stacklevel=3,
+    )
+
+
 def _iter(value: Any) -> list[Any]:
     try:
         return list(value)
@@ -102,6 +114,8 @@ class ZeusMonitor(Monitor):
         self._console = Console(stderr=True)
         #: (plugin name, identity as a [device] section declares it, group) of every opened group
         self.groups: list[tuple[str, dict[str, Any], Any]] = []
+        #: why each device plugin that was tried did not open (for the warning when none did)
+        self._not_opened: list[str] = []
         try:
             if device is not None:
                 self._open_named(device, dict(options or {}), gpu, cpu)
@@ -114,6 +128,8 @@ class ZeusMonitor(Monitor):
                 if cpu is None or cpu:
                     self._open_cpus(cpu)
             groups = [g for _, _, g in self.groups]
+            if not groups:
+                _warn_no_device(gpu, cpu, self._not_opened)
             devices = groups[0] if len(groups) == 1 else DeviceSet(groups) if groups else NoDevices()
             super().__init__(devices, sync=sync_execution_with, log_file=log_file, approx_instant_energy=approx_instant_energy)
         except BaseException:
@@ -167,6 +183,7 @@ class ZeusMonitor(Monitor):
                 if fallback_all and option is not None:
                     self.groups[-1][1][option] = None
                 return
+        self._not_opened += why
         if explicit:
             if not candidates:
                 raise DeviceOpenError(
@@ -193,6 +210,7 @@ class ZeusMonitor(Monitor):
                 estimate[2].close()
             self.groups.append((r.name, identity, group))
             return
+        self._not_opened += why
         if indices is None:  # measured when it can be, silently not otherwise (upstream)
             if estimate is not None:
                 estimate[2].close()

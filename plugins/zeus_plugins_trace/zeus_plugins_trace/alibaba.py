@@ -208,13 +208,11 @@ class AlibabaReplay:
     def _plot(self, path: Path) -> Path:
         """Cumulative energy over the cluster's clock: each rule's tries at their end, the
         baselines' expected energy per job at the job's end."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         import numpy as np
+        from matplotlib.figure import Figure  # the object API: no pyplot state, the user's backend untouched
 
-        fig, ax = plt.subplots(figsize=(8, 4.5))
+        fig = Figure(figsize=(8, 4.5))
+        ax = fig.subplots()
         t0 = min(g.jobs[0].start for g in self.groups)
 
         def draw(ends: list[float], energy: list[float], label: str, **style: Any) -> None:
@@ -243,5 +241,4 @@ class AlibabaReplay:
         fig.tight_layout()
         with atomic_path(path) as tmp:
             fig.savefig(tmp, dpi=110, format="png")
-        plt.close(fig)
         return path
