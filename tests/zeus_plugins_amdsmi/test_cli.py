@@ -34,7 +34,11 @@ def test_zeus_monitor_shows_accumulator_and_polled_gpus(fake_amd, tmp_path):
     rows = {line.split("│")[2].strip(): line for line in r.stdout.splitlines() if line.count("│") > 5 and "gpu" in line}
     assert "counter" in rows["gpu0"] and "polling" in rows["gpu1"] and "local" in rows["gpu0"]
     table = list(csv.DictReader(out.open()))
-    assert list(table[0]) == ["time", "elapsed_s", "gpu0_power_w", "gpu0_energy_j", "gpu1_power_w", "gpu1_energy_j"]
+    # today's columns, and beside each GPU's the temperature and amdsmi's power domains, named
+    gpu = ["power_w", "energy_j", "temperature_c", "power_instant_w", "power_average_w"]
+    assert list(table[0]) == ["time", "elapsed_s", *(f"gpu{i}_{c}" for i in (0, 1) for c in gpu)]
+    assert float(table[-1]["gpu0_temperature_c"]) == 62.0  # the hotspot sensor, in °C as amdsmi gives it
+    assert float(table[-1]["gpu1_power_instant_w"]) == float(table[-1]["gpu1_power_average_w"]) == 230.0
     last = table[-1]
     t = float(last["elapsed_s"])
     assert float(last["gpu0_energy_j"]) == pytest.approx(420.0 * t, rel=0.03)  # 15.3 uJ counts, in joules
@@ -133,3 +137,22 @@ def test_the_readme_example_runs_as_written(tmp_path):
     rows = list(csv.DictReader((tmp_path / "amd.csv").open()))
     assert float(rows[-1]["gpu0_energy_j"]) == pytest.approx(500.0 * float(rows[-1]["elapsed_s"]), rel=0.03)
     assert "counter" in p.stdout and "gpu1" in p.stdout
+
+
+def test_a_machine_with_nvidia_and_amd_gpus_is_told_to_choose(fake_amd, tmp_path, monkeypatch):
+    """Both simulated drivers answer: ZeusMonitor does not pick one by name order, it says how to choose."""
+    from zeus_core.engine.assembly import DeviceOpenError
+    from zeus_plugins_nvml import fake_pynvml
+
+    fake_amd(1)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    fake_pynvml.install(fake_pynvml.create(tmp_path / "nvml.json", 2), monkeypatch)
+    monkeypatch.delenv("ZEUS_GPU_DEVICE", raising=False)
+    with pytest.raises(DeviceOpenError, match=r"GPUs of 2 device plugins open on this machine: amdsmi \(gpu0\); nvml \(gpu0, gpu1\)"):
+        ZeusMonitor(cpu_indices=[], sync_execution_with="none")
+    monkeypatch.setenv("ZEUS_GPU_DEVICE", "nvml")
+    with ZeusMonitor(cpu_indices=[], sync_execution_with="none") as mon:
+        assert [name for name, _, _ in mon.groups] == ["nvml"] and mon.gpu_indices == [0, 1]
+    monkeypatch.setenv("ZEUS_GPU_DEVICE", "amdsmi")
+    with ZeusMonitor(cpu_indices=[], sync_execution_with="none") as mon:
+        assert [name for name, _, _ in mon.groups] == ["amdsmi"] and mon.gpu_indices == [0]

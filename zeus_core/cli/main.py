@@ -26,6 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from zeus_core.cli.consoles import make_console, verbosity_options
+from zeus_core.cli.env import env_command
 from zeus_core.cli.monitor import monitor_command
 from zeus_core.cli.store import store_group
 from zeus_core.daemon.command import daemon_command
@@ -402,6 +403,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
 
 
 cli.add_command(monitor_command)
+cli.add_command(env_command)
 cli.add_command(store_group)
 cli.add_command(daemon_command)
 

@@ -93,7 +93,7 @@ class BatchSizeTry:
                 return "early-stop"
             return None
 
-        self.stopped = decide(owner.group, judge)
+        self.stopped = decide(owner.group, "should_stop", judge)
         return self.stopped is not None
 
     def __repr__(self) -> str:
@@ -279,7 +279,7 @@ class BatchSizeOptimizer:
             t = self._pending
             return t.recurrence, t.try_index, int(t.batch_size), float(t.cost_bound)
 
-        rec, try_index, batch_size, bound = decide(self.group, choose)
+        rec, try_index, batch_size, bound = decide(self.group, "next", choose)
         self._trial = BatchSizeTry(self, rec, try_index, batch_size, bound)
         return self._trial
 
@@ -340,7 +340,7 @@ class BatchSizeOptimizer:
             return rec
 
         try:
-            rec = decide(self.group, record)
+            rec = decide(self.group, "report", record)
         finally:
             self._trial = self._pending = None
         if rec.reached:
