@@ -10,8 +10,10 @@ from typing import Any
 
 import attrs
 
-#: Columns of ``recurrences.csv``, in order (contract: extend, never rename).
-TRY_COLUMNS = ("recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached")
+#: Columns of ``recurrences.csv``, in order (contract: extend, never rename). ``power_limit_w``
+#: repeats ``power_limit`` under a name that says its unit (watts), as ``time_s`` and ``energy_j`` do.
+TRY_COLUMNS = ("recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached",
+               "power_limit_w")
 
 
 @attrs.define
@@ -45,16 +47,18 @@ class TryRecord:
 
     def row(self) -> dict[str, Any]:
         """The ``recurrences.csv`` row of this try."""
+        limit = "" if self.power_limit is None else self.power_limit
         return {
             "recurrence": self.recurrence,
             "try": self.try_index,
             "batch_size": self.batch_size,
-            "power_limit": "" if self.power_limit is None else self.power_limit,
+            "power_limit": limit,
             "epochs": self.epochs,
             "time_s": self.time_s,
             "energy_j": self.energy_j,
             "cost": self.cost,
             "reached": self.reached,
+            "power_limit_w": limit,
         }
 
 

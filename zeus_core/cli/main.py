@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,8 @@ from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, 
 from zeus_core.files import write_atomic
 from zeus_core.journal import restore_pending
 from zeus_core.parts import Reports, WritesOutputs
+from zeus_core.provenance import KEY as PROVENANCE
+from zeus_core.provenance import now, provenance
 from zeus_core.results import TRY_COLUMNS, JobSummary
 
 if TYPE_CHECKING:
@@ -205,7 +208,8 @@ def _closing_table(summary: JobSummary) -> Table:
     return table
 
 
-def _write_outputs(runner: Runner, summary: JobSummary, out: Path) -> list[Path]:
+def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str, started: datetime) -> list[Path]:
+    """recurrences.csv, summary.json (with the provenance of ``zeus <command>``, begun at ``started``), the parts' files."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     if "workload" in runner.parts:
@@ -216,7 +220,10 @@ def _write_outputs(runner: Runner, summary: JobSummary, out: Path) -> list[Path]
             w.writerow(r.row())
         write_atomic(out / "recurrences.csv", buf.getvalue())
         written.append(out / "recurrences.csv")
-    write_atomic(out / "summary.json", json.dumps(summary.to_json(), indent=2, allow_nan=False, default=str) + "\n")
+    body = summary.to_json()
+    body[PROVENANCE] = provenance(registry(), command=command, started=started,
+                                  device_spec=runner.spec.parts.get("device"), device=runner.parts.get("device"))
+    write_atomic(out / "summary.json", json.dumps(body, indent=2, allow_nan=False, default=str) + "\n")
     written.append(out / "summary.json")
     for part in runner.parts.values():
         if isinstance(part, WritesOutputs):
@@ -283,7 +290,7 @@ def _account_lines(summary: JobSummary) -> list[str]:
     return lines
 
 
-def _finish(runner: Runner, summary: JobSummary, output: Path | None) -> None:
+def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: str, started: datetime) -> None:
     """The closing table, the parts' reports, and every output file."""
     if summary.records:
         console.print(_closing_table(summary))
@@ -293,7 +300,7 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None) -> None:
         if isinstance(part, Reports):
             part.report(console, summary)
     if output is not None:
-        for p in _write_outputs(runner, summary, output):
+        for p in _write_outputs(runner, summary, output, command, started):
             console.print(f"wrote {escape(str(p))}")
 
 
@@ -311,6 +318,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (devices restored, outputs of
     what finished written).
     """
+    started = now()
     spec = _load(job_file, sets)
     if dry_run:
         _dry_run(spec)
@@ -363,7 +371,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             err_console.print(f"[bold red]error:[/] cannot read the results back: {escape(str(e))}")
     if summary is None:
         sys.exit(code)
-    _finish(runner, summary, output)
+    _finish(runner, summary, output, "run", started)
     sys.exit(code)
 
 
@@ -379,6 +387,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     that their tables and files come out as after ``zeus run``; planners'
     files (allocations, frequency plans, profiles) are computed by ``zeus run``.
     """
+    started = now()
     spec = _load(job_file, sets)
     runner = _make_runner(spec)
     store = runner.store
@@ -399,7 +408,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
         sys.exit(report_error(e))
     finally:
         runner.close()
-    _finish(runner, summary, output)
+    _finish(runner, summary, output, "report", started)
 
 
 cli.add_command(monitor_command)

@@ -196,13 +196,15 @@ class AlibabaReplay:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["rule", "group", "job", "try", "start_time", "end_time", "in_flight", "chosen_by", "batch_size",
-                    "power_limit", "epochs", "reached", "stopped", "runtime_ratio", "energy_j", "time_s", "cost"])
+                    "power_limit", "epochs", "reached", "stopped", "runtime_ratio", "energy_j", "time_s", "cost",
+                    # the same quantities again under names that say their units (after the others: a contract)
+                    "start_time_s", "end_time_s", "power_limit_w"])
         for r in self.results:
             for t in sorted(r.tries, key=lambda t: (t.start, t.record.recurrence, t.record.try_index)):
                 rec = t.record
                 w.writerow([r.rule, r.group, rec.recurrence, rec.try_index, repr(t.start), repr(t.end), t.in_flight, t.chooser,
                             rec.batch_size, rec.power_limit, rec.epochs, rec.reached, rec.stopped or "", repr(t.runtime_ratio),
-                            repr(t.energy_j), repr(t.time_s), repr(t.cost)])
+                            repr(t.energy_j), repr(t.time_s), repr(t.cost), repr(t.start), repr(t.end), rec.power_limit])
         return buf.getvalue()
 
     def _plot(self, path: Path) -> Path:
