@@ -87,7 +87,9 @@ def configure(level: int, stream: TextIO | None = None) -> logging.Handler:
     """Show the ``zeus`` loggers' records at ``level`` and above on ``stream`` (stderr).
 
     For commands, never for library code. A second call replaces the first one's
-    handler, so a command that learns its level in steps ends with one handler.
+    handler, so a command that learns its level in steps ends with one handler. The
+    handler filters; the ``zeus`` logger's own level is lowered only for a level below
+    warning, so that another handler (a test's capture) still gets what it asks for.
     """
     global _handler
     top = logging.getLogger(ROOT)
@@ -95,8 +97,9 @@ def configure(level: int, stream: TextIO | None = None) -> logging.Handler:
         top.removeHandler(_handler)
     _handler = logging.StreamHandler(stream) if stream is not None else _Stderr()
     _handler.setFormatter(_Formatter(FORMAT))
+    _handler.setLevel(level)
     top.addHandler(_handler)
-    top.setLevel(level)
+    top.setLevel(level if level < logging.WARNING else logging.NOTSET)
     return _handler
 
 

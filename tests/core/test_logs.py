@@ -179,3 +179,24 @@ def test_no_source_switches_the_backend_or_uses_pyplot():
             found += [f"{path.relative_to(REPO)}: {what}" for what in ("matplotlib.use(", "import matplotlib.pyplot",
                                                                        "from matplotlib import pyplot") if what in text]
     assert not found, found
+
+
+def test_configure_keeps_one_handler_that_filters_at_the_level():
+    import io
+
+    top = logging.getLogger(logs.ROOT)
+    before = (list(top.handlers), top.level)
+    out = io.StringIO()
+    try:
+        logs.configure(logging.ERROR, stream=out)
+        handler = logs.configure(logging.ERROR, stream=out)
+        assert [h for h in top.handlers if isinstance(h, logging.StreamHandler)] == [handler]
+        logging.getLogger("zeus.engine").warning("hidden")
+        logging.getLogger("zeus.engine").error("shown")
+        logs.configure(logging.DEBUG, stream=out)
+        logging.getLogger("zeus.engine").debug("shown too")
+        assert out.getvalue().splitlines() == ["zeus.engine error: shown", "zeus.engine debug: shown too"]
+    finally:
+        top.handlers[:] = before[0]
+        top.setLevel(before[1])
+        logs._handler = None
