@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Mapping
 from typing import TextIO
 
@@ -90,6 +91,8 @@ def configure(level: int, stream: TextIO | None = None) -> logging.Handler:
     handler, so a command that learns its level in steps ends with one handler. The
     handler filters; the ``zeus`` logger's own level is lowered only for a level below
     warning, so that another handler (a test's capture) still gets what it asks for.
+    Python warnings (a device plugin's ``warnings.warn``) become warnings of
+    ``zeus.warnings``: one line each, and ``-q`` hides them as it hides the rest.
     """
     global _handler
     top = logging.getLogger(ROOT)
@@ -100,7 +103,13 @@ def configure(level: int, stream: TextIO | None = None) -> logging.Handler:
     _handler.setLevel(level)
     top.addHandler(_handler)
     top.setLevel(level if level < logging.WARNING else logging.NOTSET)
+    warnings.showwarning = _show_warning
     return _handler
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    logging.getLogger(f"{ROOT}.warnings").warning("%s", message)
 
 
 def level_name(level: int) -> str:

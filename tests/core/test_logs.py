@@ -185,7 +185,7 @@ def test_configure_keeps_one_handler_that_filters_at_the_level():
     import io
 
     top = logging.getLogger(logs.ROOT)
-    before = (list(top.handlers), top.level)
+    before = (list(top.handlers), top.level, warnings.showwarning)
     out = io.StringIO()
     try:
         logs.configure(logging.ERROR, stream=out)
@@ -193,10 +193,14 @@ def test_configure_keeps_one_handler_that_filters_at_the_level():
         assert [h for h in top.handlers if isinstance(h, logging.StreamHandler)] == [handler]
         logging.getLogger("zeus.engine").warning("hidden")
         logging.getLogger("zeus.engine").error("shown")
+        warnings.warn("a plugin's warning, hidden", stacklevel=1)
         logs.configure(logging.DEBUG, stream=out)
         logging.getLogger("zeus.engine").debug("shown too")
-        assert out.getvalue().splitlines() == ["zeus.engine error: shown", "zeus.engine debug: shown too"]
+        warnings.warn("a plugin's warning", stacklevel=1)
+        assert out.getvalue().splitlines() == ["zeus.engine error: shown", "zeus.engine debug: shown too",
+                                               "zeus.warnings warning: a plugin's warning"]
     finally:
         top.handlers[:] = before[0]
         top.setLevel(before[1])
+        warnings.showwarning = before[2]
         logs._handler = None
