@@ -69,10 +69,14 @@ _META = "zeus.verbosity"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _counts(ctx: click.Context) -> dict[str, int]:
+    return ctx.find_root().meta.setdefault(_META, {"verbose": 0, "quiet": 0})
+
+
 def requested_level(ctx: click.Context, default: int = logs.DEFAULT) -> int:
     """The level the command line asks for (its ``-v`` / ``-q`` counted from ``default``, else
     ``$ZEUS_LOG_LEVEL``); a bad ``$ZEUS_LOG_LEVEL`` prints the error and exits 2."""
-    counts = ctx.find_root().meta.setdefault(_META, {"verbose": 0, "quiet": 0})
+    counts = _counts(ctx)
     try:
         return logs.resolve_level(counts["verbose"], counts["quiet"], default)
     except logs.LogLevelError as e:
@@ -84,8 +88,7 @@ def _counted(which: str) -> Callable[[click.Context, click.Parameter, int], None
     def callback(ctx: click.Context, _param: click.Parameter, value: int) -> None:
         if ctx.resilient_parsing:
             return
-        counts = ctx.find_root().meta.setdefault(_META, {"verbose": 0, "quiet": 0})
-        counts[which] += value
+        _counts(ctx)[which] += value
         level = requested_level(ctx)
         logs.configure(level)
         set_quiet(level > logging.WARNING)
