@@ -14,7 +14,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from zeus_core.cli.consoles import requested_level, verbosity_options
+from zeus_core.cli.consoles import make_console, requested_level, verbosity_options
 from zeus_core.logs import LEVELS, LogLevelError, configure, level_name, parse_level
 from zeus_plugins_perseus.options import MODELS
 
@@ -129,7 +129,7 @@ def p2p_power_command(device_name, sets, duration, backend, gpus) -> None:
             raise ValueError(f"--gpus must name two CUDA indices, e.g. 0,1; got {gpus!r}")
     except ValueError as e:
         _fail(str(e))
-    console = Console()
+    console = make_console()  # its result: silent under -q
     console.print(f"measuring P2P blocking power: {backend}, rank 0 blocks for {duration:g} s ...")
     try:
         r = measure_blocking_power(functools.partial(open_device, device_name, options), duration, backend, pair)
