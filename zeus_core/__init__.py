@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import zeus_core.logs  # noqa: F401 - the ``zeus`` logger's NullHandler; nothing is configured
 from zeus_core.allocation import AllocationPlan, read_allocation
 from zeus_core.comparison import savings
 from zeus_core.contexts import BuildContext, PolicyContext

@@ -11,8 +11,10 @@ from typing import Any
 import attrs
 
 #: Columns of ``recurrences.csv``, in order (contract: extend, never rename). A job with ``[grid]``
-#: adds the columns of :attr:`TryRecord.grid` after these (:func:`try_columns`).
-TRY_COLUMNS = ("recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached")
+#: adds the columns of :attr:`TryRecord.grid` after these (:func:`try_columns`). ``power_limit_w``
+#: repeats ``power_limit`` under a name that says its unit (watts), as ``time_s`` and ``energy_j`` do.
+TRY_COLUMNS = ("recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached",
+               "power_limit_w")
 
 #: The key of ``TryRecord.extra`` under which the core keeps a try's grid columns.
 GRID_KEY = "grid"
@@ -66,16 +68,18 @@ class TryRecord:
 
     def row(self) -> dict[str, Any]:
         """The ``recurrences.csv`` row of this try (its grid columns after the others)."""
+        limit = "" if self.power_limit is None else self.power_limit
         return {
             "recurrence": self.recurrence,
             "try": self.try_index,
             "batch_size": self.batch_size,
-            "power_limit": "" if self.power_limit is None else self.power_limit,
+            "power_limit": limit,
             "epochs": self.epochs,
             "time_s": self.time_s,
             "energy_j": self.energy_j,
             "cost": self.cost,
             "reached": self.reached,
+            "power_limit_w": limit,
             **self.grid,
         }
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -54,3 +57,26 @@ default = 32
 plugin = "fixed"
 limit_w = 200
 """
+
+
+def output_while_answering(cmd: list[str], url: str, env: dict[str, str], timeout: float = 60) -> str:
+    """Start a server (``cmd``), wait until ``url`` answers 200, ask it once more, stop it with
+    SIGTERM; what it printed (stdout and stderr)."""
+    import httpx
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(url, timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, f"{cmd} did not answer at {url}"
+            time.sleep(0.1)
+        assert httpx.get(url, timeout=5).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    return out

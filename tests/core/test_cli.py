@@ -38,7 +38,8 @@ def test_run_writes_contract_outputs(reg, job):
     assert r.exit_code == 0, r.output
     assert "recurrence 3: 32@200W" in r.output
     rows = read_csv(Path("out/recurrences.csv"))
-    assert list(rows[0]) == ["recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached"]
+    assert list(rows[0]) == ["recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached",
+                             "power_limit_w"]
     assert [int(x["recurrence"]) for x in rows] == [1, 2, 3]
     assert all(x["reached"] == "True" and x["batch_size"] == "32" and float(x["power_limit"]) == 200 for x in rows)
     # toy: bs 32 -> 6 epochs; energy = time * min(limit, 250) W

@@ -81,16 +81,20 @@ def test_the_one_plugin_that_opens_wins_and_an_absent_one_is_silent():
         warnings.simplefilter("error")  # absence is no warning
         with monitor(reg, gpu_indices=[1]) as mon:
             assert [name for name, _, _ in mon.groups] == ["zzz"] and mon.gpu_indices == [1]
-    with monitor(registry(aaa="absent", zzz="absent")) as mon:  # upstream: no GPU, no error
+    with pytest.warns(UserWarning, match=r"opened no device: .*\(aaa: no aaa library here; zzz: no zzz library here\)"):
+        mon = monitor(registry(aaa="absent", zzz="absent"))  # upstream: no GPU, no error; it says it measures nothing
+    with mon:
         assert mon.gpu_indices == []
     with pytest.raises(DeviceOpenError, match=r"gpu_indices=\[0\]: no GPU could be opened \(aaa: no aaa library here; zzz: no zzz"):
         monitor(registry(aaa="absent", zzz="absent"), gpu_indices=[0])
 
 
 def test_a_plugin_that_fails_is_said_even_when_no_gpu_was_asked_for():
-    with pytest.warns(UserWarning, match="no GPU is measured: bbb: the bbb driver is wedged"):
+    with pytest.warns(UserWarning) as said:
         with monitor(registry(aaa="absent", bbb="fails")) as mon:
             assert mon.gpu_indices == []
+    assert [str(w.message).split(":")[0] for w in said] == ["no GPU is measured", "ZeusMonitor(gpu_indices=None, cpu_indices=[]) opened no device"]
+    assert "no GPU is measured: bbb: the bbb driver is wedged" in str(said[0].message)
     with pytest.raises(DeviceOpenError, match=r"no GPU could be opened \(bbb: the bbb driver is wedged; aaa: no aaa library"):
         monitor(registry(aaa="absent", bbb="fails"), gpu_indices=[0])
 

@@ -58,7 +58,9 @@ def test_a_job_through_the_service_makes_the_same_choices_as_zeus_run(tmp_path):
     assert (tmp_path / "local" / "recurrences.csv").read_text() == (tmp_path / "served-out" / "recurrences.csv").read_text()
     a = json.loads((tmp_path / "local" / "summary.json").read_text())
     b = json.loads((tmp_path / "served-out" / "summary.json").read_text())
+    pa, pb = a.pop("provenance"), b.pop("provenance")  # what produced each: the same code, at other times
     assert a == b  # totals, knobs, and what the policies report (their state came back from the service)
+    assert pa["versions"] == pb["versions"] and pa["ended"] <= pb["started"]
     # The service kept the job in its own SQLite file, as zeus run keeps it: the same trust rules apply.
     with open_store(str(tmp_path / "served" / "zeus-cifar100.sqlite"), get_registry()) as s:
         assert len(s.tries()) == a["tries"] and s.identity() is not None

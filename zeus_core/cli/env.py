@@ -53,7 +53,6 @@ import ast
 import importlib.util
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -83,6 +82,7 @@ from zeus_core.engine.registry import CORE_PLUGIN, Registry, get_registry
 from zeus_core.engine.validation import parse_override
 from zeus_core.errors import EXIT_BAD_INPUT, DeviceAbsent
 from zeus_core.inloop.monitor import GPU_DEVICE_ENV
+from zeus_core.provenance import python_info
 
 #: the shape of ``zeus env --json`` (keys are only ever added)
 SCHEMA = 1
@@ -331,8 +331,7 @@ def machine_report(reg: Registry, probes: list[Probe]) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "zeus_core": _core_version(reg),
-        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
-                   "executable": sys.executable, "platform": platform.platform()},
+        "python": python_info(),
         "torch": torch_versions(),
         "rocm": rocm_version(),
         "environment": {k: os.environ[k] for k in ENVIRONMENT if k in os.environ},

@@ -3,7 +3,10 @@
 Exit status: 0 success, 1 a failure while running, 2 bad input (job file,
 options, plugins that do not fit together): the ``exit_code`` of the
 :class:`~zeus_core.ZeusError` that ended the command (:func:`exit_code_of`).
-All terminal output goes through rich.
+All terminal output goes through rich: a command's result on its results console,
+errors on its error console; diagnostics go to the ``zeus`` loggers. ``-q`` / ``-v``
+(or ``ZEUS_LOG_LEVEL``) before the command say how much shows
+(:func:`~zeus_core.cli.consoles.verbosity_options`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 import os
 import signal
 import sys
+from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +26,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from zeus_core.cli.consoles import make_console
+from zeus_core.cli.consoles import make_console, verbosity_options
 from zeus_core.cli.env import env_command
 from zeus_core.cli.monitor import monitor_command
 from zeus_core.cli.store import store_group
@@ -37,6 +41,8 @@ from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, 
 from zeus_core.files import write_atomic
 from zeus_core.journal import restore_pending
 from zeus_core.parts import Reports, WritesOutputs
+from zeus_core.provenance import KEY as PROVENANCE
+from zeus_core.provenance import now, provenance
 from zeus_core.results import JobSummary, try_columns
 
 if TYPE_CHECKING:
@@ -91,6 +97,7 @@ def _print_version(ctx: click.Context, _param: Any, value: bool) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@verbosity_options
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version of zeus-core and of every registered plugin.")
 def cli() -> None:
@@ -225,7 +232,8 @@ def _grid_text(key: str, value: float) -> str:
     return f"{value:,.1f}" if key == "carbon_g" else f"{value:,.2f}"
 
 
-def _write_outputs(runner: Runner, summary: JobSummary, out: Path) -> list[Path]:
+def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str, started: datetime) -> list[Path]:
+    """recurrences.csv, summary.json (with the provenance of ``zeus <command>``, begun at ``started``), the parts' files."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     if "workload" in runner.parts:
@@ -236,7 +244,10 @@ def _write_outputs(runner: Runner, summary: JobSummary, out: Path) -> list[Path]
             w.writerow(r.row())
         write_atomic(out / "recurrences.csv", buf.getvalue())
         written.append(out / "recurrences.csv")
-    write_atomic(out / "summary.json", json.dumps(summary.to_json(), indent=2, allow_nan=False, default=str) + "\n")
+    body = summary.to_json()
+    body[PROVENANCE] = provenance(registry(), command=command, started=started,
+                                  device_spec=runner.spec.parts.get("device"), device=runner.parts.get("device"))
+    write_atomic(out / "summary.json", json.dumps(body, indent=2, allow_nan=False, default=str) + "\n")
     written.append(out / "summary.json")
     for part in runner.parts.values():
         if isinstance(part, WritesOutputs):
@@ -303,7 +314,7 @@ def _account_lines(summary: JobSummary) -> list[str]:
     return lines
 
 
-def _finish(runner: Runner, summary: JobSummary, output: Path | None) -> None:
+def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: str, started: datetime) -> None:
     """The closing table, the parts' reports, and every output file."""
     if summary.records:
         console.print(_closing_table(summary))
@@ -313,7 +324,7 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None) -> None:
         if isinstance(part, Reports):
             part.report(console, summary)
     if output is not None:
-        for p in _write_outputs(runner, summary, output):
+        for p in _write_outputs(runner, summary, output, command, started):
             console.print(f"wrote {escape(str(p))}")
 
 
@@ -331,6 +342,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (devices restored, outputs of
     what finished written).
     """
+    started = now()
     spec = _load(job_file, sets)
     if dry_run:
         _dry_run(spec)
@@ -383,7 +395,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             err_console.print(f"[bold red]error:[/] cannot read the results back: {escape(str(e))}")
     if summary is None:
         sys.exit(code)
-    _finish(runner, summary, output)
+    _finish(runner, summary, output, "run", started)
     sys.exit(code)
 
 
@@ -399,6 +411,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     that their tables and files come out as after ``zeus run``; planners'
     files (allocations, frequency plans, profiles) are computed by ``zeus run``.
     """
+    started = now()
     spec = _load(job_file, sets)
     runner = _make_runner(spec)
     store = runner.store
@@ -419,7 +432,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
         sys.exit(report_error(e))
     finally:
         runner.close()
-    _finish(runner, summary, output)
+    _finish(runner, summary, output, "report", started)
 
 
 cli.add_command(monitor_command)

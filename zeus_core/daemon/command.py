@@ -8,10 +8,15 @@ The ``zeus`` entry point hands ``zeus daemon`` straight to :func:`main`, before
 it loads every installed plugin: the root process imports only the plugins its
 configuration names (``plugins``), so no training stack (torch, scipy) is ever
 loaded with root's privileges.
+
+It logs every change at info: ``-v`` adds debug records (every call), ``-q`` keeps warnings
+and errors only (``ZEUS_LOG_LEVEL`` names a level, as for every ``zeus`` command); the
+configuration's ``log`` says where the records go.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -19,6 +24,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from zeus_core.cli.consoles import requested_level, verbosity_options
 from zeus_core.daemon.config import CONFIG_ENV, DEFAULT_CONFIG, ConfigError, read_config, resolve
 from zeus_core.engine.registry import load
 from zeus_core.errors import PluginError
@@ -33,8 +39,8 @@ def _print_problems(err: Console, e: ConfigError) -> None:
         err.print(escape(line), highlight=False, soft_wrap=True)
 
 
-def run_daemon(config_path: Path, check: bool = False) -> int:
-    """Start the daemon for ``config_path`` and serve until a stop signal; the exit status."""
+def run_daemon(config_path: Path, check: bool = False, level: int = logging.INFO) -> int:
+    """Start the daemon for ``config_path`` and serve until a stop signal, logging at ``level``; the exit status."""
     from zeus_core.daemon.server import Daemon, StartError, setup_logging  # only a starting daemon needs it
 
     err = Console(stderr=True, soft_wrap=True)
@@ -52,7 +58,7 @@ def run_daemon(config_path: Path, check: bool = False) -> int:
     except ConfigError as e:
         _print_problems(err, e)
         return EXIT_BAD_CONFIG
-    setup_logging("stderr" if check else cfg.log)
+    setup_logging("stderr" if check else cfg.log, level)
     daemon = Daemon(resolved, registry)
     if not check:
         daemon.install_signal_handlers()
@@ -83,9 +89,10 @@ def run_daemon(config_path: Path, check: bool = False) -> int:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar=CONFIG_ENV,
               default=DEFAULT_CONFIG, show_default=True, help=f"The daemon's TOML configuration (or ${CONFIG_ENV}).")
 @click.option("--check", is_flag=True, help="Check the configuration and open the served devices, then exit without serving.")
+@verbosity_options
 def daemon_command(config_path: Path, check: bool) -> None:
     """Serve device settings (power limits, clocks, RAPL reads) to unprivileged training processes; run as root."""
-    sys.exit(run_daemon(config_path, check))
+    sys.exit(run_daemon(config_path, check, requested_level(click.get_current_context(), default=logging.INFO)))
 
 
 def main(argv: list[str]) -> None:

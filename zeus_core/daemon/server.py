@@ -621,11 +621,11 @@ class Daemon:
                     log.error("service %s did not close cleanly: %s", name, e)
 
 
-def setup_logging(destination: str) -> None:
-    """Log every change to stderr (systemd's journal), a file, or nowhere."""
+def setup_logging(destination: str, level: int = logging.INFO) -> None:
+    """Log every change (at info; ``level``: the least shown) to stderr (systemd's journal), a file, or nowhere."""
     log.handlers.clear()
     log.propagate = False
-    log.setLevel(logging.INFO)
+    log.setLevel(level)
     if destination == "none":
         log.addHandler(logging.NullHandler())
         return

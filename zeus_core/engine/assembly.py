@@ -26,6 +26,7 @@ are put together here, in these steps:
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,8 @@ from zeus_core.errors import BadInput, PartMismatch
 from zeus_core.identity import differences, option_identity, refuse_another_job, with_facts
 from zeus_core.job import BUILD_ORDER, JobOptions, JobSpec, PartSpec, job_name
 from zeus_core.parts import HasIdentity, NeedsDevice, OffersBatchSizes, ServesRanks
+
+log = logging.getLogger("zeus.engine")
 
 # --------------------------------------------------------------------------- structure
 
@@ -272,6 +275,7 @@ class Assembly:
                 "rank 0); run zeus once, without the launcher (job.processes for data-parallel workloads)"
             )
         self._check_fit(section, ps.plugin, part, context.parts.get("device"))
+        log.debug("[%s] built by plugin %r: %s", section, ps.plugin, type(part).__name__)
         return part
 
     def _call_factory(self, section: str, ps: PartSpec, context: BuildContext) -> Any:

@@ -27,11 +27,11 @@ bad allocation) stops the job on every rank with its message.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from zeus_core.engine.assembly import Assembly
 from zeus_core.engine.history import History, HistoryService, TryPlan, ledger, load_policy_states
@@ -46,6 +46,8 @@ from zeus_core.measurement import Measurement
 from zeus_core.parts import Summarizes
 from zeus_core.results import GRID_KEY, JobSummary, TryRecord
 from zeus_core.windows import Monitor
+
+log = logging.getLogger("zeus.engine")
 
 
 def stop_reason(e: BaseException) -> str:
@@ -148,6 +150,8 @@ class Runner:
             self.parts["workload"].serve_rank()
             return JobSummary(job=self.spec.job.name, recurrences=0, tries=0, energy_j=0.0, time_s=0.0, cost=0.0, knobs={})
         self.hook.zeus_on_job_start(job=self.spec.job, context=self.ctx)
+        log.info("job %r: planning, then %d recurrence(s) with %s", self.spec.job.name, self.spec.job.recurrences,
+                 ", ".join(f"{s}={p.plugin}" for s, p in self.spec.parts.items()))
         self.plan()
         if "workload" in self.parts:
             for _ in range(self.spec.job.recurrences):
@@ -175,9 +179,8 @@ class Runner:
         try:
             self.history.abandon(rec, stop_reason(e))
         except Exception as failed:  # noqa: BLE001 - the store is what failed, most likely; the run's error stands
-            self.console.print(f"[yellow]recurrence {rec} is left open[/] (it could not be recorded as abandoned: "
-                               f"{escape(str(failed)[:300])}); the job's next run on this machine records it",
-                               highlight=False, soft_wrap=True)
+            log.warning("recurrence %d is left open (it could not be recorded as abandoned: %s); the job's next run "
+                        "on this machine records it", rec, str(failed)[:300])
 
     def _tries_of(self, rec: int) -> tuple[int, list[TryRecord]]:
         job = self.spec.job
@@ -270,6 +273,8 @@ class Runner:
                 record.extra[GRID_KEY] = figures
             if session.grid_meter.held_s > 0:
                 record.extra["grid_held_s"] = session.grid_meter.held_s
+        log.debug("recurrence %d, try %d: batch size %d at %s W, %d epoch(s), %.6g s, %.6g J, cost %.6g, %s", rec, try_index,
+                  batch_size, record.power_limit, record.epochs, time_s, energy_j, record.cost, "reached" if record.reached else stopped)
         return record
 
     # -- results --

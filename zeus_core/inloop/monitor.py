@@ -160,6 +160,17 @@ def check_indices(value: Any, what: str) -> list[int] | None:
     return out
 
 
+def _warn_no_device(gpu: list[int] | None, cpu: list[int] | None, why: list[str]) -> None:
+    """A monitor over no device measures time only: say so (a warning, not an error: upstream's
+    monitor runs on a machine without GPUs), with why each plugin tried did not open."""
+    reasons = "; ".join(why) if why else "no installed device plugin measures GPUs or CPUs"
+    warnings.warn(
+        f"ZeusMonitor(gpu_indices={gpu}, cpu_indices={cpu}) opened no device: its windows measure time only, "
+        f"and 0 J ({reasons}); install a device plugin (zeus plugins lists them) or name one with device=",
+        stacklevel=3,
+    )
+
+
 class ZeusMonitor(Monitor):
     """Upstream Zeus's ``ZeusMonitor``: named time and energy windows over GPUs and CPUs.
 
@@ -207,6 +218,8 @@ class ZeusMonitor(Monitor):
         self._console = Console(stderr=True)
         #: (plugin name, identity as a [device] section declares it, group) of every opened group
         self.groups: list[tuple[str, dict[str, Any], Any]] = []
+        #: why each device plugin that was tried did not open (for the warning when none did)
+        self._not_opened: list[str] = []
         try:
             if device is not None:
                 self.groups.append(open_named(reg, device, dict(options or {}), self._console, gpu, cpu))
@@ -219,6 +232,8 @@ class ZeusMonitor(Monitor):
                 if cpu is None or cpu:
                     self._open_cpus(cpu)
             groups = [g for _, _, g in self.groups]
+            if not groups:
+                _warn_no_device(gpu, cpu, self._not_opened)
             devices = groups[0] if len(groups) == 1 else DeviceSet(groups) if groups else NoDevices()
             super().__init__(devices, sync=sync_execution_with, log_file=log_file, approx_instant_energy=approx_instant_energy)
         except BaseException:
@@ -242,6 +257,7 @@ class ZeusMonitor(Monitor):
         if choice.opened is not None:
             self.groups.append(choice.opened)
             return
+        self._not_opened += [f"{name}: {why}" for name, why in (*choice.failed, *choice.absent)]
         if explicit:
             if not choice.candidates:
                 raise DeviceOpenError(
@@ -271,6 +287,7 @@ class ZeusMonitor(Monitor):
                 estimate[2].close()
             self.groups.append((r.name, identity, group))
             return
+        self._not_opened += why
         if indices is None:  # measured when it can be, silently not otherwise (upstream)
             if estimate is not None:
                 estimate[2].close()

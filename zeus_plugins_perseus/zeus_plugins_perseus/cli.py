@@ -6,6 +6,7 @@ the group costs the ``zeus`` command nothing at start-up.
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from zeus_core.cli.consoles import make_console, requested_level, verbosity_options
+from zeus_core.logs import LEVELS, LogLevelError, configure, level_name, parse_level
 from zeus_plugins_perseus.options import MODELS
 
 err_console = Console(stderr=True, soft_wrap=True)
@@ -41,8 +44,8 @@ def perseus_group() -> None:
               help="File whose first line is the bearer token (default: $ZEUS_PERSEUS_TOKEN).")
 @click.option("--dump-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Keep each job's registration, merged uploaded profile and chosen plan here.")
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+@click.option("--log-level", type=click.Choice(list(LEVELS), case_sensitive=False),
+              help="The server's log level (default: info, moved by -v / -q, or $ZEUS_LOG_LEVEL); wins over both.")
 @click.option("--max-body-bytes", default=1 << 20, show_default=True, type=click.IntRange(min=1024),
               help="Largest request body accepted (413 beyond).")
 @click.option("--max-jobs", default=64, show_default=True, type=click.IntRange(min=1),
@@ -57,6 +60,7 @@ def perseus_group() -> None:
               help="Address space (MiB) of one job's planning process (422 past it).")
 @click.option("--max-planning", default=2, show_default=True, type=click.IntRange(min=1),
               help="Jobs planned at the same time (429 beyond).")
+@verbosity_options
 def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, token_file, dump_dir, log_level,
                   max_body_bytes, max_jobs, job_idle_s, max_instructions, plan_cpu_s, plan_memory_mib,
                   max_planning) -> None:
@@ -66,6 +70,14 @@ def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, tok
     from zeus_plugins_perseus.server.jobs import JobManager, PlannerDefaults, ServerLimits
     from zeus_plugins_perseus.server.run import check_exposure, resolve_token, serve
 
+    # info unless -v / -q / $ZEUS_LOG_LEVEL say otherwise; --log-level (its older knob) wins
+    level = requested_level(click.get_current_context(), default=logging.INFO)
+    if log_level is not None:
+        try:
+            level = parse_level(log_level, "--log-level")
+        except LogLevelError as e:
+            _fail(str(e))
+    configure(level)
     try:
         token = resolve_token(token_file)
         check_exposure(host, token)
@@ -79,7 +91,7 @@ def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, tok
     app = create_app(JobManager(defaults, dump_dir, limits), token)
     Console().print(f"zeus perseus plan server on http://{host}:{port} "
                     f"({'bearer token required' if token else 'no token: loopback only'})")
-    serve(app, host, port, token, log_level)
+    serve(app, host, port, token, level_name(level))
 
 
 @perseus_group.command("p2p-power")
@@ -117,7 +129,7 @@ def p2p_power_command(device_name, sets, duration, backend, gpus) -> None:
             raise ValueError(f"--gpus must name two CUDA indices, e.g. 0,1; got {gpus!r}")
     except ValueError as e:
         _fail(str(e))
-    console = Console()
+    console = make_console()  # its result: silent under -q
     console.print(f"measuring P2P blocking power: {backend}, rank 0 blocks for {duration:g} s ...")
     try:
         r = measure_blocking_power(functools.partial(open_device, device_name, options), duration, backend, pair)

@@ -1,4 +1,5 @@
-"""PNG figures of a frontier and of one plan's per-stage timeline (matplotlib, Agg backend).
+"""PNG figures of a frontier and of one plan's per-stage timeline (matplotlib's object API: no pyplot
+state, and the user's backend is left as it is).
 
 matplotlib is imported by the functions that draw, not with this module: the
 policy draws in its worker process (:mod:`~zeus_plugins_perseus.background`),
@@ -17,18 +18,16 @@ from zeus_plugins_perseus.planner import PlanSet
 from zeus_plugins_perseus.profile import InstructionProfile
 
 
-def _pyplot():
-    import matplotlib
+def _figure(figsize: tuple[float, float]):
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(figsize=figsize)
 
 
 def warm_up() -> None:
     """Import matplotlib (a third of a second) in a worker before its figures are asked for."""
-    _pyplot()
+    import matplotlib.backends.backend_agg  # noqa: F401 - what savefig of a PNG loads
+    import matplotlib.figure  # noqa: F401
 
 
 def figure_data(ps: PlanSet, chosen: int) -> PlanSet:
@@ -53,8 +52,8 @@ def write_figures(ps: PlanSet, profile: InstructionProfile, chosen: int, out_dir
 
 def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
     """Planned and emulated (time, energy) of every plan, with the all-max-frequency point."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = _figure((7, 4.5))
+    ax = fig.subplots()
     ax.plot(ps.planned_time_s, ps.planned_energy_j, ".", ms=3, color="tab:blue", label="planned")
     ax.plot(ps.emulated_time_s, ps.emulated_energy_j, ".", ms=3, color="tab:orange", label="emulated on the profile")
     ax.plot([ps.max_freq_time_s], [ps.max_freq_energy_j], "k*", ms=12, label="all max clocks")
@@ -69,7 +68,6 @@ def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -78,15 +76,18 @@ def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path, 
 
     Plan ``k``'s clocks are ``ps.frequencies[row]`` (default: row ``k``).
     """
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
     from matplotlib.collections import PolyCollection
+    from matplotlib.colors import Normalize
 
-    plt = _pyplot()
     freqs = ps.frequencies[k if row is None else row]
     times, _ = measured_tables(ps.dag, profile, freqs[None, :])
     start, finish = timeline(ps.dag, times[0])
     lo, hi = float(freqs.min()), float(freqs.max())
-    cmap = plt.get_cmap("viridis")
-    fig, ax = plt.subplots(figsize=(max(8, ps.dag.microbatches * 0.6), 0.5 * ps.dag.stages + 1.5))
+    cmap = colormaps["viridis"]
+    fig = _figure((max(8, ps.dag.microbatches * 0.6), 0.5 * ps.dag.stages + 1.5))
+    ax = fig.subplots()
     # one collection for every bar: a patch per op would take seconds on large pipelines (2048 ops at 16 x 64)
     frac = np.full(len(freqs), 0.5) if hi == lo else (freqs - lo) / (hi - lo)
     y = np.array([op.stage for op in ps.dag.ops], dtype=float)
@@ -105,11 +106,10 @@ def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path, 
     ax.set_xlabel("time (s)")
     ax.set_title(f"plan {k}: {ps.emulated_time_s[k]:.4f} s, {ps.emulated_energy_j[k]:,.1f} J (emulated); "
                  "colour = SM clock, black edge = backward", fontsize=10)
-    sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(lo, hi if hi > lo else lo + 1))
+    sm = ScalarMappable(cmap=cmap, norm=Normalize(lo, hi if hi > lo else lo + 1))
     fig.colorbar(sm, ax=ax, label="SM clock (MHz)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import os
 import random
 import socket
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -43,6 +43,8 @@ from zeus_core.engine.owner import this_process
 from zeus_core.engine.remote import HistorySetup
 from zeus_core.engine.stores.locations import mask, parse_url
 from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreUnavailable, TransactionConflict
+
+log = logging.getLogger("zeus.serve")
 
 _RETRY_STATUS = {502, 503, 504}
 #: How long opening the store waits for a service that does not answer.
@@ -140,9 +142,9 @@ class ServiceClient:
                 )
             if now - warned >= WARN_EVERY_S:
                 warned = now
-                print(f"zeus: {self.location}: zeus serve has not answered for {now - start:.0f} s ({mask(why)[:200]}); "
-                      "still trying" + ("" if math.isinf(retry_s) else f" for up to {retry_s:g} s")
-                      + " (Ctrl-C to stop; ?retry_s=N on job.store gives up after N s)", file=sys.stderr, flush=True)
+                log.warning("%s: zeus serve has not answered for %.0f s (%s); still trying%s (Ctrl-C to stop; ?retry_s=N "
+                            "on job.store gives up after N s)", self.location, now - start, mask(why)[:200],
+                            "" if math.isinf(retry_s) else f" for up to {retry_s:g} s")
             time.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, 2.0)
 

@@ -3,11 +3,16 @@
 Exit status: 0 stopped by SIGINT/SIGTERM, 1 a failure while serving or a store
 server that cannot be reached at start, 2 bad input (options, token, a store
 that is not a zeus store, an address in use).
+
+How much it logs: ``-v`` / ``-q`` (or ``ZEUS_LOG_LEVEL``, as every ``zeus`` command), warnings
+and errors by default; ``-v`` (info) adds uvicorn's request lines, as ``--access-log`` does at
+any level.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import socket
 import sys
@@ -16,6 +21,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
+
+from zeus_core.cli.consoles import requested_level, verbosity_options
+from zeus_core.logs import level_name
 
 #: The shortest token accepted: anything shorter is guessable.
 MIN_TOKEN = 16
@@ -113,7 +121,8 @@ def _bind(host: str, port: int) -> socket.socket:
               help="Largest request body in bytes (larger: 413).")
 @click.option("--lease-s", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
               help="How long a client's transaction over a part's state holds the job without a request (a killed client's ends then).")
-@click.option("--access-log", is_flag=True, help="Log every request.")
+@click.option("--access-log", is_flag=True, help="Log every request (as -v does, at any level).")
+@verbosity_options
 def serve_command(store: str, host: str, port: int, token_file: Path | None, max_body: int, lease_s: float,
                   access_log: bool) -> None:
     """Serve jobs' trials over HTTP: jobs register, ask for their next trial, report results, read their history.
@@ -125,6 +134,7 @@ def serve_command(store: str, host: str, port: int, token_file: Path | None, max
 
     from zeus_core.engine.stores.locations import mask
 
+    level = requested_level(click.get_current_context())
     token = read_token(token_file)
     if token is None and not is_loopback(host):
         _fail(f"refusing to listen on {host} without a token: anyone who reaches it could read and change every "
@@ -140,10 +150,13 @@ def serve_command(store: str, host: str, port: int, token_file: Path | None, max
 
     app = create_app(location, token=token, max_body=max_body, version=version("zeus-plugins-serve"), lease_s=lease_s)
     shown = f"[{host}]" if ":" in host else host
+    # where it listens is what this command gives (the port --port 0 chose): printed at any level
     err.print(f"zeus serve: listening on http://{shown}:{bound} (store {escape(mask(location))}; "
               f"{'bearer token required' if token else 'no token: loopback only'})", highlight=False)
-    config = uvicorn.Config(app, log_level="warning", access_log=access_log, timeout_keep_alive=30,
-                            timeout_graceful_shutdown=10)
+    config = uvicorn.Config(app, log_level=level_name(level), access_log=access_log or level <= logging.INFO,
+                            timeout_keep_alive=30, timeout_graceful_shutdown=10)
+    if access_log:  # its records are info: shown whatever the level of the rest
+        logging.getLogger("uvicorn.access").setLevel(min(level, logging.INFO))
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])

@@ -196,25 +196,25 @@ class AlibabaReplay:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["rule", "group", "job", "try", "start_time", "end_time", "in_flight", "chosen_by", "batch_size",
-                    "power_limit", "epochs", "reached", "stopped", "runtime_ratio", "energy_j", "time_s", "cost"])
+                    "power_limit", "epochs", "reached", "stopped", "runtime_ratio", "energy_j", "time_s", "cost",
+                    # the same quantities again under names that say their units (after the others: a contract)
+                    "start_time_s", "end_time_s", "power_limit_w"])
         for r in self.results:
             for t in sorted(r.tries, key=lambda t: (t.start, t.record.recurrence, t.record.try_index)):
                 rec = t.record
                 w.writerow([r.rule, r.group, rec.recurrence, rec.try_index, repr(t.start), repr(t.end), t.in_flight, t.chooser,
                             rec.batch_size, rec.power_limit, rec.epochs, rec.reached, rec.stopped or "", repr(t.runtime_ratio),
-                            repr(t.energy_j), repr(t.time_s), repr(t.cost)])
+                            repr(t.energy_j), repr(t.time_s), repr(t.cost), repr(t.start), repr(t.end), rec.power_limit])
         return buf.getvalue()
 
     def _plot(self, path: Path) -> Path:
         """Cumulative energy over the cluster's clock: each rule's tries at their end, the
         baselines' expected energy per job at the job's end."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         import numpy as np
+        from matplotlib.figure import Figure  # the object API: no pyplot state, the user's backend untouched
 
-        fig, ax = plt.subplots(figsize=(8, 4.5))
+        fig = Figure(figsize=(8, 4.5))
+        ax = fig.subplots()
         t0 = min(g.jobs[0].start for g in self.groups)
 
         def draw(ends: list[float], energy: list[float], label: str, **style: Any) -> None:
@@ -243,5 +243,4 @@ class AlibabaReplay:
         fig.tight_layout()
         with atomic_path(path) as tmp:
             fig.savefig(tmp, dpi=110, format="png")
-        plt.close(fig)
         return path

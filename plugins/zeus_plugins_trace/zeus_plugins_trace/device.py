@@ -32,6 +32,8 @@ class TraceDevice:
 
     def __init__(self, options: TraceDeviceOptions, context: Any = None) -> None:
         self.gpu = options.gpu
+        #: the GPU whose trace is replayed (zeus_core.DeviceModels), not this machine's
+        self.device_models = {"gpu0": f"{options.gpu} (replayed trace)"}
         self.trace: WorkloadTrace | None = None
         self._clock = 0.0
         self._energy = 0.0

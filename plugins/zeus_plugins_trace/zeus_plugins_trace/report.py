@@ -76,10 +76,7 @@ def print_table(console: Any, c: Comparison) -> None:
 
 def plots(out: Path, trace: WorkloadTrace, c: Comparison, records: list, eta: float) -> list[Path]:
     """``cost_per_recurrence.png`` and ``pareto.png`` under ``out``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # the object API: no pyplot state, the user's backend untouched
 
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -90,12 +87,12 @@ def plots(out: Path, trace: WorkloadTrace, c: Comparison, records: list, eta: fl
         fig.tight_layout()
         with atomic_path(out / name) as tmp:
             fig.savefig(tmp, dpi=110)
-        plt.close(fig)
         written.append(out / name)
 
     recs = sorted({r.recurrence for r in records})
     per = np.array([sum(r.cost for r in records if r.recurrence == k) for k in recs])
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.subplots()
     ax.plot(recs, per, ".-", lw=0.8, label="this run")
     ax.axhline(c.default.cost, color="tab:red", ls="--", label=f"default {c.default.batch_size} @ {c.default.power_limit:g} W (expected)")
     ax.axhline(c.oracle.cost, color="tab:green", ls="--", label=f"oracle {c.oracle.batch_size} @ {c.oracle.power_limit:g} W (expected)")
@@ -109,7 +106,8 @@ def plots(out: Path, trace: WorkloadTrace, c: Comparison, records: list, eta: fl
     e = (epochs[:, None] * trace.energy).ravel()
     ok = np.isfinite(t) & np.isfinite(e)
     labels = [(int(b), float(p)) for b in trace.batch_sizes for p in trace.power_limits]
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig = Figure(figsize=(7, 5))
+    ax = fig.subplots()
     ax.scatter(t[ok], e[ok], s=10, c="0.6", label="(batch size, power limit), expected per recurrence")
     front = pareto_frontier(np.where(ok, t, np.nan), np.where(ok, e, np.nan))
     ax.plot(t[front], e[front], "-", color="k", lw=1, label="Pareto frontier")
