@@ -19,7 +19,6 @@ import attrs
 import numpy as np
 
 from zeus_core import pareto_frontier
-
 from zeus_plugins_perseus.background import Background
 from zeus_plugins_perseus.clock_options import fastest_frequencies
 from zeus_plugins_perseus.costmodel import OpSpec, build_spec

@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.table import Table
 
 from zeus_core import write_atomic
-
 from zeus_plugins_perseus.background import Background
 from zeus_plugins_perseus.options import PerseusOptions
 from zeus_plugins_perseus.planner import PlanSet, plan_frontier
