@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
 from zeus_core.errors import BadInput
@@ -103,8 +103,30 @@ def configure(level: int, stream: TextIO | None = None) -> logging.Handler:
     _handler.setLevel(level)
     top.addHandler(_handler)
     top.setLevel(level if level < logging.WARNING else logging.NOTSET)
-    warnings.showwarning = _show_warning
+    global _shown_by
+    if warnings.showwarning is not _show_warning:
+        _shown_by = warnings.showwarning
+        warnings.showwarning = _show_warning
     return _handler
+
+
+#: What showed Python warnings before :func:`configure` (put back by :func:`unconfigure`).
+_shown_by: Callable[..., None] | None = None
+
+
+def unconfigure() -> None:
+    """Undo :func:`configure`: its handler removed, the ``zeus`` logger's level and Python's
+    warnings display as they were. A command that ran in a longer-lived process (a test, a
+    notebook calling the CLI) leaves no handler or warnings hook behind."""
+    global _handler, _shown_by
+    top = logging.getLogger(ROOT)
+    if _handler is not None:
+        top.removeHandler(_handler)
+        _handler = None
+        top.setLevel(logging.NOTSET)
+    if _shown_by is not None and warnings.showwarning is _show_warning:
+        warnings.showwarning = _shown_by
+    _shown_by = None
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

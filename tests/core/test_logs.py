@@ -204,3 +204,18 @@ def test_configure_keeps_one_handler_that_filters_at_the_level():
         top.setLevel(before[1])
         warnings.showwarning = before[2]
         logs._handler = None
+
+
+def test_a_command_run_in_process_leaves_no_handler_or_warnings_hook_behind(tmp_path):
+    """A CLI command called from a longer-lived process (a test, a notebook) undoes its logging set-up
+    when it ends: the handler goes, Python's warnings display is the caller's again."""
+    from click.testing import CliRunner
+
+    from zeus_core.cli.main import cli
+    from zeus_core.engine.registry import get_registry
+
+    top = logging.getLogger(logs.ROOT)
+    before = (list(top.handlers), top.level, warnings.showwarning)
+    result = CliRunner().invoke(cli, ["-v", "plugins"], obj={"registry": get_registry()})
+    assert result.exit_code == 0, result.output
+    assert (list(top.handlers), top.level, warnings.showwarning) == before

@@ -88,9 +88,13 @@ def _counted(which: str) -> Callable[[click.Context, click.Parameter, int], None
     def callback(ctx: click.Context, _param: click.Parameter, value: int) -> None:
         if ctx.resilient_parsing:
             return
-        _counts(ctx)[which] += value
+        counts = _counts(ctx)
+        counts[which] += value
         level = requested_level(ctx)
         logs.configure(level)
+        if not counts.get("undo"):  # once per command line: the root context's end undoes it
+            counts["undo"] = 1
+            ctx.find_root().call_on_close(logs.unconfigure)
         set_quiet(level > logging.WARNING)
 
     return callback
