@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from zeus_core import catalog
 from zeus_core.device import NoDevices, PowerLimitControl
 from zeus_core.engine.assembly import DeviceOpenError, OptionsError, build_device
 from zeus_core.engine.ranks import launched_local_rank
@@ -170,7 +171,7 @@ class ZeusMonitor(Monitor):
         if explicit:
             if not candidates:
                 raise DeviceOpenError(
-                    f"gpu_indices={indices}: no installed device plugin measures GPUs; pip install zeus-plugins-nvml"
+                    f"gpu_indices={indices}: no installed device plugin measures GPUs; {catalog.hint('device', 'nvml')}"
                 )
             raise DeviceOpenError(f"gpu_indices={indices}: no GPU could be opened ({'; '.join(why)})")
 
