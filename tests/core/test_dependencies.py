@@ -13,7 +13,7 @@ import fnmatch
 import re
 import sys
 import tomllib
-from importlib.metadata import packages_distributions
+from importlib.metadata import PackageNotFoundError, distribution, packages_distributions
 from pathlib import Path
 
 import pytest
@@ -34,7 +34,8 @@ def _norm(name: str) -> str:
 
 
 #: The core's ``test`` extra: the tests' own requirements (pytest; pip and setuptools to build toy plugins).
-TEST_ONLY = {_norm(Requirement(r).name) for r in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]}
+_CORE = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+TEST_ONLY = {_norm(Requirement(r).name) for r in _CORE["optional-dependencies"]["test"]}
 
 
 def imported_distributions(package_dir: Path) -> set[str]:
@@ -66,6 +67,14 @@ def declared(root: Path) -> set[str]:
     return {_norm(r.name) for r in map(Requirement, reqs) if r.marker is None or r.marker.evaluate()}
 
 
+def installed(dist: str) -> bool:
+    try:
+        distribution(dist)
+    except PackageNotFoundError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
 def test_imports_are_declared_and_declarations_are_imported(dist):
     root, package = DISTRIBUTIONS[dist]
@@ -73,8 +82,13 @@ def test_imports_are_declared_and_declarations_are_imported(dist):
     # zeus distributions import each other only through zeus-core (a test of the contract checks how)
     imported = {d for d in imported if not d.startswith("zeus-plugins-")}
     wanted = declared(root) - TEST_ONLY  # what runs the tests, not the distribution
+    # a distribution not installed here cannot be mapped to from its imports (.ci/ship's core tests on
+    # Python 3.12+ have no torch wheel): the others are checked, and the test says what it could not check
+    absent = {d for d in wanted if not installed(d)}
     assert imported <= wanted, f"{dist} imports {sorted(imported - wanted)} without declaring them in {root / 'pyproject.toml'}"
-    assert wanted <= imported, f"{dist} declares {sorted(wanted - imported)} but never imports them"
+    assert wanted - absent <= imported, f"{dist} declares {sorted(wanted - absent - imported)} but never imports them"
+    if absent:
+        pytest.skip(f"{dist}: {sorted(absent)} not installed here, so whether they are imported is not checked")
 
 
 @pytest.mark.parametrize("dist", sorted(DISTRIBUTIONS))
