@@ -1,4 +1,4 @@
-"""Perseus planner against the published solver (lowtime 0.3.0 from PyPI), measured in one run.
+"""Perseus planner against the published solver (lowtime 0.3.0) and the previous HiGHS path, in one run.
 
 Sections (each prints a rich table):
 
@@ -6,34 +6,41 @@ Sections (each prints a rich table):
    lowtime's on each published profile: plan count, every iteration time, energies' max
    relative gap (and how many of those plans are Pareto-optimal, what frontier.csv lists).
 2. speed  -- whole-process ``zeus run`` of GPT-3 175B / A100 at 8 x 32 and 16 x 64 (16
-   stages = the 8-stage profile tiled twice), both models: wall time and peak memory,
-   median of ``--repeat`` runs, against the targets (8 x 32 <= 2.5 s; 16 x 64 <= 10 s and
-   <= 400 MiB, default model).
-3. growth -- planning time over M = 8..128 at 8 stages, both models, and lowtime where it
-   finishes within ``--lowtime-timeout`` seconds; the factor per doubling of M.
+   stages = the 8-stage profile tiled twice), default model: wall time, CPU time (with the
+   worker process) and peak memory, median of ``--repeat`` runs, against the targets (8 x 32
+   <= 2 s; 16 x 64 <= 6 s and <= 400 MiB), next to the previous HiGHS path (the same command
+   on the code at ``--previous``, a git revision) and lowtime's planning time, as ratios.
+3. growth -- planning time over M = 8..128 at 8 stages: ours, the previous HiGHS path, and
+   lowtime where it finishes within ``--lowtime-timeout`` seconds; the factor per doubling.
 4. default vs published model -- emulated frontiers: at every emulated time of a
    published-model plan, the least emulated energy of the measured-model plans that are
    at least as fast (counts where it is worse, and by how much).
 5. saving -- emulated energy saving against all-max clocks of the least-energy plan that
-   is no slower than all-max clocks (target: >= 15% on GPT-3 175B / A100, 8 stages, as
-   in the paper), and of the fastest plan (with its slowdown), next to the hull bound: the
-   saving of the convex-hull LP at the all-max time, which no plan can beat. The measured
-   model's real-time plans (``exact.py``) are what makes "no slowdown" reachable;
-   "quantised plans only" shows the frontier without them.
+   is no slower than all-max clocks (GPT-3 175B / A100, 8 stages), and of the fastest plan
+   (with its slowdown), next to the hull bound: the saving of the convex-hull LP at the
+   all-max time, which no plan can beat. "quantised plans only" shows the frontier without
+   the real-time plans.
 6. gap per M -- the zero-slowdown plan's saving against that hull bound, M = 8..128.
+7. cold LP -- at every real-time limit of the default model, the listed frontier's least
+   energy at or below the limit against the plan a cold HiGHS solve of that limit gives
+   (mapped, repaired and reclaimed as the previous path did): where it is worse, and by how
+   much; the zero-slowdown plan is checked against it by the planner itself.
 
 lowtime is imported in a subprocess by ``perseus_lowtime_driver.py``, with the python
-given by ``--lowtime-python`` (default: this one). Without lowtime, sections 1 and 2
-say so and compare against our own solver only.
+given by ``--lowtime-python`` (default: this one); without lowtime, sections 1 to 3 say
+so. The previous path runs from a temporary ``git worktree`` of ``--previous`` (default:
+the commit before the parametric flow), put first on ``sys.path`` of its processes.
 
-    python benchmarks/perseus_frontier.py [--lowtime-python /path/to/python] [--quick] [--skip 1,4]
+    python benchmarks/perseus_frontier.py [--lowtime-python PY] [--previous REV] [--quick] [--skip 1,4]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,13 +50,15 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-from zeus_plugins_perseus.emulator import emulate
-from zeus_plugins_perseus.exact import ExactPlanner, fastest_frequencies
-from zeus_plugins_perseus.planner import plan_frontier
-from zeus_plugins_perseus.profile import InstructionProfile, read_profile
-from zeus_plugins_perseus.schedule import build_dag
 
 from zeus_core import pareto_frontier
+from zeus_plugins_perseus.clock_options import fastest_frequencies
+from zeus_plugins_perseus.emulator import emulate
+from zeus_plugins_perseus.exact import ExactPlanner
+from zeus_plugins_perseus.planner import plan_frontier, real_time_plans
+from zeus_plugins_perseus.profile import InstructionProfile, read_profile
+from zeus_plugins_perseus.reclaim import reclaim_slack
+from zeus_plugins_perseus.schedule import build_dag
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[0] / ".." / "shared" / "data" / "perseus_sosp24"
@@ -59,7 +68,40 @@ PROFILES = {
     "gpt3-175b+a40_bf16": 70.38,
     "bloom+a40_bf16": 70.38,
 }
-console = Console()
+console = Console(width=220)
+#: the code of the previous HiGHS path: main when this branch forked from it (real-time plans from one
+#: cold HiGHS LP per limit through scipy's HiGHS, on forked workers)
+PREVIOUS = "05bc78b"
+
+
+@contextlib.contextmanager
+def previous_checkout(rev: str):
+    """A temporary ``git worktree`` of ``rev`` (None: no previous path), removed afterwards."""
+    if not rev:
+        yield None
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="perseus-previous-"))
+    where = tmp / "tree"
+    r = subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", str(where), rev],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise SystemExit(f"--previous {rev}: git worktree add failed: {r.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["git", "-C", str(HERE), "worktree", "remove", "--force", str(where)], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def with_previous(previous: Path | None) -> list[str]:
+    """The interpreter command that imports zeus (and the plugin) from ``previous`` first, or from here."""
+    if previous is None:
+        return [sys.executable]
+    paths = [str(previous / "zeus_plugins_perseus"), str(previous)]
+    return [sys.executable, "-c", f"import sys, runpy; sys.path[:0] = {paths!r}; sys.argv.pop(0); "
+                                  "run = runpy.run_path if sys.argv[0].endswith('.py') else runpy.run_module; "
+                                  "run(sys.argv[0], run_name='__main__')"]
 
 
 def tiled(profile: InstructionProfile, stages: int) -> InstructionProfile:
@@ -134,14 +176,15 @@ def section_exact(args, have_lowtime):
     console.print(table)
 
 
-def run_zeus(job: Path, out: Path) -> tuple[float, float, float, str]:
+def run_zeus(job: Path, out: Path, previous: Path | None = None) -> tuple[float, float, float, str]:
     """Whole-process ``zeus run JOB --fresh --output OUT``: (wall s, CPU s, peak RSS MiB, its output).
 
-    CPU is user + system time of the process and the workers it forked and
-    waited for (the real-time plans' linear programs): on a shared machine it
-    varies less than the wall time.
+    CPU is user + system time of the process and the worker processes it
+    waited for: on a shared machine it varies less than the wall time. Peak
+    memory is the largest process's.
     """
-    cmd = [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--fresh", "--output", str(out)]
+    cmd = with_previous(previous) + (["zeus_core.cli"] if previous else ["-m", "zeus_core.cli"]) + \
+        ["run", str(job), "--fresh", "--output", str(out)]
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     text = p.stdout.read()
@@ -162,74 +205,122 @@ def job_file(folder: Path, profile: Path, stages: int, mbs: int, model: str, ext
 
 def section_speed(args, have_lowtime):
     """Whole-process ``zeus run`` (start-up, planning, every output file and figure), the way a user runs it."""
-    table = Table(title="2. speed: whole-process `zeus run`, GPT-3 175B / A100 (16 stages: the 8-stage profile tiled)")
-    for col in ("size", "model", "plans", "wall s", "cpu s", "peak MiB", "target"):
+    table = Table(title="2. speed: whole-process `zeus run`, GPT-3 175B / A100, default model (16 stages: the "
+                        "8-stage profile tiled)")
+    for col in ("size", "plans", "wall s", "cpu s", "peak MiB", "target", "previous path: wall s, cpu s, peak MiB",
+                "previous / new (wall, cpu)", "lowtime planning s", "lowtime / new (wall)"):
         table.add_column(col)
     base = read_profile(DATA / "gpt3-175b+a100_sxm_bf16.csv")
-    targets = {(8, 32): (2.5, None), (16, 64): (10.0, 400.0)}
-    with tempfile.TemporaryDirectory() as tmp:
+    targets = {(8, 32): (2.0, None), (16, 64): (6.0, 400.0)}
+    with tempfile.TemporaryDirectory() as tmp, previous_checkout(args.previous) as previous:
         tmp = Path(tmp)
         for stages, mbs in args.sizes:
             prof = base if stages == len(base.stages) else tiled(base, stages)
             csv_path = prof.to_csv(tmp / f"profile-{stages}.csv")
-            for model, extra in (("measured", ""), ("measured", "max_gap_plans = 4\n"), ("exponential", "")):
-                walls, cpus, peaks = [], [], []
-                for _ in range(args.repeat):
-                    wall, cpu, peak, text = run_zeus(job_file(tmp, csv_path, stages, mbs, model, extra), tmp / "out")
-                    walls.append(wall)
-                    cpus.append(cpu)
-                    peaks.append(peak)
+            job = job_file(tmp, csv_path, stages, mbs, "measured")
+            runs: dict[str, list] = {"new": [], "previous": []}
+            for _ in range(args.repeat):  # interleaved, so that both see the same load
+                runs["new"].append(run_zeus(job, tmp / "out")[:3])
                 plans = len((tmp / "out" / "frontier.csv").read_text().splitlines()) - 1
-                wall, cpu, peak = float(np.median(walls)), float(np.median(cpus)), float(np.median(peaks))
-                goal = ""
-                if model == "measured" and not extra and (stages, mbs) in targets:
-                    t_max, m_max = targets[(stages, mbs)]
-                    ok = wall <= t_max and (m_max is None or peak <= m_max)
-                    goal = f"<= {t_max:g} s" + (f", <= {m_max:g} MiB" if m_max else "") + (": met" if ok else ": MISSED")
-                label = model + (f", {extra.strip()}" if extra else (" (default)" if model == "measured" else ""))
-                table.add_row(f"{stages} x {mbs}", label, str(plans),
-                              f"{wall:.2f}", f"{cpu:.2f}", f"{peak:.0f}", goal)
+                if previous is not None:
+                    runs["previous"].append(run_zeus(job, tmp / "out-previous", previous)[:3])
+            wall, cpu, peak = (float(np.median(col)) for col in zip(*runs["new"]))
+            t_max, m_max = targets.get((stages, mbs), (None, None))
+            goal = ""
+            if t_max is not None:
+                ok = wall <= t_max and (m_max is None or peak <= m_max)
+                goal = f"<= {t_max:g} s" + (f", <= {m_max:g} MiB" if m_max else "") + (": met" if ok else ": MISSED")
+            prev_cells = ["not run", ""]
+            if runs["previous"]:
+                pw, pc, pp = (float(np.median(col)) for col in zip(*runs["previous"]))
+                prev_cells = [f"{pw:.2f}, {pc:.2f}, {pp:.0f}", f"{pw / wall:.1f}x, {pc / cpu:.1f}x"]
+            lt_cells = ["not installed", ""]
+            if have_lowtime:
+                lt, lt_s = run_lowtime(args.lowtime_python, csv_path, stages, mbs, 0.001, 83.64, args.lowtime_timeout)
+                lt_cells = ([f"> {lt_s:.0f} (timeout)", f"> {lt_s / wall:.0f}x"] if lt is None
+                            else [f"{lt_s:.1f}", f"{lt_s / wall:.0f}x"])
+            table.add_row(f"{stages} x {mbs}", str(plans), f"{wall:.2f}", f"{cpu:.2f}", f"{peak:.0f}", goal,
+                          *prev_cells, *lt_cells)
     console.print(table)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    with open("/proc/loadavg") if os.path.exists("/proc/loadavg") else open(os.devnull) as f:
-        load = (f.read().split() or ["?"])[0]
-    console.print(f"(median of {args.repeat} runs each; wall time includes Python start-up, plugin loading and writing "
-                  f"every plan file and both figures; cpu = user + system of zeus and its plan workers; "
-                  f"{cpus} CPUs, load average {load} at the end)")
+    console.print(f"(median of {args.repeat} runs each, new and previous interleaved; wall time includes Python "
+                  f"start-up, plugin loading and writing every plan file and both figures; cpu = user + system of "
+                  f"zeus and its worker processes; peak = the largest process; lowtime: its planning only, one run; "
+                  f"previous = {args.previous}; {cpus} CPUs, load average {_load()} at the end)")
+
+
+def _load() -> str:
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
+
+
+_TIME_PLANNING = """
+import json, os, sys, time
+from zeus_plugins_perseus.planner import plan_frontier
+from zeus_plugins_perseus.profile import read_profile
+prof = read_profile(sys.argv[1])
+t0, c0, k0 = time.perf_counter(), time.process_time(), os.times()
+ps = plan_frontier(prof, int(sys.argv[2]), int(sys.argv[3]), "1f1b", 0.001, 83.64, sys.argv[4])
+k1 = os.times()
+cpu = time.process_time() - c0 + (k1.children_user - k0.children_user) + (k1.children_system - k0.children_system)
+print(json.dumps({"wall": time.perf_counter() - t0, "cpu": cpu, "plans": len(ps)}))
+"""
+
+
+def time_planning(csv_path: Path, stages: int, mbs: int, model: str, previous: Path | None = None) -> dict:
+    """``plan_frontier`` in a fresh process (of the code at ``previous``, or this one): wall and CPU seconds."""
+    cmd = with_previous(previous) if previous else [sys.executable]
+    if previous:
+        script = Path(tempfile.mkdtemp()) / "time_planning.py"
+        script.write_text(_TIME_PLANNING)
+        cmd = cmd + [str(script)]
+    else:
+        cmd = cmd + ["-c", _TIME_PLANNING]
+    r = subprocess.run(cmd + [str(csv_path), str(stages), str(mbs), model], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"planning failed:\n{r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def section_growth(args, have_lowtime):
-    """Planning time over microbatches at 8 stages, ours in-process against lowtime where it finishes."""
-    table = Table(title="3. growth with microbatches: whole frontier of GPT-3 175B / A100, 8 stages (planning only)")
-    for col in ("M", "measured s", "(cpu s)", "x per doubling", "exponential s", "x per doubling", "lowtime s",
-                "x per doubling"):
+    """Planning time over microbatches at 8 stages: ours, the previous HiGHS path, lowtime where it finishes."""
+    table = Table(title="3. growth with microbatches: whole frontier of GPT-3 175B / A100, 8 stages (planning only, "
+                        "default model)")
+    for col in ("M", "new s", "(cpu s)", "x per doubling", "previous s", "(cpu s)", "previous / new", "lowtime s",
+                "lowtime / new", "x per doubling"):
         table.add_column(col)
-    prof = read_profile(DATA / "gpt3-175b+a100_sxm_bf16.csv")
+    csv_path = DATA / "gpt3-175b+a100_sxm_bf16.csv"
     blocking = PROFILES["gpt3-175b+a100_sxm_bf16"]
-    prev: dict[str, float | None] = {"measured": None, "exponential": None, "lowtime": None}
+    prev: dict[str, float | None] = {"new": None, "lowtime": None}
     lowtime_done = have_lowtime
-    for mbs in args.growth_mbs:
-        cells = [str(mbs)]
-        for model in ("measured", "exponential"):
-            _, t, cpu = ours_timed(prof, 8, mbs, args.unit, blocking, model)
-            cells += [f"{t:.2f}"] + ([f"{cpu:.2f}"] if model == "measured" else []) + \
-                     [f"{t / prev[model]:.2f}" if prev[model] else ""]
-            prev[model] = t
-        if lowtime_done:
-            lt, lt_s = run_lowtime(args.lowtime_python, DATA / "gpt3-175b+a100_sxm_bf16.csv", 8, mbs, args.unit,
-                                   blocking, args.lowtime_timeout)
-            if lt is None:
-                cells += [f"> {lt_s:.0f} (timeout)", ""]
-                lowtime_done = False  # larger M only takes longer
+    with previous_checkout(args.previous) as previous:
+        for mbs in args.growth_mbs:
+            new = time_planning(csv_path, 8, mbs, "measured")
+            cells = [str(mbs), f"{new['wall']:.2f}", f"{new['cpu']:.2f}",
+                     f"{new['wall'] / prev['new']:.2f}" if prev["new"] else ""]
+            prev["new"] = new["wall"]
+            if previous is not None:
+                old = time_planning(csv_path, 8, mbs, "measured", previous)
+                cells += [f"{old['wall']:.2f}", f"{old['cpu']:.2f}", f"{old['wall'] / new['wall']:.1f}x"]
             else:
-                cells += [f"{lt_s:.1f}", f"{lt_s / prev['lowtime']:.2f}" if prev["lowtime"] else ""]
-                prev["lowtime"] = lt_s
-        else:
-            cells += ["not run" if have_lowtime else "not installed", ""]
-        table.add_row(*cells)
+                cells += ["not run", "", ""]
+            if lowtime_done:
+                lt, lt_s = run_lowtime(args.lowtime_python, csv_path, 8, mbs, args.unit, blocking, args.lowtime_timeout)
+                if lt is None:
+                    cells += [f"> {lt_s:.0f} (timeout)", f"> {lt_s / new['wall']:.0f}x", ""]
+                    lowtime_done = False  # larger M only takes longer
+                else:
+                    cells += [f"{lt_s:.1f}", f"{lt_s / new['wall']:.0f}x",
+                              f"{lt_s / prev['lowtime']:.2f}" if prev["lowtime"] else ""]
+                    prev["lowtime"] = lt_s
+            else:
+                cells += ["not run" if have_lowtime else "not installed", "", ""]
+            table.add_row(*cells)
     console.print(table)
-    console.print("(wall seconds; the measured model's real-time plans run on forked workers, one per CPU, so its "
-                  "cpu column adds theirs)")
+    console.print(f"(wall seconds of plan_frontier in a fresh process each; cpu adds its worker processes; "
+                  f"load average {_load()} at the end)")
 
 
 def section_default_vs_published(args):
@@ -292,14 +383,14 @@ def zero_slowdown_gap(prof: InstructionProfile, mbs: int, blocking: float) -> tu
     """(all-max time s, saving of the zero-slowdown plan, hull bound, seconds) at 8 stages and ``mbs`` microbatches.
 
     The zero-slowdown plan is what the default model lists first: the real-time
-    plan at exactly the all-max-clock iteration time (``ExactPlanner.plan``).
+    plan at exactly the all-max-clock iteration time (``real_time_plans``).
     """
     dag = build_dag("1f1b", 8, mbs)
     fmax = np.array([int(prof.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
     t_max, e_max = (float(x[0]) for x in emulate(dag, prof, fmax[None], blocking))
     t0 = time.perf_counter()
     planner = ExactPlanner(dag, prof, blocking)
-    plan = planner.plan(t_max)
+    plan = real_time_plans(planner, [t_max])[0]
     seconds = time.perf_counter() - t0
     t, e = (float(x[0]) for x in emulate(dag, prof, plan[None], blocking))
     assert t <= t_max * (1 + 1e-12)
@@ -320,6 +411,43 @@ def section_gap(args):
                   "bounds every zero-slowdown plan's energy from below)")
 
 
+def previous_gap_plan(planner: ExactPlanner, limit: float, zero_slowdown: bool) -> np.ndarray:
+    """The plan the previous path made at ``limit``: one cold HiGHS LP, its durations mapped to clocks and
+    repaired, then the greedy pass (the zero-slowdown plan) or the level passes (the others)."""
+    dur, _ = planner.lp.solve(limit)
+    choice = planner.repair(np.maximum((planner.op_t <= (dur + 1e-9)[:, None]).sum(axis=1) - 1, 0), limit)
+    if zero_slowdown:
+        return planner.finish(choice, limit)
+    return reclaim_slack(planner.dag, planner.profile, planner.op_f[np.arange(planner.n), choice][None],
+                         planner.blocking_w)[0]
+
+
+def section_cold_lp(args):
+    table = Table(title="7. every real-time limit: the listed frontier against a cold HiGHS solve of that limit "
+                        "(default model, 8 stages)")
+    for col in ("profile", "M", "limits", "worse at", "worst (J)", "zero-slowdown (J)", "sum over limits (J)"):
+        table.add_column(col)
+    totals = [0, 0]
+    for name, blocking in PROFILES.items():
+        prof = read_profile(DATA / f"{name}.csv")
+        for mbs in args.cold_mbs:
+            ps = plan_frontier(prof, 8, mbs, "1f1b", args.unit, blocking, "measured")
+            planner = ExactPlanner(ps.dag, prof, blocking)
+            limits = ps.real_time_limits_s.tolist()
+            cold = np.array([previous_gap_plan(planner, lim, k == 0) for k, lim in enumerate(limits)])
+            _, ce = emulate(ps.dag, prof, cold, blocking)
+            gaps = np.array([ps.emulated_energy_j[ps.emulated_time_s <= lim * (1 + 1e-12)].min() - e
+                             for lim, e in zip(limits, ce)])
+            worse = int((gaps > 1e-9).sum())
+            totals[0] += worse
+            totals[1] += len(limits)
+            table.add_row(name, str(mbs), str(len(limits)), str(worse), f"{max(gaps.max(), 0):.3f}",
+                          f"{gaps[0]:+.3f}", f"{gaps.sum():+.1f}")
+    console.print(table)
+    console.print(f"(negative = the frontier uses less energy at or below the limit than the cold-LP plan; worse at "
+                  f"{totals[0]} of {totals[1]} limits in all)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lowtime-python", default=sys.executable)
@@ -327,6 +455,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller sizes (8 x 4 exactness, M up to 32)")
     ap.add_argument("--repeat", type=int, default=3, help="whole-process runs per size and model (median)")
     ap.add_argument("--skip", default="", help="comma-separated section numbers to skip")
+    ap.add_argument("--previous", default=PREVIOUS, help="git revision of the previous HiGHS path ('' to skip it)")
     args = ap.parse_args()
     args.unit = 0.001
     args.stages, args.mbs = 8, (4 if args.quick else 12)
@@ -334,12 +463,13 @@ def main() -> None:
     args.growth_mbs = (8, 16, 32) if args.quick else (8, 16, 32, 64, 128)
     args.saving_mbs = (12, 32)
     args.gap_mbs = (8, 12, 16, 32) if args.quick else (8, 12, 16, 32, 64, 128)
+    args.cold_mbs = (12,) if args.quick else (12, 32)
     skip = set(args.skip.split(","))
     have = lowtime_available(args.lowtime_python)
     console.print(f"lowtime: {'importable from ' + args.lowtime_python if have else 'NOT available (pip install lowtime==0.3.0)'}")
     sections = [("1", section_exact, (args, have)), ("2", section_speed, (args, have)),
                 ("3", section_growth, (args, have)), ("4", section_default_vs_published, (args,)),
-                ("5", section_saving, (args,)), ("6", section_gap, (args,))]
+                ("5", section_saving, (args,)), ("6", section_gap, (args,)), ("7", section_cold_lp, (args,))]
     for number, section, section_args in sections:
         if number not in skip:
             section(*section_args)

@@ -25,6 +25,7 @@ PAGES = {
     "Two commands": ("install.md", "Install and run"),
     "More examples": ("examples.md", "Examples"),
     "Using it": ("using.md", "Using zeus"),
+    "What this machine offers": ("env.md", "What this machine offers (zeus env)"),
     "job.toml reference": ("job-toml.md", "job.toml reference"),
     "Add zeus to your own training script": ("in-loop.md", "In your training loop"),
     "The cost metric": ("cost.md", "The cost metric"),
@@ -35,12 +36,25 @@ PAGES = {
     "Layout": ("layout.md", "Repository layout"),
 }
 GENERATED = {"hooks.md": "Hooks", "parts.md": "Parts and capabilities", "api.md": "Public names"}
-#: Public modules of the core, rendered from their docstrings (the contract, the in-loop API, the daemon).
-API_MODULES = [
-    "hookspecs", "parts", "device", "contexts", "job", "errors", "cost", "stopping", "comparison", "measurement",
-    "windows", "results", "identity", "files", "validators", "loading", "journal", "allocation", "catalog",
-    "inloop.monitor", "inloop.power", "inloop.batch_size", "inloop.trainer", "daemon",
-]
+#: The core's modules with no API page: the engine and the CLI sit behind the contract; docgen is a tool.
+NOT_API = ("engine", "cli", "docgen", "__main__")
+#: The contract's modules in reading order; every other public module of the core follows, by name.
+FIRST = ["hookspecs", "parts", "device", "contexts", "job", "errors", "cost"]
+
+
+def api_modules() -> list[str]:
+    """Every public module of the core (but NOT_API), so a new one gets its page without an edit here."""
+    found = []
+    for path in sorted((REPO / "zeus_core").rglob("*.py")):
+        parts = path.relative_to(REPO / "zeus_core").with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and parts[0] not in NOT_API and not any(part.startswith("_") for part in parts):
+            found.append(".".join(parts))
+    return FIRST + [m for m in found if m not in FIRST]
+
+
+API_MODULES = api_modules()
 
 
 def slug(heading: str) -> str:
@@ -105,7 +119,7 @@ for module in API_MODULES:
     write(f"reference/{module}.md", f"# `zeus_core.{module}`\n\n::: zeus_core.{module}\n")
 
 groups = {
-    "Getting started": ["install.md", "examples.md", "using.md", "job-toml.md"],
+    "Getting started": ["install.md", "examples.md", "using.md", "env.md", "job-toml.md"],
     "Guides": ["in-loop.md", "cost.md", "state.md", "cluster.md", "daemon.md"],
     "Writing a plugin": ["writing-a-plugin.md"],
 }

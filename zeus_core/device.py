@@ -216,7 +216,9 @@ class SupportedPowerLimits(Protocol):
 class ControlPaths(Protocol):
     """A device group whose settings may change in this process or through ``zeus daemon``
     (a training process without the privilege): per device name, ``"local"``,
-    ``"local, read-only"`` or ``"daemon"``. ``zeus monitor`` shows it as ``via``.
+    ``"local, read-only"`` (this process lacks the privilege the setters need and no
+    daemon is configured, so a real driver refuses changes) or ``"daemon"``. ``zeus monitor``
+    shows it as ``via``; ``zeus env`` as whether this process may change settings.
 
     Example::
 
@@ -226,6 +228,52 @@ class ControlPaths(Protocol):
     """
 
     control_paths: dict[str, str]
+
+
+@runtime_checkable
+class EnergyIncludes(Protocol):
+    """A device group one of whose devices measures energy that others of the group also
+    measure: a board's input rail, say, holds every rail behind it. ``energy_includes``
+    maps such a device name to the names inside it; a total adds a device once, so it
+    leaves out every name that a measured device includes (``zeus monitor``'s total row).
+
+    Example::
+
+        energy_includes = {"vdd_in": ["vdd_gpu_soc", "vdd_cpu_cv"]}
+    """
+
+    energy_includes: dict[str, list[str]]
+
+
+@runtime_checkable
+class DeviceModels(Protocol):
+    """A device group that names the model of each device (``zeus env``): the GPU's product
+    name, the chip, the board a rail is on. Per device name; a device whose model is
+    unknown is absent.
+
+    Example::
+
+        @property
+        def device_models(self) -> dict[str, str]:
+            return {g.name: g.model for g in self.gpus}
+    """
+
+    device_models: dict[str, str]
+
+
+@runtime_checkable
+class DriverVersions(Protocol):
+    """A device group that says which vendor software it runs on, by name, each with its
+    version (``zeus env``): the driver, the library, the runtime API the driver offers.
+
+    Example::
+
+        @property
+        def driver_versions(self) -> dict[str, str]:
+            return {"NVIDIA driver": self._nvml.nvmlSystemGetDriverVersion()}
+    """
+
+    driver_versions: dict[str, str]
 
 
 class EpochPrediction(NamedTuple):
@@ -286,6 +334,9 @@ DEVICE_CAPABILITIES: tuple[type, ...] = (
     SupportedPowerLimits,
     EpochPredictor,
     ControlPaths,
+    EnergyIncludes,
+    DeviceModels,
+    DriverVersions,
 )
 
 

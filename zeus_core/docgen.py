@@ -16,6 +16,7 @@ is stale or an entry lacks an example, which is what the test suite runs.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import inspect
 import re
@@ -151,6 +152,16 @@ def parts_md() -> tuple[str, list[str]]:
     return "\n".join(out).rstrip() + "\n", missing
 
 
+def _top_level_imports(init: Path) -> dict[str, str]:
+    """Name -> module for every ``from zeus_core.x import name`` in ``init`` (TYPE_CHECKING ones too)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(ast.parse(init.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                found[alias.asname or alias.name] = node.module
+    return found
+
+
 def api_md() -> tuple[str, list[str]]:
     import zeus_core
 
@@ -169,9 +180,12 @@ def api_md() -> tuple[str, list[str]]:
         "| name | defined in | what it is |",
         "| --- | --- | --- |",
     ]
+    imported_from = _top_level_imports(Path(zeus_core.__file__))
     for name in zeus_core.__all__:
         obj = getattr(zeus_core, name)
-        module = getattr(obj, "__module__", None) or "zeus_core"
+        # Where zeus_core imports the name from: an instance (``hookimpl``) would otherwise be
+        # credited to its class's module, which is a third party's and moves between its versions.
+        module = imported_from.get(name) or getattr(obj, "__module__", None) or "zeus_core"
         doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj)) else ""
         out.append(f"| `{name}` | `{module}` | {first_sentence(doc)} |")
     validators = importlib.import_module("zeus_core.validators")

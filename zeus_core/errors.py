@@ -9,6 +9,9 @@ one place. A plugin says what kind of failure it hit by what it raises:
   ``ValueError`` a factory or ``plan`` raises: the input cannot work (a bad
   option, an infeasible plan, a device this machine cannot steer): exit 2,
   before or instead of running;
+  :class:`DeviceAbsent` (a :class:`DeviceError`) says the hardware or library is
+  not on this machine at all, which tools that try every plugin do not report
+  as an error;
 * :class:`RunFailed` (also a ``RuntimeError``): a part failed while the job ran;
   earlier results stay in the store: exit 1.
 
@@ -22,9 +25,14 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
 class ZeusError(Exception):
-    """An error whose message is for the user; ``exit_code`` is the status ``zeus`` exits with."""
+    """An error whose message is for the user; ``exit_code`` is the status ``zeus`` exits with.
+
+    ``partial``: what the run finished before the error is reported and written (``--output``)
+    before ``zeus`` exits with the error's status, as after a signal (a planner that completed
+    some of its work sets it on the error it raises)."""
 
     exit_code: int = EXIT_FAILED
+    partial: bool = False
 
 
 class BadInput(ZeusError, ValueError):
@@ -43,6 +51,19 @@ class DeviceError(BadInput, RuntimeError):
     Bad input to the run (exit 2): the device does not fit this machine or
     this process. Also a ``RuntimeError``, as the vendor libraries' own
     failures are, so that ``except RuntimeError`` around device code catches it.
+    """
+
+
+class DeviceAbsent(DeviceError):
+    """The hardware or the vendor library a device plugin needs is not on this machine.
+
+    Raised by a device plugin's factory when there is nothing for it to open here
+    (no NVIDIA driver, no ``amdsmi`` package, not a Jetson, not a Mac): the
+    machine lacks it, rather than a fault to fix. Tools that try every installed
+    plugin (``ZeusMonitor`` choosing its GPUs, ``zeus monitor``, ``zeus env``)
+    report such a plugin as absent, not as an error; a job that names the
+    plugin fails with it (exit 2), as with any :class:`DeviceError`. A simulated
+    driver asked for and not found is a :class:`DeviceError`, not an absence.
     """
 
 

@@ -15,13 +15,20 @@ import attrs
 from zeus_core.cost import check_eta
 from zeus_core.hookspecs import PART_KINDS
 from zeus_core.identity import NOT_IDENTITY, option_identity
-from zeus_core.validators import at_least, finite, nonnegative, positive
+from zeus_core.validators import at_least, between, finite
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core.engine.registry import Registration
 
 #: The longest job name: it names a file (``.zeus/<name>.sqlite``).
 MAX_NAME = 100
+#: Bounds of the ``[job]`` counts (far beyond any real job; recurrence and try numbers stay
+#: within what every store and the service's API hold, 2**31 - 1).
+MAX_RECURRENCES = 1_000_000
+MAX_EPOCHS = 1_000_000
+MAX_TRIES = 10_000
+MAX_PROCESSES = 1024
+MAX_SEED = 2**63 - 1
 
 
 def job_name(_inst: Any, _attribute: Any, value: str) -> None:
@@ -52,16 +59,17 @@ class JobOptions:
     """
 
     name: str = attrs.field(default="", validator=job_name, metadata=NOT_IDENTITY)
-    recurrences: int = attrs.field(default=1, validator=nonnegative, metadata=NOT_IDENTITY)
-    seed: int = attrs.field(default=0, metadata=NOT_IDENTITY)
+    recurrences: int = attrs.field(default=1, validator=between(0, MAX_RECURRENCES), metadata=NOT_IDENTITY)
+    seed: int = attrs.field(default=0, validator=between(0, MAX_SEED, hint="random generators take a seed >= 0 of "
+                                                                         "at most 64 bits"), metadata=NOT_IDENTITY)
     eta_knob: float = attrs.field(default=0.5, validator=lambda _i, _a, v: check_eta(v))
     beta_knob: float = attrs.field(default=2.0, validator=at_least(1, hint="inf disables early stopping"))
     target_metric: float | None = attrs.field(default=None, validator=attrs.validators.optional(finite))
     higher_is_better: bool = True
-    max_epochs: int = attrs.field(default=100, validator=positive)
-    max_tries: int = attrs.field(default=20, validator=positive, metadata=NOT_IDENTITY)
+    max_epochs: int = attrs.field(default=100, validator=between(1, MAX_EPOCHS))
+    max_tries: int = attrs.field(default=20, validator=between(1, MAX_TRIES), metadata=NOT_IDENTITY)
     store: str = attrs.field(default="", metadata=NOT_IDENTITY)
-    processes: int = attrs.field(default=1, validator=positive)
+    processes: int = attrs.field(default=1, validator=between(1, MAX_PROCESSES, hint="one process per device"))
 
 
 CORE_SECTION = "job"

@@ -60,7 +60,13 @@ class TryRecord:
 
 @attrs.define
 class JobSummary:
-    """Totals over every try of the job (this run and earlier ones in the store)."""
+    """Totals over every try of the job (this run and earlier ones in the store).
+
+    ``recurrences`` counts the recurrences with a try; for a job that trains, ``begun`` is
+    how many recurrence numbers were taken, ``abandoned`` lists those that ended without a
+    try that reached the target (``{"recurrence", "reason"}``) and ``open`` those not ended
+    (running now, or whose runner was lost where no runner of this job has looked since).
+    """
 
     job: str
     recurrences: int
@@ -71,9 +77,12 @@ class JobSummary:
     knobs: dict[str, Any]
     records: list[TryRecord] = attrs.field(factory=list, repr=False)
     extra: dict[str, Any] = attrs.field(factory=dict)
+    begun: int | None = None
+    abandoned: list[dict[str, Any]] = attrs.field(factory=list)
+    open: list[int] = attrs.field(factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "job": self.job,
             "recurrences": self.recurrences,
             "tries": self.tries,
@@ -82,5 +91,7 @@ class JobSummary:
             "cost": self.cost,
             "knobs": self.knobs,
         }
+        if self.begun is not None:
+            out.update(begun=self.begun, abandoned=self.abandoned, open=self.open)
         out.update(self.extra)
         return out

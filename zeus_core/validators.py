@@ -7,6 +7,7 @@ values; ``zeus validate`` shows it as ``job.toml:LINE: message @ $.path``.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -52,12 +53,13 @@ def at_least(lo: float, hint: str = ""):
     return check
 
 
-def between(lo: float, hi: float):
-    """lo <= value <= hi."""
+def between(lo: float, hi: float, hint: str = ""):
+    """lo <= value <= hi (NaN fails); ``hint`` adds why the bounds are what they are."""
+    extra = f" ({hint})" if hint else ""
 
     def check(_inst: Any, attribute: Any, value: Any) -> None:
         if value is None or not lo <= value <= hi:
-            raise ValueError(f"{attribute.name} must be between {lo} and {hi} inclusive, got {value!r}")
+            raise ValueError(f"{attribute.name} must be between {lo} and {hi} inclusive{extra}, got {value!r}")
 
     return check
 
@@ -95,7 +97,7 @@ def distinct_numbers(minimum: float, *, what: str, allow_empty: bool = False):
         bad = [v for v in items if isinstance(v, bool) or not (math.isfinite(v) and v >= minimum)]
         if bad:
             raise ValueError(f"{attribute.name} must list {what}, each at least {minimum:g}; got {bad[0]!r} in {items!r}")
-        repeated = sorted({v for v in items if items.count(v) > 1})
+        repeated = sorted(v for v, n in Counter(items).items() if n > 1)
         if repeated:
             raise ValueError(f"{attribute.name} lists {repeated[0]!r} twice: {items!r}")
 

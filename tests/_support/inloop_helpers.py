@@ -71,47 +71,65 @@ def env_with_fake(path: Path) -> dict[str, str]:
 
 class ThreadGroup:
     """``n`` ranks as threads of one process: a :class:`zeus_core.engine.ranks.ProcessGroup` for tests of what
-    the ranks say to each other, without launching processes. Collectives meet at a barrier."""
+    the ranks say to each other, without launching processes. The k-th collective of every rank
+    meets in the k-th slot; a rank that left (:meth:`leave`) makes the others' next collective
+    that it does not join raise ``threading.BrokenBarrierError``, as a process that exits breaks a
+    real group's."""
 
     class _Shared:
         def __init__(self, n: int) -> None:
             import threading
 
-            self.barrier = threading.Barrier(n, timeout=30)
-            self.value: Any = None
-            self.slots: list[Any] = [None] * n
+            self.cond = threading.Condition()
+            self.n = n
+            self.slots: dict[int, list[Any]] = {}  # collective number -> what each rank brought
+            self.arrived: dict[int, int] = {}
+            self.left: set[int] = set()  # ranks that left: they join no collective any more
 
     def __init__(self, shared: ThreadGroup._Shared, rank: int, n: int) -> None:
         self._s = shared
         self.rank = rank
         self.world_size = n
         self.local_rank = rank
+        self._count = 0
 
     @classmethod
     def make(cls, n: int) -> list[ThreadGroup]:
         shared = cls._Shared(n)
         return [cls(shared, r, n) for r in range(n)]
 
-    def broadcast(self, obj: Any) -> Any:
+    def _meet(self, obj: Any) -> list[Any]:
         import copy
+        import threading
 
-        if self.rank == 0:
-            self._s.value = obj
-        self._s.barrier.wait()
-        value = copy.deepcopy(self._s.value)
-        self._s.barrier.wait()
-        return value
+        s, k = self._s, self._count
+        self._count += 1
+        with s.cond:
+            if self.rank in s.left:
+                raise threading.BrokenBarrierError(f"rank {self.rank} left the group")
+            s.slots.setdefault(k, [None] * s.n)[self.rank] = obj
+            s.arrived[k] = s.arrived.get(k, 0) + 1
+            s.cond.notify_all()
+            if not s.cond.wait_for(lambda: s.arrived[k] == s.n or s.left, timeout=30) or s.arrived[k] < s.n:
+                raise threading.BrokenBarrierError(f"rank {self.rank}: a rank left before collective {k}")
+            return copy.deepcopy(s.slots[k])
+
+    def leave(self) -> None:
+        with self._s.cond:
+            self._s.left.add(self.rank)
+            self._s.cond.notify_all()
+
+    def broadcast(self, obj: Any) -> Any:
+        return self._meet(obj if self.rank == 0 else None)[0]
 
     def gather(self, obj: Any) -> list[Any] | None:
-        self._s.slots[self.rank] = obj
-        self._s.barrier.wait()
-        out = list(self._s.slots) if self.rank == 0 else None
-        self._s.barrier.wait()
-        return out
+        got = self._meet(obj)
+        return got if self.rank == 0 else None
 
 
 def run_ranks(groups: list[ThreadGroup], fn: Any) -> list[Any]:
-    """``fn(group)`` on every rank, each in its own thread; the results (or exceptions) by rank."""
+    """``fn(group)`` on every rank, each in its own thread; the results (or exceptions) by rank.
+    A rank that raises leaves the group."""
     import threading
 
     out: list[Any] = [None] * len(groups)
@@ -119,8 +137,9 @@ def run_ranks(groups: list[ThreadGroup], fn: Any) -> list[Any]:
     def one(g: ThreadGroup) -> None:
         try:
             out[g.rank] = fn(g)
-        except BaseException as e:  # noqa: BLE001 - returned to the test (a rank left waiting times out)
+        except BaseException as e:  # noqa: BLE001 - returned to the test
             out[g.rank] = e
+            g.leave()
 
     threads = [threading.Thread(target=one, args=(g,)) for g in groups]
     for t in threads:

@@ -5,13 +5,14 @@ rank 0 decides, the others follow step by step, measurements are combined, misma
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
 from inloop_helpers import QUICK_JIT, ThreadGroup, fake_gpus, limits, run_ranks, spin
 
 from zeus_core import BatchSizeOptimizer, Measurement, PowerLimitOptimizer, ZeusMonitor
-from zeus_core.engine.ranks import combine_measurements
+from zeus_core.engine.ranks import Follower, LeaderFailed, ProtocolError, combine_measurements, lead
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.stores.locations import open_store
 
@@ -102,3 +103,74 @@ def test_combining_measurements_numbers_every_ranks_gpus():
     m = combine_measurements([a, b])
     assert m.time == 3.0 and m.gpu_energy == {0: 10.0, 1: 20.0, 2: 5.0} and m.energy["cpu0-package"] == 1.0
     assert m.total_system_energy == 36.0 and m.sources["gpu2"] == "polling"
+
+
+class _Limits:
+    """A follower's devices: records the limits rank 0 sent."""
+
+    def __init__(self):
+        self.set = []
+
+    def power_limit_range(self):
+        return (100.0, 400.0)
+
+    def power_limit(self):
+        return self.set[-1] if self.set else None
+
+    def set_power_limit(self, watts):
+        self.set.append(watts)
+
+
+def test_a_follower_handles_the_cores_ops_where_they_come_and_names_both_ops_when_the_ranks_diverge():
+    devices = _Limits()
+
+    def rank(g):
+        if g.rank == 0:
+            g.broadcast(("limit", 250.0))  # may come anywhere: handled on the way
+            assert lead(g, "iteration", lambda: "acted") == "acted"
+            g.broadcast(("epoch_end",))  # rank 0 ended its epoch ...
+            return None
+        follower = Follower(g, devices=devices)
+        assert follower.follow("iteration") == "acted"
+        return follower.follow("iteration")  # ... where rank 1 is still iterating
+
+    r0, r1 = run_ranks(ThreadGroup.make(2), rank)
+    assert r0 is None and devices.set == [250.0]
+    assert isinstance(r1, ProtocolError)
+    assert "rank 1 expected iteration from rank 0 but got epoch_end: the ranks' calls diverged" in str(r1)
+
+
+def test_a_rank_that_makes_one_step_fewer_in_a_profiled_epoch_stops_at_that_step(gpus):
+    lock = threading.Lock()
+
+    def rank(g):
+        with lock:
+            mon = ZeusMonitor(gpu_indices=[g.rank], cpu_indices=[])
+        with mon:
+            plo = PowerLimitOptimizer(mon, "jit", job="diverged", options=QUICK_JIT, group=g)
+            try:
+                plo.on_epoch_begin()
+                for _ in range(5 - g.rank):  # rank 1 makes one step fewer
+                    plo.on_step_begin()
+                    plo.on_step_end()
+                plo.on_epoch_end()
+            finally:
+                g.leave()  # as a process that failed leaves its group: close() then puts this rank's GPU back
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    plo.close()
+
+    r0, r1 = run_ranks(ThreadGroup.make(2), rank)
+    assert isinstance(r1, ProtocolError) and "rank 1 expected epoch_end from rank 0 but got iteration" in str(r1)
+    assert isinstance(r0, threading.BrokenBarrierError)  # rank 1 left: rank 0's next collective fails
+    assert limits(gpus) == [400.0, 400.0]
+
+
+def test_rank_0s_failure_at_a_decision_stops_the_follower_with_its_message():
+    def rank(g):
+        if g.rank == 0:
+            return lead(g, "epoch", lambda: 1 / 0)
+        return Follower(g).follow("epoch")
+
+    r0, r1 = run_ranks(ThreadGroup.make(2), rank)
+    assert isinstance(r0, ZeroDivisionError)
+    assert isinstance(r1, LeaderFailed) and "rank 0 failed, so rank 1 stops too: ZeroDivisionError: division by zero" in str(r1)

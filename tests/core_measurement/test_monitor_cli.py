@@ -50,6 +50,27 @@ class Virtual(Constant):
     clock = staticmethod(lambda: 0.0)
 
 
+class Board(Constant):
+    """An input rail ``in`` (10 W) that holds ``gpu0`` (4 W), with temperatures and power domains."""
+
+    energy_includes = {"in": ["gpu0"]}
+
+    def __init__(self, options: WattOptions) -> None:
+        super().__init__(options)
+        self.names = ["in", "gpu0"]
+        self.energy_sources = {"in": "counter", "gpu0": "counter"}
+
+    def read_energy(self):
+        t = time.monotonic() - self.t0
+        return {"in": 10.0 * t, "gpu0": 4.0 * t}
+
+    def read_temperatures(self):
+        return {"gpu0": 61.5}  # the rail has no sensor
+
+    def read_power_domains(self):
+        return {"gpu0": {"memory": 1.5, "instant": 4.0}}
+
+
 CLOSED: list[Constant] = []
 
 
@@ -133,3 +154,30 @@ def test_ctrl_c_ends_with_a_summary(reg, monkeypatch):
     assert r.exit_code == 0
     assert "zeus monitor: summary over" in r.output
     assert CLOSED[-1].closed
+
+
+board_plugin = types.ModuleType("zeus_test_monitor_board")
+
+
+@hookimpl
+def _register_board(register):
+    register("board", lambda o, c: Board(o), options=WattOptions)
+
+
+board_plugin.zeus_register_devices = _register_board
+
+
+def test_temperatures_power_domains_and_a_total_that_adds_each_device_once(tmp_path):
+    reg = zreg.load(extra_plugins=[("boarddevices", board_plugin)], entry_points=False)
+    out = tmp_path / "board.csv"
+    r = run(reg, "-d", "board", "--duration", "0.5", "--interval", "0.1", "--csv", str(out))
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(out.open()))
+    # today's columns first for each device; the temperature and the named domains beside them, where read
+    assert list(rows[0]) == ["time", "elapsed_s", "in_power_w", "in_energy_j", "gpu0_power_w", "gpu0_energy_j",
+                             "gpu0_temperature_c", "gpu0_power_instant_w", "gpu0_power_memory_w"]
+    assert rows[-1]["gpu0_temperature_c"] == "61.50" and float(rows[-1]["gpu0_power_memory_w"]) == 1.5
+    summary = r.output[r.output.index("summary over"):]
+    total = next(line for line in summary.splitlines() if "total" in line and "W" in line)
+    assert "10.0 W" in total and "14.0 W" not in total  # gpu0 is inside the rail: counted once
+    assert "total: in includes gpu0, which are not added again" in r.output

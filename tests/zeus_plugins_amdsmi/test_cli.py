@@ -34,7 +34,11 @@ def test_zeus_monitor_shows_accumulator_and_polled_gpus(fake_amd, tmp_path):
     rows = {line.split("│")[2].strip(): line for line in r.stdout.splitlines() if line.count("│") > 5 and "gpu" in line}
     assert "counter" in rows["gpu0"] and "polling" in rows["gpu1"] and "local" in rows["gpu0"]
     table = list(csv.DictReader(out.open()))
-    assert list(table[0]) == ["time", "elapsed_s", "gpu0_power_w", "gpu0_energy_j", "gpu1_power_w", "gpu1_energy_j"]
+    # today's columns, and beside each GPU's the temperature and amdsmi's power domains, named
+    gpu = ["power_w", "energy_j", "temperature_c", "power_instant_w", "power_average_w"]
+    assert list(table[0]) == ["time", "elapsed_s", *(f"gpu{i}_{c}" for i in (0, 1) for c in gpu)]
+    assert float(table[-1]["gpu0_temperature_c"]) == 62.0  # the hotspot sensor, in °C as amdsmi gives it
+    assert float(table[-1]["gpu1_power_instant_w"]) == float(table[-1]["gpu1_power_average_w"]) == 230.0
     last = table[-1]
     t = float(last["elapsed_s"])
     assert float(last["gpu0_energy_j"]) == pytest.approx(420.0 * t, rel=0.03)  # 15.3 uJ counts, in joules
@@ -101,8 +105,10 @@ measure_iters = 2
 
 def test_zeus_run_profiles_and_holds_power_caps_with_jit_and_puts_them_back(fake_amd, tmp_path):
     """300..400 W in 25 W steps: jit tries every cap highest first (400 W is where the GPU is, so
-    not set), holds the cheapest (the simulated GPU is not slower under a lower cap: the lowest),
-    and the cap is back at 400 W when zeus run ends."""
+    not set), holds the one it found cheapest and reports that one, and the cap is back at 400 W when
+    zeus run ends. Which cap is cheapest depends on the measured step times (real CPU time, a few
+    percent apart), so the test checks that the cap held is the cap reported, not which one it is;
+    the jit's choice on given measurements is tested in tests/core."""
     fake_amd([FakeAmdGpu(min_cap_w=300.0, max_cap_w=400.0, default_cap_w=400.0, demand_w=600.0)], privileged=True)
     job = tmp_path / "job.toml"
     job.write_text(JOB.format(support=SUPPORT))
@@ -114,9 +120,13 @@ def test_zeus_run_profiles_and_holds_power_caps_with_jit_and_puts_them_back(fake
     assert gpu["cap_w"] == 400.0  # put back
     history = gpu["cap_history_w"]
     assert history[:4] == [375.0, 350.0, 325.0, 300.0]  # profiled, highest first
-    assert history[-1] == 400.0 and set(history[4:-1]) <= {300.0}  # held the lowest, then restored
     rows = list(csv.DictReader((out / "recurrences.csv").open()))
-    assert [float(row["power_limit"]) for row in rows] == [300.0]
+    assert len(rows) == 1
+    held = float(rows[0]["power_limit"])
+    assert held in {300.0, 325.0, 350.0, 375.0, 400.0}
+    # After profiling: the cap reported is the cap held (not set again when profiling ended at it), then restored.
+    assert history[-1] == 400.0 and set(history[4:-1]) <= {held}
+    assert held in (300.0, 400.0) or held in history[4:-1]
 
 
 def test_the_readme_example_runs_as_written(tmp_path):
@@ -127,3 +137,22 @@ def test_the_readme_example_runs_as_written(tmp_path):
     rows = list(csv.DictReader((tmp_path / "amd.csv").open()))
     assert float(rows[-1]["gpu0_energy_j"]) == pytest.approx(500.0 * float(rows[-1]["elapsed_s"]), rel=0.03)
     assert "counter" in p.stdout and "gpu1" in p.stdout
+
+
+def test_a_machine_with_nvidia_and_amd_gpus_is_told_to_choose(fake_amd, tmp_path, monkeypatch):
+    """Both simulated drivers answer: ZeusMonitor does not pick one by name order, it says how to choose."""
+    from zeus_core.engine.assembly import DeviceOpenError
+    from zeus_plugins_nvml import fake_pynvml
+
+    fake_amd(1)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    fake_pynvml.install(fake_pynvml.create(tmp_path / "nvml.json", 2), monkeypatch)
+    monkeypatch.delenv("ZEUS_GPU_DEVICE", raising=False)
+    with pytest.raises(DeviceOpenError, match=r"GPUs of 2 device plugins open on this machine: amdsmi \(gpu0\); nvml \(gpu0, gpu1\)"):
+        ZeusMonitor(cpu_indices=[], sync_execution_with="none")
+    monkeypatch.setenv("ZEUS_GPU_DEVICE", "nvml")
+    with ZeusMonitor(cpu_indices=[], sync_execution_with="none") as mon:
+        assert [name for name, _, _ in mon.groups] == ["nvml"] and mon.gpu_indices == [0, 1]
+    monkeypatch.setenv("ZEUS_GPU_DEVICE", "amdsmi")
+    with ZeusMonitor(cpu_indices=[], sync_execution_with="none") as mon:
+        assert [name for name, _, _ in mon.groups] == ["amdsmi"] and mon.gpu_indices == [0]

@@ -56,12 +56,16 @@ def test_caps_are_set_in_microwatts_journaled_and_put_back(fake_amd):
     assert history == [[312.5, 750.0], [312.5, 150.0, 450.0]]
 
 
-def test_without_the_privilege_a_cap_is_refused_with_the_fix_and_nothing_changes(fake_amd):
+def test_without_the_privilege_a_cap_is_refused_with_the_fix_and_nothing_changes(fake_amd, monkeypatch):
+    from zeus_core.devicekit import settings
+
     fake_amd(1, privileged=False)
+    monkeypatch.setattr(settings, "has_capability", lambda bit: False)  # a training user's process, even under root CI
     with gpus() as dev:
-        assert dev.control_paths == {"gpu0": "local"}
+        assert dev.control_paths == {"gpu0": "local, read-only"}  # no CAP_DAC_OVERRIDE, no daemon: zeus env says read-only
         with pytest.raises(DeviceError) as e:
             dev.set_power_limit(300.0)
+        assert dev.control_paths == {"gpu0": "local, read-only"}
     msg = " ".join(str(e.value).split())
     assert "cannot set the power cap of gpu0 (AMD Instinct MI300X" in msg and "AMDSMI_STATUS_NO_PERM" in msg
     assert "zeus daemon" in msg and "ZEUS_DAEMON_SOCKET" in msg and '[power] plugin = "max"' in msg

@@ -106,7 +106,7 @@ def test_default_check_period_follows_the_counter_range_and_the_thread_runs(powe
         assert dev.read_energy()["cpu2-package"] == pytest.approx(500.0)
     finally:
         dev.close()
-    assert not dev._thread.is_alive()
+    assert not dev._sampler.alive
     slow = RaplCpus(RaplOptions(powercap_root=str(powercap), packages=[0]))
     assert slow.wrap_check_s == 60.0  # 262 kJ counters: once a minute is plenty
     slow.close()

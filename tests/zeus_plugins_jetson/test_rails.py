@@ -146,8 +146,14 @@ def test_zeus_monitor_with_sysfs_root_set_on_the_command_line(tmp_path):
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     rows = list(csv.DictReader(out.open()))
-    assert list(rows[0])[2:] == ["vdd_in_power_w", "vdd_in_energy_j", "vdd_cpu_gpu_cv_power_w", "vdd_cpu_gpu_cv_energy_j",
-                                 "vdd_soc_power_w", "vdd_soc_energy_j"]
+    assert list(rows[0])[2:] == ["vdd_in_power_w", "vdd_in_energy_j", "vdd_in_temperature_c", "vdd_cpu_gpu_cv_power_w",
+                                 "vdd_cpu_gpu_cv_energy_j", "vdd_cpu_gpu_cv_temperature_c", "vdd_soc_power_w", "vdd_soc_energy_j"]
+    assert float(rows[-1]["vdd_in_temperature_c"]) == 44.25  # the junction zone, m°C -> °C
+    # the input rail holds the others: the total counts it once (7.5 W), not 7.5 + 2.5 + 1.8 W
+    summary = r.stdout[r.stdout.index("summary over"):]
+    total = next(line for line in summary.splitlines() if "total" in line and "W" in line)
+    assert "7.5 W" in total and "11.8 W" not in total
+    assert "total: vdd_in includes vdd_cpu_gpu_cv, vdd_soc, which are not added again" in r.stdout
     t = float(rows[-1]["elapsed_s"])
     assert float(rows[-1]["vdd_cpu_gpu_cv_energy_j"]) == pytest.approx(2.5 * t, rel=0.05)
     assert float(rows[-1]["vdd_in_energy_j"]) == pytest.approx(7.5 * t, rel=0.05)

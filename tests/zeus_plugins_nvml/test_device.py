@@ -147,7 +147,7 @@ def test_power_limit_is_journaled_and_restored_on_close(fake_nvml):
     fake_nvml(2, privileged=True)
     dev = NvmlGpus()
     assert dev.power_limit_range() == (100.0, 400.0)
-    with pytest.raises(ValueError, match=r"power limit 450 W is outside the GPUs' common range 100 to 400 W"):
+    with pytest.raises(ValueError, match=r"power limits outside their GPU's range: gpu0 450 W \(range 100 to 400 W\); gpu1 450"):
         dev.set_power_limit(450)
     dev.set_power_limit(175)
     dev.set_power_limit(150)  # the journal keeps the first original

@@ -1,6 +1,7 @@
 """The P2P blocking-power job: two gloo ranks on CPU, rank 0 measured on a constant-power fake device."""
 
 import functools
+import json
 import sys
 from pathlib import Path
 
@@ -13,11 +14,35 @@ from perseus_fakes import ConstantPowerDevice  # noqa: E402
 from zeus_plugins_perseus import p2p  # noqa: E402
 
 
-def test_rank0_blocks_for_the_duration_and_reports_its_power():
+class TimedDevice(ConstantPowerDevice):
+    """The constant-power device, noting (in ``record``, when rank 0 closes it) when it was built (before
+    rank 0 enters the barrier that starts rank 1's sleep) and its last clock reading (the window's end)."""
+
+    def __init__(self, watts: float, record: str) -> None:
+        super().__init__(watts)
+        self.record = record
+        self.last = self.t0
+
+    def clock(self) -> float:
+        self.last = super().clock()
+        return self.last
+
+    def close(self) -> None:
+        Path(self.record).write_text(json.dumps({"built": self.t0, "window_end": self.last}))
+
+
+def test_rank0_blocks_for_the_duration_and_reports_its_power(tmp_path):
+    """Rank 1 sends only ``duration_s`` after it leaves the barrier, which it cannot leave before rank 0,
+    which built its device, enters it: so rank 0's window ends at least ``duration_s`` after the device was
+    built, however the two processes are scheduled (the window itself may open late: a busy machine can
+    keep rank 0 from opening it until rank 1's sleep has begun)."""
     pytest.importorskip("torch")
-    r = p2p.measure_blocking_power(functools.partial(ConstantPowerDevice, 70.38), duration_s=0.6, backend="gloo",
+    record = tmp_path / "times.json"
+    r = p2p.measure_blocking_power(functools.partial(TimedDevice, 70.38, str(record)), duration_s=0.6, backend="gloo",
                                    timeout_s=120)
-    assert r.seconds >= 0.6  # the window covered the whole wait for rank 1's send
+    times = json.loads(record.read_text())
+    assert times["window_end"] - times["built"] >= 0.6  # rank 0 waited for rank 1's send
+    assert 0 < r.seconds <= times["window_end"] - times["built"]
     assert r.watts == pytest.approx(70.38, rel=1e-3)
     assert r.joules == pytest.approx(70.38 * r.seconds, rel=1e-3) and r.devices == ["gpu0"]
 
@@ -38,6 +63,7 @@ def test_a_rank_that_cannot_open_its_device_fails_the_job_with_the_reason():
 
 def test_cli(monkeypatch):
     from click.testing import CliRunner
+
     from zeus_plugins_perseus.cli import perseus_group
 
     calls = []

@@ -2,8 +2,9 @@ import itertools
 
 import numpy as np
 import pytest
+
+from zeus_plugins_perseus.dag_times import CycleError, topological_order
 from zeus_plugins_perseus.schedule import build_dag, one_f_one_b_order
-from zeus_plugins_perseus.tradeoff import TradeoffError, topological_order
 
 
 def labels(dag, stage):
@@ -67,5 +68,5 @@ def test_bad_schedule_and_cycle():
         build_dag("zb", 2, 2)
     with pytest.raises(ValueError, match=">= 1"):
         build_dag("1f1b", 0, 2)
-    with pytest.raises(TradeoffError, match="cycle"):
+    with pytest.raises(CycleError, match="cycle through operation"):
         topological_order(3, [(0, 1), (1, 2), (2, 0)])

@@ -2,7 +2,9 @@ import itertools
 
 import numpy as np
 import pytest
-from zeus_plugins_perseus.tradeoff import TradeoffError, longest_path, solve_frontier
+
+from zeus_plugins_perseus.dag_times import longest_path
+from zeus_plugins_perseus.tradeoff import TradeoffError, solve_frontier
 
 
 def brute_force(n, edges, spec, lo, hi, tables):

@@ -18,6 +18,7 @@ from cluster_helpers import CIFAR, check_history, run_job
 from pg_server import PASSWORD
 
 from zeus_core import TryRecord
+from zeus_core.engine.history import ledger
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.stores.locations import open_store
 from zeus_core.engine.stores.protocol import StoreError
@@ -196,6 +197,7 @@ def test_the_server_stopped_mid_job_is_a_clear_exit_1_and_the_job_continues_when
     _wait_for(lambda: committed() >= 5 or job.poll() is not None, what="five tries")
     pg.stop("fast")
     out, err = job.communicate(timeout=120)
+    err_first = out + err
     assert job.returncode == 1, err[-3000:]
     assert "run failed" in err and "cannot be reached" in err and "continues from what was committed" in err
     assert PASSWORD not in out + err and "zeus:***@" in err
@@ -211,7 +213,14 @@ def test_the_server_stopped_mid_job_is_a_clear_exit_1_and_the_job_continues_when
     with open_store(url, get_registry(), job="zeus-cifar100") as store:
         after = check_history(store, unfinished=1)
         assert store.get("runner")["next_recurrence"] == taken + 4
+        account = ledger(store)
     assert after[: len(before)] == before and {t.recurrence for t in after[len(before):]} == {taken + 1, taken + 2, taken + 3}
+    # The recurrence the outage stopped could not be recorded as abandoned then (the database was down); the
+    # job's next run on this machine found its runner gone and recorded it.
+    unreached = set(range(1, taken + 1)) - {t.recurrence for t in after if t.reached}
+    assert account.open == {} and set(account.abandoned) == unreached
+    assert all(a["reason"].endswith("ended without a result: killed, or its machine restarted") for a in account.abandoned.values())
+    assert not unreached or f"recurrence {taken} is left open" in " ".join(err_first.split())
 
 
 def test_text_comes_back_as_text_from_a_sql_ascii_database(pg_server):

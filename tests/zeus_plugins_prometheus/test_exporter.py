@@ -88,8 +88,10 @@ def pushgateway(tmp_path):
     if binary is None:
         server_missing("no Pushgateway binary; .ci/run installs it (apt-get install prometheus-pushgateway)")
     port = free_port()
-    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, cwd=tmp_path)
+    # Its own persistence file: Debian's build defaults to the system's /var/lib/prometheus/pushgateway.data.
+    data = tmp_path / "pushgateway.data"
+    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}", f"--persistence.file={data}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -103,6 +105,7 @@ def pushgateway(tmp_path):
     finally:
         proc.terminate()
         proc.wait(30)
+    assert data.exists()  # it persisted what it held here, at its shutdown, and nowhere else
 
 
 def test_pushed_to_a_pushgateway_the_series_match_summary_json(pushgateway, tmp_path):

@@ -154,8 +154,15 @@ def _result(**record) -> dict:
      ["body", "setup", "job", "eta_knob"]),
     ("sessions", {"client": CLIENT, "setup": {**_setup(), "batch_size": {"plugin": "fixed", "defualt": 32}}},
      ["body", "setup", "batch_size", "defualt"]),
-    ("sessions", {"client": CLIENT, "setup": {**_setup(), "batch_size": {"plugin": "nope"}}},
+    ("sessions", {"client": CLIENT, "setup": {**_setup(), "batch_size": {"plugin": "nope"},
+                                              "identity": {**_setup()["identity"], "batch_size": {"plugin": "nope"}}}},
      ["body", "setup", "batch_size", "plugin"]),
+    ("sessions", {"client": CLIENT, "setup": {**_setup(), "batch_size": {"plugin": "fixed", "default": 32},
+                                              "identity": {**_setup()["identity"], "batch_size": {"plugin": "mab"}}}},
+     ["body", "setup", "identity", "batch_size", "plugin"]),
+    ("sessions", {"client": CLIENT, "setup": {**_setup(), "identity": {}}}, ["body", "setup", "identity", "job"]),
+    ("sessions", {"client": CLIENT, "setup": {**_setup(), "identity": {"job": {"eta_knob": 0.5}}}},
+     ["body", "setup", "identity", "batch_size"]),
     ("sessions", {"client": CLIENT, "setup": _setup("other")}, ["body", "setup", "job", "name"]),
 ])
 def test_nan_inf_and_out_of_range_values_are_422_naming_the_field(svc, path, body, field):
@@ -176,3 +183,42 @@ def test_the_service_survives_fuzzing_from_its_own_openapi(svc, tmp_path):
     assert "passed" in r.stdout and "failed" not in r.stdout.split("SUMMARY")[-1].lower()
     log = svc.log.read_text()
     assert "Traceback" not in log and "Exception in ASGI application" not in log
+
+
+def test_a_transaction_the_service_did_not_grant_reads_and_commits_nothing(svc):
+    c = httpx.Client(base_url=svc.url, headers=AUTH)
+    made_up = "0123456789abcdef0123456789abcdef"
+    r = c.post(f"/v1/jobs/tx2/transactions/{made_up}/commit", json={"client": CLIENT, "request": "u" * 12, "set": {"k": 1}})
+    assert r.status_code == 409 and r.json()["code"] == "unknown_transaction", r.text
+    assert c.post(f"/v1/jobs/tx2/transactions/{made_up}/get", json={"key": "k"}).json()["code"] == "unknown_transaction"
+    assert c.get("/v1/jobs/tx2/state/k").json()["found"] is False
+    granted = c.post("/v1/jobs/tx2/transactions", json={"client": CLIENT}).json()["transaction"]
+    r = c.post(f"/v1/jobs/tx2/transactions/{granted}/commit", json={"client": CLIENT, "request": "v" * 12, "set": {"k": 2}})
+    assert r.status_code == 200 and c.get("/v1/jobs/tx2/state/k").json()["value"] == 2
+
+
+def test_a_result_is_stored_once_per_try_and_in_order(svc):
+    """Sent again under another request id, a try's result is answered `stored: false` and the first stands;
+    a try out of order is refused; a recurrence's number is accounted for (abandoned)."""
+    c = httpx.Client(base_url=svc.url, headers=AUTH)
+    client = "dupdupdupdup0001"
+    assert c.post("/v1/jobs/dup/sessions", json={"client": client, "setup": _setup("dup")}).status_code == 200
+    owner = {"host": "elsewhere", "pid": 4242}
+    rec = c.post("/v1/jobs/dup/recurrences", json={"session": client, "request": "a" * 12, "owner": owner}).json()["recurrence"]
+    trial = c.post("/v1/jobs/dup/trials", json={"session": client, "request": "b" * 12, "recurrence": rec, "try_index": 1})
+    assert trial.status_code == 200, trial.text
+    body = {**_result(reached=False), "session": client}
+    body["trial"]["recurrence"] = body["record"]["recurrence"] = rec
+    answers = [c.post("/v1/jobs/dup/results", json={**body, "request": request * 12}).json() for request in "cde"]
+    assert answers == [{"stored": True}, {"stored": False}, {"stored": False}]
+    tries = c.get("/v1/jobs/dup/history").json()["tries"]
+    assert [(t["recurrence"], t["try_index"]) for t in tries] == [(rec, 1)]
+    later = {**body, "request": "f" * 12, "trial": {**body["trial"], "try_index": 3}, "record": {**body["record"], "try_index": 3}}
+    r = c.post("/v1/jobs/dup/results", json=later)
+    assert r.status_code == 409 and "try 3 cannot follow try 1" in r.json()["detail"]
+    assert c.get("/v1/jobs/dup/state/runner:open").json()["value"][str(rec)]["owner"] == owner
+    r = c.post("/v1/jobs/dup/abandon", json={"session": client, "request": "g" * 12, "recurrence": rec, "reason": "stopped"})
+    assert r.json() == {"abandoned": True}
+    assert c.get("/v1/jobs/dup/state/runner:abandoned").json()["value"][str(rec)]["reason"] == "stopped"
+    assert c.post("/v1/jobs/dup/abandon", json={"session": client, "request": "h" * 12, "recurrence": rec,
+                                                "reason": "again"}).json() == {"abandoned": False}

@@ -25,8 +25,9 @@ from zeus_core import (
     SupportedPowerLimits,
     read_allocation,
 )
+from zeus_core.device import capability_members
 from zeus_plugins_torch.allocated import LimitHolder
-from zeus_plugins_torch.devices import FORWARDED, DataParallelDevices, members
+from zeus_plugins_torch.devices import FORWARDED, DataParallelDevices
 
 
 class TwoGpus:
@@ -94,7 +95,7 @@ def test_the_view_offers_rank_0s_capabilities_and_the_summed_power():
     assert isinstance(view, DeviceGroup) and view.max_power_w == 1200.0 and view.names == local.names
     for cap in (PowerLimitControl, PerDevicePowerLimits, ClockControl, PowerReadings, GpuSync):
         assert isinstance(view, cap), cap.__name__
-        for name in members(cap):  # found without __getattr__ (how isinstance looks from Python 3.12 on)
+        for name in capability_members(cap):  # found without __getattr__ (how isinstance looks from Python 3.12 on)
             inspect.getattr_static(view, name)
     assert not isinstance(view, SupportedPowerLimits)  # rank 0's device has none, so neither has the view
     with pytest.raises(AttributeError):

@@ -78,15 +78,20 @@ def test_two_ranks_share_decisions_and_sum_energy(tmp_path, registry, write_trai
     assert lines(tmp_path / "device-0.jsonl")[-1] == {"rank": 0, "event": "restore", "w": 300.0}
 
 
-def test_a_rank_that_raises_fails_the_job_and_restores_devices(tmp_path, registry, write_trainer):
-    path = ddp_job(tmp_path, write_trainer(tmp_path), recurrences=3, args="fail_recurrence = 2\nfail_rank = 1")
-    result = run_cli(registry, "run", str(path))
-    assert result.exit_code == 1
-    out = " ".join(result.output.split())
-    assert "rank 1 of 2 failed: ZeroDivisionError: training blew up on purpose" in out
-    assert [(t.recurrence, t.reached) for t in Store(tmp_path / "state.sqlite").tries()] == [(1, True)]
+def failed_run(tmp_path, registry, module, **job) -> str:
+    """``zeus run`` of a job that must fail (exit status 1) and leave every rank's device put back;
+    its output on one line."""
+    result = run_cli(registry, "run", str(ddp_job(tmp_path, module, **job)))
+    assert result.exit_code == 1, result.output
     for rank in (0, 1):
         assert lines(tmp_path / f"device-{rank}.jsonl")[-1]["event"] == "restore"
+    return " ".join(result.output.split())
+
+
+def test_a_rank_that_raises_fails_the_job_and_restores_devices(tmp_path, registry, write_trainer):
+    out = failed_run(tmp_path, registry, write_trainer(tmp_path), recurrences=3, args="fail_recurrence = 2\nfail_rank = 1")
+    assert "rank 1 of 2 failed: ZeroDivisionError: training blew up on purpose" in out
+    assert [(t.recurrence, t.reached) for t in Store(tmp_path / "state.sqlite").tries()] == [(1, True)]
 
 
 def test_a_killed_rank_fails_the_job_clearly(tmp_path, registry, write_trainer):
@@ -111,3 +116,28 @@ def test_early_stop_ends_every_rank_and_records_not_reached(tmp_path, registry, 
     assert [(t.recurrence, t.reached, t.stopped) for t in tries[1:]] == [(2, False, "early-stop")] * 2
     r1 = lines(tmp_path / "out-1.jsonl")[1:]
     assert [(r["reached"], r["stopped"], len(r["epochs"])) for r in r1] == [(False, "early-stop", t.epochs) for t in tries[1:]]
+
+
+def test_fresh_with_processes_2_starts_over_a_store_that_learned_one_process(tmp_path, registry, write_trainer):
+    """#27 case 5: the store learned the job with job.processes = 1; `zeus run --fresh --set job.processes=2`
+    starts it over on both ranks (the spawned rank opens no store, so it cannot refuse it), and without
+    --fresh every rank stops with the identity refusal, exit 2."""
+    path = ddp_job(tmp_path, write_trainer(tmp_path), recurrences=1)
+    first = run_cli(registry, "run", str(path), "--set", "job.processes=1")
+    assert first.exit_code == 0, first.output
+    refused = run_cli(registry, "run", str(path))
+    assert refused.exit_code == 2 and "job.processes" in refused.output and "--fresh" in refused.output
+    fresh = run_cli(registry, "run", str(path), "--fresh")
+    assert fresh.exit_code == 0, fresh.output
+    assert "learned a different job" not in fresh.output
+    with Store(tmp_path / "state.sqlite") as s:
+        assert s.identity()["job"]["processes"] == 2 and [t.recurrence for t in s.tries()] == [1]
+    assert lines(tmp_path / "out-1.jsonl")  # rank 1 trained
+
+
+def test_a_rank_whose_calls_diverge_fails_the_job_naming_both_ops(tmp_path, registry, write_trainer):
+    # Rank 1 reports its metric twice an epoch: where it expects rank 0's next "metric",
+    # rank 0 has gone on to end the epoch.
+    out = failed_run(tmp_path, registry, write_trainer(tmp_path), recurrences=1, args="diverge_rank = 1")
+    assert "rank 1 of 2 failed: ProtocolError: rank 1 expected metric from rank 0 but got epoch_end" in out
+    assert "the ranks' calls diverged" in out

@@ -87,3 +87,31 @@ def test_job_errors_name_the_field(reg, tmp_path):
     assert res.exit_code == 2 and "trace folder" in text and "does not exist" in text and "@ $.profiler.traces" in text
     res = zeus(reg, "run", str(JOB), "--set", "batch_size=false")
     assert res.exit_code == 2
+
+
+def test_a_rule_that_runs_out_of_tries_is_named_and_the_rule_that_finished_is_written(reg, tmp_path, monkeypatch):
+    """One rule's replay stops at job.max_tries (the real check, with max_tries = 1 for rule 'improved'
+    only): exit 2 naming that rule, group and job; the other rule's results reported and written."""
+    import attrs
+
+    from zeus_plugins_trace import alibaba, replay
+
+    real = replay.replay_group
+
+    def improved_runs_out(group, wt, make, job, default, rule="paper"):
+        if rule == "improved":
+            job = attrs.evolve(job, max_tries=1, beta_knob=1.01)
+        return real(group, wt, make, job, default, rule)
+
+    monkeypatch.setattr(alibaba, "replay_group", improved_runs_out)
+    out = tmp_path / "out"
+    res = zeus(reg, "run", str(JOB), "--output", str(out), "--set", "profiler.synthetic_groups=4")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert "[profiler] plugin 'alibaba': in-flight rule 'improved': group " in text and "no try reached the target in 1 tries" in text
+    assert "the results of the rule that finished ('paper') are reported and written (--output)" in text
+    assert [r["rule"] for r in table(out / "group_results.csv")] == ["paper"] * 4
+    summary = json.loads((out / "summary.json").read_text())["profiler"]
+    assert list(summary["rules"]) == ["paper"] and summary["default"]["cost"] > 0
+    assert {r["rule"] for r in table(out / "tries.csv")} == {"paper"} and (out / "energy_over_time.png").exists()
+    assert "rule paper" in text and "rule improved" not in text  # the closing table has the finished rule only

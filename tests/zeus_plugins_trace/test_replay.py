@@ -129,7 +129,8 @@ def test_improved_rule_asks_the_policy_when_none_of_its_own_tries_runs(trace):
 
 
 def test_a_job_that_never_reaches_the_target_names_its_group(trace):
-    with pytest.raises(SimulationError, match=r"group g \(d\), job 1: no try reached the target in 2 tries \(batch sizes \[16, 16\]\)"):
+    with pytest.raises(SimulationError, match=r"^in-flight rule 'improved': group g \(d\), job 1: no try reached the target in 2 "
+                                              r"tries \(batch sizes \[16, 16\]\)"):
         replay_group(GROUP, trace, lambda _s: Scripted([16] * 9), job(max_tries=2), 8, "improved")
 
 

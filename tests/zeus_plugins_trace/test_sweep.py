@@ -129,3 +129,17 @@ def test_ray_gives_the_pool_table(tmp_path, ray_head):
     sweep(ALIBABA, ALIBABA_ARGS, pool_alibaba[1], "--executor", "ray", "--ray-address", ray_head)
     assert pool_alibaba[1].read_text() == pool_alibaba[0].read_text()
     assert not ray.is_initialized()  # the sweep shut its connection down
+
+
+@pytest.mark.parametrize("form", ["{host}:{port}", "ray://{host}:{port}"])
+def test_a_ray_address_where_nothing_listens_is_exit_2_at_once_naming_that_address(tmp_path, form):
+    """Ray would retry for minutes, printing the address it resolved; the sweep says what it was given."""
+    address = form.format(host="127.0.0.1", port=_free_port())
+    start = time.monotonic()
+    res = CliRunner().invoke(sweep_cmd, [str(SINGLE), "--axis", "job.seed=1..2", "--output", str(tmp_path / "t.csv"),
+                                         "--executor", "ray", "--ray-address", address])
+    assert res.exit_code == 2 and f"--ray-address {address}: nothing accepts connections at 127.0.0.1:" in res.output, res.output
+    assert "Connection refused" in res.output and time.monotonic() - start < 60 and not (tmp_path / "t.csv").exists()
+    res = CliRunner().invoke(sweep_cmd, [str(SINGLE), "--axis", "job.seed=1..2", "--output", str(tmp_path / "t.csv"),
+                                         "--executor", "ray", "--ray-address", "head-node"])
+    assert res.exit_code == 2 and "expected HOST:PORT" in res.output

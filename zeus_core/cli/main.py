@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from zeus_core.cli.consoles import make_console
+from zeus_core.cli.env import env_command
 from zeus_core.cli.monitor import monitor_command
 from zeus_core.cli.store import store_group
 from zeus_core.daemon.command import daemon_command
@@ -176,7 +177,8 @@ def _closing_table(summary: JobSummary) -> Table:
     by_rec: dict[int, list] = {}
     for r in summary.records:
         by_rec.setdefault(r.recurrence, []).append(r)
-    table = Table(title=f"job {summary.job!r}: {summary.recurrences} recurrences, {summary.tries} tries")
+    begun = "" if summary.begun is None or summary.begun == summary.recurrences else f" of {summary.begun} begun"
+    table = Table(title=f"job {summary.job!r}: {summary.recurrences} recurrences{begun}, {summary.tries} tries")
     for col in ("recurrence", "tries", "batch size", "power limit (W)", "epochs", "time (s)", "energy (J)", "cost", "reached"):
         table.add_column(col, justify="right")
     recs = sorted(by_rec)
@@ -264,10 +266,25 @@ def _make_runner(spec, fresh: bool = False) -> Runner:
         sys.exit(report_error(e))
 
 
+def _account_lines(summary: JobSummary) -> list[str]:
+    """What became of recurrence numbers that have no try that reached the target."""
+    lines = []
+    if summary.abandoned:
+        shown = ", ".join(f"{a['recurrence']} ({a['reason']})" for a in summary.abandoned[-10:])
+        more = f" (and {len(summary.abandoned) - 10} earlier)" if len(summary.abandoned) > 10 else ""
+        lines.append(f"{len(summary.abandoned)} recurrence{'s' if len(summary.abandoned) != 1 else ''} abandoned{more}: {shown}")
+    if summary.open:
+        lines.append(f"{len(summary.open)} recurrence{'s' if len(summary.open) != 1 else ''} open (begun, not ended: running, "
+                     f"or its runner was lost on another machine): {', '.join(map(str, summary.open[-10:]))}")
+    return lines
+
+
 def _finish(runner: Runner, summary: JobSummary, output: Path | None) -> None:
     """The closing table, the parts' reports, and every output file."""
     if summary.records:
         console.print(_closing_table(summary))
+    for line in _account_lines(summary):
+        console.print(f"[yellow]{escape(line)}[/]", highlight=False, soft_wrap=True)
     for part in runner.parts.values():
         if isinstance(part, Reports):
             part.report(console, summary)
@@ -302,6 +319,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     previous = {s: signal.signal(s, _on_signal) for s in handled}
     code = EXIT_OK
     summary = None
+    partial = False  # the run ended with an error, and what it finished is still reported and written
     try:
         runner.build()
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -318,6 +336,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
                 progress.advance(task)
     except ZeusError as e:
         code = report_error(e)
+        partial = e.partial
     except (KeyboardInterrupt, _Terminated) as e:
         signum = getattr(e, "signum", signal.SIGINT)
         err_console.print(f"[bold red]interrupted[/] by {signal.Signals(signum).name}: stopping; devices are being "
@@ -333,9 +352,9 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             code = code or EXIT_FAILED
     if not runner.leads:  # another rank of a launched job: rank 0 reports and writes the outputs
         sys.exit(code)
-    if summary is None and code in SIGNAL_EXIT.values() and "workload" in runner.parts:
+    if summary is None and (partial or (code in SIGNAL_EXIT.values() and "workload" in runner.parts)):
         try:
-            summary = runner.summary()  # what finished before the signal is in the store
+            summary = runner.summary()  # what finished before the signal (or the partial error) is kept
         except StoreError as e:
             err_console.print(f"[bold red]error:[/] cannot read the results back: {escape(str(e))}")
     if summary is None:
@@ -380,6 +399,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
 
 
 cli.add_command(monitor_command)
+cli.add_command(env_command)
 cli.add_command(store_group)
 cli.add_command(daemon_command)
 

@@ -1,4 +1,4 @@
-"""``zeus monitor``: live power and energy of every device the installed plugins provide.
+"""``zeus monitor``: live power, energy and temperature of every device the installed plugins provide.
 
 Like upstream Zeus's standalone power monitor: a table refreshed each second
 (power over the last second, average power and energy since start, and where
@@ -6,10 +6,22 @@ each figure comes from), optionally a CSV of every sample, and a summary when
 Ctrl-C (or SIGTERM, or ``--duration``) ends it. The core names no device: the
 devices are whatever ``zeus_register_devices`` registered; without
 ``--device`` every one that can be opened on this machine is shown, and the
-others are listed with the reason. Devices are opened through
-:mod:`zeus_core.engine.assembly`, as every tool outside a job does. The ``via`` column
-says whether a device's privileged operations (setters, root-only counters)
-run in this process (``local``) or through ``zeus daemon`` (``daemon``).
+others are listed with the reason (a plugin whose library or hardware is not
+here is ``not here``). The ``via`` column says whether a device's privileged
+operations (setters, root-only counters) run in this process (``local``) or
+through ``zeus daemon`` (``daemon``).
+
+Devices that read them through their capabilities show more: their temperature
+(:class:`~zeus_core.device.TemperatureReadings`) and the vendor's power domains,
+named (:class:`~zeus_core.device.PowerDomainReadings`: ``instant``, ``average``,
+``memory``). The total row adds each device once: a device whose energy another
+measured device includes (:class:`~zeus_core.device.EnergyIncludes`, a Jetson's
+input rail) is left out of it.
+
+The CSV has ``time``, ``elapsed_s``, then per device ``<name>_power_w`` and
+``<name>_energy_j`` and, beside them where the device reads them,
+``<name>_temperature_c`` and ``<name>_power_<domain>_w``; the columns are fixed
+by the first reading, and a value a device does not give at a sample is empty.
 """
 
 from __future__ import annotations
@@ -30,11 +42,12 @@ from rich.table import Table
 from rich.text import Text
 
 from zeus_core.cli.consoles import make_console
-from zeus_core.device import ControlPaths
-from zeus_core.engine.assembly import open_devices
-from zeus_core.engine.registry import Registry, get_registry
-from zeus_core.engine.validation import parse_override
+from zeus_core.cli.env import chosen_devices, close_probes, device_options, probe_devices
+from zeus_core.device import ControlPaths, EnergyIncludes, PowerDomainReadings, TemperatureReadings
 from zeus_core.measurement import format_joules
+
+#: the order power domains are shown in (others follow, by name)
+DOMAIN_ORDER = ("instant", "average", "memory")
 
 
 class _Stop(BaseException):
@@ -45,27 +58,13 @@ def _on_sigterm(_signum: int, _frame: Any) -> None:
     raise _Stop()
 
 
-def _device_options(reg: Registry, sets: tuple[str, ...]) -> tuple[dict[str, dict], list[str]]:
-    tables: dict[str, dict] = {}
-    errors = []
-    for text in sets:
-        try:
-            path, value = parse_override(text)
-        except ValueError as e:
-            errors.append(str(e))
-            continue
-        if len(path) != 2:
-            errors.append(f"--set {text!r}: expected DEVICE.key=value, e.g. cpu-estimate.tdp_w=120")
-            continue
-        if path[0] not in reg.parts["device"]:
-            errors.append(f"--set {text!r}: no device named {path[0]!r}; installed: {', '.join(reg.names('device'))}")
-            continue
-        tables.setdefault(path[0], {})[path[1]] = value
-    return tables, errors
+def _ordered(domains: Any) -> list[str]:
+    return sorted(domains, key=lambda d: (DOMAIN_ORDER.index(d) if d in DOMAIN_ORDER else len(DOMAIN_ORDER), d))
 
 
 class Sampler:
-    """Energy of every device since start, and power over the last interval."""
+    """Energy of every device since start, power over the last interval, and the temperatures and
+    power domains of the devices that read them."""
 
     def __init__(self, groups: list[tuple[str, Any]]) -> None:
         self.groups = groups
@@ -77,6 +76,22 @@ class Sampler:
         ]
         #: per row, the group and device name whose ``control_paths`` say how its settings change
         self._via = {self._key[p, n]: (g, n) for p, g in groups for n in g.names}
+        #: rows a total leaves out: their energy is inside another measured device's (``EnergyIncludes``)
+        self.included: dict[str, str] = {}
+        for p, g in groups:
+            names = g.names
+            if isinstance(g, EnergyIncludes):
+                for outer, inner in g.energy_includes.items():
+                    if outer in names:
+                        self.included.update({self._key[p, n]: self._key[p, outer] for n in inner if n in names})
+        self.temperature: dict[str, float | None] = {}
+        self.domains: dict[str, dict[str, float]] = {}
+        #: what a temperature or power-domain reading failed with, by plugin (the last failure)
+        self.read_errors: dict[str, str] = {}
+        self._read_extras()
+        #: per row, the temperature and the power domains it had at the first reading (the CSV's columns)
+        self.temperature_rows = [n for _, n, _ in self.rows if self.temperature.get(n) is not None]
+        self.domain_rows = {n: _ordered(self.domains[n]) for _, n, _ in self.rows if self.domains.get(n)}
         self.t0 = time.monotonic()
         self.wall0 = time.time()
         self.e0 = self._read()
@@ -84,6 +99,24 @@ class Sampler:
         self.power: dict[str, float | None] = {n: None for _, n, _ in self.rows}
         self.energy: dict[str, float] = {n: 0.0 for _, n, _ in self.rows}
         self.elapsed = 0.0
+
+    def _read_extras(self) -> None:
+        """Temperatures and power domains of the groups that read them; a failed reading leaves the
+        group's values empty and is kept in :attr:`read_errors`."""
+        for plugin, g in self.groups:
+            names = g.names
+            readers = (("temperatures", TemperatureReadings, lambda g=g: g.read_temperatures(), self.temperature),
+                       ("power domains", PowerDomainReadings, lambda g=g: g.read_power_domains(), self.domains))
+            for what, capability, read, into in readers:
+                if not isinstance(g, capability):
+                    continue
+                try:
+                    got = read()
+                except Exception as e:  # noqa: BLE001 - the energy goes on; the summary says what failed
+                    self.read_errors[f"{plugin} {what}"] = str(e) or type(e).__name__
+                    got = {}
+                for n in names:
+                    into[self._key[plugin, n]] = got.get(n)
 
     def _read(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -102,6 +135,7 @@ class Sampler:
             self.energy[n] = e[n] - self.e0[n]
         self.t_prev, self.e_prev = t, e
         self.elapsed = t - self.t0
+        self._read_extras()
 
     def via(self, key: str) -> str:
         """``local`` or ``daemon``: the path the device's privileged operations take (``-``: none)."""
@@ -109,6 +143,7 @@ class Sampler:
         return str(g.control_paths.get(n, "-")) if isinstance(g, ControlPaths) else "-"
 
     def table(self, title: str, final: bool = False) -> Table:
+        temps, domains = any(v is not None for v in self.temperature.values()), any(self.domains.values())
         t = Table(title=title, title_justify="left")
         t.add_column("device")
         t.add_column("name")
@@ -118,40 +153,78 @@ class Sampler:
             t.add_column("power now", justify="right")
         t.add_column("avg power", justify="right")
         t.add_column("energy since start", justify="right")
+        if temps and not final:
+            t.add_column("temp", justify="right")
+        if domains and not final:
+            t.add_column("power domains")
         total_p, total_e = 0.0, 0.0
         for plugin, n, source in self.rows:
             p = self.power[n]
             avg = self.energy[n] / self.elapsed if self.elapsed > 0 else None
-            total_p += p or 0.0
-            total_e += self.energy[n]
+            if n not in self.included:
+                total_p += p or 0.0
+                total_e += self.energy[n]
             src = Text(source, style="yellow") if source == "estimate" else Text(source)
             cells: list[str | Text] = [plugin, n, src, self.via(n)]
             if not final:
                 cells.append("-" if p is None else f"{p:.1f} W")
             cells += ["-" if avg is None else f"{avg:.1f} W", format_joules(self.energy[n])]
+            if temps and not final:
+                c = self.temperature.get(n)
+                cells.append("-" if c is None else f"{c:.0f} °C")
+            if domains and not final:
+                d = self.domains.get(n) or {}
+                cells.append(", ".join(f"{k} {d[k]:.1f} W" for k in _ordered(d)) or "-")
             t.add_row(*cells)
         avg_total = total_e / self.elapsed if self.elapsed > 0 else 0.0
         footer = ["total", "", "", ""] + ([f"{total_p:.1f} W"] if not final else []) + [f"{avg_total:.1f} W", format_joules(total_e)]
+        footer += [""] * (len(t.columns) - len(footer))
         t.add_section()
         t.add_row(*footer, style="bold")
         return t
 
+    def notes(self) -> list[str]:
+        """What the total leaves out, and readings that failed."""
+        out: list[str] = []
+        by_outer: dict[str, list[str]] = {}
+        for inner, outer in self.included.items():
+            by_outer.setdefault(outer, []).append(inner)
+        for outer, inners in by_outer.items():
+            out.append(f"total: {outer} includes {', '.join(inners)}, which are not added again")
+        out += [f"{what} could not be read: {why}" for what, why in self.read_errors.items()]
+        return out
+
+
+def _cell(value: float | None, digits: int) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
 
 class SampleLog:
-    """CSV of every sample: time, elapsed_s, then ``<name>_power_w`` and ``<name>_energy_j`` per device."""
+    """CSV of every sample: time, elapsed_s, then per device ``<name>_power_w``, ``<name>_energy_j`` and,
+    where the device reads them, ``<name>_temperature_c`` and ``<name>_power_<domain>_w``."""
 
-    def __init__(self, path: Path, names: list[str]) -> None:
+    def __init__(self, path: Path, s: Sampler) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._f = path.open("w", newline="")
         self._w = csv.writer(self._f)
-        self.names = names
-        self._w.writerow(["time", "elapsed_s", *(f"{n}_{k}" for n in names for k in ("power_w", "energy_j"))])
+        self.names = [n for _, n, _ in s.rows]
+        self._temps = set(s.temperature_rows)
+        self._domains = s.domain_rows
+        header = ["time", "elapsed_s"]
+        for n in self.names:
+            header += [f"{n}_power_w", f"{n}_energy_j"]
+            header += [f"{n}_temperature_c"] if n in self._temps else []
+            header += [f"{n}_power_{d}_w" for d in self._domains.get(n, ())]
+        self._w.writerow(header)
 
     def write(self, s: Sampler) -> None:
         cells: list[str] = [f"{s.wall0 + s.elapsed:.3f}", f"{s.elapsed:.3f}"]
         for n in self.names:
-            p = s.power[n]
-            cells += ["" if p is None else f"{p:.3f}", f"{s.energy[n]:.6f}"]
+            cells += [_cell(s.power[n], 3), f"{s.energy[n]:.6f}"]
+            if n in self._temps:
+                cells.append(_cell(s.temperature.get(n), 2))
+            domains = s.domains.get(n) or {}
+            cells += [_cell(domains.get(d), 3) for d in self._domains.get(n, ())]
         self._w.writerow(cells)
         self._f.flush()
 
@@ -171,44 +244,42 @@ class SampleLog:
 def monitor_command(
     devices: tuple[str, ...], sets: tuple[str, ...], interval: float, csv_path: Path | None, duration: float | None
 ) -> None:
-    """Show live power and energy of every device; Ctrl-C ends with a summary."""
+    """Show live power, energy and temperature of every device; Ctrl-C ends with a summary."""
     console = make_console()
     err = make_console(stderr=True)
-    obj = click.get_current_context().obj
-    reg = obj["registry"] if isinstance(obj, dict) and "registry" in obj else get_registry()
-    known = reg.names("device")
-    unknown = [d for d in devices if d not in known]
+    reg, wanted, unknown = chosen_devices(devices)
     if unknown:
-        err.print(f"[bold red]error:[/] no device named {escape(', '.join(unknown))}; installed: {escape(', '.join(known)) or 'none'}")
+        err.print(f"[bold red]error:[/] {escape(unknown)}")
         sys.exit(2)
-    tables, errors = _device_options(reg, sets)
-    wanted = list(devices) or known
-    opened, unavailable, opt_errors = open_devices(reg, wanted, tables, console)
+    tables, errors = device_options(reg, sets)
+    probes, opt_errors = probe_devices(reg, wanted, tables, console) if not errors else ([], [])
     errors += opt_errors
-    if errors:
+    missing = [p for p in probes if p.group is None]
+    if errors or (devices and missing):  # bad options; or asked for by name, and it must open
         for e in errors:
             err.print(f"[bold red]error:[/] {escape(e)}")
-        for _, g in opened:
-            g.close()
-        sys.exit(2)
-    if devices and unavailable:  # asked for by name: it must open
-        for name, why in unavailable:
-            err.print(f"[bold red]error:[/] {escape(name)}: {escape(why)}")
-        for _, g in opened:
-            g.close()
+        for p in missing if not errors else []:
+            err.print(f"[bold red]error:[/] {escape(p.plugin)}: {escape(p.reason or p.status)}")
+        close_probes(probes)
         sys.exit(2)
     if not devices:  # by default, real devices only: a simulated one has its own (virtual) clock
-        for name, g in [x for x in opened if getattr(x[1], "clock", None) is not time.monotonic]:
-            opened.remove((name, g))
-            g.close()
-            unavailable.append((name, "simulated (virtual clock); name it with --device to show it anyway"))
-    for name, why in unavailable:
-        console.print(f"[dim]{escape(name)}: unavailable: {escape(why)}[/]")
+        for p in [p for p in probes if p.simulated]:
+            close_probes([p])
+            p.status, p.reason = "unavailable", "simulated (virtual clock); name it with --device to show it anyway"
+    for p in probes:
+        if p.group is None:
+            label = "not here" if p.status == "absent" else "unavailable"
+            console.print(f"[dim]{escape(p.plugin)}: {label}: {escape(p.reason or '')}[/]")
+    opened = [(p.plugin, p.group) for p in probes if p.group is not None]
     if not opened:
         err.print("[bold red]error:[/] no device can be opened on this machine; install a device plugin or see the reasons above")
         sys.exit(1)
-    sampler = Sampler(opened)
-    log = SampleLog(csv_path, [n for _, n, _ in sampler.rows]) if csv_path else None
+    try:
+        sampler = Sampler(opened)
+    except BaseException:
+        close_probes(probes)
+        raise
+    log = SampleLog(csv_path, sampler) if csv_path else None
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main else None
     hint = Text("Ctrl-C to stop", style="dim")
@@ -241,6 +312,8 @@ def monitor_command(
             except Exception as e:  # noqa: BLE001 - report, close the others
                 err.print(f"[bold red]error while closing a device:[/] {escape(str(e))}")
     console.print(sampler.table(f"zeus monitor: summary over {sampler.elapsed:.1f} s", final=True))
+    for note in sampler.notes():
+        console.print(escape(note))
     if any(src == "estimate" for _, _, src in sampler.rows):
         console.print("[yellow]estimate[/]: not measured but modelled (e.g. TDP x utilisation)")
     if csv_path:

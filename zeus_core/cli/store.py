@@ -23,6 +23,7 @@ import click
 from rich.markup import escape
 
 from zeus_core.cli.consoles import make_console
+from zeus_core.engine.history import ledger
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.stores.locations import open_store, scheme_of
 from zeus_core.engine.stores.protocol import JobStore, StoreError, StoreUnavailable
@@ -59,10 +60,11 @@ def _open(location: str, must_exist: bool = True, job: str | None = None) -> Job
 
 
 def _not_empty(store: str, version: int) -> None:
-    """A SQLite file with no zeus schema (an empty file) is no store yet: exit 2."""
+    """An empty file is no store yet, as a missing one is (the rule of
+    :func:`zeus_core.engine.stores.sqlite.is_empty`): nothing to check or export, exit 2."""
     if scheme_of(store) is None and version == 0:
-        _fail(f"{store}: an empty file, not a zeus store (a store is made by a job's first write): "
-              "point at the job's store, or remove this file")
+        _fail(f"{store}: an empty file, which is no store yet (a job's first write makes it one, as for a path with no "
+              "file): nothing to check; point at the job's store")
 
 
 #: ``--job``: which job, in a store that holds many (a database, ``zeus serve``).
@@ -123,12 +125,24 @@ def check_cmd(store: str, job: str | None) -> None:
     """Say what STORE (a path or URL) is: schema, the job it learned, its results; or why it cannot be used (exit 2)."""
     opened = _open(store, job=job)
     info = opened.info
-    opened.close()
+    try:
+        account = ledger(opened) if info.version else None
+    except StoreUnavailable as e:
+        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
+        sys.exit(1)
+    except StoreError as e:
+        _fail(str(e))
+    finally:
+        opened.close()
     _not_empty(store, info.version)
     older = scheme_of(store) is None and info.version < SCHEMA_VERSION  # the SQLite schema this core writes
     console.print(f"[green]ok[/] {escape(opened.location)}: zeus store, schema {info.version}"
                   f"{' (migrated to ' + str(SCHEMA_VERSION) + ' at its next write)' if older else ''}, "
-                  f"{info.tries} tries, integrity checked")
+                  f"{info.tries} tries, integrity and contents checked")
+    if account is not None and account.begun:
+        console.print(f"recurrences: {account.begun} begun, {len(account.abandoned)} abandoned, {len(account.open)} open"
+                      + "".join(f"\n  abandoned {n}: {escape(str(a.get('reason')))}" for n, a in list(account.abandoned.items())[-10:]),
+                      highlight=False, soft_wrap=True)
     if info.identity is None:
         console.print("identity: none recorded (no recurrence has run)")
         return

@@ -59,6 +59,13 @@ def _max_clients(_inst, attribute, value):
         raise ValueError(f"{attribute.name} must be between 1 and 4096 (one thread each), got {value}")
 
 
+
+
+def _first_frame(_inst, attribute, value):
+    if not 0.1 <= value <= 600:
+        raise ValueError(f"{attribute.name} must be between 0.1 and 600 seconds, got {value}")
+
+
 @attrs.define
 class DaemonConfig:
     """The keys of the daemon's TOML file.
@@ -73,8 +80,12 @@ class DaemonConfig:
     settings are journaled (restored at the next start after a SIGKILL).
     ``plugins``: the zeus entry points to load (default every installed one;
     name only those that serve, so the root process imports nothing else).
-    ``max_clients``: connections served at once. ``serve``: one table per
-    service to serve, holding that service's options.
+    ``max_clients``: connections served at once; ``max_clients_per_user``: of
+    them, how many one user (uid) may hold (at most ``max_clients``), so that one user's idle connections
+    cannot lock the others out; ``first_frame_timeout_s``: how long a new
+    connection may wait before its first request (a client sends ``hello`` at once;
+    after it, a connection may stay idle for as long as its training runs).
+    ``serve``: one table per service to serve, holding that service's options.
     """
 
     socket: str = attrs.field(default=DEFAULT_SOCKET, validator=_absolute)
@@ -87,6 +98,8 @@ class DaemonConfig:
     journal_dir: str = attrs.field(default=DEFAULT_JOURNAL_DIR, validator=_absolute)
     plugins: list[str] | None = None
     max_clients: int = attrs.field(default=64, validator=_max_clients)
+    max_clients_per_user: int = attrs.field(default=16, validator=_max_clients)
+    first_frame_timeout_s: float = attrs.field(default=10.0, validator=_first_frame)
     serve: dict[str, Any] = attrs.field(factory=dict)
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import os
 import pwd
 import signal
@@ -41,6 +42,7 @@ import stat
 import struct
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -77,9 +79,39 @@ from zeus_core.journal import SettingsGuard, restore_pending
 
 #: how long the rest of a frame may take once its first byte arrived
 FRAME_TIMEOUT_S = 10.0
+#: a refusal of one kind for one user is logged at most once in this many seconds (the rest are counted)
+REFUSAL_LOG_EVERY_S = 10.0
 _PEERCRED = struct.Struct("3i")
 
 log = logging.getLogger("zeus.daemon")
+
+
+class RefusalLog:
+    """Refusals logged at WARNING, at most one line per (kind, uid) every ``every_s`` seconds; the
+    refusals in between are counted and said with the next line, so that a client hammering the
+    socket cannot flood the log (or the disk under it)."""
+
+    def __init__(self, every_s: float = REFUSAL_LOG_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every_s = every_s
+        self.clock = clock
+        self._last: dict[tuple[str, int], tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, kind: str, uid: int, message: str) -> bool:
+        """Log ``message`` unless a ``kind`` refusal of ``uid`` was logged within ``every_s``; whether it was."""
+        now = self.clock()
+        with self._lock:
+            last, held = self._last.get((kind, uid), (-math.inf, 0))
+            if now - last < self.every_s:
+                self._last[(kind, uid)] = (last, held + 1)
+                return False
+            self._last[(kind, uid)] = (now, 0)
+            if len(self._last) > 10_000:  # forget the oldest
+                for key in sorted(self._last, key=lambda k: self._last[k][0])[:5_000]:
+                    del self._last[key]
+        more = f" ({held} more {kind} refusals of uid {uid} in the last {now - last:.0f} s not logged)" if held else ""
+        log.warning("%s%s", message, more)
+        return True
 
 
 class StartError(RunFailed):
@@ -110,6 +142,8 @@ class Session:
     uid: int
     gid: int
     user: str
+    #: whether it ran an operation that changes a setting (its leaving is then logged)
+    changed: bool = False
 
     def __str__(self) -> str:
         return f"client #{self.number} (pid {self.pid}, uid {self.uid} {self.user})"
@@ -230,6 +264,7 @@ class Daemon:
         self._sessions: dict[int, tuple[Session, socket.socket]] = {}
         self._threads: list[threading.Thread] = []
         self._next = 0
+        self.refused = RefusalLog()
         self._listener: socket.socket | None = None
         self._socket_ino: int | None = None
 
@@ -344,14 +379,46 @@ class Daemon:
             self.shutdown()
 
     def _start_session(self, conn: socket.socket) -> None:
+        """Check the peer (its credentials, the allow-list, the caps) and serve it on a thread of its own;
+        every refusal is an error reply, then the connection is closed, and it is logged (rate-limited)."""
         conn.settimeout(None)
         self._threads = [t for t in self._threads if t.is_alive()]
-        if len(self._sessions) >= self.config.raw.max_clients:
-            log.warning("refused a connection: %d clients already (max_clients)", len(self._sessions))
-            self._send_and_close(conn, error_reply(
-                None, "busy", f"the daemon serves {self.config.raw.max_clients} clients already (max_clients); try again later"))
+        try:
+            pid, uid, gid = _peer(conn)
+        except OSError as e:
+            log.error("cannot read the peer's credentials (%s); closing", e)
+            conn.close()
             return
-        t = threading.Thread(target=self._serve_client, args=(conn,), name="zeus-daemon-client", daemon=True)
+        user = user_name(uid)
+        cfg = self.config.raw
+        if not self.allowed(uid, gid):
+            self.refused("forbidden", uid, f"refused pid {pid} uid {uid} ({user}) gid {gid}: not in allow_users or allow_groups")
+            self._send_and_close(conn, error_reply(None, "forbidden", (
+                f"uid {uid} ({user}) may not use this daemon: the administrator adds the user to allow_users, or one "
+                f"of its groups to allow_groups, in {self.config.path}")))
+            return
+        with self._lock:
+            total = len(self._sessions)
+            mine = sum(1 for s, _ in self._sessions.values() if s.uid == uid)
+            per_user = min(cfg.max_clients_per_user, cfg.max_clients)
+            if total < cfg.max_clients and mine < per_user:
+                self._next += 1
+                session = Session(self, self._next, pid, uid, gid, user)
+                self._sessions[session.number] = (session, conn)
+            else:
+                session = None
+        if session is None:
+            if mine >= per_user:
+                self.refused("busy", uid, f"refused pid {pid} uid {uid} ({user}): it holds {mine} connections already "
+                                          "(max_clients_per_user)")
+                why = (f"uid {uid} ({user}) holds {mine} connections to this daemon already (max_clients_per_user); close "
+                       "one, or ask the administrator to raise max_clients_per_user")
+            else:
+                self.refused("busy", uid, f"refused pid {pid} uid {uid} ({user}): {total} clients already (max_clients)")
+                why = f"the daemon serves {cfg.max_clients} clients already (max_clients); try again later"
+            self._send_and_close(conn, error_reply(None, "busy", why))
+            return
+        t = threading.Thread(target=self._serve_client, args=(session, conn), name="zeus-daemon-client", daemon=True)
         self._threads.append(t)
         t.start()
 
@@ -377,25 +444,10 @@ class Daemon:
             pass
         return bool(groups & cfg.allowed_gids)
 
-    def _serve_client(self, conn: socket.socket) -> None:
-        try:
-            pid, uid, gid = _peer(conn)
-        except OSError as e:
-            log.error("cannot read the peer's credentials (%s); closing", e)
-            conn.close()
-            return
-        user = user_name(uid)
-        if not self.allowed(uid, gid):
-            log.warning("refused pid %d uid %d (%s) gid %d: not in allow_users or allow_groups", pid, uid, user, gid)
-            self._send_and_close(conn, error_reply(None, "forbidden", (
-                f"uid {uid} ({user}) may not use this daemon: the administrator adds the user to allow_users, or one "
-                f"of its groups to allow_groups, in {self.config.path}")))
-            return
-        with self._lock:
-            self._next += 1
-            session = Session(self, self._next, pid, uid, gid, user)
-            self._sessions[session.number] = (session, conn)
-        log.info("%s connected", session)
+    def _serve_client(self, session: Session, conn: socket.socket) -> None:
+        # Connections come and go with every training process: logged at DEBUG. What a client
+        # changes, and its leaving, and what is put back then, are logged at INFO.
+        log.debug("%s connected", session)
         try:
             self._session_loop(session, conn)
         finally:
@@ -407,13 +459,21 @@ class Daemon:
                 self._sessions.pop(session.number, None)
             for failed in errors:
                 log.error("could not restore %s after %s left (kept in the journal)", failed, session)
-            log.info("%s disconnected", session)
+            log.log(logging.INFO if session.changed else logging.DEBUG, "%s disconnected", session)
             conn.close()
 
     def _session_loop(self, session: Session, conn: socket.socket) -> None:
+        first = True
         while not self._stop.is_set():
             try:
+                if first:  # a client says hello at once; a connection that says nothing holds a slot for nothing
+                    conn.settimeout(self.config.raw.first_frame_timeout_s)
                 body = read_frame(conn, FRAME_TIMEOUT_S)
+            except TimeoutError:
+                self.refused("silent", session.uid, f"closed {session}: no request within "
+                                                    f"{self.config.raw.first_frame_timeout_s:g} s of connecting (first_frame_timeout_s)")
+                self._send(conn, error_reply(None, "timeout", "no request within first_frame_timeout_s of connecting"))
+                return
             except FrameError as e:
                 log.warning("%s sent a bad frame: %s", session, e)
                 if not self._send(conn, error_reply(None, "bad_frame", str(e))) or e.fatal:
@@ -423,6 +483,9 @@ class Daemon:
                 return
             if body is None:
                 return
+            if first:
+                first = False
+                conn.settimeout(None)
             try:
                 msg = decode(body)
             except FrameError as e:
@@ -491,6 +554,7 @@ class Daemon:
             log.error("%s: %s %s failed:\n%s", session, op, args, traceback.format_exc())
             return error_reply(req_id, "failed", f"{op}: {type(e).__name__}: {e}")
         log.log(level, "%s: %s %s -> %s", session, op, args, result)
+        session.changed = session.changed or operation.changes
         return ok_reply(req_id, result)
 
     def _on_device(self, fn: Callable[..., Any], *args: Any) -> Any:

@@ -16,6 +16,15 @@ history however it is run:
   (:mod:`zeus_core.engine.statemerge`), stores the result and, when the try reached the
   target, the recurrence's cost: all in one transaction.
 
+Every recurrence number taken ends accounted for: with a try that reached the target, or
+*abandoned* with the reason (:meth:`History.abandon`: the runner was interrupted or failed,
+no try reached the target in ``max_tries``). Until then it is *open*, with the process that
+began it (:mod:`zeus_core.engine.owner`), so that a runner that could not say it gave up (a
+SIGKILL, a store that could not be reached) is found gone by the next
+:meth:`History.begin_recurrence` on its host and its recurrence recorded as abandoned then.
+A try that reaches the target later closes its recurrence whatever was recorded
+(:func:`ledger` reads the account).
+
 Each step may run inside a transaction the caller holds (``tx=``), so that a
 service can commit its own records (which request it answered) with the step.
 
@@ -35,6 +44,7 @@ import copy
 import hashlib
 import json
 import math
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -43,7 +53,10 @@ import attrs
 
 from zeus_core.contexts import PolicyContext
 from zeus_core.engine import statemerge
-from zeus_core.errors import RunFailed
+from zeus_core.engine.owner import is_gone, this_process
+from zeus_core.engine.statekeys import ABANDONED_KEY, BATCH_SIZE_KEY, OPEN_KEY, POWER_KEY, RUNNER_KEY
+from zeus_core.engine.stores.protocol import StoreError
+from zeus_core.errors import BadInput, RunFailed, ZeusError
 from zeus_core.identity import merged, refuse_another_job
 from zeus_core.parts import TryCostBound
 
@@ -53,12 +66,9 @@ if TYPE_CHECKING:  # annotations only
     from zeus_core.parts import BatchSizePolicy, PowerPolicy
     from zeus_core.results import TryRecord
 
-#: The runner's own state: the next recurrence number and the cheapest finished recurrence.
-RUNNER_KEY = "runner"
 _DEFAULT_RUNNER_STATE: dict[str, Any] = {"next_recurrence": 1, "min_cost": None}
-#: Where the policies' states live in the store.
-BATCH_SIZE_KEY = "policy:batch_size"
-POWER_KEY = "policy:power"
+#: The longest reason kept for an abandoned recurrence.
+MAX_REASON = 500
 
 
 def state_digest(state: Any) -> str:
@@ -83,7 +93,33 @@ def load_policy_states(store: JobStore, batch_size_policy: Any = None, power_pol
         if part is not None:
             state = store.get(key)
             if state is not None:
-                part.set_state(state)
+                set_policy_state(part, state, key, store.location)
+
+
+def set_policy_state(part: Any, state: Any, key: str, location: str) -> None:
+    """``part.set_state(state)``; a state the policy cannot read is a store that cannot be trusted
+    (:class:`~zeus_core.engine.stores.protocol.StoreError`, exit 2), not a traceback."""
+    try:
+        part.set_state(state)
+    except ZeusError:
+        raise
+    except Exception as e:
+        raise StoreError(
+            f"{location}: its state {key!r} is not one the job's policy reads ({type(e).__name__}: {str(e)[:200]}); "
+            "it was written by another setup or damaged: start over with `zeus run --fresh`, or give the job another "
+            "job.store"
+        ) from e
+
+
+class TryRecorded(BadInput):
+    """The try already has its result (or its recurrence reached the target with an earlier one):
+    nothing was stored. The service answers a result sent again as stored once."""
+
+    def __init__(self, recurrence: int, try_index: int, recorded: list[tuple[int, bool]]) -> None:
+        ended = next((i for i, reached in recorded if reached), None)
+        why = (f"try {try_index} of recurrence {recurrence} has its result already" if ended is None or ended == try_index
+               else f"recurrence {recurrence} reached the target in try {ended} already")
+        super().__init__(f"{why}; nothing was stored (each try is recorded once)")
 
 
 class StalePowerState(RunFailed):
@@ -158,6 +194,8 @@ class HistoryService(JobHistory, Protocol):
 
     def history(self) -> list[TryRecord]: ...
 
+    def abandon(self, recurrence: int, reason: str) -> bool: ...
+
     def close(self) -> None: ...
 
 
@@ -211,9 +249,10 @@ class History:
         for section in sections:
             part = self.policy if section == "batch_size" else self.power
             if part is not None:
-                state = tx.get(BATCH_SIZE_KEY if section == "batch_size" else POWER_KEY)
+                key = BATCH_SIZE_KEY if section == "batch_size" else POWER_KEY
+                state = tx.get(key)
                 if state is not None:
-                    part.set_state(state)
+                    set_policy_state(part, state, key, self.store.location)
 
     def _save_batch_size_state(self, tx: StoreTransaction) -> None:
         if self.policy is not None:
@@ -264,15 +303,34 @@ class History:
 
     # -- the job's steps --
 
-    def begin_recurrence(self, *, tx: StoreTransaction | None = None) -> int:
-        """Take the next recurrence number (recording the job's identity in its first write)."""
+    def begin_recurrence(self, *, tx: StoreTransaction | None = None, owner: dict[str, Any] | None = None) -> int:
+        """Take the next recurrence number (recording the job's identity in its first write), open
+        for ``owner`` (default: this process), after recording as abandoned the open recurrences
+        whose runners are gone from this host."""
         with self._transaction(tx) as tx:
             self._claim(tx)
+            self._sweep(tx)
             st = dict(tx.get(RUNNER_KEY) or _DEFAULT_RUNNER_STATE)
             rec = int(st["next_recurrence"])
             st["next_recurrence"] = rec + 1
             tx.set(RUNNER_KEY, st)
+            opened = dict(tx.get(OPEN_KEY) or {})
+            opened[str(rec)] = {"owner": this_process() if owner is None else owner, "began": round(time.time(), 3)}
+            tx.set(OPEN_KEY, opened)
         return rec
+
+    def abandon(self, recurrence: int, reason: str, *, tx: StoreTransaction | None = None) -> bool:
+        """Record that open ``recurrence`` ended without a try that reached the target, and why;
+        False (nothing written) when it is not open (it ended already, or was never begun)."""
+        with self._transaction(tx) as tx:
+            return _abandon(tx, int(recurrence), reason)
+
+    def _sweep(self, tx: StoreTransaction) -> None:
+        opened = tx.get(OPEN_KEY) or {}
+        for rec, entry in list(opened.items()):
+            why = gone_reason(entry.get("owner") if isinstance(entry, dict) else None)
+            if why is not None:
+                _abandon(tx, int(rec), why)
 
     def next_recurrence(self, *, tx: StoreTransaction | None = None) -> int:
         """The number the next :meth:`begin_recurrence` takes (1 for a new job)."""
@@ -303,7 +361,13 @@ class History:
             min_cost = math.inf if st.get("min_cost") is None else float(st["min_cost"])
             self._load(tx, ("batch_size", "power"))
             ctx = self.policy_context(recurrence, try_index, min_cost)
-            batch_size = int(policy.choose(ctx))
+            try:
+                batch_size = int(policy.choose(ctx))
+            except ZeusError:
+                raise
+            except Exception as e:  # the policy's own failure, said as such rather than as a traceback
+                raise RunFailed(f"recurrence {recurrence}, try {try_index}: the batch-size policy could not choose: "
+                                f"{type(e).__name__}: {e}") from e
             # A policy may stop its own exploratory tries sooner than beta x min cost.
             own_bound = policy.try_cost_bound(ctx, batch_size) if isinstance(policy, TryCostBound) else None
             self._save_batch_size_state(tx)
@@ -336,7 +400,13 @@ class History:
         what to merge onto.
         """
         with self._transaction(tx) as tx:
-            if power_update is not None:  # first: a stale state changes nothing, not even in memory
+            recorded = tx.tries_of(record.recurrence)  # first: a try is stored once, and in order
+            if any(i == record.try_index or reached for i, reached in recorded):
+                raise TryRecorded(record.recurrence, record.try_index, recorded)
+            if record.try_index != len(recorded) + 1:
+                raise BadInput(f"recurrence {record.recurrence}: try {record.try_index} cannot follow try {len(recorded)}; "
+                               "a recurrence's tries are recorded in order, each once")
+            if power_update is not None:  # then: a stale state changes nothing, not even in memory
                 state, expected = power_update
                 current = tx.get(POWER_KEY)
                 if state_digest(current) != expected:
@@ -355,6 +425,10 @@ class History:
                 prev = st.get("min_cost")
                 st["min_cost"] = recurrence_cost if prev is None else min(prev, recurrence_cost)
                 tx.set(RUNNER_KEY, st)
+            if record.reached:
+                _close(tx, record.recurrence)
+            elif record.try_index >= self.job.max_tries:
+                _abandon(tx, record.recurrence, f"no try reached the target in job.max_tries = {self.job.max_tries} tries")
 
     def history(self) -> list[TryRecord]:
         """Every try of the job so far, of every runner, in order."""
@@ -362,3 +436,57 @@ class History:
 
     def close(self) -> None:
         """Nothing to give back: the store is the caller's."""
+
+
+def gone_reason(owner: Any) -> str | None:
+    """Why an open recurrence of ``owner`` (its runner's process) is abandoned, when that process is
+    certainly gone (:func:`zeus_core.engine.owner.is_gone`); None when it may still run."""
+    if not is_gone(owner):
+        return None
+    return f"its runner (pid {owner.get('pid')} on {owner.get('host')}) ended without a result: killed, or its machine restarted"
+
+
+def _abandon(tx: StoreTransaction, recurrence: int, reason: str) -> bool:
+    opened = dict(tx.get(OPEN_KEY) or {})
+    if opened.pop(str(recurrence), None) is None:
+        return False
+    tx.set(OPEN_KEY, opened)
+    abandoned = dict(tx.get(ABANDONED_KEY) or {})
+    abandoned[str(recurrence)] = {"reason": str(reason)[:MAX_REASON], "at": round(time.time(), 3)}
+    tx.set(ABANDONED_KEY, abandoned)
+    return True
+
+
+def _close(tx: StoreTransaction, recurrence: int) -> None:
+    """A try of ``recurrence`` reached the target: it is neither open nor abandoned (a runner
+    taken for gone came back)."""
+    for key in (OPEN_KEY, ABANDONED_KEY):
+        entries = tx.get(key)
+        if entries and str(recurrence) in entries:
+            entries = dict(entries)
+            del entries[str(recurrence)]
+            tx.set(key, entries)
+
+
+@attrs.frozen
+class Ledger:
+    """The account of a job's recurrence numbers (:func:`ledger`): ``begun`` numbers taken
+    (1 .. begun), ``open`` ones not ended (number -> owner and start), ``abandoned`` ones
+    (number -> reason and when); every other begun number ended with a try that reached the
+    target, or was begun before stores kept this account (zeus-core 0.x stores)."""
+
+    begun: int
+    open: dict[int, dict[str, Any]]
+    abandoned: dict[int, dict[str, Any]]
+
+
+def ledger(store: JobStore) -> Ledger:
+    """What ``store`` says about the job's recurrence numbers (read outside a transaction)."""
+    st = store.get(RUNNER_KEY) or _DEFAULT_RUNNER_STATE
+    opened = store.get(OPEN_KEY) or {}
+    abandoned = store.get(ABANDONED_KEY) or {}
+    return Ledger(
+        begun=int(st["next_recurrence"]) - 1,
+        open={int(k): v for k, v in sorted(opened.items(), key=lambda kv: int(kv[0]))},
+        abandoned={int(k): v for k, v in sorted(abandoned.items(), key=lambda kv: int(kv[0]))},
+    )

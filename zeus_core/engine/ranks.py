@@ -16,17 +16,39 @@ in, or :data:`SINGLE` for a process that is a job of its own.
 :func:`agree` checks that every rank was asked the same thing (the same job,
 policy and options) before anything runs, so that mismatched ranks fail at
 once, with what differs, instead of deadlocking or splitting into two jobs.
+
+**The protocol.** Rank 0 speaks, the others follow: every message is a tuple
+``(op, *args)`` that rank 0 broadcasts and every other rank receives at the same
+point of its program (a :class:`Follower`), whatever part sends it:
+
+* the core's ops, which may come at any point of a follower's program and are
+  handled where they come: ``limit`` (rank 0 set its devices' power limit,
+  :class:`MirroredDevices`), ``begin`` / ``end`` (it opened or closed a window,
+  :class:`MirroredMonitor`; an ``end`` that is not a cancel is followed by a
+  gather of every rank's measurement), ``error`` (it failed: the follower raises
+  :class:`LeaderFailed`);
+* the points of a part's program, each named by its op: a decision
+  (:func:`lead`: rank 0 runs it and sends ``(point, result)``; a follower's
+  :meth:`Follower.follow`), or one of a part's own ops that a follower reads with
+  :meth:`Follower.receive` (a data-parallel workload's ``try``, ``epoch``, ``stop`` ...).
+
+A follower that receives another op than the one its program is at raises
+:class:`ProtocolError` naming both: the ranks' calls diverged. Where a follower
+joins a gather, rank 0 announces it first (``end``, or a part's own op), so that
+a diverged rank stops at that message instead of waiting in a collective the
+others never call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from zeus_core import catalog
-from zeus_core.device import DEVICE_CAPABILITIES, copy_capabilities
+from zeus_core.device import DEVICE_CAPABILITIES, PowerLimitControl, copy_capabilities
 from zeus_core.errors import DeviceError, RunFailed
 from zeus_core.measurement import Measurement
 from zeus_core.windows import Monitor
@@ -197,33 +219,27 @@ def agree(group: ProcessGroup, facts: dict[str, Any], what: str) -> None:
         raise ValueError(verdict)
 
 
-def lead(group: ProcessGroup, fn: Any, *args: Any) -> Any:
-    """Rank 0's side of a decision: run ``fn(*args)``, then tell the others its result
-    (``("done", value)``) or its error (``("error", "Type: message")``), so no rank waits for
-    a decision that never comes. What ``fn`` broadcasts meanwhile the others handle before that."""
+def lead(group: ProcessGroup, point: str, fn: Any, *args: Any) -> Any:
+    """Rank 0's side of the decision ``point``: run ``fn(*args)``, then tell the others its result
+    (``(point, value)``) or its error (``("error", "Type: message")``), so that no rank waits for a
+    decision that never comes. What ``fn`` sends meanwhile (limits, windows) the others handle first."""
     if group.world_size == 1:
         return fn(*args)
     try:
         value = fn(*args)
     except Exception as e:
-        group.broadcast(("error", f"{type(e).__name__}: {e}"))
+        with contextlib.suppress(Exception):  # the others may be gone already: rank 0's own error is the story
+            group.broadcast(("error", f"{type(e).__name__}: {e}"))
         raise
-    group.broadcast(("done", value))
+    group.broadcast((point, value))
     return value
 
 
-def outcome(group: ProcessGroup, msg: tuple) -> Any:
-    """On another rank: rank 0's result from its last message, or its error raised here."""
-    if msg[0] == "error":
-        raise RuntimeError(f"rank 0 failed, so rank {group.rank} stops too: {msg[1]}")
-    return msg[1]
-
-
-def decide(group: ProcessGroup, fn: Any, *args: Any) -> Any:
-    """Rank 0 runs ``fn(*args)``; every rank gets its result, or raises its error."""
+def decide(group: ProcessGroup, point: str, fn: Any, *args: Any) -> Any:
+    """Rank 0 runs ``fn(*args)``; every rank gets its result, or raises its error (the decision ``point``)."""
     if group.rank == 0 or group.world_size == 1:
-        return lead(group, fn, *args)
-    return outcome(group, group.broadcast(None))
+        return lead(group, point, fn, *args)
+    return Follower(group).follow(point)
 
 
 def all_ok(group: ProcessGroup, error: str | None) -> None:
@@ -304,16 +320,17 @@ class ProtocolError(RunFailed):
     """A rank got from rank 0 a message it did not expect: the ranks' calls diverged."""
 
 
-class Follower:
-    """A rank other than 0: does what rank 0 says, one message at a time.
+class LeaderFailed(RunFailed):
+    """Rank 0 failed where this rank was following it, so this rank stops too."""
 
-    Rank 0 speaks by broadcasting messages ``(op, *args)`` over the group; every other
-    rank receives each one at the same point of its program. The core's ops repeat rank
-    0's device and window operations on this rank's own devices (``limit``, ``begin``,
-    ``end``, see :class:`MirroredDevices` and :class:`MirroredMonitor`), and
-    ``done``/``error`` end a decision (:func:`lead`). A part that trains on ranks (the
-    torch workload) adds ops of its own with ``handlers`` and reads its messages with
-    :meth:`receive`: one protocol, one transport, whatever the part.
+
+class Follower:
+    """A rank other than 0: does what rank 0 says, one message at a time (the protocol: see the module).
+
+    ``handlers`` say what this rank does with each op that may come at any point: the core's
+    (``limit`` on ``devices``, ``begin`` / ``end`` on ``monitor``) and a part's own, added
+    (or replaced) by the part. Every other op is read where the program expects it:
+    :meth:`receive` for a part's own ops, :meth:`follow` for the result of a decision.
     """
 
     def __init__(self, group: ProcessGroup, devices: Any = None, monitor: Monitor | None = None,
@@ -325,6 +342,9 @@ class Follower:
         self.handlers.update(handlers or {})
 
     def _limit(self, watts: float) -> None:
+        if not isinstance(self.devices, PowerLimitControl):
+            raise DeviceError(f"rank 0 set a power limit of {watts:g} W, which rank {self.group.rank} cannot follow: "
+                              "its devices have no power limit control; give every rank the same kind of device")
         self.devices.set_power_limit(watts)
 
     def _begin(self, name: str) -> None:
@@ -338,38 +358,31 @@ class Follower:
             self.group.gather(m)
 
     def receive(self, *expected: str) -> tuple:
-        """Rank 0's next message, handling the core's device and window ops on the way (they may come
-        at any point); raises :class:`ProtocolError` for another op than ``expected`` (any when none)."""
+        """Rank 0's next message whose op is one of ``expected``, handling on the way the ops this rank
+        has handlers for; raises :class:`LeaderFailed` on rank 0's error and :class:`ProtocolError` for
+        any other op."""
         while True:
             msg = self.group.broadcast(None)
             op = msg[0]
-            if op in ("limit", "begin", "end") and op not in expected:
-                self.handlers[op](*msg[1:])
-                continue
-            if op == "error" and "error" not in expected:
-                outcome(self.group, msg)  # raises rank 0's error here
-            if expected and op not in expected:
-                raise ProtocolError(
-                    f"rank {self.group.rank} expected {' or '.join(expected)} from rank 0 but got {op}: the ranks' "
-                    "calls diverged; every rank must make the same zeus calls in the same order"
-                )
-            return msg
-
-    def follow(self) -> Any:
-        """Do what rank 0 says until it says the decision is done; its result (or its error, raised here)."""
-        while True:
-            msg = self.receive()
-            op = msg[0]
-            if op in ("done", "error"):
-                return outcome(self.group, msg)
+            if op in expected:
+                return msg
             handler = self.handlers.get(op)
-            if handler is None:
-                raise ProtocolError(f"rank {self.group.rank} got {op!r} from rank 0, which it has no handler for: the "
-                                    "ranks' calls diverged")
-            handler(*msg[1:])
+            if handler is not None:
+                handler(*msg[1:])
+                continue
+            if op == "error":
+                raise LeaderFailed(f"rank 0 failed, so rank {self.group.rank} stops too: {msg[1]}")
+            raise ProtocolError(
+                f"rank {self.group.rank} expected {' or '.join(expected)} from rank 0 but got {op}: the ranks' calls "
+                "diverged; every rank must make the same zeus calls in the same order"
+            )
+
+    def follow(self, point: str) -> Any:
+        """The result of rank 0's decision ``point`` (:func:`lead`), or its error, raised here."""
+        return self.receive(point)[1]
 
 
 __all__ = [
-    "SINGLE", "Follower", "MirroredDevices", "MirroredMonitor", "ProcessGroup", "ProtocolError", "SingleProcess", "agree", "all_ok",
-    "combine_measurements", "decide", "launched_local_rank", "launched_world_size", "lead", "outcome", "process_group",
+    "SINGLE", "Follower", "LeaderFailed", "MirroredDevices", "MirroredMonitor", "ProcessGroup", "ProtocolError", "SingleProcess",
+    "agree", "all_ok", "combine_measurements", "decide", "launched_local_rank", "launched_world_size", "lead", "process_group",
 ]

@@ -198,8 +198,13 @@ class HistorySetup:
         identity = data.get("identity")
         if "identity" in data and (not isinstance(identity, dict) or not all(isinstance(v, dict) for v in identity.values())):
             bad(("identity",), "expected an object of sections (objects), as zeus_core.identity writes it")
-        else:
+        elif isinstance(identity, dict):
             _check_finite(identity, ("identity",), bad)
+            # What the store learns and checks every later client against: never nothing.
+            for section in ("job", "batch_size"):
+                if not identity.get(section):
+                    bad(("identity", section), f"the identity must declare the job's [{section}] (what it optimises), "
+                                               "as zeus_core.identity writes it")
         table = data.get("batch_size")
         if "batch_size" in data:
             if not isinstance(table, dict):
@@ -208,6 +213,10 @@ class HistorySetup:
                 bad(("batch_size", "plugin"), "required: the name of the batch-size policy plugin")
             else:
                 _check_finite(table, ("batch_size",), bad)
+                said = identity.get("batch_size") if isinstance(identity, dict) else None
+                if isinstance(said, dict) and said and said.get("plugin") != table["plugin"]:
+                    bad(("identity", "batch_size", "plugin"), f"must name the batch-size plugin of the setup, "
+                                                              f"{table['plugin']!r}; got {said.get('plugin')!r}")
         max_power: Any = data.get("max_power_w")
         if "max_power_w" in data and not (_number(max_power, lo=0.0, strict=True) and max_power <= MAX_WATTS):
             bad(("max_power_w",), f"must be a number of watts in (0, {MAX_WATTS:g}], got {max_power!r}")

@@ -31,9 +31,10 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from zeus_core.engine.assembly import Assembly
-from zeus_core.engine.history import History, HistoryService, TryPlan, load_policy_states
+from zeus_core.engine.history import History, HistoryService, TryPlan, ledger, load_policy_states
 from zeus_core.engine.ranks import ProcessGroup
 from zeus_core.engine.registry import Registry
 from zeus_core.engine.session import RunSession
@@ -44,6 +45,17 @@ from zeus_core.measurement import Measurement
 from zeus_core.parts import Summarizes
 from zeus_core.results import JobSummary, TryRecord
 from zeus_core.windows import Monitor
+
+
+def stop_reason(e: BaseException) -> str:
+    """Why a recurrence stopped, in a line: the signal, or the error and its message."""
+    import signal
+
+    signum = getattr(e, "signum", signal.SIGINT if isinstance(e, KeyboardInterrupt) else None)
+    if signum is not None:
+        return f"interrupted by {signal.Signals(signum).name}"
+    first = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 class Runner:
@@ -95,6 +107,9 @@ class Runner:
         self.assembly.check_identity()
         if "workload" in self.parts:
             self.history = self.assembly.history()
+            if isinstance(self.history, History) and not self.fresh:
+                # A stored state its policy cannot read refuses the store now, before the first write.
+                load_policy_states(self.history.store, self.parts.get("batch_size"), self.parts.get("power"))
 
     def _on_measurement(self, name: str, m: Measurement) -> None:
         self.hook.zeus_on_measurement(name=name, measurement=m)
@@ -143,9 +158,29 @@ class Runner:
         return summary
 
     def run_recurrence(self) -> tuple[int, list[TryRecord]]:
-        job = self.spec.job
+        """One recurrence: tries until one reaches the target. One that ends otherwise (a failure,
+        a signal, ``max_tries``) is recorded as abandoned with the reason, where the store can
+        still be reached; else it stays open, and the job's next run on this machine records it."""
         assert self.history is not None
         rec = self.history.begin_recurrence()
+        try:
+            return self._tries_of(rec)
+        except BaseException as e:
+            self._abandon(rec, e)
+            raise
+
+    def _abandon(self, rec: int, e: BaseException) -> None:
+        assert self.history is not None
+        try:
+            self.history.abandon(rec, stop_reason(e))
+        except Exception as failed:  # noqa: BLE001 - the store is what failed, most likely; the run's error stands
+            self.console.print(f"[yellow]recurrence {rec} is left open[/] (it could not be recorded as abandoned: "
+                               f"{escape(str(failed)[:300])}); the job's next run on this machine records it",
+                               highlight=False, soft_wrap=True)
+
+    def _tries_of(self, rec: int) -> tuple[int, list[TryRecord]]:
+        job = self.spec.job
+        assert self.history is not None
         records: list[TryRecord] = []
         cost_acc = 0.0
         for try_index in range(1, job.max_tries + 1):
@@ -254,6 +289,11 @@ class Runner:
             knobs=knobs,
             records=records,
         )
+        if self.store is not None and "workload" in self.parts:
+            account = ledger(self.store)
+            summary.begun = account.begun
+            summary.abandoned = [{"recurrence": n, "reason": str(e.get("reason", ""))} for n, e in account.abandoned.items()]
+            summary.open = list(account.open)
         for section, part in self.parts.items():
             extra = part.summary(summary) if isinstance(part, Summarizes) else None
             if extra:

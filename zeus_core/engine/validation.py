@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
 import re
 import tomllib
 import typing
@@ -31,8 +32,15 @@ from zeus_core.engine.tomllines import find_line, line_index
 from zeus_core.errors import BadInput
 from zeus_core.files import FileChecks
 from zeus_core.identity import IdentityMismatch, differences
-from zeus_core.job import CORE_SECTION, PART_SECTIONS, RUN_ORDER, JobOptions, JobSpec, PartSpec, job_name
+from zeus_core.job import CORE_SECTION, PART_SECTIONS, PLAN_ORDER, RUN_ORDER, JobOptions, JobSpec, PartSpec, job_name
 from zeus_core.parts import ChecksFiles, WritesFiles
+
+#: The largest job file read, in bytes: far beyond any real one, and refused before it is read.
+MAX_JOB_BYTES = 1 << 20
+#: How deep tables and arrays of a job file (or a ``--set`` value) may nest.
+MAX_DEPTH = 32
+#: The most values one array of a job file holds.
+MAX_ARRAY = 10_000
 
 # --------------------------------------------------------------------------- errors
 
@@ -85,7 +93,11 @@ def make_converter() -> cattrs.Converter:
             if isinstance(value, bool) and kind is not bool:
                 raise TypeError(f"expected {kind.__name__}, got a boolean")
             if not isinstance(value, accept):
-                raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {value!r}")
+                raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} {_short(value)}")
+            if kind in (int, float) and isinstance(value, int) and not -(2**63) <= value < 2**63:
+                raise TypeError(f"expected {kind.__name__}, got {_short(value)}, outside the 64-bit range of TOML integers")
+            if kind is float and value != value:
+                raise TypeError("expected float, got nan, which no option takes")
             return kind(value)
 
         return hook
@@ -98,6 +110,12 @@ def make_converter() -> cattrs.Converter:
 
 
 _CONVERTER = make_converter()
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to a length a message can show."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def suggest(word: str, choices) -> str:
@@ -202,6 +220,8 @@ def parse_override(text: str) -> tuple[tuple, Any]:
         parsed = tomllib.loads(f"v = {value.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         parsed = value.strip()
+    except RecursionError:
+        raise ValueError(f"--set {key.strip()}=...: the value nests more than {MAX_DEPTH} levels deep") from None
     return path, parsed
 
 
@@ -246,13 +266,16 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
     path = Path(path)
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_bounded(path)
+        text = data.decode("utf-8")
     except OSError as e:
         raise JobError(source, [Problem((), f"cannot read the job file: {e.strerror or e}")]) from e
     except UnicodeDecodeError as e:
         line = e.object.count(b"\n", 0, e.start) + 1
         raise JobError(source, [Problem((), f"byte {e.object[e.start]:#04x} is not UTF-8; a job file is TOML, which is "
                                             "UTF-8 text: save it as UTF-8")], {(): line}) from None
+    except ValueError as e:  # too large
+        raise JobError(source, [Problem((), str(e))]) from None
     try:
         raw_file = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -263,13 +286,59 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
             lineno = int(m.group(1)) if m else 1
         line = lineno
         raise JobError(source, [Problem((), f"invalid TOML: {msg}")], {(): line}) from e
-    raw = copy.deepcopy(raw_file)
+    except RecursionError:  # tables or arrays nested hundreds deep
+        raise JobError(source, [Problem((), f"tables or arrays nested more than {MAX_DEPTH} levels deep; a job file "
+                                            f"nests at most {MAX_DEPTH}")]) from None
     lines = line_index(text)
+    shape = shape_problems(raw_file)
+    if shape:
+        raise JobError(source, shape, lines)
+    raw = copy.deepcopy(raw_file)
     try:
         applied = apply_overrides(raw, list(overrides))
     except ValueError as e:
         raise JobError(source, [Problem((), str(e))], lines) from e
+    shape = shape_problems(raw)
+    if shape:
+        raise JobError(source, [attrs.evolve(p, origin=_origin(applied, p.path)) for p in shape], lines)
     return validate(raw, registry, source=source, path=path, lines=lines, overrides=applied, raw_file=raw_file)
+
+
+def read_bounded(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of ``path``, refused (ValueError) past ``limit`` (default :data:`MAX_JOB_BYTES`) before
+    they are read: by its size when it is a regular file, else after ``limit + 1`` bytes (a pipe,
+    ``/dev/zero``)."""
+    limit = MAX_JOB_BYTES if limit is None else limit
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise ValueError(f"the file is {size:,} bytes; a job file is at most {limit:,} bytes (1 MiB): "
+                             "keep data (traces, profiles, arrays of values) in the files its options name")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"the file is more than {limit:,} bytes; a job file is at most {limit:,} bytes (1 MiB)")
+    return data
+
+
+def shape_problems(raw: dict[str, Any]) -> list[Problem]:
+    """Tables or arrays nested deeper than :data:`MAX_DEPTH`, or arrays longer than :data:`MAX_ARRAY`
+    (looked at without recursion, so that no shape makes a traceback)."""
+    problems: list[Problem] = []
+    stack: list[tuple[Any, tuple, int]] = [(raw, (), 0)]
+    while stack and len(problems) < 20:
+        node, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            problems.append(Problem(path, f"nested more than {MAX_DEPTH} levels deep; a job file nests at most {MAX_DEPTH}"))
+            continue
+        if isinstance(node, dict):
+            stack.extend((v, path + (k,), depth + 1) for k, v in node.items())
+        elif isinstance(node, list):
+            if len(node) > MAX_ARRAY:
+                problems.append(Problem(path, f"an array of {len(node):,} values; a job file's arrays hold at most "
+                                              f"{MAX_ARRAY:,} (keep data in the files its options name)"))
+                continue
+            stack.extend((v, path + (i,), depth + 1) for i, v in enumerate(node))
+    return problems
 
 
 def validate(
@@ -336,9 +405,12 @@ def validate(
         if "workload" in raw and needed not in raw:
             installed = ", ".join(registry.names(SECTION_KIND[needed])) or "none installed"
             problems.append(Problem((needed,), f"a job with [workload] needs a [{needed}] table naming one of: {installed}"))
-    if not any(s in raw for s in PART_SECTIONS):
-        problems.append(Problem((), "the job has nothing to run: add a [workload] (with [device] and [batch_size]) or a planner "
-                                    "section ([allocation], [frequency_plan], [profiler])"))
+    if "workload" not in raw and not any(s in raw for s in PLAN_ORDER):
+        has = [f"[{s}]" for s in PART_SECTIONS if s in raw]
+        problems.append(Problem(("workload",), (
+            f"the job has {' and '.join(has)} but " if has else "the job has ") + "no [workload] and no planner: nothing to "
+            "run. Add a [workload] table (with [device] and [batch_size]) naming what trains, or a planner "
+            "section ([allocation], [frequency_plan], [profiler])"))
     file_problems, deferred = _file_problems(parts, job, path.parent)  # of every part whose own options are valid
     problems += file_problems
     spec = None

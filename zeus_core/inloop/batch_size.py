@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from zeus_core.cost import zeus_cost
 from zeus_core.engine.assembly import script_job
-from zeus_core.engine.history import JobHistory, TryPlan
+from zeus_core.engine.history import HistoryService, JobHistory, TryPlan
 from zeus_core.engine.ranks import ProcessGroup, agree, combine_measurements, decide, process_group
 from zeus_core.engine.remote import ServesHistory
 from zeus_core.engine.session import target_reached
-from zeus_core.errors import RunFailed
+from zeus_core.errors import RunFailed, ZeusError
 from zeus_core.identity import IdentityMismatch
 from zeus_core.inloop.monitor import ZeusMonitor
 from zeus_core.inloop.script import job_identity, registry_or_default, script_assembly
@@ -93,7 +93,7 @@ class BatchSizeTry:
                 return "early-stop"
             return None
 
-        self.stopped = decide(owner.group, judge)
+        self.stopped = decide(owner.group, "should_stop", judge)
         return self.stopped is not None
 
     def __repr__(self) -> str:
@@ -279,7 +279,7 @@ class BatchSizeOptimizer:
             t = self._pending
             return t.recurrence, t.try_index, int(t.batch_size), float(t.cost_bound)
 
-        rec, try_index, batch_size, bound = decide(self.group, choose)
+        rec, try_index, batch_size, bound = decide(self.group, "next", choose)
         self._trial = BatchSizeTry(self, rec, try_index, batch_size, bound)
         return self._trial
 
@@ -340,7 +340,7 @@ class BatchSizeOptimizer:
             return rec
 
         try:
-            rec = decide(self.group, record)
+            rec = decide(self.group, "report", record)
         finally:
             self._trial = self._pending = None
         if rec.reached:
@@ -354,6 +354,13 @@ class BatchSizeOptimizer:
         return rec
 
     def close(self) -> None:
+        """Give the store back; a recurrence begun and not ended is recorded as abandoned."""
+        if self._recurrence is not None and isinstance(self.history, HistoryService):
+            rec, self._recurrence = self._recurrence, None
+            try:
+                self.history.abandon(rec, "the script closed its BatchSizeOptimizer before a try reached the target")
+            except ZeusError:
+                pass  # the store cannot be reached: the recurrence stays open, and the job's next run records it
         if self.store is not None:
             self.store.close()
             self.store = None

@@ -14,9 +14,15 @@ The constructor and the windows mean what they mean upstream (see
 :class:`~zeus_core.windows.Monitor` for the windows). Devices come from the
 installed device plugins, found by what they declared they measure
 (``register(..., measures={"gpu": "gpus"})``, see ``zeus_register_devices``):
-GPUs from the plugin that measures GPUs (``nvml``), CPUs from the one that
-measures CPUs (``rapl``, or ``cpu-estimate`` where no counter can be read). Any
-other plugin is opened by name with ``device=`` and ``options=``.
+GPUs from the plugin that measures GPUs (``nvml``, ``amdsmi``), CPUs from the
+one that measures CPUs (``rapl``, or ``cpu-estimate`` where no counter can be
+read). Any other plugin is opened by name with ``device=`` and ``options=``.
+
+The GPU plugin is chosen the same way on every run (:func:`open_gpus`): every
+installed plugin that measures GPUs is tried; one whose library or hardware
+is not on the machine (:class:`~zeus_core.errors.DeviceAbsent`) is passed over
+in silence; if more than one opens (NVIDIA and AMD GPUs in one machine), that
+is an error naming them, until ``device=`` or ``$ZEUS_GPU_DEVICE`` names one.
 """
 
 from __future__ import annotations
@@ -26,17 +32,115 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from rich.console import Console
 
 from zeus_core import catalog
 from zeus_core.device import NoDevices, PowerLimitControl
 from zeus_core.engine.assembly import DeviceOpenError, OptionsError, build_device
 from zeus_core.engine.ranks import launched_local_rank
+from zeus_core.errors import DeviceAbsent
 from zeus_core.measurement import Measurement
 from zeus_core.windows import DeviceSet, Monitor
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core.engine.registry import Registration, Registry
+
+#: The device plugin whose GPUs ``ZeusMonitor`` (and the power and temperature monitors) measure
+#: where GPUs of several plugins open (a machine with NVIDIA and AMD GPUs), e.g. ``ZEUS_GPU_DEVICE=nvml``.
+GPU_DEVICE_ENV = "ZEUS_GPU_DEVICE"
+
+#: (plugin name, identity as a ``[device]`` section declares it, device group)
+Opened = tuple[str, dict[str, Any], Any]
+
+
+@attrs.define
+class GpuChoice:
+    """What :func:`open_gpus` found: the group it opened (None: none), and every other plugin that
+    measures GPUs with why it did not open: ``absent`` (no such library or hardware here) or
+    ``failed`` (any other reason), each ``(plugin, why)``."""
+
+    opened: Opened | None
+    candidates: list[str]
+    absent: list[tuple[str, str]] = attrs.Factory(list)
+    failed: list[tuple[str, str]] = attrs.Factory(list)
+
+    def why(self) -> str:
+        """Why no GPU opened, plugin by plugin."""
+        return "; ".join(f"{name}: {why}" for name, why in (*self.failed, *self.absent))
+
+
+def open_gpus(registry: Registry, indices: list[int] | None, console: Console, *, fallback_all: bool = False) -> GpuChoice:
+    """Open the GPUs ``indices`` (None: all) of the one installed plugin that measures GPUs and can
+    open them here. Every candidate is tried (``$ZEUS_GPU_DEVICE`` narrows them to the one it names);
+    more than one that opens is a :class:`DeviceOpenError` naming them, with the fix.
+
+    ``fallback_all``: ``indices`` is this rank's own GPU, chosen for a ``gpu_indices=None`` under a
+    launcher; where it cannot be opened, every GPU is tried (the launcher gave each rank one GPU), and
+    the identity records None, as ``zeus run``'s ``[device]`` with no GPUs named does.
+    """
+    candidates = registry.measuring("gpu")
+    named = os.environ.get(GPU_DEVICE_ENV)
+    if named:
+        if named not in [r.name for r in candidates]:
+            known = ", ".join(r.name for r in candidates) or "none"
+            raise DeviceOpenError(f"{GPU_DEVICE_ENV}={named!r} names no installed device plugin that measures GPUs; installed: {known}")
+        candidates = [r for r in candidates if r.name == named]
+    choice = GpuChoice(None, [r.name for r in candidates])
+    opened: list[Opened] = []
+    for r in candidates:
+        option = r.measures.get("gpu")
+        tables = [{option: list(indices)} if indices is not None and option is not None else {}] + ([{}] if fallback_all else [])
+        outcome: tuple[list[tuple[str, str]], str] | None = None
+        for table in tables:
+            try:
+                group, identity = build_device(registry, r.name, table, console)
+            except DeviceAbsent as e:
+                outcome = (choice.absent, str(e))
+                break
+            except Exception as e:  # noqa: BLE001 - reported below, with every other candidate's reason
+                outcome = (choice.failed, str(e) or type(e).__name__)
+                continue
+            if fallback_all and option is not None:
+                identity[option] = None
+            opened.append((r.name, identity, group))
+            outcome = None
+            break
+        if outcome is not None:
+            outcome[0].append((r.name, outcome[1]))
+    if len(opened) > 1:
+        for _, _, group in opened:
+            group.close()
+        found = "; ".join(f"{name} ({', '.join(group.names)})" for name, _, group in opened)
+        first = opened[0][0]
+        raise DeviceOpenError(
+            f"GPUs of {len(opened)} device plugins open on this machine: {found}. zeus measures the GPUs of one plugin and "
+            f"does not guess which: name it, with ZeusMonitor(device=\"{first}\") or {GPU_DEVICE_ENV}={first}"
+        )
+    choice.opened = opened[0] if opened else None
+    return choice
+
+
+def open_named(registry: Registry, name: str, options: dict[str, Any], console: Console,
+               gpu: list[int] | None = None, cpu: list[int] | None = None) -> Opened:
+    """Device plugin ``name`` opened with ``options`` (its ``[device]`` table), the GPU and CPU indices
+    given to the options its registration says select them; :class:`DeviceOpenError` naming what is wrong."""
+    known = registry.names("device")
+    if name not in known:
+        raise DeviceOpenError(f"no device plugin named {name!r}; installed: {', '.join(known) or 'none'}")
+    r = registry.get("device", name)
+    for hardware, indices in (("gpu", gpu), ("cpu", cpu)):
+        option = r.measures.get(hardware)
+        if indices is not None and option is not None:
+            options.setdefault(option, indices)
+    try:
+        group, identity = build_device(registry, name, options, console)
+    except OptionsError as e:
+        raise DeviceOpenError("bad device options: " + "; ".join(f"{name}: {line}" for line in e.lines())) from None
+    except Exception as e:
+        raise DeviceOpenError(f"device {name!r} cannot be opened: {e}") from e
+    return name, identity, group
+
 
 def _iter(value: Any) -> list[Any]:
     try:
@@ -45,7 +149,8 @@ def _iter(value: Any) -> list[Any]:
         return [None]
 
 
-def _indices(value: Any, what: str) -> list[int] | None:
+def check_indices(value: Any, what: str) -> list[int] | None:
+    """``value`` as a list of distinct indices (None stays None); a ``ValueError`` naming ``what`` otherwise."""
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in _iter(value)):
@@ -92,8 +197,8 @@ class ZeusMonitor(Monitor):
         from zeus_core.engine.registry import get_registry
         from zeus_core.journal import restore_pending
 
-        gpu = _indices(gpu_indices, "gpu_indices")
-        cpu = _indices(cpu_indices, "cpu_indices")
+        gpu = check_indices(gpu_indices, "gpu_indices")
+        cpu = check_indices(cpu_indices, "cpu_indices")
         if options is not None and not isinstance(options, dict):
             raise ValueError(f"options must be a dict (a [device] table without plugin), got {type(options).__name__}")
         if options and device is None:
@@ -105,7 +210,7 @@ class ZeusMonitor(Monitor):
         self.groups: list[tuple[str, dict[str, Any], Any]] = []
         try:
             if device is not None:
-                self._open_named(device, dict(options or {}), gpu, cpu)
+                self.groups.append(open_named(reg, device, dict(options or {}), self._console, gpu, cpu))
             else:
                 if gpu is None:
                     local = launched_local_rank()
@@ -126,54 +231,27 @@ class ZeusMonitor(Monitor):
 
     # -- opening --
 
-    def _open_group(self, r: Registration, table: dict[str, Any]) -> Any:
-        group, identity = build_device(self.registry, r.name, table, self._console)
-        self.groups.append((r.name, identity, group))
-        return group
-
     def _table(self, r: Registration, hardware: str, indices: list[int] | None) -> dict[str, Any]:
         option = r.measures.get(hardware)
         return {option: list(indices)} if indices is not None and option is not None else {}
 
-    def _open_named(self, name: str, options: dict[str, Any], gpu: list[int] | None, cpu: list[int] | None) -> None:
-        known = self.registry.names("device")
-        if name not in known:
-            raise DeviceOpenError(f"no device plugin named {name!r}; installed: {', '.join(known) or 'none'}")
-        r = self.registry.get("device", name)
-        for hardware, indices in (("gpu", gpu), ("cpu", cpu)):
-            option = r.measures.get(hardware)
-            if indices is not None and option is not None:
-                options.setdefault(option, indices)
-        try:
-            self._open_group(r, options)
-        except OptionsError as e:
-            raise DeviceOpenError("bad device options: " + "; ".join(f"{name}: {line}" for line in e.lines())) from None
-        except Exception as e:
-            raise DeviceOpenError(f"device {name!r} cannot be opened: {e}") from e
-
     def _open_gpus(self, indices: list[int] | None, explicit: bool, fallback_all: bool = False) -> None:
-        """``fallback_all``: ``indices`` is this rank's own GPU, chosen for a ``gpu_indices=None``
-        (recorded as None in the identity, as ``zeus run``'s ``[device]`` with no GPUs named is)."""
-        candidates = self.registry.measuring("gpu")
-        why: list[str] = []
-        for r in candidates:
-            tables = [self._table(r, "gpu", indices)] + ([{}] if fallback_all else [])
-            for table in tables:
-                try:
-                    self._open_group(r, table)
-                except Exception as e:  # noqa: BLE001 - the next candidate may open
-                    why.append(f"{r.name}: {e}")
-                    continue
-                option = r.measures.get("gpu")
-                if fallback_all and option is not None:
-                    self.groups[-1][1][option] = None
-                return
+        """The GPUs of the one plugin that opens them here (:func:`open_gpus`). Where none does, an
+        explicit ``gpu_indices`` is an error naming why; ``None`` measures no GPU, in silence where no
+        GPU library or hardware is here (upstream's behaviour), with a warning where one failed."""
+        choice = open_gpus(self.registry, indices, self._console, fallback_all=fallback_all)
+        if choice.opened is not None:
+            self.groups.append(choice.opened)
+            return
         if explicit:
-            if not candidates:
+            if not choice.candidates:
                 raise DeviceOpenError(
-                    f"gpu_indices={indices}: no installed device plugin measures GPUs; {catalog.hint('device', 'nvml')}"
+                    f"gpu_indices={indices}: no installed device plugin measures GPUs; {catalog.hint('device', 'nvml')} "
+                    f"(NVIDIA) or {catalog.hint('device', 'amdsmi')} (AMD)"
                 )
-            raise DeviceOpenError(f"gpu_indices={indices}: no GPU could be opened ({'; '.join(why)})")
+            raise DeviceOpenError(f"gpu_indices={indices}: no GPU could be opened ({choice.why()})")
+        if choice.failed:
+            warnings.warn(f"no GPU is measured: {'; '.join(f'{n}: {why}' for n, why in choice.failed)}", stacklevel=4)
 
     def _open_cpus(self, indices: list[int] | None) -> None:
         estimate = None

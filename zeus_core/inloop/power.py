@@ -46,6 +46,8 @@ decides and writes the store, the others follow (:mod:`zeus_core.engine.ranks`):
   every window it opens or closes and every limit it sets is repeated by the
   other ranks on their own devices in the same order; a window's measurement is
   the ranks' combined (energy summed, time of the slowest rank);
+* a rank whose calls diverge from rank 0's (another event, or one step more)
+  stops at that point with an error naming both;
 * in epochs the policy does not profile, steps involve no collective at all.
 """
 
@@ -212,7 +214,7 @@ class PowerLimitOptimizer:
                 self._base = self.history.load_power()
             if state is not None and self.session is not None and self.policy is not None:
                 self.policy.set_state(state)
-            self._point(self._begin_run, self.session)
+            self._point("begin_run", self._begin_run, self.session)
         except BaseException:
             if self.store is not None:
                 self.store.close()
@@ -220,10 +222,11 @@ class PowerLimitOptimizer:
 
     # -- decision points --
 
-    def _point(self, fn: Any, *args: Any) -> Any:
+    def _point(self, point: str, fn: Any, *args: Any) -> Any:
+        """The decision ``point``: rank 0 runs ``fn(*args)``, the others follow it to its result."""
         if self._follower is not None:
-            return self._follower.follow()
-        return lead(self.group, fn, *args)
+            return self._follower.follow(point)
+        return lead(self.group, point, fn, *args)
 
     def _begin_run(self, session: RunSession) -> None:
         self.policy.begin_run(session)
@@ -252,7 +255,7 @@ class PowerLimitOptimizer:
             raise RuntimeError("this PowerLimitOptimizer is closed; create a new one for another run")
         if self._epoch_open:
             raise RuntimeError("on_epoch_begin() was called twice without on_epoch_end() between them")
-        self._acting = bool(self._point(self._begin_epoch, steps))
+        self._acting = bool(self._point("epoch", self._begin_epoch, steps))
         self._epoch_open = True
         self._step = 0
 
@@ -265,7 +268,7 @@ class PowerLimitOptimizer:
             )
         self._in_step = True
         if self._acting:
-            self._point(self.session.begin_iteration if self.session is not None else None, self._step)
+            self._point("iteration", self.session.begin_iteration if self.session is not None else None, self._step)
         self._step += 1
 
     def on_step_end(self) -> None:
@@ -280,7 +283,7 @@ class PowerLimitOptimizer:
             raise RuntimeError("on_epoch_end() without on_epoch_begin(): call plo.on_epoch_begin() at the start of every epoch")
         self._epoch_open = self._in_step = False
         self._last_steps = self._step
-        self.epochs.append(self._point(self._end_epoch, self._step))
+        self.epochs.append(self._point("epoch_end", self._end_epoch, self._step))
         self._save()
 
     def _save(self) -> None:
@@ -330,7 +333,7 @@ class PowerLimitOptimizer:
             return
         self._closed = True
         try:
-            self._point(self._end_run, self.session)
+            self._point("end_run", self._end_run, self.session)
             self._save()
         finally:
             try:

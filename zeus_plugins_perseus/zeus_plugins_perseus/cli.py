@@ -45,14 +45,21 @@ def perseus_group() -> None:
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 @click.option("--max-body-bytes", default=1 << 20, show_default=True, type=click.IntRange(min=1024),
               help="Largest request body accepted (413 beyond).")
-@click.option("--max-jobs", default=256, show_default=True, type=click.IntRange(min=1),
+@click.option("--max-jobs", default=64, show_default=True, type=click.IntRange(min=1),
               help="Jobs held at once (429 beyond; idle ones are dropped first).")
 @click.option("--job-idle-s", default=7 * 86400.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds after which an untouched job may be dropped.")
-@click.option("--max-instructions", default=8192, show_default=True, type=click.IntRange(min=2),
+@click.option("--max-instructions", default=2048, show_default=True, type=click.IntRange(min=2),
               help="Largest 2 x stages x microbatches a job may ask to plan.")
+@click.option("--plan-cpu-s", default=120.0, show_default=True, type=click.FloatRange(min=1),
+              help="CPU seconds one job's planning may use (its process is ended past them; 422).")
+@click.option("--plan-memory-mib", default=3072, show_default=True, type=click.IntRange(min=256),
+              help="Address space (MiB) of one job's planning process (422 past it).")
+@click.option("--max-planning", default=2, show_default=True, type=click.IntRange(min=1),
+              help="Jobs planned at the same time (429 beyond).")
 def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, token_file, dump_dir, log_level,
-                  max_body_bytes, max_jobs, job_idle_s, max_instructions) -> None:
+                  max_body_bytes, max_jobs, job_idle_s, max_instructions, plan_cpu_s, plan_memory_mib,
+                  max_planning) -> None:
     """Serve per-rank frequency schedules over HTTP (FastAPI on uvicorn)."""
     from zeus_plugins_perseus.profile import ProfileError, read_profile
     from zeus_plugins_perseus.server.app import create_app
@@ -67,7 +74,8 @@ def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, tok
         _fail(str(e))
     defaults = PlannerDefaults(profile=prof, blocking_power_w=blocking_power_w, unit_time_s=unit_time_s, model=model)
     limits = ServerLimits(max_body_bytes=max_body_bytes, max_jobs=max_jobs, job_idle_s=job_idle_s,
-                          max_instructions=max_instructions)
+                          max_instructions=max_instructions, plan_cpu_s=plan_cpu_s,
+                          plan_memory_bytes=plan_memory_mib << 20, max_planning=max_planning)
     app = create_app(JobManager(defaults, dump_dir, limits), token)
     Console().print(f"zeus perseus plan server on http://{host}:{port} "
                     f"({'bearer token required' if token else 'no token: loopback only'})")

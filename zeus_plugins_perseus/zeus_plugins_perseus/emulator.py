@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from zeus_plugins_perseus.dag_times import earliest_times, iteration_time
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
-from zeus_plugins_perseus.tradeoff import topological_order
+from zeus_plugins_perseus.schedule import PipelineDAG
 
 
 def measured_tables(dag: PipelineDAG, profile: InstructionProfile, freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -50,34 +50,12 @@ def measured_tables(dag: PipelineDAG, profile: InstructionProfile, freqs: np.nda
 
 def critical_path(dag: PipelineDAG, times: np.ndarray) -> np.ndarray:
     """Iteration time of each plan (row of ``times[plan, op]``): longest path, all plans at once."""
-    times = np.atleast_2d(times)
-    return longest_finish(dag.levels, times.T)
-
-
-def longest_finish(lv: DagLevels, times_by_op: np.ndarray) -> np.ndarray:
-    """Iteration time of each plan (column of ``times_by_op[op, plan]``), one numpy step per DAG level.
-
-    An op finishes at the latest finish of its predecessors plus its time,
-    the same float operations as op by op (the padding row is 0.0, which no
-    finish time is below), so the result is identical. Op-major, so a level's
-    predecessors are whole rows.
-    """
-    n = len(times_by_op)
-    finish = np.zeros((n + 1,) + times_by_op.shape[1:], dtype=times_by_op.dtype)
-    for ops in lv.levels:
-        finish[ops] = finish[lv.preds[ops]].max(axis=1) + times_by_op[ops]
-    return finish[:n].max(axis=0)
+    return iteration_time(dag.levels, np.atleast_2d(times).T)
 
 
 def timeline(dag: PipelineDAG, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(start, finish) of every op of one plan, each op as early as its dependencies allow."""
-    preds, _ = dag.neighbours()
-    start = np.zeros(dag.n_ops)
-    finish = np.zeros(dag.n_ops)
-    for v in topological_order(dag.n_ops, dag.edges):
-        start[v] = max((finish[p] for p in preds[v]), default=0.0)
-        finish[v] = start[v] + times[v]
-    return start, finish
+    return earliest_times(dag.levels, np.asarray(times, dtype=float))
 
 
 #: plans handled at once by the per-op passes: rows are independent, and blocks of this many keep the

@@ -1,270 +1,50 @@
-"""A plan for one iteration-time limit in real (unquantised) time: no rounding loss.
+"""The real-time plans: for iteration-time limits in real (unquantised) time, clocks that meet each one.
 
 The frontier solver works in integer time units; rounding every instruction's
-time to the unit makes its fastest plan slower than all-max clocks by up to a
-unit per instruction on the critical path, so "no slowdown" had no plan at
-all. Here every measured option keeps its exact time:
+time up to the unit makes its fastest plan slower than all-max clocks by up to
+a unit per instruction on the critical path. Here every measured option keeps
+its exact time:
 
-1. a linear program over the DAG in seconds (event times ``s``, and per
-   instruction the segments of the lower convex hull of its measured
-   (time, effective energy) options; HiGHS through scipy) gives durations of
-   least hull energy whose critical path is at most ``limit_s``;
-2. each instruction gets the slowest measured clock whose time fits its
-   duration (a duration between two hull vertices takes the faster one);
-3. exact float passes over the real timeline: speed up critical instructions
-   if solver tolerance left the plan over the limit, then give back slack,
-   slowing instructions one option at a time (largest energy saving first)
-   while their total float allows.
+1. the hull LP (each instruction on the lower convex hull of its measured
+   (time, effective energy) options, event times within the limit) is solved
+   for every limit at once as one parametric min-cost flow
+   (:mod:`~zeus_plugins_perseus.hull_flow`), which gives at each limit its two
+   canonical optimal solutions: the earliest and the latest event times;
+2. each instruction of each solution gets the slowest measured clock whose
+   time fits its duration (a duration between two hull vertices takes the
+   faster one);
+3. exact passes over the real timeline: speed up critical instructions while
+   rounding leaves the plan over the limit (cheapest per second first), then
+   spend the float (:mod:`~zeus_plugins_perseus.reclaim`): the level passes
+   on both plans of a limit, then the greedy pass (slowing instructions one
+   option at a time, largest energy saving first) on the one kept.
 
-The result is never slower than ``limit_s`` on the measured profile. With
-``limit_s`` the all-max-clock iteration time it is the zero-slowdown plan.
+**The canonical rule.** Of the two plans of a limit, the one of less emulated
+energy after the level passes is kept (the earliest-times plan on a tie), and
+it gets the greedy pass. Both solutions are
+properties of the LP alone, so the plans do not depend on the solver, its
+version, a warm start or how many processes plan. Where OR-Tools is missing
+(or the flow fails), each limit is planned from a cold HiGHS LP instead
+(:mod:`~zeus_plugins_perseus.hull_lp`).
+
+The result is never slower than its limit on the measured profile. With the
+limit at the all-max-clock iteration time it is the zero-slowdown plan.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-
 import numpy as np
-import scipy.sparse as sp
 
-from zeus_core import lower_convex_hull, pareto_frontier
+from zeus_plugins_perseus.clock_options import OptionTable, effective_options
+from zeus_plugins_perseus.dag_times import earliest_finish, iteration_time, latest_finish
+from zeus_plugins_perseus.emulator import emulate
+from zeus_plugins_perseus.hull_flow import UNIT_S, HullFlow, HullFlowError, HullSolution, to_units
+from zeus_plugins_perseus.hull_lp import HullLP
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
+from zeus_plugins_perseus.reclaim import reclaim_greedy, reclaim_slack
+from zeus_plugins_perseus.schedule import PipelineDAG
 
-_TOL = 1e-9  # seconds: LP feasibility slack tolerated when mapping durations to clocks
-#: below this many ops the linear programs take milliseconds: forking workers would cost more than they save
-PARALLEL_MIN_OPS = 256
-#: None until HiGHS first runs in this process; then whether it started threads (its thread pool, which a
-#: forked child would inherit without the threads). Unknown (no /proc) counts as started.
-_highs_threads: bool | None = None
-
-
-class _HighsLP:
-    """``min c x, A x <= b, lb <= x <= ub`` handed to HiGHS exactly as ``linprog(method="highs")`` hands it.
-
-    The real-time plans are as good as the vertex HiGHS returns, and which of
-    the many optimal vertices that is depends on everything HiGHS is given:
-    this builds the same model (column-wise matrix, ``-inf`` row lower bounds,
-    infinities as ``kHighsInf``) with the same options in a fresh solver per
-    call, so the answers are linprog's to the bit
-    (``tests/zeus_plugins_perseus/test_exact.py`` checks it). What it leaves out
-    is linprog's per-call overhead: input cleaning, the sparse conversions, and
-    the dual values of every bound gathered in a Python loop, which at 16 x 64
-    (22,400 columns) cost more than some of the solves.
-    """
-
-    def __init__(self, c: np.ndarray, A: sp.csr_array, bounds: list[tuple[float, float | None]]) -> None:
-        _core = _highs_core()
-        self._h = _core
-        csc = sp.csc_array(A)
-        self.c = np.asarray(c, dtype=float)
-        self.start, self.index, self.value = csc.indptr, csc.indices, csc.data
-        self.n_rows, self.n_cols = A.shape
-        lb = np.array([b[0] for b in bounds], dtype=float)
-        ub = np.array([np.inf if b[1] is None else b[1] for b in bounds], dtype=float)
-        self.bounds = np.stack([lb, ub], axis=1)
-        self.lb, self.ub = _finite(lb, _core.kHighsInf), _finite(ub, _core.kHighsInf)
-        self.row_lower = np.full(self.n_rows, -_core.kHighsInf)
-        options = _core.HighsOptions()  # linprog's non-default options for method="highs"
-        options.presolve = "on"
-        options.highs_debug_level = _core.HighsDebugLevel.kHighsDebugLevelNone
-        options.log_to_console = False
-        options.output_flag = False
-        options.simplex_strategy = _core.simplex_constants.SimplexStrategy.kSimplexStrategyDual
-        self.options = options
-
-    def solve(self, b: np.ndarray) -> tuple[int, np.ndarray | None, float | None]:
-        """(linprog's status: 0 optimal, 2 infeasible, 4 trouble; x; objective) for right-hand side ``b``."""
-        h = self._h
-        lp = h.HighsLp()
-        lp.num_col_ = self.n_cols
-        lp.num_row_ = self.n_rows
-        lp.a_matrix_.num_col_ = self.n_cols
-        lp.a_matrix_.num_row_ = self.n_rows
-        lp.a_matrix_.format_ = h.MatrixFormat.kColwise
-        lp.col_cost_ = self.c
-        lp.col_lower_ = self.lb
-        lp.col_upper_ = self.ub
-        lp.row_lower_ = self.row_lower
-        rhs = _finite(np.asarray(b, dtype=float), h.kHighsInf)
-        lp.row_upper_ = rhs
-        lp.a_matrix_.start_ = self.start
-        lp.a_matrix_.index_ = self.index
-        lp.a_matrix_.value_ = self.value
-        solver = h._Highs()
-        if solver.passOptions(self.options) == h.HighsStatus.kError:  # pragma: no cover - fixed, valid options
-            return 4, None, None
-        if solver.passModel(lp) == h.HighsStatus.kError:  # pragma: no cover - linprog reports this as status 2
-            return 2, None, None
-        global _highs_threads
-        first = _highs_threads is None
-        before = _os_threads() if first else None
-        run_status = solver.run()
-        if first:  # HiGHS sets up its scheduler in its first run in a process
-            after = _os_threads()
-            _highs_threads = before is None or after is None or after > before
-        if run_status == h.HighsStatus.kError:  # pragma: no cover
-            return 4, None, None
-        status = solver.getModelStatus()
-        if status != h.HighsModelStatus.kOptimal:
-            return (2 if status in (h.HighsModelStatus.kInfeasible, h.HighsModelStatus.kModelError) else 4), None, None
-        solution = solver.getSolution()
-        x = np.array(solution.col_value)
-        slack = rhs - np.asarray(solution.row_value)
-        # linprog's own check of an "optimal" answer (tolerance sqrt(1e-9) * 10)
-        tol = np.sqrt(1e-9) * 10
-        ok = (np.all((x >= self.bounds[:, 0] - tol) & (x <= self.bounds[:, 1] + tol)) and not (slack < -tol).any()
-              and not np.isnan(x).any())
-        return (0 if ok else 4), x, float(solver.getInfo().objective_function_value)
-
-
-_HIGHS_CORE = "scipy.optimize._highspy._core"
-
-
-def _highs_core():
-    """scipy's HiGHS extension module, loaded without running ``scipy.optimize``'s ``__init__``.
-
-    Importing the module the ordinary way imports all of ``scipy.optimize``
-    first (linalg, special, fft, ...: a third of a second, more than a tenth of
-    a whole ``zeus run`` of 8 x 32), and the planner needs only this module.
-    It is loaded from its file under its own name and registered in
-    ``sys.modules``, so a later ``import scipy.optimize`` finds and uses this
-    very module (a second load of it would fail). Anything unexpected about
-    scipy's layout falls back to the ordinary import.
-    """
-    import sys
-
-    if _HIGHS_CORE in sys.modules:
-        return sys.modules[_HIGHS_CORE]
-    try:
-        import importlib.machinery
-        import importlib.util
-        from pathlib import Path
-
-        import scipy
-
-        folder = Path(scipy.__file__).parent / "optimize" / "_highspy"
-        path = next(folder / f"_core{sfx}" for sfx in importlib.machinery.EXTENSION_SUFFIXES
-                    if (folder / f"_core{sfx}").is_file())
-        spec = importlib.util.spec_from_file_location(_HIGHS_CORE, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        module.HighsLp, module._Highs, module.HighsOptions  # noqa: B018 - the names used here
-    except Exception:  # noqa: BLE001 - any surprise: the ordinary import (it raises if HiGHS is really missing)
-        from scipy.optimize._highspy import _core
-
-        return _core
-    sys.modules[_HIGHS_CORE] = module
-    return module
-
-
-def _os_threads() -> int | None:
-    """Threads of this process as the OS counts them (HiGHS' own included); None where /proc is missing."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return None
-
-
-def _finite(v: np.ndarray, big: float) -> np.ndarray:
-    """Infinities as HiGHS' ``kHighsInf`` (as linprog passes them)."""
-    v = v.copy()
-    inf = np.isinf(v)
-    v[inf] = np.sign(v[inf]) * big
-    return v
-
-
-class EffectiveOptions:
-    """Pareto options of one (stage, instruction), fastest first, with effective energies."""
-
-    def __init__(self, times: np.ndarray, energies: np.ndarray, freqs: np.ndarray, blocking_w: float) -> None:
-        eff = energies - blocking_w * times
-        front = pareto_frontier(times, eff)
-        self.t, self.e, self.f = times[front], eff[front], freqs[front]
-        hull = lower_convex_hull(times, eff)
-        self.hull_t, self.hull_e = times[hull], eff[hull]
-
-
-def effective_options(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> list[EffectiveOptions]:
-    """Per op of ``dag``, its instruction's options (built once per (stage, instruction))."""
-    cache: dict[tuple[int, str], EffectiveOptions] = {}
-    for op in dag.ops:
-        key = (op.stage, op.instruction)
-        if key not in cache:
-            o = profile.get(*key)
-            cache[key] = EffectiveOptions(o.time.astype(float), o.energy.astype(float), o.frequency, blocking_w)
-    return [cache[(op.stage, op.instruction)] for op in dag.ops]
-
-
-class OptionTable:
-    """Every op's Pareto options as padded rows, so one numpy call chooses for many ops.
-
-    Row ``key[v]`` holds op ``v``'s (stage, instruction) options fastest first,
-    padded to the longest list (an index into the padding is never read as a
-    choice). :meth:`count_within` counts a row's options no slower than a
-    window for many ops and plans at once, exactly as a binary search of each
-    row would: every option time is in the sorted union ``grid``, so the count
-    at ``w`` is the row's count at the largest grid time ``<= w``, tabulated.
-    """
-
-    def __init__(self, opts: list[EffectiveOptions]) -> None:
-        rows: dict[int, int] = {}
-        self.key = np.array([rows.setdefault(id(o), len(rows)) for o in opts], dtype=np.int64)
-        uniq = list({id(o): o for o in opts}.values())
-        width = max(len(o.t) for o in uniq)
-        self.t = np.full((len(uniq), width), np.inf)
-        self.e = np.full((len(uniq), width), np.inf)
-        self.f = np.zeros((len(uniq), width), dtype=np.int64)
-        for r, o in enumerate(uniq):
-            self.t[r, : len(o.t)], self.e[r, : len(o.e)], self.f[r, : len(o.f)] = o.t, o.e, o.f
-        self.grid = np.unique(np.concatenate([o.t for o in uniq]))
-        self.counts = np.zeros((len(uniq), len(self.grid) + 1), dtype=np.int64)  # [row, grid times <= window]
-        for r, o in enumerate(uniq):
-            self.counts[r, 1:] = np.searchsorted(o.t, self.grid, side="right")
-        # flat views for 1-D takes, which cost less than 2-D fancy indexing
-        self.t_flat, self.e_flat, self.f_flat = self.t.ravel(), self.e.ravel(), self.f.ravel()
-        self.counts_flat = self.counts.ravel()
-
-    def count_within(self, rows: np.ndarray, window: np.ndarray) -> np.ndarray:
-        """Per ``window[i, ...]``: how many options of row ``rows[i]`` take at most that long."""
-        at = np.searchsorted(self.grid, window, side="right")
-        start = rows.reshape(rows.shape + (1,) * (window.ndim - 1)) * self.counts.shape[1]
-        return self.counts_flat.take(start + at)
-
-
-def _timeline(lv: DagLevels, times: np.ndarray, limit: float) -> tuple[np.ndarray, np.ndarray]:
-    """Earliest finish and latest finish (against ``limit``) of every op of one plan, a DAG level at a time.
-
-    Per op the same float operations as op by op (max of the predecessors'
-    finishes plus its time; min of the successors' latest starts), so the same
-    numbers; the padding entry is 0.0 (finish) / ``inf`` (latest finish).
-    """
-    n = len(times)
-    ef = np.zeros(n + 1)
-    for ops in lv.levels:
-        ef[ops] = ef[lv.preds[ops]].max(axis=1) + times[ops]
-    t = np.zeros(n + 1)
-    t[:n] = times
-    lf = np.empty(n + 1)
-    lf[n] = np.inf
-    for ops in reversed(lv.levels):
-        s = lv.succs[ops]
-        lf[ops] = np.where(lv.has_succs[ops], (lf[s] - t[s]).min(axis=1), limit)
-    return ef[:n], lf[:n]
-
-
-def fastest_frequencies(dag: PipelineDAG, profile: InstructionProfile) -> np.ndarray:
-    """Per op, the clock with the shortest measured time (not always the highest on a noisy profile)."""
-    best: dict[tuple[int, str], int] = {}
-    for op in dag.ops:
-        key = (op.stage, op.instruction)
-        if key not in best:
-            o = profile.get(*key)
-            order = np.lexsort((o.energy, o.time))
-            best[key] = int(o.frequency[order[0]])
-    return np.array([best[(op.stage, op.instruction)] for op in dag.ops], dtype=np.int64)
+_TOL = 1e-9  # seconds: LP feasibility slack tolerated when mapping HiGHS' durations to clocks
 
 
 def exact_plan(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float, limit_s: float) -> np.ndarray:
@@ -272,195 +52,137 @@ def exact_plan(dag: PipelineDAG, profile: InstructionProfile, blocking_w: float,
 
     ValueError if even every instruction at its fastest clock is slower than ``limit_s``.
     """
-    return ExactPlanner(dag, profile, blocking_w).plan(limit_s)
+    return ExactPlanner(dag, profile, blocking_w).plans([limit_s])[0]
 
 
 class ExactPlanner:
-    """The LP of one DAG and profile, built once, solved for as many limits as asked."""
+    """The real-time plans of one DAG and profile, for as many limits as asked."""
 
     def __init__(self, dag: PipelineDAG, profile: InstructionProfile, blocking_w: float) -> None:
+        self.dag, self.profile = dag, profile
         self.op_opts = op_opts = effective_options(dag, profile, blocking_w)
-        self.n = n = dag.n_ops
-        edges = dag.edges
-
-        # variables [s_0..s_{n-1}, x_(i,k)...]; d_i = t_fast_i + sum_k x_ik
-        seg_op, seg_len, seg_gain = [], [], []
-        for i, o in enumerate(op_opts):
-            dt = np.diff(o.hull_t)
-            de = -np.diff(o.hull_e)  # energy saved over each hull segment
-            for L, g in zip(dt, de):
-                if L > 0:
-                    seg_op.append(i)
-                    seg_len.append(L)
-                    seg_gain.append(g / L)
-        self.seg_op = seg_op = np.asarray(seg_op, dtype=np.int64)
-        n_seg = len(seg_op)
-        self.t_fast = t_fast = np.array([o.t[0] for o in op_opts])
-        rows, cols, vals = [], [], []
-        b = []
-        r = 0
-        segs_of = [[] for _ in range(n)]
-        for k, i in enumerate(seg_op):
-            segs_of[i].append(n + k)
-        for a, c in edges.tolist():  # s_a + d_a <= s_c
-            rows += [r, r] + [r] * len(segs_of[a])
-            cols += [a, c] + segs_of[a]
-            vals += [1.0, -1.0] + [1.0] * len(segs_of[a])
-            b.append(-t_fast[a])
-            r += 1
-        for i in range(n):  # s_i + d_i <= limit
-            rows += [r] + [r] * len(segs_of[i])
-            cols += [i] + segs_of[i]
-            vals += [1.0] + [1.0] * len(segs_of[i])
-            b.append(-t_fast[i])  # + limit at solve time
-            r += 1
-        self.n_edges = len(edges)
-        self.A = sp.csr_array((vals, (rows, cols)), shape=(r, n + n_seg))
-        self.b0 = np.asarray(b)
-        self.cost = np.concatenate([np.zeros(n), -np.asarray(seg_gain, dtype=float)])
-        self.bounds = [(0, None)] * n + [(0, L) for L in seg_len]
-        self.lp = _HighsLP(self.cost, self.A, self.bounds)
+        self.n = dag.n_ops
         self.stages, self.blocking_w = dag.stages, blocking_w
         self.levels = dag.levels
         tab = OptionTable(op_opts)
         # per op, its options padded (inf times / energies past the last)
         self.op_t, self.op_e, self.op_f = tab.t[tab.key], tab.e[tab.key], tab.f[tab.key]
         self.op_count = np.array([len(o.t) for o in op_opts])
+        self.op_units = np.where(np.isfinite(self.op_t), to_units(np.where(np.isfinite(self.op_t), self.op_t, 0.0)),
+                                 np.iinfo(np.int64).max)
+        self.t_fastest = float(iteration_time(self.levels, self.op_t[:, 0]))
+        self._flow: HullFlow | None = None
+        self._lp: HullLP | None = None
 
-    def _solve(self, limit_s: float) -> tuple[np.ndarray, float]:
-        """(x, objective) of the LP for one limit."""
-        b = self.b0.copy()
-        b[self.n_edges:] += limit_s
-        status, x, fun = self.lp.solve(b)
-        if status == 2:
-            raise ValueError(f"no plan meets {limit_s:.6f} s: every instruction at its fastest clock is slower")
-        if status != 0:  # pragma: no cover - numerical trouble in HiGHS
-            raise RuntimeError("the exact plan's linear program failed: HiGHS reported numerical trouble")
-        return x, fun
+    @property
+    def flow(self) -> HullFlow:
+        if self._flow is None:
+            self._flow = HullFlow(self.dag, self.op_opts)
+        return self._flow
+
+    @property
+    def lp(self) -> HullLP:
+        if self._lp is None:
+            self._lp = HullLP(self.dag, self.op_opts)
+        return self._lp
+
+    def _check(self, limit_s: float) -> None:
+        if limit_s < self.t_fastest * (1 - 1e-12):
+            raise ValueError(f"no plan meets {limit_s:.6f} s: every instruction at its fastest clock takes "
+                             f"{self.t_fastest:.6f} s")
 
     def hull_energy_j(self, limit_s: float) -> float:
-        """Least iteration energy on the convex hulls with every op finished by ``limit_s``.
+        """Least iteration energy on the convex hulls with every op finished by ``limit_s`` (a cold LP).
 
         Discrete clocks lie on or above each hull, so no plan finishing at
         ``limit_s`` uses less energy: a bound to judge a plan at that limit by.
         """
-        _, fun = self._solve(limit_s)
-        fastest_eff = sum(float(o.hull_e[0]) for o in self.op_opts)
-        return fastest_eff + fun + self.stages * limit_s * self.blocking_w
+        self._check(limit_s)
+        _, energy = self.lp.solve(limit_s)
+        return energy + self.stages * limit_s * self.blocking_w
 
-    def plan(self, limit_s: float, greedy_reclaim: bool = True) -> np.ndarray:
-        """Clocks (MHz per op) for one limit; see :func:`exact_plan`.
+    def solutions(self, limits: list[float]) -> dict[float, HullSolution]:
+        """The hull LP's two canonical solutions at every limit (one parametric flow)."""
+        for lim in limits:
+            self._check(lim)
+        units = {lim: max(int(np.floor(lim / UNIT_S)), self.flow.t_min) for lim in limits}
+        by_units = {s.limit_units: s for s in self.flow.solve(list(units.values()))}
+        return {lim: by_units[u] for lim, u in units.items()}
 
-        ``greedy_reclaim = False`` skips the float pass (one op per step, a timeline each), for
-        callers that reclaim many plans at once with :mod:`~zeus_plugins_perseus.reclaim`.
-        """
-        n = self.n
-        x, _ = self._solve(limit_s)
-        dur = self.t_fast.copy()
-        np.add.at(dur, self.seg_op, x[n:])
+    def choice_within(self, durations_units: np.ndarray) -> np.ndarray:
+        """Per op, the slowest Pareto option whose time fits the duration (the fastest if none does)."""
+        return np.maximum((self.op_units <= durations_units[:, None]).sum(axis=1) - 1, 0)
 
-        # --- 2. slowest measured option within each duration (the options no slower than it, counted)
-        T, E, rows = self.op_t, self.op_e, np.arange(n)
-        choice = np.maximum((T <= (dur + _TOL)[:, None]).sum(axis=1) - 1, 0)
+    def repair(self, choice: np.ndarray, limit_s: float) -> np.ndarray:
+        """Option indices meeting ``limit_s`` on real times: while the plan ends after it, speed up a late
+        critical op, cheapest per second first (ties to the lowest op index)."""
+        choice = choice.copy()
+        n, lv, T, E = self.n, self.levels, self.op_t, self.op_e
+        rows = np.arange(n)
 
-        # --- 3. exact repair and slack reclamation on real times (numpy over all ops; ties go to the
-        # lowest op index, as they did op by op)
-        lv = self.levels
-        ef, lf = _timeline(lv, T[rows, choice], limit_s)
-        while ef.max() > limit_s:  # solver tolerance: speed up a late critical op, cheapest per second first
+        def timeline():
+            t = T[rows, choice]
+            return earliest_finish(lv, t)[:n], latest_finish(lv, t, limit_s)[:n]
+
+        ef, lf = timeline()
+        while ef.max() > limit_s:
             late = np.flatnonzero((ef > lf) & (choice > 0))
             if not late.size:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
                 raise ValueError(f"no plan meets {limit_s:.6f} s")
             c = choice[late]
             i = late[np.argmin((E[late, c - 1] - E[late, c]) / (T[late, c] - T[late, c - 1]))]
             choice[i] -= 1
-            ef, lf = _timeline(lv, T[rows, choice], limit_s)
-        # Reclaim: ops by the saving of their next slower option, largest first; slow each while float allows.
-        blocked = np.zeros(n, dtype=bool)
-        last = T.shape[1] - 1
-        while greedy_reclaim:
-            nxt = np.minimum(choice + 1, last)
-            fits = ~blocked & (choice + 1 < self.op_count) & (T[rows, nxt] - T[rows, choice] <= lf - ef)
-            gain = np.where(fits, E[rows, choice] - E[rows, nxt], -np.inf)
-            best = int(np.argmax(gain))
-            if not gain[best] > 0.0:
-                break
-            choice[best] += 1
-            new_ef, new_lf = _timeline(lv, T[rows, choice], limit_s)
-            if new_ef.max() > limit_s:  # a float rounding of the slack: keep the faster option
-                choice[best] -= 1
-                blocked[best] = True
-                continue
-            ef, lf = new_ef, new_lf
-        return self.op_f[rows, choice].astype(np.int64)
+            ef, lf = timeline()
+        return choice
+
+    def finish(self, choice: np.ndarray, limit_s: float) -> np.ndarray:
+        """Clocks of a plan from option indices that meet ``limit_s``: its float spent, largest saving first."""
+        choice = reclaim_greedy(self.levels, self.op_t, self.op_e, self.op_count, choice, limit_s)
+        return self.op_f[np.arange(self.n), choice].astype(np.int64)
+
+    def choice_of(self, freqs: np.ndarray) -> np.ndarray:
+        """Option indices of a plan's clocks (every clock one of the op's Pareto options)."""
+        return (self.op_f == freqs[:, None]).argmax(axis=1)
+
+    def candidates(self, limits: list[float]) -> list[np.ndarray]:
+        """Per limit, the clocks ``[candidate, op]`` of its canonical solutions (earliest, then latest event
+        times), each mapped to clocks, repaired and reclaimed by level passes.
+
+        Where OR-Tools cannot be imported or the flow fails, one candidate per limit from a cold HiGHS LP.
+        """
+        rows = np.arange(self.n)
+        try:
+            sols = self.solutions(limits)
+        except (ImportError, HullFlowError):
+            return [self.highs_plan(lim)[None] for lim in limits]
+        raw = np.array([self.op_f[rows, self.repair(self.choice_within(d), lim)]
+                        for lim in limits for d in (sols[lim].earliest, sols[lim].latest)])
+        reclaimed = reclaim_slack(self.dag, self.profile, raw, self.blocking_w)
+        return [reclaimed[2 * k:2 * k + 2] for k in range(len(limits))]
+
+    def plans(self, limits: list[float]) -> np.ndarray:
+        """Clocks ``[plan, op]`` at each limit by the canonical rule (module docstring)."""
+        cands = self.candidates(limits)
+        _, energy = emulate(self.dag, self.profile, np.vstack(cands), self.blocking_w)
+        kept, at = [], 0
+        for c in cands:
+            kept.append(c[int(np.argmin(energy[at:at + len(c)]))])  # argmin: the earliest on a tie
+            at += len(c)
+        return np.array(self.finish_all(kept, limits), dtype=np.int64)
+
+    def finish_all(self, plans: list[np.ndarray], limits: list[float]) -> list[np.ndarray]:
+        """:meth:`finish` of each plan (clocks) at its limit."""
+        return [self.finish(self.choice_of(f), lim) for f, lim in zip(plans, limits)]
+
+    def highs_plan(self, limit_s: float) -> np.ndarray:
+        """Clocks of the plan from a cold HiGHS solve at ``limit_s`` (the vertex HiGHS returns), mapped,
+        repaired and reclaimed as :meth:`plans` does."""
+        self._check(limit_s)
+        dur, _ = self.lp.solve(limit_s)
+        choice = np.maximum((self.op_t <= (dur + _TOL)[:, None]).sum(axis=1) - 1, 0)
+        return self.finish(self.repair(choice, limit_s), limit_s)
+
+    def __getstate__(self):  # a worker process rebuilds the solvers it uses
+        return {**self.__dict__, "_flow": None, "_lp": None}
 
 
-def plan_many(planner: ExactPlanner, limits: list[float], greedy: list[bool], workers: int | None = None) -> np.ndarray:
-    """``planner.plan(limit, greedy_reclaim)`` for every limit, as rows; on forked processes when safe and worth it.
-
-    The linear programs are independent and each is solved from scratch, so a
-    worker's answer is the one this process would get: same model, same
-    options, a fresh HiGHS (the plans are identical whatever runs them,
-    ``tests/zeus_plugins_perseus/test_exact.py``). They take most of the
-    default model's planning time on large pipelines, hence up to one worker
-    per CPU (``workers``: at most that many; ``None``: as many as there are
-    CPUs and limits; 1: in this process). Workers are forked, so they start at
-    once with the planner already built, and only when forking is safe: from
-    the main thread, and never once HiGHS has started threads in this process
-    (its thread pool: a forked child would inherit it without the threads; on
-    a machine of 2 CPUs HiGHS starts none). Small problems (fewer than
-    :data:`PARALLEL_MIN_OPS` ops) stay here unless ``workers`` asks.
-    """
-    n = _workers(planner, len(limits), workers)
-    if n < 2:
-        return np.array([planner.plan(lim, greedy_reclaim=g) for lim, g in zip(limits, greedy)], dtype=np.int64)
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
-    global _forked_planner
-    _forked_planner = planner  # what the forked workers plan with (inherited, never pickled)
-    # An executor, not a multiprocessing.Pool: a worker that dies (the OOM killer) breaks the
-    # executor and ends the wait with an error, where a Pool would replace it and wait forever.
-    pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=_worker_started)
-    try:
-        # one limit per task, the zero-slowdown plan (with its greedy pass, the longest) first
-        rows = list(pool.map(_plan_in_worker, limits, greedy))
-    except BrokenProcessPool:
-        raise RuntimeError(
-            "a process planning the real-time plans ended without an answer (killed, or out of memory?); "
-            "nothing was written: run again, or lower frequency_plan.max_gap_plans (each real-time plan is "
-            "a linear program over the whole pipeline)"
-        ) from None
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        _forked_planner = None
-    return np.array(rows, dtype=np.int64)
-
-
-_forked_planner: ExactPlanner | None = None
-
-
-def _workers(planner: ExactPlanner, n_limits: int, workers: int | None) -> int:
-    """How many processes plan: 1 (this one) unless several limits, a fork is safe, and it pays off or is asked for."""
-    if n_limits < 2 or (workers is not None and workers < 2):
-        return 1
-    if workers is None:
-        if planner.n < PARALLEL_MIN_OPS:
-            return 1
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if _highs_threads or not hasattr(os, "fork") or threading.current_thread() is not threading.main_thread():
-        return 1
-    return min(workers, n_limits)
-
-
-def _worker_started() -> None:
-    """A forked worker: the parent's signal handlers (clock restoring, run interruption) are not its own."""
-    for name in ("SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends the workers
-
-
-def _plan_in_worker(limit: float, greedy: bool) -> np.ndarray:
-    return _forked_planner.plan(limit, greedy_reclaim=greedy)

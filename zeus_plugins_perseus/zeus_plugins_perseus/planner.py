@@ -8,8 +8,10 @@ plan on the measured profile. Plans are listed fastest first.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,9 +19,13 @@ import attrs
 import numpy as np
 
 from zeus_core import pareto_frontier
+
+from zeus_plugins_perseus.background import Background
+from zeus_plugins_perseus.clock_options import fastest_frequencies
 from zeus_plugins_perseus.costmodel import OpSpec, build_spec
+from zeus_plugins_perseus.dag_times import iteration_time
 from zeus_plugins_perseus.emulator import chunks, emulate
-from zeus_plugins_perseus.exact import ExactPlanner, fastest_frequencies, plan_many
+from zeus_plugins_perseus.exact import ExactPlanner
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.reclaim import reclaim_slack
 from zeus_plugins_perseus.schedule import BACKWARD, FORWARD, PipelineDAG, build_dag
@@ -69,6 +75,8 @@ class PlanSet:
     phases: int
 
     exact_fastest: bool = False  # real-time plans (all-max time, fastest time, the rounding gap) are included
+    #: the limits the real-time plans were planned for, the zero-slowdown one first
+    real_time_limits_s: np.ndarray = attrs.field(factory=lambda: np.empty(0))
     emitted: EmittedPlans | None = None
 
     @property
@@ -146,8 +154,8 @@ class PlanSet:
         path.write_text(plan_text(self.plan_json(k)))
         return path
 
-    def write_plans(self, folder: Path) -> None:
-        """Every plan as ``folder/NNNNN.json`` (the same text as :meth:`write_plan`).
+    def write_plans(self, folder: Path, plans: range | None = None) -> None:
+        """Every plan (or those in ``plans``) as ``folder/NNNNN.json`` (the same text as :meth:`write_plan`).
 
         What does not change from plan to plan (each stage's instructions and
         microbatches) is encoded once, the clocks of each block of plans are put
@@ -163,7 +171,9 @@ class PlanSet:
                     f'"microbatches": {json.dumps([self.dag.ops[i].microbatch for i in ix])}, "frequencies": ['
                     for s, ix in enumerate(idx)]
         spans = list(zip(prefixes, bounds[:-1], bounds[1:]))
-        for rows in chunks(len(self)):
+        plans = range(len(self)) if plans is None else plans
+        for part in chunks(len(plans)):
+            rows = slice(plans.start + part.start, plans.start + part.stop)
             block = self.frequencies[rows][:, order].tolist()  # Python ints: str() is what json writes
             for k, clocks in zip(range(rows.start, rows.stop), block):
                 # ", ".join of the ints is json.dumps of the list, without an encoder call per stage
@@ -195,7 +205,7 @@ def plan_text(plan: dict) -> str:
     """A plan as JSON, one key per line and one stage per line.
 
     Readable, and written by the C encoder (``indent`` would make json use its
-    pure-Python one, which dominated writing the hundreds of plans of a frontier).
+    pure-Python one, which would dominate writing the hundreds of plans of a frontier).
     """
     head = {k: v for k, v in plan.items() if k != "stages"}
     return _framed(head, [json.dumps(s) for s in plan["stages"]])
@@ -246,6 +256,64 @@ def _solve(dag: PipelineDAG, specs: dict, unit_time_s: float, blocking_power_w: 
     return t_units.astype(float), energy, freqs, fr.phases
 
 
+#: below this many instructions, plan_frontier plans everything in its own process unless asked otherwise
+PARALLEL_MIN_OPS = 384
+
+
+def real_time_limits(dag: PipelineDAG, profile: InstructionProfile, specs: dict[tuple[int, str], OpSpec],
+                     blocking_power_w: float, unit_time_s: float, max_gap_plans: int) -> list[float]:
+    """The limits of the real-time plans, the zero-slowdown one first.
+
+    The all-max-clock iteration time; when a lower clock is faster somewhere
+    (noisy profiles), the fastest time the measured options allow; and one per
+    unit across the gap that rounding up leaves below the fastest quantised
+    plan, whose planned time (every instruction at its fastest quantum) bounds
+    it: at most ``max_gap_plans``, evenly spaced beyond that.
+    """
+    fmax = np.array([int(profile.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
+    limits = [float(emulate(dag, profile, fmax[None, :], blocking_power_w)[0][0])]
+    fastest = emulate(dag, profile, fastest_frequencies(dag, profile)[None, :], blocking_power_w)[0][0]
+    if fastest < limits[0] * (1 - 1e-9):
+        limits.append(float(fastest))
+    lo = np.array([specs[(op.stage, op.instruction)].lo for op in dag.ops], dtype=np.int64)
+    quantised_fastest = float(iteration_time(dag.levels, lo)) * unit_time_s
+    gap = np.arange(min(limits) + unit_time_s, quantised_fastest, unit_time_s)
+    if len(gap) > max_gap_plans:
+        gap = np.linspace(gap[0], gap[-1], max_gap_plans)
+    return limits + [float(x) for x in gap]
+
+
+def real_time_plans(planner: ExactPlanner, limits: list[float], check: np.ndarray | None = None) -> np.ndarray:
+    """Clocks ``[plan, op]`` of the real-time plans (:meth:`ExactPlanner.plans`), the first checked: the
+    zero-slowdown plan is also planned from a cold HiGHS LP (``check``, computed here if not given) and the
+    better of the two is kept, since no rule guarantees the canonical one wins."""
+    plans = planner.plans(limits)
+    return keep_better(planner, plans, limits[0], planner.highs_plan(limits[0]) if check is None else check)
+
+
+def keep_better(planner: ExactPlanner, plans: np.ndarray, limit: float, check: np.ndarray) -> np.ndarray:
+    """``plans`` with its first row replaced by ``check`` where that meets ``limit`` with less emulated energy."""
+    (_, t1), (e0, e1) = emulate(planner.dag, planner.profile, np.vstack([plans[0], check]), planner.blocking_w)
+    if t1 <= limit and e1 < e0:
+        plans = plans.copy()
+        plans[0] = check
+    return plans
+
+
+def claim(path: Path) -> bool:
+    """True for the first process to ask (the file did not exist), False for every later one."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        return True
+    except FileExistsError:
+        return False
+
+
+def _claimed_check(planner: ExactPlanner, limit: float, claim_path: Path) -> np.ndarray | None:
+    """The zero-slowdown check, in the worker, unless the planning process claimed it first."""
+    return planner.highs_plan(limit) if claim(claim_path) else None
+
+
 def plan_frontier(
     profile: InstructionProfile,
     stages: int,
@@ -259,6 +327,7 @@ def plan_frontier(
     reclaim: bool | None = None,
     max_gap_plans: int = 32,
     workers: int | None = None,
+    background: Background | None = None,
 ) -> PlanSet:
     """Solve and emulate the frontier; only Pareto-optimal plans are listed, fastest first.
 
@@ -280,10 +349,16 @@ def plan_frontier(
     measured clocks allow when that is shorter (a noisy profile where a lower
     clock is faster), and up to ``max_gap_plans`` evenly over the gap between
     those and the fastest quantised plan (one per unit when it fits), which
-    rounding times up leaves empty. Those are independent linear programs,
-    solved on up to ``workers`` forked processes (default: one per CPU; 1: in
-    this process) when the pipeline is large enough to gain from it
-    (:func:`~zeus_plugins_perseus.exact.plan_many`); the plans are the same.
+    rounding times up leaves empty. They come from one parametric min-cost
+    flow by the canonical rule of :mod:`~zeus_plugins_perseus.exact`; the
+    zero-slowdown plan is also planned from a cold HiGHS LP and the better of
+    the two is kept. The real-time plans do not depend on the quantised ones,
+    so they are planned in ``background`` (or a
+    :class:`~zeus_plugins_perseus.background.Background` of ``workers``: None
+    uses a second CPU where there is one, 1 keeps everything in this process)
+    while this process solves the quantised frontier (pipelines of fewer
+    than :data:`PARALLEL_MIN_OPS` instructions stay here unless ``workers``
+    asks); the plans are the same either way.
     """
     if not unit_time_s > 0:
         raise ValueError(f"unit_time_s must be > 0, got {unit_time_s}")
@@ -294,42 +369,42 @@ def plan_frontier(
     specs = build_specs(profile, stages, model, unit_time_s, blocking_power_w)
     if pareto_only is None:
         pareto_only = model == "measured"
-    t_units, energy, freqs, phases = _solve(dag, specs, unit_time_s, blocking_power_w, pareto_only)
-    n_solver = len(t_units)
     if reclaim is None:
         reclaim = model == "measured"
-    if reclaim:
-        freqs = reclaim_slack(dag, profile, freqs, blocking_power_w)
-    emu_t, emu_e = emulate(dag, profile, freqs, blocking_power_w)
-    fmax = np.array([int(profile.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
-    mt, me = emulate(dag, profile, fmax[None, :], blocking_power_w)
     if exact_fastest is None:
         exact_fastest = model == "measured"
-    if exact_fastest:
-        # Real-time plans at the all-max-clock time; when a lower clock is faster somewhere
-        # (noisy profiles), at the fastest time the measured options allow; and one per unit
-        # across the gap that rounding up leaves between those and the quantised plans.
-        limits = [float(mt[0])]
-        fastest = emulate(dag, profile, fastest_frequencies(dag, profile)[None, :], blocking_power_w)[0][0]
-        if fastest < limits[0] * (1 - 1e-9):
-            limits.append(float(fastest))
-        quantised_fastest = float(emu_t.min()) if len(emu_t) else float(mt[0])
-        gap = np.arange(min(limits) + unit_time_s, quantised_fastest, unit_time_s)
-        if len(gap) > max_gap_plans:
-            gap = np.linspace(gap[0], gap[-1], max_gap_plans)
-        limits += [float(x) for x in gap]
-        exact = ExactPlanner(dag, profile, blocking_power_w)
-        # The zero-slowdown plan gets the greedy float pass (largest saving first); the
-        # others are reclaimed together, which is much faster.
-        f_exact = plan_many(exact, limits, [j == 0 for j in range(len(limits))], workers=workers)
-        if len(limits) > 1:
-            f_exact[1:] = reclaim_slack(dag, profile, f_exact[1:], blocking_power_w)
-        et, ee = emulate(dag, profile, f_exact, blocking_power_w)
-        t_units = np.concatenate([np.array(limits) / unit_time_s, t_units])
-        energy = np.concatenate([ee, energy])
-        freqs = np.vstack([f_exact, freqs])
-        emu_t = np.concatenate([et, emu_t])
-        emu_e = np.concatenate([ee, emu_e])
+    fmax = np.array([int(profile.get(op.stage, op.instruction).frequency.max()) for op in dag.ops])
+    mt, me = emulate(dag, profile, fmax[None, :], blocking_power_w)
+    limits: list[float] = []
+    with contextlib.ExitStack() as stack:
+        if background is None:  # a worker costs a Python start-up: small pipelines plan faster without
+            small = workers is None and dag.n_ops < PARALLEL_MIN_OPS
+            background = stack.enter_context(Background(1 if small else workers))
+        bg = background
+        check = None
+        if exact_fastest:
+            limits = real_time_limits(dag, profile, specs, blocking_power_w, unit_time_s, max_gap_plans)
+            planner = ExactPlanner(dag, profile, blocking_power_w)
+            # independent of the quantised plans: on the second CPU where there is one; the zero-slowdown
+            # check goes to whichever process is free first
+            real_time = bg.submit(planner.plans, limits)
+            if bg.parallel:
+                claim_path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="zeus-perseus-"))) / "check"
+                check = bg.submit(_claimed_check, planner, limits[0], claim_path)
+        t_units, energy, freqs, phases = _solve(dag, specs, unit_time_s, blocking_power_w, pareto_only)
+        n_solver = len(t_units)
+        if reclaim:
+            freqs = reclaim_slack(dag, profile, freqs, blocking_power_w)
+        emu_t, emu_e = emulate(dag, profile, freqs, blocking_power_w)
+        if exact_fastest:
+            f_check = planner.highs_plan(limits[0]) if check is None or claim(claim_path) else check.result()
+            f_exact = keep_better(planner, real_time.result(), limits[0], f_check)
+            et, ee = emulate(dag, profile, f_exact, blocking_power_w)
+            t_units = np.concatenate([np.array(limits) / unit_time_s, t_units])
+            energy = np.concatenate([ee, energy])
+            freqs = np.vstack([f_exact, freqs])
+            emu_t = np.concatenate([et, emu_t])
+            emu_e = np.concatenate([ee, emu_e])
     # The emulated frontier, fastest first: a plan stays only if no faster-or-equal
     # plan uses at most its energy.
     keep = pareto_frontier(emu_t, emu_e)
@@ -361,5 +436,6 @@ def plan_frontier(
         solve_seconds=solve_seconds,
         phases=phases,
         exact_fastest=bool(exact_fastest),
+        real_time_limits_s=np.asarray(limits if exact_fastest else [], dtype=float),
         emitted=emitted,
     )

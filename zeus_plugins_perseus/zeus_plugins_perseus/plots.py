@@ -1,23 +1,59 @@
-"""PNG figures of a frontier and of one plan's per-stage timeline (matplotlib, Agg backend)."""
+"""PNG figures of a frontier and of one plan's per-stage timeline (matplotlib, Agg backend).
+
+matplotlib is imported by the functions that draw, not with this module: the
+policy draws in its worker process (:mod:`~zeus_plugins_perseus.background`),
+and its own process never pays for the import.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import attrs
 import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
+from zeus_plugins_perseus.emulator import measured_tables, timeline
+from zeus_plugins_perseus.planner import PlanSet
+from zeus_plugins_perseus.profile import InstructionProfile
 
-from zeus_plugins_perseus.emulator import measured_tables, timeline  # noqa: E402
-from zeus_plugins_perseus.planner import PlanSet  # noqa: E402
-from zeus_plugins_perseus.profile import InstructionProfile  # noqa: E402
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def warm_up() -> None:
+    """Import matplotlib (a third of a second) in a worker before its figures are asked for."""
+    _pyplot()
+
+
+def figure_data(ps: PlanSet, chosen: int) -> PlanSet:
+    """What the figures read of ``ps``: every plan's numbers, but only the chosen plan's clocks (row 0)."""
+    return attrs.evolve(ps, frequencies=ps.frequencies[chosen:chosen + 1])
+
+
+def write_figures_and_plans(ps: PlanSet, profile: InstructionProfile, chosen: int, out_dir: Path,
+                            plans: range) -> list[Path]:
+    """:func:`write_figures` (of ``ps``'s plan ``chosen``), then the plan files of ``plans``."""
+    written = write_figures(ps, profile, chosen, out_dir, row=chosen)
+    ps.write_plans(Path(out_dir) / "plans", plans)
+    return written
+
+
+def write_figures(ps: PlanSet, profile: InstructionProfile, chosen: int, out_dir: Path, row: int = 0) -> list[Path]:
+    """``frontier.png`` and ``timeline.png`` (of the plan in row ``row`` of ``ps.frequencies``, listed as ``chosen``)."""
+    out_dir = Path(out_dir)
+    return [plot_frontier(ps, out_dir / "frontier.png", chosen),
+            plot_timeline(ps, profile, chosen, out_dir / "timeline.png", row=row)]
 
 
 def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
     """Planned and emulated (time, energy) of every plan, with the all-max-frequency point."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.plot(ps.planned_time_s, ps.planned_energy_j, ".", ms=3, color="tab:blue", label="planned")
     ax.plot(ps.emulated_time_s, ps.emulated_energy_j, ".", ms=3, color="tab:orange", label="emulated on the profile")
@@ -37,15 +73,21 @@ def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
     return path
 
 
-def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path) -> Path:
-    """One row per stage: each instruction as a bar from its emulated start, coloured by its clock."""
-    times, _ = measured_tables(ps.dag, profile, ps.frequencies[k][None, :])
+def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path, row: int | None = None) -> Path:
+    """One row per stage: each instruction as a bar from its emulated start, coloured by its clock.
+
+    Plan ``k``'s clocks are ``ps.frequencies[row]`` (default: row ``k``).
+    """
+    from matplotlib.collections import PolyCollection
+
+    plt = _pyplot()
+    freqs = ps.frequencies[k if row is None else row]
+    times, _ = measured_tables(ps.dag, profile, freqs[None, :])
     start, finish = timeline(ps.dag, times[0])
-    freqs = ps.frequencies[k]
     lo, hi = float(freqs.min()), float(freqs.max())
     cmap = plt.get_cmap("viridis")
     fig, ax = plt.subplots(figsize=(max(8, ps.dag.microbatches * 0.6), 0.5 * ps.dag.stages + 1.5))
-    # one collection for every bar: a patch per op took seconds on large pipelines (2048 ops at 16 x 64)
+    # one collection for every bar: a patch per op would take seconds on large pipelines (2048 ops at 16 x 64)
     frac = np.full(len(freqs), 0.5) if hi == lo else (freqs - lo) / (hi - lo)
     y = np.array([op.stage for op in ps.dag.ops], dtype=float)
     boxes = np.stack([np.stack([start, y - 0.4], 1), np.stack([finish, y - 0.4], 1),
@@ -79,4 +121,4 @@ def frontier_rows(ps: PlanSet) -> list[tuple]:
     ]
 
 
-__all__ = ["frontier_rows", "plot_frontier", "plot_timeline"]
+__all__ = ["figure_data", "frontier_rows", "plot_frontier", "plot_timeline", "write_figures"]

@@ -18,16 +18,22 @@ op starting no earlier than its earliest start) gives slack to late ops
 instead; each plan keeps whichever saves more, and passes repeat while they
 help. All plans are handled together with numpy, a level of the DAG (ops that
 share no edge) at a time.
+
+:func:`reclaim_greedy` is the other order, for one plan: every op whose next
+slower option fits its float is a candidate, the one saving the most energy
+takes it, and the float is recomputed before the next; it costs two DAG passes
+per step, so the planner spends it on the zero-slowdown plan only.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from zeus_plugins_perseus.emulator import chunks, longest_finish, measured_tables
-from zeus_plugins_perseus.exact import OptionTable, effective_options
+from zeus_plugins_perseus.clock_options import OptionTable, effective_options
+from zeus_plugins_perseus.dag_times import DagLevels, earliest_finish, earliest_times, iteration_time, latest_finish
+from zeus_plugins_perseus.emulator import chunks, measured_tables
 from zeus_plugins_perseus.profile import InstructionProfile
-from zeus_plugins_perseus.schedule import DagLevels, PipelineDAG
+from zeus_plugins_perseus.schedule import PipelineDAG
 
 _EPS = 1e-12  # relative float guard on windows
 
@@ -35,40 +41,23 @@ _EPS = 1e-12  # relative float guard on windows
 def _pass(tab: OptionTable, lv: DagLevels, freqs, times, eff, limit, forward: bool):
     """One safe pass, a level of the DAG at a time; returns new (freqs, times, eff) arrays (inputs untouched).
 
-    Arrays are op-major (``[op, plan]``: a level's rows are gathered whole).
-    Ops of one level share no edge, so handling them together is the op-by-op
-    pass in a topological order, with the same float operations per op.
-    Padding row ``n_ops``: ``inf`` latest finish / latest start (never the
-    min), 0.0 time and earliest finish (never the max: finish times are positive).
+    Arrays are op-major (``[op, plan]``). Forward: each op may use the window
+    from its earliest start on the new plan to its latest finish on the old
+    one; backward: from its earliest start on the old plan to its latest
+    finish on the new one.
     """
     freqs, times, eff = freqs.copy(), times.copy(), eff.copy()
     guard = limit * _EPS
-    n, plans = times.shape
-    old_t = np.zeros((n + 1, plans))  # times before the pass
-    old_t[:n] = times
+
+    def choose(ops, window):
+        _choose(tab, ops, freqs, times, eff, window)
+
     if forward:
-        # latest finish on the current plan
-        lf = np.empty((n + 1, plans))
-        lf[n] = np.inf
-        for ops in reversed(lv.levels):
-            s = lv.succs[ops]
-            lf[ops] = np.where(lv.has_succs[ops, None], (lf[s] - old_t[s]).min(axis=1), limit)
-        ef = np.zeros((n + 1, plans))
-        for ops in lv.levels:
-            es = ef[lv.preds[ops]].max(axis=1)
-            _choose(tab, ops, freqs, times, eff, lf[ops] - es - guard)
-            ef[ops] = es + times[ops]
+        lf = latest_finish(lv, times, limit)
+        earliest_finish(lv, times, lambda ops, es: choose(ops, lf[ops] - es - guard))
     else:
-        es = np.zeros((n + 1, plans))
-        for ops in lv.levels:
-            p = lv.preds[ops]
-            es[ops] = (es[p] + old_t[p]).max(axis=1)
-        ls = np.empty((n + 1, plans))
-        ls[n] = np.inf
-        for ops in reversed(lv.levels):
-            lf = np.where(lv.has_succs[ops, None], ls[lv.succs[ops]].min(axis=1), limit)
-            _choose(tab, ops, freqs, times, eff, lf - es[ops] - guard)
-            ls[ops] = lf - times[ops]
+        es, _ = earliest_times(lv, times)
+        latest_finish(lv, times, limit, lambda ops, lf: choose(ops, lf - es[ops] - guard))
     return freqs, times, eff
 
 
@@ -109,7 +98,7 @@ def _reclaim(dag, profile, tab, freqs, blocking_power_w, max_passes):
     times, energies = measured_tables(dag, profile, freqs)
     eff = energies - blocking_power_w * times
     lv = dag.levels
-    limit = longest_finish(lv, times.T)
+    limit = iteration_time(lv, times.T)
     freqs, times, eff = freqs.T.copy(), times.T.copy(), eff.T.copy()
 
     def energy(e):  # per plan, summed along [plan, op] rows as always: numpy sums a strided row in another order
@@ -121,7 +110,7 @@ def _reclaim(dag, profile, tab, freqs, blocking_power_w, max_passes):
         backward = np.argmin([energy(c[2]) for c in cands], axis=0)[None, :] == 1
         new_f, new_t, new_e = (np.where(backward, b, f) for f, b in zip(cands[0], cands[1]))
         # float safety: a plan whose iteration time grew keeps its old clocks
-        grew = longest_finish(lv, new_t) > limit
+        grew = iteration_time(lv, new_t) > limit
         new_f[:, grew], new_t[:, grew], new_e[:, grew] = freqs[:, grew], times[:, grew], eff[:, grew]
         new_total = energy(new_e)
         gain = total - new_total
@@ -129,3 +118,38 @@ def _reclaim(dag, profile, tab, freqs, blocking_power_w, max_passes):
         if not np.any(gain > 1e-9):
             break
     return freqs.T
+
+
+def reclaim_greedy(lv: DagLevels, op_t: np.ndarray, op_e: np.ndarray, op_count: np.ndarray, choice: np.ndarray,
+                   limit: float) -> np.ndarray:
+    """One plan's option indices ``choice[op]`` with float spent, largest saving first; a new array.
+
+    ``op_t[op, k]`` / ``op_e[op, k]`` are each op's Pareto options fastest
+    first (effective energy), ``op_count[op]`` how many. The plan must finish
+    by ``limit``; it still does. Ties go to the lowest op index.
+    """
+    choice = choice.copy()
+    n = len(choice)
+    rows = np.arange(n)
+
+    def timeline():
+        t = op_t[rows, choice]
+        return earliest_finish(lv, t)[:n], latest_finish(lv, t, limit)[:n]
+
+    ef, lf = timeline()
+    blocked = np.zeros(n, dtype=bool)
+    last = op_t.shape[1] - 1
+    while True:
+        nxt = np.minimum(choice + 1, last)
+        fits = ~blocked & (choice + 1 < op_count) & (op_t[rows, nxt] - op_t[rows, choice] <= lf - ef)
+        gain = np.where(fits, op_e[rows, choice] - op_e[rows, nxt], -np.inf)
+        best = int(np.argmax(gain))
+        if not gain[best] > 0.0:
+            return choice
+        choice[best] += 1
+        new_ef, new_lf = timeline()
+        if new_ef.max() > limit:  # a float rounding of the slack: keep the faster option
+            choice[best] -= 1
+            blocked[best] = True
+            continue
+        ef, lf = new_ef, new_lf

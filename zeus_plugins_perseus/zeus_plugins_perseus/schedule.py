@@ -14,6 +14,7 @@ from functools import cached_property
 import attrs
 import numpy as np
 
+from zeus_plugins_perseus.dag_times import DagLevels, dag_levels, neighbours
 from zeus_plugins_perseus.options import SCHEDULE_NAMES
 
 FORWARD = "forward"
@@ -29,38 +30,6 @@ class Op:
     @property
     def label(self) -> str:
         return f"{self.instruction[0].upper()}{self.microbatch}"
-
-
-@attrs.frozen
-class DagLevels:
-    """The DAG cut into antichains, for passes that handle many operations per numpy call.
-
-    ``levels[k]`` holds the ops whose longest chain of predecessors has ``k``
-    edges, so no edge joins two ops of one level. A pass over the levels in
-    order (or in reverse) therefore finds every predecessor (successor) of an
-    op done before the op, exactly as a topological order does, and it does
-    all ops of a level at once: about ``2 (stages + microbatches)`` numpy steps
-    instead of ``2 stages microbatches`` Python ones. Each op reads the same
-    neighbours with the same float operations as in the op-by-op pass, so the
-    results are identical to the bit. ``preds[v]`` / ``succs[v]`` list an op's
-    neighbours padded with ``n_ops``: the pass gives that extra column a value
-    that cannot win the max or min (``0.0`` for finish times, ``inf`` for latest
-    finishes).
-    """
-
-    levels: tuple[np.ndarray, ...]
-    preds: np.ndarray  # int64 [op, max in-degree], padded with n_ops
-    succs: np.ndarray  # int64 [op, max out-degree], padded with n_ops
-    has_preds: np.ndarray  # bool [op]
-    has_succs: np.ndarray  # bool [op]
-
-
-def _padded(lists: list[list[int]], pad: int) -> np.ndarray:
-    width = max((len(x) for x in lists), default=0) or 1
-    out = np.full((len(lists), width), pad, dtype=np.int64)
-    for i, x in enumerate(lists):
-        out[i, : len(x)] = x
-    return out
 
 
 @attrs.frozen
@@ -86,45 +55,16 @@ class PipelineDAG:
 
     def neighbours(self) -> tuple[list[list[int]], list[list[int]]]:
         """(predecessors, successors) of every op, from the edges."""
-        preds: list[list[int]] = [[] for _ in range(self.n_ops)]
-        succs: list[list[int]] = [[] for _ in range(self.n_ops)]
-        for a, b in self.edges.tolist():
-            preds[b].append(a)
-            succs[a].append(b)
-        return preds, succs
+        return neighbours(self.n_ops, self.edges)
 
     @cached_property
     def levels(self) -> DagLevels:
-        """The DAG as antichains (:class:`DagLevels`), computed once per DAG.
+        """The DAG as antichains (:class:`~zeus_plugins_perseus.dag_times.DagLevels`), computed once per DAG.
 
-        ValueError if the edges have a cycle (no schedule built here has one).
+        :class:`~zeus_plugins_perseus.dag_times.CycleError` (a ValueError) if the edges have a cycle
+        (no schedule built here has one).
         """
-        preds, succs = self.neighbours()
-        n = self.n_ops
-        indeg = [len(p) for p in preds]
-        level = [0] * n
-        ready = [v for v in range(n) if indeg[v] == 0]
-        seen = 0
-        while ready:
-            v = ready.pop()
-            seen += 1
-            for w in succs[v]:
-                level[w] = max(level[w], level[v] + 1)
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    ready.append(w)
-        if seen != n:
-            raise ValueError("the dependency graph has a cycle (the schedule deadlocks)")
-        lv = np.asarray(level, dtype=np.int64)
-        order = np.argsort(lv, kind="stable")
-        bounds = np.searchsorted(lv[order], np.arange(int(lv.max(initial=-1)) + 2))
-        return DagLevels(
-            levels=tuple(order[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1)),
-            preds=_padded(preds, n),
-            succs=_padded(succs, n),
-            has_preds=np.array([bool(p) for p in preds], dtype=bool),
-            has_succs=np.array([bool(x) for x in succs], dtype=bool),
-        )
+        return dag_levels(self.n_ops, self.edges)
 
 
 def one_f_one_b_order(stages: int, microbatches: int, stage: int) -> list[tuple[str, int]]:

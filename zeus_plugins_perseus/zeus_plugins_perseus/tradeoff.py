@@ -39,6 +39,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
+from zeus_plugins_perseus.dag_times import CycleError, dag_levels, earliest_times, iteration_time
+
 _INF = 2**30  # capacity of an arc that cannot be crashed further / a tight dummy arc
 _FLOW_BUDGET = 2**28  # every finite capacity sum stays below this, so int32 never overflows
 _NO_LIMIT = np.iinfo(np.int64).max // 4
@@ -59,12 +61,12 @@ class TradeoffError(ValueError):
 
 
 def _check_tables(lo, hi, cost_tables):
-    for i, (l, h, c) in enumerate(zip(lo, hi, cost_tables)):
+    for i, (low, h, c) in enumerate(zip(lo, hi, cost_tables)):
         c = np.asarray(c, dtype=float)
-        if h < l or l < 0:
-            raise TradeoffError(f"spec {i}: duration range [{l}, {h}] is empty or negative")
-        if c.shape != (h - l + 1,):
-            raise TradeoffError(f"spec {i}: expected {h - l + 1} costs for durations {l}..{h}, got {c.shape}")
+        if h < low or low < 0:
+            raise TradeoffError(f"spec {i}: duration range [{low}, {h}] is empty or negative")
+        if c.shape != (h - low + 1,):
+            raise TradeoffError(f"spec {i}: expected {h - low + 1} costs for durations {low}..{h}, got {c.shape}")
         m = c[:-1] - c[1:]  # saving of each unit of slowing
         if np.any(m < -1e-9 * max(1.0, float(np.abs(c).max()))):
             raise TradeoffError(f"spec {i}: cost must not increase with duration")
@@ -143,14 +145,18 @@ def solve_frontier(
     head = np.concatenate([3 + 2 * ops, 2 + 2 * e[:, 1], 2 + 2 * starts, np.ones(len(ends), np.int64)])
     n_arcs = len(tail)
 
+    try:
+        lv = dag_levels(n_ops, e)
+    except CycleError as err:
+        raise TradeoffError(str(err)) from None
     # Initial potentials: earliest event times with every op at its slowest duration.
-    pi = _earliest_times(n_ops, e, hi[spec])
+    pi, _ = earliest_times(lv, hi[spec])
     pi_nodes = np.zeros(n_nodes, np.int64)
     pi_nodes[2 + 2 * ops] = pi
     pi_nodes[3 + 2 * ops] = pi + hi[spec]
     t_max = int(pi_nodes[3 + 2 * ends].max()) if n_ops else 0
     pi_nodes[1] = t_max
-    t_fast = int((_earliest_times(n_ops, e, lo[spec]) + lo[spec]).max()) if n_ops else 0
+    t_fast = int(iteration_time(lv, lo[spec])) if n_ops else 0
     stop = t_fast if t_stop is None else max(int(t_stop), t_fast)
 
     # Fixed CSR structure with a forward and a backward entry per arc.
@@ -164,7 +170,7 @@ def solve_frontier(
     indices, indptr = probe.indices.astype(np.int32), probe.indptr.astype(np.int32)
     entry_tail = np.repeat(np.arange(n_nodes), np.diff(indptr))  # tail node of each CSR entry
     # One capacity matrix for every step: only its data changes (building a sparse matrix per step
-    # cost more than the maximum flow itself). maximum_flow reads it and never writes it.
+    # would cost more than the maximum flow itself). maximum_flow reads it and never writes it.
     graph = sp.csr_array((np.zeros(2 * n_arcs, np.int32), indices, indptr), shape=(n_nodes, n_nodes))
     graph.has_sorted_indices = True
 
@@ -256,52 +262,3 @@ def _reachable(open_: np.ndarray, indices: np.ndarray, entry_tail: np.ndarray, n
     in_s = np.zeros(n_nodes, bool)
     in_s[breadth_first_order(reach, 0, directed=True, return_predecessors=False)] = True
     return in_s
-
-
-def _earliest_times(n_ops: int, edges: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Earliest start of every op (longest path from the start), in a topological order."""
-    preds: list[list[int]] = [[] for _ in range(n_ops)]
-    for a, b in edges.tolist():
-        preds[b].append(a)
-    du = dur.tolist()
-    start = [0] * n_ops
-    finish = [0] * n_ops
-    for v in topological_order(n_ops, edges):
-        start[v] = max((finish[p] for p in preds[v]), default=0)
-        finish[v] = start[v] + du[v]
-    return np.asarray(start, dtype=np.int64)
-
-
-def topological_order(n: int, edges) -> list[int]:
-    """Kahn's algorithm; raises TradeoffError naming a node on a cycle (a schedule that deadlocks)."""
-    succ: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for a, b in np.asarray(edges, dtype=np.int64).reshape(-1, 2).tolist():
-        succ[a].append(b)
-        indeg[b] += 1
-    ready = [v for v in range(n) if indeg[v] == 0]
-    order = []
-    while ready:
-        v = ready.pop()
-        order.append(v)
-        for w in succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready.append(w)
-    if len(order) != n:
-        stuck = next(v for v in range(n) if indeg[v] > 0)
-        raise TradeoffError(f"the dependency graph has a cycle through operation {stuck} (the schedule deadlocks)")
-    return order
-
-
-def longest_path(n_ops: int, edges, dur) -> float:
-    """Critical path length of a node-weighted DAG (any numeric durations)."""
-    order = topological_order(n_ops, edges)
-    preds: list[list[int]] = [[] for _ in range(n_ops)]
-    for a, b in np.asarray(edges, dtype=np.int64).reshape(-1, 2).tolist():
-        preds[b].append(a)
-    du = list(np.asarray(dur).tolist())
-    fi = [0.0] * n_ops
-    for v in order:
-        fi[v] = max((fi[p] for p in preds[v]), default=0) + du[v]
-    return max(fi, default=0)

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from zeus_core import DeviceError
+from zeus_core.devicekit import DriverErrors
+from zeus_core.errors import DeviceAbsent
 
 OWNER = "amdsmi"
 SETTING = "power_cap"
@@ -29,8 +31,6 @@ STATUS_INVAL = 1
 STATUS_NOT_SUPPORTED = 2
 STATUS_NO_PERM = 10
 
-#: capability bit a process needs to write an AMD GPU's power cap (a root-owned sysfs file)
-CAP_DAC_OVERRIDE = 1
 
 PERMISSION_FIX = (
     "Setting AMD GPU power caps writes root-owned sysfs files (hwmon power1_cap). "
@@ -60,9 +60,21 @@ def smi_module() -> Any:
         with contextlib.redirect_stdout(io.StringIO()):
             return importlib.import_module("amdsmi")
     except ModuleNotFoundError:
-        raise DeviceError(f"the amdsmi Python package is not installed. {INSTALL_FIX}") from None
+        raise DeviceAbsent(f"the amdsmi Python package is not installed. {INSTALL_FIX}") from None
     except Exception as e:  # OSError, KeyError, AttributeError: no libamd_smi.so, or a version mismatch
         raise DeviceError(f"amdsmi cannot be loaded ({type(e).__name__}: {e}). {INSTALL_FIX}") from None
+
+
+def driver_errors(smi: Any) -> DriverErrors:
+    """amdsmi's failures: ``AmdSmiLibraryException`` with an ``amdsmi_status_t`` code, sent back by
+    ``zeus daemon`` as ``amdsmi_error``."""
+    return DriverErrors(
+        library="amdsmi", exception=smi.AmdSmiLibraryException, code=lambda e: e.get_error_code(),
+        rebuild=smi.AmdSmiLibraryException, status=lambda e: e.get_error_info(),
+        no_permission=lambda e: e.get_error_code() == STATUS_NO_PERM,
+        not_supported=lambda e: e.get_error_code() == STATUS_NOT_SUPPORTED,
+        detail_key="amdsmi_error", permission_fix=PERMISSION_FIX,
+    )
 
 
 _users = 0
@@ -133,5 +145,6 @@ def restore_setting(key: str, original: Any) -> None:
             set_cap(smi, handle_by_uuid(smi, parts[1]), int(original))
         except smi.AmdSmiLibraryException as e:
             if e.get_error_code() == STATUS_NO_PERM:
-                raise DeviceError(f"cannot restore the power cap of GPU {parts[1]}: amdsmi refused (no permission). {PERMISSION_FIX}") from None
+                raise DeviceError(f"cannot restore the power cap of GPU {parts[1]}: amdsmi refused (no permission). "
+                                  f"{PERMISSION_FIX}") from None
             raise

@@ -6,7 +6,7 @@ reports, and from polled power otherwise. A GPU that reports no power at all
 (the odd die of a dual-die MI250X, whose sibling reports both) cannot be
 measured on its own: it is an error when named in ``gpus``, and left out with a
 warning otherwise. A power limit on AMD is a power cap: read, set (journaled
-first) and put back exactly as NVML's limits (:mod:`zeus_plugins_amdsmi.settings`).
+first) and put back exactly as NVML's limits (:class:`zeus_core.devicekit.SettingsPath`).
 Power domains are amdsmi's ``instant`` (``current_socket_power``, MI300 on) and
 ``average`` (``average_socket_power``); amdsmi reports no memory power.
 Temperatures are the hotspot (junction) sensor, else the edge sensor.
@@ -15,30 +15,44 @@ Temperatures are the hotspot (junction) sensor, else the edge sensor.
 from __future__ import annotations
 
 import os
-import statistics
 import time
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 from zeus_core import DeviceError
+from zeus_core.devicekit import (
+    CAP_DAC_OVERRIDE,
+    DriverDevice,
+    GpuGroup,
+    PowerIntegral,
+    Sampler,
+    SettingsPath,
+    WrappingCounter,
+    watch_period,
+)
+from zeus_core.errors import DeviceAbsent
 from zeus_plugins_amdsmi.control import (
     FAKE_ENV,
-    PERMISSION_FIX,
+    OWNER,
     STATUS_INVAL,
-    STATUS_NO_PERM,
     STATUS_NOT_SUPPORTED,
     acquire,
+    driver_errors,
+    key_for,
     release,
+    restore_setting,
+    set_cap,
     smi_module,
 )
-from zeus_plugins_amdsmi.energy import Accumulator, PolledEnergy, Sampler, check_counters
+from zeus_plugins_amdsmi.energy import WRAP_COUNTS, check_counters
 from zeus_plugins_amdsmi.options import AmdsmiOptions
-from zeus_plugins_amdsmi.settings import CapSettings
 from zeus_plugins_amdsmi.visible import AmdGpuRef, VisibleDevicesError, visible_gpus
 
 #: no GPU draws more; bounds how fast a 32-bit accumulator can wrap when the caps cannot be read
 ASSUMED_MAX_W = 3000.0
+
+#: amdsmi_init's status where the machine has no amdgpu driver to talk to
+_NO_DRIVER = (18, 34)  # AMDSMI_STATUS_INIT_ERROR, AMDSMI_STATUS_DRIVER_NOT_LOADED
 
 
 def _watts(value: Any) -> float | None:
@@ -46,42 +60,25 @@ def _watts(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-class AmdGpu:
+class AmdGpu(DriverDevice):
     """One HIP-visible AMD GPU: identity, power, caps (W here; µW in amdsmi) and temperature."""
 
-    def __init__(self, smi: Any, ref: AmdGpuRef, settings: CapSettings) -> None:
+    def __init__(self, smi: Any, ref: AmdGpuRef, settings: SettingsPath) -> None:
         self._smi = smi
+        self.driver_errors = driver_errors(smi)
         self.name = f"gpu{ref.hip_index}"
         self.hip_index = ref.hip_index
         self.uuid = ref.uuid
+        self.model = "AMD GPU"  # until amdsmi names it (for a message about naming it)
         self.handle = ref.handle
         self._settings = settings
-        self.model = str(self._call("read the model", smi.amdsmi_get_gpu_asic_info, ref.handle)["market_name"])
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} ({self.model}, {self.uuid})"
-
-    def _call(self, action: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Call amdsmi; turn its errors into messages that name the GPU, the action and the fix."""
-        try:
-            return fn(*args)
-        except self._smi.AmdSmiLibraryException as e:
-            raise self._explain(action, e) from None
-
-    def _explain(self, action: str, e: Any) -> DeviceError:
-        code = e.get_error_code()
-        if code == STATUS_NO_PERM:
-            return DeviceError(f"cannot {action} of {self.label}: amdsmi refused (AMDSMI_STATUS_NO_PERM). {PERMISSION_FIX}")
-        if code == STATUS_NOT_SUPPORTED:
-            return DeviceError(f"{self.label} does not support this: cannot {action} (AMDSMI_STATUS_NOT_SUPPORTED)")
-        return DeviceError(f"cannot {action} of {self.label}: amdsmi error {code} ({e.get_error_info()})")
+        self.model = str(self.call("read the model", smi.amdsmi_get_gpu_asic_info, ref.handle)["market_name"])
 
     # -- reads --
 
     def power_domains(self) -> dict[str, float]:
         """``instant`` and ``average`` socket power (W), each where the GPU reports it."""
-        info = self._call("read the power", self._smi.amdsmi_get_power_info, self.handle)
+        info = self.call("read the power", self._smi.amdsmi_get_power_info, self.handle)
         out = {}
         for domain, key in (("instant", "current_socket_power"), ("average", "average_socket_power")):
             w = _watts(info.get(key))
@@ -96,11 +93,11 @@ class AmdGpu:
 
     def counts(self) -> tuple[int, float]:
         """(energy accumulator, µJ per count)."""
-        got = self._call("read the energy accumulator", self._smi.amdsmi_get_energy_count, self.handle)
+        got = self.call("read the energy accumulator", self._smi.amdsmi_get_energy_count, self.handle)
         return int(got["energy_accumulator"]), float(got["counter_resolution"])
 
     def _caps(self) -> dict[str, int]:
-        return self._call("read the power cap", self._smi.amdsmi_get_power_cap_info, self.handle)
+        return self.call("read the power cap", self._smi.amdsmi_get_power_cap_info, self.handle)
 
     def power_limit_range(self) -> tuple[float, float]:
         caps = self._caps()
@@ -117,7 +114,7 @@ class AmdGpu:
                 return float(smi.amdsmi_get_temp_metric(self.handle, sensor, smi.AmdSmiTemperatureMetric.CURRENT))
             except smi.AmdSmiLibraryException as e:
                 if e.get_error_code() != STATUS_NOT_SUPPORTED:
-                    raise self._explain("read the temperature", e) from None
+                    raise self.explain("read the temperature", e) from None
         return None
 
     # -- control (journaled) --
@@ -131,22 +128,26 @@ class AmdGpu:
         if current == microwatts:
             return
         try:
-            self._settings.change(self.uuid, self.handle, current, microwatts)
+            self._settings.change(
+                key_for(self.uuid), current, lambda: set_cap(self._smi, self.handle, microwatts),
+                ("amdsmi.set_power_cap", {"gpu": self.uuid, "microwatts": microwatts}),
+                ("amdsmi.reset_power_cap", {"gpu": self.uuid}),
+            )
         except self._smi.AmdSmiLibraryException as e:
             if e.get_error_code() == STATUS_INVAL:
                 raise DeviceError(f"cannot set the power cap of {self.label} to {watts:g} W: amdsmi refused it as invalid "
                                   f"(its range is {lo:g} to {hi:g} W)") from None
-            raise self._explain("set the power cap", e) from None
+            raise self.explain("set the power cap", e) from None
 
     def restore_power_limit(self) -> None:
         """Put back the cap this process found (no-op if it changed nothing)."""
         try:
-            self._settings.restore(self.uuid)
+            self._settings.restore(key_for(self.uuid))
         except self._smi.AmdSmiLibraryException as e:
-            raise self._explain("restore the power cap", e) from None
+            raise self.explain("restore the power cap", e) from None
 
 
-class AmdGpus:
+class AmdGpus(GpuGroup):
     """The ``amdsmi`` device group: HIP-visible AMD GPUs, named ``gpu<i>`` with ``i`` torch's index.
 
     Group-level control applies one cap to every GPU; ``set_power_limits`` sets
@@ -154,12 +155,12 @@ class AmdGpus:
     """
 
     clock = staticmethod(time.monotonic)
+    limit_name = "power cap"
 
     def __init__(self, options: AmdsmiOptions | None = None, smi: Any = None) -> None:
         self.options = options = options or AmdsmiOptions()
         self._smi = smi = smi or smi_module()
         self._sampler: Sampler | None = None
-        self._closed = False
         try:
             acquire(smi)
         except smi.AmdSmiLibraryException as e:
@@ -169,13 +170,13 @@ class AmdGpus:
                     f"create its state first with `python -m zeus_plugins_amdsmi.fake_amdsmi {os.environ[FAKE_ENV]}`, "
                     f"or unset {FAKE_ENV} to use the real driver"
                 ) from None
-            raise DeviceError(f"amdsmi cannot start ({e.get_error_info()}): is the amdgpu driver loaded? "
-                              'Measure the CPU instead with [device] plugin = "rapl" or "cpu-estimate"') from None
-        self._settings: CapSettings | None = None
+            error = DeviceAbsent if e.get_error_code() in _NO_DRIVER else DeviceError
+            raise error(f"amdsmi cannot start ({e.get_error_info()}): is the amdgpu driver loaded? "
+                        'Measure the CPU instead with [device] plugin = "rapl" or "cpu-estimate"') from None
         try:
             self._setup(options)
         except BaseException:
-            self._shutdown()
+            self.release()
             raise
 
     def _setup(self, options: AmdsmiOptions) -> None:
@@ -187,32 +188,38 @@ class AmdGpus:
         except smi.AmdSmiLibraryException as e:
             raise DeviceError(f"amdsmi cannot list the GPUs ({e.get_error_info()})") from None
         if not refs:
-            raise DeviceError("amdsmi finds no AMD GPU on this machine")
+            raise DeviceAbsent("amdsmi finds no AMD GPU on this machine")
         if options.gpus is not None:
             bad = [i for i in options.gpus if i >= len(refs)]
             if bad:
                 raise DeviceError(f"gpus {bad} are not HIP-visible: HIP sees {len(refs)} GPU(s), indices 0..{len(refs) - 1}"
                                   + _visibility_note())
             refs = [refs[i] for i in options.gpus]
-        self._settings = CapSettings(smi, options.daemon_socket)
-        gpus = [AmdGpu(smi, r, self._settings) for r in refs]
+        self.settings = SettingsPath(OWNER, restore_setting, options.daemon_socket, CAP_DAC_OVERRIDE, driver_errors(smi))
+        gpus = [AmdGpu(smi, r, self.settings) for r in refs]
         self.gpus = self._measurable(gpus, explicit=options.gpus is not None)
         self.names = [g.name for g in self.gpus]
         self.sync_indices = [g.hip_index for g in self.gpus]
         self.max_power_w = self._max_power(options.max_power_w)
         self.energy_sources = self._sources(options)
-        self._polled = PolledEnergy()
-        self._counters: dict[str, Accumulator] = {}
-        bound = {g.name: 2 * self._cap_or(g, ASSUMED_MAX_W / 2) for g in self.gpus}
+        self._polled = PowerIntegral()
+        self._counters: dict[str, WrappingCounter] = {}
         for g in self.gpus:
             if self.energy_sources[g.name] == "counter":
-                self._counters[g.name] = Accumulator(g.name, lambda g=g: smi.amdsmi_get_energy_count(g.handle), bound[g.name])
+                self._counters[g.name] = self._counter(g)
             else:
                 self._sample(g)
         polled = any(s == "polling" for s in self.energy_sources.values())
-        wrap_watch = min((c.seconds_to_wrap() / 4 for c in self._counters.values()), default=60.0)
-        period = options.poll_interval_s if polled else min(60.0, max(0.05, wrap_watch))
+        period = options.poll_interval_s if polled else watch_period(self._counters.values())
         self._sampler = Sampler(period, self._tick, "zeus-amdsmi-sampler")
+
+    def _counter(self, g: AmdGpu) -> WrappingCounter:
+        """GPU ``g``'s accumulator, extended past 32-bit wraps; a step above twice the GPU's maximum
+        cap is a counter reset, not a wrap."""
+        smi = self._smi
+        resolution_uj = float(smi.amdsmi_get_energy_count(g.handle)["counter_resolution"])
+        return WrappingCounter(g.name, lambda: int(smi.amdsmi_get_energy_count(g.handle)["energy_accumulator"]), WRAP_COUNTS,
+                               resolution_uj / 1e6, 2 * self._cap_or(g, ASSUMED_MAX_W / 2), resets=True)
 
     def _measurable(self, gpus: list[AmdGpu], explicit: bool) -> list[AmdGpu]:
         """The GPUs that report power. One that reads 0 W with a still accumulator reports nothing
@@ -301,72 +308,29 @@ class AmdGpus:
             try:
                 out[g.name] = counter.joules() if counter is not None else self._polled.joules(g.name, now)
             except self._smi.AmdSmiLibraryException as e:
-                raise g._explain("read the energy", e) from None
+                raise g.explain("read the energy", e) from None
         return out
 
     def _polled_names(self) -> list[str]:
         return [n for n, s in self.energy_sources.items() if s == "polling"]
 
-    def read_power(self) -> dict[str, float]:
-        """Power (W) per GPU: instant where reported, else the driver's average."""
-        return {g.name: w for g in self.gpus if (w := g.read_power()) is not None}
-
-    def read_power_domains(self) -> dict[str, dict[str, float]]:
-        """``{gpu: {"instant": W, "average": W}}``, each domain where the GPU reports it."""
-        return {g.name: g.power_domains() for g in self.gpus}
-
-    def read_temperatures(self) -> dict[str, float]:
-        """Hotspot (else edge) temperature (°C) per GPU; a GPU with neither sensor is absent."""
-        return {g.name: c for g in self.gpus if (c := g.temperature()) is not None}
-
-    def identity(self) -> dict[str, Any]:
-        """The GPU models (:class:`zeus_core.HasIdentity`): a cap learned on one model means nothing on another."""
-        return {"gpu_models": [g.model for g in self.gpus]}
-
     # -- control --
 
     @property
-    def control_paths(self) -> dict[str, str]:
-        """How each GPU's cap changes: ``local`` (amdsmi here) or ``daemon`` (``zeus daemon``)."""
-        assert self._settings is not None
-        return dict.fromkeys(self.names, self._settings.path)
-
-    def _ranges(self) -> dict[str, tuple[float, float]]:
-        return {g.name: g.power_limit_range() for g in self.gpus}
-
-    def power_limit_range(self) -> tuple[float, float]:
-        """The cap range every GPU accepts (the intersection of their ranges), in W."""
-        ranges = self._ranges()
-        lo, hi = max(lo for lo, _ in ranges.values()), min(hi for _, hi in ranges.values())
-        if lo > hi:
-            raise DeviceError(f"the GPUs' power-cap ranges do not overlap: {ranges}; give each GPU its own cap (set_power_limits)")
-        return lo, hi
-
-    def power_limits(self) -> dict[str, float]:
-        return {g.name: g.power_limit() for g in self.gpus}
-
-    def power_limit(self) -> float:
-        """The GPUs' power cap (W); their mean when they differ."""
-        return statistics.fmean(self.power_limits().values())
-
-    def set_power_limit(self, watts: float) -> None:
-        """One cap on every GPU."""
-        self.set_power_limits(dict.fromkeys(self.names, watts))
-
-    def set_power_limits(self, watts: dict[str, float]) -> None:
-        """A cap per GPU (by name). Every cap is checked against its GPU's range before any is set,
-        so a bad one changes nothing."""
-        unknown = sorted(set(watts) - set(self.names))
-        if unknown:
-            raise ValueError(f"no GPU named {', '.join(unknown)}; this device has {', '.join(self.names)}")
-        ranges = self._ranges()
-        outside = {n: w for n, w in watts.items() if not ranges[n][0] <= w <= ranges[n][1]}
-        if outside:
-            raise ValueError("power caps outside their GPU's range: " + "; ".join(
-                f"{n} {w:g} W (range {ranges[n][0]:g} to {ranges[n][1]:g} W)" for n, w in outside.items()))
-        for g in self.gpus:
-            if g.name in watts:
-                g.set_power_limit(watts[g.name])
+    def driver_versions(self) -> dict[str, str]:
+        """The amdgpu driver and the amdsmi library (:class:`zeus_core.device.DriverVersions`)."""
+        smi = self._smi
+        out = {}
+        try:
+            out["amdgpu driver"] = str(smi.amdsmi_get_gpu_driver_info(self.gpus[0].handle)["driver_version"])
+        except (smi.AmdSmiException, KeyError):
+            pass
+        try:
+            lib = smi.amdsmi_get_lib_version()
+            out["amdsmi library"] = ".".join(str(lib[k]) for k in ("major", "minor", "release") if k in lib)
+        except (smi.AmdSmiException, KeyError, TypeError):
+            pass
+        return out
 
     def restore_power_limits(self) -> None:
         """Put back every cap this group changed (the device stays open)."""
@@ -375,28 +339,12 @@ class AmdGpus:
 
     # -- lifetime --
 
-    def _shutdown(self) -> None:
+    def release(self) -> None:
+        """Stop the sampler and release amdsmi (after the caps are back: :meth:`close`)."""
         if self._sampler is not None:
             self._sampler.stop()
             self._sampler = None
         release(self._smi)
-
-    def close(self) -> None:
-        """Put back every cap this device changed, stop the sampler, release amdsmi."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            if self._settings is not None:
-                self._settings.close()
-        finally:
-            self._shutdown()
-
-    def __enter__(self) -> AmdGpus:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _moves(g: AmdGpu, seconds: float = 0.05) -> bool:
@@ -410,7 +358,8 @@ def _moves(g: AmdGpu, seconds: float = 0.05) -> bool:
 
 
 def _visibility_note() -> str:
-    set_vars = [f"{v}={os.environ[v]!r}" for v in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if v in os.environ]
+    visibility = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+    set_vars = [f"{v}={os.environ[v]!r}" for v in visibility if v in os.environ]
     return f" ({', '.join(set_vars)})" if set_vars else ""
 
 

@@ -36,13 +36,9 @@ writes a state.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
 import struct
 import sys
-import threading
 import time
 from enum import IntEnum
 from pathlib import Path
@@ -50,10 +46,9 @@ from typing import Any
 
 import attrs
 
-from zeus_core.daemon import has_capability
+from zeus_core.devicekit import CAP_DAC_OVERRIDE, simulated
 
 ENV = "ZEUS_FAKE_AMDSMI"
-CAP_DAC_OVERRIDE = 1  # writing a root-owned sysfs file (power1_cap) needs it
 
 # amdsmi_status_t values (amdsmi_wrapper.py)
 AMDSMI_STATUS_SUCCESS = 0
@@ -214,8 +209,7 @@ class FakeAmdGpu:
 def create(path: str | os.PathLike[str], gpus: list[FakeAmdGpu] | int = 1, privileged: bool | str = False,
            driver_version: str = "6.10.5") -> Path:
     """Write a driver state with ``gpus`` (a count of default MI300X or a list) and return its path."""
-    if privileged not in (True, False, "root"):
-        raise ValueError(f'privileged must be True, False or "root", got {privileged!r}')
+    simulated.check_privilege_mode(privileged)
     if isinstance(gpus, int):
         gpus = [FakeAmdGpu() for _ in range(gpus)]
     now = time.monotonic()
@@ -232,61 +226,25 @@ def create(path: str | os.PathLike[str], gpus: list[FakeAmdGpu] | int = 1, privi
     if hip_ids != list(range(len(gpus))):
         raise ValueError(f"hip_id values must be 0..{len(gpus) - 1} once each, got {hip_ids}")
     state = {"driver_version": driver_version, "privileged": privileged, "gpus": [attrs.asdict(g) for g in gpus]}
-    p = Path(path)
-    _replace(p, state)
-    return p
+    return simulated.write_state(path, state)
 
 
 def install(path: str | os.PathLike[str], monkeypatch: Any = None) -> Any:
     """Make ``import amdsmi`` return this module, driven by the state at ``path`` (undone after the
     test with pytest's ``monkeypatch``)."""
-    mod = sys.modules[__name__]
-    if monkeypatch is not None:
-        monkeypatch.setenv(ENV, str(path))
-        monkeypatch.setitem(sys.modules, "amdsmi", mod)
-    else:
-        os.environ[ENV] = str(path)
-        sys.modules["amdsmi"] = mod
-    return mod
+    return simulated.install(sys.modules[__name__], "amdsmi", ENV, path, monkeypatch)
 
 
-def _replace(path: Path, state: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(state))
-    os.replace(tmp, path)
-
-
-_lock = threading.RLock()
-
-
-def _state_path() -> Path:
-    p = os.environ.get(ENV)
-    if not p:
-        raise AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED)
-    return Path(p)
-
-
-def _read() -> dict:
-    try:
-        return json.loads(_state_path().read_text())
-    except FileNotFoundError:
-        raise AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED) from None
-
-
-@contextlib.contextmanager
-def _changing():
-    """Read, modify and replace the state under an exclusive lock (several processes share it)."""
-    path = _state_path()
-    with _lock, open(f"{path}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        state = _read()
-        yield state
-        _replace(path, state)
+# No state (or no $ZEUS_FAKE_AMDSMI): no driver loaded.
+_shared = simulated.SharedState(ENV, unset=lambda: AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED),
+                                missing=lambda: AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED))
+_read = _shared.read
+_changing = _shared.changing
 
 
 def read_state(path: str | os.PathLike[str] | None = None) -> dict:
     """The driver state as a dict (for assertions)."""
-    return json.loads(Path(path).read_text()) if path is not None else _read()
+    return _shared.fresh(path)
 
 
 def _draw_w(g: dict) -> float:
@@ -394,7 +352,8 @@ def amdsmi_get_gpu_enumeration_info(processor_handle: Any) -> dict[str, Any]:
 def amdsmi_get_gpu_asic_info(processor_handle: Any) -> dict[str, Any]:
     g = _gpu(processor_handle)
     return {"market_name": g["market_name"], "vendor_id": "0x1002", "vendor_name": "Advanced Micro Devices Inc. [AMD/ATI]",
-            "subvendor_id": "0x1002", "device_id": "0x74a1", "rev_id": "0x00", "asic_serial": f"0x{0xA1B2C3D4 + processor_handle.index:016X}",
+            "subvendor_id": "0x1002", "device_id": "0x74a1", "rev_id": "0x00",
+            "asic_serial": f"0x{0xA1B2C3D4 + processor_handle.index:016X}",
             "oam_id": processor_handle.index, "num_compute_units": 304, "target_graphics_version": "gfx942", "subsystem_id": "0x74a1"}
 
 
@@ -444,8 +403,7 @@ def amdsmi_set_power_cap(processor_handle: Any, sensor_ind: int, cap: int) -> No
         raise AmdSmiParameterException(sensor_ind, int)
     if not isinstance(cap, int):
         raise AmdSmiParameterException(cap, int)
-    mode = _read()["privileged"]
-    if not (has_capability(CAP_DAC_OVERRIDE) if mode == "root" else mode):
+    if not simulated.may_change(_read()["privileged"], CAP_DAC_OVERRIDE):
         raise AmdSmiLibraryException(AMDSMI_STATUS_NO_PERM)
     if sensor_ind != 0:
         raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)
@@ -470,36 +428,22 @@ def amdsmi_get_temp_metric(processor_handle: Any, sensor_type: AmdSmiTemperature
     return int(value)
 
 
-def __getattr__(name: str) -> Any:
-    # Anything not simulated fails loudly instead of pretending.
-    if name.startswith("amdsmi_"):
-        raise AttributeError(f"the simulated amdsmi does not provide {name}; add it to {__name__}")
-    raise AttributeError(name)
+__getattr__ = simulated.unsimulated(__name__, "amdsmi_")  # anything not simulated fails loudly instead of pretending
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m zeus_plugins_amdsmi.fake_amdsmi PATH``: write a simulated driver state."""
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m zeus_plugins_amdsmi.fake_amdsmi",
-                                description="Write the state of a simulated AMD GPU driver; then run zeus with "
-                                            f"{ENV}=PATH to use it instead of amdsmi.")
-    p.add_argument("path", help="driver state file to write (replaced if it exists)")
-    p.add_argument("--gpus", type=int, default=1, help="number of simulated MI300X (default 1)")
-    who = p.add_mutually_exclusive_group()
-    who.add_argument("--privileged", action="store_true", help="let every process set power caps; default: none may")
-    who.add_argument("--root-only", action="store_true", help="let only root (CAP_DAC_OVERRIDE) set caps, like the real driver")
+    p = simulated.command_line("zeus_plugins_amdsmi.fake_amdsmi", "AMD GPU driver (MI300X GPUs)", ENV, "power caps",
+                               "CAP_DAC_OVERRIDE")
     p.add_argument("--demand-w", type=float, default=500.0, help="power each GPU draws without a cap (W)")
     p.add_argument("--counter", choices=("ok", "frozen"), default="ok",
                    help="frozen: the energy accumulator never moves (zeus then polls power)")
     p.add_argument("--counter-bits", type=int, choices=(32, 64), default=64, help="width of the energy accumulator")
-    a = p.parse_args(argv)
-    if a.gpus < 1:
-        p.error(f"--gpus must be at least 1, got {a.gpus}")
+    a, privileged = simulated.parse_command_line(p, argv)
     if a.demand_w <= 0:
         p.error(f"--demand-w must be positive, got {a.demand_w}")
     gpus = [FakeAmdGpu(demand_w=a.demand_w, counter_mode=a.counter, counter_bits=a.counter_bits) for _ in range(a.gpus)]
-    path = create(a.path, gpus, privileged="root" if a.root_only else a.privileged)
+    path = create(a.path, gpus, privileged=privileged)
     print(f"simulated AMD driver with {a.gpus} GPU(s) in {path}; use it with {ENV}={Path(path).resolve()}")
 
 

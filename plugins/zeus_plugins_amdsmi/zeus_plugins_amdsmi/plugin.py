@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
+from zeus_core.devicekit import deferred_factory
 from zeus_plugins_amdsmi.control import OWNER, restore_setting
 from zeus_plugins_amdsmi.options import AmdsmiOptions
 from zeus_plugins_amdsmi.service import AmdsmiServeOptions, AmdsmiService
 
-
-def make_amdsmi(options: AmdsmiOptions, context):
-    """AMD GPUs through amdsmi (the device module loads when a job or tool opens one)."""
-    from zeus_plugins_amdsmi.device import make_amdsmi as make
-
-    return make(options, context)
+#: AMD GPUs through amdsmi (the device module loads when a job or tool opens one)
+make_amdsmi = deferred_factory("zeus_plugins_amdsmi.device:make_amdsmi", "AMD GPUs through amdsmi")
 
 
 @hookimpl

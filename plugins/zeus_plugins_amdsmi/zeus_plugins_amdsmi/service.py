@@ -16,21 +16,13 @@ raises the same amdsmi exception a local call would have.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import attrs
 
-from zeus_core.daemon import OperationFailed, Refused, ServiceConfigError, operation
-from zeus_plugins_amdsmi.control import OWNER, acquire, key_for, release, set_cap, smi_module
-
-
-def _gpus(_inst, _attr, value):
-    if value == "all":
-        return
-    if not isinstance(value, list) or not value:
-        raise ValueError(f'gpus must be "all" or a list of amd-smi GPU indices, device UUIDs and PCI addresses, got {value!r}')
+from zeus_core.daemon import Refused, operation
+from zeus_core.devicekit import GpuArgs, GpuService, all_or_list, select_gpus
+from zeus_plugins_amdsmi.control import OWNER, acquire, driver_errors, key_for, release, set_cap, smi_module
 
 
 @attrs.define
@@ -39,14 +31,7 @@ class AmdsmiServeOptions:
     ``"all"`` or a list of amd-smi GPU indices (PCI order, as ``amd-smi list`` numbers them),
     amdsmi device UUIDs and PCI addresses."""
 
-    gpus: Any = attrs.field(default="all", validator=_gpus)
-
-
-@attrs.define
-class Gpu:
-    """Arguments that name one GPU (its amdsmi device UUID)."""
-
-    gpu: str
+    gpus: Any = attrs.field(default="all", validator=all_or_list("amd-smi GPU indices, device UUIDs and PCI addresses"))
 
 
 @attrs.define
@@ -55,23 +40,23 @@ class PowerCap:
     microwatts: int
 
 
-class AmdsmiService:
-    """Set and reset power caps, on the served GPUs only."""
+class AmdsmiService(GpuService):
+    """Set and reset power caps, on the served GPUs only (named by amdsmi device UUID)."""
 
-    def __init__(self, options: AmdsmiServeOptions, ctx: Any) -> None:
+    section = "serve.amdsmi"
+
+    def start_library(self) -> None:
         self._smi = smi = smi_module()
+        self._errors = driver_errors(smi)
         try:
             acquire(smi)
         except smi.AmdSmiLibraryException as e:
             raise RuntimeError(f"amdsmi cannot start ({e.get_error_info()}); is the amdgpu driver loaded?") from None
-        try:
-            self._handles = self._resolve(options.gpus)
-        except BaseException:
-            release(smi)
-            raise
-        ctx.log.info("amdsmi: serving %s", ", ".join(f"{i}:{u}" for u, (i, _) in self._handles.items()))
 
-    def _resolve(self, wanted: Any) -> dict[str, tuple[int, Any]]:
+    def stop_library(self) -> None:
+        release(self._smi)
+
+    def gpu_table(self, wanted: Any) -> dict[str, tuple[int, Any]]:
         """UUID -> (amd-smi index, handle) of each served GPU; an entry may be an amd-smi index, a
         device UUID or a PCI address (``0000:0c:00.0``, as ``amd-smi list`` shows them)."""
         smi = self._smi
@@ -81,39 +66,19 @@ class AmdsmiService:
             uuid = smi.amdsmi_get_gpu_device_uuid(h)
             everything[uuid] = (i, h)
             names.update({i: uuid, uuid: uuid, smi.amdsmi_get_gpu_device_bdf(h).lower(): uuid})
-        if wanted == "all":
-            return everything
-        out: dict[str, tuple[int, Any]] = {}
-        for pos, entry in enumerate(wanted):
-            key = entry.lower() if isinstance(entry, str) and ":" in entry else entry
-            uuid = None if isinstance(entry, bool) else names.get(key)
-            if uuid is None:
-                what = "amd-smi index" if isinstance(entry, int) else "device UUID or PCI address"
-                raise ServiceConfigError(f"no AMD GPU here has the {what} {entry!r}; `amd-smi list` shows the {len(everything)} GPU(s)", ("gpus", pos))
-            if uuid in out:
-                raise ServiceConfigError(f"GPU {uuid} is listed twice", ("gpus", pos))
-            out[uuid] = everything[uuid]
-        return out
 
-    def _handle(self, uuid: str) -> Any:
-        got = self._handles.get(uuid)
-        if got is None:
-            raise Refused(f"GPU {uuid} is not served by this daemon (it serves {', '.join(self._handles)}); the administrator lists it in [serve.amdsmi] gpus")
-        return got[1]
+        def missing(entry: Any) -> str:
+            what = "amd-smi index" if isinstance(entry, int) else "device UUID or PCI address"
+            return f"no AMD GPU here has the {what} {entry!r}; `amd-smi list` shows the {len(everything)} GPU(s)"
 
-    @contextmanager
-    def _driver(self, action: str, uuid: str) -> Iterator[None]:
-        try:
-            yield
-        except self._smi.AmdSmiLibraryException as e:
-            raise OperationFailed(f"cannot {action} of GPU {uuid}: amdsmi: {e.get_error_info()}", {"amdsmi_error": e.get_error_code()}) from None
+        return select_gpus(wanted, everything, lambda e: names.get(e.lower() if isinstance(e, str) and ":" in e else e), missing)
 
     @operation(PowerCap)
     def set_power_cap(self, args: PowerCap, client: Any) -> dict[str, Any]:
         """Set a GPU's power cap (µW), inside its range."""
-        h = self._handle(args.gpu)
+        h = self.gpus.handle(args.gpu)
         smi = self._smi
-        with self._driver("set the power cap", args.gpu):
+        with self._errors.served("set the power cap", f"GPU {args.gpu}"):
             caps = smi.amdsmi_get_power_cap_info(h)
             lo, hi = caps["min_power_cap"], caps["max_power_cap"]
             if not lo <= args.microwatts <= hi:
@@ -125,12 +90,9 @@ class AmdsmiService:
             client.change(OWNER, key_for(args.gpu), current, lambda: set_cap(smi, h, args.microwatts))
         return {"microwatts": args.microwatts, "previous": current}
 
-    @operation(Gpu)
-    def reset_power_cap(self, args: Gpu, client: Any) -> dict[str, Any]:
+    @operation(GpuArgs)
+    def reset_power_cap(self, args: GpuArgs, client: Any) -> dict[str, Any]:
         """Put back the cap the GPU had before this client changed it."""
-        self._handle(args.gpu)
-        with self._driver("reset the power cap", args.gpu):
+        self.gpus.handle(args.gpu)
+        with self._errors.served("reset the power cap", f"GPU {args.gpu}"):
             return {"outcome": client.release(OWNER, key_for(args.gpu), None)}
-
-    def close(self) -> None:
-        release(self._smi)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from typing import Any
 
-from zeus_core import DeviceError
+from zeus_core.errors import DeviceAbsent
 
 #: Set to a state file, this makes the plugin use the simulated module
 #: (:mod:`zeus_plugins_apple_silicon.fake_apple_silicon`) instead of ``zeus_apple_silicon``.
@@ -23,7 +23,7 @@ def apple_module() -> Any:
         return importlib.import_module("zeus_apple_silicon")
     except ImportError as e:
         where = "" if sys.platform == "darwin" else f" (it runs on macOS on Apple Silicon only; this is {sys.platform})"
-        raise DeviceError(f"zeus_apple_silicon cannot be imported ({e}): pip install zeus-apple-silicon{where}") from None
+        raise DeviceAbsent(f"zeus_apple_silicon cannot be imported ({e}): pip install zeus-apple-silicon{where}") from None
 
 
 def chip_name(module: Any) -> str | None:

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from zeus_core import DeviceError
+from zeus_core.devicekit import ClosedOnExit
 from zeus_plugins_apple_silicon.control import apple_module, chip_name
 from zeus_plugins_apple_silicon.options import AppleSiliconOptions
 
@@ -21,7 +22,7 @@ from zeus_plugins_apple_silicon.options import AppleSiliconOptions
 CHANNELS = {"cpu": "cpu_total_mj", "gpu": "gpu_mj", "gpu-sram": "gpu_sram_mj", "ane": "ane_mj", "dram": "dram_mj"}
 
 
-class AppleSilicon:
+class AppleSilicon(ClosedOnExit):
     """The ``apple-silicon`` device group: one name per energy channel the chip reports."""
 
     clock = staticmethod(time.monotonic)
@@ -54,18 +55,17 @@ class AppleSilicon:
             out[name] = mj / 1000.0
         return out
 
+    @property
+    def device_models(self) -> dict[str, str]:
+        """The chip, for each of its channels (:class:`zeus_core.device.DeviceModels`)."""
+        return dict.fromkeys(self.names, self.model) if self.model else {}
+
     def identity(self) -> dict[str, Any]:
         """The chip (:class:`zeus_core.HasIdentity`): energy learned on one chip means nothing on another."""
         return {"soc_model": self.model}
 
     def close(self) -> None:
         self._monitor = _Closed()
-
-    def __enter__(self) -> AppleSilicon:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class _Closed:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
+from zeus_core.devicekit import deferred_factory
 from zeus_plugins_apple_silicon.options import AppleSiliconOptions
 
-
-def make_apple_silicon(options: AppleSiliconOptions, context):
-    """Apple Silicon energy (the device module loads when a job or tool opens one)."""
-    from zeus_plugins_apple_silicon.device import make_apple_silicon as make
-
-    return make(options, context)
+#: Apple Silicon energy (the device module loads when a job or tool opens one)
+make_apple_silicon = deferred_factory("zeus_plugins_apple_silicon.device:make_apple_silicon",
+                                      "Apple Silicon CPU, GPU, ANE and DRAM energy through zeus_apple_silicon")
 
 
 @hookimpl

@@ -28,6 +28,7 @@ from typing import Any
 
 from zeus_core import DeviceError
 from zeus_plugins_cpu.options import EstimateOptions
+from zeus_plugins_cpu.rapl import cpu_model
 
 USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -105,6 +106,7 @@ class CpuEstimate:
         self._last_stat = self._package_jiffies(stat) if scope == "system" else None
         self._last_cpu_s = self._process_times() if scope == "process" else 0.0
         self.utilisation = {name: 0.0 for name in self.names}
+        self.device_models = dict.fromkeys(self.names, f"{model} (estimated)") if (model := cpu_model()) else {}
 
     def _package_jiffies(self, stat: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         out = {}

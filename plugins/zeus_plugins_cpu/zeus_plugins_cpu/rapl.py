@@ -1,12 +1,14 @@
 """The ``rapl`` device: CPU package and DRAM energy from ``/sys/class/powercap``.
 
 RAPL counters (``energy_uj``) wrap around at ``max_energy_range_uj``, which at
-a few hundred watts can be minutes. Each counter keeps a wrap count: every
-read that finds the value lower than the last one adds one range. A daemon
-thread reads all counters often enough (a quarter of the time the fastest
-counter needs to wrap at 1000 W) that no wrap is missed between two window
-edges however long the window. A thread, not a process: a sysfs read is a
-few microseconds and never holds the GIL long.
+a few hundred watts can be minutes. Each counter is a core
+:class:`~zeus_core.devicekit.WrappingCounter`: every read that finds the value
+lower than the last one adds one range. A background thread
+(:class:`~zeus_core.devicekit.Sampler`) reads all counters often enough (a
+quarter of the time the fastest counter needs to wrap at 1000 W,
+:func:`~zeus_core.devicekit.watch_period`) that no wrap is missed between two
+window edges however long the window. A thread, not a process: a sysfs read is
+a few microseconds and never holds the GIL long.
 
 Zones: top-level ``intel-rapl:N`` zones named ``package-K`` are packages
 (``cpuK-package``); their subzone named ``dram`` is ``cpuK-dram``. Other zones
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,8 @@ import attrs
 
 from zeus_core import DeviceError
 from zeus_core.daemon import DaemonClient, socket_path
+from zeus_core.devicekit import Sampler, WrappingCounter, watch_period
+from zeus_core.errors import DeviceAbsent
 from zeus_plugins_cpu.options import RaplOptions
 
 DEFAULT_ROOTS = ("/sys/class/powercap", "/zeus_sys/class/powercap")
@@ -48,7 +51,7 @@ PERMISSION_FIX = (
 )
 
 
-class RaplCounter:
+class RaplCounter(WrappingCounter):
     """One ``energy_uj`` file with wraparound accounting; thread-safe.
 
     ``daemon``: read through ``zeus daemon`` when this process may not read
@@ -78,9 +81,7 @@ class RaplCounter:
             raise DeviceError(f"cannot use RAPL zone {zone}: {e}") from None
         if self.range_uj <= 0:
             raise DeviceError(f"{zone}/max_energy_range_uj is {self.range_uj}; this RAPL zone cannot be used")
-        self._lock = threading.Lock()
-        self.wraps = 0
-        self._last = self._raw()
+        super().__init__(name, self._raw, self.range_uj, 1e-6, ASSUMED_MAX_W)
 
     def _daemon_read(self) -> dict:
         assert self._daemon is not None
@@ -97,16 +98,7 @@ class RaplCounter:
 
     def read_uj(self) -> int:
         """Energy in µJ since the counter's zero, wraps included."""
-        with self._lock:
-            raw = self._raw()
-            if raw < self._last:
-                self.wraps += 1
-            self._last = raw
-            return raw + self.wraps * self.range_uj
-
-    def seconds_to_wrap(self) -> float:
-        """The shortest time the counter could take to wrap (at ``ASSUMED_MAX_W``)."""
-        return self.range_uj / 1e6 / ASSUMED_MAX_W
+        return self.read()
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -114,6 +106,19 @@ class RaplCounter:
                 os.close(self._fd)
             except OSError:
                 pass
+
+
+def cpu_model(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``'s first ``model name``), where Linux says it."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return None
 
 
 def find_root(explicit: str | None) -> Path:
@@ -127,7 +132,7 @@ def find_root(explicit: str | None) -> Path:
         root = Path(cand)
         if any(root.glob("intel-rapl:*")):
             return root
-    raise DeviceError(
+    raise DeviceAbsent(
         "no RAPL zones under /sys/class/powercap (or /zeus_sys/class/powercap): this CPU or kernel does not expose "
         "RAPL (a VM, a non-x86 CPU, or the intel_rapl_msr module not loaded: try `sudo modprobe intel_rapl_msr`). "
         'Estimate instead with [device] plugin = "cpu-estimate"'
@@ -199,11 +204,9 @@ class RaplCpus:
         self.names = [c.name for c in self.counters]
         self.energy_sources = {n: "counter" for n in self.names}
         self.max_power_w = self._max_power(options.max_power_w, [zones[p]["package"] for p in wanted])
-        period = options.wrap_check_s or min(60.0, max(0.05, min(c.seconds_to_wrap() for c in self.counters) / 4))
-        self.wrap_check_s = period
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="zeus-rapl-wrap-watch", daemon=True)
-        self._thread.start()
+        self.device_models = dict.fromkeys(self.names, model) if (model := cpu_model()) else {}
+        self.wrap_check_s = options.wrap_check_s or watch_period(self.counters)
+        self._sampler = Sampler(self.wrap_check_s, self.poll, "zeus-rapl-wrap-watch")
 
     @staticmethod
     def _max_power(option: float | None, packages: list[Path]) -> float:
@@ -213,10 +216,6 @@ class RaplCpus:
         if any(v is None for v in limits):
             raise DeviceError("cannot read the RAPL power limit of every package; set max_power_w in [device]")
         return float(sum(limits))  # type: ignore[arg-type]
-
-    def _watch(self) -> None:
-        while not self._stop.wait(self.wrap_check_s):
-            self.poll()
 
     def poll(self) -> None:
         """Read every counter once (what the wrap-watch thread does each period)."""
@@ -242,9 +241,7 @@ class RaplCpus:
             self._client.close()
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(5)
+        self._sampler.stop()
         self._close_counters()
 
 

@@ -14,7 +14,6 @@ the junction (``tj``) zone for the input rail.
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ from typing import Any
 import attrs
 
 from zeus_core import DeviceError
+from zeus_core.devicekit import ClosedOnExit, PowerIntegral, Sampler
+from zeus_core.errors import DeviceAbsent
 from zeus_plugins_jetson.options import JetsonOptions
 from zeus_plugins_jetson.rails import Rail, board_model, discover, read_number, thermal_zones
 
@@ -30,67 +31,56 @@ _ZONE_OF_ROLE = {"gpu": ("gpu",), "cpu": ("cpu",), "total": ("tj", "tboard")}
 
 
 class RailPoller:
-    """Reads every rail each period in a daemon thread and keeps the running energy of each."""
+    """Reads every rail each period (all at one timestamp) in a background thread and integrates
+    each rail's power into its energy."""
 
     def __init__(self, rails: list[Rail], period_s: float) -> None:
         self.rails = rails
-        self.period_s = period_s
-        self._lock = threading.Lock()
-        self.failure: DeviceError | None = None
-        first = self._read_all()  # at open: a tree that cannot be read fails here, with its file named
-        self._t = time.monotonic()
-        self._watts = first
-        self._joules = [0.0] * len(rails)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="zeus-jetson-rails", daemon=True)
-        self._thread.start()
+        self._energy = PowerIntegral()
+        self._tick()  # at open: a tree that cannot be read fails here, with its file named
+        self._sampler = Sampler(period_s, self._tick, "zeus-jetson-rails")
 
-    def _read_all(self) -> list[float]:
-        return [r.read_w() for r in self.rails]
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            try:
-                watts = self._read_all()
-            except DeviceError as e:
-                self.failure = e
-                continue
-            now = time.monotonic()
-            with self._lock:
-                dt = now - self._t
-                self._joules = [j + (a + b) * 0.5 * dt for j, a, b in zip(self._joules, self._watts, watts)]
-                self._t, self._watts = now, watts
+    def _tick(self) -> None:
+        watts = {r.name: r.read_w() for r in self.rails}
+        self._energy.add_all(time.monotonic(), watts)
 
     def energy(self) -> list[float]:
         """Joules per rail since open (the last power held from the last sample to now)."""
-        if self.failure is not None:
-            raise DeviceError(f"reading the Jetson power rails failed: {self.failure}")
+        if self._sampler.error is not None:
+            raise DeviceError(f"reading the Jetson power rails failed: {self._sampler.error}")
         now = time.monotonic()
-        with self._lock:
-            held = max(0.0, now - self._t)
-            return [j + w * held for j, w in zip(self._joules, self._watts)]
+        return [self._energy.joules(r.name, now) for r in self.rails]
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join(5)
+        self._sampler.stop()
 
 
-class JetsonRails:
-    """The ``jetson`` device group: one name per INA3221 rail (``vdd_in``, ``vdd_gpu_soc``, ...)."""
+class JetsonRails(ClosedOnExit):
+    """The ``jetson`` device group: one name per INA3221 rail (``vdd_in``, ``vdd_gpu_soc``, ...).
+
+    ``energy_includes`` (:class:`zeus_core.device.EnergyIncludes`) says that the module's input
+    rail (role ``total``) holds every other rail, so a total counts it alone.
+    """
 
     clock = staticmethod(time.monotonic)
 
     def __init__(self, options: JetsonOptions | None = None) -> None:
         self.options = options = options or JetsonOptions()
         root = Path(options.sysfs_root)
-        rails = discover(root)
+        try:
+            rails = discover(root)
+        except DeviceAbsent as e:
+            if root == Path(attrs.fields(JetsonOptions).sysfs_root.default):
+                raise
+            raise DeviceError(str(e)) from None  # a sysfs_root given on purpose that holds no INA3221: fix the option
         if options.rails is not None:
             rails = self._select(rails, options.rails)
         self.rails = rails
         self.names = [r.name for r in rails]
         self.rail_roles = {r.name: r.role for r in rails}
         self.rail_labels = {r.name: r.label for r in rails}
+        inner = [r.name for r in rails if r.role != "total"]
+        self.energy_includes = {r.name: list(inner) for r in rails if r.role == "total" and inner}
         self.energy_sources = dict.fromkeys(self.names, "polling")
         self.max_power_w = float(options.max_power_w or 0.0)
         self.model = board_model(root)
@@ -121,6 +111,12 @@ class JetsonRails:
         """°C per rail whose part has a thermal zone (GPU, CPU, the module's junction for the input rail)."""
         return {name: read_number(path) / 1000.0 for name, path in self._zones.items()}
 
+    @property
+    def device_models(self) -> dict[str, str]:
+        """Each rail as "<label> rail of <board>" (:class:`zeus_core.device.DeviceModels`)."""
+        board = self.model or "an NVIDIA Jetson"
+        return {r.name: f"{r.label} rail of {board}" for r in self.rails}
+
     def identity(self) -> dict[str, Any]:
         """The board model and its rails (:class:`zeus_core.HasIdentity`): energy learned on one board
         means nothing on another."""
@@ -132,12 +128,6 @@ class JetsonRails:
         if not self._closed:
             self._closed = True
             self._poller.stop()
-
-    def __enter__(self) -> JetsonRails:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _zone_for(role: str, zones: dict[str, Path]) -> Path | None:

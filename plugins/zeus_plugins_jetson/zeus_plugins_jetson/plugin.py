@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
+from zeus_core.devicekit import deferred_factory
 from zeus_plugins_jetson.options import JetsonOptions
 
-
-def make_jetson(options: JetsonOptions, context):
-    """NVIDIA Jetson power rails (the device module loads when a job or tool opens one)."""
-    from zeus_plugins_jetson.device import make_jetson as make
-
-    return make(options, context)
+#: NVIDIA Jetson power rails (the device module loads when a job or tool opens one)
+make_jetson = deferred_factory("zeus_plugins_jetson.device:make_jetson", "NVIDIA Jetson power rails (INA3221 under sysfs)")
 
 
 @hookimpl

@@ -29,6 +29,7 @@ from pathlib import Path
 import attrs
 
 from zeus_core import DeviceError
+from zeus_core.errors import DeviceAbsent
 
 DRIVERS = ("ina3221x", "ina3221")
 _CHIP = re.compile(r"\d+-[0-9a-fA-F]{4}")
@@ -129,13 +130,14 @@ def _hwmon_rails(folder: Path, chip: str) -> list[Rail]:
 
 
 def discover(root: Path) -> list[Rail]:
-    """Every rail under ``root`` (a sysfs folder), both drivers and both layouts; DeviceError when none."""
+    """Every rail under ``root`` (a sysfs folder), both drivers and both layouts. :class:`DeviceAbsent`
+    where no INA3221 driver is there (not a Jetson), :class:`DeviceError` for a tree that cannot be read."""
     if not root.is_dir():
         raise DeviceError(f"sysfs_root {str(root)!r} is not a folder")
     drivers = root / "bus" / "i2c" / "drivers"
     found = [drivers / d for d in DRIVERS if (drivers / d).is_dir()]
     if not found:
-        raise DeviceError(
+        raise DeviceAbsent(
             f"no INA3221 power monitor under {drivers} (driver ina3221x or ina3221): this is not an NVIDIA Jetson, "
             "or its INA3221 driver is not loaded. On a Jetson, sysfs_root is /sys (or where a container mounts it)"
         )

@@ -15,6 +15,8 @@ import os
 from typing import Any
 
 from zeus_core import DeviceError
+from zeus_core.devicekit import DriverErrors
+from zeus_core.errors import DeviceAbsent
 
 OWNER = "nvml"
 
@@ -55,7 +57,21 @@ def nvml_module() -> Any:
     """
     if os.environ.get(FAKE_ENV):
         return importlib.import_module("zeus_plugins_nvml.fake_pynvml")
-    return importlib.import_module("pynvml")
+    try:
+        return importlib.import_module("pynvml")
+    except ImportError as e:
+        raise DeviceAbsent(f"pynvml cannot be imported ({e}): pip install nvidia-ml-py") from None
+
+
+def driver_errors(nvml: Any) -> DriverErrors:
+    """NVML's failures: ``NVMLError`` subclasses carrying an ``NVML_ERROR_*`` code (``value``), sent
+    back by ``zeus daemon`` as ``nvml_error``."""
+    return DriverErrors(
+        library="NVML", exception=nvml.NVMLError, code=lambda e: e.value, rebuild=nvml.NVMLError, status=str,
+        no_permission=lambda e: isinstance(e, nvml.NVMLError_NoPermission),
+        not_supported=lambda e: isinstance(e, nvml.NVMLError_NotSupported),
+        detail_key="nvml_error", permission_fix=PERMISSION_FIX,
+    )
 
 
 def key_for(uuid: str, setting: str) -> str:

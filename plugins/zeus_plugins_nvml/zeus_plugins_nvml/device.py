@@ -6,7 +6,7 @@ process (:mod:`zeus_plugins_nvml.poller`). Every setting changed (power limit,
 locked SM and memory clocks) is journaled first and put back on close, at exit,
 on SIGTERM, or at the next ``zeus`` start after a SIGKILL (:mod:`zeus_core.journal`).
 A process without CAP_SYS_ADMIN changes them through ``zeus daemon`` instead,
-when a daemon socket is configured (:mod:`zeus_plugins_nvml.settings`).
+when a daemon socket is configured (:class:`zeus_core.devicekit.SettingsPath`).
 Power domains (instant, average, memory) are NVML's power field values, each
 where the GPU reports it; temperatures are the die's.
 
@@ -23,22 +23,34 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 from zeus_core import DeviceError
-from zeus_plugins_nvml.control import FAKE_ENV, PERMISSION_FIX, nvml_module
+from zeus_core.daemon import CAP_SYS_ADMIN
+from zeus_core.devicekit import DriverDevice, GpuGroup, SettingsPath
+from zeus_core.errors import DeviceAbsent
+from zeus_plugins_nvml.control import (
+    DAEMON_OPS,
+    FAKE_ENV,
+    OWNER,
+    apply,
+    daemon_args,
+    driver_errors,
+    key_for,
+    nvml_module,
+    restore_setting,
+)
 from zeus_plugins_nvml.options import NvmlOptions
 from zeus_plugins_nvml.poller import PollerError, PowerPoller
-from zeus_plugins_nvml.settings import GpuSettings
 from zeus_plugins_nvml.visible import VisibleDevicesError, VisibleGpu, visible_gpus
 
 
-class NvmlGpu:
+class NvmlGpu(DriverDevice):
     """One CUDA-visible GPU: identity, energy source and control, in watts and MHz."""
 
-    def __init__(self, nvml: Any, vis: VisibleGpu, settings: GpuSettings, source: str) -> None:
+    def __init__(self, nvml: Any, vis: VisibleGpu, settings: SettingsPath, source: str) -> None:
         self._nvml = nvml
+        self.driver_errors = driver_errors(nvml)
         self.name = f"gpu{vis.cuda_index}"
         self.cuda_index = vis.cuda_index
         self.uuid = vis.uuid
@@ -51,24 +63,13 @@ class NvmlGpu:
         #: True / False once a memory-clock lock was tried; None before
         self.memory_clock_lockable: bool | None = None
 
-    @property
-    def label(self) -> str:
-        return f"{self.name} ({self.model}, {self.uuid})"
-
-    def _call(self, action: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Call NVML; turn its errors into messages that name the GPU, the action and the fix."""
-        try:
-            return fn(*args)
-        except self._nvml.NVMLError as e:
-            raise self._explain(action, e) from None
-
-    def _explain(self, action: str, e: Exception) -> DeviceError:
-        nvml = self._nvml
-        if isinstance(e, nvml.NVMLError_NoPermission):
-            return DeviceError(f"cannot {action} of {self.label}: NVML refused (Insufficient Permissions). {PERMISSION_FIX}")
-        if isinstance(e, nvml.NVMLError_NotSupported):
-            return DeviceError(f"{self.label} does not support this: cannot {action} (NVML: Not Supported)")
-        return DeviceError(f"cannot {action} of {self.label}: NVML error: {e}")
+    def _change(self, setting: str, original: Any, value: Any) -> None:
+        """Set ``setting`` to ``value`` here (``original`` journaled first) or through the daemon; NVML errors propagate."""
+        set_op, reset_op = DAEMON_OPS[setting]
+        self._settings.change(
+            key_for(self.uuid, setting), original, lambda: apply(self._nvml, self.handle, setting, value),
+            (set_op, {"gpu": self.uuid, **daemon_args(setting, value)}), (reset_op, {"gpu": self.uuid}),
+        )
 
     def _require_whole_gpu(self, action: str) -> None:
         if self.mig_uuid is not None:
@@ -81,7 +82,7 @@ class NvmlGpu:
 
     def read_power(self) -> float:
         """Instant power draw (W)."""
-        return self._call("read the power", self._nvml.nvmlDeviceGetPowerUsage, self.handle) / 1000.0
+        return self.call("read the power", self._nvml.nvmlDeviceGetPowerUsage, self.handle) / 1000.0
 
     def power_domains(self) -> dict[str, float]:
         """NVML's power domains (W), each where the GPU reports it (one field-values call):
@@ -93,26 +94,26 @@ class NvmlGpu:
             ("average", (nvml.NVML_FI_DEV_POWER_AVERAGE, nvml.NVML_POWER_SCOPE_GPU)),
             ("memory", (nvml.NVML_FI_DEV_POWER_AVERAGE, nvml.NVML_POWER_SCOPE_MEMORY)),
         ]
-        values = self._call("read the power domains", nvml.nvmlDeviceGetFieldValues, self.handle, [f for _, f in asked])
+        values = self.call("read the power domains", nvml.nvmlDeviceGetFieldValues, self.handle, [f for _, f in asked])
         return {domain: v.value.uiVal / 1000.0 for (domain, _), v in zip(asked, values) if v.nvmlReturn == nvml.NVML_SUCCESS}
 
     def temperature(self) -> float:
         """The GPU die's temperature (°C)."""
-        return float(self._call("read the temperature", self._nvml.nvmlDeviceGetTemperature, self.handle, self._nvml.NVML_TEMPERATURE_GPU))
+        return float(self.call("read the temperature", self._nvml.nvmlDeviceGetTemperature, self.handle, self._nvml.NVML_TEMPERATURE_GPU))
 
     def power_limit_range(self) -> tuple[float, float]:
-        lo, hi = self._call("read the power-limit range", self._nvml.nvmlDeviceGetPowerManagementLimitConstraints, self.handle)
+        lo, hi = self.call("read the power-limit range", self._nvml.nvmlDeviceGetPowerManagementLimitConstraints, self.handle)
         return lo / 1000.0, hi / 1000.0
 
     def power_limit(self) -> float:
-        return self._call("read the power limit", self._nvml.nvmlDeviceGetPowerManagementLimit, self.handle) / 1000.0
+        return self.call("read the power limit", self._nvml.nvmlDeviceGetPowerManagementLimit, self.handle) / 1000.0
 
     def _clock_table(self) -> tuple[int, list[int]]:
         """(highest memory clock, SM clocks at it, highest first); read once: the hardware's list does not change."""
         if self._clocks is None:
-            mems = self._call("read the supported memory clocks", self._nvml.nvmlDeviceGetSupportedMemoryClocks, self.handle)
+            mems = self.call("read the supported memory clocks", self._nvml.nvmlDeviceGetSupportedMemoryClocks, self.handle)
             mem = max(int(m) for m in mems)
-            clocks = self._call("read the supported SM clocks", self._nvml.nvmlDeviceGetSupportedGraphicsClocks, self.handle, mem)
+            clocks = self.call("read the supported SM clocks", self._nvml.nvmlDeviceGetSupportedGraphicsClocks, self.handle, mem)
             self._clocks = (mem, sorted({int(c) for c in clocks}, reverse=True))
         return self._clocks
 
@@ -132,10 +133,10 @@ class NvmlGpu:
         if not lo <= watts <= hi:
             raise ValueError(f"power limit {watts:g} W is outside the range of {self.label}: {lo:g} to {hi:g} W")
         mw = int(round(watts * 1000))
-        current = self._call("read the power limit", self._nvml.nvmlDeviceGetPowerManagementLimit, self.handle)
+        current = self.call("read the power limit", self._nvml.nvmlDeviceGetPowerManagementLimit, self.handle)
         if current == mw:
             return
-        self._call("set the power limit", self._settings.change, self.uuid, self.handle, "power_limit", current, mw)
+        self.call("set the power limit", self._change, "power_limit", current, mw)
 
     def lock_clocks(self, mhz: int) -> None:
         self._require_whole_gpu("lock the SM clock")
@@ -148,7 +149,7 @@ class NvmlGpu:
             )
         new_memory_lock = self._lock_memory_clock()
         try:
-            self._call("lock the SM clock", self._settings.change, self.uuid, self.handle, "locked_clocks", None, [mhz, mhz])
+            self.call("lock the SM clock", self._change, "locked_clocks", None, [mhz, mhz])
         except BaseException:
             if new_memory_lock:  # a failed lock_clocks leaves the GPU as it was
                 try:
@@ -160,16 +161,16 @@ class NvmlGpu:
     def _lock_memory_clock(self) -> bool:
         """Lock the memory clock to the highest supported one, unless this process already did or the
         GPU refuses (``NotSupported`` is remembered and ignored); True if this call locked it."""
-        if self.memory_clock_lockable is False or self._settings.holds(self.uuid, "locked_memory_clocks"):
+        if self.memory_clock_lockable is False or self._settings.holds(key_for(self.uuid, "locked_memory_clocks")):
             return False
         mem = self.max_memory_clock()
         try:
-            self._settings.change(self.uuid, self.handle, "locked_memory_clocks", None, [mem, mem])
+            self._change("locked_memory_clocks", None, [mem, mem])
         except self._nvml.NVMLError_NotSupported:
             self.memory_clock_lockable = False
             return False
         except self._nvml.NVMLError as e:
-            raise self._explain(f"lock the memory clock (to {mem} MHz, done before the SM clock)", e) from None
+            raise self.explain(f"lock the memory clock (to {mem} MHz, done before the SM clock)", e) from None
         self.memory_clock_lockable = True
         return True
 
@@ -177,13 +178,14 @@ class NvmlGpu:
         """Put ``setting`` back through the journal if this process changed it, else reset it directly.
         False if the GPU answered NotSupported and ``unsupported_ok`` (nothing to reset)."""
         try:
-            self._settings.reset(self.uuid, self.handle, setting)
+            self._settings.reset(key_for(self.uuid, setting), lambda: apply(self._nvml, self.handle, setting, None),
+                                 (DAEMON_OPS[setting][1], {"gpu": self.uuid}))
         except self._nvml.NVMLError_NotSupported as e:
             if unsupported_ok:
                 return False
-            raise self._explain(f"reset the {what}", e) from None
+            raise self.explain(f"reset the {what}", e) from None
         except self._nvml.NVMLError as e:
-            raise self._explain(f"reset the {what}", e) from None
+            raise self.explain(f"reset the {what}", e) from None
         return True
 
     def reset_clocks(self) -> None:
@@ -195,10 +197,10 @@ class NvmlGpu:
 
     def restore_power_limit(self) -> None:
         """Put back the power limit this process found (no-op if it changed nothing)."""
-        self._settings.reset(self.uuid, self.handle, "power_limit", only_if_changed=True)
+        self._settings.restore(key_for(self.uuid, "power_limit"))
 
 
-class NvmlGpus:
+class NvmlGpus(GpuGroup):
     """The ``nvml`` device group (:class:`zeus_core.parts.DeviceGroup`): CUDA-visible GPUs.
 
     ``names`` are ``gpu<i>`` with ``i`` the CUDA-visible index. Group-level
@@ -213,7 +215,6 @@ class NvmlGpus:
         self.options = options = options or NvmlOptions()
         self._nvml = nvml = nvml or nvml_module()
         self._poller: PowerPoller | None = None
-        self._closed = False
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as e:
@@ -223,14 +224,15 @@ class NvmlGpus:
                     f"state first with `python -m zeus_plugins_nvml.fake_pynvml {os.environ[FAKE_ENV]} --privileged`, "
                     f"or unset {FAKE_ENV} to use the real driver"
                 ) from None
-            raise DeviceError(
+            absent = e.value in (nvml.NVML_ERROR_LIBRARY_NOT_FOUND, nvml.NVML_ERROR_DRIVER_NOT_LOADED)
+            raise (DeviceAbsent if absent else DeviceError)(
                 f"NVML cannot start ({e}): this machine has no usable NVIDIA driver. Install the driver, or measure "
                 'the CPU instead with [device] plugin = "rapl" or "cpu-estimate"'
             ) from None
         try:
             self._setup(options)
         except BaseException:
-            self._shutdown()
+            self.release()
             raise
 
     def _setup(self, options: NvmlOptions) -> None:
@@ -248,8 +250,8 @@ class NvmlGpus:
                 )
             visible = [visible[i] for i in options.gpus]
         self._check_mig(visible, options.mig)
-        self._settings = GpuSettings(nvml, options.daemon_socket)
-        self.gpus = [NvmlGpu(nvml, v, self._settings, self._source(v, options.energy)) for v in visible]
+        self.settings = SettingsPath(OWNER, restore_setting, options.daemon_socket, CAP_SYS_ADMIN, driver_errors(nvml))
+        self.gpus = [NvmlGpu(nvml, v, self.settings, self._source(v, options.energy)) for v in visible]
         self._warn_device_order()
         self.names = [g.name for g in self.gpus]
         self.energy_sources = {g.name: g.source for g in self.gpus}
@@ -259,7 +261,6 @@ class NvmlGpus:
         self._get_energy = nvml.nvmlDeviceGetTotalEnergyConsumption
         polled = [g for g in self.gpus if g.source == "polling"]
         self._polled = [(g.name, slot) for slot, g in enumerate(polled)]
-        self._polled_last = {g.name: 0.0 for g in polled}
         if polled:
             try:
                 self._poller = PowerPoller(nvml.__name__, [g.uuid for g in polled], options.poll_interval_s)
@@ -337,69 +338,25 @@ class NvmlGpus:
             out[name] = get(h) / 1000.0
         if self._poller is not None:
             now = time.monotonic()
-            energy = self._poller.energy(now)
-            last = self._polled_last
+            energy = self._poller.energy(now)  # never less than before, though a sample revises the held power
             for name, slot in self._polled:
-                # A new sample can revise the held-power estimate down; never go backwards.
-                v = max(energy[slot], last[name])
-                last[name] = v
-                out[name] = v
+                out[name] = energy[slot]
         return out
-
-    def read_power(self) -> dict[str, float]:
-        """Instant power (W) per GPU."""
-        return {g.name: g.read_power() for g in self.gpus}
-
-    def read_power_domains(self) -> dict[str, dict[str, float]]:
-        """``{gpu: {"instant": W, "average": W, "memory": W}}``, each domain where the GPU reports it."""
-        return {g.name: g.power_domains() for g in self.gpus}
-
-    def read_temperatures(self) -> dict[str, float]:
-        """GPU die temperature (°C) per GPU."""
-        return {g.name: g.temperature() for g in self.gpus}
-
-    def identity(self) -> dict[str, Any]:
-        """The GPU models behind the job's ``gpus`` (:class:`zeus_core.HasIdentity`): a power limit
-        learned on one model means nothing on another."""
-        return {"gpu_models": [g.model for g in self.gpus]}
 
     # -- control --
 
     @property
-    def control_paths(self) -> dict[str, str]:
-        """How each GPU's settings change: ``local`` (NVML here) or ``daemon`` (``zeus daemon``)."""
-        return dict.fromkeys(self.names, self._settings.path)
-
-    def power_limit_range(self) -> tuple[float, float]:
-        """The range every GPU accepts (the intersection of their ranges), in W."""
-        ranges = [g.power_limit_range() for g in self.gpus]
-        lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
-        if lo > hi:
-            raise DeviceError(f"the GPUs' power-limit ranges do not overlap: {dict(zip(self.names, ranges))}; use set_power_limits")
-        return lo, hi
-
-    def power_limits(self) -> dict[str, float]:
-        return {g.name: g.power_limit() for g in self.gpus}
-
-    def power_limit(self) -> float:
-        """The GPUs' power limit (W); their mean when they differ."""
-        values = list(self.power_limits().values())
-        return values[0] if len(set(values)) == 1 else sum(values) / len(values)
-
-    def set_power_limit(self, watts: float) -> None:
-        lo, hi = self.power_limit_range()
-        if not lo <= watts <= hi:
-            raise ValueError(f"power limit {watts:g} W is outside the GPUs' common range {lo:g} to {hi:g} W")
-        for g in self.gpus:
-            g.set_power_limit(watts)
-
-    def set_power_limits(self, watts: dict[str, float]) -> None:
-        unknown = sorted(set(watts) - set(self.names))
-        if unknown:
-            raise ValueError(f"no GPU named {', '.join(unknown)}; this device has {', '.join(self.names)}")
-        for g in self.gpus:
-            if g.name in watts:
-                g.set_power_limit(watts[g.name])
+    def driver_versions(self) -> dict[str, str]:
+        """The NVIDIA driver and the CUDA driver API it offers (:class:`zeus_core.device.DriverVersions`)."""
+        nvml = self._nvml
+        out = {}
+        try:
+            out["NVIDIA driver"] = _text(nvml.nvmlSystemGetDriverVersion())
+            cuda = int(nvml.nvmlSystemGetCudaDriverVersion())
+            out["CUDA driver API"] = f"{cuda // 1000}.{cuda % 1000 // 10}"
+        except (nvml.NVMLError, AttributeError, TypeError, ValueError):
+            pass
+        return out
 
     def supported_clocks(self) -> list[int]:
         """SM clocks (MHz, highest first) that every GPU supports."""
@@ -418,7 +375,8 @@ class NvmlGpus:
 
     # -- lifetime --
 
-    def _shutdown(self) -> None:
+    def release(self) -> None:
+        """Stop the poller and release NVML (after the settings are back: :meth:`close`)."""
         if self._poller is not None:
             self._poller.stop()
             self._poller = None
@@ -427,21 +385,11 @@ class NvmlGpus:
         except self._nvml.NVMLError:
             pass
 
-    def close(self) -> None:
-        """Put back every setting this device changed, stop the poller, release NVML."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._settings.close()
-        finally:
-            self._shutdown()
 
-    def __enter__(self) -> NvmlGpus:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def _text(value: str | bytes) -> str:
+    """A string NVML returns (bytes from older pynvml releases)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def make_nvml(options: NvmlOptions, context: Any) -> NvmlGpus:

@@ -42,10 +42,6 @@ of a GPU is ``min(demand, limit)`` scaled by its locked SM clock; a test sets
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import mmap
 import os
 import sys
 import threading
@@ -57,7 +53,8 @@ from typing import Any
 import attrs
 import pynvml as _real
 
-from zeus_core.daemon import CAP_SYS_ADMIN, has_capability
+from zeus_core.daemon import CAP_SYS_ADMIN
+from zeus_core.devicekit import simulated
 
 ENV = "ZEUS_FAKE_NVML"
 
@@ -117,8 +114,7 @@ def create(
 
     ``privileged``: who may call setters, ``True``, ``False`` or ``"root"`` (see the module docstring).
     """
-    if privileged not in (True, False, "root"):
-        raise ValueError(f'privileged must be True, False or "root", got {privileged!r}')
+    simulated.check_privilege_mode(privileged)
     if isinstance(gpus, int):
         gpus = [FakeGpu() for _ in range(gpus)]
     now = time.monotonic()
@@ -127,9 +123,9 @@ def create(
         g.limit_w = g.default_limit_w if g.limit_w is None else g.limit_w
         g.anchor_t = now if g.anchor_t is None else g.anchor_t
     state = {"driver_version": driver_version, "privileged": privileged, "gpus": [attrs.asdict(g) for g in gpus]}
-    p = Path(path)
-    _write(p, state)
-    return p
+    path = simulated.write_state(path, state)
+    _shared.forget()
+    return path
 
 
 def install(path: str | os.PathLike[str], monkeypatch: Any = None) -> types.ModuleType:
@@ -137,83 +133,17 @@ def install(path: str | os.PathLike[str], monkeypatch: Any = None) -> types.Modu
 
     With pytest's ``monkeypatch`` the change is undone after the test.
     """
-    mod = sys.modules[__name__]
-    if monkeypatch is not None:
-        monkeypatch.setenv(ENV, str(path))
-        monkeypatch.setitem(sys.modules, "pynvml", mod)
-    else:
-        os.environ[ENV] = str(path)
-        sys.modules["pynvml"] = mod
-    _cache.clear()
-    return mod
+    _shared.forget()
+    return simulated.install(sys.modules[__name__], "pynvml", ENV, path, monkeypatch)
 
 
-def _write(path: Path, state: dict) -> None:
-    """Replace the state file atomically, then bump the shared generation counter so
-    that every process's cached copy is reloaded at its next call."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(state))
-    os.replace(tmp, path)
-    gen_path = Path(str(path) + ".gen")
-    if not gen_path.exists():
-        gen_path.write_bytes(b"\0" * 8)
-    with open(gen_path, "r+b") as f:
-        gen = int.from_bytes(f.read(8), "little") + 1
-        f.seek(0)
-        f.write(gen.to_bytes(8, "little"))
-    _cache.clear()
-
-
-# The state is cached per process; a driver call checks 8 bytes of shared memory
-# (the generation counter) instead of the file, as cheap as a real NVML call.
-# Threads of one process share the cache under a lock, as they share a real driver.
-_cache: dict[str, Any] = {}
-_thread_lock = threading.RLock()
-
-
-def _path() -> str:
-    """The state file named by ``$ZEUS_FAKE_NVML`` (read at ``nvmlInit``, like a driver is found at init)."""
-    p = os.environ.get(ENV)
-    if not p:
-        raise _err(_real.NVML_ERROR_LIBRARY_NOT_FOUND)
-    return p
-
-
-def _state() -> dict:
-    with _thread_lock:
-        return _load_state()
-
-
-def _load_state() -> dict:
-    c = _cache
-    path = c.get("path")
-    if path is not None and c["gen_map"][:8] == c["gen"]:
-        return c["state"]
-    if path is None:
-        path = _path()
-        c.clear()
-        try:
-            f = open(path + ".gen", "rb")
-        except FileNotFoundError:
-            raise _err(_real.NVML_ERROR_DRIVER_NOT_LOADED) from None
-        with f:
-            c["gen_map"] = mmap.mmap(f.fileno(), 8, access=mmap.ACCESS_READ)
-        c["path"] = path
-    c["gen"] = c["gen_map"][:8]
-    c["state"] = json.loads(Path(path).read_text())
-    return c["state"]
-
-
-@contextlib.contextmanager
-def _mutate():
-    """Read-modify-write of the state under an exclusive lock (several processes share it)."""
-    path = _path()
-    with _thread_lock, open(path + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        _cache.clear()
-        state = _load_state()
-        yield state
-        _write(Path(path), state)
+# No $ZEUS_FAKE_NVML: no library; no state there: no driver loaded. Threads of one process
+# share the parsed state, as they share a real driver.
+_shared = simulated.SharedState(ENV, unset=lambda: _err(_real.NVML_ERROR_LIBRARY_NOT_FOUND),
+                                missing=lambda: _err(_real.NVML_ERROR_DRIVER_NOT_LOADED))
+_state = _shared.read
+_mutate = _shared.changing
+_thread_lock = threading.RLock()  # the init count
 
 
 def _draw_w(g: dict) -> float:
@@ -246,11 +176,7 @@ def set_demand(index: int, watts: float) -> None:
 
 def read_state(path: str | os.PathLike[str] | None = None) -> dict:
     """The driver state as a dict (for assertions)."""
-    if path is not None:
-        return json.loads(Path(path).read_text())
-    with _thread_lock:
-        _cache.clear()
-        return _load_state()
+    return _shared.fresh(path)
 
 
 # --------------------------------------------------------------------------- handles
@@ -284,8 +210,7 @@ def _gpu(handle: _Handle, allow_mig: bool = False) -> dict:
 
 def _setter(handle: _Handle) -> tuple[int, int | None]:
     _gpu(handle)  # MIG slices cannot be steered
-    mode = _state()["privileged"]
-    if not (has_capability(CAP_SYS_ADMIN) if mode == "root" else mode):
+    if not simulated.may_change(_state()["privileged"], CAP_SYS_ADMIN):
         raise _err(_real.NVML_ERROR_NO_PERMISSION)
     return handle.index, handle.mig
 
@@ -296,9 +221,7 @@ def _setter(handle: _Handle) -> tuple[int, int | None]:
 def nvmlInit() -> None:
     global _init_count
     with _thread_lock:
-        if _cache.get("path") != os.environ.get(ENV):
-            _cache.clear()
-        _load_state()
+        _state()
         _init_count += 1
 
 
@@ -315,6 +238,13 @@ def nvmlShutdown() -> None:
 def nvmlSystemGetDriverVersion() -> str:
     _check_init()
     return _state()["driver_version"]
+
+
+def nvmlSystemGetCudaDriverVersion() -> int:
+    """The CUDA driver API version as NVML gives it: 1000 x major + 10 x minor."""
+    _check_init()
+    major, minor = _state().get("cuda_driver_version", "12.4").split(".")[:2]
+    return 1000 * int(major) + 10 * int(minor)
 
 
 def nvmlDeviceGetCount() -> int:
@@ -545,31 +475,16 @@ def _nvmlGetFunctionPointer(name: str) -> Any:
     raise _err(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
 
 
-def __getattr__(name: str) -> Any:
-    # Anything not simulated fails loudly instead of reaching the real library.
-    if name.startswith("nvml"):
-        raise AttributeError(f"the fake NVML does not simulate {name}; add it to {__name__}")
-    raise AttributeError(name)
+__getattr__ = simulated.unsimulated(__name__, "nvml")  # anything not simulated fails loudly instead of reaching the real library
 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m zeus_plugins_nvml.fake_pynvml PATH``: write a simulated driver state."""
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m zeus_plugins_nvml.fake_pynvml",
-                                description="Write the state of a simulated NVIDIA driver; then run zeus with "
-                                            f"{ENV}=PATH to use it instead of a GPU.")
-    p.add_argument("path", help="driver state file to write (replaced if it exists)")
-    p.add_argument("--gpus", type=int, default=1, help="number of simulated A100s (default 1)")
-    who = p.add_mutually_exclusive_group()
-    who.add_argument("--privileged", action="store_true", help="allow setters to every process; default: refuse them to all")
-    who.add_argument("--root-only", action="store_true",
-                     help="allow setters only to processes holding CAP_SYS_ADMIN (root), like the real driver")
+    p = simulated.command_line("zeus_plugins_nvml.fake_pynvml", "NVIDIA driver (A100 GPUs)", ENV, "power limits and clocks",
+                               "CAP_SYS_ADMIN")
     p.add_argument("--graphics-clocks", help="comma-separated SM clocks in MHz (default 1410 down to 210 in 15 MHz steps)")
     p.add_argument("--demand-w", type=float, default=250.0, help="power each GPU draws at its highest clock (W)")
-    a = p.parse_args(argv)
-    if a.gpus < 1:
-        p.error(f"--gpus must be at least 1, got {a.gpus}")
+    a, privileged = simulated.parse_command_line(p, argv)
     clocks = None
     if a.graphics_clocks:
         try:
@@ -579,7 +494,7 @@ def main(argv: list[str] | None = None) -> None:
         if not clocks or min(clocks) <= 0:
             p.error(f"--graphics-clocks needs positive clocks, got {a.graphics_clocks!r}")
     gpus = [FakeGpu(demand_w=a.demand_w, **({"graphics_clocks": clocks} if clocks else {})) for _ in range(a.gpus)]
-    path = create(a.path, gpus, privileged="root" if a.root_only else a.privileged)
+    path = create(a.path, gpus, privileged=privileged)
     print(f"simulated driver with {a.gpus} GPU(s) in {path}; use it with {ENV}={Path(path).resolve()}")
 
 

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
+from zeus_core.devicekit import deferred_factory
 from zeus_plugins_nvml.control import OWNER, restore_setting
 from zeus_plugins_nvml.options import NvmlOptions
 from zeus_plugins_nvml.service import NvmlServeOptions, NvmlService
 
-
-def make_nvml(options: NvmlOptions, context):
-    """NVIDIA GPUs through NVML (the device module loads when a job or tool opens one)."""
-    from zeus_plugins_nvml.device import make_nvml as make
-
-    return make(options, context)
+#: NVIDIA GPUs through NVML (the device module loads when a job or tool opens one)
+make_nvml = deferred_factory("zeus_plugins_nvml.device:make_nvml", "NVIDIA GPUs through NVML")
 
 
 @hookimpl

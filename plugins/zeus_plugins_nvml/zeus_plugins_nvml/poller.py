@@ -2,8 +2,9 @@
 
 A child process (``python -m zeus_plugins_nvml.poller``) reads each GPU's power
 every ``interval`` seconds and writes binary samples to its stdout; a reader
-thread in the parent integrates them by the trapezoid rule into a running
-energy per GPU. A process rather than a thread, as upstream Zeus does, so that
+thread in the parent integrates them (:class:`zeus_core.devicekit.PowerIntegral`:
+the trapezoid rule, the last power held until "now") into a running energy per
+GPU. The child imports nothing of zeus, so that it starts fast. A process rather than a thread, as upstream Zeus does, so that
 polling never competes with training for the GIL; ``subprocess`` rather than
 ``multiprocessing`` so that the user's ``__main__`` is never re-imported.
 
@@ -14,8 +15,7 @@ is SIGKILLed, the child sees end-of-file within one interval and exits
 stops the training cleanly rather than the poller noisily.
 
 Samples are not deduplicated (a dropped repeat makes the trapezoid rule
-interpolate across a step change, upstream's small bias); between the last
-sample and "now" the last power is held.
+interpolate across a step change, upstream's small bias).
 """
 
 from __future__ import annotations
@@ -83,12 +83,12 @@ class PowerPoller:
     """Running energy (J) per polled GPU, fed by the child process."""
 
     def __init__(self, nvml_module: str, uuids: list[str], interval_s: float, start_timeout_s: float = 20.0) -> None:
+        from zeus_core.devicekit import PowerIntegral  # the parent's side only: the child stays import-free
+
         self.uuids = list(uuids)
         self.interval_s = interval_s
-        # Per slot: (energy J at the last sample, last sample time, last power W)
-        self._state: list[tuple[float, float, float] | None] = [None] * len(uuids)
+        self._energy = PowerIntegral()
         self._ready = threading.Event()
-        self.samples = 0
         env = dict(os.environ)
         src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -110,7 +110,8 @@ class PowerPoller:
         f = self.proc.stdout
         size = RECORD.size
         unpack = RECORD.unpack
-        state = self._state
+        add = self._energy.add
+        uuids = self.uuids
         while True:
             chunk = f.read(size)
             if not chunk or len(chunk) < size:
@@ -120,28 +121,21 @@ class PowerPoller:
             if slot == READY:
                 self._ready.set()
                 continue
-            prev = state[slot]
-            if prev is None:
-                state[slot] = (0.0, t, p)
-            else:
-                e, t0, p0 = prev
-                state[slot] = (e + (p0 + p) * 0.5 * (t - t0), t, p)
-            self.samples += 1
+            add(uuids[slot], t, p)
+
+    @property
+    def samples(self) -> int:
+        """Power samples received so far, over every GPU."""
+        return self._energy.samples
 
     def energy(self, now: float) -> list[float]:
-        """Energy (J) per slot from the first sample until ``now`` (a ``time.monotonic`` value)."""
-        out = []
-        for s in self._state:
-            if s is None:
-                out.append(0.0)
-            else:
-                e, t, p = s
-                out.append(e + p * max(0.0, now - t))
-        return out
+        """Energy (J) per slot from the first sample until ``now`` (a ``time.monotonic`` value); never less
+        than an earlier answer."""
+        return [self._energy.joules(u, now) for u in self.uuids]
 
     def power(self) -> list[float]:
-        """Latest power (W) per slot."""
-        return [0.0 if s is None else s[2] for s in self._state]
+        """Latest power (W) per slot (0 before its first sample)."""
+        return [self._energy.watts(u) or 0.0 for u in self.uuids]
 
     @property
     def alive(self) -> bool:

@@ -49,6 +49,7 @@ import psycopg
 from psycopg import sql
 
 from zeus_core import TryRecord
+from zeus_core.engine.stores.checks import TRY_FIELDS, content_problems
 from zeus_core.engine.stores.locations import mask, parse_url
 from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreUnavailable
 
@@ -160,6 +161,11 @@ class PgTransaction:
             ),
         ).fetchone()
         return int(row[0])
+
+    def tries_of(self, recurrence: int) -> list[tuple[int, bool]]:
+        rows = self._execute("SELECT try_index, reached FROM {schema}.tries WHERE job = %s AND recurrence = %s "
+                             "ORDER BY try_index", (self._job, int(recurrence))).fetchall()
+        return [(int(i), bool(r)) for i, r in rows]
 
     def clear(self) -> None:
         """Forget the job's state, results and identity (``zeus run --fresh``); other jobs keep theirs."""
@@ -278,6 +284,11 @@ class PostgresStore:
                 if version == 0:
                     return StoreInfo(0, None, 0)
                 row = conn.execute(self._q("SELECT identity FROM {schema}.jobs WHERE job = %s"), (self.job,)).fetchone()
+                problems = self._content_problems(conn, None if row is None else row[0])
+                if problems:
+                    raise self._refuse(f"the job's rows are damaged ({'; '.join(problems)})",
+                                       "Restore the schema from a backup, or start the job over with `zeus run --fresh` "
+                                       "(or give it another job.name)")
                 identity = None if row is None or row[0] is None else json.loads(row[0])
                 tries = conn.execute(self._q("SELECT count(*) FROM {schema}.tries WHERE job = %s"), (self.job,)).fetchone()[0]
                 return StoreInfo(version, identity, int(tries))
@@ -285,6 +296,18 @@ class PostgresStore:
             raise
         except psycopg.Error as e:
             raise self._failure(e, "reading what the store is") from None
+
+    def _content_problems(self, conn: psycopg.Connection, identity: Any) -> list[str]:
+        """The job's identity, state and tries as the core's checks want them (every row read)."""
+        columns = {r[0] for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = 'tries'",
+            (self.schema,))}
+        lacking = sorted(set(TRY_FIELDS) - columns)
+        if lacking:
+            return [f"table tries lacks the columns {', '.join(lacking)}"]
+        state = conn.execute(self._q("SELECT key, value FROM {schema}.state WHERE job = %s"), (self.job,))
+        tries = conn.execute(self._q(f"SELECT {', '.join(TRY_FIELDS)} FROM {{schema}}.tries WHERE job = %s"), (self.job,))
+        return content_problems(identity, state.fetchall(), tries.fetchall())
 
     def _version(self, conn: psycopg.Connection) -> int:
         """The schema's version (0: no schema, or an empty one, yet); refuses one that is not zeus's or is newer."""

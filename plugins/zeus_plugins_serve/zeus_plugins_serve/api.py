@@ -28,7 +28,7 @@ ID_PATTERN = r"^[A-Za-z0-9_-]{8,64}$"
 KEY_PATTERN = r"^[^\x00-\x1f\x7f]{1,200}$"
 
 #: State keys the service keeps itself: a remote transaction may read them, not write them.
-RESERVED_KEYS = ("runner", "policy:", "serve:")
+RESERVED_KEYS = ("runner", "policy:", "serve:")  # "runner" covers runner:open and runner:abandoned
 
 
 def check_json(value: Any, depth: int = 0, path: str = "") -> Any:
@@ -116,6 +116,8 @@ class SessionIn(Model):
 class SessionOut(Model):
     session: str
     next_recurrence: int
+    open: dict[str, Any] = Field(default_factory=dict, description="recurrences begun and not ended, with the process that "
+                                 "began each (a client records those of its machine whose process is gone as abandoned)")
 
 
 class StepIn(Model):
@@ -126,8 +128,31 @@ class StepIn(Model):
     request: Id
 
 
+class Owner(Model):
+    """The process that begins a recurrence (``zeus_core.engine.owner.this_process()``)."""
+
+    host: Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
+    pid: Count
+    boot: Annotated[str, Field(max_length=64, pattern=r"^[0-9A-Za-z-]+$")] | None = None
+    start: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
+
+
+class RecurrenceIn(StepIn):
+    owner: Owner | None = Field(None, description="the client's process, so that a recurrence it leaves open when it "
+                                                  "is killed can be recorded as abandoned")
+
+
 class RecurrenceOut(Model):
     recurrence: int
+
+
+class AbandonIn(StepIn):
+    recurrence: Count
+    reason: Annotated[str, Field(min_length=1, max_length=500, pattern=r"^[^\x00]*$")]
+
+
+class AbandonOut(Model):
+    abandoned: bool
 
 
 class TrialIn(StepIn):
@@ -184,7 +209,7 @@ class ResultIn(StepIn):
 
 
 class ResultOut(Model):
-    stored: bool = True
+    stored: bool = Field(True, description="false: the try had its result already (sent again), which stands")
 
 
 class PowerConflict(Model):

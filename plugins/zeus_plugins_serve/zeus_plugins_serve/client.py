@@ -9,9 +9,14 @@ the job's history and state; transactions over a part's own state) and a
 process trains and runs the power policy.
 
 The token: ``ZEUS_SERVE_TOKEN`` in the environment (or the URL's password,
-``http://:TOKEN@host:8020``, masked in every message). ``?retry_s=60``: how long
-a request is retried while the service cannot be reached (restarting, say);
-every step carries a request id, so a retried step is applied once.
+``http://:TOKEN@host:8020``, masked in every message). While the service cannot be
+reached (restarting, its database down), a run keeps retrying, for as long as it takes,
+with a line on stderr every :data:`WARN_EVERY_S` seconds (``?retry_s=N``: give up after
+``N`` seconds instead, exit 1); every step carries a request id, so a retried step is
+applied once. A part's transaction that the service refuses because its reads are out
+of date, or because it lost its hold on the job's state meanwhile, is
+:class:`~zeus_core.engine.stores.protocol.TransactionConflict`: the part decides again
+(:func:`~zeus_core.engine.stores.protocol.transact`), the run goes on.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import math
 import os
 import random
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,15 +37,22 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlunsplit
 
 import httpx
 
-from zeus_core import PolicyContext, TryRecord
-from zeus_core.engine.history import TryPlan, merge_power_state
+from zeus_core import PolicyContext, RunFailed, TryRecord
+from zeus_core.engine.history import TryPlan, gone_reason, merge_power_state
+from zeus_core.engine.owner import this_process
 from zeus_core.engine.remote import HistorySetup
 from zeus_core.engine.stores.locations import mask, parse_url
-from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreUnavailable
+from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreUnavailable, TransactionConflict
 
 _RETRY_STATUS = {502, 503, 504}
 #: How long opening the store waits for a service that does not answer.
 OPEN_RETRY_S = 10.0
+#: How long a step that ends a run (recording an abandoned recurrence) waits for the service.
+CLOSING_RETRY_S = 10.0
+#: While the service does not answer, a line on stderr this often.
+WARN_EVERY_S = 30.0
+#: 409 codes of a remote transaction whose reads are out of date or whose hold on the state is gone.
+_CONFLICT_CODES = {"conflict", "not_held", "unknown_transaction"}
 
 
 class _UnknownSession(Exception):
@@ -63,10 +76,10 @@ def split_url(location: str) -> tuple[str, str | None, float]:
     except ValueError as e:
         raise StoreError(f"job.store: {e}: expected the address of zeus serve, such as http://127.0.0.1:8750") from None
     query = parse_qsl(parts.query, keep_blank_values=True)
-    retry = dict(query).get("retry_s", "60")
+    retry = dict(query).get("retry_s")
     try:
-        retry_s = float(retry)
-        if not 0 <= retry_s <= 86400:
+        retry_s = math.inf if retry is None else float(retry)
+        if retry is not None and not 0 <= retry_s <= 86400:
             raise ValueError
     except ValueError:
         raise StoreError(f"job.store {mask(location)}: retry_s must be a number of seconds in 0..86400") from None
@@ -95,7 +108,8 @@ class ServiceClient:
         self.http.close()
 
     def call(self, method: str, path: str, body: Any = None, retry_s: float | None = None) -> dict:
-        """The JSON answer of a 2xx; retries connection failures and 502/503/504 for retry_s."""
+        """The JSON answer of a 2xx; retries connection failures and 502/503/504 for retry_s
+        (default: the URL's, else for as long as it takes, saying so on stderr)."""
         retry_s = self.retry_s if retry_s is None else retry_s
         content = None
         if body is not None:
@@ -103,7 +117,9 @@ class ServiceClient:
                 content = json.dumps(body, allow_nan=False)
             except ValueError as e:
                 raise StoreError(f"{self.location}: cannot send a value that is not a finite number ({e})") from None
-        deadline = time.monotonic() + retry_s
+        start = time.monotonic()
+        deadline = start + retry_s
+        warned = start
         delay = 0.05
         while True:
             why = None
@@ -116,11 +132,17 @@ class ServiceClient:
                 if r.status_code not in _RETRY_STATUS:
                     return self._answer(r)
                 why = f"HTTP {r.status_code}: {_detail(r)}"
-            if time.monotonic() + delay > deadline:
+            now = time.monotonic()
+            if now + delay > deadline:
                 raise StoreUnavailable(
                     f"{self.location}: zeus serve did not answer for {retry_s:g} s ({mask(why)}). Start it again "
                     "(what was committed is kept in its store) and run the job again, or raise ?retry_s="
                 )
+            if now - warned >= WARN_EVERY_S:
+                warned = now
+                print(f"zeus: {self.location}: zeus serve has not answered for {now - start:.0f} s ({mask(why)[:200]}); "
+                      "still trying" + ("" if math.isinf(retry_s) else f" for up to {retry_s:g} s")
+                      + " (Ctrl-C to stop; ?retry_s=N on job.store gives up after N s)", file=sys.stderr, flush=True)
             time.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, 2.0)
 
@@ -139,6 +161,10 @@ class ServiceClient:
             raise _UnknownSession()
         if r.status_code == 409 and "power_state" in body:
             raise _Conflict(body)
+        if r.status_code == 409 and body.get("code") in _CONFLICT_CODES:
+            raise TransactionConflict(f"{self.location}: {mask(detail)}")
+        if r.status_code == 409 and body.get("code") == "policy_failed":
+            raise RunFailed(f"{self.location}: {mask(detail)}")
         if r.status_code == 404:
             raise StoreError(f"{self.location}: not a zeus serve endpoint ({r.request.method} {r.request.url.path}: 404)")
         raise StoreError(f"{self.location}: zeus serve answered {r.status_code}: {mask(detail)}")
@@ -196,10 +222,14 @@ class RemoteTransaction:
     def add_try(self, record: TryRecord) -> int:
         raise self._not_here("storing a try")
 
+    def tries_of(self, recurrence: int) -> list[tuple[int, bool]]:
+        raise self._not_here("reading a recurrence's tries")
+
     def clear(self) -> None:
         raise self._not_here("clearing the job")
 
     def commit(self) -> None:
+        """Raises :class:`TransactionConflict` when a read is out of date or the hold is gone (nothing written)."""
         self._s.client.call("POST", f"{self._s.path}/transactions/{self._tx}/commit", {
             "client": self._s.client_id, "request": _new_id(),
             "reads": {k: digest for k, (_, digest) in self._read.items()}, "set": self._writes,
@@ -264,6 +294,12 @@ class ServiceStore:
     def close(self) -> None:
         self.client.close()
 
+    def __enter__(self) -> ServiceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- ServesHistory --
 
     def history_service(self, setup: HistorySetup, power_policy: Any = None) -> RemoteTrials:
@@ -280,30 +316,52 @@ class RemoteTrials:
         self.power = power_policy
         self.fresh = setup.fresh
         self.registered = False
+        #: open recurrences whose runners (on this machine) are gone, with why: abandoned before the next begins
+        self._gone: dict[int, str] = {}
         #: (recurrence, try) -> (committed power state, its digest) when the trial was given
         self._committed: dict[tuple[int, int], tuple[Any, str]] = {}
 
     def _register(self) -> None:
         setup = self.setup.to_json()
         setup["fresh"] = self.fresh
-        self.store.client.call("POST", f"{self.store.path}/sessions", {"client": self.store.client_id, "setup": setup})
+        got = self.store.client.call("POST", f"{self.store.path}/sessions", {"client": self.store.client_id, "setup": setup})
         self.registered = True
+        # Open recurrences of runners of this machine that are gone: recorded as abandoned before the next
+        # recurrence begins (not now: a step this one interrupted is retried first, as it was sent).
+        for rec, entry in (got.get("open") or {}).items():
+            why = gone_reason(entry.get("owner") if isinstance(entry, dict) else None)
+            if why is not None:
+                self._gone[int(rec)] = why
 
-    def _step(self, what: str, body: dict) -> dict:
+    def _step(self, what: str, body: dict, retry_s: float | None = None) -> dict:
         body = {"session": self.store.client_id, "request": _new_id(), **body}
-        for _ in range(3):
+        forgotten = 0
+        while True:
             if not self.registered:
                 self._register()
             try:
-                return self.store.client.call("POST", f"{self.store.path}/{what}", body)
+                return self.store.client.call("POST", f"{self.store.path}/{what}", body, retry_s=retry_s)
             except _UnknownSession:
                 self.registered = False  # the service restarted: describe the job again, same request
-        raise StoreUnavailable(f"{self.store.location}: zeus serve keeps forgetting this client's session; is it restarting?")
+                forgotten += 1
+                if forgotten >= 100:
+                    raise StoreUnavailable(f"{self.store.location}: zeus serve forgot this client's session 100 times in "
+                                           "a row; is it restarting in a loop?") from None
+                time.sleep(min(0.05 * forgotten, 1.0))
 
     def begin_recurrence(self) -> int:
-        got = self._step("recurrences", {})
+        while self._gone:
+            rec, why = self._gone.popitem()
+            self._step("abandon", {"recurrence": rec, "reason": why})
+        got = self._step("recurrences", {"owner": this_process()})
         self.fresh = False  # the first write is done
         return int(got["recurrence"])
+
+    def abandon(self, recurrence: int, reason: str) -> bool:
+        """Record ``recurrence`` as abandoned (a run that stops: waits at most CLOSING_RETRY_S for the service)."""
+        got = self._step("abandon", {"recurrence": int(recurrence), "reason": str(reason)[:500]},
+                         retry_s=min(self.store.client.retry_s, CLOSING_RETRY_S))
+        return bool(got.get("abandoned"))
 
     def next_try(self, recurrence: int, try_index: int) -> TryPlan:
         got = self._step("trials", {"recurrence": recurrence, "try_index": try_index})
@@ -335,7 +393,7 @@ class RemoteTrials:
             mine = power.get_state()
         changed = mine is not None and mine != trial.power_base
         theirs, digest = self._committed.get((trial.recurrence, trial.try_index), (None, None))
-        for _ in range(20):
+        for attempt in range(1, 1001):
             if changed:
                 merged = merge_power_state(trial.power_base, mine, theirs)
                 body["power"] = {"state": merged, "expected": digest}
@@ -344,8 +402,10 @@ class RemoteTrials:
                 break
             except _Conflict as c:  # another runner committed its power choices meanwhile: merge onto them
                 theirs, digest = c.body["power_state"], c.body["power_digest"]
+                time.sleep(min(0.005 * attempt, 0.2) * random.uniform(0.5, 1.5))
         else:
-            raise StoreError(f"{self.store.location}: the power state kept changing under this client; try again")
+            raise TransactionConflict(f"{self.store.location}: the power state changed under this client 1000 times in a "
+                                      "row; try again")
         if changed and merged is not mine:
             power.set_state(merged)
 

@@ -40,11 +40,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from zeus_core import JobOptions, TryRecord
+from zeus_core import JobOptions, RunFailed, TryRecord
 from zeus_core.engine.assembly import build_history
-from zeus_core.engine.history import History, StalePowerState, TryPlan, state_digest
+from zeus_core.engine.history import History, StalePowerState, TryPlan, TryRecorded, state_digest
 from zeus_core.engine.registry import Registry, get_registry
 from zeus_core.engine.remote import HistorySetup, SetupError
+from zeus_core.engine.statekeys import OPEN_KEY
 from zeus_core.engine.stores.locations import mask, open_store
 from zeus_core.engine.stores.protocol import StoreError, StoreUnavailable
 from zeus_core.identity import IdentityMismatch
@@ -88,10 +89,12 @@ def job_name(name: str) -> str:
 
 class RemoteLock:
     """The lock of one job's remote transactions (a part's own state), held by one client at a
-    time for at most LEASE_S without a request. A commit of a transaction this service granted
-    is refused while another one holds the lock (its lease ran out and another client took
-    it); one it does not know (granted before a restart, which forgets every lock) is left to
-    the commit's read check, which every commit makes: each key read must be unchanged."""
+    time for at most LEASE_S without a request. A transaction this service did not grant (one
+    made up, or granted before a restart, which forgets every lock) is refused at its next
+    read or its commit (409 ``unknown_transaction``), as is a commit while another transaction
+    holds the lock (409 ``not_held``: its lease ran out and another client took it); every
+    commit also checks that each key it read is unchanged (409 ``conflict``). Nothing is
+    written on a refusal, and the client decides again on what is committed now."""
 
     def __init__(self, lease_s: float = LEASE_S) -> None:
         self.lease_s = lease_s
@@ -99,6 +102,9 @@ class RemoteLock:
         self.deadline = 0.0
         #: transactions granted and not yet released, oldest first (bounded: abandoned ones are dropped)
         self.granted: dict[str, None] = {}
+        #: every transaction granted since the service started (bounded): a commit retried after its
+        #: lock was let go (the store could not be reached) is still one this service issued
+        self.issued: OrderedDict[str, None] = OrderedDict()
         self.cond = asyncio.Condition()
 
     async def acquire(self, wait_s: float) -> str:
@@ -116,9 +122,16 @@ class RemoteLock:
             self.holder = secrets.token_hex(16)
             self.deadline = loop.time() + self.lease_s
             self.granted[self.holder] = None
+            self.issued[self.holder] = None
             while len(self.granted) > 10_000:
                 del self.granted[next(iter(self.granted))]
+            while len(self.issued) > 100_000:
+                self.issued.popitem(last=False)
             return self.holder
+
+    def known(self, tx: str) -> bool:
+        """``tx`` was granted by this service (since it started)."""
+        return tx in self.issued
 
     def taken_from(self, tx: str) -> bool:
         """``tx`` was granted here, and another transaction holds the lock now, within its lease."""
@@ -252,6 +265,10 @@ def _answering(fn: Callable[[JobEntry], Any], entry: JobEntry) -> Any:
         raise Problem(409, str(e), code="identity_mismatch") from None
     except SetupError as e:
         raise _unprocessable(e.problems, prefix=("body", "setup")) from None
+    except StalePowerState:  # the results endpoint answers it with the state to merge onto
+        raise
+    except RunFailed as e:  # the job's own policy failed (it could not choose): the client's run fails with it
+        raise Problem(409, mask(str(e)), code="policy_failed") from None
     except ValueError as e:  # a policy that refuses the stored state (another setup), a value a store refuses
         raise Problem(409, f"the job's policy or store refused: {mask(str(e))}", code="refused") from None
 
@@ -386,19 +403,36 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
         session = Session(body.client, job, setup)
 
         def fn(entry: JobEntry) -> api.SessionOut:
-            trials = session.trials_for(entry.open(), hub.registry)  # checks the store learned this job
-            return api.SessionOut(session=body.client, next_recurrence=trials.next_recurrence())
+            store = entry.open()
+            trials = session.trials_for(store, hub.registry)  # checks the store learned this job
+            opened = {} if setup.fresh else store.get(OPEN_KEY) or {}
+            return api.SessionOut(session=body.client, next_recurrence=trials.next_recurrence(), open=opened)
 
         out = await hub.run(job, fn)
         hub.add_session(session)
         return out
 
     @app.post("/v1/jobs/{job}/recurrences", response_model=api.RecurrenceOut, tags=["trials"], **v1)
-    async def begin_recurrence(job: JobParam, body: api.StepIn) -> dict:
-        """Take the next recurrence number (the job's first write records its identity)."""
+    async def begin_recurrence(job: JobParam, body: api.RecurrenceIn) -> dict:
+        """Take the next recurrence number (the job's first write records its identity), open for the
+        client's process (``owner``) until a try reaches the target or the recurrence is abandoned."""
         session = hub.session(job_name(job), body.session)
+        owner = None if body.owner is None else body.owner.model_dump(exclude_none=True)
         return await hub.run(job, _step(hub, session, body.request, "recurrence",
-                                           lambda t, tx: {"recurrence": t.begin_recurrence(tx=tx)}))
+                                           lambda t, tx: {"recurrence": t.begin_recurrence(tx=tx, owner=owner)}))
+
+    @app.post("/v1/jobs/{job}/abandon", response_model=api.AbandonOut, tags=["trials"], **v1)
+    async def abandon(job: JobParam, body: api.AbandonIn) -> dict:
+        """Record an open recurrence as abandoned, with the reason (a run that stops, a runner found gone);
+        ``abandoned`` is false when it was not open (it ended already)."""
+        session = hub.session(job_name(job), body.session)
+
+        def do(t: History, tx: Any) -> dict:
+            if body.recurrence >= t.next_recurrence(tx=tx):
+                raise _unprocessable([(("recurrence",), f"recurrence {body.recurrence} was not begun")])
+            return {"abandoned": t.abandon(body.recurrence, body.reason, tx=tx)}
+
+        return await hub.run(job, _step(hub, session, body.request, "abandon", do))
 
     @app.post("/v1/jobs/{job}/trials", response_model=api.TrialOut, tags=["trials"], **v1)
     async def next_try(job: JobParam, body: api.TrialIn) -> dict:
@@ -437,7 +471,10 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
             trial = TryPlan(ref.recurrence, ref.try_index, ref.batch_size, math.inf,
                           t.policy_context(ref.recurrence, ref.try_index, min_cost))
             update = None if body.power is None else (body.power.state, body.power.expected)
-            t.record(trial, record_, recurrence_cost=body.recurrence_cost, tx=tx, power_update=update)
+            try:
+                t.record(trial, record_, recurrence_cost=body.recurrence_cost, tx=tx, power_update=update)
+            except TryRecorded:  # a result sent again (with another request id): the try keeps its first
+                return {"stored": False}
             return {"stored": True}
 
         try:
@@ -502,7 +539,10 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
     @app.post("/v1/jobs/{job}/transactions/{tx}/get", response_model=api.StateOut, tags=["state"], **v1)
     async def transaction_get(job: JobParam, tx: str, body: api.TxGetIn) -> dict:
         job = job_name(job)
-        hub.entry(job).lock.renew(tx)
+        lock = hub.entry(job).lock
+        if not lock.known(tx):
+            raise _unknown_transaction(tx)
+        lock.renew(tx)
         return await get_state(job, body.key)
 
     @app.post("/v1/jobs/{job}/transactions/{tx}/commit", response_model=api.Committed, tags=["state"],
@@ -516,7 +556,8 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
             if key.startswith(api.RESERVED_KEYS):
                 raise _unprocessable([(("set", key), "this key is the service's own; a remote transaction may read it only")])
 
-        taken = hub.entry(job).lock.taken_from(tx)
+        lock = hub.entry(job).lock
+        known, taken = lock.known(tx), lock.taken_from(tx)
 
         def fn(entry: JobEntry) -> dict:
             store = entry.open()
@@ -524,6 +565,8 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
                 answer = _replay(t.get(_log_key(body.client)), "commit", body.request)
                 if answer is not None:
                     return answer  # a retried commit that was written: the lock is gone, the answer stands
+                if not known:
+                    raise _unknown_transaction(tx)
                 if taken:
                     raise Problem(409, f"transaction {tx!r} went {hub.lease_s:g} s without a request and another "
                                        "one holds this job's state now (its lease ran out); nothing was written, "
@@ -548,6 +591,11 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
         return {"committed": False}
 
     return app
+
+
+def _unknown_transaction(tx: str) -> Problem:
+    return Problem(409, f"transaction {tx[:64]!r} was not granted by this service (it restarted since, which "
+                        "forgets every transaction); nothing was written: open a new one", code="unknown_transaction")
 
 
 def _key(key: str, loc: tuple) -> str:

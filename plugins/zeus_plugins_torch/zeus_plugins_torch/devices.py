@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from zeus_core import PerDevicePowerLimits, PowerLimitControl
-from zeus_core.device import DEVICE_CAPABILITIES, capability_members, copy_capabilities
+from zeus_core.device import DEVICE_CAPABILITIES, copy_capabilities
 
 if TYPE_CHECKING:  # annotations only
     from zeus_plugins_torch.allocated import LimitHolder
@@ -34,10 +34,6 @@ if TYPE_CHECKING:  # annotations only
 #: ``zeus_core.device.DEVICE_CAPABILITIES``, not a top-level name yet; test_devices.py
 #: fails when the core adds one that is missing here).
 FORWARDED: tuple[type, ...] = DEVICE_CAPABILITIES
-
-
-#: The names a capability protocol asks for (the core's rule, kept here for the tests' imports).
-members = capability_members
 
 
 class DataParallelDevices:

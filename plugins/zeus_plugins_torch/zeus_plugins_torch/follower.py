@@ -1,11 +1,37 @@
-"""Data-parallel jobs, ranks 1..N-1: spawned processes that do what rank 0 says.
+"""Data-parallel jobs, ranks 1..N-1: what a rank does with each of rank 0's messages.
 
-A rank rebuilds the job's device from the same ``[device]`` table (its own
-device: ``CUDA_VISIBLE_DEVICES`` names one GPU per rank), joins the group and
-serves tries: for each, it calls the training function with its share of the
-batch, measures its own device epoch by epoch, and sends the measurements to
-rank 0. A failure is reported on the start-up queue before the rank leaves the
-group and closes (restores) its device.
+Every rank other than 0 follows rank 0 through the core's protocol
+(:mod:`zeus_core.engine.ranks`): rank 0 broadcasts ``(op, *args)`` over the
+job's :class:`zeus_core.engine.ranks.ProcessGroup` and this rank's
+:class:`~zeus_core.engine.ranks.Follower` reads each one where its program is.
+The ops, in the order a try sends them (:mod:`zeus_plugins_torch.leader` sends
+them; ``limit`` and ``error`` are the core's and may come before any other):
+
+=============================== ==========================================================
+``("limit", watts)``            rank 0's devices hold a new limit: this rank's take it too
+                                (not under an allocation, where each rank holds its own)
+``("try", batch, rec, try)``    train one try: call the training function (:class:`ServingRank`)
+``("epoch", n, profiling)``     one more epoch: measure it (and, when ``profiling``, follow
+                                rank 0 at every iteration)
+``("iteration", None)``         rank 0's power policy acted before this iteration (a decision)
+``("epoch_end",)``              the epoch ended: every rank's measurement is gathered
+``("metric",)``                 every rank's validation metric is gathered; then
+``("reached", (mean, bool))``   their mean, and whether it reached the target (a decision)
+``("stop", reached, stopped)``  the epochs ended (``stopped``: why, when not reached)
+``("try_end",)``                the try ended: every rank's whole-try measurement is gathered
+``("end",)``                    the job ended: close the device (restore it) and stop
+``("error", message)``          rank 0 failed at a decision: stop too
+=============================== ==========================================================
+
+A rank whose training function makes other calls than rank 0's gets an op it
+does not expect and stops with :class:`~zeus_core.engine.ranks.ProtocolError`
+naming both.
+
+Spawned ranks (``job.processes``) rebuild the job's device from the same
+``[device]`` table (their own device: ``CUDA_VISIBLE_DEVICES`` names one GPU per
+rank) and report a failure on the start-up queue before leaving the group and
+closing (restoring) the device; ranks a launcher started serve from their own
+``zeus run`` or script (:meth:`zeus_plugins_torch.workload.TorchWorkload.serve_rank`).
 """
 
 from __future__ import annotations
@@ -13,31 +39,28 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import attrs
 import torch
 import torch.distributed as dist
 
-from zeus_core import AllocationPlan, Measurement, Monitor, PowerLimitControl
-from zeus_core.engine.session import target_reached
+from zeus_core import AllocationPlan, Measurement, Monitor
+from zeus_core.engine.ranks import Follower, ProcessGroup
 from zeus_plugins_torch.accelerator import torch_device
 from zeus_plugins_torch.allocated import LimitHolder
-from zeus_plugins_torch.control import (
-    OP_END,
-    OP_EPOCH,
-    OP_ITER,
-    OP_STOP,
-    OP_TRY,
-    OP_TRY_END,
-    STOP_NAMES,
-    Control,
-    describe,
-    is_lost_contact,
-    try_seed,
-)
-from zeus_plugins_torch.loop import ZeusLoop, device_sync
+from zeus_plugins_torch.group import TorchProcessGroup, is_secondary
+from zeus_plugins_torch.loop import ZeusLoop, device_sync, try_seed
+
+
+def describe(e: BaseException) -> str:
+    """``Type: message (at file:line)``, the line being the innermost frame of the error."""
+    tb = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
+    where = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
+    return f"{type(e).__name__}: {e}{where}"
 
 
 @attrs.frozen
@@ -57,15 +80,13 @@ class FollowerConfig:
     cuda_visible: str | None
     #: ``workload.allocation`` as rank 0 read it (one reading for every rank), or None.
     allocation: AllocationPlan | None = None
-    #: This rank's index on its machine (its GPU under a launcher that does not narrow CUDA_VISIBLE_DEVICES).
-    local_rank: int = 0
 
 
 class FollowerDriver:
-    """A rank other than 0: does what rank 0 says, measures its own device."""
+    """A rank other than 0 inside one try: does what rank 0 says, measures its own device."""
 
-    def __init__(self, follower: Follower) -> None:
-        self.f = follower
+    def __init__(self, rank: ServingRank) -> None:
+        self.rank = rank
         self.reached = False
         self.stopped: str | None = None
         self.metric: float | None = None
@@ -76,45 +97,47 @@ class FollowerDriver:
         self.profiling = False
 
     def epochs(self):
-        f = self.f
+        r = self.rank
         while True:
-            op, epoch, a, b, limit = f.ctrl.recv(OP_EPOCH, OP_STOP, OP_TRY_END)
-            if op == OP_TRY_END:
+            msg = r.follower.receive("epoch", "stop", "try_end")
+            if msg[0] == "try_end":
                 self.got_try_end = True
                 return
-            if op == OP_STOP:
-                self.reached, self.stopped = bool(epoch), STOP_NAMES.get(a)
+            if msg[0] == "stop":
+                self.reached, self.stopped = bool(msg[1]), msg[2]
                 return
-            f.apply_limit(limit)
-            self.profiling = bool(a)
+            epoch, self.profiling = msg[1], bool(msg[2])
             name = f"epoch-{epoch}"
-            f.monitor.begin_window(name)
+            r.monitor.begin_window(name)
             try:
                 yield epoch
             except GeneratorExit:
+                # Left mid-epoch (a break, or an exception on the way out): no collective
+                # may run now; rank 0 combines this measurement when the try ends.
                 self.profiling = False
-                self.pending = f.monitor.end_window(name)
+                self.pending = r.monitor.end_window(name)
                 self.local_measurements.append(self.pending)
                 raise
             self.profiling = False
-            m = f.monitor.end_window(name)
+            m = r.monitor.end_window(name)
             self.local_measurements.append(m)
             self.epochs_done += 1
-            f.ctrl.gather(m)
+            r.follower.receive("epoch_end")
+            r.group.gather(m)
 
     def iterate(self, iterable, count: int):
-        f = self.f
+        r = self.rank
         for item in iterable:
             if self.profiling:
-                f.sync()
-                f.apply_limit(f.ctrl.recv(OP_ITER)[4])
+                r.sync()
+                r.follower.follow("iteration")
             yield item
 
     def report_metric(self, value: float) -> bool:
-        v = self.f.ctrl.mean(value)
-        self.metric = v
-        if target_reached(v, self.f.job.target_metric, self.f.job.higher_is_better):
-            self.reached = True
+        r = self.rank
+        r.follower.receive("metric")
+        r.group.gather(float(value))
+        self.metric, self.reached = r.follower.follow("reached")
         return self.reached
 
     def mark_reached(self) -> None:
@@ -128,55 +151,51 @@ class FollowerDriver:
         return list(self.local_measurements)
 
 
-class Follower:
-    """The serving loop of one spawned rank."""
+class ServingRank:
+    """A rank other than 0 for the whole job: trains each try rank 0 starts, until it ends the job.
 
-    def __init__(self, cfg: FollowerConfig, job: Any, options: Any, device: Any, ctrl: Control, fn: Any,
-                 holder: LimitHolder | None = None) -> None:
-        self.cfg = cfg
+    ``device`` is this rank's own device group; under an allocation ``holder`` holds this
+    rank's allocated limit (set at its first try), and rank 0 sends no limits.
+    """
+
+    def __init__(self, group: ProcessGroup, job: Any, options: Any, device: Any, fn: Any, accelerator: str,
+                 allocation: AllocationPlan | None = None, holder: LimitHolder | None = None) -> None:
+        self.group = group
         self.job = job
         self.options = options
-        self.device = device
-        self.ctrl = ctrl
         self.fn = fn
+        self.accelerator = accelerator
+        self.allocation = allocation
+        self.holder = holder
         self.monitor = Monitor(device)
         self.sync = device_sync(device)
-        self._limit: float | None = None
-        self.holder = holder
-
-    def apply_limit(self, limit: float | None) -> None:
-        if self.holder is not None:  # under an allocation this rank holds its own limit, not rank 0's
-            self.holder.hold()
-            return
-        if limit is None or limit == self._limit:
-            return
-        if isinstance(self.device, PowerLimitControl):
-            self.device.set_power_limit(limit)
-            self._limit = limit
+        self.follower = Follower(group, devices=holder if holder is not None else device, monitor=self.monitor)
 
     def serve(self) -> None:
-        tdev = torch_device(self.cfg.accelerator, self.cfg.local_rank)
+        tdev = torch_device(self.accelerator, self.group.local_rank)
         while True:
-            op, batch_size, rec, try_index, limit = self.ctrl.recv(OP_TRY, OP_END)
-            if op == OP_END:
+            msg = self.follower.receive("try", "end")
+            if msg[0] == "end":
                 return
-            self.apply_limit(limit)
+            _, batch_size, rec, try_index = msg
+            if self.holder is not None:
+                self.holder.hold()
             seed = try_seed(self.job.seed, rec, try_index)
             if self.options.seed_each_try:
                 torch.manual_seed(seed)
             driver = FollowerDriver(self)
             loop = ZeusLoop(
                 driver, batch_size=batch_size, base_batch_size=self.options.default_batch_size,
-                lr_scaling=self.options.lr_scaling, rank=self.cfg.rank, world_size=self.cfg.world_size,
+                lr_scaling=self.options.lr_scaling, rank=self.group.rank, world_size=self.group.world_size,
                 recurrence=rec, try_index=try_index, args=self.options.args, device=tdev, seed=seed,
-                allocation=self.cfg.allocation,
+                allocation=self.allocation,
             )
             self.monitor.begin_window("run", restart=True)
             self.fn(loop.local_batch_size, loop)
             whole = self.monitor.end_window("run")
             if not driver.got_try_end:
-                self.ctrl.recv(OP_TRY_END)
-            self.ctrl.gather({"whole": whole, "pending": driver.pending})
+                self.follower.receive("try_end")
+            self.group.gather({"whole": whole, "pending": driver.pending})
 
 
 def follower_main(cfg: FollowerConfig, queue: Any) -> None:
@@ -209,11 +228,11 @@ def follower_main(cfg: FollowerConfig, queue: Any) -> None:
         dist.init_process_group(cfg.backend, init_method=cfg.init_method, rank=cfg.rank, world_size=cfg.world_size,
                                 timeout=timedelta(seconds=cfg.timeout_s))
         joined = True
-        ctrl = Control(dist.new_group(backend="gloo"), cfg.rank, cfg.world_size)
-        Follower(cfg, spec.job, options, device, ctrl, fn, holder).serve()
+        group = TorchProcessGroup(timeout=cfg.timeout_s)
+        ServingRank(group, spec.job, options, device, fn, cfg.accelerator, cfg.allocation, holder).serve()
         code = 0
     except BaseException as e:  # noqa: BLE001 - every failure is reported to rank 0
-        queue.put(("error", cfg.rank, describe(e), is_lost_contact(e)))
+        queue.put(("error", cfg.rank, describe(e), is_secondary(e)))
     finally:
         if joined:
             try:

@@ -2,15 +2,17 @@
 
 Rank 0 trains in the ``zeus run`` process, next to the runner's session and
 policies; ranks 1..N-1 are spawned processes that build their own device from
-the same ``[device]`` table and train the same function. Every point where the
-ranks must agree begins with one broadcast from rank 0 over a gloo group of
-its own (CPU tensors, whatever backend the training uses):
-
-* ``TRY``: the global batch size, recurrence, try and power limit;
-* ``EPOCH`` / ``STOP``: one more epoch (and whether the power policy profiles
-  it), or the loop's end (reached, or why not);
-* ``ITER``: in profiled epochs, the limit after the policy acted;
-* ``TRY_END`` then a gather of each rank's whole-try measurement.
+the same ``[device]`` table and train the same function. Rank 0 tells them what
+it decided in the core's protocol (:mod:`zeus_core.engine.ranks`): messages
+``(op, *args)`` broadcast over the job's process group (for spawned ranks a
+:class:`~zeus_plugins_torch.group.TorchProcessGroup` over the group they form
+with rank 0), each followed where the other ranks' programs are; the ops and
+what a rank does with each are listed in :mod:`zeus_plugins_torch.follower`.
+Before each message rank 0 sends the limit its devices hold when it changed
+(``limit``), so the other ranks hold rank 0's limit from every point where they
+hear from it: the start of a try and of each epoch and, in epochs the power
+policy profiles, every iteration, where the policy's action is a decision
+(:func:`zeus_core.engine.ranks.lead`) the others follow.
 
 After each epoch every rank's own measurement is gathered on rank 0 and
 combined: energy summed over ranks, time of the slowest rank (the try's
@@ -27,11 +29,11 @@ device plugin records an original through :class:`zeus_core.SettingsGuard`)
 does, from rank 0, right after.
 
 Under a launcher (``torchrun``) the ranks exist already: rank 0 *attaches*
-(:meth:`Leader.attach`) to zeus's gloo group over them instead of spawning,
-and the other ranks serve it from their own ``zeus run`` or script
-(``TorchWorkload.serve_rank``). A rank that fails there exits; the launcher
-stops the others (each restores its own device on the way out) and prints
-every rank's error.
+(:meth:`Leader.attach`) to the launcher's ranks (the ``torch`` process group)
+instead of spawning, and the other ranks serve it from their own ``zeus run``
+or script (``TorchWorkload.serve_rank``). A rank that fails there exits; the
+launcher stops the others (each restores its own device on the way out) and
+prints every rank's error.
 """
 
 from __future__ import annotations
@@ -52,21 +54,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from zeus_core import Measurement
+from zeus_core.engine.ranks import ProcessGroup, combine_measurements, lead
 from zeus_core.journal import restore_pending
-from zeus_plugins_torch.control import (
-    OP_END,
-    OP_EPOCH,
-    OP_ITER,
-    OP_STOP,
-    OP_TRY,
-    OP_TRY_END,
-    STOP_CODES,
-    Control,
-    combine,
-    describe,
-    is_lost_contact,
-)
-from zeus_plugins_torch.follower import FollowerConfig, follower_main
+from zeus_plugins_torch.follower import FollowerConfig, describe, follower_main
+from zeus_plugins_torch.group import TorchProcessGroup, is_secondary
 from zeus_plugins_torch.loop import install_synced_policy, iterate_session
 
 if TYPE_CHECKING:  # annotations only
@@ -105,11 +96,11 @@ def _signal_name(code: int) -> str:
 class _EpochGather:
     """While the loop runs: each epoch's measurement gathered from every rank and combined."""
 
-    def __init__(self, leader: Leader) -> None:
-        self.leader = leader
+    def __init__(self, driver: LeaderDriver) -> None:
+        self.driver = driver
 
     def combine_ranks(self, measurement: Measurement) -> Measurement:
-        return self.leader._reduce_epoch(measurement)
+        return self.driver.epoch_end(measurement)
 
 
 class _WholeTry:
@@ -119,7 +110,7 @@ class _WholeTry:
         self.others = others
 
     def combine_ranks(self, measurement: Measurement) -> Measurement:
-        return combine([measurement, *self.others])
+        return combine_measurements([measurement, *self.others])
 
 
 class Leader:
@@ -136,7 +127,8 @@ class Leader:
         self.registry = context.registry
         self.spec = context.spec
         self.procs: list[Any] = []
-        self.ctrl: Control | None = None
+        #: the ranks of the job: formed with the spawned ranks (start) or the launcher's (attach)
+        self.group: ProcessGroup | None = None
         self.broken: str | None = None
         self.max_power_w = 0.0
         self._tmp: str | None = None
@@ -146,6 +138,9 @@ class Leader:
         self.gather_enabled = True
         #: under a launcher: the ranks were not spawned here, and the group is not ours to tear down
         self.attached = False
+        #: rank 0's limit as the other ranks last heard it; under an allocation each rank holds its own
+        self.mirrors_limit = allocation is None
+        self.sent_limit: float | None = None
 
     # -- start and stop --
 
@@ -198,20 +193,16 @@ class Leader:
                 timeout=timedelta(seconds=self.options.timeout_s),
             )
             self._joined = True
-            self.ctrl = Control(dist.new_group(backend="gloo"), 0, self.world_size)
+            self.group = TorchProcessGroup(timeout=float(self.options.timeout_s))
         except BaseException:
             self._teardown()
             raise
         self.max_power_w = float(local_max_power_w) + sum(powers.values())
 
-    def attach(self, group: Any, rank_max_power_w: list[float] | None) -> None:
-        """Lead ranks a launcher started: zeus's gloo group over them carries the control channel."""
-        from zeus_plugins_torch.group import TorchProcessGroup
-
-        if not isinstance(group, TorchProcessGroup):
-            raise ValueError(f"the torch workload trains on torch.distributed ranks, got a {type(group).__name__}")
+    def attach(self, group: ProcessGroup, rank_max_power_w: list[float] | None) -> None:
+        """Lead ranks a launcher started (``group``: the job's ranks, rank 0 being this one)."""
         self.attached = True
-        self.ctrl = Control(group.gloo, 0, self.world_size)
+        self.group = group
         self.max_power_w = float(sum(rank_max_power_w or ()))
 
     def _wait_ready(self) -> dict[int, float]:
@@ -223,12 +214,12 @@ class Leader:
             except _queue.Empty:
                 for rank, p in enumerate(self.procs, start=1):
                     if p.exitcode is not None and rank not in ready:
-                        raise ValueError(f"rank {rank} of {self.world_size} exited with code {p.exitcode} while starting")
+                        raise ValueError(f"rank {rank} of {self.world_size} exited with code {p.exitcode} while starting") from None
                 if time.monotonic() > deadline:
                     raise ValueError(
                         f"ranks {sorted(set(range(1, self.world_size)) - set(ready))} did not start within "
                         f"workload.timeout_s = {self.options.timeout_s:g} s"
-                    )
+                    ) from None
                 continue
             if msg[0] == "ready":
                 ready[msg[1]] = msg[2]
@@ -265,15 +256,15 @@ class Leader:
     def close(self) -> None:
         """End the other ranks after the last try (they close and restore their devices)."""
         if self.attached:
-            if self.broken is None and self.ctrl is not None:
-                self.ctrl.send(OP_END)
-            self.ctrl = None
+            if self.broken is None and self.group is not None:
+                self.group.broadcast(("end",))
+            self.group = None
             return
         if not self.procs:
             return
-        if self.broken is None and self.ctrl is not None:
+        if self.broken is None and self.group is not None:
             try:
-                self.ctrl.send(OP_END)
+                self.group.broadcast(("end",))
             except Exception:  # noqa: BLE001 - a rank already gone: teardown reports it
                 pass
         reports = self._teardown()
@@ -284,49 +275,59 @@ class Leader:
 
     # -- one try --
 
-    def _reduce_epoch(self, m: Measurement) -> Measurement:
-        self.local.append(m)
-        if not self.gather_enabled:
-            return m
-        return combine(self.ctrl.gather(m))
+    def tell(self, session: RunSession, op: str, *args: Any) -> None:
+        """Send ``(op, *args)`` to the other ranks, after the limit rank 0's devices hold when it changed."""
+        self.sync_limit(session)
+        assert self.group is not None
+        self.group.broadcast((op, *args))
+
+    def sync_limit(self, session: RunSession) -> None:
+        if not self.mirrors_limit:
+            return
+        watts = session.power_limit
+        if watts is not None and watts != self.sent_limit:
+            assert self.group is not None
+            self.group.broadcast(("limit", watts))
+            self.sent_limit = watts
 
     def run_try(self, session: RunSession, fn: Any, make_loop: Any) -> None:
         """Train one try on every rank; raise with the failing rank's story if any rank fails."""
         if self.broken is not None:
             raise RuntimeError(self.broken)
-        ctrl = self.ctrl
+        group = self.group
+        assert group is not None
         self.local = []
         self.gather_enabled = True
         session.rank, session.world_size = 0, self.world_size
         driver = LeaderDriver(session, self)
         try:
-            policy = install_synced_policy(session, lambda: ctrl.send(OP_ITER, limit=session.power_limit))
-            driver.policy = policy
-            session.ranks = _EpochGather(self)
-            ctrl.send(OP_TRY, session.batch_size, session.recurrence, session.try_index, session.power_limit)
+            driver.policy = install_synced_policy(session, lead=driver.iteration)
+            session.ranks = _EpochGather(driver)
+            self.tell(session, "try", session.batch_size, session.recurrence, session.try_index)
             loop = make_loop(driver)
             fn(loop.local_batch_size, loop)
-            ctrl.send(OP_TRY_END)
-            parts = ctrl.gather(None)
+            self.tell(session, "try_end")
+            parts = group.gather(None)
         except BaseException as e:
             session.ranks = None
             message = self._abort(e)
             if message:
                 raise RuntimeError(message) from e
             raise
+        assert parts is not None  # rank 0 gathers
         wholes = [p["whole"] for p in parts[1:]]
         pending = [p["pending"] for p in parts[1:]]
         if driver.left_early and session.epoch_measurements and self.local and all(p is not None for p in pending):
             # The loop was left mid-epoch on every rank (a break): that epoch was
             # not gathered then, so it is combined now.
-            session.epoch_measurements[-1] = combine([self.local[-1], *pending])
+            session.epoch_measurements[-1] = combine_measurements([self.local[-1], *pending])
         session.ranks = _WholeTry(wholes)
 
     def _abort(self, error: BaseException) -> str | None:
         """Tear the group down after a failure; the message to raise, or None when rank 0's own error is the story."""
         self.broken = "an earlier try failed on a rank; the data-parallel group is gone"
         if self.attached:  # the launcher owns the ranks: it stops them and prints each one's error
-            if not is_lost_contact(error):
+            if not is_secondary(error):
                 return None
             return (f"rank 0 lost contact with the other ranks: {describe(error)}; a rank failed or was killed "
                     "(the launcher prints each rank's error), and every rank restores its own device as it stops")
@@ -346,7 +347,7 @@ class Leader:
         if died:
             restored = self._restore_dead()
         if not genuine and not died:
-            if not is_lost_contact(error):
+            if not is_secondary(error):
                 return None
             genuine = [f"rank 0 lost contact with the other ranks: {describe(error)}"]
         return "; ".join(genuine + died) + "; every rank was stopped" + restored
@@ -370,32 +371,63 @@ class LeaderDriver:
         self.left_early = False
 
     def epochs(self):
-        s, ctrl = self.session, self.leader.ctrl
+        s, leader = self.session, self.leader
         it = s.epochs()
         finished = False
         try:
             for epoch in it:
                 profiling = bool(self.policy is not None and self.policy.profiling)
-                ctrl.send(OP_EPOCH, epoch, int(profiling), 0, s.power_limit)
+                leader.tell(s, "epoch", epoch, profiling)
                 try:
                     yield epoch
                 except GeneratorExit:
                     # Left mid-epoch (a break, or an exception on the way out):
                     # no collective may run now; a break is reconciled at try end.
                     self.left_early = True
-                    self.leader.gather_enabled = False
+                    leader.gather_enabled = False
                     raise
             finished = True
         finally:
             it.close()
         if finished:
-            ctrl.send(OP_STOP, int(s.reached), STOP_CODES.get(s.stopped, 0), 0, s.power_limit)
+            leader.tell(s, "stop", s.reached, s.stopped)
+
+    def epoch_end(self, m: Measurement) -> Measurement:
+        """The epoch's measurement, combined with the other ranks' (rank 0's alone when the loop was left)."""
+        leader = self.leader
+        leader.local.append(m)
+        if not leader.gather_enabled:
+            return m
+        leader.tell(self.session, "epoch_end")
+        assert leader.group is not None
+        every = leader.group.gather(m)
+        assert every is not None  # rank 0 gathers
+        return combine_measurements(every)
+
+    def iteration(self, act: Any, session: RunSession, iteration: int) -> None:
+        """The power policy acts before ``iteration``: a decision the other ranks follow, limit included."""
+        assert self.leader.group is not None
+        lead(self.leader.group, "iteration", self._act, act, session, iteration)
+
+    def _act(self, act: Any, session: RunSession, iteration: int) -> None:
+        act(session, iteration)
+        self.leader.sync_limit(session)
 
     def iterate(self, iterable, count: int):
         return iterate_session(self.session, iterable, count)
 
     def report_metric(self, value: float) -> bool:
-        return self.session.report_metric(self.leader.ctrl.mean(value))
+        """Every rank's metric, averaged; rank 0's session judges it and every rank learns the verdict."""
+        leader = self.leader
+        assert leader.group is not None
+        leader.tell(self.session, "metric")
+        values = leader.group.gather(float(value))
+        assert values is not None  # rank 0 gathers
+        mean = sum(values) / len(values)
+        return lead(leader.group, "reached", self._judge, mean)[1]
+
+    def _judge(self, mean: float) -> tuple[float, bool]:
+        return mean, self.session.report_metric(mean)
 
     def mark_reached(self) -> None:
         self.session.mark_reached()

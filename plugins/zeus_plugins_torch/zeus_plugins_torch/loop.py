@@ -33,18 +33,19 @@ class SyncedPolicy:
     """Wraps a power policy so that it acts on synchronised iteration boundaries.
 
     Records whether the policy asked for per-iteration control this epoch
-    (``profiling``), and runs ``after_iteration`` (rank 0 broadcasts the
-    limit) once the policy has acted. The session sees only the wrapper, so it
+    (``profiling``); on rank 0 of several, the policy acts through ``lead``
+    (``lead(act, session, iteration)``: a decision the other ranks follow, see
+    :mod:`zeus_plugins_torch.leader`). The session sees only the wrapper, so it
     is a whole :class:`zeus_core.PowerPolicy` passing every call on, and has the
     capabilities the session asks a power policy for:
     :class:`zeus_core.IterationControl` (False where the policy has none) and
     :class:`zeus_core.SteadyEpochCost` (None, "not known", where it has none).
     """
 
-    def __init__(self, inner: PowerPolicy, sync, after_iteration=None) -> None:
+    def __init__(self, inner: PowerPolicy, sync, lead=None) -> None:
         self.inner = inner
         self.sync = sync
-        self.after_iteration = after_iteration
+        self.lead = lead
         self.profiling = False
 
     def begin_run(self, session) -> None:
@@ -68,9 +69,11 @@ class SyncedPolicy:
 
     def on_iteration(self, session, iteration: int) -> None:
         self.sync()
-        self.inner.on_iteration(session, iteration)
-        if self.after_iteration is not None:
-            self.after_iteration()
+        act = self.inner.on_iteration
+        if self.lead is None:
+            act(session, iteration)
+        else:
+            self.lead(act, session, iteration)
 
     def steady_epoch_cost(self, session) -> float | None:
         return self.inner.steady_epoch_cost(session) if isinstance(self.inner, SteadyEpochCost) else None
@@ -82,15 +85,15 @@ def device_sync(devices: Any):
     return make_sync("torch", devices.sync_indices if isinstance(devices, GpuSync) else None)
 
 
-def install_synced_policy(session: RunSession, after_iteration=None) -> SyncedPolicy | None:
+def install_synced_policy(session: RunSession, lead=None) -> SyncedPolicy | None:
     """Wrap ``session.power_policy`` (once) in a :class:`SyncedPolicy`."""
     policy = session.power_policy
     if policy is None:
         return None
     if isinstance(policy, SyncedPolicy):
-        policy.after_iteration = after_iteration
+        policy.lead = lead
         return policy
-    wrapped = SyncedPolicy(policy, device_sync(session.devices), after_iteration)
+    wrapped = SyncedPolicy(policy, device_sync(session.devices), lead)
     session.power_policy = wrapped
     return wrapped
 
@@ -134,6 +137,11 @@ class LocalDriver:
 
     def measurements(self) -> list[Measurement]:
         return list(self.session.epoch_measurements)
+
+
+def try_seed(job_seed: int, recurrence: int, try_index: int) -> int:
+    """One seed per try, the same on every rank."""
+    return (int(job_seed) * 1_000_003 + int(recurrence) * 1_009 + int(try_index)) % (2**63)
 
 
 def split_batch(batch_size: int, world_size: int, rank: int) -> int:

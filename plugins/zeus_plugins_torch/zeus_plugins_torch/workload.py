@@ -11,11 +11,10 @@ from zeus_core import OffersBatchSizes
 from zeus_plugins_torch import report
 from zeus_plugins_torch.accelerator import resolve_accelerator, torch_device
 from zeus_plugins_torch.allocated import LimitHolder, check_batch_size, load_allocation
-from zeus_plugins_torch.control import try_seed
 from zeus_plugins_torch.devices import DataParallelDevices
 from zeus_plugins_torch.entry import load_entry
 from zeus_plugins_torch.leader import Leader
-from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy
+from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy, try_seed
 from zeus_plugins_torch.options import TorchWorkloadOptions
 
 if TYPE_CHECKING:  # annotations only
@@ -97,20 +96,11 @@ class TorchWorkload:
 
     def serve_rank(self) -> None:
         """A rank other than 0 under a launcher: train what rank 0 decides until the job ends."""
-        from zeus_plugins_torch.control import Control
-        from zeus_plugins_torch.follower import Follower, FollowerConfig
-        from zeus_plugins_torch.group import TorchProcessGroup
+        from zeus_plugins_torch.follower import ServingRank
 
-        group = self.group
-        if not isinstance(group, TorchProcessGroup):
-            raise ValueError(f"the torch workload trains on torch.distributed ranks, got a {type(group).__name__}")
-        cfg = FollowerConfig(
-            rank=group.rank, world_size=group.world_size, job_path=str(self.spec.path), overrides=(), extra_plugins=(),
-            init_method="", backend="", accelerator=self.accelerator, timeout_s=float(self.options.timeout_s),
-            threads=self.threads, cuda_visible=None, allocation=self.allocation, local_rank=group.local_rank,
-        )
-        ctrl = Control(group.gloo, group.rank, group.world_size)
-        Follower(cfg, self.job, self.options, self.local_device, ctrl, self.fn, self.holder).serve()
+        assert self.group is not None  # built under a launcher
+        ServingRank(self.group, self.job, self.options, self.local_device, self.fn, self.accelerator,
+                    self.allocation, self.holder).serve()
 
     def _loop(self, driver: Any, session: RunSession, seed: int) -> ZeusLoop:
         return ZeusLoop(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from zeus_core import BuildContext, savings, write_atomic
+from zeus_core import BuildContext, PartMismatch, savings, write_atomic
 from zeus_core.comparison import Row as ComparisonRow
 from zeus_core.comparison import comparison_table
 from zeus_core.files import atomic_path
@@ -27,6 +27,7 @@ from zeus_plugins_trace.device import TraceDevice
 from zeus_plugins_trace.groups import Group, groups_csv, read_groups
 from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions
 from zeus_plugins_trace.replay import GroupResult, replay_group
+from zeus_plugins_trace.simulate import SimulationError
 from zeus_plugins_trace.traces import TraceError, WorkloadTrace
 from zeus_plugins_trace.tracesets import load_workload_traces
 
@@ -63,6 +64,8 @@ class AlibabaReplay:
             raise ValueError('the alibaba replay needs the batch-size policy to replay: add a [batch_size] table (e.g. plugin = "mab")')
         self.gpu = device.gpu
         self.results: list[GroupResult] = []
+        #: the in-flight rules whose replay finished (every group), in the order of ``inflight``
+        self.rules: list[str] = []
         self.groups: list[Group] = []
         self.extra: dict[str, dict[str, str]] = {}
         self.source = ""
@@ -96,14 +99,28 @@ class AlibabaReplay:
         settings = {w.dataset: w for w in self.options.workloads}
         makers = {d: self.make_policy(wt) for d, wt in traces.items()}
         columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        failed: list[str] = []
         with Progress(*columns, console=ctx.console, transient=True) as progress:
             for rule in self.options.inflight:
                 task = progress.add_task(f"groups, in-flight rule {rule}", total=len(self.groups))
-                for g in self.groups:
-                    w = settings[g.dataset]
-                    gjob = attrs.evolve(job, target_metric=w.target_metric, max_epochs=w.max_epochs)
-                    self.results.append(replay_group(g, traces[g.dataset], makers[g.dataset], gjob, w.default_batch_size, rule))
-                    progress.advance(task)
+                done: list[GroupResult] = []
+                try:
+                    for g in self.groups:
+                        w = settings[g.dataset]
+                        gjob = attrs.evolve(job, target_metric=w.target_metric, max_epochs=w.max_epochs)
+                        done.append(replay_group(g, traces[g.dataset], makers[g.dataset], gjob, w.default_batch_size, rule))
+                        progress.advance(task)
+                except SimulationError as e:  # this rule stops; the others still replay, and what finished is kept
+                    failed.append(str(e))
+                    continue
+                self.results += done
+                self.rules.append(rule)
+        if failed:
+            kept = (f"; the results of the rule{'s' if len(self.rules) > 1 else ''} that finished "
+                    f"({', '.join(repr(r) for r in self.rules)}) are reported and written (--output)" if self.rules else "")
+            error = PartMismatch("[profiler] plugin 'alibaba': " + "; ".join(failed) + kept)
+            error.partial = bool(self.rules)
+            raise error
 
     # -- results --
 
@@ -112,7 +129,7 @@ class AlibabaReplay:
         out: dict[str, dict[str, float]] = {}
         for r in self.results:
             for name, t in ((r.rule, r.totals()), ("default", r.baseline_totals("default")), ("oracle", r.baseline_totals("oracle"))):
-                if name in ("default", "oracle") and r.rule != self.options.inflight[0]:
+                if name in ("default", "oracle") and r.rule != self.rules[0]:
                     continue  # the baselines do not depend on the rule: count each group once
                 acc = out.setdefault(name, {"energy_j": 0.0, "time_s": 0.0, "cost": 0.0})
                 for k, v in t.items():
@@ -133,7 +150,7 @@ class AlibabaReplay:
             "rules": {
                 rule: {**totals[rule], "vs_default": savings(totals[rule], totals["default"]),
                        "vs_oracle": savings(totals[rule], totals["oracle"])}
-                for rule in self.options.inflight
+                for rule in self.rules
             },
         }
 
@@ -142,7 +159,7 @@ class AlibabaReplay:
         kind = "synthetic " if self.options.groups == "synthetic" else ""
         trace = "synthetic trace" if self.synthetic_traces else f"trace {self.options.traces}"
         how = {"paper": "policy when nothing in flight", "improved": "policy when none of its own in flight"}
-        rows = [ComparisonRow(f"rule {rule}", f"{how[rule]}; others: cheapest run", totals[rule]) for rule in self.options.inflight]
+        rows = [ComparisonRow(f"rule {rule}", f"{how[rule]}; others: cheapest run", totals[rule]) for rule in self.rules]
         rows += [ComparisonRow("default", "user's batch size, max power (expected)", totals["default"]),
                  ComparisonRow("oracle", "best fixed knobs (expected)", totals["oracle"])]
         console.print(comparison_table(
@@ -205,10 +222,10 @@ class AlibabaReplay:
             x = (np.asarray(ends)[order] - t0) / 86400.0
             ax.step(x, np.cumsum(np.asarray(energy)[order]) / 3.6e9, where="post", label=label, **style)
 
-        for rule in self.options.inflight:
+        for rule in self.rules:
             tries = [t for r in self.results if r.rule == rule for t in r.tries]
             draw([t.end for t in tries], [t.energy_j for t in tries], f"rule {rule}")
-        first = [r for r in self.results if r.rule == self.options.inflight[0]]
+        first = [r for r in self.results if r.rule == self.rules[0]]
         by_group = {g.id: g for g in self.groups}
         for which, style in (("default", {"color": "tab:red", "ls": "--"}), ("oracle", {"color": "tab:green", "ls": "--"})):
             ends, energy = [], []

@@ -34,13 +34,14 @@ submitted when the failed run ends and takes as long in the cluster as it did; t
 early-stop reference is the cheapest single run that reached the target (not a
 recurrence's sum of tries); each group has its own seed, ``adler32(group id)`` plus
 ``job.seed``; energy and time (and so cost) of a job are scaled by its
-``runtime_ratio``. Differences: the published optimizer also added the tries it did
-not choose to its history (not to its pruning, which needs its own order), so its
-Thompson-sampling stage also learnt from the in-flight runs of the best size; a
-try the cost bound did not let start is fed to the
-policy as any other (the ``mab`` policy charges it ``100 x beta x min_cost``; the
-published replay fed it a cost of 0), and a job that does not reach the target in
-``job.max_tries`` tries is an error (the published replay retries forever).
+``runtime_ratio``. Differences: the published optimizer also observed the tries it did
+not choose, into its history (so its Thompson-sampling stage also learnt from the
+in-flight runs of the best size) and, while pruning, into its pruning whenever the try's
+batch size was the one pruning expected next; here a policy observes only its own tries.
+A try the cost bound did not let start is fed to the policy as any other (the ``mab``
+policy charges it ``100 x beta x min_cost``; the published replay fed it a cost of 0),
+and a job that does not reach the target in ``job.max_tries`` tries is an error naming
+the in-flight rule (the published replay retries forever).
 """
 
 from __future__ import annotations
@@ -186,7 +187,8 @@ def replay_group(
                     min_cost, best = rec.cost, rec.batch_size
             elif rec.try_index >= job.max_tries:
                 raise SimulationError(
-                    f"group {group.id} ({group.dataset}), job {rec.recurrence}: no try reached the target in {job.max_tries} "
+                    f"in-flight rule {rule!r}: group {group.id} ({group.dataset}), job {rec.recurrence}: no try reached the "
+                    f"target in {job.max_tries} "
                     f"tries (batch sizes {[d.record.batch_size for d in done if d.record.recurrence == rec.recurrence]}); "
                     "raise job.max_tries"
                 )

@@ -25,6 +25,7 @@ import io
 import itertools
 import math
 import os
+import socket
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -167,6 +168,38 @@ def _run_pool(tasks: list[tuple[str, list[str]]], workers: int, done: Callable[[
             done(futures[f], f.result())
 
 
+#: How long the check of ``--ray-address`` waits for a connection.
+RAY_PROBE_S = 5.0
+
+
+def check_ray_address(address: str | None, timeout_s: float = RAY_PROBE_S) -> None:
+    """SweepError (exit 2) when ``address`` (``HOST:PORT`` or ``ray://HOST:PORT``) is malformed or nothing
+    accepts a connection there: Ray itself would retry for minutes, printing the address it resolved
+    instead of the one given. None (Ray starts a local cluster) and ``auto`` (Ray finds one) are Ray's."""
+    if address is None or address == "auto":
+        return
+    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    host, sep, port_text = rest.rpartition(":")
+    host = host.strip("[]")
+    try:
+        port = int(port_text)
+        if not sep or not host or not 0 < port < 65536:
+            raise ValueError
+    except ValueError:
+        raise SweepError(f"--ray-address {address!r}: expected HOST:PORT (the head node's GCS address, such as "
+                         "10.0.0.5:6379), ray://HOST:PORT (Ray Client), or auto") from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as e:
+        why = f"no answer within {timeout_s:g} s" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
+        raise SweepError(
+            f"--ray-address {address}: nothing accepts connections at {host}:{port} ({why}). Start "
+            f"the cluster there (ray start --head --port {port}), give the address of a running one, or leave "
+            "--ray-address out to start a local one"
+        ) from None
+
+
 def _run_ray(tasks: list[tuple[str, list[str]]], address: str | None, done: Callable[[int, list[dict]], None]) -> None:
     import ray
 
@@ -189,7 +222,8 @@ def table_csv(axes: list[tuple[str, list[Any]]], rows: list[tuple[dict[str, Any]
     keys = [k for k, _ in axes]
     w.writerow(["point", *keys, *RESULT_COLUMNS])
     for point, row in rows:
-        w.writerow([row["point"], *(point[k] for k in keys), *(repr(row[c]) if isinstance(row[c], float) else row[c] for c in RESULT_COLUMNS)])
+        results = (repr(row[c]) if isinstance(row[c], float) else row[c] for c in RESULT_COLUMNS)
+        w.writerow([row["point"], *(point[k] for k in keys), *results])
     return buf.getvalue()
 
 
@@ -212,6 +246,8 @@ def sweep(job_file: Path, axes: list[tuple[str, list[Any]]], sets: tuple[str, ..
             problems.append(f"point {where}:\n  " + "\n  ".join(e.format_lines()))
     if problems:
         raise SweepError("\n".join(problems))
+    if executor == "ray":
+        check_ray_address(ray_address)
     results: list[list[dict] | None] = [None] * len(tasks)
 
     def done(i: int, rows: list[dict]) -> None:

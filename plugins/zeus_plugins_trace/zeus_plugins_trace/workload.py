@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zeus_core import BuildContext, IterationControl, JobSummary, OffersBatchSizes, Session, zeus_cost
+from zeus_core.engine.stores.protocol import transact
 from zeus_plugins_trace import report
 from zeus_plugins_trace.device import TraceDevice
 from zeus_plugins_trace.options import TraceWorkloadOptions
@@ -73,7 +74,8 @@ class TraceWorkload:
     def _sample_target_epoch(self, batch_size: int) -> float:
         """One draw from the job's path generator, whose state lives in the store."""
         paths = self.trace.paths[self.trace.index(batch_size)]
-        with self.store.transaction() as tx:
+
+        def draw(tx: Any) -> int:
             rng = np.random.default_rng(self.job.seed)
             state = tx.get(RNG_KEY)
             if state is not None:
@@ -81,6 +83,10 @@ class TraceWorkload:
             # Same draw as the paper's simulator (pandas' sample on a Generator).
             pick = int(rng.choice(len(paths), 1, replace=False)[0]) if len(paths) else -1
             tx.set(RNG_KEY, rng.bit_generator.state)
+            return pick
+
+        # Runners sharing the job through zeus serve draw again on the latest state after a conflict.
+        pick = transact(self.store, draw)
         return float(paths[pick]) if pick >= 0 else float("nan")
 
     def predict_epoch_cost(self, session: Session) -> float:

@@ -7,8 +7,11 @@ nothing; a store records the identity of the job it learned.
 
 from __future__ import annotations
 
+import random
+import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from zeus_core.errors import EXIT_FAILED, BadInput
 
@@ -32,6 +35,44 @@ class StoreUnavailable(StoreError):
     """
 
 
+class TransactionConflict(StoreError):
+    exit_code = EXIT_FAILED
+
+    """A transaction that could not commit because what it read is out of date: another runner of
+    the job committed meanwhile, or the transaction lost its hold on the state (a service that
+    restarted, a lease that ran out while the store could not be reached). Nothing of it was
+    written; run it again on what is committed now (:func:`transact` does).
+    """
+
+
+T = TypeVar("T")
+
+
+def transact(store: JobStore, body: Callable[[StoreTransaction], T], attempts: int = 100) -> T:
+    """``body(tx)`` in one transaction of ``store``, run again from the start on what is committed
+    now for as long as it meets a :class:`TransactionConflict` (``attempts`` at most). A part
+    that reads and writes its own state (a random generator's) uses this, so that runners
+    sharing a store through a service redo their decision instead of failing::
+
+        def draw(tx):
+            rng.bit_generator.state = tx.get("workload:mine:rng") or rng.bit_generator.state
+            pick = int(rng.integers(10))
+            tx.set("workload:mine:rng", rng.bit_generator.state)
+            return pick
+
+        pick = transact(store, draw)
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            with store.transaction() as tx:
+                return body(tx)
+        except TransactionConflict:
+            if attempt == attempts:
+                raise
+            time.sleep(min(0.01 * attempt, 0.5) * random.uniform(0.5, 1.5))
+    raise AssertionError("unreachable")
+
+
 class StoreInfo(NamedTuple):
     """What an existing store is, read without changing it."""
 
@@ -41,7 +82,8 @@ class StoreInfo(NamedTuple):
 
 
 class StoreTransaction(Protocol):
-    """Reads and writes that commit together or not at all."""
+    """Reads and writes that commit together or not at all. ``tries_of(recurrence)``: the
+    ``(try_index, reached)`` of the tries stored for it, so that a try is stored once."""
 
     def get(self, key: str, default: Any = None) -> Any: ...
 
@@ -52,6 +94,8 @@ class StoreTransaction(Protocol):
     def set_identity(self, identity: dict[str, Any]) -> None: ...
 
     def add_try(self, record: TryRecord) -> int: ...
+
+    def tries_of(self, recurrence: int) -> list[tuple[int, bool]]: ...
 
     def clear(self) -> None: ...
 

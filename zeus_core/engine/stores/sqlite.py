@@ -17,13 +17,17 @@ and the machine-wide journal (:func:`journal`) holds device settings to restore.
 Trust on open. A store is marked as zeus's (SQLite ``application_id``) with
 its schema version (``user_version``). Before anything is written, an
 existing file is inspected read-only: a file that is not a zeus store, one
-written by a newer zeus-core, or one that fails ``PRAGMA quick_check`` is
-refused with :class:`StoreError` naming the file and the fix, and is left
-byte-for-byte as it was. Older zeus stores are migrated forward
-(:data:`MIGRATIONS`) in one transaction.
+written by a newer zeus-core, or one whose pages or contents are damaged
+(SQLite's ``integrity_check``, then every table and column of its schema, then
+every row read and checked: :mod:`~zeus_core.engine.stores.checks`) is refused
+with :class:`StoreError` naming the file and the fix, and is left byte-for-byte
+as it was. Older zeus stores are migrated forward (:data:`MIGRATIONS`) in one
+transaction.
 
 A store is created at its first write, not when it is opened: a job that fails
-before it commits anything leaves no empty file behind.
+before it commits anything leaves no empty file behind. An empty file is no
+store yet, as no file is (:func:`is_empty`): a run makes it one at its first
+write, and ``zeus store check`` says there is nothing to check.
 """
 
 from __future__ import annotations
@@ -33,12 +37,13 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from zeus_core import catalog
+from zeus_core.engine.stores.checks import TRY_FIELDS, content_problems, parse_json
 from zeus_core.engine.stores.protocol import StoreError, StoreInfo
 from zeus_core.hookspecs import hookimpl
 from zeus_core.results import TryRecord
@@ -77,6 +82,9 @@ CREATE TABLE IF NOT EXISTS journal (
 );
 """
 
+#: The index that finds a recurrence's tries (each try is stored once: :meth:`Transaction.tries_of`).
+_INDEX = "CREATE INDEX IF NOT EXISTS tries_by_recurrence ON tries (recurrence, try_index)"
+
 #: Statements that take a store from version ``v`` to ``v + 1``. Version 1 is the
 #: layout before stores were marked (a ``meta`` row ``schema = 1``, no ``steady_cost``).
 MIGRATIONS: dict[int, list[str]] = {
@@ -85,6 +93,14 @@ MIGRATIONS: dict[int, list[str]] = {
 
 #: Tables a version-1 store (unmarked) has; a file with them is recognised as zeus's.
 _LEGACY_TABLES = {"meta", "state", "tries", "journal"}
+#: The columns each table of a store of each version has (a missing one is damage).
+_TRY_COLUMNS_V1 = {"id", "recurrence", "try_index", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost",
+                   "reached", "stopped", "extra", "created"}
+_COLUMNS: dict[int, dict[str, set[str]]] = {
+    1: {"meta": {"key", "value"}, "state": {"key", "value", "version"}, "tries": _TRY_COLUMNS_V1,
+        "journal": {"id", "owner", "key", "original", "pid", "created"}},
+}
+_COLUMNS[2] = {**_COLUMNS[1], "tries": _TRY_COLUMNS_V1 | {"steady_cost"}}
 
 
 class JournalEntry(NamedTuple):
@@ -99,58 +115,75 @@ class JournalEntry(NamedTuple):
 
 
 class Transaction:
-    """Reads and writes inside one ``BEGIN IMMEDIATE`` transaction."""
+    """Reads and writes inside one ``BEGIN IMMEDIATE`` transaction. ``trusted`` turns SQLite's
+    errors, and stored JSON no zeus wrote, into the store's :class:`StoreError` (values a caller
+    gives that cannot be stored, such as NaN, stay a ``ValueError`` of the caller's)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, trusted: Callable[[], AbstractContextManager[None]]) -> None:
         self._c = conn
+        self._trusted = trusted
+
+    def _execute(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        with self._trusted():
+            return self._c.execute(sql, params)
+
+    def _value(self, sql: str, params: tuple = (), default: Any = None) -> Any:
+        """The JSON of the first column of the first row (``default``: no row)."""
+        with self._trusted():
+            row = self._c.execute(sql, params).fetchone()
+            return default if row is None else parse_json(row[0])
 
     def get(self, key: str, default: Any = None) -> Any:
-        row = self._c.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
-        return default if row is None else json.loads(row[0])
+        return self._value("SELECT value FROM state WHERE key = ?", (key,), default)
 
     def set(self, key: str, value: Any) -> None:
         text = json.dumps(value, allow_nan=False)
-        self._c.execute(
+        self._execute(
             "INSERT INTO state (key, value) VALUES (?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = version + 1",
             (key, text),
         )
 
     def identity(self) -> dict[str, Any] | None:
-        row = self._c.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
-        return None if row is None else json.loads(row[0])
+        return self._value("SELECT value FROM meta WHERE key = 'identity'")
 
     def set_identity(self, identity: dict[str, Any]) -> None:
-        self._c.execute(
+        self._execute(
             "INSERT INTO meta (key, value) VALUES ('identity', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (json.dumps(identity, allow_nan=False, sort_keys=True),),
         )
 
     def add_try(self, r: TryRecord) -> int:
-        cur = self._c.execute(
+        row = (
+            r.recurrence,
+            r.try_index,
+            int(r.batch_size),
+            None if r.power_limit is None else float(r.power_limit),
+            int(r.epochs),
+            float(r.time_s),
+            float(r.energy_j),
+            float(r.cost),
+            int(bool(r.reached)),
+            r.stopped,
+            json.dumps(r.extra, allow_nan=False),
+            time.time(),
+            None if r.steady_cost is None else float(r.steady_cost),
+        )
+        cur = self._execute(
             "INSERT INTO tries (recurrence, try_index, batch_size, power_limit, epochs, time_s, energy_j, cost,"
             " reached, stopped, extra, created, steady_cost) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                r.recurrence,
-                r.try_index,
-                int(r.batch_size),
-                None if r.power_limit is None else float(r.power_limit),
-                int(r.epochs),
-                float(r.time_s),
-                float(r.energy_j),
-                float(r.cost),
-                int(bool(r.reached)),
-                r.stopped,
-                json.dumps(r.extra, allow_nan=False),
-                time.time(),
-                None if r.steady_cost is None else float(r.steady_cost),
-            ),
+            row,
         )
         assert cur.lastrowid is not None  # an INSERT sets it
         return cur.lastrowid
 
+    def tries_of(self, recurrence: int) -> list[tuple[int, bool]]:
+        rows = self._execute("SELECT try_index, reached FROM tries WHERE recurrence = ? ORDER BY try_index",
+                             (int(recurrence),)).fetchall()
+        return [(int(i), bool(r)) for i, r in rows]
+
     def add_journal(self, owner: str, key: str, original: Any) -> int:
-        cur = self._c.execute(
+        cur = self._execute(
             "INSERT INTO journal (owner, key, original, pid, created) VALUES (?,?,?,?,?)",
             (owner, key, json.dumps(original), os.getpid(), time.time()),
         )
@@ -158,13 +191,13 @@ class Transaction:
         return cur.lastrowid
 
     def remove_journal(self, entry_id: int) -> None:
-        self._c.execute("DELETE FROM journal WHERE id = ?", (entry_id,))
+        self._execute("DELETE FROM journal WHERE id = ?", (entry_id,))
 
     def clear(self) -> None:
         """Forget the job's state, results and identity (``zeus run --fresh``)."""
-        self._c.execute("DELETE FROM state")
-        self._c.execute("DELETE FROM tries")
-        self._c.execute("DELETE FROM meta WHERE key = 'identity'")
+        self._execute("DELETE FROM state")
+        self._execute("DELETE FROM tries")
+        self._execute("DELETE FROM meta WHERE key = 'identity'")
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:
@@ -178,20 +211,29 @@ def _refuse(path: Path, what: str, fix: str) -> StoreError:
 
 def _damaged(path: Path, what: str) -> StoreError:
     return _refuse(
-        path, f"is damaged (PRAGMA quick_check: {what})",
+        path, f"is damaged ({what})",
         f"Move it aside (mv {path} {path}.damaged) and start over with `zeus run --fresh`, or rebuild it from a copy "
         "or from `zeus store export` JSON with `zeus store import`",
     )
 
 
+def is_empty(path: Path) -> bool:
+    """An empty store file: no store yet, exactly as if there were no file (a job's first write
+    makes it one; ``zeus store check`` says there is nothing to check). The one rule for an empty
+    file, wherever a store is opened: zero bytes here, and SQLite's own empty database (no table,
+    no zeus mark) in :func:`inspect_store`."""
+    return not path.exists() or path.stat().st_size == 0
+
+
 def inspect_store(path: str | os.PathLike[str], verify: bool = True) -> StoreInfo:
     """What the store at ``path`` is, read-only: raises :class:`StoreError` (and changes
-    nothing) for a folder, a file that is not a zeus store, a newer schema, or damage
-    (``PRAGMA quick_check``, when ``verify``)."""
+    nothing) for a folder, a file that is not a zeus store, a newer schema, or damage (when
+    ``verify``: SQLite's ``PRAGMA integrity_check``, then every table and column the schema
+    has, and every row read and checked as :mod:`~zeus_core.engine.stores.checks` says)."""
     path = Path(path)
     if path.is_dir():
         raise StoreError(f"{path} is a folder, not a store file; set job.store to a file path such as {path / 'job.sqlite'}")
-    if not path.exists() or path.stat().st_size == 0:
+    if is_empty(path):
         _check_creatable(path)
         return StoreInfo(0, None, 0)
     # Without a WAL file beside it, the file alone is the database: open it immutable, so that
@@ -225,9 +267,20 @@ def inspect_store(path: str | os.PathLike[str], verify: bool = True) -> StoreInf
             )
         recognised = True
         if verify:
-            problems = [r[0] for r in conn.execute("PRAGMA quick_check")]
+            problems = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(5)")]
             if problems != ["ok"]:
-                raise _damaged(path, "; ".join(problems[:3]))
+                raise _damaged(path, "PRAGMA integrity_check: " + "; ".join(problems[:3]))
+            problems = _layout_problems(conn, int(version), tables)
+            if not problems:
+                identity_row = conn.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
+                problems = content_problems(
+                    None if identity_row is None else identity_row[0],
+                    conn.execute("SELECT key, value FROM state"),
+                    conn.execute(f"SELECT {', '.join(TRY_FIELDS)} FROM tries"
+                                 if int(version) >= 2 else f"SELECT {', '.join(TRY_FIELDS[:-1])}, NULL FROM tries"),
+                )
+            if problems:
+                raise _damaged(path, "; ".join(problems))
         identity = None
         if "meta" in tables:
             row = conn.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
@@ -236,10 +289,30 @@ def inspect_store(path: str | os.PathLike[str], verify: bool = True) -> StoreInf
         return StoreInfo(int(version), identity, int(tries))
     except sqlite3.DatabaseError as e:  # "file is not a database", or damage SQLite trips over
         if recognised:
-            raise _damaged(path, str(e)) from e
+            raise _damaged(path, f"SQLite: {e}") from e
         raise _refuse(path, f"is not a zeus store ({e})", "Point job.store at another file, or move this one aside") from e
+    except StoreError:
+        raise
+    except ValueError as e:  # the identity's JSON, read without verifying (the journal)
+        raise _damaged(path, f"its identity is not JSON ({e})") from e
     finally:
         conn.close()
+
+
+def _layout_problems(conn: sqlite3.Connection, version: int, tables: set[str]) -> list[str]:
+    """Tables or columns the store's schema version has and the file lacks."""
+    expected = _COLUMNS[min(max(version, 1), SCHEMA_VERSION)]
+    missing = sorted(set(expected) - tables)
+    if missing:
+        return [f"its schema's table{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                f"{'are' if len(missing) > 1 else 'is'} missing"]
+    problems = []
+    for table, columns in expected.items():
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        lacking = sorted(columns - have)
+        if lacking:
+            problems.append(f"table {table} lacks the column{'s' if len(lacking) > 1 else ''} {', '.join(lacking)}")
+    return problems
 
 
 def _check_creatable(path: Path) -> None:
@@ -321,6 +394,8 @@ class Store:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if app_id == APPLICATION_ID and version == SCHEMA_VERSION:
+            # An index, not a schema change (a store without it reads the same): added where missing.
+            conn.execute(_INDEX)
             return
         if app_id == APPLICATION_ID and version > SCHEMA_VERSION:  # another process upgraded it meanwhile
             raise _refuse(self.path, f"was written by a newer zeus-core (store schema {version})", "Upgrade zeus-core")
@@ -338,6 +413,7 @@ class Store:
             for statement in MIGRATIONS[version]:
                 conn.execute(statement)
             version += 1
+        conn.execute(_INDEX)
         conn.execute(
             "INSERT INTO meta (key, value) VALUES ('schema', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (str(SCHEMA_VERSION),),
@@ -359,18 +435,37 @@ class Store:
         self.close()
 
     @contextmanager
+    def _trusted(self) -> Iterator[None]:
+        """SQLite's errors and JSON no zeus wrote, met after the store was opened (another process
+        damaged it meanwhile), as the :class:`StoreError` naming the file that opening would raise."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except (sqlite3.DatabaseError, ValueError) as e:
+            if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
+                raise StoreError(f"{self.path}: another process held the store longer than {self.timeout_s:g} s ({e}); "
+                                 "try again") from e
+            raise _damaged(self.path, f"SQLite: {e}" if isinstance(e, sqlite3.DatabaseError) else str(e)) from e
+
+    @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         """One atomic unit: everything inside commits together or not at all."""
         conn = self._connection(create=True)
         assert conn is not None
-        conn.execute("BEGIN IMMEDIATE")
+        with self._trusted():
+            conn.execute("BEGIN IMMEDIATE")
         try:
-            yield Transaction(conn)
+            yield Transaction(conn, self._trusted)
         except BaseException:
-            conn.execute("ROLLBACK")
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.DatabaseError:
+                pass  # SQLite rolls back what it could not commit when the connection closes
             raise
         else:
-            conn.execute("COMMIT")
+            with self._trusted():
+                conn.execute("COMMIT")
 
     # -- reads outside a transaction (a consistent snapshot each; nothing before the first write) --
 
@@ -378,24 +473,28 @@ class Store:
         conn = self._connection(create=False)
         if conn is None:
             return default
-        row = conn.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
-        return default if row is None else json.loads(row[0])
+        return Transaction(conn, self._trusted).get(key, default)
 
     def identity(self) -> dict[str, Any] | None:
         """The identity of the job this store learned (None for a new store)."""
         conn = self._connection(create=False)
         if conn is None:
             return self.info.identity
-        return Transaction(conn).identity()
+        return Transaction(conn, self._trusted).identity()
 
     def state_items(self) -> dict[str, Any]:
         """Every state value by key (for export)."""
         conn = self._connection(create=False)
         if conn is None:
             return {}
-        return {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM state ORDER BY key")}
+        with self._trusted():
+            return {k: parse_json(v) for k, v in conn.execute("SELECT key, value FROM state ORDER BY key")}
 
     def tries(self) -> list[TryRecord]:
+        with self._trusted():
+            return self._tries()
+
+    def _tries(self) -> list[TryRecord]:
         conn = self._connection(create=False)
         if conn is None:
             return []
@@ -415,7 +514,7 @@ class Store:
                 cost=r[7],
                 reached=bool(r[8]),
                 stopped=r[9],
-                extra=json.loads(r[10]),
+                extra=parse_json(r[10]),
                 steady_cost=r[11],
             )
             for r in rows

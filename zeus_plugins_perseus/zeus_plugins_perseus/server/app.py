@@ -16,19 +16,22 @@ than the server's ``max_body_bytes`` is refused unread (413, FastAPI's own
 limit); a request beyond the server's other limits answers 422, or 429 when it
 holds as many jobs as it may; a request that cannot be served in the job's
 state answers 400, 404 or 409 with ``{"detail": message}``. Plain ``def`` endpoints run in FastAPI's
-thread pool, so planning a large frontier does not stall other requests.
+thread pool. A job is planned in a process of its own, within the server's budget of CPU time and
+memory per job (422 naming the budget past it), at most ``max_planning`` at once (429 beyond);
+the schedule request waits for it without holding a thread, and planning ends when the job is
+deleted or every client waiting for it has gone.
 """
 
 from __future__ import annotations
 
 import math
 import secrets
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -61,11 +64,11 @@ class JobSpec(_Strict):
     world_size: int = Field(ge=1, le=1 << 20, description="pp_degree x dp_degree x tp_degree")
     microbatches: int = Field(ge=1, le=1 << 16)
     schedule: Literal[SCHEDULE_NAMES] = "1f1b"
-    deadline_s: Optional[float] = Field(None, gt=0, le=1e5, allow_inf_nan=False)
-    max_slowdown: Optional[float] = Field(None, ge=1, le=100, allow_inf_nan=False)
-    blocking_power_w: Optional[float] = Field(None, ge=0, le=10_000, allow_inf_nan=False)
-    unit_time_s: Optional[float] = Field(None, ge=1e-5, le=1, allow_inf_nan=False)
-    model: Optional[Literal["measured", "exponential"]] = None
+    deadline_s: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False)
+    max_slowdown: float | None = Field(None, ge=1, le=100, allow_inf_nan=False)
+    blocking_power_w: float | None = Field(None, ge=0, le=10_000, allow_inf_nan=False)
+    unit_time_s: float | None = Field(None, ge=1e-5, le=1, allow_inf_nan=False)
+    model: Literal["measured", "exponential"] | None = None
     metadata: dict[_Key, _Value] = Field(default_factory=dict, max_length=32)
 
 
@@ -105,7 +108,7 @@ def create_app(manager: JobManager, token: str | None = None) -> FastAPI:
     """The API over ``manager``; with ``token``, every request must carry it as a bearer token."""
     bearer = HTTPBearer(auto_error=False)
 
-    def authorize(creds: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
+    def authorize(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if token is None:
             return
         given = creds.credentials if creds is not None else ""
@@ -151,8 +154,11 @@ def create_app(manager: JobManager, token: str | None = None) -> FastAPI:
         return manager.delete_job(job_id)
 
     @app.get("/jobs/{job_id}/schedule")
-    def schedule(job_id: str, rank: Annotated[int, Query(ge=0, le=1 << 20)]) -> dict:
-        return manager.schedule(job_id, rank)
+    async def schedule(job_id: str, rank: Annotated[int, Query(ge=0, le=1 << 20)], request: Request) -> Response:
+        answer = await manager.schedule_async(job_id, rank, request.is_disconnected)
+        if answer is None:  # the client left: nobody reads this
+            return Response(status_code=499)
+        return JSONResponse(answer)
 
     @app.post("/jobs/{job_id}/profile")
     def upload_profile(job_id: str, upload: ProfileUpload) -> dict:

@@ -1,0 +1,48 @@
+"""What device plugins share, declared once in the core (a contract package: plugins import from it).
+
+Every device plugin that measures and steers real hardware needs the same few
+pieces; each lives here so that no two plugins hold near-copies of it:
+
+* :mod:`~zeus_core.devicekit.polling`: :class:`Sampler`, the background thread that
+  polls a device, and :class:`PowerIntegral`, energy from polled power;
+* :mod:`~zeus_core.devicekit.counters`: :class:`WrappingCounter`, an energy counter
+  extended past its wraparounds (RAPL, a 32-bit AMD accumulator), and
+  :func:`watch_period`, how often to read such counters;
+* :mod:`~zeus_core.devicekit.settings`: :class:`SettingsPath`, setting changes made in
+  this process (journaled) or through ``zeus daemon``;
+* :mod:`~zeus_core.devicekit.drivers`: :class:`DriverErrors` and :class:`DriverDevice`,
+  a vendor library's failures in messages and through the daemon;
+* :mod:`~zeus_core.devicekit.served`: the GPUs a daemon service serves, and :class:`GpuService`;
+* :mod:`~zeus_core.devicekit.simulated`: the shared state of a simulated driver;
+* :mod:`~zeus_core.devicekit.groups`: :class:`ClosedOnExit`, :func:`deferred_factory`, and
+  :class:`GpuGroup`, what a group of GPUs does with all of them at once.
+
+What a device group *is* and may declare stays in :mod:`zeus_core.device`.
+"""
+
+from zeus_core.devicekit.counters import WrappingCounter, watch_period
+from zeus_core.devicekit.drivers import DriverDevice, DriverErrors
+from zeus_core.devicekit.groups import ClosedOnExit, GpuGroup, deferred_factory
+from zeus_core.devicekit.polling import PowerIntegral, Sampler
+from zeus_core.devicekit.served import GpuArgs, GpuService, ServedGpus, all_or_list, select_gpus
+from zeus_core.devicekit.settings import CAP_DAC_OVERRIDE, DaemonCall, SettingsPath
+
+__all__ = [
+    "CAP_DAC_OVERRIDE",
+    "ClosedOnExit",
+    "DaemonCall",
+    "DriverDevice",
+    "DriverErrors",
+    "GpuArgs",
+    "GpuGroup",
+    "GpuService",
+    "PowerIntegral",
+    "Sampler",
+    "ServedGpus",
+    "SettingsPath",
+    "WrappingCounter",
+    "all_or_list",
+    "deferred_factory",
+    "select_gpus",
+    "watch_period",
+]

@@ -1,0 +1,159 @@
+"""What every device group and device plugin needs: a ``with`` block, a factory that loads the
+device's code only when a device is opened, and what a group of GPUs does with all of them."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from zeus_core.errors import DeviceError
+
+
+class ClosedOnExit:
+    """A device group usable as ``with Group(...) as g:``, closed (its settings put back) at the
+    end of the block. The group defines ``close()``."""
+
+    def close(self) -> None:  # pragma: no cover - every group defines its own
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def deferred_factory(target: str, help: str) -> Callable[[Any, Any], Any]:
+    """A device factory that imports ``target`` (``"package.module:function"``) when a job or a
+    tool first opens the device, and calls it with the options and the context.
+
+    A plugin's entry point is imported by every ``zeus`` command; registering the
+    factory this way keeps the device code (and the vendor library it imports) out
+    of commands that open no device. ``help`` is what ``zeus plugins`` shows::
+
+        register("nvml", deferred_factory("zeus_plugins_nvml.device:make_nvml", "NVIDIA GPUs through NVML"),
+                 options=NvmlOptions, measures={"gpu": "gpus"})
+    """
+    module, sep, name = target.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"deferred_factory target {target!r}: expected \"package.module:function\"")
+
+    def factory(options: Any, context: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(options, context)
+
+    factory.__doc__ = help
+    factory.__qualname__ = factory.__name__ = name
+    return factory
+
+
+class GpuGroup(ClosedOnExit):
+    """What a device group of GPUs does with all of them at once.
+
+    ``gpus`` holds one object per GPU (a :class:`~zeus_core.devicekit.DriverDevice`
+    with ``power_limit_range()``, ``power_limit()``, ``set_power_limit(watts)``,
+    ``read_power()``, ``power_domains()`` and ``temperature()``, the last three
+    None or empty where the GPU does not report them); ``names`` their device
+    names. ``limit_name`` is what the vendor calls a power limit (``"power cap"`` on
+    AMD), for messages; ``settings`` the group's
+    :class:`~zeus_core.devicekit.SettingsPath`; ``release()`` what closing does after
+    the settings are back. The group then offers
+    :class:`~zeus_core.device.PowerLimitControl` (one value on every GPU; the
+    range they all accept), :class:`~zeus_core.device.PerDevicePowerLimits`
+    (every value checked before any is set), the readings, the models, and the
+    identity (the GPU models: a limit learned on one model means nothing on another).
+    """
+
+    gpus: list[Any]
+    names: list[str]
+    limit_name = "power limit"
+    #: the group's setting changes (None until the group got that far in opening)
+    settings: Any = None
+    _closed = False
+
+    # -- lifetime --
+
+    def release(self) -> None:
+        """Stop what the group runs (pollers) and let go of the vendor library; called by :meth:`close`
+        after the settings are put back, and by a constructor that fails half-way."""
+
+    def close(self) -> None:
+        """Put back every setting this group changed, then :meth:`release`; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.settings is not None:
+                self.settings.close()
+        finally:
+            self.release()
+
+    @property
+    def control_paths(self) -> dict[str, str]:
+        """How each GPU's settings change (:class:`~zeus_core.device.ControlPaths`): ``local``, ``local,
+        read-only`` (without the capability the driver checks, and no daemon) or ``daemon``."""
+        return dict.fromkeys(self.names, self.settings.access if self.settings is not None else "local")
+
+    # -- readings --
+
+    def read_power(self) -> dict[str, float]:
+        """Power (W) per GPU, where the GPU reports it."""
+        return {g.name: w for g in self.gpus if (w := g.read_power()) is not None}
+
+    def read_power_domains(self) -> dict[str, dict[str, float]]:
+        """``{gpu: {domain: W}}``, each domain where the GPU reports it."""
+        return {g.name: g.power_domains() for g in self.gpus}
+
+    def read_temperatures(self) -> dict[str, float]:
+        """Temperature (°C) per GPU; a GPU without the sensor is absent."""
+        return {g.name: c for g in self.gpus if (c := g.temperature()) is not None}
+
+    @property
+    def device_models(self) -> dict[str, str]:
+        """Each GPU's product name."""
+        return {g.name: g.model for g in self.gpus}
+
+    def identity(self) -> dict[str, Any]:
+        """The GPU models behind the group (:class:`~zeus_core.HasIdentity`)."""
+        return {"gpu_models": [g.model for g in self.gpus]}
+
+    # -- power limits --
+
+    def _ranges(self) -> dict[str, tuple[float, float]]:
+        return {g.name: g.power_limit_range() for g in self.gpus}
+
+    def power_limit_range(self) -> tuple[float, float]:
+        """The range every GPU accepts (the intersection of their ranges), in W."""
+        ranges = self._ranges()
+        lo, hi = max(lo for lo, _ in ranges.values()), min(hi for _, hi in ranges.values())
+        if lo > hi:
+            raise DeviceError(f"the GPUs' {self.limit_name} ranges do not overlap: {ranges}; give each GPU its own "
+                              f"{self.limit_name} (set_power_limits)")
+        return lo, hi
+
+    def power_limits(self) -> dict[str, float]:
+        return {g.name: g.power_limit() for g in self.gpus}
+
+    def power_limit(self) -> float:
+        """The GPUs' power limit (W); their mean when they differ."""
+        values = list(self.power_limits().values())
+        return values[0] if len(set(values)) == 1 else sum(values) / len(values)
+
+    def set_power_limit(self, watts: float) -> None:
+        """One value on every GPU (each checked against its GPU's range before any is set)."""
+        self.set_power_limits(dict.fromkeys(self.names, watts))
+
+    def set_power_limits(self, watts: dict[str, float]) -> None:
+        """A value per GPU (by name). Every one is checked against its GPU's range before any is set,
+        so a bad one changes nothing."""
+        unknown = sorted(set(watts) - set(self.names))
+        if unknown:
+            raise ValueError(f"no GPU named {', '.join(unknown)}; this device has {', '.join(self.names)}")
+        ranges = self._ranges()
+        outside = {n: w for n, w in watts.items() if not ranges[n][0] <= w <= ranges[n][1]}
+        if outside:
+            raise ValueError(f"{self.limit_name}s outside their GPU's range: " + "; ".join(
+                f"{n} {w:g} W (range {ranges[n][0]:g} to {ranges[n][1]:g} W)" for n, w in outside.items()))
+        for g in self.gpus:
+            if g.name in watts:
+                g.set_power_limit(watts[g.name])
