@@ -66,6 +66,7 @@ def _isolated_state(tmp_path, monkeypatch):
     monkeypatch.delenv("ZEUS_DISABLED_PLUGINS", raising=False)
     monkeypatch.delenv("ZEUS_TRACE_PLUGINS", raising=False)
     monkeypatch.delenv("ZEUS_DAEMON_SOCKET", raising=False)  # a developer's daemon must not serve the tests
+    monkeypatch.delenv("ZEUSD_SOCK_PATH", raising=False)  # nor one named by upstream's variable
     monkeypatch.chdir(tmp_path)
 
 

@@ -7,7 +7,8 @@
 * ``docs/api.md`` from ``zeus_core.__all__`` (every public name and where it
   lives).
 
-Docstrings are reStructuredText-ish (``x``, :class:`x`, ``Example::`` blocks);
+It writes into ``./docs`` (run it from the checkout's root) or the folder ``--docs``
+names, never into the installed package. Docstrings are reStructuredText-ish (``x``, :class:`x`, ``Example::`` blocks);
 they become Markdown here. ``--check`` writes nothing and exits 1 when a file
 is stale or an entry lacks an example, which is what the test suite runs.
 """
@@ -217,10 +218,18 @@ def generate(docs_dir: Path, check: bool) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--docs", type=Path, default=Path(__file__).resolve().parents[1] / "docs", help="the docs folder")
+    ap.add_argument("--docs", type=Path, default=None,
+                    help="the docs folder (default: ./docs, which must exist: run it from a checkout's root)")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file is stale or an example is missing")
     args = ap.parse_args(argv)
-    problems = generate(args.docs, args.check)
+    docs = args.docs
+    if docs is None:  # where it is run, never the installed package's folder (site-packages)
+        docs = Path("docs")
+        if not docs.is_dir():
+            print(f"no docs folder in {Path.cwd()}: run it from the checkout's root, or name one with --docs DIR",
+                  file=sys.stderr)
+            return 2
+    problems = generate(docs, args.check)
     for p in problems:
         print(p, file=sys.stderr)
     return 1 if problems else 0

@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zeus_core import catalog
 from zeus_core.engine.stores import sqlite as _store
 from zeus_core.errors import DeviceError, RunFailed
 
@@ -308,7 +309,7 @@ def restore_pending(
                 console.print(
                     f"[yellow]zeus:[/] a killed process left {escape(owner)} setting {escape(key)} changed, "
                     f"and no installed plugin restores {escape(owner)!r} settings: install that plugin "
-                    "(e.g. zeus-plugins-nvml) and run zeus again"
+                    f"({escape(catalog.hint('restorer', owner) or 'the device plugin that changed it')}) and run zeus again"
                 )
                 continue
             original = items[0][1]  # entries are oldest first

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from zeus_test_helpers import TOY_JOB, toy_registry, write_job
 
+from zeus_core.catalog import install_command
 from zeus_core.engine.validation import JobError, load_job, parse_override
 
 
@@ -75,7 +76,7 @@ def test_all_errors_at_once_each_with_line_and_path(reg):
     assert "job.toml:4: expected int, got float 1.5 @ $.job.max_epochs" in text
     assert "job.toml:5: expected float, got str 'high' @ $.job.beta_knob" in text
     assert "job.toml:8: unknown workload plugin 'toyy' (did you mean 'toy'?)" in text
-    assert "job.toml:11: unknown device plugin 'nvml'" in text and "pip install zeus-plugins-nvml" in text
+    assert "job.toml:11: unknown device plugin 'nvml'" in text and install_command("zeus-plugins-nvml") in text
     assert "job.toml:15: unknown key 'defualt' (did you mean 'default'?) @ $.batch_size.defualt" in text
     assert "job.toml:17: unknown section 'powr' (did you mean 'power'?)" in text
     assert len(lines) == 8

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import signal
 import sqlite3
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from zeus_core import TryRecord
+from zeus_core.catalog import install_command
 from zeus_core.engine.stores.protocol import StoreError
 from zeus_core.engine.stores.sqlite import APPLICATION_ID, SCHEMA_VERSION, Store
 
@@ -173,7 +175,8 @@ def test_newer_schema_is_refused_and_left_unchanged(tmp_path):
     c.commit()
     c.close()
     before = _sha(path)
-    with pytest.raises(StoreError, match=r"newer zeus-core \(store schema 99; this one reads up to 2\).*pip install -U zeus-core"):
+    upgrade = re.escape(install_command("zeus-core", upgrade=True))
+    with pytest.raises(StoreError, match=rf"newer zeus-core \(store schema 99; this one reads up to 2\).*{upgrade}"):
         Store(path)
     assert _sha(path) == before
 

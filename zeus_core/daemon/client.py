@@ -7,7 +7,7 @@ SIGKILL (the kernel closes the socket). So a device keeps its client open for
 as long as its settings must hold, and closing the device closes the client.
 
 The socket comes from the device's ``daemon_socket`` option or, failing
-that, ``$ZEUS_DAEMON_SOCKET`` (:func:`socket_path`).
+that, ``$ZEUS_DAEMON_SOCKET`` (or upstream Zeus's ``$ZEUSD_SOCK_PATH``; :func:`socket_path`).
 """
 
 from __future__ import annotations
@@ -22,16 +22,19 @@ from zeus_core.daemon.protocol import PROTOCOL_VERSION, FrameError, decode, enco
 from zeus_core.errors import DeviceError
 
 ENV = "ZEUS_DAEMON_SOCKET"
+#: Upstream Zeus's name for the same variable (zeusd), read when ``ENV`` is unset.
+UPSTREAM_ENV = "ZEUSD_SOCK_PATH"
 CAP_SYS_ADMIN = 21
 
 DAEMON_HELP = "README: Running without root"
 
 
 def socket_path(option: str | None = None) -> str | None:
-    """The daemon socket a device should use: its option, else ``$ZEUS_DAEMON_SOCKET``, else None."""
+    """The daemon socket a device should use: its option, else ``$ZEUS_DAEMON_SOCKET``, else
+    ``$ZEUSD_SOCK_PATH`` (upstream's name), else None."""
     if option:
         return option
-    return os.environ.get(ENV) or None
+    return os.environ.get(ENV) or os.environ.get(UPSTREAM_ENV) or None
 
 
 def has_capability(bit: int = CAP_SYS_ADMIN) -> bool:

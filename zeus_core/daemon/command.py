@@ -85,7 +85,7 @@ def run_daemon(config_path: Path, check: bool = False, level: int = logging.INFO
     return EXIT_OK
 
 
-@click.command("daemon")
+@click.command("daemon", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar=CONFIG_ENV,
               default=DEFAULT_CONFIG, show_default=True, help=f"The daemon's TOML configuration (or ${CONFIG_ENV}).")
 @click.option("--check", is_flag=True, help="Check the configuration and open the served devices, then exit without serving.")

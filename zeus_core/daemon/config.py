@@ -33,6 +33,7 @@ from typing import Any
 
 import attrs
 
+from zeus_core import catalog
 from zeus_core.engine.tomllines import line_index
 from zeus_core.engine.validation import JobError, Problem, structure, suggest
 
@@ -220,7 +221,7 @@ def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lin
         problems.append(Problem(("socket_mode",), err))
     services: dict[str, Any] = {}
     if not isinstance(cfg.serve, dict) or not cfg.serve:
-        names = ", ".join(sorted(service_options)) or "none (install a device plugin, e.g. zeus-plugins-nvml)"
+        names = ", ".join(sorted(service_options)) or f"none (install a device plugin, e.g. {catalog.hint('service', 'nvml')})"
         problems.append(Problem(("serve",), "the daemon serves nothing: add a [serve.<name>] table per service to serve; "
                                             f"installed services: {names}"))
     else:

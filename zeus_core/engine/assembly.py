@@ -34,6 +34,7 @@ import attrs
 import cattrs
 from rich.console import Console
 
+from zeus_core import catalog
 from zeus_core.contexts import BuildContext
 from zeus_core.device import EpochPrediction, NoDevices
 from zeus_core.engine.history import History, HistoryService
@@ -42,7 +43,7 @@ from zeus_core.engine.registry import SECTION_KIND, Registry, get_registry
 from zeus_core.engine.remote import WIRE, HistorySetup, ServesHistory, SetupError
 from zeus_core.engine.stores.locations import open_store
 from zeus_core.engine.stores.protocol import JobStore
-from zeus_core.engine.validation import Problem, catalog, structure, suggest
+from zeus_core.engine.validation import Problem, structure, suggest
 from zeus_core.errors import BadInput, PartMismatch
 from zeus_core.identity import differences, option_identity, refuse_another_job, with_facts
 from zeus_core.job import BUILD_ORDER, JobOptions, JobSpec, PartSpec, job_name
@@ -79,8 +80,8 @@ def part_spec(
     kind = SECTION_KIND[section]
     known = registry.names(kind)
     if not isinstance(plugin, str) or plugin not in known:
-        dist = catalog().get(section, {}).get(plugin) if isinstance(plugin, str) else None
-        hint = f" (pip install {dist})" if dist else ""
+        command = catalog.hint(section, plugin) if isinstance(plugin, str) else None
+        hint = f" ({command})" if command else ""
         close = suggest(plugin, known) if isinstance(plugin, str) else ""
         kind_words = kind.replace("_policy", " policy") if kind.endswith("_policy") else kind
         raise BadInput(f"{what} is not a registered {kind_words}{close}{hint}; installed: {', '.join(known) or 'none'}")

@@ -47,6 +47,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from zeus_core import catalog
 from zeus_core.device import DEVICE_CAPABILITIES, PowerLimitControl, copy_capabilities
 from zeus_core.errors import DeviceError, RunFailed
 from zeus_core.measurement import Measurement
@@ -161,7 +162,7 @@ def process_group(group: ProcessGroup | None = None, registry: Registry | None =
         raise RuntimeError(
             f"WORLD_SIZE={world}: a launcher started this process as one rank of {world}, but no installed plugin joins "
             "ranks into one job (so each rank would run a job of its own against one store); "
-            "pip install zeus-plugins-torch, or run one process"
+            f"{catalog.hint('process_group', 'torch')}, or run one process"
         )
     return SINGLE
 

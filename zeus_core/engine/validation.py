@@ -18,13 +18,13 @@ import re
 import tomllib
 import typing
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import attrs
 import cattrs
 
+from zeus_core import catalog
 from zeus_core.engine.registry import SECTION_KIND, Registry
 from zeus_core.engine.stores.locations import mask, open_store
 from zeus_core.engine.stores.protocol import StoreError, StoreUnavailable
@@ -260,11 +260,6 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[tuple, st
 # --------------------------------------------------------------------------- the job
 
 
-def catalog() -> dict[str, dict[str, str]]:
-    text = resources.files("zeus_core").joinpath("catalog.toml").read_text()
-    return tomllib.loads(text)
-
-
 def _origin(overrides: dict[tuple, str], path: tuple) -> str:
     for n in range(len(path), 0, -1):
         if path[:n] in overrides:
@@ -389,7 +384,6 @@ def validate(
             from zeus_core.engine.signals import grid_problems
 
             problems += [Problem((GRID_SECTION, key), message) for key, message in grid_problems(grid, registry, path.parent)]
-    installable = catalog()
     parts: dict[str, PartSpec] = {}
     for section in PART_SECTIONS:
         table = raw.get(section)
@@ -409,9 +403,9 @@ def validate(
             continue
         if name not in registry.parts[kind]:
             msg = f"unknown {section} plugin {name!r}{suggest(name, registry.names(kind))}"
-            dist = installable.get(section, {}).get(name)
+            dist = catalog.provider(section, name)
             if dist:
-                msg += f"; it is provided by the distribution {dist!r}: pip install {dist}"
+                msg += f"; it is provided by the distribution {dist!r}: {catalog.install_command(dist)}"
             msg += f"; installed {section} plugins: {', '.join(registry.names(kind)) or 'none'}"
             problems.append(Problem((section, "plugin"), msg))
             continue

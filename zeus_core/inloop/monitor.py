@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from rich.console import Console
 
+from zeus_core import catalog
 from zeus_core.device import NoDevices, PowerLimitControl
 from zeus_core.engine.assembly import DeviceOpenError, OptionsError, build_device
 from zeus_core.engine.ranks import launched_local_rank
@@ -261,8 +262,8 @@ class ZeusMonitor(Monitor):
         if explicit:
             if not choice.candidates:
                 raise DeviceOpenError(
-                    f"gpu_indices={indices}: no installed device plugin measures GPUs; pip install zeus-plugins-nvml "
-                    "(NVIDIA) or zeus-plugins-amdsmi (AMD)"
+                    f"gpu_indices={indices}: no installed device plugin measures GPUs; {catalog.hint('device', 'nvml')} "
+                    f"(NVIDIA) or {catalog.hint('device', 'amdsmi')} (AMD)"
                 )
             raise DeviceOpenError(f"gpu_indices={indices}: no GPU could be opened ({choice.why()})")
         if choice.failed:

@@ -57,6 +57,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
+from zeus_core import catalog
 from zeus_core.cost import check_eta, zeus_cost
 from zeus_core.device import PowerLimitControl
 from zeus_core.engine.assembly import script_job
@@ -150,7 +151,7 @@ class PowerLimitOptimizer:
             names = ", ".join(monitor.devices.names) or "nothing"
             raise ValueError(
                 f"the monitor measures {names}, and no device among them can set power limits, which policy={policy!r} "
-                "steers; measure the GPUs (ZeusMonitor(gpu_indices=[...]) with zeus-plugins-nvml) or a device plugin "
+                f"steers; measure the GPUs (ZeusMonitor(gpu_indices=[...]) after {catalog.hint('device', 'nvml')}) or a device plugin "
                 "with power control (device=...)"
             )
         self.devices: Any = found[0]

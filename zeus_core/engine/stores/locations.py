@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, urlsplit
 
+from zeus_core import catalog
 from zeus_core.engine.stores.protocol import JobStore, StoreError
 from zeus_core.job import URL_SCHEME
 
@@ -68,7 +69,8 @@ def open_store(
     backend = registry.stores.get(scheme)
     if backend is None:
         known = ", ".join(sorted(registry.stores)) or "none"
-        hint = " (pip install zeus-plugins-postgres)" if scheme in ("postgresql", "postgres") else ""
+        command = catalog.hint("store", scheme)
+        hint = f" ({command})" if command else ""
         raise StoreError(f"job.store {mask(location)}: no installed plugin serves {scheme}:// stores{hint}; installed: {known}")
     try:
         return backend.opener(location, timeout_s, job=job)

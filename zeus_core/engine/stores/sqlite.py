@@ -42,6 +42,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from zeus_core import catalog
 from zeus_core.engine.stores.checks import TRY_FIELDS, content_problems, parse_json
 from zeus_core.engine.stores.protocol import StoreError, StoreInfo
 from zeus_core.hookspecs import hookimpl
@@ -262,7 +263,7 @@ def inspect_store(path: str | os.PathLike[str], verify: bool = True) -> StoreInf
         if version > SCHEMA_VERSION:
             raise _refuse(
                 path, f"was written by a newer zeus-core (store schema {version}; this one reads up to {SCHEMA_VERSION})",
-                "Upgrade zeus-core (pip install -U zeus-core), or use another job.store",
+                f"Upgrade zeus-core ({catalog.install_command(catalog.CORE, upgrade=True)}), or use another job.store",
             )
         recognised = True
         if verify:

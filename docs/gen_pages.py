@@ -1,0 +1,140 @@
+"""The docs site's pages from the READMEs and the source, run by mkdocs-gen-files at build time.
+
+The top README is cut at its ``## `` headings into pages (PAGES, in the order a new user
+reads them); every distribution's README (its folder from ``zeus_core/catalog.toml``)
+becomes ``plugins/<name>.md``; every public module of the core gets an API page rendered
+by mkdocstrings. Links between READMEs, and to ``docs/*.md``, are rewritten to the pages
+they became. The navigation (``SUMMARY.md``, read by mkdocs-literate-nav) is written here
+too, so a new distribution or section shows up without editing mkdocs.yml.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import mkdocs_gen_files
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text()
+FOLDERS = tomllib.loads((REPO / "zeus_core" / "catalog.toml").read_text())["folders"]
+
+#: README section (its heading's first words) -> (page, title in the navigation), in reading order.
+PAGES = {
+    "Two commands": ("install.md", "Install and run"),
+    "More examples": ("examples.md", "Examples"),
+    "Using it": ("using.md", "Using zeus"),
+    "What this machine offers": ("env.md", "What this machine offers (zeus env)"),
+    "job.toml reference": ("job-toml.md", "job.toml reference"),
+    "Add zeus to your own training script": ("in-loop.md", "In your training loop"),
+    "The cost metric": ("cost.md", "The cost metric"),
+    "State": ("state.md", "State and the job store"),
+    "A cluster": ("cluster.md", "A cluster: store, serve, metrics"),
+    "Running without root": ("daemon.md", "Running without root (zeus daemon)"),
+    "Writing a plugin": ("writing-a-plugin.md", "Writing a plugin"),
+    "Layout": ("layout.md", "Repository layout"),
+}
+GENERATED = {"hooks.md": "Hooks", "parts.md": "Parts and capabilities", "api.md": "Public names"}
+#: The core's modules with no API page: the engine and the CLI sit behind the contract; docgen is a tool.
+NOT_API = ("engine", "cli", "docgen", "__main__")
+#: The contract's modules in reading order; every other public module of the core follows, by name.
+FIRST = ["hookspecs", "parts", "device", "contexts", "job", "errors", "cost"]
+
+
+def api_modules() -> list[str]:
+    """Every public module of the core (but NOT_API), so a new one gets its page without an edit here."""
+    found = []
+    for path in sorted((REPO / "zeus_core").rglob("*.py")):
+        parts = path.relative_to(REPO / "zeus_core").with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and parts[0] not in NOT_API and not any(part.startswith("_") for part in parts):
+            found.append(".".join(parts))
+    return FIRST + [m for m in found if m not in FIRST]
+
+
+API_MODULES = api_modules()
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub and Python-Markdown give a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def sections(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """The text before the first ``## `` heading, and each (heading, body) after it."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return parts[0], [(parts[i].strip(), parts[i + 1]) for i in range(1, len(parts), 2)]
+
+
+def page_of(heading: str) -> tuple[str, str]:
+    for start, page in PAGES.items():
+        if heading.startswith(start):
+            return page
+    raise SystemExit(f"README.md section {heading!r} has no page in docs/gen_pages.py PAGES")
+
+
+def plugin_page(dist: str) -> str:
+    return f"plugins/{dist}.md"
+
+
+def rewrite_links(text: str, here: str, anchors: dict[str, str]) -> str:
+    """README links -> site links, relative to the page ``here``."""
+    up = "../" * here.count("/")
+    targets = {f"docs/{name}": name for name in GENERATED}
+    targets.update({f"{folder}/README.md".removeprefix("./"): plugin_page(dist) for dist, folder in FOLDERS.items()})
+
+    def link(m: re.Match[str]) -> str:
+        target = m.group(1)
+        if target.startswith("#") and anchors.get(target[1:], here) != here:
+            return f"]({up}{anchors[target[1:]]})"
+        if target in targets:
+            return f"]({up}{targets[target]})"
+        return m.group(0)
+
+    return re.sub(r"\]\(([^)\s]+)\)", link, text)
+
+
+def write(path: str, text: str) -> None:
+    with mkdocs_gen_files.open(path, "w") as f:
+        f.write(text)
+
+
+intro, parts = sections(README)
+anchors = {slug(heading): page_of(heading)[0] for heading, _ in parts}
+write("index.md", rewrite_links(intro, "index.md", anchors))
+for heading, body in parts:
+    page, _name = page_of(heading)
+    write(page, rewrite_links(f"# {heading}\n{body}", page, anchors))
+
+for dist, folder in FOLDERS.items():
+    readme = REPO / folder / ("zeus_core/README.md" if folder == "." else "README.md")
+    page = plugin_page(dist)
+    write(page, rewrite_links(readme.read_text(), page, anchors))
+    mkdocs_gen_files.set_edit_path(page, readme.relative_to(REPO).as_posix())
+
+for module in API_MODULES:
+    write(f"reference/{module}.md", f"# `zeus_core.{module}`\n\n::: zeus_core.{module}\n")
+
+groups = {
+    "Getting started": ["install.md", "examples.md", "using.md", "env.md", "job-toml.md"],
+    "Guides": ["in-loop.md", "cost.md", "state.md", "cluster.md", "daemon.md"],
+    "Writing a plugin": ["writing-a-plugin.md"],
+}
+titles = dict(PAGES.values())
+nav = ["* [Home](index.md)"]
+for group, pages in groups.items():
+    nav.append(f"* {group}")
+    nav += [f"    * [{titles[p]}]({p})" for p in pages]
+nav += [f"    * [{name}]({page})" for page, name in GENERATED.items()]
+nav.append("* Distributions")
+nav += [f"    * [{dist}]({plugin_page(dist)})" for dist in FOLDERS]
+nav.append("* API reference")
+nav += [f"    * [zeus_core.{m}](reference/{m}.md)" for m in API_MODULES]
+nav.append(f"* [{titles['layout.md']}](layout.md)")
+missing = set(titles) - {p for pages in groups.values() for p in pages} - {"layout.md"}
+if missing:
+    raise SystemExit(f"pages in no navigation group: {sorted(missing)}")
+write("SUMMARY.md", "\n".join(nav) + "\n")
