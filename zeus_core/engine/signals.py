@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from zeus_core import catalog
 from zeus_core.engine.registry import Registry
 from zeus_core.errors import BadInput
 from zeus_core.grid import CARBON, PRICE, Grid, SourceRequest, TimeSeries, parse_time, parse_zone, show_time, source_of
@@ -29,12 +30,8 @@ class GridError(BadInput):
 
 
 def _install_hint(scheme: str) -> str:
-    import tomllib
-    from importlib import resources
-
-    known = tomllib.loads(resources.files("zeus_core").joinpath("catalog.toml").read_text())
-    dist = known.get(_GRID_KEY, {}).get(scheme)
-    return f"; it is provided by the distribution {dist!r}: pip install {dist}" if dist else ""
+    dist = catalog.provider(_GRID_KEY, scheme)
+    return f"; it is provided by the distribution {dist!r}: {catalog.install_command(dist)}" if dist else ""
 
 
 def open_grid(options: GridOptions, registry: Registry, job_dir: Path) -> Grid:
