@@ -1,0 +1,320 @@
+"""Upstream's ``GlobalPowerLimitOptimizer``: profile each power limit just in time, then hold the best.
+
+A state machine driven by ``on_step_begin`` and ``on_epoch_end``: wait ``wait_steps``, then for
+each limit from the highest down by ``pl_step`` watts warm up ``warmup_steps`` and measure
+``profile_steps`` in a :class:`~zeus.monitor.ZeusMonitor` window; when every limit is measured,
+the ``optimum_selector`` picks the one to hold. Limits are set through :func:`zeus.device.get_gpus`
+(zeus's device plugins: journaled, put back when the process ends).
+
+This is upstream's sequence, kept here on purpose: an epoch that ends while a limit is being
+warmed up or measured cancels that limit's window, sets the maximum limit, and measures the
+limit again from the next step. ``zeus_core.PowerLimitOptimizer`` (the ``jit`` policy) instead
+starts a limit only when it can finish within the epoch; the README of ``zeus-compat`` says so.
+Under ``torch.distributed`` each rank measures its own GPUs; energy is summed and time maxed
+over ranks, and :class:`ZeusCost`'s ``world_size`` weighs the time term (upstream's default: 1
+per monitored GPU of this rank).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zeus.callback import Callback
+from zeus.device import get_gpus
+from zeus.device.gpu import ZeusGPUNoPermissionError
+from zeus.monitor import ZeusMonitor
+from zeus.utils.framework import all_reduce, is_distributed
+from zeus.utils.metric import zeus_cost
+
+logger = logging.getLogger(__name__)
+
+PERMISSION_MESSAGE = (
+    "SYS_ADMIN capability is required to modify GPU power limits. See "
+    "https://ml.energy/zeus/getting_started/#system-privileges for more information."
+)
+
+
+@dataclass
+class PowerLimitMeasurement:
+    """One profiled limit: ``power_limit`` (W), ``energy`` (J) and ``time`` (s) of its window."""
+
+    power_limit: int
+    energy: float
+    time: float
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.power_limit, int) and self.power_limit > 0):
+            raise ValueError(f"power_limit must be a positive integer (W), got {self.power_limit!r}")
+        for field in ("energy", "time"):
+            if not float(getattr(self, field)) > 0:
+                raise ValueError(f"{field} must be positive, got {getattr(self, field)!r}")
+
+
+class OptimumSelector(ABC):
+    """Picks the limit (W) to hold from the profiled ones."""
+
+    @abstractmethod
+    def select(self, measurements: list[PowerLimitMeasurement]) -> int: ...
+
+
+class Energy(OptimumSelector):
+    """The limit whose window used the least energy."""
+
+    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
+        return min(measurements, key=lambda m: m.energy).power_limit
+
+
+class Time(OptimumSelector):
+    """The limit whose window was the shortest."""
+
+    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
+        return min(measurements, key=lambda m: m.time).power_limit
+
+
+class ZeusCost(OptimumSelector):
+    """The limit of least Zeus cost, ``eta_knob * energy + (1 - eta_knob) * max_power * time``.
+
+    ``max_power`` is the highest profiled limit times ``world_size`` (the GPUs the time term weighs).
+    """
+
+    def __init__(self, eta_knob: float, world_size: int = 1) -> None:
+        if not 0 <= eta_knob <= 1:
+            raise ValueError("eta_knob must be between 0 and 1, inclusive both sides.")
+        if world_size < 1:
+            raise ValueError("world_size must be greater than or equal to 1.")
+        self.eta_knob = eta_knob
+        self.world_size = world_size
+
+    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
+        max_power = max(m.power_limit for m in measurements) * self.world_size
+        return min(measurements, key=lambda m: zeus_cost(energy=m.energy, time=m.time, eta_knob=self.eta_knob,
+                                                           max_power=max_power)).power_limit
+
+
+class MaxSlowdownConstraint(OptimumSelector):
+    """The lowest limit whose window took at most ``factor`` times the highest limit's."""
+
+    def __init__(self, factor: float) -> None:
+        if factor < 1.0:
+            raise ValueError(f"max_slowdown_factor must be greater than or equal to 1.0. Got {factor}.")
+        self.factor = factor
+
+    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
+        highest = max(m.power_limit for m in measurements)
+        fastest = next(m.time for m in measurements if m.power_limit == highest)
+        return min(m.power_limit for m in measurements if m.time <= self.factor * fastest)
+
+
+@dataclass
+class Ready:
+    """Waiting ``steps`` more step beginnings before warming up ``next_power_limit`` (mW)."""
+
+    next_power_limit: int
+    steps: int
+
+
+@dataclass
+class Warmup:
+    """Warming up ``current_power_limit`` (mW) for ``steps`` more steps."""
+
+    current_power_limit: int
+    steps: int
+
+
+@dataclass
+class Profiling:
+    """Measuring ``current_power_limit`` (mW) for ``steps`` more steps."""
+
+    current_power_limit: int
+    steps: int
+
+
+@dataclass
+class Done:
+    """Holding ``optimal_power_limit`` (mW)."""
+
+    optimal_power_limit: int
+
+
+def _window(limit_mw: int) -> str:
+    return f"__GlobalPowerLimitOptimizer_{limit_mw // 1000}"
+
+
+def load_profile(path: Path) -> list[PowerLimitMeasurement]:
+    """The measurements of a profile file (``{"measurements": [{power_limit, energy, time}, ...]}``)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return [PowerLimitMeasurement(**m) for m in data["measurements"]]
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"{path}: not a power-limit profile ({e}); delete it to profile again") from None
+
+
+class GlobalPowerLimitOptimizer(Callback):
+    """One power limit for every GPU the monitor measures, chosen by just-in-time profiling (see the module)."""
+
+    def __init__(
+        self,
+        monitor: ZeusMonitor,
+        optimum_selector: OptimumSelector | None = None,
+        wait_steps: int = 1,
+        warmup_steps: int = 10,
+        profile_steps: int = 40,
+        pl_step: int = 25,
+        profile_path: str | Path | None = None,
+    ) -> None:
+        for name, value, least in (("wait_steps", wait_steps, 0), ("warmup_steps", warmup_steps, 0)):
+            if value < least:
+                raise ValueError(f"{name} must be non-negative.")
+        if profile_steps <= 0:
+            raise ValueError("profile_steps must be positive.")
+        if pl_step <= 0:
+            raise ValueError("pl_step must be positive.")
+        self.monitor = monitor
+        self.optimum_selector = optimum_selector or ZeusCost(eta_knob=0.5, world_size=len(monitor.gpu_indices))
+        self.warmup_steps = warmup_steps
+        self.profile_steps = profile_steps
+        self.pl_step = pl_step * 1000
+        self.profile_path = Path(profile_path) if profile_path is not None else None
+        if is_distributed() and len(monitor.gpu_indices) > 1:
+            logger.warning("Distributed training with %d GPUs per monitor: monitor one GPU per rank; the optimizer "
+                           "all-reduces over ranks.", len(monitor.gpu_indices))
+        gpus = get_gpus(ensure_homogeneous=True)
+        ranges = [gpus.get_power_management_limit_constraints(i) for i in monitor.gpu_indices]
+        if any(r != ranges[0] for r in ranges):
+            raise ValueError("Power limits ranges are not uniform across GPUs.")
+        lowest, highest = ranges[0]
+        self.power_limits: list[int] = list(range(highest, lowest - 1, -self.pl_step))
+        self.current_power_limit = 0
+        self.measurements: list[PowerLimitMeasurement] = []
+        self.state: Ready | Warmup | Profiling | Done
+        try:
+            if self.profile_path is not None and self.profile_path.exists():
+                self.measurements = load_profile(self.profile_path)
+                logger.info("Loaded previous profiling results from '%s'.", self.profile_path)
+                self.state = Done(optimal_power_limit=self._optimal_power_limit())
+                self._set_power_limit(self.state.optimal_power_limit)
+            else:
+                self.state = Ready(next_power_limit=self.power_limits[0], steps=wait_steps + 1)
+                self._set_power_limit(max(self.power_limits))
+        except ZeusGPUNoPermissionError as e:
+            raise RuntimeError(PERMISSION_MESSAGE) from e
+        atexit.register(self._restore)
+
+    def _restore(self) -> None:
+        try:
+            self._set_power_limit(max(self.power_limits))
+        except Exception as e:  # noqa: BLE001 - at exit; the device plugin's journal puts the limit back regardless
+            logger.warning("could not set the maximum power limit at exit: %s", e)
+
+    def on_epoch_end(self) -> None:
+        """An epoch ended: a limit being warmed up or measured is dropped, to be measured again next epoch."""
+        state = self.state
+        if isinstance(state, (Warmup, Profiling)):
+            logger.info("%s of %d W interrupted by the end of an epoch.", type(state).__name__, state.current_power_limit // 1000)
+            if isinstance(state, Profiling):
+                self.monitor.end_window(_window(state.current_power_limit), cancel=True)
+            self.state = Ready(next_power_limit=state.current_power_limit, steps=1)
+            self._set_power_limit(max(self.power_limits))
+
+    def on_step_begin(self) -> None:
+        """A step begins: advance the profiling state machine."""
+        state = self.state
+        if isinstance(state, Done):
+            return
+        state.steps -= 1
+        if state.steps > 0:
+            return
+        if isinstance(state, Ready):
+            self._warm_up(state.next_power_limit)
+        elif isinstance(state, Warmup):
+            self.state = Profiling(current_power_limit=state.current_power_limit, steps=self.profile_steps)
+            self.monitor.begin_window(_window(state.current_power_limit))
+        else:
+            self._measured(state.current_power_limit)
+
+    def _warm_up(self, limit: int) -> None:
+        logger.info("Warming up %d W.", limit // 1000)
+        self._set_power_limit(limit)
+        self.state = Warmup(current_power_limit=limit, steps=self.warmup_steps)
+        if self.warmup_steps == 0:  # nothing to warm up: measure from this step
+            self.state = Profiling(current_power_limit=limit, steps=self.profile_steps)
+            self.monitor.begin_window(_window(limit))
+
+    def _measured(self, limit: int) -> None:
+        m = self.monitor.end_window(_window(limit))
+        self.measurements.append(PowerLimitMeasurement(
+            power_limit=limit // 1000,
+            energy=sum(all_reduce(list(m.gpu_energy.values()), operation="sum")),
+            time=max(all_reduce([m.time], operation="max")),
+        ))
+        position = self.power_limits.index(limit)
+        if position == len(self.power_limits) - 1:
+            self.state = Done(optimal_power_limit=self._optimal_power_limit())
+            self._set_power_limit(self.state.optimal_power_limit)
+            self._save_profile()
+        else:
+            self._warm_up(self.power_limits[position + 1])
+
+    def _set_power_limit(self, power_limit: int) -> None:
+        """Every monitored GPU to ``power_limit`` mW (nothing when they are there already)."""
+        if self.current_power_limit == power_limit:
+            return
+        gpus = get_gpus()
+        for index in self.monitor.gpu_indices:
+            gpus.set_power_management_limit(index, power_limit)
+        self.current_power_limit = power_limit
+
+    def _optimal_power_limit(self) -> int:
+        optimum = self.optimum_selector.select(self.measurements) * 1000
+        logger.info("Optimal power limit is %d W.", optimum // 1000)
+        return optimum
+
+    def _save_profile(self) -> None:
+        if self.profile_path is None:
+            return
+        text = json.dumps({"measurements": [asdict(m) for m in self.measurements]}, indent=4)
+        self.profile_path.write_text(text, encoding="utf-8")
+        logger.info("Profile saved to '%s'.", self.profile_path)
+
+
+if TYPE_CHECKING:
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+try:
+    from transformers.trainer_callback import TrainerCallback
+
+    transformers_available = True
+except ImportError:
+    transformers_available = False
+    TrainerCallback = object  # type: ignore[misc,assignment]
+
+
+class HFGlobalPowerLimitOptimizer(TrainerCallback):  # type: ignore[misc,valid-type]
+    """:class:`GlobalPowerLimitOptimizer` as a Hugging Face ``TrainerCallback`` (the same arguments)."""
+
+    def __init__(
+        self,
+        monitor: ZeusMonitor,
+        optimum_selector: OptimumSelector | None = None,
+        wait_steps: int = 1,
+        warmup_steps: int = 10,
+        profile_steps: int = 40,
+        pl_step: int = 25,
+        profile_path: str | Path | None = None,
+    ) -> None:
+        if not transformers_available:
+            raise ImportError("The transformers package is not installed. Please install it to use the HFGlobalPowerLimitOptimizer.")
+        self.optimizer = GlobalPowerLimitOptimizer(monitor, optimum_selector, wait_steps, warmup_steps, profile_steps,
+                                                   pl_step, profile_path)
+
+    def on_epoch_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        self.optimizer.on_epoch_end()
+
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        self.optimizer.on_step_begin()
