@@ -94,6 +94,14 @@ def simulated_pynvml(mocker: Any) -> Any:
         if name.startswith("nvml") and callable(fn):
             cls = _EnergyCounter if name == "nvmlDeviceGetTotalEnergyConsumption" else mock.MagicMock
             setattr(proxy, name, cls(name=name, wraps=_wrapping(proxy, fn)))
+    functions = [getattr(proxy, name) for name in dir(proxy) if name.startswith("nvml")]
+
+    def reset_mock() -> None:
+        """Forget the recorded calls of every function (what ``reset_mock`` of upstream's module mock does)."""
+        for fn in functions:
+            fn.reset_mock()
+
+    proxy.reset_mock = reset_mock
     proxy._probing = False
     _PROXY[:] = [proxy]
     mocker.patch.dict(sys.modules, {fake.__name__: proxy})
