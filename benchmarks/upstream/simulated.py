@@ -104,7 +104,8 @@ def simulated_pynvml(mocker: Any) -> Any:
     proxy.reset_mock = reset_mock
     proxy._probing = False
     _PROXY[:] = [proxy]
-    mocker.patch.dict(sys.modules, {fake.__name__: proxy})
+    # Only this entry is swapped and put back (patch.dict would also drop every module imported meanwhile).
+    sys.modules[fake.__name__] = proxy
     from zeus_plugins_nvml import device
 
     mocker.patch.object(device.NvmlGpus, "_source", _opening_probe(proxy))
@@ -122,6 +123,7 @@ def _simulated_driver(tmp_path_factory: pytest.TempPathFactory, mocker: Any, mon
     monkeypatch.setenv("ZEUS_STATE_DIR", str(state.parent))
     monkeypatch.setenv("ZEUS_GPU_DEVICE", "nvml")
     yield
+    sys.modules[fake.__name__] = fake
     import zeus.device.gpu
 
     gpus_opened = zeus.device.gpu._gpus

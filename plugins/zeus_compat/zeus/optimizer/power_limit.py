@@ -283,38 +283,51 @@ class GlobalPowerLimitOptimizer(Callback):
         logger.info("Profile saved to '%s'.", self.profile_path)
 
 
+def _hf_callback() -> type:
+    """The Hugging Face callback class, made on first use so that importing this module does not import transformers."""
+    try:
+        from transformers.trainer_callback import TrainerCallback
+    except ImportError:
+        TrainerCallback = object
+
+    class HFGlobalPowerLimitOptimizer(TrainerCallback):  # type: ignore[misc,valid-type]
+        """:class:`GlobalPowerLimitOptimizer` as a Hugging Face ``TrainerCallback`` (the same arguments)."""
+
+        def __init__(
+            self,
+            monitor: ZeusMonitor,
+            optimum_selector: OptimumSelector | None = None,
+            wait_steps: int = 1,
+            warmup_steps: int = 10,
+            profile_steps: int = 40,
+            pl_step: int = 25,
+            profile_path: str | Path | None = None,
+        ) -> None:
+            if TrainerCallback is object:
+                raise ImportError("The transformers package is not installed. Please install it to use the HFGlobalPowerLimitOptimizer.")
+            self.optimizer = GlobalPowerLimitOptimizer(monitor, optimum_selector, wait_steps, warmup_steps, profile_steps,
+                                                       pl_step, profile_path)
+
+        def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.optimizer.on_epoch_end()
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.optimizer.on_step_begin()
+
+    HFGlobalPowerLimitOptimizer.__module__ = __name__
+    return HFGlobalPowerLimitOptimizer
+
+
+_lazy: dict[str, type] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "HFGlobalPowerLimitOptimizer":
+        if name not in _lazy:
+            _lazy[name] = _hf_callback()
+        return _lazy[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 if TYPE_CHECKING:
-    from transformers import TrainerControl, TrainerState, TrainingArguments
-
-try:
-    from transformers.trainer_callback import TrainerCallback
-
-    transformers_available = True
-except ImportError:
-    transformers_available = False
-    TrainerCallback = object  # type: ignore[misc,assignment]
-
-
-class HFGlobalPowerLimitOptimizer(TrainerCallback):  # type: ignore[misc,valid-type]
-    """:class:`GlobalPowerLimitOptimizer` as a Hugging Face ``TrainerCallback`` (the same arguments)."""
-
-    def __init__(
-        self,
-        monitor: ZeusMonitor,
-        optimum_selector: OptimumSelector | None = None,
-        wait_steps: int = 1,
-        warmup_steps: int = 10,
-        profile_steps: int = 40,
-        pl_step: int = 25,
-        profile_path: str | Path | None = None,
-    ) -> None:
-        if not transformers_available:
-            raise ImportError("The transformers package is not installed. Please install it to use the HFGlobalPowerLimitOptimizer.")
-        self.optimizer = GlobalPowerLimitOptimizer(monitor, optimum_selector, wait_steps, warmup_steps, profile_steps,
-                                                   pl_step, profile_path)
-
-    def on_epoch_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        self.optimizer.on_epoch_end()
-
-    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        self.optimizer.on_step_begin()
+    HFGlobalPowerLimitOptimizer = _hf_callback()
