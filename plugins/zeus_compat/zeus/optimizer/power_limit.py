@@ -207,6 +207,10 @@ class GlobalPowerLimitOptimizer(Callback):
         atexit.register(self._restore)
 
     def _restore(self) -> None:
+        import zeus.device.gpu
+
+        if zeus.device.gpu._gpus is None:  # closed: the device plugin put the limits back
+            return
         try:
             self._set_power_limit(max(self.power_limits))
         except Exception as e:  # noqa: BLE001 - at exit; the device plugin's journal puts the limit back regardless
