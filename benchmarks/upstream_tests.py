@@ -139,6 +139,46 @@ def run(root: Path, files: list[str], keyword: str | None) -> dict[str, tuple[st
     return out
 
 
+#: upstream's examples this package must run unchanged (issue #28)
+EXAMPLES = ("examples/power_limit_optimizer/train_single.py", "examples/power_limit_optimizer/train_dp.py",
+            "examples/power_limit_optimizer/train_fsdp.py", "examples/batch_size_optimizer/mnist/train_single_gpu.py",
+            "examples/batch_size_optimizer/mnist/train_dp.py", "examples/huggingface/run_clm.py")
+
+
+def check_examples(root: Path) -> list[tuple[str, str, str]]:
+    """Each example: (file, ``ok``/``missing``/``broken``, detail). Every name an example imports from ``zeus``
+    must resolve in this package; the third-party modules it imports are listed where they are not installed
+    (then it cannot be run here)."""
+    import ast
+    import importlib
+    import importlib.util
+
+    out = []
+    for rel in EXAMPLES:
+        tree = ast.parse((root / rel).read_text())
+        broken, missing = [], set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                top = node.module.split(".")[0]
+                if top == "zeus":
+                    try:
+                        module = importlib.import_module(node.module)
+                        broken += [f"{node.module}.{a.name}" for a in node.names if not hasattr(module, a.name)]
+                    except ImportError as e:
+                        broken.append(f"{node.module} ({e})")
+                elif top != "__future__" and importlib.util.find_spec(top) is None:
+                    missing.add(top)
+            elif isinstance(node, ast.Import):
+                missing |= {a.name.split(".")[0] for a in node.names if importlib.util.find_spec(a.name.split(".")[0]) is None}
+        if broken:
+            out.append((rel, "broken", "zeus names that do not resolve: " + ", ".join(broken)))
+        elif missing:
+            out.append((rel, "missing", "every zeus import resolves; not run here: " + ", ".join(sorted(missing)) + " not installed"))
+        else:
+            out.append((rel, "ok", "every zeus import resolves"))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--release", default="0.16.0")
@@ -185,9 +225,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  FAILED {test_id}: {why}")
         if len(failures) > 40:
             print(f"  ... and {len(failures) - 40} more failures")
+        examples = check_examples(root)
+        print(f"examples: {sum(1 for _, state, _ in examples if state != 'broken')}/{len(examples)} import only what "
+              "zeus-compat provides")
+        for rel, state, detail in examples:
+            print(f"  {state:7s} {rel}: {detail}")
         if args.keep:
             print(f"rewritten tests kept in {root}")
-        return 1 if failures or not results else 0
+        return 1 if failures or not results or any(state == "broken" for _, state, _ in examples) else 0
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
