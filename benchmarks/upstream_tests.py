@@ -41,10 +41,13 @@ PROFILES = HERE.parent.parent / "shared" / "data" / "power_limit_profiles"
 
 #: test file -> why it cannot run against zeus-compat (it tests upstream's private implementation)
 NOT_PORTABLE = {
-    "tests/device/gpu/test_amd.py": "upstream's private amdsmi binding (zeus.device.gpu.amd); AMD GPUs are zeus's amdsmi device plugin, tested in tests/plugins",
-    "tests/device/cpu/test_rapl.py": "upstream's private RAPL reader and its wraparound process (zeus.device.cpu.rapl); RAPL is zeus's cpu device plugin",
+    "tests/device/gpu/test_amd.py": "upstream's private amdsmi binding (zeus.device.gpu.amd); AMD GPUs are zeus's amdsmi device plugin,"
+                                    " tested in tests/plugins",
+    "tests/device/cpu/test_rapl.py": "upstream's private RAPL reader and its wraparound process (zeus.device.cpu.rapl); RAPL is zeus's"
+                                     " cpu device plugin",
     "tests/device/cpu/test_socket_detection.py": "upstream's private CPU-socket lookup (zeus.device.cpu.get_current_cpu_index)",
-    "tests/device/soc/apple/test_apple.py": "upstream's private Apple Silicon binding (zeus.device.soc.apple); zeus's apple_silicon device plugin replaces it",
+    "tests/device/soc/apple/test_apple.py": "upstream's private Apple Silicon binding (zeus.device.soc.apple); zeus's apple_silicon"
+                                            " device plugin replaces it",
     "tests/device/test_deprecated_alias.py": "upstream's private deprecated-method metaclass of its device classes",
     "tests/utils/test_zeusd.py": "upstream's zeusd client (zeus.utils.zeusd); zeus's privileged service is `zeus daemon`, another protocol",
     "tests/utils/test_multiprocessing.py": "upstream's spawn-guard helper (zeus.utils.multiprocessing), not part of this package",
@@ -52,10 +55,12 @@ NOT_PORTABLE = {
     "tests/monitor/test_power_streaming.py": "upstream's power-streaming client for its daemon (zeus.monitor.power_streaming)",
     "tests/monitor/test_carbon.py": "the carbon monitor needs the grid signals (zeus_core.grid), not on main yet",
     "tests/monitor/test_price.py": "the price monitor needs the grid signals (zeus_core.grid), not on main yet",
-    "tests/optimizer/batch_size/test_server.py": "upstream's batch-size server internals (FastAPI app, SQLAlchemy schema); `zeus serve` is the server",
+    "tests/optimizer/batch_size/test_server.py": "upstream's batch-size server internals (FastAPI app, SQLAlchemy schema); `zeus serve`"
+                                                 " is the server",
     "tests/optimizer/batch_size/test_explorer.py": "upstream's batch-size server internals (its explorer over its database)",
     "tests/optimizer/batch_size/test_simulator.py": "upstream's batch-size server internals (simulated over its database)",
-    "tests/optimizer/batch_size/test_client.py": "drives the client against upstream's in-process server app (its conftest builds upstream's FastAPI app and database)",
+    "tests/optimizer/batch_size/test_client.py": "drives the client against upstream's in-process server app (its conftest builds"
+                                                 " upstream's FastAPI app and database)",
 }
 
 #: (test-id regex, reason) of every deliberate difference: a failing case that matches is expected
@@ -107,7 +112,8 @@ def rewrite(root: Path) -> list[str]:
         text = path.read_text()
         new = text.replace(MOCK, "simulated_pynvml(mocker)")
         if new != text:
-            new = re.sub(r"^(import |from (?!__future__))", "from upstream.simulated import simulated_pynvml\n\\1", new, count=1, flags=re.M)
+            first_import = r"^(import |from (?!__future__))"  # after `from __future__ import ...`
+            new = re.sub(first_import, "from upstream.simulated import simulated_pynvml\n\\1", new, count=1, flags=re.M)
             done.append(f"{path.relative_to(root)}: {text.count(MOCK)} mock(s) of zeus.device.gpu.nvidia.pynvml -> simulated driver")
         if new != text:
             path.write_text(new)

@@ -7,7 +7,6 @@ import inspect
 from pathlib import Path
 
 import pytest
-
 import zeus
 from zeus.callback import Callback, CallbackSet
 from zeus.monitor import Measurement, PowerMonitor, TemperatureMonitor, ZeusMonitor

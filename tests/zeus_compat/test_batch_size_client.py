@@ -5,7 +5,6 @@ from __future__ import annotations
 import httpx
 import pytest
 from serve_helpers import Serve
-
 from zeus.monitor import ZeusMonitor
 from zeus.optimizer.batch_size import BatchSizeOptimizer, JobSpec
 from zeus.optimizer.batch_size.exceptions import (
@@ -54,10 +53,16 @@ def test_trials_through_zeus_serve(serve, driver):
     with pytest.raises(ZeusBSOTrainFailError, match="max_epochs 3"):
         _train(again, [0.1, 0.2, 0.3, 0.4])
 
-    # the trials are the job's tries in the service's store
+    # a process that ends before its first report (the client's exit hook says so) leaves a failed try
+    third = BatchSizeOptimizer(monitor, serve.url, spec)
+    size = third.get_batch_size()
     with httpx.Client(base_url=serve.url) as http:
+        ended = http.patch("/trials", content=f'{{"job_id": "mnist-compat-1", "batch_size": {size}, "trial_number": 3}}')
+        assert ended.status_code == 200
+        # the trials are the job's tries in the service's store: recurrence 2 holds the two failed ones
         tries = http.get("/v1/jobs/mnist-compat-1/history").json()["tries"]
-    assert [(t["batch_size"], t["reached"], t["epochs"]) for t in tries] == [(first, True, 2), (second, False, 3)]
+    assert [(t["recurrence"], t["batch_size"], t["reached"], t["epochs"], t["stopped"]) for t in tries] == [
+        (1, first, True, 2, None), (2, second, False, 3, "max-epochs"), (2, size, False, 0, "never-ran")]
 
 
 def test_registration_errors(serve, driver):

@@ -7,12 +7,11 @@ import time
 import warnings
 
 import pytest
-
 from zeus.device import get_gpus
 from zeus.device.gpu import ZeusGPUNotFoundError
 from zeus.monitor import ZeusMonitor
 from zeus.monitor.energy import ZERO_ENERGY_WARNING
-from zeus.optimizer.power_limit import Done, Energy, GlobalPowerLimitOptimizer, Profiling, Ready, Warmup
+from zeus.optimizer.power_limit import Done, Energy, GlobalPowerLimitOptimizer, Profiling, Ready
 
 
 def test_windows_measure_the_driver_and_log_upstreams_format(driver, tmp_path):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -41,12 +41,12 @@ CLIENT = "upstream-bso"
 class UpstreamJob(BaseModel):
     """A registration (upstream's ``JobSpecFromClient``); ``job_id`` may be left to the service."""
 
-    job_id: Optional[str] = Field(default=None, max_length=100)
+    job_id: str | None = Field(default=None, max_length=100)
     job_id_prefix: str = Field(min_length=1, max_length=60)
     batch_sizes: list[int] = Field(min_length=1, max_length=1000)
     default_batch_size: int = Field(gt=0)
     eta_knob: float = Field(default=0.5, ge=0, le=1)
-    beta_knob: Optional[float] = Field(default=2.0, gt=0, allow_inf_nan=False)
+    beta_knob: float | None = Field(default=2.0, gt=0, allow_inf_nan=False)
     target_metric: float = Field(default=0.5, allow_inf_nan=False)
     higher_is_better_metric: bool = True
     max_epochs: int = Field(default=100, gt=0, le=100_000)
@@ -55,7 +55,7 @@ class UpstreamJob(BaseModel):
     mab_prior_mean: float = Field(default=0.0, allow_inf_nan=False)
     mab_prior_precision: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     mab_num_explorations: int = Field(default=2, ge=0, le=1000)
-    mab_seed: Optional[int] = Field(default=None, ge=0, lt=2**63)
+    mab_seed: int | None = Field(default=None, ge=0, lt=2**63)
     max_power: float = Field(gt=0, le=1e7, allow_inf_nan=False)
     number_of_gpus: int = Field(gt=0, le=100_000)
     gpu_model: str = Field(min_length=1, max_length=200)

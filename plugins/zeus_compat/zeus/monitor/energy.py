@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from time import time
-from typing import Any, Callable
+from typing import Any
 
 from zeus.device import get_cpus, get_gpus
 from zeus.device.cpu.common import CPUs, EmptyCPUs, ZeusCPUInitError, ZeusCPUNoPermissionError

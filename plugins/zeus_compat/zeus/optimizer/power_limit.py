@@ -289,12 +289,13 @@ class GlobalPowerLimitOptimizer(Callback):
 
 def _hf_callback() -> type:
     """The Hugging Face callback class, made on first use so that importing this module does not import transformers."""
+    base: type
     try:
-        from transformers.trainer_callback import TrainerCallback
+        from transformers.trainer_callback import TrainerCallback as base
     except ImportError:
-        TrainerCallback = object
+        base = object
 
-    class HFGlobalPowerLimitOptimizer(TrainerCallback):  # type: ignore[misc,valid-type]
+    class HFGlobalPowerLimitOptimizer(base):
         """:class:`GlobalPowerLimitOptimizer` as a Hugging Face ``TrainerCallback`` (the same arguments)."""
 
         def __init__(
@@ -307,7 +308,7 @@ def _hf_callback() -> type:
             pl_step: int = 25,
             profile_path: str | Path | None = None,
         ) -> None:
-            if TrainerCallback is object:
+            if base is object:
                 raise ImportError("The transformers package is not installed. Please install it to use the HFGlobalPowerLimitOptimizer.")
             self.optimizer = GlobalPowerLimitOptimizer(monitor, optimum_selector, wait_steps, warmup_steps, profile_steps,
                                                        pl_step, profile_path)

@@ -86,7 +86,7 @@ class CPUs:
     @staticmethod
     def _packages(group: Any) -> list[CPU]:
         names = list(group.names)
-        out = []
+        out: list[CPU] = []
         for name in names:
             m = re.fullmatch(r"cpu(\d+)-package", name)
             if m:

@@ -139,7 +139,8 @@ class GPUs:
         self._count: int | None = None
         self._disable_sys_admin_warning = False
         if not self._registry.measuring("gpu"):
-            raise ZeusGPUInitError("No GPU device plugin is installed: pip install zeus-plugins-nvml (NVIDIA) or zeus-plugins-amdsmi (AMD).")
+            raise ZeusGPUInitError("No GPU device plugin is installed: "
+                                   "pip install zeus-plugins-nvml (NVIDIA) or zeus-plugins-amdsmi (AMD).")
         if ensure_homogeneous:
             self._ensure_homogeneous()
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import builtins
+from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -13,7 +14,21 @@ REPORT_RESULT_URL = "/report"
 REPORT_END_URL = "/trials"
 
 
-class JobParams(BaseModel):
+class _Pydantic1Spellings(BaseModel):
+    """Upstream's models are pydantic 1's: ``dict()``, ``json()`` and ``parse_obj()`` keep working."""
+
+    def dict(self, **kwargs: Any) -> builtins.dict[str, Any]:
+        return self.model_dump(**kwargs)
+
+    def json(self, **kwargs: Any) -> str:
+        return self.model_dump_json(**kwargs)
+
+    @classmethod
+    def parse_obj(cls, obj: Any) -> Any:
+        return cls.model_validate(obj)
+
+
+class JobParams(_Pydantic1Spellings):
     """A job's parameters: its batch sizes and default, the cost knobs, the target and the MAB's settings."""
 
     job_id: str
@@ -21,7 +36,7 @@ class JobParams(BaseModel):
     batch_sizes: list[int]
     default_batch_size: int = Field(gt=0)
     eta_knob: float = 0.5
-    beta_knob: Optional[float] = 2.0
+    beta_knob: float | None = 2.0
     target_metric: float = 0.50
     higher_is_better_metric: bool = True
     max_epochs: int = Field(default=100, gt=0)
@@ -30,7 +45,7 @@ class JobParams(BaseModel):
     mab_prior_mean: float = 0.0
     mab_prior_precision: float = 0.0
     mab_num_explorations: int = Field(default=2, ge=0)
-    mab_seed: Optional[int] = None
+    mab_seed: int | None = None
 
     @field_validator("batch_sizes")
     @classmethod
@@ -59,19 +74,9 @@ class JobParams(BaseModel):
             raise ValueError(f"Default BS({self.default_batch_size}) not in batch_sizes({self.batch_sizes}).")
         return self
 
-    # upstream's (pydantic 1) spellings
-    def dict(self, **kwargs) -> dict:  # type: ignore[override]
-        return self.model_dump(**kwargs)
-
-    def json(self, **kwargs) -> str:  # type: ignore[override]
-        return self.model_dump_json(**kwargs)
-
-    @classmethod
-    def parse_obj(cls, obj: dict):  # type: ignore[override]
-        return cls.model_validate(obj)
 
 
-class GpuConfig(BaseModel):
+class GpuConfig(_Pydantic1Spellings):
     """The GPUs of the training: their summed maximum power, count and model."""
 
     max_power: float = Field(gt=0)
@@ -82,7 +87,7 @@ class GpuConfig(BaseModel):
 class JobSpec(JobParams):
     """What a user specifies; ``job_id`` may be left for the server to make (from ``job_id_prefix``)."""
 
-    job_id: Optional[str] = None  # type: ignore[assignment]
+    job_id: str | None = None  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _prefixed(self) -> JobSpec:
@@ -99,19 +104,13 @@ class CreatedJob(JobParams, GpuConfig):
     """The registered job, as the server keeps it (``job_id`` set)."""
 
 
-class TrialId(BaseModel):
+class TrialId(_Pydantic1Spellings):
     """One training of the job at one batch size: ``trial_number`` counts them from 1."""
 
     job_id: str
     batch_size: int
     trial_number: int
 
-    def json(self, **kwargs) -> str:  # type: ignore[override]
-        return self.model_dump_json(**kwargs)
-
-    @classmethod
-    def parse_obj(cls, obj: dict):  # type: ignore[override]
-        return cls.model_validate(obj)
 
 
 class TrainingResult(TrialId):
@@ -123,13 +122,9 @@ class TrainingResult(TrialId):
     current_epoch: int
 
 
-class ReportResponse(BaseModel):
+class ReportResponse(_Pydantic1Spellings):
     """The server's answer to a report: stop now?, was the target reached?, and why."""
 
     stop_train: bool
     converged: bool
     message: str
-
-    @classmethod
-    def parse_obj(cls, obj: dict):  # type: ignore[override]
-        return cls.model_validate(obj)
