@@ -10,9 +10,11 @@ This is upstream's sequence, kept here on purpose: an epoch that ends while a li
 warmed up or measured cancels that limit's window, sets the maximum limit, and measures the
 limit again from the next step. ``zeus_core.PowerLimitOptimizer`` (the ``jit`` policy) instead
 starts a limit only when it can finish within the epoch; the README of ``zeus-compat`` says so.
-Under ``torch.distributed`` each rank measures its own GPUs; energy is summed and time maxed
-over ranks, and :class:`ZeusCost`'s ``world_size`` weighs the time term (upstream's default: 1
-per monitored GPU of this rank).
+
+The optimum selectors are the core's (:mod:`zeus_core.selection`). Under ``torch.distributed``
+each rank measures its own GPUs; energy is summed and time maxed over ranks, and
+:class:`ZeusCost`'s ``world_size`` weighs the time term (upstream's default: 1 per monitored GPU
+of this rank).
 """
 
 from __future__ import annotations
@@ -20,17 +22,18 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from zeus.callback import Callback
 from zeus.device import get_gpus
 from zeus.device.gpu import ZeusGPUNoPermissionError
 from zeus.monitor import ZeusMonitor
 from zeus.utils.framework import all_reduce, is_distributed
-from zeus.utils.metric import zeus_cost
+from zeus_core.selection import Energy, MaxSlowdownConstraint, OptimumSelector, PowerLimitMeasurement, Time, ZeusCost
 
 logger = logging.getLogger(__name__)
 
@@ -38,77 +41,6 @@ PERMISSION_MESSAGE = (
     "SYS_ADMIN capability is required to modify GPU power limits. See "
     "https://ml.energy/zeus/getting_started/#system-privileges for more information."
 )
-
-
-@dataclass
-class PowerLimitMeasurement:
-    """One profiled limit: ``power_limit`` (W), ``energy`` (J) and ``time`` (s) of its window."""
-
-    power_limit: int
-    energy: float
-    time: float
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.power_limit, int) and self.power_limit > 0):
-            raise ValueError(f"power_limit must be a positive integer (W), got {self.power_limit!r}")
-        for field in ("energy", "time"):
-            if not float(getattr(self, field)) > 0:
-                raise ValueError(f"{field} must be positive, got {getattr(self, field)!r}")
-
-
-class OptimumSelector(ABC):
-    """Picks the limit (W) to hold from the profiled ones."""
-
-    @abstractmethod
-    def select(self, measurements: list[PowerLimitMeasurement]) -> int: ...
-
-
-class Energy(OptimumSelector):
-    """The limit whose window used the least energy."""
-
-    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
-        return min(measurements, key=lambda m: m.energy).power_limit
-
-
-class Time(OptimumSelector):
-    """The limit whose window was the shortest."""
-
-    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
-        return min(measurements, key=lambda m: m.time).power_limit
-
-
-class ZeusCost(OptimumSelector):
-    """The limit of least Zeus cost, ``eta_knob * energy + (1 - eta_knob) * max_power * time``.
-
-    ``max_power`` is the highest profiled limit times ``world_size`` (the GPUs the time term weighs).
-    """
-
-    def __init__(self, eta_knob: float, world_size: int = 1) -> None:
-        if not 0 <= eta_knob <= 1:
-            raise ValueError("eta_knob must be between 0 and 1, inclusive both sides.")
-        if world_size < 1:
-            raise ValueError("world_size must be greater than or equal to 1.")
-        self.eta_knob = eta_knob
-        self.world_size = world_size
-
-    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
-        max_power = max(m.power_limit for m in measurements) * self.world_size
-        return min(measurements, key=lambda m: zeus_cost(energy=m.energy, time=m.time, eta_knob=self.eta_knob,
-                                                           max_power=max_power)).power_limit
-
-
-class MaxSlowdownConstraint(OptimumSelector):
-    """The lowest limit whose window took at most ``factor`` times the highest limit's."""
-
-    def __init__(self, factor: float) -> None:
-        if factor < 1.0:
-            raise ValueError(f"max_slowdown_factor must be greater than or equal to 1.0. Got {factor}.")
-        self.factor = factor
-
-    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
-        highest = max(m.power_limit for m in measurements)
-        fastest = next(m.time for m in measurements if m.power_limit == highest)
-        return min(m.power_limit for m in measurements if m.time <= self.factor * fastest)
 
 
 @dataclass
@@ -150,7 +82,11 @@ def load_profile(path: Path) -> list[PowerLimitMeasurement]:
     """The measurements of a profile file (``{"measurements": [{power_limit, energy, time}, ...]}``)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return [PowerLimitMeasurement(**m) for m in data["measurements"]]
+        out = [PowerLimitMeasurement(**m) for m in data["measurements"]]
+        for m in out:
+            if not (isinstance(m.power_limit, int) and m.power_limit > 0 and m.energy > 0 and m.time > 0):
+                raise ValueError(f"{m}: power_limit, energy and time must be positive")
+        return out
     except (OSError, ValueError, TypeError, KeyError) as e:
         raise ValueError(f"{path}: not a power-limit profile ({e}); delete it to profile again") from None
 
@@ -282,7 +218,7 @@ class GlobalPowerLimitOptimizer(Callback):
     def _save_profile(self) -> None:
         if self.profile_path is None:
             return
-        text = json.dumps({"measurements": [asdict(m) for m in self.measurements]}, indent=4)
+        text = json.dumps({"measurements": [attrs.asdict(m) for m in self.measurements]}, indent=4)
         self.profile_path.write_text(text, encoding="utf-8")
         logger.info("Profile saved to '%s'.", self.profile_path)
 
@@ -336,3 +272,9 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     HFGlobalPowerLimitOptimizer = _hf_callback()
+
+
+__all__ = [
+    "Done", "Energy", "GlobalPowerLimitOptimizer", "HFGlobalPowerLimitOptimizer", "MaxSlowdownConstraint", "OptimumSelector",
+    "PowerLimitMeasurement", "Profiling", "Ready", "Time", "Warmup", "ZeusCost",
+]
