@@ -53,18 +53,8 @@ class Measurement:
 
 
 @dataclass
-class MeasurementState:
-    """The readings at a window's beginning."""
-
-    time: float
-    gpu_energy: dict[int, float]
-    cpu_energy: dict[int, float] | None = None
-    dram_energy: dict[int, float] | None = None
-    soc_energy: Any = None
-
-    @cached_property
-    def total_energy(self) -> float:
-        return sum(self.gpu_energy.values())
+class MeasurementState(Measurement):
+    """The readings at a window's beginning (``time`` is a timestamp here, energies are counter values)."""
 
 
 class ZeusMonitor:
