@@ -90,7 +90,8 @@ def main() -> int:
         mid = clocks[len(clocks) // 2]
         counter.lock_clocks(mid)
         load(1.0, args.fake)
-        console.print(f"SM clock locked to {mid} MHz; NVML reports {counter._nvml.nvmlDeviceGetClockInfo(g.handle, counter._nvml.NVML_CLOCK_SM)} MHz under load")
+        sm_mhz = counter._nvml.nvmlDeviceGetClockInfo(g.handle, counter._nvml.NVML_CLOCK_SM)
+        console.print(f"SM clock locked to {mid} MHz; NVML reports {sm_mhz} MHz under load")
         counter.reset_clocks()
         console.print("SM clock reset")
     except DeviceError as e:

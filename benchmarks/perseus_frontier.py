@@ -50,15 +50,15 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-from zeus_plugins_perseus.emulator import emulate
+
+from zeus_core import pareto_frontier
 from zeus_plugins_perseus.clock_options import fastest_frequencies
+from zeus_plugins_perseus.emulator import emulate
 from zeus_plugins_perseus.exact import ExactPlanner
 from zeus_plugins_perseus.planner import plan_frontier, real_time_plans
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile
 from zeus_plugins_perseus.reclaim import reclaim_slack
 from zeus_plugins_perseus.schedule import build_dag
-
-from zeus_core import pareto_frontier
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[0] / ".." / "shared" / "data" / "perseus_sosp24"

@@ -178,7 +178,7 @@ def main() -> None:
         base = rows.get((layout, 1))
         b = {k: statistics.median(g[k] for g in base) for k in med} if base else None
 
-        def ratio(k: str) -> str:
+        def ratio(k: str, med: dict[str, float] = med, b: dict[str, float] | None = b) -> str:
             return f"{med[k] / b[k]:5.2f}x" if b else "     -"
 
         print(f"{layout:10s} {n:7d} {med['requests_per_s']:8.1f} {ratio('requests_per_s')} {med['p50_ms']:7.2f} "

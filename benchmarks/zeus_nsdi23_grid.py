@@ -110,7 +110,8 @@ def main() -> None:
     for r in improved:
         k = (r["gpu"], r["workload"])
         worst_i[k] = max(worst_i.get(k, -1.0), r["regret"])
-    table = Table(title=f"cumulative cost over the oracle and energy saved against the default (mean of seeds {seeds.start}-{seeds.stop - 1})")
+    table = Table(title="cumulative cost over the oracle and energy saved against the default "
+                        f"(mean of seeds {seeds.start}-{seeds.stop - 1})")
     for col in ("gpu", "workload", "N", "paper: over oracle", "improved: over oracle", "improved: worst seed",
                 "paper: energy saved", "improved: energy saved", "oracle: energy saved"):
         table.add_column(col, justify="right")

@@ -34,7 +34,7 @@ train_dataloader = DataLoader(TensorDataset(torch.randn(256, 32), torch.randint(
 monitor = ZeusMonitor(gpu_indices=[0,1,2,3])
 plo = GlobalPowerLimitOptimizer(monitor)
 
-for epoch in range(100):
+for _epoch in range(100):
     plo.on_epoch_begin()
 
     for x, y in train_dataloader:

@@ -68,7 +68,7 @@ def test_second_run_continues_from_the_store(reg, job):
 def test_dry_run_shows_provenance_and_runs_nothing(reg, job):
     r = run_cli(reg, "run", str(job), "--dry-run", "--set", "job.seed=9")
     assert r.exit_code == 0
-    lines = {l.split("│")[1].strip(): l for l in r.output.splitlines() if l.count("│") >= 3}
+    lines = {ln.split("│")[1].strip(): ln for ln in r.output.splitlines() if ln.count("│") >= 3}
     assert "9" in lines["$.job.seed"] and "--set" in lines["$.job.seed"]
     assert "file" in lines["$.job.recurrences"]
     assert "default" in lines["$.job.max_tries"]
@@ -76,7 +76,7 @@ def test_dry_run_shows_provenance_and_runs_nothing(reg, job):
     assert not Path(".zeus").exists()
     # A training job without [power] holds the maximum limit, and --dry-run says so.
     r2 = run_cli(reg, "run", str(write_job(job.parent / "nopower.toml", TOY_JOB.split("[power]")[0])), "--dry-run")
-    power = [l for l in r2.output.splitlines() if "$.power.plugin" in l]
+    power = [ln for ln in r2.output.splitlines() if "$.power.plugin" in ln]
     assert len(power) == 1 and "'max'" in power[0] and "default" in power[0]
 
 

@@ -109,7 +109,7 @@ def test_validator_in_plugin_options(reg):
 def test_nested_list_paths_and_bool_not_int(reg):
     text = TOY_JOB.replace('[workload]\nplugin = "toy"', '[workload]\nplugin = "toy"\nbatch_sizes = [16, true, "x"]')
     lines = errors(reg, text)
-    assert any("@ $.workload.batch_sizes" in l and "job.toml:11" in l for l in lines), lines
+    assert any("@ $.workload.batch_sizes" in ln and "job.toml:11" in ln for ln in lines), lines
 
 
 def test_workload_without_batch_size_or_device(reg):
@@ -135,7 +135,7 @@ def test_set_overrides_apply_and_errors_name_the_override(reg):
         load_job(path, reg, ["job.recurrences=many", "device.colour=1"])
     lines = e.value.format_lines()
     assert "--set job.recurrences=many: expected int, got str 'many' @ $.job.recurrences" in lines
-    assert any(l.startswith("--set device.colour=1: unknown key 'colour'") for l in lines)
+    assert any(ln.startswith("--set device.colour=1: unknown key 'colour'") for ln in lines)
 
 
 def test_set_can_switch_plugins(reg):

@@ -20,7 +20,6 @@ from zeus_test_helpers import TOY_JOB, run_cli, toy_registry, write_job
 
 from zeus_core.engine.stores.sqlite import Store
 
-
 #: The toy job with a batch-size policy that keeps state (it counts what it chose and observed).
 JOB = TOY_JOB.replace('plugin = "fixed"\ndefault = 32', 'plugin = "counting"')
 

@@ -11,10 +11,6 @@ from importlib.metadata import version
 
 import pytest
 from click.testing import CliRunner
-from zeus_plugins_amdsmi import fake_amdsmi
-from zeus_plugins_apple_silicon import fake_apple_silicon
-from zeus_plugins_jetson.fake_sysfs import write_tree
-from zeus_plugins_nvml import fake_pynvml
 
 from zeus_core import DeviceError, hookimpl
 from zeus_core.cli import env as env_module
@@ -22,6 +18,10 @@ from zeus_core.cli.main import cli
 from zeus_core.devicekit import settings as settings_module
 from zeus_core.engine import registry as zreg
 from zeus_core.engine.registry import get_registry
+from zeus_plugins_amdsmi import fake_amdsmi
+from zeus_plugins_apple_silicon import fake_apple_silicon
+from zeus_plugins_jetson.fake_sysfs import write_tree
+from zeus_plugins_nvml import fake_pynvml
 
 FAKES = ("ZEUS_FAKE_NVML", "ZEUS_FAKE_AMDSMI", "ZEUS_FAKE_APPLE_SILICON", "ZEUS_GPU_DEVICE", "CUDA_VISIBLE_DEVICES",
          "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "ROCM_PATH")

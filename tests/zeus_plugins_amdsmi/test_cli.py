@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from zeus_plugins_amdsmi import fake_amdsmi
-from zeus_plugins_amdsmi.fake_amdsmi import FakeAmdGpu
 
 from zeus_core import ZeusMonitor
+from zeus_plugins_amdsmi import fake_amdsmi
+from zeus_plugins_amdsmi.fake_amdsmi import FakeAmdGpu
 
 SUPPORT = Path(__file__).resolve().parents[1] / "_support"
 QUIET = "torch,perseus,hetero,trace,mab,postgres,serve,prometheus,hf,lightning"
@@ -141,9 +141,8 @@ def test_the_readme_example_runs_as_written(tmp_path):
 
 def test_a_machine_with_nvidia_and_amd_gpus_is_told_to_choose(fake_amd, tmp_path, monkeypatch):
     """Both simulated drivers answer: ZeusMonitor does not pick one by name order, it says how to choose."""
-    from zeus_plugins_nvml import fake_pynvml
-
     from zeus_core.engine.assembly import DeviceOpenError
+    from zeus_plugins_nvml import fake_pynvml
 
     fake_amd(1)
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)

@@ -7,11 +7,6 @@ import time
 import warnings
 
 import pytest
-from zeus_plugins_amdsmi import fake_amdsmi
-from zeus_plugins_amdsmi.device import AmdGpus
-from zeus_plugins_amdsmi.energy import WRAP_COUNTS
-from zeus_plugins_amdsmi.fake_amdsmi import FakeAmdGpu
-from zeus_plugins_amdsmi.options import AmdsmiOptions
 
 from zeus_core import (
     DeviceError,
@@ -22,6 +17,11 @@ from zeus_core import (
     PowerReadings,
     TemperatureReadings,
 )
+from zeus_plugins_amdsmi import fake_amdsmi
+from zeus_plugins_amdsmi.device import AmdGpus
+from zeus_plugins_amdsmi.energy import WRAP_COUNTS
+from zeus_plugins_amdsmi.fake_amdsmi import FakeAmdGpu
+from zeus_plugins_amdsmi.options import AmdsmiOptions
 
 
 def gpus(**options) -> AmdGpus:
@@ -181,4 +181,4 @@ def test_the_fake_follows_amdsmis_api(fake_amd):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(AttributeError, match="does not simulate amdsmi_get_gpu_fan_speed"):
-            smi.amdsmi_get_gpu_fan_speed
+            getattr(smi, "amdsmi_get_gpu_fan_speed")  # noqa: B009 - the attribute access is what is tested

@@ -9,14 +9,14 @@ import sys
 import textwrap
 
 import pytest
+
+from zeus_core import DeviceError
+from zeus_core.engine.stores import sqlite as store
 from zeus_plugins_amdsmi import fake_amdsmi
 from zeus_plugins_amdsmi.control import key_for, restore_setting
 from zeus_plugins_amdsmi.device import AmdGpus
 from zeus_plugins_amdsmi.fake_amdsmi import FakeAmdGpu
 from zeus_plugins_amdsmi.options import AmdsmiOptions
-
-from zeus_core import DeviceError
-from zeus_core.engine.stores import sqlite as store
 
 
 def gpus(**options) -> AmdGpus:

@@ -11,11 +11,11 @@ import sys
 import time
 
 import pytest
+
+from zeus_core import DeviceError, HasIdentity, Monitor, PowerReadings, TemperatureReadings, ZeusMonitor, open_device
 from zeus_plugins_jetson.device import JetsonRails
 from zeus_plugins_jetson.fake_sysfs import set_rails, write_tree
 from zeus_plugins_jetson.options import JetsonOptions
-
-from zeus_core import DeviceError, HasIdentity, Monitor, PowerReadings, TemperatureReadings, ZeusMonitor, open_device
 
 ORIN_AGX = {"VDD_GPU_SOC": 9.0, "VDD_CPU_CV": 3.2, "VIN_SYS_5V0": 4.4, "NC": 0.0, "VDDQ_VDD2_1V8AO": 1.1}
 

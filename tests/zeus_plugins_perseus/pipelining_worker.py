@@ -66,6 +66,7 @@ def main() -> None:
     import torch
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
     from zeus_plugins_perseus.pipelining import PlanMismatch, perseus_pipeline
     from zeus_plugins_perseus.runtime import OnlineProfiler
 
@@ -113,7 +114,10 @@ def main() -> None:
 
     def run_step():
         kwargs = {"target": y, "losses": []} if last else {}
-        out = schedule.step(x, **kwargs) if rank == 0 else schedule.step(**kwargs)
+        if rank == 0:
+            schedule.step(x, **kwargs)
+        else:
+            schedule.step(**kwargs)
         opt.step()
         opt.zero_grad()
         return kwargs.get("losses")

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from zeus_plugins_perseus.costmodel import (
     exponential_spec,
     fit_exponential,

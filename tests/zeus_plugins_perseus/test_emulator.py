@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from zeus_plugins_perseus.emulator import emulate, measured_tables, timeline
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import build_dag

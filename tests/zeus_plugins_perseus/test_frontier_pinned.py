@@ -20,6 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perseus_fakes import stage_rows  # noqa: E402
+
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile  # noqa: E402
 

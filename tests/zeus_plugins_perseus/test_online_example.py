@@ -10,11 +10,11 @@ import subprocess
 import sys
 
 import pytest
-from zeus_plugins_nvml import fake_pynvml
 from zeus_test_helpers import run_cli
 
 from zeus_core.engine import registry as zreg
 from zeus_core.engine.stores import sqlite as store
+from zeus_plugins_nvml import fake_pynvml
 
 CLOCKS = [1410, 1200, 1005, 810, 600]  # the example sweeps down to min_frequency = 800
 

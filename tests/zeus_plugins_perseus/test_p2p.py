@@ -63,6 +63,7 @@ def test_a_rank_that_cannot_open_its_device_fails_the_job_with_the_reason():
 
 def test_cli(monkeypatch):
     from click.testing import CliRunner
+
     from zeus_plugins_perseus.cli import perseus_group
 
     calls = []

@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from perseus_fakes import free_port, journal_keys, nvml_clocks, stage_rows  # noqa: E402
+
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile  # noqa: E402
 from zeus_plugins_perseus.runtime import load_stage_schedule  # noqa: E402
@@ -162,10 +163,10 @@ def test_the_readme_example_runs_as_written_on_the_simulated_driver(repo_root, t
     """examples/perseus/torch_pipelining: online profile through the wrapper, zeus run plans it, train on the plan."""
     import csv
 
-    from zeus_plugins_nvml import fake_pynvml
     from zeus_test_helpers import run_cli
 
     from zeus_core.engine import registry as zreg
+    from zeus_plugins_nvml import fake_pynvml
 
     example = repo_root / "examples" / "perseus" / "torch_pipelining"
     driver = tmp_path / "driver.json"
@@ -198,6 +199,7 @@ def test_plans_for_another_pipeline_are_refused_before_anything_starts(tmp_path)
     import torch
     import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
+
     from zeus_plugins_perseus.pipelining import PlanMismatch, engine_order, perseus_pipeline
 
     dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)

@@ -1,6 +1,7 @@
 import math
 
 import pytest
+
 from zeus_plugins_perseus.profile import ProfileError, read_profile
 
 HEADER = "stage,instruction,frequency,time,energy\n"

@@ -14,6 +14,7 @@ from zeus_core.engine.registry import load as load_plugins
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perseus_fakes import VirtualGPU, stage_step  # noqa: E402
+
 from zeus_plugins_perseus.options import StageProfilerOptions  # noqa: E402
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile  # noqa: E402

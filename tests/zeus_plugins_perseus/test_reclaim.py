@@ -9,15 +9,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perseus_fakes import two_stage_rows  # noqa: E402
-from zeus_plugins_perseus.emulator import emulate, measured_tables  # noqa: E402
+
+from zeus_core import pareto_frontier  # noqa: E402
 from zeus_plugins_perseus.clock_options import fastest_frequencies  # noqa: E402
 from zeus_plugins_perseus.dag_times import topological_order  # noqa: E402
+from zeus_plugins_perseus.emulator import emulate, measured_tables  # noqa: E402
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile  # noqa: E402
 from zeus_plugins_perseus.reclaim import reclaim_slack  # noqa: E402
 from zeus_plugins_perseus.schedule import build_dag  # noqa: E402
-
-from zeus_core import pareto_frontier  # noqa: E402
 
 BLOCKING = 60.0
 CLOCKS = np.array([1410, 1200, 1000, 800])

@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # perseus_fakes must be importable in the controller's spawned process
 
 from perseus_fakes import FakeClockDevice, journal_keys, locked, log, nvml_clocks, nvml_device  # noqa: E402
+
 from zeus_plugins_perseus.runtime import FrequencyController, PerseusHooks, ScheduleError, load_stage_schedule  # noqa: E402
 from zeus_plugins_perseus.runtime.controller import ControllerError  # noqa: E402
 

@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from perseus_fakes import free_port, two_stage_rows  # noqa: E402
+
 from zeus_plugins_perseus.client import PlanClient, PlanServerError, rank_schedule  # noqa: E402
 from zeus_plugins_perseus.planner import plan_frontier  # noqa: E402
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile  # noqa: E402

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perseus_fakes import two_stage_rows  # noqa: E402
+
 from zeus_plugins_perseus.profile import InstructionProfile  # noqa: E402
 from zeus_plugins_perseus.server.app import create_app  # noqa: E402
 from zeus_plugins_perseus.server.jobs import JobManager, PlannerDefaults, ServerLimits  # noqa: E402

@@ -47,7 +47,8 @@ from zeus_core.selection import Energy, MaxSlowdownConstraint, OptimumSelector, 
 BUILT_IN = (ZeusCost, Energy, Time, MaxSlowdownConstraint)
 
 
-def _jit_options(selector: OptimumSelector, wait_steps: int, warmup_steps: int, profile_steps: int, pl_step: float) -> tuple[dict[str, Any], float]:
+def _jit_options(selector: OptimumSelector, wait_steps: int, warmup_steps: int, profile_steps: int,
+                 pl_step: float) -> tuple[dict[str, Any], float]:
     """The ``jit`` table and eta for an upstream selector (built-in ones by option, others by ``selector``)."""
     options: dict[str, Any] = {"wait_iters": wait_steps, "warmup_iters": warmup_steps, "measure_iters": profile_steps,
                                "step_w": float(pl_step)}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from zeus_core import lower_convex_hull, pareto_frontier
-
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.schedule import PipelineDAG
 

@@ -19,8 +19,6 @@ each states the allowed range; choosing both ``deadline`` and
 
 from __future__ import annotations
 
-from typing import Optional
-
 import attrs
 from attrs.validators import optional
 
@@ -42,13 +40,13 @@ class PerseusOptions:
     profile: str = attrs.field(validator=nonempty)
     microbatches: int = attrs.field(validator=at_least(1))
     blocking_power_w: float = attrs.field(validator=nonnegative)
-    stages: Optional[int] = attrs.field(default=None, validator=optional(at_least(1)))
+    stages: int | None = attrs.field(default=None, validator=optional(at_least(1)))
     schedule: str = attrs.field(default="1f1b", validator=one_of(*SCHEDULE_NAMES))
     unit_time_s: float = attrs.field(default=0.001, validator=[positive, finite])
     model: str = attrs.field(default="measured", validator=one_of(*MODELS))
-    deadline: Optional[float] = attrs.field(default=None, validator=optional([positive, finite]))
+    deadline: float | None = attrs.field(default=None, validator=optional([positive, finite]))
     # 1.0: no slower than all-max clocks; 1.05: up to 5% slower
-    max_slowdown: Optional[float] = attrs.field(default=None, validator=optional([at_least(1), finite]))
+    max_slowdown: float | None = attrs.field(default=None, validator=optional([at_least(1), finite]))
     # measured model: real-time plans filling the gap rounding leaves at the fast end (all from one
     # parametric flow; each costs its reclamation passes)
     max_gap_plans: int = attrs.field(default=32, validator=nonnegative)

@@ -1,4 +1,5 @@
-"""Entry point of zeus-plugins-perseus: the ``perseus`` frequency-plan policy, the ``perseus-stage`` profiler and the ``zeus perseus`` commands.
+"""Entry point of zeus-plugins-perseus: the ``perseus`` frequency-plan policy, the ``perseus-stage``
+profiler and the ``zeus perseus`` commands.
 
 Every ``zeus`` command imports this module, so it imports only the options
 classes (attrs): scipy, matplotlib, torch, FastAPI and httpx are imported when a

@@ -61,12 +61,12 @@ class TradeoffError(ValueError):
 
 
 def _check_tables(lo, hi, cost_tables):
-    for i, (l, h, c) in enumerate(zip(lo, hi, cost_tables)):
+    for i, (low, h, c) in enumerate(zip(lo, hi, cost_tables)):
         c = np.asarray(c, dtype=float)
-        if h < l or l < 0:
-            raise TradeoffError(f"spec {i}: duration range [{l}, {h}] is empty or negative")
-        if c.shape != (h - l + 1,):
-            raise TradeoffError(f"spec {i}: expected {h - l + 1} costs for durations {l}..{h}, got {c.shape}")
+        if h < low or low < 0:
+            raise TradeoffError(f"spec {i}: duration range [{low}, {h}] is empty or negative")
+        if c.shape != (h - low + 1,):
+            raise TradeoffError(f"spec {i}: expected {h - low + 1} costs for durations {low}..{h}, got {c.shape}")
         m = c[:-1] - c[1:]  # saving of each unit of slowing
         if np.any(m < -1e-9 * max(1.0, float(np.abs(c).max()))):
             raise TradeoffError(f"spec {i}: cost must not increase with duration")

@@ -145,5 +145,6 @@ def restore_setting(key: str, original: Any) -> None:
             set_cap(smi, handle_by_uuid(smi, parts[1]), int(original))
         except smi.AmdSmiLibraryException as e:
             if e.get_error_code() == STATUS_NO_PERM:
-                raise DeviceError(f"cannot restore the power cap of GPU {parts[1]}: amdsmi refused (no permission). {PERMISSION_FIX}") from None
+                raise DeviceError(f"cannot restore the power cap of GPU {parts[1]}: amdsmi refused (no permission). "
+                                  f"{PERMISSION_FIX}") from None
             raise

@@ -358,7 +358,8 @@ def _moves(g: AmdGpu, seconds: float = 0.05) -> bool:
 
 
 def _visibility_note() -> str:
-    set_vars = [f"{v}={os.environ[v]!r}" for v in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if v in os.environ]
+    visibility = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+    set_vars = [f"{v}={os.environ[v]!r}" for v in visibility if v in os.environ]
     return f" ({', '.join(set_vars)})" if set_vars else ""
 
 

@@ -352,7 +352,8 @@ def amdsmi_get_gpu_enumeration_info(processor_handle: Any) -> dict[str, Any]:
 def amdsmi_get_gpu_asic_info(processor_handle: Any) -> dict[str, Any]:
     g = _gpu(processor_handle)
     return {"market_name": g["market_name"], "vendor_id": "0x1002", "vendor_name": "Advanced Micro Devices Inc. [AMD/ATI]",
-            "subvendor_id": "0x1002", "device_id": "0x74a1", "rev_id": "0x00", "asic_serial": f"0x{0xA1B2C3D4 + processor_handle.index:016X}",
+            "subvendor_id": "0x1002", "device_id": "0x74a1", "rev_id": "0x00",
+            "asic_serial": f"0x{0xA1B2C3D4 + processor_handle.index:016X}",
             "oam_id": processor_handle.index, "num_compute_units": 304, "target_graphics_version": "gfx942", "subsystem_id": "0x74a1"}
 
 

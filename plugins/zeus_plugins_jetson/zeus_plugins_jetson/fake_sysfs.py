@@ -50,7 +50,7 @@ def write_tree(root: str | Path, layout: str = "hwmon", rails: dict[str, float] 
     labels = list(rails.items())
     for chip_no in range(0, max(1, len(labels)), 3):
         chip = driver / f"1-{0x40 + chip_no // 3:04x}"
-        for ch, (label, watts) in enumerate(labels[chip_no:chip_no + 3]):
+        for ch, (label, _watts) in enumerate(labels[chip_no:chip_no + 3]):
             if layout == "hwmon":
                 folder = chip / "hwmon" / f"hwmon{3 + chip_no // 3}"
                 _write(folder / "name", "ina3221")

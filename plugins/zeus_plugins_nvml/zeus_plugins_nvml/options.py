@@ -23,7 +23,8 @@ class NvmlOptions:
     limits and clocks (default ``$ZEUS_DAEMON_SOCKET``; reads always stay local).
     """
 
-    gpus: list[int] | None = attrs.field(default=None, validator=distinct_numbers(0, what="CUDA-visible GPU indices (0, 1, ...); leave gpus out for all GPUs"))
+    gpus: list[int] | None = attrs.field(
+        default=None, validator=distinct_numbers(0, what="CUDA-visible GPU indices (0, 1, ...); leave gpus out for all GPUs"))
     energy: str = attrs.field(default="auto", validator=one_of("auto", "counter", "polling"), metadata=NOT_IDENTITY)
     poll_interval_s: float = attrs.field(default=0.1, validator=between(0.005, 5.0), metadata=NOT_IDENTITY)
     mig: str = attrs.field(default="error", validator=one_of("error", "parent"))

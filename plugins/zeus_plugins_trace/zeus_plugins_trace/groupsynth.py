@@ -16,7 +16,8 @@ a different overlap, which is what the replay's in-flight rules are about:
   of them do (a group whose runtime exceeds its period always has one in flight).
 * ``burst`` (sweeps and debugging, 35 %): sessions of a few jobs (geometric, mean 5)
   submitted minutes apart (exponential gaps, mean 3 min), sessions hours to days
-  apart (exponential, mean 1.5 days, less for a large group so that it fits the window); jobs within a session overlap heavily, sessions rarely.
+  apart (exponential, mean 1.5 days, less for a large group so that it fits the window); jobs within
+  a session overlap heavily, sessions rarely.
 * ``sequential`` (a user iterating by hand, 25 %): the next job follows the end of
   the previous one after some think time (exponential, mean 1-8 h, less for a large
   group), and in 15 % of

@@ -222,7 +222,8 @@ def table_csv(axes: list[tuple[str, list[Any]]], rows: list[tuple[dict[str, Any]
     keys = [k for k, _ in axes]
     w.writerow(["point", *keys, *RESULT_COLUMNS])
     for point, row in rows:
-        w.writerow([row["point"], *(point[k] for k in keys), *(repr(row[c]) if isinstance(row[c], float) else row[c] for c in RESULT_COLUMNS)])
+        results = (repr(row[c]) if isinstance(row[c], float) else row[c] for c in RESULT_COLUMNS)
+        w.writerow([row["point"], *(point[k] for k in keys), *results])
     return buf.getvalue()
 
 

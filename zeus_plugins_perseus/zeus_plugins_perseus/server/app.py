@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
@@ -64,11 +64,11 @@ class JobSpec(_Strict):
     world_size: int = Field(ge=1, le=1 << 20, description="pp_degree x dp_degree x tp_degree")
     microbatches: int = Field(ge=1, le=1 << 16)
     schedule: Literal[SCHEDULE_NAMES] = "1f1b"
-    deadline_s: Optional[float] = Field(None, gt=0, le=1e5, allow_inf_nan=False)
-    max_slowdown: Optional[float] = Field(None, ge=1, le=100, allow_inf_nan=False)
-    blocking_power_w: Optional[float] = Field(None, ge=0, le=10_000, allow_inf_nan=False)
-    unit_time_s: Optional[float] = Field(None, ge=1e-5, le=1, allow_inf_nan=False)
-    model: Optional[Literal["measured", "exponential"]] = None
+    deadline_s: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False)
+    max_slowdown: float | None = Field(None, ge=1, le=100, allow_inf_nan=False)
+    blocking_power_w: float | None = Field(None, ge=0, le=10_000, allow_inf_nan=False)
+    unit_time_s: float | None = Field(None, ge=1e-5, le=1, allow_inf_nan=False)
+    model: Literal["measured", "exponential"] | None = None
     metadata: dict[_Key, _Value] = Field(default_factory=dict, max_length=32)
 
 
@@ -108,7 +108,7 @@ def create_app(manager: JobManager, token: str | None = None) -> FastAPI:
     """The API over ``manager``; with ``token``, every request must carry it as a bearer token."""
     bearer = HTTPBearer(auto_error=False)
 
-    def authorize(creds: Optional[HTTPAuthorizationCredentials] = Depends(bearer)) -> None:
+    def authorize(creds: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if token is None:
             return
         given = creds.credentials if creds is not None else ""
