@@ -82,3 +82,16 @@ def test_registration_errors(serve, driver):
         assert bad.status_code == 422 and "Default BS(16)" in bad.text
     with pytest.raises(ZeusBSORuntimError, match="cannot be reached"):
         BatchSizeOptimizer(monitor, "http://127.0.0.1:9", spec)
+
+
+def test_concurrent_trials_while_pruning_are_refused_clearly(serve, driver):
+    """The mab policy prunes one batch size at a time: a second trial begun meanwhile is answered 409, never 5xx."""
+    driver(gpus=1)
+    monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
+    spec = JobSpec(job_id="mnist-compat-3", job_id_prefix="mnist", batch_sizes=[32, 64], default_batch_size=32,
+                   target_metric=0.5, max_epochs=2)
+    a, b = BatchSizeOptimizer(monitor, serve.url, spec), BatchSizeOptimizer(monitor, serve.url, spec)
+    assert (a.get_batch_size(), b.get_batch_size()) == (32, 32)  # pruning hands out its current batch size
+    assert _train(b, [0.9]) == 1
+    with pytest.raises(ZeusBSORuntimError, match="status code 409.*one after another"):
+        _train(a, [0.1, 0.2])

@@ -133,8 +133,9 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
     are passed in: this module is the service's, and imports nothing of it)."""
 
     trials: dict[tuple[str, int], _Trial] = {}
-    # job -> the open recurrence and its last try index (a failed trial leaves it open for the next)
-    open_recurrence: dict[str, tuple[int, int]] = {}
+    # job -> recurrences whose last try failed, each with that try's index: the next trials continue them
+    # (concurrent trials of one job each take their own, so a recurrence's tries stay in order)
+    open_recurrences: dict[str, list[tuple[int, int]]] = {}
 
     def session_of(job_id: str) -> Any:
         try:
@@ -170,7 +171,7 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
     async def delete_job(job_id: str = Query(max_length=100)) -> dict:
         """Forget the job's registration (its history stays in the store)."""
         hub.sessions.pop((job_name(job_id), CLIENT), None)
-        open_recurrence.pop(job_id, None)
+        open_recurrences.pop(job_id, None)
         return {"deleted": job_id}
 
     @app.get("/jobs/batch_size", response_model=UpstreamTrial, tags=["upstream"])
@@ -181,15 +182,17 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
         def fn(entry: Any) -> dict:
             history: History = session.trials_for(entry.open(), hub.registry)
             with entry.store.transaction() as tx:
-                current = open_recurrence.get(job_id)
-                if current is None:
-                    recurrence, try_index = history.begin_recurrence(tx=tx), 1
+                waiting = open_recurrences.get(job_id)
+                if waiting:
+                    recurrence, last = waiting[0]
+                    try_index = last + 1
                 else:
-                    recurrence, try_index = current[0], current[1] + 1
+                    recurrence, try_index = history.begin_recurrence(tx=tx), 1
                 plan = history.next_try(recurrence, try_index, tx=tx)
                 count = int(tx.get("serve:upstream:trials") or 0) + 1
                 tx.set("serve:upstream:trials", count)
-            open_recurrence[job_id] = (recurrence, try_index)
+            if waiting:  # taken only once the transaction committed
+                waiting.pop(0)
             trials[(job_id, count)] = _Trial(plan, count)
             return {"job_id": job_id, "batch_size": plan.batch_size, "trial_number": count}
 
@@ -204,10 +207,15 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
         record = TryRecord(trial.plan.recurrence, trial.plan.try_index, trial.plan.batch_size, None, epochs, time_s, energy_j,
                            cost, reached, stopped)
         previous = sum(r.cost for r in history.history() if r.recurrence == trial.plan.recurrence)
-        history.record(trial.plan, record, recurrence_cost=previous + cost if reached else None)
+        try:
+            history.record(trial.plan, record, recurrence_cost=previous + cost if reached else None)
+        except RuntimeError as e:  # the policy cannot learn this try (e.g. pruning goes one batch size at a time)
+            session.trials = None  # it may hold what was rolled back: built again on the next request
+            raise problem(409, f"the job's batch-size policy cannot take trial {trial.number}'s result: {e}. While it prunes "
+                               "batch sizes, run the trials of one job one after another", code="policy_refused") from None
         trial.recorded = True
-        if reached or trial.plan.try_index >= spec.job.max_tries:
-            open_recurrence.pop(job_id, None)
+        if not reached and trial.plan.try_index < spec.job.max_tries:  # at max_tries the history abandons it
+            open_recurrences.setdefault(job_id, []).append((trial.plan.recurrence, trial.plan.try_index))
 
     @app.post("/report", response_model=UpstreamReport, tags=["upstream"])
     async def report(request: Request) -> dict:
