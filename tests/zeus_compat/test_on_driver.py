@@ -127,3 +127,12 @@ def test_without_privilege_the_optimizer_raises_runtime_error(driver):
     monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
     with pytest.raises(RuntimeError, match="SYS_ADMIN capability is required to modify GPU power limits"):
         GlobalPowerLimitOptimizer(monitor)
+
+
+def test_no_visible_gpu_measures_none(driver, monkeypatch):
+    driver(gpus=2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monitor = ZeusMonitor(cpu_indices=[])
+    assert monitor.gpu_indices == []
+    monitor.begin_window("w", sync_execution=False)
+    assert monitor.end_window("w", sync_execution=False).gpu_energy == {}

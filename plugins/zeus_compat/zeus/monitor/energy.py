@@ -72,8 +72,9 @@ class ZeusMonitor:
         self.sync_with = sync_execution_with
         try:
             self.gpus: GPUs = get_gpus()
-        except ZeusBaseGPUError:
-            self.gpus = EmptyGPUs()
+            visible = len(self.gpus) if gpu_indices is None else 0
+        except ZeusBaseGPUError:  # no GPU library: no GPU measured, as upstream
+            self.gpus, visible = EmptyGPUs(), 0
         try:
             self.cpus: CPUs = get_cpus()
         except ZeusCPUNoPermissionError as e:
@@ -86,7 +87,7 @@ class ZeusMonitor:
             self.cpus = EmptyCPUs()
         except ZeusCPUInitError:
             self.cpus = EmptyCPUs()
-        self.gpu_indices = list(gpu_indices) if gpu_indices is not None else list(range(len(self.gpus)))
+        self.gpu_indices = list(gpu_indices) if gpu_indices is not None else list(range(visible))
         self.cpu_indices = list(cpu_indices) if cpu_indices is not None else list(range(len(self.cpus.cpus)))
         logger.info("Monitoring GPU indices %s.", self.gpu_indices)
         logger.info("Monitoring CPU indices %s", self.cpu_indices)

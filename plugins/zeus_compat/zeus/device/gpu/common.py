@@ -28,7 +28,7 @@ from zeus.device.exception import (
 from zeus_core import DeviceError, PowerDomainReadings, PowerLimitControl, PowerReadings, TemperatureReadings
 from zeus_core.device import DeviceModels
 
-_NOT_VISIBLE = re.compile(r"not CUDA-visible|no GPU could be opened|out of range", re.I)
+_NOT_VISIBLE = re.compile(r"not CUDA-visible|CUDA sees no GPU|makes no GPU visible|out of range", re.I)
 
 
 def translate(e: Exception) -> ZeusBaseGPUError:
