@@ -86,9 +86,10 @@ def fetch_sdist(release: str) -> Path:
     found = sorted(where.glob(f"zeus-{release}.tar.gz"))
     if done.returncode != 0 or not found:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        sys.exit(f"cannot download zeus=={release}'s sdist from the package index ({last}).\n"
-                 f"Offline? Download it elsewhere with `pip download zeus=={release} --no-binary :all: --no-deps -d DIR` "
-                 f"and pass --sdist DIR/zeus-{release}.tar.gz, or put it in {where}/")
+        print(f"cannot download zeus=={release}'s sdist from the package index ({last}).\n"
+              f"Offline? Download it elsewhere with `pip download zeus=={release} --no-binary :all: --no-deps -d DIR` "
+              f"and pass --sdist DIR/zeus-{release}.tar.gz, or put it in {where}/", file=sys.stderr)
+        sys.exit(2)
     return found[0]
 
 
@@ -244,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sdist = args.sdist or fetch_sdist(args.release)
     if not sdist.is_file():
-        sys.exit(f"--sdist {sdist}: no such file")
+        print(f"--sdist {sdist}: no such file", file=sys.stderr)
+        return 2
     tmp = Path(tempfile.mkdtemp(prefix="zeus-upstream-tests-"))
     try:
         root = unpack(sdist, tmp)
