@@ -112,7 +112,7 @@ def test_selectors_map_onto_the_policy_and_a_custom_one_chooses(tmp_path, monkey
                               ({"optimum_selector": "energy"}, "optimum_selector must be an OptimumSelector")):
             with pytest.raises(ValueError, match=match):
                 GlobalPowerLimitOptimizer(mon, **kwargs)
-    with pytest.raises(ValueError, match="factor must be at least 1.0"):
+    with pytest.raises(ValueError, match="greater than or equal to 1.0"):
         MaxSlowdownConstraint(0.5)
     rows = [PowerLimitMeasurement(300, 30.0, 1.0), PowerLimitMeasurement(200, 22.0, 1.15), PowerLimitMeasurement(100, 15.0, 1.6)]
     assert (Energy().select(rows), Time().select(rows), MaxSlowdownConstraint(1.2).select(rows)) == (100, 300, 200)

@@ -37,80 +37,12 @@ from __future__ import annotations
 
 import json
 import sys
-from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from zeus_core import PowerLimitOptimizer, ZeusMonitor, write_atomic, zeus_cost
 from zeus_core.engine.ranks import process_group
-
-
-@attrs.frozen
-class PowerLimitMeasurement:
-    """One profiled limit: ``power_limit`` (W), and the ``energy`` (J) and ``time`` (s) of its window."""
-
-    power_limit: int
-    energy: float
-    time: float
-
-
-class OptimumSelector(ABC):
-    """Chooses the limit to hold from the profiled ones (upstream's extension point)."""
-
-    @abstractmethod
-    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
-        """The optimal power limit (W) among ``measurements``."""
-
-
-class Energy(OptimumSelector):
-    """The limit that spends the least energy."""
-
-    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
-        return min(measurements, key=lambda m: m.energy).power_limit
-
-
-class Time(OptimumSelector):
-    """The limit that trains fastest."""
-
-    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
-        return min(measurements, key=lambda m: m.time).power_limit
-
-
-class ZeusCost(OptimumSelector):
-    """The limit of the lowest Zeus cost ``eta x energy + (1 - eta) x MAXPOWER x time``.
-
-    ``world_size`` is accepted for upstream's signature; MAXPOWER here is every measured
-    GPU's maximum limit, summed over ranks (what upstream's ``max x world_size`` is for
-    identical GPUs).
-    """
-
-    def __init__(self, eta_knob: float = 0.5, world_size: int = 1) -> None:
-        if not 0.0 <= eta_knob <= 1.0:
-            raise ValueError(f"eta_knob must be between 0 and 1 inclusive, got {eta_knob!r}")
-        if world_size < 1:
-            raise ValueError(f"world_size must be at least 1, got {world_size!r}")
-        self.eta_knob = float(eta_knob)
-        self.world_size = int(world_size)
-
-    def select(self, measurements: list[PowerLimitMeasurement]) -> int:  # used for a loaded profile
-        top = max(m.power_limit for m in measurements) * self.world_size
-        return min(measurements, key=lambda m: self.eta_knob * m.energy + (1 - self.eta_knob) * top * m.time).power_limit
-
-
-class MaxSlowdownConstraint(OptimumSelector):
-    """The lowest limit whose time is within ``factor`` x the time at the highest limit."""
-
-    def __init__(self, factor: float) -> None:
-        if not (isinstance(factor, (int, float)) and factor >= 1.0):
-            raise ValueError(f"factor must be at least 1.0, got {factor!r}")
-        self.factor = float(factor)
-
-    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
-        fastest = max(measurements, key=lambda m: m.power_limit).time
-        return min(m.power_limit for m in measurements if m.time <= self.factor * fastest)
-
+from zeus_core.selection import Energy, MaxSlowdownConstraint, OptimumSelector, PowerLimitMeasurement, Time, ZeusCost
 
 BUILT_IN = (ZeusCost, Energy, Time, MaxSlowdownConstraint)
 

@@ -49,7 +49,7 @@ from zeus_core.engine.statekeys import OPEN_KEY
 from zeus_core.engine.stores.locations import mask, open_store
 from zeus_core.engine.stores.protocol import StoreError, StoreUnavailable
 from zeus_core.identity import IdentityMismatch
-from zeus_plugins_serve import api
+from zeus_plugins_serve import api, upstream_bso
 
 #: How long a remote transaction's lock is held without a request from its client.
 LEASE_S = 10.0
@@ -590,6 +590,7 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
         await hub.entry(job_name(job)).lock.release(tx)
         return {"committed": False}
 
+    upstream_bso.add_routes(app, hub, Problem, Session, job_name)  # upstream Zeus's batch-size protocol
     return app
 
 

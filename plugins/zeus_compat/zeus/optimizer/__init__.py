@@ -1,0 +1,1 @@
+"""Optimizers: ``zeus.optimizer.power_limit`` (JIT power-limit profiling) and ``zeus.optimizer.batch_size`` (the client)."""

@@ -1,0 +1,97 @@
+"""Upstream's batch-size optimizer client against a real ``zeus serve`` on loopback."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from serve_helpers import Serve
+from zeus.monitor import ZeusMonitor
+from zeus.optimizer.batch_size import BatchSizeOptimizer, JobSpec
+from zeus.optimizer.batch_size.exceptions import (
+    ZeusBSOBadOperationError,
+    ZeusBSOOperationOrderError,
+    ZeusBSORuntimError,
+    ZeusBSOTrainFailError,
+)
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory):
+    with Serve(store=str(tmp_path_factory.mktemp("jobs"))) as svc:
+        yield svc
+
+
+def _train(bso: BatchSizeOptimizer, metrics: list[float]) -> int:
+    """One training session: epochs until the server stops it; the number of epochs run."""
+    bso.on_train_begin()
+    for epoch, metric in enumerate(metrics, 1):
+        bso.on_evaluate(metric)
+        if bso.training_finished:
+            return epoch
+    return len(metrics)
+
+
+def test_trials_through_zeus_serve(serve, driver):
+    driver(gpus=1, max_limit_w=300.0)
+    monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
+    spec = JobSpec(job_id="mnist-compat-1", job_id_prefix="mnist", batch_sizes=[32, 64, 128], default_batch_size=64,
+                   target_metric=0.9, max_epochs=3, mab_seed=1)
+    bso = BatchSizeOptimizer(monitor, serve.url, spec)
+    assert bso.job.job_id == "mnist-compat-1" and bso.job.max_power == 300 and bso.job.number_of_gpus == 1
+    with pytest.raises(ZeusBSOOperationOrderError):
+        bso.on_evaluate(0.1)
+    first = bso.get_batch_size()
+    assert first == 64  # the default first, as upstream's server
+    assert bso.get_batch_size() == first  # asked once
+    assert _train(bso, [0.5, 0.95]) == 2  # the target stops the trial, converged
+    assert bso.training_finished
+
+    # the next session tries another batch size; one that never reaches the target fails at max_epochs
+    again = BatchSizeOptimizer(monitor, serve.url, spec)
+    second = again.get_batch_size()
+    assert second in (32, 128) and again.trial_number == 2
+    with pytest.raises(ZeusBSOTrainFailError, match="max_epochs 3"):
+        _train(again, [0.1, 0.2, 0.3, 0.4])
+
+    # a process that ends before its first report (the client's exit hook says so) leaves a failed try
+    third = BatchSizeOptimizer(monitor, serve.url, spec)
+    size = third.get_batch_size()
+    with httpx.Client(base_url=serve.url) as http:
+        ended = http.patch("/trials", content=f'{{"job_id": "mnist-compat-1", "batch_size": {size}, "trial_number": 3}}')
+        assert ended.status_code == 200
+        # the trials are the job's tries in the service's store: recurrence 2 holds the two failed ones
+        tries = http.get("/v1/jobs/mnist-compat-1/history").json()["tries"]
+    assert [(t["recurrence"], t["batch_size"], t["reached"], t["epochs"], t["stopped"]) for t in tries] == [
+        (1, first, True, 2, None), (2, second, False, 3, "max-epochs"), (2, size, False, 0, "never-ran")]
+
+
+def test_registration_errors(serve, driver):
+    driver(gpus=1)
+    monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
+    spec = JobSpec(job_id="mnist-compat-2", job_id_prefix="mnist", batch_sizes=[32, 64], default_batch_size=32)
+    BatchSizeOptimizer(monitor, serve.url, spec)
+    other = spec.model_copy(update={"batch_sizes": [32, 64, 256]})
+    with pytest.raises(ZeusBSORuntimError, match="status code 409.*another configuration"):
+        BatchSizeOptimizer(monitor, serve.url, other)
+    with pytest.raises(ZeusBSOBadOperationError):
+        BatchSizeOptimizer(monitor, serve.url, spec, rank=1).get_batch_size()
+    with httpx.Client(base_url=serve.url) as http:
+        assert http.get("/jobs/batch_size", params={"job_id": "mnist-never"}).status_code == 404
+        bad = http.post("/jobs", json={"job_id_prefix": "x", "batch_sizes": [8], "default_batch_size": 16, "max_power": 300,
+                                       "number_of_gpus": 1, "gpu_model": "A100"})
+        assert bad.status_code == 422 and "Default BS(16)" in bad.text
+    with pytest.raises(ZeusBSORuntimError, match="cannot be reached"):
+        BatchSizeOptimizer(monitor, "http://127.0.0.1:9", spec)
+
+
+def test_concurrent_trials_while_pruning_are_refused_clearly(serve, driver):
+    """The mab policy prunes one batch size at a time: a second trial begun meanwhile is answered 409, never 5xx."""
+    driver(gpus=1)
+    monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
+    spec = JobSpec(job_id="mnist-compat-3", job_id_prefix="mnist", batch_sizes=[32, 64], default_batch_size=32,
+                   target_metric=0.5, max_epochs=2)
+    a, b = BatchSizeOptimizer(monitor, serve.url, spec), BatchSizeOptimizer(monitor, serve.url, spec)
+    assert (a.get_batch_size(), b.get_batch_size()) == (32, 32)  # pruning hands out its current batch size
+    assert _train(b, [0.9]) == 1
+    with pytest.raises(ZeusBSORuntimError, match="status code 409.*one after another"):
+        _train(a, [0.1, 0.2])
