@@ -28,6 +28,7 @@ PAGES = {
     "What this machine offers": ("env.md", "What this machine offers (zeus env)"),
     "job.toml reference": ("job-toml.md", "job.toml reference"),
     "Add zeus to your own training script": ("in-loop.md", "In your training loop"),
+    "Carbon and money": ("carbon.md", "Carbon and money"),
     "The cost metric": ("cost.md", "The cost metric"),
     "State": ("state.md", "State and the job store"),
     "A cluster": ("cluster.md", "A cluster: store, serve, metrics"),
@@ -120,7 +121,7 @@ for module in API_MODULES:
 
 groups = {
     "Getting started": ["install.md", "examples.md", "using.md", "env.md", "job-toml.md"],
-    "Guides": ["in-loop.md", "cost.md", "state.md", "cluster.md", "daemon.md"],
+    "Guides": ["in-loop.md", "cost.md", "state.md", "cluster.md", "carbon.md", "daemon.md"],
     "Writing a plugin": ["writing-a-plugin.md"],
 }
 titles = dict(PAGES.values())
