@@ -219,3 +219,8 @@ def test_a_command_run_in_process_leaves_no_handler_or_warnings_hook_behind(tmp_
     result = CliRunner().invoke(cli, ["-v", "plugins"], obj={"registry": get_registry()})
     assert result.exit_code == 0, result.output
     assert (list(top.handlers), top.level, warnings.showwarning) == before
+    from zeus_core.cli.consoles import is_quiet
+
+    quiet = CliRunner().invoke(cli, ["-q", "plugins"], obj={"registry": get_registry()})
+    assert quiet.exit_code == 0 and quiet.output == ""  # the table is its result: silent under -q
+    assert not is_quiet() and (list(top.handlers), top.level) == before[:2]  # and the consoles speak again after it

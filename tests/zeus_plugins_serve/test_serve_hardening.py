@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -180,7 +181,10 @@ def test_the_service_survives_fuzzing_from_its_own_openapi(svc, tmp_path):
            "--phases", "examples,coverage,fuzzing", "--seed", "1"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"})
     assert r.returncode == 0, r.stdout[-4000:]
-    assert "passed" in r.stdout and "failed" not in r.stdout.split("SUMMARY")[-1].lower()
+    summary = r.stdout.split("SUMMARY")[-1].lower()
+    # a count of failed or errored cases; schemathesis's warnings may say "failed" in other senses
+    # ("authentication failed: 1 operation returned only 401/403")
+    assert "passed" in r.stdout and not re.search(r"\b[1-9]\d* (failed|errored|errors?)\b", summary), summary
     log = svc.log.read_text()
     assert "Traceback" not in log and "Exception in ASGI application" not in log
 

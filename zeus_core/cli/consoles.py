@@ -95,6 +95,7 @@ def _counted(which: str) -> Callable[[click.Context, click.Parameter, int], None
         if not counts.get("undo"):  # once per command line: the root context's end undoes it
             counts["undo"] = 1
             ctx.find_root().call_on_close(logs.unconfigure)
+            ctx.find_root().call_on_close(lambda: set_quiet(False))
         set_quiet(level > logging.WARNING)
 
     return callback
