@@ -35,7 +35,7 @@ PLUGIN_ROOTS = [
 ]
 PACKAGES = [(REPO, "zeus_core")] + [
     (p.parent, p.name) for root in PLUGIN_ROOTS[:-1] for p in sorted(root.glob("**/zeus_plugins_*")) if (p / "__init__.py").is_file()
-] + [(REPO / "plugins" / "zeus_compat", "zeus")]  # upstream's import package (zeus-compat)
+] + [(REPO / "plugins" / "zeus", "zeus")]  # upstream's import package (zeus-compat)
 #: Modules of the core that are its application, not its API: no plugin imports them.
 APPLICATION_MODULES = ("zeus_core.cli.main", "zeus_core.cli.monitor", "zeus_core.cli.store", "zeus_core.docgen",
                        "zeus_core.inloop.script")

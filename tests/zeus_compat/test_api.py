@@ -22,7 +22,7 @@ from zeus.optimizer.power_limit import (
 from zeus.utils.env import get_env
 from zeus.utils.metric import zeus_cost
 
-COMPAT = Path(__file__).resolve().parents[2] / "plugins" / "zeus_compat"
+COMPAT = Path(__file__).resolve().parents[2] / "plugins" / "zeus"
 
 
 def test_zeus_resolves_to_the_compat_package():
