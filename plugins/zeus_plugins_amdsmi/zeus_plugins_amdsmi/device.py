@@ -139,13 +139,6 @@ class AmdGpu(DriverDevice):
                                   f"(its range is {lo:g} to {hi:g} W)") from None
             raise self.explain("set the power cap", e) from None
 
-    def restore_power_limit(self) -> None:
-        """Put back the cap this process found (no-op if it changed nothing)."""
-        try:
-            self._settings.restore(key_for(self.uuid))
-        except self._smi.AmdSmiLibraryException as e:
-            raise self.explain("restore the power cap", e) from None
-
 
 class AmdGpus(GpuGroup):
     """The ``amdsmi`` device group: HIP-visible AMD GPUs, named ``gpu<i>`` with ``i`` torch's index.
@@ -331,11 +324,6 @@ class AmdGpus(GpuGroup):
         except (smi.AmdSmiException, KeyError, TypeError):
             pass
         return out
-
-    def restore_power_limits(self) -> None:
-        """Put back every cap this group changed (the device stays open)."""
-        for g in self.gpus:
-            g.restore_power_limit()
 
     # -- lifetime --
 

@@ -195,10 +195,6 @@ class NvmlGpu(DriverDevice):
         if self.memory_clock_lockable is not False and not self._reset("memory clock", "locked_memory_clocks", unsupported_ok=True):
             self.memory_clock_lockable = False
 
-    def restore_power_limit(self) -> None:
-        """Put back the power limit this process found (no-op if it changed nothing)."""
-        self._settings.restore(key_for(self.uuid, "power_limit"))
-
 
 class NvmlGpus(GpuGroup):
     """The ``nvml`` device group (:class:`zeus_core.parts.DeviceGroup`): CUDA-visible GPUs.
