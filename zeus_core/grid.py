@@ -30,6 +30,13 @@ constant intensity ``I`` gives ``carbon_g = energy_j * I / 3.6e6`` exactly, for 
 and for a whole job alike). A reading past either end of a series, or while a live
 service does not answer, is charged at the nearest known value (the source warns once);
 those seconds are counted (``held_s``) and shown in ``summary.json``.
+
+The rule is computed in one place, over many intervals at once: :func:`split` cuts
+intervals at a signal's steps and :func:`charged_means` gives each owner's mean; the
+:class:`GridMeter` of ``zeus run`` charges through them, and so do the fast trace replays
+(:func:`replay_columns`, every try of a simulated job in one call). A replay knows its
+whole span before it reports, so it refuses a time a signal does not know
+(:class:`BeyondSignal`, naming the time and the try) instead of holding a value.
 """
 
 from __future__ import annotations
