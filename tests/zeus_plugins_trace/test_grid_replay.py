@@ -13,6 +13,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from grid_helpers import grid_registry
+
+from zeus_core import JobOptions
+from zeus_core.cli import main as zcli
+from zeus_core.engine.signals import open_grid
+from zeus_core.grid import BeyondSignal, GridMeter, replay_columns
+from zeus_core.job import GridOptions
 from zeus_plugins_mab.options import MabOptions
 from zeus_plugins_mab.policy import MabPolicy
 from zeus_plugins_trace.device import TraceDevice, TraceDeviceOptions
@@ -20,12 +26,6 @@ from zeus_plugins_trace.options import TraceWorkloadOptions
 from zeus_plugins_trace.simulate import simulate
 from zeus_plugins_trace.sweep import sweep_cmd
 from zeus_plugins_trace.tracesets import load_workload_trace
-
-from zeus_core import JobOptions
-from zeus_core.cli import main as zcli
-from zeus_core.engine.signals import open_grid
-from zeus_core.grid import BeyondSignal, GridMeter, replay_columns
-from zeus_core.job import GridOptions
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "zeus_nsdi23"
