@@ -51,9 +51,9 @@ from rich.console import Console
 from rich.table import Table
 
 from zeus_core import zeus_cost
-from zeus_core.grid import JOULES_PER_KWH
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.signals import open_grid
+from zeus_core.grid import JOULES_PER_KWH
 from zeus_core.job import GridOptions
 from zeus_plugins_mab.carbon_plan import Hull, budget_of, calibrate
 from zeus_plugins_mab.carbon_replay import carbon_aware, hold, replay

@@ -589,5 +589,6 @@ __all__ = [
     "CARBON", "PRICE", "QUANTITIES", "JOULES_PER_KWH", "CARBON_COLUMN", "INTENSITY_COLUMN",
     "Step", "GridSignal", "TimeSeries", "Forecasts", "GRID_PROTOCOLS",
     "SourceRequest", "source_of", "parse_zone", "parse_time", "show_time",
-    "GridClock", "Grid", "GridMeter", "Pieces", "split", "charged_means", "BeyondSignal", "replay_columns", "weighted_mean", "columns", "job_totals", "record_currency", "cost_column", "price_column",
+    "GridClock", "Grid", "GridMeter", "Pieces", "split", "charged_means", "BeyondSignal", "replay_columns",
+    "weighted_mean", "columns", "job_totals", "record_currency", "cost_column", "price_column",
 ]

@@ -167,7 +167,7 @@ class AlibabaReplay:
             energy = [r.baseline_totals(which)["energy_j"] for r in first]
             got = replay_columns(grid, [origin + j.start for _, j in jobs], [origin + j.end for _, j in jobs], per_job,
                                  energy, [n for n, _ in jobs],
-                                 name=lambda n: f"group {first[n].group} ({which}, over its jobs' times)")
+                                 name=lambda n, which=which: f"group {first[n].group} ({which}, over its jobs' times)")
             for n, r in enumerate(first):
                 self.baseline_grid[r.group][which] = {c: float(v[n]) for c, v in got.items()}
         self.grid = grid
