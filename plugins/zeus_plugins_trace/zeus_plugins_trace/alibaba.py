@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from zeus_core import BuildContext, PartMismatch, savings, write_atomic
+from zeus_core import BuildContext, PartMismatch, TryRecord, savings, write_atomic
 from zeus_core.comparison import Row as ComparisonRow
 from zeus_core.comparison import comparison_table
 from zeus_core.files import atomic_path
+from zeus_core.grid import job_totals, replay_columns
+from zeus_core.results import GRID_KEY
 from zeus_plugins_trace.device import TraceDevice
 from zeus_plugins_trace.groups import Group, groups_csv, read_groups
 from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions
@@ -143,8 +145,6 @@ class AlibabaReplay:
         """Charge every try, and both baselines, against ``grid`` (nothing without one)."""
         if grid is None or not self.results:
             return
-        from zeus_core.grid import replay_columns
-
         origin = replay_start(grid) - min(j.start for g in self.groups for j in g.jobs)
         tries = [(r, t) for r in self.results for t in r.tries]
         cols = replay_columns(grid, [origin + t.start for _, t in tries], [origin + t.end for _, t in tries],
@@ -177,29 +177,57 @@ class AlibabaReplay:
 
     def totals(self) -> dict[str, dict[str, float]]:
         """Totals over all groups: each rule's, and the default's and oracle's over the same jobs
-        (with a grid, also ``carbon_g`` and ``cost_<currency>``)."""
+        (with a grid, also ``carbon_g`` and ``cost_<currency>``: :meth:`grid_totals`)."""
         out: dict[str, dict[str, float]] = {}
-        for n, r in enumerate(self.results):
-            for name, t in ((r.rule, self.group_totals(n)), ("default", self.baseline_totals(r, "default")),
-                            ("oracle", self.baseline_totals(r, "oracle"))):
+        for r in self.results:
+            for name, t in ((r.rule, r.totals()), ("default", r.baseline_totals("default")), ("oracle", r.baseline_totals("oracle"))):
                 if name in ("default", "oracle") and r.rule != self.rules[0]:
                     continue  # the baselines do not depend on the rule: count each group once
-                acc = out.setdefault(name, dict.fromkeys(t, 0.0))
+                acc = out.setdefault(name, {"energy_j": 0.0, "time_s": 0.0, "cost": 0.0})
                 for k, v in t.items():
                     acc[k] += v
+        for name, acc in out.items():
+            acc.update(self.grid_totals(self.charged(name), acc["energy_j"]))
+        return out
+
+    def grid_totals(self, records: list[TryRecord], energy_j: float) -> dict[str, float]:
+        """The grid columns of ``energy_j`` over ``records`` as ``zeus run`` totals a job's
+        (:func:`zeus_core.grid.job_totals`: exact with a constant), those the replay reports."""
+        if self.grid is None or not self.grid_keys:
+            return {}
+        totals = job_totals(records, energy_j, self.grid.currency)
+        return {k: totals[k] for k in self.grid_keys}
+
+    def charged(self, name: str, n: int | None = None) -> list[TryRecord]:
+        """With a grid: the tries of rule ``name`` (of ``self.results[n]`` only, when given), scaled as
+        they count, with their grid columns; for ``default`` and ``oracle``, one record per group."""
+        if self.grid is None:
+            return []
+        if name in ("default", "oracle"):
+            first = [r for r in self.results if r.rule == self.rules[0]]
+            return [TryRecord(0, 0, 0, None, 0, b["time_s"], b["energy_j"], b["cost"], True,
+                              extra={GRID_KEY: self.baseline_grid[r.group][name]})
+                    for r in first for b in (r.baseline_totals(name),)]
+        out = []
+        for m, r in enumerate(self.results):
+            if r.rule != name or (n is not None and m != n):
+                continue
+            for t, cols in zip(r.tries, self.try_grid[m]):
+                rec = t.record
+                out.append(TryRecord(rec.recurrence, rec.try_index, rec.batch_size, rec.power_limit, rec.epochs, t.time_s,
+                                     t.energy_j, t.cost, rec.reached, rec.stopped, extra={GRID_KEY: cols}))
         return out
 
     def group_totals(self, n: int) -> dict[str, float]:
-        """``self.results[n]``'s totals, with its grid columns summed over its tries."""
+        """``self.results[n]``'s totals, with its grid columns."""
         t = self.results[n].totals()
-        for k in self.grid_keys:
-            t[k] = float(sum(g[k] for g in self.try_grid[n]))
+        t.update(self.grid_totals(self.charged(self.results[n].rule, n), t["energy_j"]))
         return t
 
     def baseline_totals(self, r: GroupResult, which: str) -> dict[str, float]:
+        """Group ``r``'s ``which`` baseline totals, with its grid columns."""
         t = r.baseline_totals(which)
-        for k in self.grid_keys:
-            t[k] = self.baseline_grid[r.group][which][k]
+        t.update({k: self.baseline_grid[r.group][which][k] for k in self.grid_keys})
         return t
 
     def summary(self, _job: JobSummary | None = None) -> dict[str, Any]:
