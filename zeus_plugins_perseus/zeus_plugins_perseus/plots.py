@@ -35,14 +35,6 @@ def figure_data(ps: PlanSet, chosen: int) -> PlanSet:
     return attrs.evolve(ps, frequencies=ps.frequencies[chosen:chosen + 1])
 
 
-def write_figures_and_plans(ps: PlanSet, profile: InstructionProfile, chosen: int, out_dir: Path,
-                            plans: range) -> list[Path]:
-    """:func:`write_figures` (of ``ps``'s plan ``chosen``), then the plan files of ``plans``."""
-    written = write_figures(ps, profile, chosen, out_dir, row=chosen)
-    ps.write_plans(Path(out_dir) / "plans", plans)
-    return written
-
-
 def write_figures(ps: PlanSet, profile: InstructionProfile, chosen: int, out_dir: Path, row: int = 0) -> list[Path]:
     """``frontier.png`` and ``timeline.png`` (of the plan in row ``row`` of ``ps.frequencies``, listed as ``chosen``)."""
     out_dir = Path(out_dir)
@@ -67,7 +59,7 @@ def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, pil_kwargs={"compress_level": 1})
     return path
 
 
@@ -109,7 +101,7 @@ def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path, 
     sm = ScalarMappable(cmap=cmap, norm=Normalize(lo, hi if hi > lo else lo + 1))
     fig.colorbar(sm, ax=ax, label="SM clock (MHz)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, pil_kwargs={"compress_level": 1})
     return path
 
 
