@@ -193,16 +193,20 @@ class OnePlanPasses:
             tl = self.timeline(c, limit)
         heap = [(e[v][k + 1] - e[v][k], v) for v, k in enumerate(c) if k + 1 < count[v]]  # (-saving, op)
         heapq.heapify(heap)
+        pop, push = heapq.heappop, heapq.heappush
+        ef, lf = tl.ef, tl.lf  # updated in place by set_time: lf[v] - ef[v] is tl.slack(v)
         while heap:
-            neg, v = heapq.heappop(heap)
+            neg, v = pop(heap)
             if not -neg > 0.0:
                 break
             k = c[v]
-            if not t[v][k + 1] - t[v][k] <= tl.slack(v):
+            tv = t[v]
+            if not tv[k + 1] - tv[k] <= lf[v] - ef[v]:
                 continue
-            if not tl.set_time(v, t[v][k + 1]):  # a float rounding of the slack: keep the faster option
+            if not tl.set_time(v, tv[k + 1]):  # a float rounding of the slack: keep the faster option
                 continue
             c[v] = k + 1
             if k + 2 < count[v]:
-                heapq.heappush(heap, (e[v][k + 2] - e[v][k + 1], v))
+                ev = e[v]
+                push(heap, (ev[k + 2] - ev[k + 1], v))
         return np.asarray(c, dtype=choice.dtype)
