@@ -211,6 +211,35 @@ def test_plans_are_the_same_with_or_without_a_worker(gpt3_a100):
         assert np.array_equal(getattr(here, key), getattr(there, key)), key
 
 
+def test_a_worker_reads_calls_before_it_unpickles_its_idle_call(tmp_path):
+    """The worker's idle call (matplotlib's import) may take long to unpickle; meanwhile a call larger than a pipe
+    holds must not block the caller (it would wait for an import it does not need): here the idle call is
+    unpickled only once the caller's submit has returned, so a worker that unpickled it first would deadlock."""
+    import threading
+
+    from perseus_fakes import UnpicklesSlowly
+
+    from zeus_plugins_perseus.background import Background
+
+    gate = tmp_path / "submitted"
+    bg = Background(workers=2, when_idle=UnpicklesSlowly(str(gate)))
+    bg.start()
+    big = np.arange(1_000_000)  # 8 MB: far more than a pipe's 64 KiB
+    done = []
+    caller = threading.Thread(target=lambda: done.append(bg.submit(np.sum, big)))
+    caller.start()
+    caller.join(60)
+    try:
+        assert done, "submit blocked until the worker had unpickled its idle call"
+        gate.touch()
+        assert done[0].result() == big.sum()
+    finally:
+        gate.touch()
+        bg.kill()
+        caller.join(10)
+        bg.__exit__(None, None, None)
+
+
 def _exit_hard():
     os.kill(os.getpid(), signal.SIGKILL)
 
