@@ -181,6 +181,7 @@ def test_plan_files_are_the_single_plan_text_for_any_clocks(tmp_path, gpt3_a100)
     """The clocks' text is made for blocks of plans at once (fixed-width fields, padding dropped): clocks of 1 to 5
     digits side by side, plans across blocks and a range that starts mid-way must all be write_plan's text."""
     import attrs
+
     from zeus_plugins_perseus.emulator import CHUNK_PLANS
     from zeus_plugins_perseus.planner import plan_frontier
     from zeus_plugins_perseus.profile import read_profile
