@@ -12,6 +12,12 @@ The script copies the sdist's ``tests/`` to a temporary folder and rewrites only
   (``benchmarks/upstream/simulated.py`` says how);
 * the power-limit profiles the power-limit test replays (upstream's ``tests/profile_data``, not in
   the sdist) are the same public profiles under ``../shared/data/power_limit_profiles``;
+* the recorded service answers the carbon and price tests read (``tests/monitor/carbon_history_files``,
+  ``tests/monitor/price_output_files``, not in the sdist) are written in the services' formats:
+  Electricity Maps histories of the hours the tests use, with the public intensities of
+  ``../shared/data/carbon_intensity/de_2020.csv`` at the same calendar hours; OpenEI answers holding the
+  rate the price test asserts and a two-tier time-of-use rate (:func:`service_answers`). The tests'
+  own ``requests.get`` mocks serve them, unchanged;
 * upstream's test-only replay monitor (``zeus/utils/testing.py``) is taken from the sdist: it is the
   judge of the log file format.
 
@@ -38,6 +44,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PROFILES = HERE.parent.parent / "shared" / "data" / "power_limit_profiles"
+INTENSITY = HERE.parent.parent / "shared" / "data" / "carbon_intensity" / "de_2020.csv"
 
 #: test file -> why it cannot run against zeus-compat (it tests upstream's private implementation)
 NOT_PORTABLE = {
@@ -53,8 +60,6 @@ NOT_PORTABLE = {
     "tests/utils/test_multiprocessing.py": "upstream's spawn-guard helper (zeus.utils.multiprocessing), not part of this package",
     "tests/test_metric.py": "upstream's Prometheus exporters (zeus.metric); zeus's exporter is the prometheus plugin, another API",
     "tests/monitor/test_power_streaming.py": "upstream's power-streaming client for its daemon (zeus.monitor.power_streaming)",
-    "tests/monitor/test_carbon.py": "the carbon monitor needs the grid signals (zeus_core.grid), not on main yet",
-    "tests/monitor/test_price.py": "the price monitor needs the grid signals (zeus_core.grid), not on main yet",
     "tests/optimizer/batch_size/test_server.py": "upstream's batch-size server internals (FastAPI app, SQLAlchemy schema); `zeus serve`"
                                                  " is the server",
     "tests/optimizer/batch_size/test_explorer.py": "upstream's batch-size server internals (its explorer over its database)",
@@ -122,7 +127,59 @@ def rewrite(root: Path) -> list[str]:
     if not profiles.exists() and PROFILES.is_dir():
         shutil.copytree(PROFILES, profiles)
         done.append(f"tests/profile_data: {len(list(profiles.iterdir()))} public power-limit profiles from {PROFILES}")
+    done += service_answers(root / "tests" / "monitor")
     return done
+
+
+def _intensity_history(hours: list[str], values: dict[str, float]) -> str:
+    """An Electricity Maps ``/v3/carbon-intensity/history`` answer for ``hours`` (``2024-11-30T07``)."""
+    history = [{"zone": "US-MIDW-MISO", "carbonIntensity": round(values[h[5:]]), "datetime": f"{h}:00:00.000Z",
+                "updatedAt": f"{h}:45:00.000Z", "createdAt": f"{h}:45:00.000Z", "emissionFactorType": "lifecycle",
+                "isEstimated": True, "estimationMethod": "TIME_SLICER_AVERAGE"} for h in hours]
+    return json.dumps({"zone": "US-MIDW-MISO", "history": history})
+
+
+def _rate(label: str, name: str, tiers: list[float], weekday: list[list[int]], weekend: list[list[int]]) -> dict:
+    """One OpenEI utility-rate item (the fields the price monitor reads, and a few it does not)."""
+    return {"label": label, "utility": "Example Utility", "name": name, "sector": "Residential", "uri":
+            f"https://apps.openei.org/IURDB/rate/view/{label}", "energyratestructure": [[{"rate": r, "adj": 0.029681}]
+                                                                                       for r in tiers],
+            "energyweekdayschedule": weekday, "energyweekendschedule": weekend}
+
+
+def service_answers(monitor: Path) -> list[str]:
+    """Write the recorded answers the carbon and price tests read (see the module docstring); what was written."""
+    from datetime import datetime, timedelta
+
+    if not (monitor / "test_carbon.py").is_file() and not (monitor / "test_price.py").is_file():
+        return []
+    if not INTENSITY.is_file():
+        return [f"carbon/price service answers: not written ({INTENSITY} missing)"]
+    values: dict[str, float] = {}  # "MM-DDTHH" of 2020 -> intensity at the full hour
+    for line in INTENSITY.read_text().splitlines()[1:]:
+        stamp, _, value = line.partition(",")
+        if stamp.endswith(":00:00"):
+            values[stamp[5:13].replace(" ", "T")] = float(value)
+    first = datetime(2024, 11, 30, 7)
+    hours = [(first + timedelta(hours=i)).strftime("%Y-%m-%dT%H") for i in range(48)]
+    carbon = monitor / "carbon_history_files"
+    carbon.mkdir(exist_ok=True)
+    (carbon / "carbon_history_file1").write_text(_intensity_history(hours[:24], values))  # asked before 2024-12-01T07
+    (carbon / "carbon_history_file2").write_text(_intensity_history(hours[24:], values))  # asked from then on
+    price = monitor / "price_output_files"
+    price.mkdir(exist_ok=True)
+    flat = [[0] * 24 for _ in range(12)]
+    peak = [[1 if 5 <= m <= 8 and 14 <= h < 19 or 8 <= h < 11 else 0 for h in range(24)] for m in range(12)]
+    weekend = [[1 if 17 <= h < 20 else 0 for h in range(24)] for _ in range(12)]
+    (price / "invalid.json").write_text(json.dumps({"items": []}))
+    (price / "ann_arbor.json").write_text(json.dumps({"items": [
+        _rate("539f6d3bec4f024411ecb311", "Residential Electric Service", [0.1056], flat, flat),
+        _rate("539f6d3bec4f024411ecb312", "Residential Time of Day", [0.0929, 0.1693], peak, flat)]}))
+    (price / "virginia.json").write_text(json.dumps({"items": [
+        _rate("539f6e1dec4f024411ecbeaf", "Residential Time of Use", [0.0812, 0.2130], peak, weekend),
+        _rate("539f6e1dec4f024411ecbeb0", "Residential Service", [0.1190], flat, flat)]}))
+    return ["tests/monitor/carbon_history_files: 2 Electricity Maps histories (24 h each) with the intensities of "
+            f"{INTENSITY.name}", "tests/monitor/price_output_files: 3 OpenEI answers (no rate; a flat rate; a time-of-use rate)"]
 
 
 def run(root: Path, files: list[str], keyword: str | None) -> dict[str, tuple[str, str]]:
