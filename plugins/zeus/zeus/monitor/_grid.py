@@ -203,6 +203,8 @@ def poll_windows(command_q: Any, finished_q: Any, monitor: Any, ledger: Ledger, 
     except Exception as e:  # noqa: BLE001 - answered to end_window, never lost in the thread
         logger.exception("the monitor's window loop failed")
         finished_q.put(WorkerFailed(f"{type(e).__name__}: {e}"))
+    finally:
+        monitor.close()  # its power sampler, if it has one
 
 
 class ChargedWindows:
