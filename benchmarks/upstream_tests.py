@@ -1,6 +1,6 @@
 """Upstream Zeus's own tests against the ``zeus-compat`` package: passed / failed / not portable.
 
-    python benchmarks/upstream_tests.py [--release 0.16.0] [--sdist PATH] [-k EXPR] [--quick]
+    python benchmarks/upstream_tests.py [--release 0.16.0] [--sdist PATH] [-k EXPR] [--keep]
 
 The tests are read at run time from the release's sdist on the package index (cached under
 ``$XDG_CACHE_HOME/zeus-compat``, default ``~/.cache``); nothing of upstream is committed here.
