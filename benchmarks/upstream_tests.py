@@ -170,13 +170,17 @@ def service_answers(monitor: Path) -> list[str]:
     price.mkdir(exist_ok=True)
     flat = [[0] * 24 for _ in range(12)]
     peak = [[1 if 5 <= m <= 8 and 14 <= h < 19 or 8 <= h < 11 else 0 for h in range(24)] for m in range(12)]
-    weekend = [[1 if 17 <= h < 20 else 0 for h in range(24)] for _ in range(12)]
+    # four tiers (off-peak, shoulder, peak, night) that change within the hours the tests' windows cover, so an
+    # hour charged at another hour's rate shows
+    tou_weekday = [[3, 3, 3, 3, 3, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 1, 1, 0, 0, 3] for _ in range(12)]
+    tou_weekend = [[3, 3, 3, 3, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 3] for _ in range(12)]
     (price / "invalid.json").write_text(json.dumps({"items": []}))
     (price / "ann_arbor.json").write_text(json.dumps({"items": [
         _rate("539f6d3bec4f024411ecb311", "Residential Electric Service", [0.1056], flat, flat),
         _rate("539f6d3bec4f024411ecb312", "Residential Time of Day", [0.0929, 0.1693], peak, flat)]}))
     (price / "virginia.json").write_text(json.dumps({"items": [
-        _rate("539f6e1dec4f024411ecbeaf", "Residential Time of Use", [0.0812, 0.2130], peak, weekend),
+        _rate("539f6e1dec4f024411ecbeaf", "Residential Time of Use", [0.0812, 0.1290, 0.2130, 0.0598], tou_weekday,
+              tou_weekend),
         _rate("539f6e1dec4f024411ecbeb0", "Residential Service", [0.1190], flat, flat)]}))
     return ["tests/monitor/carbon_history_files: 2 Electricity Maps histories (24 h each) with the intensities of "
             f"{INTENSITY.name}", "tests/monitor/price_output_files: 3 OpenEI answers (no rate; a flat rate; a time-of-use rate)"]
