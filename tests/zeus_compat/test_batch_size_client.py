@@ -95,3 +95,26 @@ def test_concurrent_trials_while_pruning_are_refused_clearly(serve, driver):
     assert _train(b, [0.9]) == 1
     with pytest.raises(ZeusBSORuntimError, match="status code 409.*one after another"):
         _train(a, [0.1, 0.2])
+
+
+def test_every_rank_of_a_data_parallel_trial_reports_and_the_late_ranks_are_told_it_ended(serve, driver):
+    """Upstream's data-parallel example: rank 0 gets the batch size, every rank reports each epoch; the reports after
+    the one that ended the trial are answered as upstream's server does (stop, converged as recorded), and the
+    trial is recorded once."""
+    driver(gpus=2)
+    spec = JobSpec(job_id="mnist-compat-4", job_id_prefix="mnist", batch_sizes=[32, 64], default_batch_size=64,
+                   target_metric=0.5, max_epochs=3)
+    ranks = [BatchSizeOptimizer(ZeusMonitor(gpu_indices=[i], cpu_indices=[]), serve.url, spec, rank=i) for i in (0, 1)]
+    size = ranks[0].get_batch_size()
+    ranks[1].current_batch_size, ranks[1].trial_number = size, ranks[0].trial_number  # broadcast, as the example does
+    for bso in ranks:
+        bso.on_train_begin()
+    ranks[0].on_evaluate(0.6)  # reached: the trial ends
+    ranks[1].on_evaluate(0.4)  # below the target on its shard: told the trial ended, converged
+    assert ranks[0].training_finished and ranks[1].training_finished
+    with httpx.Client(base_url=serve.url) as http:
+        tries = http.get("/v1/jobs/mnist-compat-4/history").json()["tries"]
+        late = http.post("/report", json={"job_id": "mnist-compat-4", "batch_size": size, "trial_number": 1, "time": 1.0,
+                                          "energy": 1.0, "metric": 0.1, "current_epoch": 1})
+    assert [(t["batch_size"], t["reached"]) for t in tries] == [(size, True)]
+    assert late.status_code == 200 and late.json()["stop_train"] and late.json()["converged"]

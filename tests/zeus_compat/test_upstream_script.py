@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +58,20 @@ def test_offline_is_a_clear_error(tmp_path):
 def test_a_missing_sdist_is_bad_input(argv, capsys):
     assert upstream_tests.main(argv) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_the_service_answers_the_carbon_and_price_tests_read_are_written_in_the_services_formats(tmp_path):
+    monitor = tmp_path / "tests" / "monitor"
+    monitor.mkdir(parents=True)
+    (monitor / "test_carbon.py").write_text("")
+    done = upstream_tests.service_answers(monitor)
+    assert len(done) == 2
+    first, second = (json.loads((monitor / "carbon_history_files" / f"carbon_history_file{i}").read_text())["history"]
+                     for i in (1, 2))
+    hours = [h["datetime"] for h in first + second]
+    assert hours[0] == "2024-11-30T07:00:00.000Z" and hours[-1] == "2024-12-02T06:00:00.000Z"
+    assert len(first) == len(second) == 24 and len(set(hours)) == 48  # one answer per day asked, no hour twice
+    assert all(isinstance(h["carbonIntensity"], int) and 0 < h["carbonIntensity"] < 1000 for h in first + second)
+    rates = json.loads((monitor / "price_output_files" / "ann_arbor.json").read_text())["items"]
+    assert rates[0]["energyratestructure"] == [[{"rate": 0.1056, "adj": 0.029681}]]  # the rate upstream's test asserts
+    assert json.loads((monitor / "price_output_files" / "invalid.json").read_text()) == {"items": []}

@@ -36,6 +36,8 @@ from zeus_core.engine.remote import HistorySetup
 POLICY = "mab"
 SPEC_KEY = "serve:upstream:spec"
 CLIENT = "upstream-bso"
+#: How many ended trials the service remembers, to answer the late reports of their other ranks.
+MAX_ENDED = 10_000
 
 
 class UpstreamJob(BaseModel):
@@ -126,6 +128,8 @@ class _Trial:
         self.number = number
         self.last: UpstreamResult | None = None
         self.recorded = False
+        #: whether the trial reached its target, once a report ended it (set before it is recorded)
+        self.converged: bool | None = None
 
 
 def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any) -> None:  # noqa: N803 - a class
@@ -133,6 +137,9 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
     are passed in: this module is the service's, and imports nothing of it)."""
 
     trials: dict[tuple[str, int], _Trial] = {}
+    # trials that ended (job, trial number) -> reached the target: every rank of a data-parallel trial reports
+    # each epoch, and the reports after the one that ended the trial get upstream's answer (stop, and how it ended)
+    ended: dict[tuple[str, int], bool] = {}
     # job -> recurrences whose last try failed, each with that try's index: the next trials continue them
     # (concurrent trials of one job each take their own, so a recurrence's tries stay in order)
     open_recurrences: dict[str, list[tuple[int, int]]] = {}
@@ -214,6 +221,9 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
             raise problem(409, f"the job's batch-size policy cannot take trial {trial.number}'s result: {e}. While it prunes "
                                "batch sizes, run the trials of one job one after another", code="policy_refused") from None
         trial.recorded = True
+        ended[(job_id, trial.number)] = reached
+        while len(ended) > MAX_ENDED:
+            del ended[next(iter(ended))]
         if not reached and trial.plan.try_index < spec.job.max_tries:  # at max_tries the history abandons it
             open_recurrences.setdefault(job_id, []).append((trial.plan.recurrence, trial.plan.try_index))
 
@@ -223,11 +233,13 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
         body: UpstreamResult = await _body(request, UpstreamResult)
         session = session_of(body.job_id)
         trial = trials.get((body.job_id, body.trial_number))
+        converged = trial.converged if trial is not None else ended.get((body.job_id, body.trial_number))
+        if converged is not None:
+            return {"stop_train": True, "converged": converged,
+                    "message": f"Result for this trial({body.trial_number}) is already reported."}
         if trial is None or trial.plan.batch_size != body.batch_size:
             raise problem(404, f"trial {body.trial_number} of job {body.job_id!r} at batch size {body.batch_size} is not in "
                                "progress here (begun before a restart of the service?): relaunch the training", code="unknown_trial")
-        if trial.recorded:
-            raise problem(409, f"trial {body.trial_number} already ended", code="trial_ended")
         job = session.setup.job
         trial.last = body
         cost = float(zeus_cost(body.energy, body.time, job.eta_knob, session.setup.max_power_w))
@@ -242,7 +254,12 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
         else:
             return {"stop_train": False, "converged": False, "message": "Continue training."}
         stopped = None if reached else ("early-stop" if "Cost" in answer[2] else "max-epochs")
-        await hub.run(job_name(body.job_id), lambda entry: _record(entry, session, body.job_id, trial, reached, stopped))
+        trial.converged = reached  # before the record: another rank's report meanwhile is answered from it
+        try:
+            await hub.run(job_name(body.job_id), lambda entry: _record(entry, session, body.job_id, trial, reached, stopped))
+        except BaseException:
+            trial.converged = None
+            raise
         return {"stop_train": answer[0], "converged": answer[1], "message": answer[2]}
 
     @app.patch("/trials", tags=["upstream"])
