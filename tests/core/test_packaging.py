@@ -77,6 +77,18 @@ def test_every_dependency_has_a_floor(dist):
     assert not missing, f"{dist}: no lower bound on {missing}"
 
 
+@pytest.mark.parametrize("dist", sorted(FOLDERS))
+def test_the_floors_page_names_every_floor(dist):
+    """docs/floors.md says how each floor was tested: its row for ``dist`` names each ``name>=floor`` as declared,
+    so a floor raised or added without a run recorded there fails here."""
+    rows = [line for line in (REPO / "docs" / "floors.md").read_text().splitlines() if line.startswith(f"| {dist} |")]
+    assert len(rows) == 1, f"docs/floors.md has {len(rows)} rows for {dist}"
+    floors = [f"`{r.name}{'[' + ','.join(sorted(r.extras)) + ']' if r.extras else ''}>={s.version}`"
+              for r in _requirements(_project(dist)["project"]) if r.name != "zeus-core" for s in r.specifier if s.operator == ">="]
+    missing = [f for f in floors if f not in rows[0]]
+    assert not missing, f"docs/floors.md, row {dist}: not {missing}"
+
+
 @pytest.mark.parametrize("folder", ["zeus_core", "plugins/zeus_plugins_baseline"])
 def test_the_readme_example_runs(folder, tmp_path):
     """The example job of the README an index shows runs as it is written."""
