@@ -11,52 +11,41 @@ errors on its error console; diagnostics go to the ``zeus`` loggers. ``-q`` / ``
 
 from __future__ import annotations
 
-import csv
-import io
 import json
+import logging
 import os
 import signal
 import sys
-from datetime import datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from zeus_core.cli.consoles import make_console, verbosity_options
 from zeus_core.cli.env import env_command
 from zeus_core.cli.monitor import monitor_command
 from zeus_core.cli.store import store_group
 from zeus_core.daemon.command import daemon_command
-from zeus_core.daemon.command import main as daemon_main
-from zeus_core.daemon.status import privileged_path_note
-from zeus_core.engine.registry import Registry, get_registry
-from zeus_core.engine.stores.locations import mask
-from zeus_core.engine.stores.protocol import StoreError
-from zeus_core.engine.validation import JobError, load_job, resolved_values
+from zeus_core.engine.registry import CORE_PLUGIN, Registry, get_registry
 from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, RunFailed, ZeusError
 from zeus_core.files import write_atomic
 from zeus_core.journal import restore_pending
 from zeus_core.parts import Reports, WritesOutputs
-from zeus_core.provenance import KEY as PROVENANCE
-from zeus_core.provenance import now, provenance
 from zeus_core.results import JobSummary, try_columns
 
+# What only some commands need (the job-file validation, rich's tables, provenance) loads in those
+# commands, so that ``zeus --help`` and ``zeus plugins`` start fast.
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from rich.table import Table
+
     from zeus_core.engine.runner import Runner
+    from zeus_core.engine.validation import JobError
 
 console = make_console()
 err_console = make_console(stderr=True)
-
-
-def core_version() -> str:
-    try:
-        return version("zeus-core")
-    except PackageNotFoundError:  # running from a source tree
-        return "0+unknown"
 
 
 def registry() -> Registry:
@@ -83,7 +72,7 @@ def print_job_errors(e: JobError) -> None:
 
 
 def _version_text(reg: Registry) -> str:
-    lines = [f"zeus-core {core_version()}", "registered plugins:"]
+    lines = [f"zeus-core {reg.distribution_of(CORE_PLUGIN)[1]}", "registered plugins:"]
     for p in reg.plugins():
         lines.append(f"  {p.name}: {p.distribution} {p.version}")
     return "\n".join(lines)
@@ -100,8 +89,19 @@ def _print_version(ctx: click.Context, _param: Any, value: bool) -> None:
 @verbosity_options
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version of zeus-core and of every registered plugin.")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Measure and cut the GPU energy of DNN training, one plugin at a time."""
+    _restore_left_behind(ctx.obj["registry"])
+
+
+def _restore_left_behind(reg: Registry) -> None:
+    """Put back the settings a SIGKILLed zeus process left changed, before the command runs (and
+    after ``-q`` / ``-v`` configured the ``zeus`` loggers, which say what was restored)."""
+    try:
+        restore_pending(reg.restorers)
+    except Exception as e:  # noqa: BLE001 - never block the command on this
+        logging.getLogger("zeus.journal").error("could not check the settings journal: %s", e)
 
 
 # --------------------------------------------------------------------------- plugins
@@ -111,6 +111,10 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plugins_cmd(as_json: bool) -> None:
     """List installed plugins: distribution, version, hooks, and the names each provides."""
+    from rich.table import Table
+
+    from zeus_core.daemon.status import privileged_path_note
+
     infos = registry().plugins()
     if as_json:
         click.echo(json.dumps([p.to_json() for p in infos], indent=2))
@@ -135,6 +139,8 @@ def plugins_cmd(as_json: bool) -> None:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, e.g. job.seed=3.")
 def validate_cmd(job_file: Path, sets: tuple[str, ...]) -> None:
     """Check a job file and report every mistake, each with its line and path."""
+    from zeus_core.engine.validation import JobError, load_job
+
     try:
         spec = load_job(job_file, registry(), sets)
     except JobError as e:
@@ -156,6 +162,11 @@ def _print_deferred(spec) -> None:
 
 
 def _dry_run(spec) -> None:
+    from rich.table import Table
+
+    from zeus_core.engine.stores.locations import mask
+    from zeus_core.engine.validation import resolved_values
+
     table = Table(title=f"job {spec.job.name!r}: resolved configuration")
     table.add_column("key")
     table.add_column("value")
@@ -181,6 +192,8 @@ def _recurrence_line(rec: int, records: list) -> str:
 
 
 def _closing_table(summary: JobSummary) -> Table:
+    from rich.table import Table
+
     by_rec: dict[int, list] = {}
     for r in summary.records:
         by_rec.setdefault(r.recurrence, []).append(r)
@@ -234,6 +247,12 @@ def _grid_text(key: str, value: float) -> str:
 
 def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str, started: datetime) -> list[Path]:
     """recurrences.csv, summary.json (with the provenance of ``zeus <command>``, begun at ``started``), the parts' files."""
+    import csv
+    import io
+
+    from zeus_core.provenance import KEY as PROVENANCE
+    from zeus_core.provenance import provenance
+
     out.mkdir(parents=True, exist_ok=True)
     written = []
     if "workload" in runner.parts:
@@ -285,6 +304,8 @@ def _check_output(output: Path | None) -> None:
 
 
 def _load(job_file: Path, sets: tuple[str, ...]):
+    from zeus_core.engine.validation import JobError, load_job
+
     try:
         return load_job(job_file, registry(), sets)
     except JobError as e:
@@ -342,6 +363,8 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (devices restored, outputs of
     what finished written).
     """
+    from zeus_core.provenance import now
+
     started = now()
     spec = _load(job_file, sets)
     if dry_run:
@@ -349,6 +372,8 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
         return
     _check_output(output)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from zeus_core.engine.stores.protocol import StoreError
 
     runner = _make_runner(spec, fresh=fresh)
     handled = (signal.SIGTERM, signal.SIGHUP)
@@ -411,6 +436,8 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     that their tables and files come out as after ``zeus run``; planners'
     files (allocations, frequency plans, profiles) are computed by ``zeus run``.
     """
+    from zeus_core.provenance import now
+
     started = now()
     spec = _load(job_file, sets)
     runner = _make_runner(spec)
@@ -447,17 +474,14 @@ cli.add_command(daemon_command)
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["daemon"]:  # the root daemon loads only the plugins it serves
+        from zeus_core.daemon.command import main as daemon_main
+
         daemon_main(args[1:])
         return
     try:
         reg = get_registry()
     except PluginError as e:
         fail(str(e), EXIT_BAD_INPUT)
-    try:
-        # Settings a SIGKILLed zeus process left changed are put back first.
-        restore_pending(reg.restorers, err_console)
-    except Exception as e:  # noqa: BLE001 - never block the command on this
-        err_console.print(f"[yellow]zeus:[/] could not check the settings journal: {escape(str(e))}")
     try:
         reg.pm.hook.zeus_register_commands(cli=cli)
     except Exception as e:  # a plugin's command registration failed

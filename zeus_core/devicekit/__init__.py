@@ -17,15 +17,21 @@ pieces; each lives here so that no two plugins hold near-copies of it:
 * :mod:`~zeus_core.devicekit.groups`: :class:`ClosedOnExit`, :func:`deferred_factory`, and
   :class:`GpuGroup`, what a group of GPUs does with all of them at once.
 
-What a device group *is* and may declare stays in :mod:`zeus_core.device`.
+What a device group *is* and may declare stays in :mod:`zeus_core.device`. The names load on
+first use, so that a plugin's entry point that names one (``deferred_factory``) loads only its module.
 """
 
-from zeus_core.devicekit.counters import WrappingCounter, watch_period
-from zeus_core.devicekit.drivers import DriverDevice, DriverErrors
-from zeus_core.devicekit.groups import ClosedOnExit, GpuGroup, deferred_factory
-from zeus_core.devicekit.polling import PowerIntegral, Sampler
-from zeus_core.devicekit.served import GpuArgs, GpuService, ServedGpus, all_or_list, select_gpus
-from zeus_core.devicekit.settings import CAP_DAC_OVERRIDE, DaemonCall, SettingsPath
+from typing import TYPE_CHECKING
+
+from zeus_core.loading import lazy_exports
+
+if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
+    from zeus_core.devicekit.counters import WrappingCounter, watch_period
+    from zeus_core.devicekit.drivers import DriverDevice, DriverErrors
+    from zeus_core.devicekit.groups import ClosedOnExit, GpuGroup, deferred_factory
+    from zeus_core.devicekit.polling import PowerIntegral, Sampler
+    from zeus_core.devicekit.served import GpuArgs, GpuService, ServedGpus, all_or_list, select_gpus
+    from zeus_core.devicekit.settings import CAP_DAC_OVERRIDE, DaemonCall, SettingsPath
 
 __all__ = [
     "CAP_DAC_OVERRIDE",
@@ -46,3 +52,4 @@ __all__ = [
     "select_gpus",
     "watch_period",
 ]
+__getattr__ = lazy_exports(__name__)

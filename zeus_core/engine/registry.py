@@ -391,9 +391,9 @@ def load(
         pm.set_blocked(blocked)
     reg = Registry(pm)
     # The core's own parts (the SQLite store) arrive through the same hooks as any plugin's.
-    from zeus_core.engine.stores import sqlite as core_store
+    from zeus_core.engine import core_plugin
 
-    pm.register(core_store, name=CORE_PLUGIN)
+    pm.register(core_plugin, name=CORE_PLUGIN)
     reg._dist[CORE_PLUGIN] = ("zeus-core", _core_version())
     if entry_points:
         try:
