@@ -31,7 +31,7 @@ def is_busy(e: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-def connect_shared(path: Path, timeout_s: float, setup: Callable[[sqlite3.Connection], None]) -> sqlite3.Connection:
+def connect_shared(path: Path, timeout_s: float, setup: Callable[[sqlite3.Connection], object]) -> sqlite3.Connection:
     """A connection to the SQLite file ``path`` (made, with its folder, where missing) that other
     processes use at the same time: autocommit (transactions are the caller's ``BEGIN``), a busy
     wait of ``timeout_s``, WAL so that readers never block the writer, then ``setup(conn)``.
