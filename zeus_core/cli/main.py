@@ -245,8 +245,12 @@ def _grid_text(key: str, value: float) -> str:
     return f"{value:,.1f}" if key == "carbon_g" else f"{value:,.2f}"
 
 
-def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str, started: datetime) -> list[Path]:
-    """recurrences.csv, summary.json (with the provenance of ``zeus <command>``, begun at ``started``), the parts' files."""
+def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str, started: datetime,
+                   fresh: bool = False) -> list[Path]:
+    """recurrences.csv, summary.json (with the provenance of ``zeus <command>``, begun at ``started``), the parts'
+    files; ``fresh``: then the files an earlier command recorded here and this one did not write are removed
+    (the rule above :func:`_recorded_outputs`). summary.json is written last, since it records the others,
+    and also when a part's files fail."""
     import csv
     import io
 
@@ -254,6 +258,7 @@ def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str,
     from zeus_core.provenance import provenance
 
     out.mkdir(parents=True, exist_ok=True)
+    earlier = _recorded_outputs(out)
     written = []
     if "workload" in runner.parts:
         buf = io.StringIO()
@@ -263,15 +268,90 @@ def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str,
             w.writerow(r.row())
         write_atomic(out / "recurrences.csv", buf.getvalue())
         written.append(out / "recurrences.csv")
-    body = summary.to_json()
-    body[PROVENANCE] = provenance(registry(), command=command, started=started,
-                                  device_spec=runner.spec.parts.get("device"), device=runner.parts.get("device"))
-    write_atomic(out / "summary.json", json.dumps(body, indent=2, allow_nan=False, default=str) + "\n")
+    stamp = _stamp(out)
+    parts_wrote: list[Path] = []
+    done = False
+    try:
+        for part in runner.parts.values():
+            if isinstance(part, WritesOutputs):
+                parts_wrote.extend(Path(p) for p in part.write_outputs(out, summary) or ())
+        done = True
+    finally:
+        mine = _files_written(out, [*written, out / "summary.json", *parts_wrote], stamp)
+        kept = set() if fresh and done else {f for f in earlier if (out / f).is_file()}  # removed below, or still there
+        body = summary.to_json()
+        body[PROVENANCE] = provenance(registry(), command=command, started=started,
+                                      device_spec=runner.spec.parts.get("device"), device=runner.parts.get("device"),
+                                      outputs=sorted(mine | kept))
+        write_atomic(out / "summary.json", json.dumps(body, indent=2, allow_nan=False, default=str) + "\n")
     written.append(out / "summary.json")
-    for part in runner.parts.values():
-        if isinstance(part, WritesOutputs):
-            written.extend(Path(p) for p in part.write_outputs(out, summary) or ())
-    return written
+    if fresh:
+        _remove_outputs(out, earlier - mine)
+    return written + parts_wrote
+
+
+# What zeus wrote in an --output folder is recorded in its summary.json (provenance "outputs": paths relative
+# to the folder), so that ``zeus run --fresh`` removes the files an earlier command wrote there and this one
+# did not (a previous run's extra plans/NNNNN.json), and nothing else: a file no zeus command recorded (the
+# user's own, or outputs written before the record existed) is never removed.
+
+
+def _recorded_outputs(out: Path) -> set[str]:
+    """The files the summary.json in ``out`` records as written by zeus (none where it records none)."""
+    from zeus_core.provenance import KEY as PROVENANCE
+
+    try:
+        recorded = json.loads((out / "summary.json").read_text())[PROVENANCE]["outputs"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return set()
+    return {f for f in recorded if isinstance(f, str)} if isinstance(recorded, list) else set()
+
+
+def _stamp(out: Path) -> int:
+    """The file system's time now, as it stamps files it writes under ``out`` (a probe file's mtime)."""
+    probe = out / f".zeus-stamp-{os.getpid()}"
+    probe.write_bytes(b"")
+    try:
+        return probe.stat().st_mtime_ns
+    finally:
+        probe.unlink()
+
+
+def _files_written(out: Path, paths: list[Path], stamp: int) -> set[str]:
+    """The files of ``paths`` under ``out``, relative to it; a folder counts for the files in it written since ``stamp``."""
+    root = out.resolve()
+    mine: set[str] = set()
+    for p in paths:
+        files = [f for f in p.rglob("*") if f.is_file() and f.stat().st_mtime_ns >= stamp] if p.is_dir() else [p]
+        for f in files:
+            try:
+                mine.add(f.resolve().relative_to(root).as_posix())
+            except ValueError:  # written outside --output: not this folder's to record
+                continue
+    return mine
+
+
+def _remove_outputs(out: Path, stale: set[str]) -> None:
+    """Remove the recorded files ``stale`` (each a regular file inside ``out``), then the folders that leaves empty."""
+    import stat
+
+    root = out.resolve()
+    emptied: set[Path] = set()
+    for rel in sorted(stale):
+        path = out / rel
+        try:
+            path.resolve().relative_to(root)  # ValueError: outside the folder (a "..", a linked folder)
+            if not stat.S_ISREG(path.lstat().st_mode):  # a link or a folder: not a file zeus wrote
+                continue
+            path.unlink()
+        except (OSError, ValueError):  # gone already, outside the folder, or not ours to remove
+            continue
+        emptied.update(a for a in path.parents if a != out and out in a.parents)
+    for folder in sorted(emptied, key=lambda f: -len(f.parts)):
+        try:
+            folder.rmdir()  # only where nothing else is left
+        except OSError:
+            continue
 
 
 class _Terminated(BaseException):
@@ -335,7 +415,8 @@ def _account_lines(summary: JobSummary) -> list[str]:
     return lines
 
 
-def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: str, started: datetime) -> None:
+def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: str, started: datetime,
+            fresh: bool = False) -> None:
     """The closing table, the parts' reports, and every output file."""
     if summary.records:
         console.print(_closing_table(summary))
@@ -345,7 +426,7 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: s
         if isinstance(part, Reports):
             part.report(console, summary)
     if output is not None:
-        for p in _write_outputs(runner, summary, output, command, started):
+        for p in _write_outputs(runner, summary, output, command, started, fresh):
             console.print(f"wrote {escape(str(p))}")
 
 
@@ -355,7 +436,9 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: s
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
               help="Write recurrences.csv, summary.json and plugin outputs here.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved configuration and where each value came from; run nothing.")
-@click.option("--fresh", is_flag=True, help="Forget what the job's store learned (in the job's first write) and start over.")
+@click.option("--fresh", is_flag=True, help="Forget what the job's store learned (in the job's first write) and start over; "
+                                           "in --output, remove the files an earlier zeus command wrote there and this run "
+                                           "did not (only those its summary.json records).")
 def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run: bool, fresh: bool) -> None:
     """Run a job: compose the chosen plugins and run its recurrences.
 
@@ -420,7 +503,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             err_console.print(f"[bold red]error:[/] cannot read the results back: {escape(str(e))}")
     if summary is None:
         sys.exit(code)
-    _finish(runner, summary, output, "run", started)
+    _finish(runner, summary, output, "run", started, fresh)
     sys.exit(code)
 
 
