@@ -11,11 +11,13 @@ errors on its error console; diagnostics go to the ``zeus`` loggers. ``-q`` / ``
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
 import signal
 import sys
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +25,6 @@ import click
 from rich.markup import escape
 
 from zeus_core.cli.consoles import make_console, verbosity_options
-from zeus_core.cli.env import env_command
-from zeus_core.cli.monitor import monitor_command
-from zeus_core.cli.store import store_group
-from zeus_core.daemon.command import daemon_command
 from zeus_core.engine.registry import CORE_PLUGIN, Registry, get_registry
 from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, RunFailed, ZeusError
 from zeus_core.files import write_atomic
@@ -85,7 +83,55 @@ def _print_version(ctx: click.Context, _param: Any, value: bool) -> None:
     ctx.exit(0)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: The core's commands that live in modules of their own, by name: imported when a command line names one.
+LAZY_COMMANDS = {
+    "env": "zeus_core.cli.env:env_command",
+    "monitor": "zeus_core.cli.monitor:monitor_command",
+    "store": "zeus_core.cli.store:store_group",
+    "daemon": "zeus_core.daemon.command:daemon_command",
+}
+#: Registries whose plugins have added their commands (``zeus_register_commands``) to the group.
+_commands_added: weakref.WeakSet[Registry] = weakref.WeakSet()
+
+
+class ZeusGroup(click.Group):
+    """The ``zeus`` group. The core's commands of other modules (:data:`LAZY_COMMANDS`) and the
+    plugins' commands (``zeus_register_commands``, with the registry of the command line) are added
+    when the command line names one of them, or when every command is listed (``zeus --help``):
+    ``zeus run`` imports neither ``zeus monitor`` nor a plugin's server."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            if cmd_name in LAZY_COMMANDS:
+                self._add_lazy(cmd_name)
+            else:
+                self._add_plugin_commands(ctx)
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for name in LAZY_COMMANDS:
+            if name not in self.commands:
+                self._add_lazy(name)
+        self._add_plugin_commands(ctx)
+        return super().list_commands(ctx)
+
+    def _add_lazy(self, name: str) -> None:
+        module, _, attr = LAZY_COMMANDS[name].partition(":")
+        self.add_command(getattr(importlib.import_module(module), attr), name)
+
+    def _add_plugin_commands(self, ctx: click.Context) -> None:
+        obj = ctx.find_root().obj
+        reg = obj.get("registry") if isinstance(obj, dict) else None
+        if reg is None or reg in _commands_added:
+            return
+        _commands_added.add(reg)
+        try:
+            reg.pm.hook.zeus_register_commands(cli=self)
+        except Exception as e:  # a plugin's command registration failed
+            fail(f"a plugin failed to add its commands: {type(e).__name__}: {e}", EXIT_BAD_INPUT)
+
+
+@click.group(cls=ZeusGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @verbosity_options
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version of zeus-core and of every registered plugin.")
@@ -545,10 +591,6 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     _finish(runner, summary, output, "report", started)
 
 
-cli.add_command(monitor_command)
-cli.add_command(env_command)
-cli.add_command(store_group)
-cli.add_command(daemon_command)
 
 
 # --------------------------------------------------------------------------- entry point
@@ -565,10 +607,6 @@ def main(argv: list[str] | None = None) -> None:
         reg = get_registry()
     except PluginError as e:
         fail(str(e), EXIT_BAD_INPUT)
-    try:
-        reg.pm.hook.zeus_register_commands(cli=cli)
-    except Exception as e:  # a plugin's command registration failed
-        fail(f"a plugin failed to add its commands: {type(e).__name__}: {e}", EXIT_BAD_INPUT)
     cli.main(args=argv, prog_name="zeus", obj={"registry": reg})
 
 

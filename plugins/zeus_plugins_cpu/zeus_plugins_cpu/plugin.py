@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
-from zeus_plugins_cpu.estimate import make_estimate
+from zeus_core.devicekit import deferred_factory
 from zeus_plugins_cpu.options import EstimateOptions, RaplOptions
-from zeus_plugins_cpu.rapl import make_rapl
 from zeus_plugins_cpu.service import RaplServeOptions, RaplService
+
+# The device modules load when a job or a tool opens the device.
+make_rapl = deferred_factory("zeus_plugins_cpu.rapl:make_rapl",
+                             "CPU packages and DRAM through RAPL (/sys/class/powercap), wraparound handled.")
+make_estimate = deferred_factory("zeus_plugins_cpu.estimate:make_estimate",
+                                 "CPU energy estimated as TDP x utilisation where RAPL cannot be read (marked ``estimate``).")
 
 
 @hookimpl
