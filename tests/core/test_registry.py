@@ -102,3 +102,18 @@ def test_every_hook_has_a_docstring_and_is_documented(repo_root: Path):
         assert (fn.__doc__ or "").strip(), f"hook {name} has no docstring"
         args = ", ".join(inspect.signature(fn).parameters)
         assert re.search(rf"^### `{name}\({re.escape(args)}\)`", docs, re.M), f"hook {name}({args}) is not documented in docs/hooks.md"
+
+
+def test_distribution_names_and_versions_come_from_the_metadata_headers(tmp_path):
+    import importlib.metadata as md
+
+    from zeus_core.engine.registry import name_and_version
+
+    installed = [d for d in md.distributions() if d.entry_points.select(group="zeus")]
+    assert installed and all(name_and_version(d) == (d.metadata["Name"], d.version) for d in installed)
+    info = tmp_path / "x_y-1.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: x-y\nVersion: 1.2\n\nName: not-this\nVersion: 9\n")
+    assert name_and_version(md.PathDistribution(info)) == ("x-y", "1.2")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\n")  # no headers to read: importlib.metadata's answer
+    assert name_and_version(md.PathDistribution(info)) == (None, None)

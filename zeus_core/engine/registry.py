@@ -35,12 +35,24 @@ CORE_PLUGIN = "zeus-core"
 
 
 def _core_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, distribution
 
     try:
-        return version("zeus-core")
+        return name_and_version(distribution("zeus-core"))[1]
     except PackageNotFoundError:  # a source tree
         return "0+unknown"
+
+
+def name_and_version(dist: Any) -> tuple[str, str]:
+    """An installed distribution's name and version (an ``importlib.metadata.Distribution``), read from
+    its metadata's headers alone: its body, often a whole README, is not parsed at every start."""
+    from email.parser import HeaderParser
+
+    headers = HeaderParser().parsestr(dist.read_text("METADATA") or dist.read_text("PKG-INFO") or "")
+    name, version = headers["Name"], headers["Version"]
+    if name is None or version is None:  # metadata of another shape: as importlib.metadata reads it
+        return dist.metadata["Name"], dist.version
+    return name, version
 
 
 @attrs.define
@@ -404,7 +416,7 @@ def load(
         for plugin, dist in pm.list_plugin_distinfo():
             name = pm.get_name(plugin)
             if name is not None:
-                reg._dist[name] = (dist.metadata["name"], dist.version)
+                reg._dist[name] = name_and_version(dist)
     for name, obj in extra_plugins:
         if pm.is_blocked(name) or pm.get_plugin(name) is obj:  # blocked, or already there (the core's own)
             continue
