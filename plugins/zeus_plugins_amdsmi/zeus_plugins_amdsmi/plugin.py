@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
-from zeus_core.devicekit import deferred_factory
+from zeus_core.loading import deferred_factory
 from zeus_plugins_amdsmi.control import OWNER, restore_setting
 from zeus_plugins_amdsmi.options import AmdsmiOptions
 from zeus_plugins_amdsmi.service import AmdsmiServeOptions, AmdsmiService

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
-from zeus_core.devicekit import deferred_factory
+from zeus_core.loading import deferred_factory
 from zeus_plugins_apple_silicon.options import AppleSiliconOptions
 
 #: Apple Silicon energy (the device module loads when a job or tool opens one)

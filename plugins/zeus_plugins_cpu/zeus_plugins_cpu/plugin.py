@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
-from zeus_core.devicekit import deferred_factory
+from zeus_core.loading import deferred_factory
 from zeus_plugins_cpu.options import EstimateOptions, RaplOptions
 from zeus_plugins_cpu.service import RaplServeOptions, RaplService
 
