@@ -371,7 +371,8 @@ def process_alive(pid: int, since: float | None = None) -> bool:
     return True
 
 
-def restore_pending(restorers: dict[str, Restorer], *, path: os.PathLike[str] | str | None = None) -> int:
+def restore_pending(restorers: dict[str, Restorer], *, path: os.PathLike[str] | str | None = None,
+                    logger: logging.Logger = log) -> int:
     """Restore settings left by dead processes (SIGKILL, power loss); return how many.
 
     Called at every ``zeus`` start, once its logging is configured: what it restores is a
@@ -380,7 +381,8 @@ def restore_pending(restorers: dict[str, Restorer], *, path: os.PathLike[str] | 
     before any zeus process touched it) is restored and the entries are cleared. A key
     that a live process also holds is left for that process and a later start. An owner
     without a restorer (plugin uninstalled) or a restorer that fails is reported and kept.
-    ``path``: another journal than the machine-wide one (``zeus daemon``'s).
+    ``path``: another journal than the machine-wide one (``zeus daemon``'s); ``logger``: where to
+    report instead (``zeus daemon``'s own log).
     """
     path = Path(path) if path is not None else journal_path()
     if not path.exists():
@@ -404,7 +406,7 @@ def restore_pending(restorers: dict[str, Restorer], *, path: os.PathLike[str] | 
             if restorer is None:
                 from zeus_core import catalog  # install hints: read only for this message
 
-                log.error("a killed process left %s setting %s changed, and no installed plugin restores %r settings: "
+                logger.error("a killed process left %s setting %s changed, and no installed plugin restores %r settings: "
                           "install that plugin (%s) and run zeus again",
                           owner, key, owner, catalog.hint("restorer", owner) or "the device plugin that changed it")
                 continue
@@ -412,10 +414,10 @@ def restore_pending(restorers: dict[str, Restorer], *, path: os.PathLike[str] | 
             try:
                 restorer(key, original)
             except Exception as e:  # noqa: BLE001 - report, keep the entry for next time
-                log.error("could not restore %s %s to %r left by a killed process: %s: %s",
+                logger.error("could not restore %s %s to %r left by a killed process: %s: %s",
                           owner, key, original, type(e).__name__, e)
                 continue
             j.remove(*(entry_id for entry_id, _ in items))
-            log.warning("restored %s %s to %r (left by a killed process)", owner, key, original)
+            logger.warning("restored %s %s to %r (left by a killed process)", owner, key, original)
             restored += 1
         return restored

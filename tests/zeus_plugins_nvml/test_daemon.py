@@ -109,7 +109,9 @@ def test_a_sigkilled_client_gets_its_settings_put_back(node):
         client.wait()
     settings = lambda: [(g["limit_w"], g["locked_clocks"], g["locked_mem_clocks"]) for g in gpus(node)]  # noqa: E731
     wait_until(lambda: settings() == [(400.0, None, None)] * 2, what="the daemon to put GPU 0 back")
-    assert re.search(r"client #\d+ \(pid \d+, uid 65534 nobody\) disconnected", node.log.read_text())
+    # the daemon logs the client's leaving after it put everything back: wait for the line too
+    wait_until(lambda: re.search(r"client #\d+ \(pid \d+, uid 65534 nobody\) disconnected", node.log.read_text()),
+               what="the daemon to log the client's leaving")
 
 
 def test_a_sigkilled_daemon_is_undone_at_its_next_start_and_sigterm_restores(node):

@@ -272,7 +272,7 @@ class Daemon:
         """Put back what a daemon killed with SIGKILL left changed (its journal)."""
         path = self.config.journal_path
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return restore_pending(self.registry.restorers, path=path)  # what it did: records of zeus.journal
+        return restore_pending(self.registry.restorers, path=path, logger=log)
 
     def build_services(self) -> None:
         """Build every served service; ServiceConfigError becomes a config problem with its path."""
