@@ -135,13 +135,28 @@ class Registry:
         self.stores: dict[str, StoreBackend] = {}
         #: how ranks started by a launcher join one job (``zeus_register_process_groups``), by name
         self.process_groups: dict[str, ProcessGroupJoiner] = {}
-        #: ``zeus daemon``'s privileged services (``zeus_register_privileged_operations``), by name
-        self.services: dict[str, Registration] = {}
+        self._services: dict[str, Registration] | None = None
         #: sources of grid signals (``zeus_register_grid_signals``), by scheme
         self.grid_sources: dict[str, GridSource] = {}
         self._dist: dict[str, tuple[str, str]] = {}
 
     # -- lookups --
+
+    @property
+    def services(self) -> dict[str, Registration]:
+        """``zeus daemon``'s privileged services (``zeus_register_privileged_operations``), by name.
+
+        Collected on first use (``zeus daemon``, ``zeus plugins``), so that the commands that serve
+        no device import no service's code; a bad registration is a :class:`PluginError` then."""
+        if self._services is None:
+            services: dict[str, Registration] = {}
+            plugins = self._plugins()
+            for plugin_name, plugin in plugins:
+                caller = self._caller_for("zeus_register_privileged_operations", plugin, plugins)
+                if caller is not None:
+                    caller(register=self._registrar("privileged_service", plugin_name, services))
+            self._services = services
+        return self._services
 
     def get(self, kind: str, name: str) -> Registration:
         return self.parts[kind][name]
@@ -194,8 +209,11 @@ class Registry:
 
     # -- registration --
 
+    def _plugins(self) -> list[tuple[str, object]]:
+        return [(n, p) for n, p in self.pm.list_name_plugin() if p is not hookspecs and p is not None]
+
     def _collect(self) -> None:
-        plugins = [(n, p) for n, p in self.pm.list_name_plugin() if p is not hookspecs and p is not None]
+        plugins = self._plugins()
         for kind, (hook_name, _) in KINDS.items():
             for plugin_name, plugin in plugins:
                 caller = self._caller_for(hook_name, plugin, plugins)
@@ -215,10 +233,6 @@ class Registry:
             caller = self._caller_for("zeus_register_grid_signals", plugin, plugins)
             if caller is not None:
                 caller(register=self._grid_registrar(plugin_name))
-        for plugin_name, plugin in plugins:
-            caller = self._caller_for("zeus_register_privileged_operations", plugin, plugins)
-            if caller is not None:
-                caller(register=self._registrar("privileged_service", plugin_name, self.services))
 
     def _caller_for(self, hook_name: str, plugin: object, plugins: list[tuple[str, object]]):
         impls = getattr(self.pm.hook, hook_name).get_hookimpls()

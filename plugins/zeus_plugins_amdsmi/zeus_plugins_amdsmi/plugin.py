@@ -6,7 +6,6 @@ from zeus_core import hookimpl
 from zeus_core.loading import deferred_factory
 from zeus_plugins_amdsmi.control import OWNER, restore_setting
 from zeus_plugins_amdsmi.options import AmdsmiOptions
-from zeus_plugins_amdsmi.service import AmdsmiServeOptions, AmdsmiService
 
 #: AMD GPUs through amdsmi (the device module loads when a job or tool opens one)
 make_amdsmi = deferred_factory("zeus_plugins_amdsmi.device:make_amdsmi", "AMD GPUs through amdsmi")
@@ -24,4 +23,6 @@ def zeus_register_restorers(register):
 
 @hookimpl
 def zeus_register_privileged_operations(register):
+    from zeus_plugins_amdsmi.service import AmdsmiServeOptions, AmdsmiService  # for zeus daemon (and zeus plugins) only
+
     register("amdsmi", AmdsmiService, options=AmdsmiServeOptions)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from zeus_core import hookimpl
 from zeus_core.loading import deferred_factory
 from zeus_plugins_cpu.options import EstimateOptions, RaplOptions
-from zeus_plugins_cpu.service import RaplServeOptions, RaplService
 
 # The device modules load when a job or a tool opens the device.
 make_rapl = deferred_factory("zeus_plugins_cpu.rapl:make_rapl",
@@ -22,4 +21,6 @@ def zeus_register_devices(register):
 
 @hookimpl
 def zeus_register_privileged_operations(register):
+    from zeus_plugins_cpu.service import RaplServeOptions, RaplService  # for zeus daemon (and zeus plugins) only
+
     register("rapl", RaplService, options=RaplServeOptions)

@@ -6,7 +6,6 @@ from zeus_core import hookimpl
 from zeus_core.loading import deferred_factory
 from zeus_plugins_nvml.control import OWNER, restore_setting
 from zeus_plugins_nvml.options import NvmlOptions
-from zeus_plugins_nvml.service import NvmlServeOptions, NvmlService
 
 #: NVIDIA GPUs through NVML (the device module loads when a job or tool opens one)
 make_nvml = deferred_factory("zeus_plugins_nvml.device:make_nvml", "NVIDIA GPUs through NVML")
@@ -24,4 +23,6 @@ def zeus_register_restorers(register):
 
 @hookimpl
 def zeus_register_privileged_operations(register):
+    from zeus_plugins_nvml.service import NvmlServeOptions, NvmlService  # for zeus daemon (and zeus plugins) only
+
     register("nvml", NvmlService, options=NvmlServeOptions)
