@@ -26,7 +26,9 @@ and :mod:`zeus_core.device`.
 
 Keep the module the entry point names light: register factories that import
 the heavy parts (numpy, torch, scipy) when they are called, so that ``zeus
---help`` does not pay for them.
+--help`` does not pay for them. ``options`` may also name the class as
+``"package.module:Class"``: it is imported (and checked) when a job or ``zeus
+validate`` first uses the part, so that no command loads every plugin's options.
 
 Event hooks (``zeus_on_*``) are for observers (loggers, exporters, plots).
 They must not change the run; their return values are ignored.

@@ -28,6 +28,9 @@ NOT_FOR_PLUGINS = {"zeus_core.engine.validation", "zeus_core.engine.assembly", "
                    "zeus_core.devicekit.groups", "zeus_core.windows", "zeus_core.allocation", "zeus_core.grid",
                    "zeus_core.inloop.monitor", "zeus_plugins_cpu.rapl", "zeus_plugins_cpu.estimate",
                    "zeus_plugins_trace.sweep", "zeus_plugins_trace.commands", "zeus_plugins_serve.command", "cattrs"}
+#: Plugins' options classes load with the first job that uses the part.
+OPTIONS = {"zeus_plugins_mab.options", "zeus_plugins_trace.options", "zeus_plugins_hetero.options",
+           "zeus_plugins_torch.options", "zeus_plugins_cpu.options", "zeus_plugins_nvml.options"}
 #: ``zeus daemon``'s services, which zeus plugins lists and the job commands never need.
 SERVICES = {"zeus_plugins_nvml.service", "zeus_plugins_amdsmi.service", "zeus_plugins_cpu.service"}
 
@@ -41,13 +44,15 @@ def _modules(*args: str, cwd: Path = REPO) -> set[str]:
 def test_zeus_plugins_loads_no_job_validation_no_other_command_and_no_device_code(args):
     loaded = _modules(*args)
     assert "zeus_core.engine.registry" in loaded and "zeus_plugins_mab.plugin" in loaded
-    assert not loaded & NOT_FOR_PLUGINS, sorted(loaded & NOT_FOR_PLUGINS)
+    assert not loaded & (NOT_FOR_PLUGINS | OPTIONS), sorted(loaded & (NOT_FOR_PLUGINS | OPTIONS))
 
 
 def test_zeus_validate_loads_validation_but_no_other_command():
     loaded = _modules("validate", JOB)
     assert "zeus_core.engine.validation" in loaded
-    assert not loaded & (NOT_FOR_PLUGINS - {"zeus_core.engine.validation", "zeus_core.engine.stores.sqlite", "cattrs"} | SERVICES)
+    assert {"zeus_plugins_mab.options", "zeus_plugins_trace.options"} <= loaded  # the job's parts' options only
+    assert not loaded & (NOT_FOR_PLUGINS - {"zeus_core.engine.validation", "zeus_core.engine.stores.sqlite", "cattrs"}
+                         | SERVICES | OPTIONS - {"zeus_plugins_mab.options", "zeus_plugins_trace.options"})
 
 
 def test_the_settings_journal_imports_nothing_of_the_engine():

@@ -67,13 +67,43 @@ class Registration:
     kind: str
     name: str
     factory: Callable[..., Any]
-    options: type
+    #: the options class, or where it is (``"package.module:Class"``) until it is first used
+    _options: type | str
     plugin: str
     distribution: str
     help: str = ""
     default: bool = False
     #: devices: what the plugin measures -> the option that selects devices by index (None: all)
     measures: dict[str, str | None] = attrs.field(factory=dict)
+
+    @property
+    def options(self) -> type:
+        """The part's options class. One registered as ``"package.module:Class"`` is imported, and
+        checked, here: when a job (or ``zeus validate``) first uses the part, not at every start;
+        what is wrong with it is a :class:`PluginError` naming the plugin."""
+        if isinstance(self._options, str):
+            from zeus_core.loading import load_callable
+
+            try:
+                found = load_callable(self._options, what=f"the options of {self.kind} {self.name!r}")
+            except ValueError as e:
+                raise PluginError(f"plugin {self.plugin!r} ({self.distribution}): {e}") from e
+            _check_options(found, self.kind, self.name, self.measures, f"plugin {self.plugin!r} ({self.distribution})")
+            object.__setattr__(self, "_options", found)
+        assert not isinstance(self._options, str)
+        return self._options
+
+
+def _check_options(opts: Any, kind: str, name: str, measures: dict[str, str | None] | None, who: str) -> None:
+    """A part's options class is an attrs class with every option its ``measures`` names."""
+    if not attrs.has(opts):
+        raise PluginError(f"{who}: the options of {kind} {name!r} must be an attrs class, got {opts!r}")
+    if measures:
+        fields = {f.name for f in attrs.fields(opts)}
+        unknown = sorted(o for o in measures.values() if o is not None and o not in fields)
+        if unknown:
+            raise PluginError(f"{who} registered device {name!r} with measures={measures!r}, but its "
+                              f"options have no {', '.join(map(repr, unknown))}")
 
 
 @attrs.frozen
@@ -248,7 +278,7 @@ class Registry:
         table = self.parts[kind] if table is None else table
 
         def register(
-            name: str, factory: Callable[..., Any], options: type | None = None, help: str = "", default: bool = False,
+            name: str, factory: Callable[..., Any], options: type | str | None = None, help: str = "", default: bool = False,
             measures: dict[str, str | None] | None = None,
         ) -> None:
             if not isinstance(name, str) or not name or name != name.strip():
@@ -264,18 +294,8 @@ class Registry:
             if not callable(factory):
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered {kind} {name!r} with a non-callable factory")
             opts = options if options is not None else getattr(factory, "Options", None) or NoOptions
-            if not attrs.has(opts):
-                raise PluginError(
-                    f"plugin {plugin_name!r} ({dist}): the options of {kind} {name!r} must be an attrs class, got {opts!r}"
-                )
-            if measures:
-                fields = {f.name for f in attrs.fields(opts)}
-                unknown = sorted(o for o in measures.values() if o is not None and o not in fields)
-                if unknown:
-                    raise PluginError(
-                        f"plugin {plugin_name!r} ({dist}) registered device {name!r} with measures={measures!r}, but its "
-                        f"options have no {', '.join(map(repr, unknown))}"
-                    )
+            if not isinstance(opts, str):  # "package.module:Class": imported and checked when first used
+                _check_options(opts, kind, name, measures, f"plugin {plugin_name!r} ({dist})")
             if kind == "privileged_service" and not operations_of(factory):
                 raise PluginError(
                     f"plugin {plugin_name!r} ({dist}) registered privileged service {name!r}, whose class has no "

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeus_core import hookimpl
 from zeus_core.loading import deferred_factory
 from zeus_plugins_amdsmi.control import OWNER, restore_setting
-from zeus_plugins_amdsmi.options import AmdsmiOptions
+
+if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
+    pass
 
 #: AMD GPUs through amdsmi (the device module loads when a job or tool opens one)
 make_amdsmi = deferred_factory("zeus_plugins_amdsmi.device:make_amdsmi", "AMD GPUs through amdsmi")
@@ -13,7 +17,7 @@ make_amdsmi = deferred_factory("zeus_plugins_amdsmi.device:make_amdsmi", "AMD GP
 
 @hookimpl
 def zeus_register_devices(register):
-    register("amdsmi", make_amdsmi, options=AmdsmiOptions, measures={"gpu": "gpus"})
+    register("amdsmi", make_amdsmi, options="zeus_plugins_amdsmi.options:AmdsmiOptions", measures={"gpu": "gpus"})
 
 
 @hookimpl

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeus_core import hookimpl
 from zeus_core.loading import deferred_factory
-from zeus_plugins_cpu.options import EstimateOptions, RaplOptions
+
+if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
+    pass
 
 # The device modules load when a job or a tool opens the device.
 make_rapl = deferred_factory("zeus_plugins_cpu.rapl:make_rapl",
@@ -15,8 +19,8 @@ make_estimate = deferred_factory("zeus_plugins_cpu.estimate:make_estimate",
 
 @hookimpl
 def zeus_register_devices(register):
-    register("rapl", make_rapl, options=RaplOptions, measures={"cpu": "packages"})
-    register("cpu-estimate", make_estimate, options=EstimateOptions, measures={"cpu": None})
+    register("rapl", make_rapl, options="zeus_plugins_cpu.options:RaplOptions", measures={"cpu": "packages"})
+    register("cpu-estimate", make_estimate, options="zeus_plugins_cpu.options:EstimateOptions", measures={"cpu": None})
 
 
 @hookimpl
