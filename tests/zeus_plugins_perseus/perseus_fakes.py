@@ -212,3 +212,20 @@ def journal_keys() -> list[str]:
 
     with Journal(journal_path()) as j:
         return [e.key for e in j.entries()]
+
+
+def _wait_for(path: str) -> None:
+    """Block until ``path`` exists (what unpickling a :class:`UnpicklesSlowly` does)."""
+    while not os.path.exists(path):
+        time.sleep(0.01)
+
+
+class UnpicklesSlowly:
+    """A worker's ``when_idle`` whose unpickling in the worker waits until ``path`` exists (and leaves None): a
+    stand-in for one whose module takes long to import."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (_wait_for, (self.path,))

@@ -178,6 +178,30 @@ def test_every_real_time_plan_at_least_as_good_as_the_cold_lp_plan_here(gpt3_a10
         assert ok.size and ok.min() <= e[0] + 1e-9, f"limit {lim:.5f}: {ok.min():.3f} J > cold LP's {e[0]:.3f} J"
 
 
+def test_a_plan_is_handed_on_to_slower_limits_where_it_saves(gpt3_a100):
+    """The canonical rule's last step: at each limit (fastest first) the plan is at most what the next faster
+    limit's plan costs given this limit's float, never more than the best of the limit's own four, and meets
+    the limit. On this profile the step lowers some limit's plan, so a rule without it fails here."""
+    prof = read_profile(gpt3_a100)
+    dag = build_dag("1f1b", 8, 12)
+    planner = ExactPlanner(dag, prof, 83.64)
+    limits = list(np.linspace(planner.t_fastest, planner.t_fastest * 1.004, 8))
+    sols = planner.solutions(limits)
+    plans = planner.plans(limits)
+    t, e = emulate(dag, prof, plans, 83.64)
+    assert (t <= np.array(limits) * (1 + 1e-12)).all()
+    own = np.array([planner.plans_from([[sols[lim].earliest, sols[lim].latest]], [lim])[0] for lim in limits])
+    _, e_own = emulate(dag, prof, own, 83.64)
+    assert (e <= e_own + 1e-9).all()
+    assert (e < e_own - 1e-6).any()
+    rows = np.arange(dag.n_ops)
+    for k in range(1, len(limits)):
+        handed = planner.op_f[rows, planner.passes.greedy(planner.choice_of(plans[k - 1]), limits[k])]
+        (th,), (eh,) = emulate(dag, prof, handed[None], 83.64)
+        assert th <= limits[k] * (1 + 1e-12)
+        assert e[k] <= eh + 1e-9, f"limit {k}: {e[k]:.3f} J, the faster limit's plan given its float {eh:.3f} J"
+
+
 def test_plans_are_the_same_with_or_without_a_worker(gpt3_a100):
     """The worker process (HiGHS check, half the greedy passes) changes no plan."""
     prof = read_profile(gpt3_a100)
@@ -185,6 +209,35 @@ def test_plans_are_the_same_with_or_without_a_worker(gpt3_a100):
     there = plan_frontier(prof, 8, 4, "1f1b", 0.001, 83.64, workers=2)
     for key in ("frequencies", "time_units", "emulated_time_s", "emulated_energy_j"):
         assert np.array_equal(getattr(here, key), getattr(there, key)), key
+
+
+def test_a_worker_reads_calls_before_it_unpickles_its_idle_call(tmp_path):
+    """The worker's idle call (matplotlib's import) may take long to unpickle; meanwhile a call larger than a pipe
+    holds must not block the caller (it would wait for an import it does not need): here the idle call is
+    unpickled only once the caller's submit has returned, so a worker that unpickled it first would deadlock."""
+    import threading
+
+    from perseus_fakes import UnpicklesSlowly
+
+    from zeus_plugins_perseus.background import Background
+
+    gate = tmp_path / "submitted"
+    bg = Background(workers=2, when_idle=UnpicklesSlowly(str(gate)))
+    bg.start()
+    big = np.arange(1_000_000)  # 8 MB: far more than a pipe's 64 KiB
+    done = []
+    caller = threading.Thread(target=lambda: done.append(bg.submit(np.sum, big)))
+    caller.start()
+    caller.join(60)
+    try:
+        assert done, "submit blocked until the worker had unpickled its idle call"
+        gate.touch()
+        assert done[0].result() == big.sum()
+    finally:
+        gate.touch()
+        bg.kill()
+        caller.join(10)
+        bg.__exit__(None, None, None)
 
 
 def _exit_hard():

@@ -4,6 +4,7 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -174,6 +175,28 @@ def test_plan_files_written_together_are_the_single_plan_text(tmp_path, gpt3_a10
         one = ps.write_plan(k, tmp_path / "one.json").read_text()
         assert (tmp_path / f"{k:05d}.json").read_text() == one
         assert json.loads(one)["stages"][3]["frequencies"] == ps.frequencies[k, ps.dag.stage_ops(3)].tolist()
+
+
+def test_plan_files_are_the_single_plan_text_for_any_clocks(tmp_path, gpt3_a100):
+    """The clocks' text is made for blocks of plans at once (fixed-width fields, padding dropped): clocks of 1 to 5
+    digits side by side, plans across blocks and a range that starts mid-way must all be write_plan's text."""
+    import attrs
+
+    from zeus_plugins_perseus.emulator import CHUNK_PLANS
+    from zeus_plugins_perseus.planner import plan_frontier
+    from zeus_plugins_perseus.profile import read_profile
+
+    ps = plan_frontier(read_profile(gpt3_a100), 8, 2, "1f1b", 0.001, 83.64, "exponential")
+    n = CHUNK_PLANS + 7
+    rng = np.random.default_rng(3)
+    clocks = rng.choice([0, 7, 42, 990, 1410, 12345], size=(n, ps.dag.n_ops))
+    many = attrs.evolve(ps, frequencies=clocks, time_units=np.resize(ps.time_units, n),
+                        planned_energy_j=np.resize(ps.planned_energy_j, n), emulated_time_s=np.resize(ps.emulated_time_s, n),
+                        emulated_energy_j=np.resize(ps.emulated_energy_j, n))
+    many.write_plans(tmp_path, range(3, n))
+    assert not (tmp_path / "00002.json").exists()
+    for k in range(3, n):
+        assert (tmp_path / f"{k:05d}.json").read_text() == many.write_plan(k, tmp_path / "one.json").read_text(), k
 
 
 def test_max_gap_plans_bounds_the_real_time_plans_at_the_fast_end(tmp_path, gpt3_a100):

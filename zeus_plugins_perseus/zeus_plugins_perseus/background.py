@@ -17,6 +17,8 @@ wait with an error naming what to do.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import os
 import pickle
 import queue
@@ -55,6 +57,18 @@ def _receive_bytes(stream: BinaryIO) -> bytes:
 
 def _receive(stream: BinaryIO) -> Any:
     return pickle.loads(_receive_bytes(stream))
+
+
+@dataclasses.dataclass(frozen=True)
+class Later:
+    """A call of ``module.name()`` that pickles by name, without importing ``module`` where it is made (a worker's
+    ``when_idle`` chosen before the caller imports the module)."""
+
+    module: str
+    name: str
+
+    def __call__(self) -> Any:
+        return getattr(importlib.import_module(self.module), self.name)()
 
 
 class WorkerDied(RuntimeError):
@@ -180,7 +194,9 @@ def _serve() -> None:
     sys.stdout = sys.stderr
     path, (cpu_s, memory_bytes) = _receive(stdin)
     sys.path[:] = path
-    when_idle = _receive(stdin)
+    # kept as bytes until the calls are being read: unpickling it imports its module (numpy, scipy: a third of a
+    # second), and meanwhile the caller would block writing its first call into a full pipe
+    idle_call = _receive_bytes(stdin)
     if cpu_s is not None or memory_bytes is not None:
         import resource
 
@@ -213,6 +229,7 @@ def _serve() -> None:
     threading.Thread(target=read_calls, name="zeus-perseus-worker-calls", daemon=True).start()
     writer = threading.Thread(target=write_answers, name="zeus-perseus-worker-answers", daemon=True)
     writer.start()
+    when_idle = pickle.loads(idle_call)
     while True:
         if when_idle is None:
             data = calls.get()

@@ -279,7 +279,7 @@ class HullFlow:
     def _reachable(self, fwd_open, bwd_open) -> np.ndarray:
         a = np.concatenate([self.tail[fwd_open], self.head[bwd_open]])
         b = np.concatenate([self.head[fwd_open], self.tail[bwd_open]])
-        g = sp.csr_array((np.ones(len(a)), (a, b)), shape=(self.n_nodes, self.n_nodes))
+        g = sp.csr_matrix((np.ones(len(a)), (a, b)), shape=(self.n_nodes, self.n_nodes))  # see tradeoff._reachable
         in_s = np.zeros(self.n_nodes, bool)
         in_s[breadth_first_order(g, 0, directed=True, return_predecessors=False)] = True
         return in_s

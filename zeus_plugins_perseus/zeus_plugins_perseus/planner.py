@@ -163,45 +163,106 @@ class PlanSet:
         """Every plan (or those in ``plans``) as ``folder/NNNNN.json`` (the same text as :meth:`write_plan`).
 
         What does not change from plan to plan (each stage's instructions and
-        microbatches) is encoded once, the clocks of each block of plans are put
-        in stage order with one gather, and each file is written with one
-        ``os.write``: at 16 x 64 there are ~1,500 files of 16 stages, and the
-        text-file machinery per file and a JSON encoder call per stage cost
-        more than the text itself.
+        microbatches) is encoded once, and the clocks of a block of plans are
+        turned into text all at once by :class:`ClockText`: at 16 x 64 there
+        are ~1,500 files of 2,048 clocks each, and a ``str`` per clock cost
+        more than everything else. Each file is one ``os.writev`` of its parts.
         """
         idx = [self.dag.stage_ops(s) for s in range(self.dag.stages)]
         order = np.array([i for ix in idx for i in ix], dtype=np.int64)
-        bounds = np.cumsum([0] + [len(ix) for ix in idx]).tolist()
+        stage_of = np.repeat(np.arange(len(idx)), [len(ix) for ix in idx])
         prefixes = [f'{{"stage": {json.dumps(s)}, "instructions": {json.dumps([self.dag.ops[i].instruction for i in ix])}, '
                     f'"microbatches": {json.dumps([self.dag.ops[i].microbatch for i in ix])}, "frequencies": ['
                     for s, ix in enumerate(idx)]
-        spans = list(zip(prefixes, bounds[:-1], bounds[1:]))
+        # a file: its head, then per stage (joined by ",\n  "): the stage's prefix, its clocks, "]}"
+        opening = [(',\n "stages": [\n  ' if s == 0 else "]},\n  ").encode("ascii") + prefixes[s].encode("ascii")
+                   for s in range(len(idx))]
+        closing = b"]}\n ]\n}\n"
         plans = range(len(self)) if plans is None else plans
+        if not len(plans):
+            return
+        # the head: every key's line is the same in every plan but for the plan's own numbers
+        fixed = {k: f" {json.dumps(k)}: {json.dumps(v)}" for k, v in self.plan_json(plans.start, stages=False).items()}
+        numbers = {"plan": None, "iteration_time_s": self.planned_time_s, "energy_j": self.planned_energy_j,
+                   "emulated_time_s": self.emulated_time_s, "emulated_energy_j": self.emulated_energy_j}
         for part in chunks(len(plans)):
-            rows = slice(plans.start + part.start, plans.start + part.stop)
-            block = self.frequencies[rows][:, order].tolist()  # Python ints: str() is what json writes
-            for k, clocks in zip(range(rows.start, rows.stop), block):
-                # ", ".join of the ints is json.dumps of the list, without an encoder call per stage
-                lines = [f"{prefix}{', '.join(map(str, clocks[a:b]))}]}}" for prefix, a, b in spans]
-                _write_ascii(Path(folder) / f"{k:05d}.json", _framed(self.plan_json(k, stages=False), lines))
+            rows = range(plans.start + part.start, plans.start + part.stop)
+            text = ClockText(self.frequencies[rows.start:rows.stop][:, order], stage_of)
+            values = {key: (list(rows) if column is None else column[rows.start:rows.stop].astype(float).tolist())
+                      for key, column in numbers.items()}
+            for j, k in enumerate(rows):
+                head = "{\n" + ",\n".join(line if key not in numbers else f" {json.dumps(key)}: {json.dumps(values[key][j])}"
+                                           for key, line in fixed.items())
+                pieces = [head.encode("ascii")]
+                for s, (a, b) in enumerate(text.spans(j)):
+                    pieces += [opening[s], text.data[a:b]]
+                pieces.append(closing)
+                _write_pieces(Path(folder) / f"{k:05d}.json", pieces)
 
 
-def _write_ascii(path: Path, text: str) -> None:
-    """``path.write_text(text)`` for JSON text (ASCII), without a text-file object per file.
+class ClockText:
+    """The JSON text of the clocks of many plans at once: ``data`` holds, plan after plan and stage after stage,
+    each stage's clocks as ``json.dumps`` writes a list's items (``1410, 1395, ...``); ``spans(j)`` gives plan
+    ``j``'s (start, end) per stage in it.
+
+    Every clock becomes a fixed-width field (its digits, with ``", "`` before it unless it opens its stage,
+    padded with NUL bytes) through one lookup in a table of the clocks present; dropping the padding leaves
+    the text.
+    """
+
+    def __init__(self, clocks: np.ndarray, stage_of: np.ndarray) -> None:
+        clocks = np.asarray(clocks, dtype=np.int64)
+        top = int(clocks.max(initial=0))
+        if clocks.size and clocks.min() >= 0 and top < 1 << 20:  # a table over 0..top: no sort
+            present = np.zeros(top + 1, dtype=bool)
+            present[clocks.ravel()] = True
+            values = np.flatnonzero(present)
+            inverse = (np.cumsum(present) - 1)[clocks]
+        else:
+            values, inverse = np.unique(clocks, return_inverse=True)
+            inverse = inverse.reshape(clocks.shape)
+        digits = [str(int(v)).encode("ascii") for v in values]
+        width = 2 + max((len(d) for d in digits), default=0)
+        table = np.zeros((2, len(values), width), dtype=np.uint8)  # [opens its stage?, value, byte]
+        for u, d in enumerate(digits):
+            table[0, u, :2 + len(d)] = np.frombuffer(b", " + d, dtype=np.uint8)
+            table[1, u, :len(d)] = np.frombuffer(d, dtype=np.uint8)
+        lengths = np.array([[2 + len(d) for d in digits], [len(d) for d in digits]], dtype=np.int64)
+        opens = np.r_[True, stage_of[1:] != stage_of[:-1]].astype(np.int64) if len(stage_of) else np.zeros(0, np.int64)
+        fields = table[opens[None, :], inverse]  # [plan, op, byte]
+        self.data = memoryview(fields[fields != 0].tobytes())
+        length = lengths[opens[None, :], inverse]  # [plan, op]
+        ends = np.cumsum(length.ravel()).reshape(length.shape)
+        last = np.r_[stage_of[1:] != stage_of[:-1], True] if len(stage_of) else np.zeros(0, bool)
+        stage_end = ends[:, last]  # [plan, stage]
+        stage_start = np.concatenate([np.zeros((len(clocks), 1), np.int64), stage_end], axis=1)[:, :-1]
+        if len(clocks):
+            stage_start[1:, 0] = stage_end[:-1, -1]
+        self._bounds = np.stack([stage_start, stage_end], axis=-1).tolist()
+
+    def spans(self, j: int) -> list[list[int]]:
+        return self._bounds[j]
+
+
+def _write_pieces(path: Path, pieces: list) -> None:
+    """Write the concatenation of ``pieces`` (bytes-like) to ``path``, with one ``os.writev`` where it takes
+    everything.
 
     An existing file is overwritten in place and then cut to length rather than
     truncated first: truncating frees every block of the old plan, and on a
     file system that discards freed blocks (ext4 ``discard``) rewriting the
     plans of an earlier run cost ten times more than writing them. The file
-    ends up holding exactly ``text`` either way.
+    ends up holding exactly the text either way.
     """
-    data = text.encode("ascii")
+    size = sum(len(p) for p in pieces)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.ftruncate(fd, len(data))
+        done = os.writev(fd, pieces)
+        if done < size:  # a short write (a signal, a full disk): the rest one piece at a time
+            rest = memoryview(b"".join(bytes(p) for p in pieces))[done:]
+            while rest:
+                rest = rest[os.write(fd, rest):]
+        os.ftruncate(fd, size)
     finally:
         os.close(fd)
 
@@ -217,9 +278,12 @@ def plan_text(plan: dict) -> str:
 
 
 def _framed(head: dict, stage_lines: list[str]) -> str:
-    items = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()]
-    items.append(' "stages": [\n' + ",\n".join(f"  {line}" for line in stage_lines) + "\n ]")
-    return "{\n" + ",\n".join(items) + "\n}\n"
+    return _framed_head(head) + ',\n "stages": [\n' + ",\n".join(f"  {line}" for line in stage_lines) + "\n ]\n}\n"
+
+
+def _framed_head(head: dict) -> str:
+    """The opening brace and one line per key of ``head``, up to the last value (no comma, no newline after it)."""
+    return "{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in head.items())
 
 
 def build_specs(
@@ -448,11 +512,12 @@ def plan_frontier(
             their_checks = bg.submit(claimed_checks, planner, checks, folder) if folder is not None else None
         t_units, energy, freqs, phases = _solve(dag, specs, unit_time_s, blocking_power_w, pareto_only)
         n_solver = len(t_units)
+        if exact_fastest:  # before the reclaim blocks: the worker is still busy with the real-time plans
+            checked = claimed_checks(planner, checks, folder)
         if reclaim:
             freqs = _reclaim_shared(bg, folder, dag, profile, freqs, blocking_power_w)
         emu_t, emu_e = emulate(dag, profile, freqs, blocking_power_w)
         if exact_fastest:
-            checked = claimed_checks(planner, checks, folder)
             if their_checks is not None:
                 checked.update(their_checks.result())
             f_exact = real_time.result()

@@ -8,6 +8,7 @@ part is built or a ``zeus perseus`` command runs, never by ``zeus --help``.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from zeus_core import hookimpl
@@ -15,10 +16,22 @@ from zeus_plugins_perseus.options import PerseusOptions, StageProfilerOptions
 
 
 def perseus_policy(options: PerseusOptions, context: Any):
-    """Factory of the ``perseus`` part (imports the planner only when a job uses it)."""
-    from zeus_plugins_perseus.policy import PerseusPolicy
+    """Factory of the ``perseus`` part (imports the planner only when a job uses it).
 
-    return PerseusPolicy(options, context)
+    The policy's worker process starts first, so that its own start-up (an interpreter, numpy, scipy) overlaps
+    this process importing the planner; it imports matplotlib while it has nothing else to do.
+    """
+    from zeus_plugins_perseus.background import Background, Later
+
+    worker = Background(when_idle=Later("zeus_plugins_perseus.plots", "warm_up"))
+    worker.start()
+    try:
+        from zeus_plugins_perseus.policy import PerseusPolicy
+
+        return PerseusPolicy(options, context, background=worker)
+    except BaseException:
+        worker.__exit__(*sys.exc_info())
+        raise
 
 
 def stage_profiler(options: StageProfilerOptions, context: Any):

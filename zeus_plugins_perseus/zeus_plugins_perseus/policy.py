@@ -14,7 +14,7 @@ from zeus_core import write_atomic
 from zeus_plugins_perseus.background import Background
 from zeus_plugins_perseus.options import PerseusOptions
 from zeus_plugins_perseus.planner import PlanSet, plan_frontier
-from zeus_plugins_perseus.plots import figure_data, frontier_rows, warm_up, write_figures, write_figures_and_plans
+from zeus_plugins_perseus.plots import figure_data, frontier_rows, warm_up, write_figures
 from zeus_plugins_perseus.profile import read_profile
 
 FRONTIER_COLUMNS = ("plan", "iteration_time_s", "energy_j", "emulated_time_s", "emulated_energy_j")
@@ -36,7 +36,7 @@ class PerseusPolicy:
 
     Options = PerseusOptions
 
-    def __init__(self, options: PerseusOptions, context: Any) -> None:
+    def __init__(self, options: PerseusOptions, context: Any, background: Background | None = None) -> None:
         self.options = options
         path = context.resolve_path(options.profile)
         self.profile_path = path
@@ -45,10 +45,10 @@ class PerseusPolicy:
         self.profile.check_stages(self.stages, ("forward", "backward"))
         self.plans: PlanSet | None = None
         self.chosen: int | None = None
-        # a worker beside this process: it starts while this one reads and builds, plans the real-time plans
-        # while this one solves the quantised frontier, shares the rest, imports matplotlib when it has nothing
-        # else to do, and draws the figures
-        self._background: Background | None = Background(when_idle=warm_up)
+        # a worker beside this process (the plugin's factory starts it before importing this module): it plans the
+        # real-time plans while this one solves the quantised frontier, shares the rest, imports matplotlib when it
+        # has nothing else to do, and draws the figures
+        self._background: Background | None = background if background is not None else Background(when_idle=warm_up)
         self._background.start()
 
     def plan(self, ctx: Any = None) -> None:
@@ -138,17 +138,11 @@ class PerseusPolicy:
         out_dir = Path(out_dir)
         plans_dir = out_dir / "plans"
         plans_dir.mkdir(parents=True, exist_ok=True)
-        # the figures are drawn beside this process while it writes the plans; on large pipelines the worker
-        # also writes the last plans (writing a plan costs about 0.27 us per instruction, the figures 0.3 s)
+        # the figures are drawn beside this process while it writes the plans (which take less: about 0.1 us per
+        # instruction, the figures 0.3 s and more)
         bg = self._background if self._background is not None else Background()
         try:
-            there = max(0, len(ps) // 2 - int(0.55e6 / ps.dag.n_ops)) if bg.parallel else 0
-            mine = range(len(ps) - there)
-            if there:
-                figures = bg.submit(write_figures_and_plans, ps, self.profile, self.chosen, out_dir,
-                                    range(len(mine), len(ps)))
-            else:
-                figures = bg.submit(write_figures, figure_data(ps, self.chosen), self.profile, self.chosen, out_dir)
+            figures = bg.submit(write_figures, figure_data(ps, self.chosen), self.profile, self.chosen, out_dir)
             rows = ([k, repr(t), repr(e), repr(et), repr(ee)] for k, t, e, et, ee in frontier_rows(ps))
             written = [write_atomic(out_dir / "frontier.csv", _csv(FRONTIER_COLUMNS, rows))]
             if ps.emitted is not None:
@@ -158,8 +152,8 @@ class PerseusPolicy:
                         for u, e, et, ee, k in zip(em.time_units, em.planned_energy_j, em.emulated_time_s,
                                                    em.emulated_energy_j, em.listed_as))
                 written.append(write_atomic(out_dir / "published_plans.csv", _csv(EMITTED_COLUMNS, rows)))
-            ps.write_plans(plans_dir, mine)
-            figure_paths = figures.result()  # the worker's plan files are written too
+            ps.write_plans(plans_dir)
+            figure_paths = figures.result()
             written.append(plans_dir)  # one entry for the folder: hundreds of plan files would flood the listing
             written.append(write_atomic(out_dir / "chosen_plan.json",
                                         (plans_dir / f"{self.chosen:05d}.json").read_text()))

@@ -143,6 +143,11 @@ class OnePlanPasses:
     def __init__(self, lv: DagLevels, op_t: np.ndarray, op_e: np.ndarray, op_count: np.ndarray) -> None:
         self.links = DagLinks(lv)
         self.t, self.e, self.count = op_t.tolist(), op_e.tolist(), op_count.tolist()
+        # speed_cost[v, k]: energy per second of speeding op v up from option k to k - 1 (inf for k = 0 and past
+        # its options), by the same float operations as a scalar loop would use
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cost = (op_e[:, :-1] - op_e[:, 1:]) / (op_t[:, 1:] - op_t[:, :-1])
+        self.speed_cost = np.concatenate([np.full((len(op_t), 1), np.inf), np.where(np.isnan(cost), np.inf, cost)], 1)
 
     def timeline(self, choice: list[int], limit: float) -> FloatTimeline:
         return FloatTimeline(self.links, [self.t[v][k] for v, k in enumerate(choice)], limit)
@@ -151,21 +156,23 @@ class OnePlanPasses:
         """Option indices meeting ``limit`` (and their timeline): while the plan ends after it, speed up a late
         critical op, cheapest per second first (ties to the lowest op index)."""
         c = choice.tolist()
-        t, e = self.t, self.e
+        t = self.t
         tl = self.timeline(c, limit)
+        if max(tl.ef) <= limit:
+            return np.asarray(c, dtype=choice.dtype), tl
+        k = np.asarray(choice, dtype=np.int64).copy()
+        rows = np.arange(len(c))
+        cost = self.speed_cost[rows, k]
         while max(tl.ef) > limit:
-            best, at = -1, math.inf
-            for v, (ef, lf) in enumerate(zip(tl.ef, tl.lf)):
-                k = c[v]
-                if ef > lf and k > 0:
-                    cost = (e[v][k - 1] - e[v][k]) / (t[v][k] - t[v][k - 1])
-                    if cost < at:
-                        best, at = v, cost
-            if best < 0:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
+            late = np.asarray(tl.ef) > np.asarray(tl.lf)
+            pick = np.where(late, cost, np.inf)
+            best = int(np.argmin(pick))  # the first on a tie: the lowest op index
+            if not pick[best] < math.inf:  # pragma: no cover - cannot happen when the all-fastest plan meets the limit
                 raise ValueError(f"no plan meets {limit:.6f} s")
-            c[best] -= 1
-            tl.set_time(best, t[best][c[best]])
-        return np.asarray(c, dtype=choice.dtype), tl
+            k[best] -= 1
+            cost[best] = self.speed_cost[best, k[best]]
+            tl.set_time(best, t[best][k[best]])
+        return k.astype(choice.dtype), tl
 
     def greedy(self, choice: np.ndarray, limit: float, tl: FloatTimeline | None = None) -> np.ndarray:
         """``choice`` with float spent, largest saving first; a new array. The plan must finish by ``limit`` (``tl``:
@@ -186,16 +193,20 @@ class OnePlanPasses:
             tl = self.timeline(c, limit)
         heap = [(e[v][k + 1] - e[v][k], v) for v, k in enumerate(c) if k + 1 < count[v]]  # (-saving, op)
         heapq.heapify(heap)
+        pop, push = heapq.heappop, heapq.heappush
+        ef, lf = tl.ef, tl.lf  # updated in place by set_time: lf[v] - ef[v] is tl.slack(v)
         while heap:
-            neg, v = heapq.heappop(heap)
+            neg, v = pop(heap)
             if not -neg > 0.0:
                 break
             k = c[v]
-            if not t[v][k + 1] - t[v][k] <= tl.slack(v):
+            tv = t[v]
+            if not tv[k + 1] - tv[k] <= lf[v] - ef[v]:
                 continue
-            if not tl.set_time(v, t[v][k + 1]):  # a float rounding of the slack: keep the faster option
+            if not tl.set_time(v, tv[k + 1]):  # a float rounding of the slack: keep the faster option
                 continue
             c[v] = k + 1
             if k + 2 < count[v]:
-                heapq.heappush(heap, (e[v][k + 2] - e[v][k + 1], v))
+                ev = e[v]
+                push(heap, (ev[k + 2] - ev[k + 1], v))
         return np.asarray(c, dtype=choice.dtype)

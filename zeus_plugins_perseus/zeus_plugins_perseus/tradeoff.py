@@ -253,8 +253,9 @@ def solve_frontier(
 
 def _reachable(open_: np.ndarray, indices: np.ndarray, entry_tail: np.ndarray, n_nodes: int) -> np.ndarray:
     """Nodes the source (node 0) reaches over the CSR entries where ``open_`` holds (a float64
-    graph: csgraph's validation then converts nothing)."""
-    reach = sp.csr_array(
+    ``csr_matrix``: csgraph's validation then builds no other matrix, where a ``csr_array`` would be
+    converted; the phases call this thousands of times)."""
+    reach = sp.csr_matrix(
         (np.ones(int(open_.sum())), indices[open_],
          np.concatenate([[0], np.cumsum(np.bincount(entry_tail[open_], minlength=n_nodes))]).astype(np.int32)),
         shape=(n_nodes, n_nodes),
