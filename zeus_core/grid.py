@@ -30,6 +30,13 @@ constant intensity ``I`` gives ``carbon_g = energy_j * I / 3.6e6`` exactly, for 
 and for a whole job alike). A reading past either end of a series, or while a live
 service does not answer, is charged at the nearest known value (the source warns once);
 those seconds are counted (``held_s``) and shown in ``summary.json``.
+
+The rule is computed in one place, over many intervals at once: :func:`split` cuts
+intervals at a signal's steps and :func:`charged_means` gives each owner's mean; the
+:class:`GridMeter` of ``zeus run`` charges through them, and so do the fast trace replays
+(:func:`replay_columns`, every try of a simulated job in one call). A replay knows its
+whole span before it reports, so it refuses a time a signal does not know
+(:class:`BeyondSignal`, naming the time and the try) instead of holding a value.
 """
 
 from __future__ import annotations
@@ -37,12 +44,16 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 import attrs
+import numpy as np
+
+from zeus_core.errors import BadInput
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core.results import TryRecord
@@ -333,28 +344,187 @@ class Grid:
 # =========================================================================== the integration rule
 
 
-class _Charge:
-    """Energy charged against one signal: joules (and seconds) per distinct value."""
+class Pieces(NamedTuple):
+    """Intervals of energy cut at a signal's steps (:func:`split`): piece ``k`` belongs to owner
+    ``owner[k]`` (its interval's, or the owner the caller gave that interval), lies from ``start[k]``
+    to ``end[k]`` (Unix seconds; equal for an interval of no time) and draws ``joules[k]`` at the
+    step value ``value[k]`` (NaN: nothing known, nothing charged); ``held[k]``: the value was held
+    past what the signal knows (:attr:`Step.held`)."""
 
-    __slots__ = ("joules", "seconds", "held_s")
+    owner: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    value: np.ndarray
+    joules: np.ndarray
+    held: np.ndarray
 
-    def __init__(self) -> None:
-        self.joules: dict[float, float] = {}
-        self.seconds: dict[float, float] = {}
-        self.held_s = 0.0
+    @property
+    def seconds(self) -> np.ndarray:
+        return self.end - self.start
 
-    def add(self, value: float, joules: float, seconds: float, held: bool) -> None:
-        if held:
-            self.held_s += seconds
-        if math.isnan(value):  # nothing known yet: nothing to charge at
+    @classmethod
+    def concat(cls, parts: Sequence[Pieces]) -> Pieces:
+        return cls(*(np.concatenate([p[i] for p in parts]) for i in range(len(cls._fields))))
+
+
+def split(signal: GridSignal, starts: Any, ends: Any, joules: Any, owners: Any = None) -> Pieces:
+    """The integration rule, over many intervals at once: interval ``i`` drew ``joules[i]`` evenly
+    from ``starts[i]`` to ``ends[i]`` (Unix seconds); each part of it is charged at the value of the
+    step it falls in (an interval of no time: at the step of its instant). ``owners[i]`` (default
+    ``i``) is what each piece is summed under by :func:`charged_means`.
+
+    The signal is asked once, for the steps of the whole span (``signal.steps(first, last)``); a
+    replay of a year asks for a year of steps."""
+    starts = np.asarray(starts, dtype=float).reshape(-1)
+    ends = np.maximum(np.asarray(ends, dtype=float).reshape(-1), starts)
+    joules = np.asarray(joules, dtype=float).reshape(-1)
+    owners = np.arange(len(starts)) if owners is None else np.asarray(owners, dtype=np.int64).reshape(-1)
+    span = ends - starts
+    timed = span > 0
+    parts: list[Pieces] = []
+    if timed.any():
+        i = np.flatnonzero(timed)
+        table = signal.steps(float(starts[i].min()), float(ends[i].max()))
+        s = np.array([st.start for st in table], dtype=float)
+        e = np.array([st.end for st in table], dtype=float)
+        v = np.array([st.value for st in table], dtype=float)
+        h = np.array([st.held for st in table], dtype=bool)
+        first = np.searchsorted(e, starts[i], side="right")  # the first step that ends after the interval starts
+        last = np.searchsorted(s, ends[i], side="left") - 1  # the last step that starts before it ends
+        count = np.maximum(last - first + 1, 0)
+        which = np.repeat(np.arange(len(i)), count)  # (interval, step) pairs, interval by interval
+        k = first[which] + (np.arange(len(which)) - np.repeat(np.cumsum(count) - count, count))
+        a, b = np.maximum(s[k], starts[i][which]), np.minimum(e[k], ends[i][which])
+        keep = b > a
+        which, k, a, b = which[keep], k[keep], a[keep], b[keep]
+        interval = i[which]
+        parts.append(Pieces(owners[interval], a, b, v[k], joules[interval] * ((b - a) / span[interval]), h[k]))
+    for j in np.flatnonzero(~timed):  # an instant: the step that holds then
+        step = signal.steps(float(ends[j]), float(ends[j]))[0]
+        t = np.array([ends[j]])
+        parts.append(Pieces(owners[j:j + 1], t, t, np.array([float(step.value)]), joules[j:j + 1], np.array([bool(step.held)])))
+    if not parts:
+        empty = np.zeros(0)
+        return Pieces(np.zeros(0, dtype=np.int64), empty, empty, empty, empty, np.zeros(0, dtype=bool))
+    return parts[0] if len(parts) == 1 else Pieces.concat(parts)
+
+
+def charged_means(pieces: Pieces, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per owner ``0..n-1``: the energy-weighted mean value its pieces were charged at (time-weighted
+    where they drew no energy; exactly the value where they met one value, so a constant is charged
+    exactly; NaN where nothing was charged), and the seconds charged at a held value."""
+    o, v, j, sec = pieces.owner, pieces.value, pieces.joules, pieces.seconds
+    held_s = np.bincount(o[pieces.held], weights=sec[pieces.held], minlength=n)
+    ok = ~np.isnan(v)
+    o, v, j, sec = o[ok], v[ok], j[ok], sec[ok]
+    count = np.bincount(o, minlength=n)
+    low, high = np.full(n, np.inf), np.full(n, -np.inf)
+    np.minimum.at(low, o, v)
+    np.maximum.at(high, o, v)
+    weight, weighted = np.bincount(o, weights=j, minlength=n), np.bincount(o, weights=j * v, minlength=n)
+    time_s, timed = np.bincount(o, weights=sec, minlength=n), np.bincount(o, weights=sec * v, minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(weight > 0, weighted / weight, np.where(time_s > 0, timed / time_s, np.nan))
+    mean = np.where(low == high, low, mean)
+    return np.where(count > 0, mean, np.nan), held_s
+
+
+class GridMeter:
+    """Charges energy over time against a job's signals (the integration rule of this module).
+
+    ``add(start, end, joules)`` charges ``joules`` spent evenly from ``start`` to ``end``
+    (Unix seconds); :meth:`figures` gives a try's columns for its ``energy_j``. It keeps, per
+    signal, the joules and seconds charged at each distinct value (and the held seconds), so a
+    meter that runs for days stays small.
+    """
+
+    def __init__(self, grid: Grid) -> None:
+        self.grid = grid
+        self._charges: dict[str, Pieces | None] = dict.fromkeys(grid.signals)
+
+    def add(self, start: float, end: float, joules: float) -> None:
+        joules = float(joules)
+        if not math.isfinite(joules):
             return
-        self.joules[value] = self.joules.get(value, 0.0) + joules
-        self.seconds[value] = self.seconds.get(value, 0.0) + seconds
+        for quantity, signal in self.grid.signals.items():
+            pieces = split(signal, [start], [end], [joules])
+            kept = self._charges[quantity]
+            self._charges[quantity] = _compact(pieces if kept is None else Pieces.concat([kept, pieces]))
 
-    def mean(self) -> float | None:
-        """The energy-weighted mean value (time-weighted when no energy was drawn); exactly the value
-        when only one was seen; None when nothing was charged."""
-        return weighted_mean(self.joules, self.seconds)
+    @property
+    def held_s(self) -> float:
+        """Seconds charged at a held value (beyond a series, a service that did not answer)."""
+        return max((float(charged_means(p, 1)[1][0]) for p in self._charges.values() if p is not None), default=0.0)
+
+    def means(self) -> dict[str, float]:
+        """The mean value each signal charged at (only signals that charged anything)."""
+        out = {}
+        for quantity, pieces in self._charges.items():
+            if pieces is not None:
+                m = float(charged_means(pieces, 1)[0][0])
+                if not math.isnan(m):
+                    out[quantity] = m
+        return out
+
+    def figures(self, energy_j: float) -> dict[str, float]:
+        """A try's columns: ``carbon_g`` and the intensity it was charged at, ``cost_<currency>`` and
+        the price (only for the job's signals; empty before anything was charged)."""
+        return columns(self.means(), energy_j, self.grid.currency)
+
+
+def _compact(p: Pieces) -> Pieces:
+    """One owner's pieces summed per (value, held): what :func:`charged_means` needs of them."""
+    if len(p.value) <= 2:
+        return p
+    keys = np.where(np.isnan(p.value), np.inf, p.value)  # NaN charges nothing; its seconds may still be held
+    nan = np.isnan(p.value)
+    table = np.stack([keys, p.held.astype(float), nan.astype(float)], axis=1)
+    rows, inverse = np.unique(table, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    n = len(rows)
+    seconds = np.bincount(inverse, weights=p.seconds, minlength=n)
+    joules = np.bincount(inverse, weights=p.joules, minlength=n)
+    value = np.where(rows[:, 2] > 0, np.nan, rows[:, 0])
+    return Pieces(np.zeros(n, dtype=np.int64), np.zeros(n), seconds, value, joules, rows[:, 1] > 0)
+
+
+class BeyondSignal(BadInput):
+    """A replay runs at times a signal does not know (past a series' end): exit 2."""
+
+
+def replay_columns(grid: Grid, starts: Any, ends: Any, joules: Any, energy_j: Any, owners: Any = None,
+                   name: Callable[[int], str] = lambda i: f"interval {i + 1}") -> dict[str, np.ndarray]:
+    """The grid columns of a trace replay's tries at once: try ``o`` drew ``joules[i]`` evenly over
+    ``[starts[i], ends[i]]`` for each interval ``i`` with ``owners[i] == o`` (default: one interval
+    per try), and its columns are its ``energy_j[o]`` charged at their energy-weighted mean value,
+    as :class:`GridMeter` charges a try of ``zeus run`` (:func:`columns`, column by column).
+
+    A replay knows its whole span before it reports, so it does not hold a value past what a
+    signal knows (``zeus run`` does, and warns): it raises :class:`BeyondSignal` naming the first
+    such time and ``name(owner)`` of the try that runs then."""
+    energy = np.asarray(energy_j, dtype=float).reshape(-1)
+    n = len(energy)
+    means: dict[str, np.ndarray] = {}
+    for quantity, signal in grid.signals.items():
+        with warnings.catch_warnings():  # a held value is this function's error, not a source's warning
+            warnings.simplefilter("ignore")
+            pieces = split(signal, starts, ends, joules, owners)
+        if pieces.held.any():
+            k = int(np.flatnonzero(pieces.held)[np.argmin(pieces.start[pieces.held])])
+            span = f" (it covers {show_time(signal.span()[0])} to {show_time(signal.span()[1])})" if isinstance(signal, TimeSeries) else ""
+            raise BeyondSignal(
+                f"[grid] {quantity}: {signal.source} has no value for {show_time(float(pieces.start[k]))}, when "
+                f"{name(int(pieces.owner[k]))} runs{span}; a replay is charged only at known values: set [grid] start "
+                "earlier, or give a series that covers the whole replay")
+        means[quantity] = charged_means(pieces, n)[0]
+    out: dict[str, np.ndarray] = {}
+    if CARBON in means:
+        out[CARBON_COLUMN] = energy * means[CARBON] / JOULES_PER_KWH
+        out[INTENSITY_COLUMN] = means[CARBON]
+    if PRICE in means:
+        out[cost_column(grid.currency)] = energy * means[PRICE] / JOULES_PER_KWH
+        out[price_column(grid.currency)] = means[PRICE]
+    return out
 
 
 def weighted_mean(weights: Mapping[float, float], fallback: Mapping[float, float] | None = None) -> float | None:
@@ -368,53 +538,6 @@ def weighted_mean(weights: Mapping[float, float], fallback: Mapping[float, float
     if total <= 0:
         return weighted_mean(fallback) if fallback else None
     return math.fsum(v * w for v, w in weights.items()) / total
-
-
-class GridMeter:
-    """Charges energy over time against a job's signals (the integration rule of this module).
-
-    ``add(start, end, joules)`` charges ``joules`` spent evenly from ``start`` to ``end``
-    (Unix seconds); :meth:`figures` gives a try's columns for its ``energy_j``.
-    """
-
-    def __init__(self, grid: Grid) -> None:
-        self.grid = grid
-        self._charges = {quantity: _Charge() for quantity in grid.signals}
-
-    def add(self, start: float, end: float, joules: float) -> None:
-        joules = float(joules)
-        if not math.isfinite(joules):
-            return
-        span = end - start
-        for quantity, signal in self.grid.signals.items():
-            charge = self._charges[quantity]
-            if span <= 0:
-                step = signal.steps(end, end)[0]
-                charge.add(float(step.value), joules, 0.0, step.held)
-                continue
-            for step in signal.steps(start, end):
-                seconds = min(step.end, end) - max(step.start, start)
-                if seconds > 0:
-                    charge.add(float(step.value), joules * (seconds / span), seconds, step.held)
-
-    @property
-    def held_s(self) -> float:
-        """Seconds charged at a held value (beyond a series, a service that did not answer)."""
-        return max((c.held_s for c in self._charges.values()), default=0.0)
-
-    def means(self) -> dict[str, float]:
-        """The mean value each signal charged at (only signals that charged anything)."""
-        out = {}
-        for quantity, charge in self._charges.items():
-            m = charge.mean()
-            if m is not None:
-                out[quantity] = m
-        return out
-
-    def figures(self, energy_j: float) -> dict[str, float]:
-        """A try's columns: ``carbon_g`` and the intensity it was charged at, ``cost_<currency>`` and
-        the price (only for the job's signals; empty before anything was charged)."""
-        return columns(self.means(), energy_j, self.grid.currency)
 
 
 def columns(means: Mapping[str, float], energy_j: float, currency: str) -> dict[str, float]:
@@ -466,5 +589,6 @@ __all__ = [
     "CARBON", "PRICE", "QUANTITIES", "JOULES_PER_KWH", "CARBON_COLUMN", "INTENSITY_COLUMN",
     "Step", "GridSignal", "TimeSeries", "Forecasts", "GRID_PROTOCOLS",
     "SourceRequest", "source_of", "parse_zone", "parse_time", "show_time",
-    "GridClock", "Grid", "GridMeter", "weighted_mean", "columns", "job_totals", "record_currency", "cost_column", "price_column",
+    "GridClock", "Grid", "GridMeter", "Pieces", "split", "charged_means", "BeyondSignal", "replay_columns",
+    "weighted_mean", "columns", "job_totals", "record_currency", "cost_column", "price_column",
 ]

@@ -10,7 +10,8 @@ energy of one epoch at each limit), starting at Unix time ``start`` on ``signal`
   (:func:`zeus_plugins_mab.carbon_plan.decide`, the function the policy calls), at every
   period's start;
 
-and charges the energy against the signal exactly (power is constant between decisions).
+and charges the energy against the signal exactly (power is constant between decisions) by the
+core's integration rule (:func:`zeus_core.grid.split`).
 The run begins with its profile known (a recurring job's later runs: the JIT's profiling
 epoch is the same for every policy and is left out). A test checks that it agrees with
 ``zeus run`` of the same job on the trace device.
@@ -22,8 +23,9 @@ import math
 from collections.abc import Callable, Mapping
 
 import attrs
+import numpy as np
 
-from zeus_core.grid import JOULES_PER_KWH, GridSignal
+from zeus_core.grid import JOULES_PER_KWH, GridSignal, split
 from zeus_plugins_mab.carbon_plan import Hull, Steering, decide
 
 #: A decision rule: Unix time now -> (limit, the end of the period it holds for, the intensity forecast).
@@ -44,9 +46,10 @@ class RunResult:
 def replay(signal: GridSignal, start: float, profile: Mapping[float, tuple[float, float]], epochs: float,
            rule: Rule, keep_trace: bool = False) -> RunResult:
     """Run ``epochs`` epochs from ``start``: ``rule(now)`` gives the limit and until when it holds."""
-    now, work, energy, carbon = float(start), 0.0, 0.0, 0.0
+    now, work = float(start), 0.0
     elapsed = 0.0  # kept apart from ``now``: at 1.6e9 s, a Unix time cannot add a few microseconds
     trace: list[tuple[float, float, float]] = []
+    stretches: list[tuple[float, float, float]] = []  # (start, end, joules) at one limit each
     while work < epochs:
         limit, until, forecast = rule(now)
         if not until > now:  # a rule that names no later time holds its limit to the end
@@ -58,14 +61,15 @@ def replay(signal: GridSignal, start: float, profile: Mapping[float, tuple[float
         finish = not until - now < rest
         seconds = rest if finish else until - now
         end = now + seconds
-        power = e_epoch / t_epoch
-        for step in signal.steps(now, end):
-            part = step.end - step.start
-            energy += power * part
-            carbon += power * part * step.value / JOULES_PER_KWH
+        stretches.append((now, end, e_epoch / t_epoch * seconds))
         elapsed += seconds
         work = epochs if finish else work + seconds / t_epoch
         now = end
+    # charged as zeus run charges (the core's integration rule): each stretch at constant power, step by step
+    starts, ends, joules = (np.array(x, dtype=float) for x in zip(*stretches)) if stretches else ([], [], [])
+    pieces = split(signal, starts, ends, joules)
+    energy = float(np.sum(joules))
+    carbon = float(np.dot(pieces.joules, pieces.value)) / JOULES_PER_KWH
     return RunResult(carbon, energy, elapsed, tuple(trace))
 
 

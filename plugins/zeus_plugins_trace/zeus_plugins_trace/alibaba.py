@@ -7,6 +7,14 @@ and a plot. The batch-size policy is the job's own ``[batch_size]`` part, built
 through its registration once per group (a fresh policy per recurring job, seeded
 by the group), so any registered policy replays; the GPU is the ``[device]``
 trace device's.
+
+With a ``[grid]``, every try is charged against its signals over its own time in the
+cluster (``start_time_s`` to ``end_time_s`` of ``tries.csv``, its energy spread evenly
+over it; the core's integration rule, :func:`zeus_core.grid.replay_columns`), the
+cluster's clock placed so that the first submission is at ``[grid] start``; the
+baselines are charged over each job's time at their expected energy. ``tries.csv``,
+``group_results.csv``, the summary and the report then carry ``carbon_g`` and
+``cost_<currency>`` next to the energy.
 """
 
 from __future__ import annotations
@@ -19,15 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from zeus_core import BuildContext, PartMismatch, savings, write_atomic
+from zeus_core import BuildContext, PartMismatch, TryRecord, savings, write_atomic
 from zeus_core.comparison import Row as ComparisonRow
 from zeus_core.comparison import comparison_table
 from zeus_core.files import atomic_path
+from zeus_core.grid import job_totals, replay_columns
+from zeus_core.results import GRID_KEY
 from zeus_plugins_trace.device import TraceDevice
 from zeus_plugins_trace.groups import Group, groups_csv, read_groups
 from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions
 from zeus_plugins_trace.replay import GroupResult, replay_group
-from zeus_plugins_trace.simulate import SimulationError
+from zeus_plugins_trace.simulate import SimulationError, grid_keys, replay_start
 from zeus_plugins_trace.traces import TraceError, WorkloadTrace
 from zeus_plugins_trace.tracesets import load_workload_traces
 
@@ -35,6 +45,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from zeus_core import JobSummary
+    from zeus_core.grid import Grid
 
 
 def load_groups(options: AlibabaReplayOptions, job_dir: Path) -> tuple[list[Group], dict[str, dict[str, str]], str]:
@@ -70,6 +81,12 @@ class AlibabaReplay:
         self.extra: dict[str, dict[str, str]] = {}
         self.source = ""
         self.synthetic_traces = options.traces == "synthetic"
+        #: The job's grid (None without ``[grid]``), and what the replay reports of it next to the energy.
+        self.grid: Grid | None = None
+        self.grid_keys: list[str] = []
+        #: With a grid: each try's columns (as ``self.results[i].tries[j]``), and each group's baselines'.
+        self.try_grid: list[list[dict[str, float]]] = []
+        self.baseline_grid: dict[str, dict[str, dict[str, float]]] = {}
 
     def make_policy(self, wt: WorkloadTrace) -> Callable[[int], Any]:
         """A factory of fresh policies for groups replayed on ``wt``, seeded per group (``job.seed``);
@@ -120,12 +137,47 @@ class AlibabaReplay:
                     f"({', '.join(repr(r) for r in self.rules)}) are reported and written (--output)" if self.rules else "")
             error = PartMismatch("[profiler] plugin 'alibaba': " + "; ".join(failed) + kept)
             error.partial = bool(self.rules)
+            self._charge(ctx.grid)
             raise error
+        self._charge(ctx.grid)
+
+    def _charge(self, grid: Grid | None) -> None:
+        """Charge every try, and both baselines, against ``grid`` (nothing without one)."""
+        if grid is None or not self.results:
+            return
+        origin = replay_start(grid) - min(j.start for g in self.groups for j in g.jobs)
+        tries = [(r, t) for r in self.results for t in r.tries]
+        cols = replay_columns(grid, [origin + t.start for _, t in tries], [origin + t.end for _, t in tries],
+                              [t.energy_j for _, t in tries], [t.energy_j for _, t in tries],
+                              name=lambda k: f"rule {tries[k][0].rule}, group {tries[k][0].group}, job {tries[k][1].record.recurrence}, "
+                                             f"try {tries[k][1].record.try_index}")
+        values = {c: v.tolist() for c, v in cols.items()}
+        flat = [{c: v[k] for c, v in values.items()} for k in range(len(tries))]
+        self.try_grid, at = [], 0
+        for r in self.results:
+            self.try_grid.append(flat[at:at + len(r.tries)])
+            at += len(r.tries)
+        # The baselines over each job's time, at their expected energy (the same for every rule: the first's groups).
+        first = [r for r in self.results if r.rule == self.results[0].rule]
+        by_group = {g.id: g for g in self.groups}
+        jobs = [(n, j) for n, r in enumerate(first) for j in by_group[r.group].jobs]
+        self.baseline_grid = {r.group: {} for r in first}
+        for which in ("default", "oracle"):
+            per_job = [(first[n].default if which == "default" else first[n].oracle).energy_j * j.runtime_ratio for n, j in jobs]
+            energy = [r.baseline_totals(which)["energy_j"] for r in first]
+            got = replay_columns(grid, [origin + j.start for _, j in jobs], [origin + j.end for _, j in jobs], per_job,
+                                 energy, [n for n, _ in jobs],
+                                 name=lambda n, which=which: f"group {first[n].group} ({which}, over its jobs' times)")
+            for n, r in enumerate(first):
+                self.baseline_grid[r.group][which] = {c: float(v[n]) for c, v in got.items()}
+        self.grid = grid
+        self.grid_keys = grid_keys(grid)
 
     # -- results --
 
     def totals(self) -> dict[str, dict[str, float]]:
-        """Totals over all groups: each rule's, and the default's and oracle's over the same jobs."""
+        """Totals over all groups: each rule's, and the default's and oracle's over the same jobs
+        (with a grid, also ``carbon_g`` and ``cost_<currency>``: :meth:`grid_totals`)."""
         out: dict[str, dict[str, float]] = {}
         for r in self.results:
             for name, t in ((r.rule, r.totals()), ("default", r.baseline_totals("default")), ("oracle", r.baseline_totals("oracle"))):
@@ -134,7 +186,49 @@ class AlibabaReplay:
                 acc = out.setdefault(name, {"energy_j": 0.0, "time_s": 0.0, "cost": 0.0})
                 for k, v in t.items():
                     acc[k] += v
+        for name, acc in out.items():
+            acc.update(self.grid_totals(self.charged(name), acc["energy_j"]))
         return out
+
+    def grid_totals(self, records: list[TryRecord], energy_j: float) -> dict[str, float]:
+        """The grid columns of ``energy_j`` over ``records`` as ``zeus run`` totals a job's
+        (:func:`zeus_core.grid.job_totals`: exact with a constant), those the replay reports."""
+        if self.grid is None or not self.grid_keys:
+            return {}
+        totals = job_totals(records, energy_j, self.grid.currency)
+        return {k: totals[k] for k in self.grid_keys}
+
+    def charged(self, name: str, n: int | None = None) -> list[TryRecord]:
+        """With a grid: the tries of rule ``name`` (of ``self.results[n]`` only, when given), scaled as
+        they count, with their grid columns; for ``default`` and ``oracle``, one record per group."""
+        if self.grid is None:
+            return []
+        if name in ("default", "oracle"):
+            first = [r for r in self.results if r.rule == self.rules[0]]
+            return [TryRecord(0, 0, 0, None, 0, b["time_s"], b["energy_j"], b["cost"], True,
+                              extra={GRID_KEY: self.baseline_grid[r.group][name]})
+                    for r in first for b in (r.baseline_totals(name),)]
+        out = []
+        for m, r in enumerate(self.results):
+            if r.rule != name or (n is not None and m != n):
+                continue
+            for t, cols in zip(r.tries, self.try_grid[m]):
+                rec = t.record
+                out.append(TryRecord(rec.recurrence, rec.try_index, rec.batch_size, rec.power_limit, rec.epochs, t.time_s,
+                                     t.energy_j, t.cost, rec.reached, rec.stopped, extra={GRID_KEY: cols}))
+        return out
+
+    def group_totals(self, n: int) -> dict[str, float]:
+        """``self.results[n]``'s totals, with its grid columns."""
+        t = self.results[n].totals()
+        t.update(self.grid_totals(self.charged(self.results[n].rule, n), t["energy_j"]))
+        return t
+
+    def baseline_totals(self, r: GroupResult, which: str) -> dict[str, float]:
+        """Group ``r``'s ``which`` baseline totals, with its grid columns."""
+        t = r.baseline_totals(which)
+        t.update({k: self.baseline_grid[r.group][which][k] for k in self.grid_keys})
+        return t
 
     def summary(self, _job: JobSummary | None = None) -> dict[str, Any]:
         totals = self.totals()
@@ -168,6 +262,12 @@ class AlibabaReplay:
         ))
         console.print("savings are against the default; regret is the extra cost over the oracle; "
                       "per group: group_results.csv (--output)")
+        for k in self.grid_keys:
+            unit = "kg CO2eq" if k == "carbon_g" else (self.grid.currency if self.grid is not None else "")
+            scale = 1e-3 if k == "carbon_g" else 1.0
+            figures = [f"rule {rule} {totals[rule][k] * scale:,.2f}" for rule in self.rules]
+            figures += [f"{b} {totals[b][k] * scale:,.2f} (expected, over its jobs' times)" for b in ("default", "oracle")]
+            console.print(f"{k} ({unit}): " + ", ".join(figures), highlight=False)
 
     def write_outputs(self, out_dir: Path, _job: JobSummary | None = None) -> list[Path]:
         out_dir = Path(out_dir)
@@ -181,15 +281,17 @@ class AlibabaReplay:
     def _group_results_csv(self) -> str:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
+        keys = self.grid_keys  # with a grid: carbon_g, cost_<currency>, then the baselines', after the others
         w.writerow(["rule", "group", "dataset", "jobs", "tries", "policy_tries", "energy_j", "time_s", "cost",
                     "default_energy_j", "default_time_s", "default_cost", "oracle_energy_j", "oracle_time_s", "oracle_cost",
-                    "cost_saved_vs_default", "regret_vs_oracle"])
-        for r in self.results:
-            t, d, o = r.totals(), r.baseline_totals("default"), r.baseline_totals("oracle")
+                    "cost_saved_vs_default", "regret_vs_oracle", *keys, *(f"default_{k}" for k in keys),
+                    *(f"oracle_{k}" for k in keys)])
+        for n, r in enumerate(self.results):
+            t, d, o = self.group_totals(n), self.baseline_totals(r, "default"), self.baseline_totals(r, "oracle")
             w.writerow([r.rule, r.group, r.dataset, r.jobs, len(r.tries), sum(x.chooser == "policy" for x in r.tries),
                         *(repr(v) for v in (t["energy_j"], t["time_s"], t["cost"], d["energy_j"], d["time_s"], d["cost"],
                                             o["energy_j"], o["time_s"], o["cost"], savings(t, d)["cost_saved"],
-                                            savings(t, o)["regret"]))])
+                                            savings(t, o)["regret"], *(x[k] for x in (t, d, o) for k in keys)))])
         return buf.getvalue()
 
     def _tries_csv(self) -> str:
@@ -198,13 +300,19 @@ class AlibabaReplay:
         w.writerow(["rule", "group", "job", "try", "start_time", "end_time", "in_flight", "chosen_by", "batch_size",
                     "power_limit", "epochs", "reached", "stopped", "runtime_ratio", "energy_j", "time_s", "cost",
                     # the same quantities again under names that say their units (after the others: a contract)
-                    "start_time_s", "end_time_s", "power_limit_w"])
-        for r in self.results:
-            for t in sorted(r.tries, key=lambda t: (t.start, t.record.recurrence, t.record.try_index)):
-                rec = t.record
+                    "start_time_s", "end_time_s", "power_limit_w",
+                    # with a grid: the try's emissions and energy cost, and the mean intensity and price they were charged at
+                    *(self.try_grid[0][0] if self.try_grid and self.try_grid[0] else ())])
+        for n, r in enumerate(self.results):
+            charged = self.try_grid[n] if self.try_grid else [{}] * len(r.tries)
+            order = sorted(range(len(r.tries)), key=lambda i: (r.tries[i].start, r.tries[i].record.recurrence,
+                                                               r.tries[i].record.try_index))
+            for i in order:
+                t, rec = r.tries[i], r.tries[i].record
                 w.writerow([r.rule, r.group, rec.recurrence, rec.try_index, repr(t.start), repr(t.end), t.in_flight, t.chooser,
                             rec.batch_size, rec.power_limit, rec.epochs, rec.reached, rec.stopped or "", repr(t.runtime_ratio),
-                            repr(t.energy_j), repr(t.time_s), repr(t.cost), repr(t.start), repr(t.end), rec.power_limit])
+                            repr(t.energy_j), repr(t.time_s), repr(t.cost), repr(t.start), repr(t.end), rec.power_limit,
+                            *(repr(v) for v in charged[i].values())])
         return buf.getvalue()
 
     def _plot(self, path: Path) -> Path:

@@ -25,19 +25,32 @@ Accounting (the Zeus NSDI'23 simulator, DESIGN: "same accounting"):
 
 One deliberate difference: a try that never ran does not count as having
 profiled its batch size (the runner's JIT cannot profile without an epoch).
+
+With a grid (the job's ``[grid]``), each try is also charged against its signals
+(:func:`charge_grid`): the simulated clock starts at ``[grid] start`` and runs try
+after try with no gap (where ``zeus run`` on the trace device places them), the
+profiling epoch at its own power and the rest at the JIT's, through the core's
+integration rule (:func:`zeus_core.grid.replay_columns`). Without a grid nothing of
+this runs.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
 from zeus_core import JobOptions, PolicyContext, TryCostBound, TryRecord, epochs_within, zeus_cost
+from zeus_core.grid import CARBON, CARBON_COLUMN, PRICE, TimeSeries, cost_column, replay_columns
+from zeus_core.results import GRID_KEY
 from zeus_core.stopping import steady_state_cost
 from zeus_plugins_trace.traces import WorkloadTrace
+
+if TYPE_CHECKING:
+    from zeus_core.grid import Grid
 
 
 class SimulationError(RuntimeError):
@@ -168,8 +181,10 @@ def simulate(
     *,
     default_batch_size: int | None = None,
     batch_sizes: list[int] | None = None,
+    grid: Grid | None = None,
 ) -> SimResult:
-    """Run ``job.recurrences`` recurrences of ``job`` on ``wt`` with ``policy`` choosing batch sizes."""
+    """Run ``job.recurrences`` recurrences of ``job`` on ``wt`` with ``policy`` choosing batch sizes;
+    with ``grid``, charge every try against it (:func:`charge_grid`)."""
     tries = Tries(wt, job.eta_knob, job.max_epochs)
     rng = np.random.default_rng(job.seed)
     bss = list(batch_sizes) if batch_sizes is not None else [int(b) for b in wt.batch_sizes]
@@ -203,4 +218,52 @@ def simulate(
                 f"(batch sizes {[r.batch_size for r in records if r.recurrence == rec]})"
             )
         rc[rec - 1], re_[rec - 1], rt[rec - 1] = acc_c, acc_e, acc_t
+    if grid is not None:
+        charge_grid(records, tries, grid)
     return SimResult(records, rc, re_, rt)
+
+
+def grid_keys(grid: Grid | None) -> list[str]:
+    """The totals a replay reports next to ``energy_j`` with ``grid``: ``carbon_g``, ``cost_<currency>``."""
+    if grid is None:
+        return []
+    return [k for q, k in ((CARBON, CARBON_COLUMN), (PRICE, cost_column(grid.currency))) if q in grid.signals]
+
+
+def replay_start(grid: Grid) -> float:
+    """Unix time where a replay's simulated clock starts: ``[grid] start``; without one (a constant
+    needs no place) where the grid's clock put the device's zero, else now. Raises ValueError for a
+    time series without a start."""
+    if grid.start is not None:
+        return float(grid.start)
+    series = [s for s in grid.signals.values() if isinstance(s, TimeSeries)]
+    if series:
+        raise ValueError(f"a replay needs a place on {series[0].source}: set [grid] start")
+    return grid.clock.time_of(0.0) if grid.clock is not None else time.time()
+
+
+def charge_grid(records: list[TryRecord], tries: Tries, grid: Grid) -> None:
+    """Put each try's grid columns (``carbon_g``, ``cost_<currency>``, ...) in its record, the tries
+    one after the other from :func:`replay_start`: a try that profiled draws its profiling epoch's
+    energy over that epoch's time and the rest at the JIT's power over the rest; a try that never
+    ran is an instant. Raises :class:`zeus_core.grid.BeyondSignal` when the replay runs past what a
+    signal knows."""
+    if not records:
+        return
+    begin = replay_start(grid) + np.concatenate(([0.0], np.cumsum([r.time_s for r in records])[:-1]))
+    intervals: list[tuple[int, float, float, float]] = []  # (try, start, end, joules)
+    for k, r in enumerate(records):
+        t0 = float(begin[k])
+        if r.steady_cost is not None and r.epochs > 0:  # its first epoch profiled the limits
+            i = tries.index[r.batch_size]
+            intervals.append((k, t0, t0 + tries.t_prof[i], tries.e_prof[i]))
+            if r.epochs > 1:
+                intervals.append((k, t0 + tries.t_prof[i], t0 + r.time_s, (r.epochs - 1) * tries.e_ep[i]))
+        else:
+            intervals.append((k, t0, t0 + r.time_s, r.energy_j))
+    owners, starts, ends, joules = zip(*intervals)
+    cols = replay_columns(grid, starts, ends, joules, [r.energy_j for r in records], owners,
+                          name=lambda k: f"recurrence {records[k].recurrence}, try {records[k].try_index}")
+    values = {c: v.tolist() for c, v in cols.items()}
+    for k, r in enumerate(records):
+        r.extra[GRID_KEY] = {c: v[k] for c, v in values.items()}

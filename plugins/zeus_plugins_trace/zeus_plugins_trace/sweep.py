@@ -104,17 +104,21 @@ def run_point(job_file: str, overrides: list[str]) -> list[dict[str, Any]]:
     from zeus_core.engine.assembly import Assembly
     from zeus_core.engine.registry import get_registry
     from zeus_core.engine.validation import load_job
+    from zeus_core.errors import BadInput
 
     registry = get_registry()
     spec = load_job(Path(job_file), registry, overrides)
-    assembly = Assembly(spec, registry, console=Console(file=io.StringIO(), quiet=True)).build(("device", "workload"))
-    profiler = spec.parts.get("profiler")
-    if profiler is not None and profiler.plugin == "alibaba":
-        return _replay_rows(assembly.build_part("profiler"), assembly.context)
-    workload = spec.parts.get("workload")
-    if workload is not None and workload.plugin == "trace":
-        assembly.parts["batch_size"] = assembly.build_part("batch_size")
-        return _single_rows(assembly.context)
+    try:
+        assembly = Assembly(spec, registry, console=Console(file=io.StringIO(), quiet=True)).build(("device", "workload"))
+        profiler = spec.parts.get("profiler")
+        if profiler is not None and profiler.plugin == "alibaba":
+            return _replay_rows(assembly.build_part("profiler"), assembly.context)
+        workload = spec.parts.get("workload")
+        if workload is not None and workload.plugin == "trace":
+            assembly.parts["batch_size"] = assembly.build_part("batch_size")
+            return _single_rows(assembly.context)
+    except BadInput as e:  # e.g. a replay that runs past its [grid] series: bad input (exit 2), naming the point
+        raise SweepError(f"point {', '.join(overrides) or 'the job as it is'}: {e}") from None
     raise ValueError('zeus sweep simulates trace jobs: the job needs [workload] plugin = "trace" or [profiler] plugin = "alibaba"')
 
 
@@ -139,21 +143,32 @@ def _single_rows(ctx: Any) -> list[dict[str, Any]]:
 
     spec, workload, policy = ctx.spec, ctx.parts["workload"], ctx.parts["batch_size"]
     result = simulate(workload.trace, policy, spec.job, default_batch_size=workload.default_batch_size,
-                      batch_sizes=workload.batch_sizes)
+                      batch_sizes=workload.batch_sizes, grid=ctx.grid)
     c = compare(workload.trace, SimpleNamespace(records=result.records), spec.job, workload._default_batch_size())
     n = c.recurrences
     base = {k: getattr(c.default, k) * n for k in ("energy_j", "time_s", "cost")}
     best = {k: getattr(c.oracle, k) * n for k in ("energy_j", "time_s", "cost")}
-    return [_row("single", "", c.gpu, workload.trace.dataset, n, len(result.records), c.method, base, best)]
+    row = _row("single", "", c.gpu, workload.trace.dataset, n, len(result.records), c.method, base, best)
+    if ctx.grid is not None:  # the job's emissions and energy cost, as zeus run's summary.json has them
+        from zeus_core.grid import job_totals
+        from zeus_plugins_trace.simulate import grid_keys
+
+        totals = job_totals(result.records, c.method["energy_j"], ctx.grid.currency)
+        row.update({k: totals[k] for k in grid_keys(ctx.grid)})
+    return [row]
 
 
 def _replay_rows(replay: Any, ctx: Any) -> list[dict[str, Any]]:
     replay.plan(ctx)
     s = replay.summary()
     datasets = "+".join(sorted({g.dataset for g in replay.groups}))
-    return [_row("alibaba", rule, s["gpu"], datasets, s["jobs"], sum(len(r.tries) for r in replay.results if r.rule == rule),
-                 s["rules"][rule], s["default"], s["oracle"])
-            for rule in replay.options.inflight]
+    rows = []
+    for rule in replay.options.inflight:
+        row = _row("alibaba", rule, s["gpu"], datasets, s["jobs"], sum(len(r.tries) for r in replay.results if r.rule == rule),
+                   s["rules"][rule], s["default"], s["oracle"])
+        row.update({k: s["rules"][rule][k] for k in replay.grid_keys})  # carbon_g, cost_<currency> with a [grid]
+        rows.append(row)
+    return rows
 
 
 # --------------------------------------------------------------------------- executors
@@ -216,13 +231,18 @@ def _run_ray(tasks: list[tuple[str, list[str]]], address: str | None, done: Call
 
 
 def table_csv(axes: list[tuple[str, list[Any]]], rows: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
-    """The sweep's table: one row per (point, rule), the axes first, floats at full precision."""
+    """The sweep's table: one row per (point, rule), the axes first, floats at full precision; with a
+    ``[grid]``, its columns (``carbon_g``, ``cost_<currency>``, ...) after the others."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     keys = [k for k, _ in axes]
-    w.writerow(["point", *keys, *RESULT_COLUMNS])
+    extra: dict[str, None] = {}
+    for _, row in rows:
+        extra.update(dict.fromkeys(k for k in row if k not in RESULT_COLUMNS and k != "point"))
+    columns = [*RESULT_COLUMNS, *extra]
+    w.writerow(["point", *keys, *columns])
     for point, row in rows:
-        results = (repr(row[c]) if isinstance(row[c], float) else row[c] for c in RESULT_COLUMNS)
+        results = (repr(row[c]) if isinstance(row.get(c), float) else row.get(c, "") for c in columns)
         w.writerow([row["point"], *(point[k] for k in keys), *results])
     return buf.getvalue()
 
