@@ -21,7 +21,8 @@ that composes parts into a running job (runner, job-file validation,
 histories, stores, ranks, the registry) lives under :mod:`zeus_core.engine`,
 which plugins use only when they must (a store backend, a trial service).
 
-The in-loop objects load on first use, so that ``import zeus_core`` (and every
+The in-loop objects, measurement windows, allocations, savings and the
+early-stopping rule load on first use, so that ``import zeus_core`` (and every
 ``zeus`` command that does not need them) stays fast.
 """
 
@@ -30,8 +31,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import zeus_core.logs  # noqa: F401 - the ``zeus`` logger's NullHandler; nothing is configured
-from zeus_core.allocation import AllocationPlan, read_allocation
-from zeus_core.comparison import savings
 from zeus_core.contexts import BuildContext, PolicyContext
 from zeus_core.cost import lower_convex_hull, pareto_frontier, zeus_cost
 from zeus_core.device import (
@@ -79,14 +78,16 @@ from zeus_core.parts import (
     WritesOutputs,
 )
 from zeus_core.results import JobSummary, TryRecord
-from zeus_core.stopping import epochs_within
-from zeus_core.windows import Monitor
 
 if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list); imported here for type checkers and editors
+    from zeus_core.allocation import AllocationPlan, read_allocation
+    from zeus_core.comparison import savings
     from zeus_core.engine.assembly import open_device
     from zeus_core.inloop.batch_size import BatchSizeOptimizer
     from zeus_core.inloop.monitor import ZeusMonitor
     from zeus_core.inloop.power import PowerLimitOptimizer
+    from zeus_core.stopping import epochs_within
+    from zeus_core.windows import Monitor
 
 __all__ = [
     # hooks

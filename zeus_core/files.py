@@ -7,16 +7,58 @@ folder, flushed to disk, given the permissions a plain ``open()`` would have
 given it (``0o666`` less the process umask, not ``mkstemp``'s private
 ``0o600``), and renamed over the target in one step. A process killed midway
 leaves the old file (or none) and at most a hidden temporary file.
+
+The SQLite files that several processes share (job stores, the settings journal)
+are opened with :func:`connect_shared`.
 """
 
 from __future__ import annotations
 
 import os
+import random
+import sqlite3
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+
+def is_busy(e: sqlite3.OperationalError) -> bool:
+    """SQLite's answer while another connection holds the lock it needs."""
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
+
+
+def connect_shared(path: Path, timeout_s: float, setup: Callable[[sqlite3.Connection], object]) -> sqlite3.Connection:
+    """A connection to the SQLite file ``path`` (made, with its folder, where missing) that other
+    processes use at the same time: autocommit (transactions are the caller's ``BEGIN``), a busy
+    wait of ``timeout_s``, WAL so that readers never block the writer, then ``setup(conn)``.
+
+    Switching a new file to WAL needs an exclusive lock, and SQLite answers "database is locked"
+    at once (no busy wait) when another process opens the same new file at that moment (two
+    ranks journaling their first setting): that is tried again until ``timeout_s``. Any other
+    error (and ``setup``'s) closes the connection and propagates.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        conn = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            setup(conn)
+            return conn
+        except BaseException as e:
+            if conn is not None:
+                conn.close()
+            if isinstance(e, sqlite3.OperationalError) and is_busy(e) and time.monotonic() < deadline:
+                time.sleep(random.uniform(0.005, 0.05))
+                continue
+            raise
 
 
 def _umask() -> int:

@@ -26,7 +26,9 @@ and :mod:`zeus_core.device`.
 
 Keep the module the entry point names light: register factories that import
 the heavy parts (numpy, torch, scipy) when they are called, so that ``zeus
---help`` does not pay for them.
+--help`` does not pay for them. ``options`` may also name the class as
+``"package.module:Class"``: it is imported (and checked) when a job or ``zeus
+validate`` first uses the part, so that no command loads every plugin's options.
 
 Event hooks (``zeus_on_*``) are for observers (loggers, exporters, plots).
 They must not change the run; their return values are ignored.
@@ -303,12 +305,16 @@ def zeus_register_privileged_operations(register):
     ``client.change(owner, key, original, apply)``, so the daemon journals the
     original under the restorer ``owner`` (``zeus_register_restorers``) and puts
     it back when the client disconnects or dies, at daemon exit, and at its next
-    start after a SIGKILL. See :mod:`zeus_core.daemon.service`.
+    start after a SIGKILL. See :mod:`zeus_core.daemon.service`. This hook is
+    called when the services are first needed (``zeus daemon``, ``zeus plugins``),
+    not at every start: import the service's module inside it.
 
     Example::
 
         @hookimpl
         def zeus_register_privileged_operations(register):
+            from my_plugin.service import NvmlServeOptions, NvmlService
+
             register("nvml", NvmlService, options=NvmlServeOptions)  # [serve.nvml] in the daemon's TOML
     """
 

@@ -2,15 +2,16 @@
 
 A plugin that changes a machine-wide setting (a GPU power limit, locked
 clocks) journals the setting's original value *before* changing it, in the
-machine-wide journal (:func:`zeus_core.engine.stores.sqlite.journal`, a SQLite file under
-``$ZEUS_STATE_DIR``). The setting is then put back, and its entry cleared:
+machine-wide journal (:class:`Journal`, the SQLite file ``journal.sqlite`` under
+:func:`state_dir`). The setting is then put back, and its entry cleared:
 
 * by the plugin's ``close()`` (normal end, and exceptions, through the runner);
 * at interpreter exit (``atexit``: an uncaught exception, ``sys.exit``, Ctrl-C);
 * on SIGTERM and SIGHUP whose handler was the default (killing): restore, then
   die of the signal as before;
 * after SIGKILL, when nothing in the process can run: the next ``zeus`` start
-  calls :func:`restore_pending`, which restores every entry whose process is dead.
+  calls :func:`restore_pending`, which restores every entry whose process is dead
+  and logs what it did to the ``zeus.journal`` logger.
 
 Plugins use it through :class:`SettingsGuard`::
 
@@ -28,27 +29,130 @@ the same code.
 from __future__ import annotations
 
 import atexit
+import json
+import logging
 import os
 import signal
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
-from zeus_core import catalog
-from zeus_core.engine.stores import sqlite as _store
 from zeus_core.errors import DeviceError, RunFailed
-
-if TYPE_CHECKING:  # annotations only
-    from rich.console import Console
+from zeus_core.files import connect_shared
 
 Restorer = Callable[[str, Any], Any]
+
+log = logging.getLogger("zeus.journal")
 
 _lock = threading.RLock()
 _guards: list[SettingsGuard] = []
 _installed = False
+
+
+def state_dir() -> Path:
+    """Machine-wide zeus state folder: ``$ZEUS_STATE_DIR`` or ``~/.local/state/zeus``."""
+    env = os.environ.get("ZEUS_STATE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "zeus"
+
+
+def journal_path() -> Path:
+    """The machine-wide journal file."""
+    return state_dir() / "journal.sqlite"
+
+
+class JournalEntry(NamedTuple):
+    """A device setting changed by process ``pid`` at ``created`` (epoch seconds), to put back."""
+
+    id: int
+    owner: str
+    key: str
+    original: Any
+    pid: int
+    created: float
+
+
+#: The one table of a journal file. Journals written before it had a file of its own were whole
+#: zeus stores (``zeus_core.engine.stores.sqlite``) with this same table: they read the same.
+_TABLE = """CREATE TABLE IF NOT EXISTS journal (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    owner TEXT NOT NULL,
+    key TEXT NOT NULL,
+    original TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    created REAL NOT NULL
+)"""
+
+
+class Journal:
+    """One journal file, opened on first use (and created by the first :meth:`add`). Safe to use
+    from several processes at once: every write is one ``BEGIN IMMEDIATE`` transaction, WAL
+    lets readers go on, and a busy file is waited for up to ``timeout_s``."""
+
+    def __init__(self, path: os.PathLike[str] | str, timeout_s: float = 60.0) -> None:
+        self.path = Path(path)
+        self.timeout_s = timeout_s
+        self._conn: sqlite3.Connection | None = None
+
+    def _connection(self, create: bool) -> sqlite3.Connection | None:
+        if self._conn is not None:
+            return self._conn
+        if not create and not self.path.exists():
+            return None
+        self._conn = connect_shared(self.path, self.timeout_s, lambda conn: conn.execute(_TABLE))
+        return self._conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connection(create=True)
+        assert conn is not None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def add(self, owner: str, key: str, original: Any) -> int:
+        """Journal ``original`` of ``owner``'s setting ``key`` for this process; the entry's id."""
+        with self._transaction() as conn:
+            cur = conn.execute("INSERT INTO journal (owner, key, original, pid, created) VALUES (?,?,?,?,?)",
+                               (owner, key, json.dumps(original), os.getpid(), time.time()))
+            assert cur.lastrowid is not None  # an INSERT sets it
+            return cur.lastrowid
+
+    def remove(self, *entry_ids: int) -> None:
+        """Clear these entries, together."""
+        with self._transaction() as conn:
+            conn.executemany("DELETE FROM journal WHERE id = ?", [(i,) for i in entry_ids])
+
+    def entries(self) -> list[JournalEntry]:
+        """Pending entries, oldest first (none, and no file made, where there is no journal yet)."""
+        conn = self._connection(create=False)
+        if conn is None:
+            return []
+        rows = conn.execute("SELECT id, owner, key, original, pid, created FROM journal ORDER BY id").fetchall()
+        return [JournalEntry(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5]) for r in rows]
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:  # the connection only: each write committed already
+        self.close()
+
+
 class RestoreError(RunFailed):
     """One or more settings could not be put back; the message lists them and why."""
 
@@ -68,18 +172,18 @@ class SettingsGuard:
         #: (``zeus daemon`` keeps its own, under its ``journal_dir``)
         self.journal_path = journal_path
         self._entries: dict[str, tuple[int, Any]] = {}
-        self._journal: _store.Store | None = None
+        self._journal: Journal | None = None
         self._journal_pid = 0
         self._pid = os.getpid()
         with _lock:
             _guards.append(self)
             _install_exit_handlers()
 
-    def _j(self) -> _store.Store:
-        """This guard's connection to the machine-wide journal, opened on first use
+    def _j(self) -> Journal:
+        """This guard's connection to its journal, opened on first use
         (and again in a forked child, where the parent's connection must not be used)."""
         if self._journal is None or self._journal_pid != os.getpid():
-            self._journal = _store.journal() if self.journal_path is None else _store.Store(self.journal_path)
+            self._journal = Journal(journal_path() if self.journal_path is None else self.journal_path)
             self._journal_pid = os.getpid()
         return self._journal
 
@@ -96,10 +200,9 @@ class SettingsGuard:
             if self not in _guards:  # reused after close()
                 _guards.append(self)
             try:
-                with self._j().transaction() as tx:
-                    entry_id = tx.add_journal(self.owner, key, original)
-            except (_store.StoreError, sqlite3.Error, OSError) as e:
-                where = self.journal_path or _store.state_dir() / "journal.sqlite"
+                entry_id = self._j().add(self.owner, key, original)
+            except (sqlite3.Error, OSError) as e:
+                where = self.journal_path or journal_path()
                 raise DeviceError(
                     f"cannot journal {self.owner} setting {key} in {where} ({e}); "
                     "zeus changes no device setting it could not put back after a crash. "
@@ -113,8 +216,7 @@ class SettingsGuard:
         with _lock:
             got = self._entries.pop(key, None)
             if got is not None:
-                with self._j().transaction() as tx:
-                    tx.remove_journal(got[0])
+                self._j().remove(got[0])
 
     @contextmanager
     def changing(self, key: str, original: Any) -> Iterator[None]:
@@ -269,28 +371,24 @@ def process_alive(pid: int, since: float | None = None) -> bool:
     return True
 
 
-def restore_pending(
-    restorers: dict[str, Restorer], console: Console | None = None, path: os.PathLike[str] | str | None = None
-) -> int:
+def restore_pending(restorers: dict[str, Restorer], *, path: os.PathLike[str] | str | None = None,
+                    logger: logging.Logger = log) -> int:
     """Restore settings left by dead processes (SIGKILL, power loss); return how many.
 
-    Called at every ``zeus`` start. For each (owner, key) only held by dead
-    processes, the oldest journaled original (the value before any zeus
-    process touched it) is restored and the entries are cleared. A key that a
-    live process also holds is left for that process and a later start. An
-    owner without a restorer (plugin uninstalled) or a restorer that fails
-    is reported and kept. ``path``: another journal than the machine-wide one
-    (``zeus daemon``'s).
+    Called at every ``zeus`` start, once its logging is configured: what it restores is a
+    warning of the ``zeus.journal`` logger, what it cannot restore an error. For each
+    (owner, key) only held by dead processes, the oldest journaled original (the value
+    before any zeus process touched it) is restored and the entries are cleared. A key
+    that a live process also holds is left for that process and a later start. An owner
+    without a restorer (plugin uninstalled) or a restorer that fails is reported and kept.
+    ``path``: another journal than the machine-wide one (``zeus daemon``'s); ``logger``: where to
+    report instead (``zeus daemon``'s own log).
     """
-    path = Path(path) if path is not None else _store.state_dir() / "journal.sqlite"
+    path = Path(path) if path is not None else journal_path()
     if not path.exists():
         return 0
-    from rich.console import Console
-    from rich.markup import escape
-
-    console = console or Console(stderr=True)
-    with _store.Store(path) as j:
-        entries = j.journal_entries()
+    with Journal(path) as j:
+        entries = j.entries()
         if not entries:
             return 0
         first_entry: dict[int, float] = {}
@@ -306,24 +404,20 @@ def restore_pending(
         for (owner, key), items in groups.items():
             restorer = restorers.get(owner)
             if restorer is None:
-                console.print(
-                    f"[yellow]zeus:[/] a killed process left {escape(owner)} setting {escape(key)} changed, "
-                    f"and no installed plugin restores {escape(owner)!r} settings: install that plugin "
-                    f"({escape(catalog.hint('restorer', owner) or 'the device plugin that changed it')}) and run zeus again"
-                )
+                from zeus_core import catalog  # install hints: read only for this message
+
+                logger.error("a killed process left %s setting %s changed, and no installed plugin restores %r settings: "
+                          "install that plugin (%s) and run zeus again",
+                          owner, key, owner, catalog.hint("restorer", owner) or "the device plugin that changed it")
                 continue
             original = items[0][1]  # entries are oldest first
             try:
                 restorer(key, original)
             except Exception as e:  # noqa: BLE001 - report, keep the entry for next time
-                console.print(
-                    f"[yellow]zeus:[/] could not restore {escape(owner)} {escape(key)} to {escape(repr(original))} "
-                    f"left by a killed process: {escape(f'{type(e).__name__}: {e}')}"
-                )
+                logger.error("could not restore %s %s to %r left by a killed process: %s: %s",
+                          owner, key, original, type(e).__name__, e)
                 continue
-            with j.transaction() as tx:
-                for entry_id, _ in items:
-                    tx.remove_journal(entry_id)
-            console.print(f"[green]zeus:[/] restored {escape(owner)} {escape(key)} to {escape(repr(original))} (left by a killed process)")
+            j.remove(*(entry_id for entry_id, _ in items))
+            logger.warning("restored %s %s to %r (left by a killed process)", owner, key, original)
             restored += 1
         return restored

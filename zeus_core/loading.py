@@ -3,6 +3,10 @@
 Profilers and workloads take the user's code this way. Every failure is a
 ValueError that names the setting and what to fix, so ``zeus run`` reports it
 as bad input (exit 2) before anything runs.
+
+Code that loads only when it is used is named the same way: a package's names on
+first use (:func:`lazy_exports`) and a device plugin's device code when a device
+opens (:func:`deferred_factory`).
 """
 
 from __future__ import annotations
@@ -97,3 +101,26 @@ def lazy_exports(package: str) -> Callable[[str], Any]:
         return value
 
     return __getattr__
+
+
+def deferred_factory(target: str, help: str) -> Callable[[Any, Any], Any]:
+    """A device factory that imports ``target`` (``"package.module:function"``) when a job or a
+    tool first opens the device, and calls it with the options and the context.
+
+    A plugin's entry point is imported by every ``zeus`` command; registering the
+    factory this way keeps the device code (and the vendor library it imports) out
+    of commands that open no device. ``help`` is what ``zeus plugins`` shows::
+
+        register("nvml", deferred_factory("zeus_plugins_nvml.device:make_nvml", "NVIDIA GPUs through NVML"),
+                 options=NvmlOptions, measures={"gpu": "gpus"})
+    """
+    module, sep, name = target.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"deferred_factory target {target!r}: expected \"package.module:function\"")
+
+    def factory(options: Any, context: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(options, context)
+
+    factory.__doc__ = help
+    factory.__qualname__ = factory.__name__ = name
+    return factory

@@ -6,8 +6,8 @@ registered plugin's, by distribution name), the Python (in ``zeus env``'s shape)
 the operating system, the host, the job's devices (the ``[device]`` plugin, its
 options, and what the device group says of itself: the model of each device
 (:class:`~zeus_core.device.DeviceModels`) and the vendor software it runs on
-(:class:`~zeus_core.device.DriverVersions`)), and when the command started and
-ended (ISO 8601, UTC).
+(:class:`~zeus_core.device.DriverVersions`)), the files zeus wrote in the output
+folder, and when the command started and ended (ISO 8601, UTC).
 
 It sits under one key, ``provenance``, after the results: two runs of one job
 differ there and nowhere else.
@@ -85,9 +85,10 @@ def devices(spec: PartSpec | None, group: Any) -> dict[str, Any] | None:
 
 def provenance(
     registry: Registry, *, command: str, started: datetime, ended: datetime | None = None,
-    device_spec: PartSpec | None = None, device: Any = None,
+    device_spec: PartSpec | None = None, device: Any = None, outputs: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The ``provenance`` of a ``summary.json`` that ``zeus <command>`` wrote (``ended``: now)."""
+    """The ``provenance`` of a ``summary.json`` that ``zeus <command>`` wrote (``ended``: now); ``outputs``: the
+    files zeus has written in its folder, relative to it (``zeus run --fresh`` removes those it did not write again)."""
     uname = platform.uname()
     return {
         "command": f"zeus {command}",
@@ -98,4 +99,5 @@ def provenance(
         "devices": devices(device_spec, device),
         "started": timestamp(started),
         "ended": timestamp(ended if ended is not None else now()),
+        **({} if outputs is None else {"outputs": outputs}),
     }

@@ -33,7 +33,8 @@ def test_summary_says_what_produced_it_and_columns_say_their_units(tmp_path):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     p = summary["provenance"]
     assert list(summary)[-1] == "provenance"  # after every result
-    assert list(p) == ["command", "versions", "python", "os", "host", "devices", "started", "ended"]
+    assert list(p) == ["command", "versions", "python", "os", "host", "devices", "started", "ended", "outputs"]
+    assert p["outputs"] == sorted(f.name for f in (tmp_path / "out").iterdir())  # the trace workload's plots too
     assert p["command"] == "zeus run"
     assert list(p["versions"])[0] == "zeus-core" and p["versions"]["zeus-core"] == version("zeus-core")
     for dist in ("zeus-plugins-trace", "zeus-plugins-mab"):  # the job's plugins, and every other registered one

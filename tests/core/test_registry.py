@@ -102,3 +102,56 @@ def test_every_hook_has_a_docstring_and_is_documented(repo_root: Path):
         assert (fn.__doc__ or "").strip(), f"hook {name} has no docstring"
         args = ", ".join(inspect.signature(fn).parameters)
         assert re.search(rf"^### `{name}\({re.escape(args)}\)`", docs, re.M), f"hook {name}({args}) is not documented in docs/hooks.md"
+
+
+def test_distribution_names_and_versions_come_from_the_metadata_headers(tmp_path):
+    import importlib.metadata as md
+
+    from zeus_core.engine.registry import name_and_version
+
+    installed = [d for d in md.distributions() if d.entry_points.select(group="zeus")]
+    assert installed and all(name_and_version(d) == (d.metadata["Name"], d.version) for d in installed)
+    info = tmp_path / "x_y-1.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: x-y\nVersion: 1.2\n\nName: not-this\nVersion: 9\n")
+    assert name_and_version(md.PathDistribution(info)) == ("x-y", "1.2")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\n")  # no headers to read: importlib.metadata's answer
+    assert name_and_version(md.PathDistribution(info)) == (None, None)
+
+
+def _lazy_plugin(options: str):
+    class Plugin:
+        @hookimpl
+        def zeus_register_batch_size_policies(self, register):
+            register("lazy", lambda o, c: None, options=options)
+
+    return Plugin()
+
+
+def test_options_named_by_module_load_when_the_part_is_first_used(tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "lazy_opts_mod.py").write_text("import attrs\n\n@attrs.define\nclass Opts:\n    size: int = 8\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = zreg.load(extra_plugins=[("lazyplug", _lazy_plugin("lazy_opts_mod:Opts"))], entry_points=False)
+    assert "lazy_opts_mod" not in sys.modules  # registered, not imported
+    opts = reg.get("batch_size_policy", "lazy").options
+    assert "lazy_opts_mod" in sys.modules and opts.__name__ == "Opts" and opts().size == 8
+    assert reg.get("batch_size_policy", "lazy").options is opts
+
+
+@pytest.mark.parametrize("target, message", [
+    ("no_such_module_here:Opts", r"plugin 'lazyplug' \(.*\): the options of batch_size_policy 'lazy' 'no_such_module_here:Opts': "
+                                 "cannot import"),
+    ("os.path:join", r"plugin 'lazyplug' \(.*\): the options of batch_size_policy 'lazy' must be an attrs class"),
+])
+def test_options_named_by_module_that_are_wrong_are_bad_input_naming_the_plugin(tmp_path, target, message):
+    from zeus_test_helpers import run_cli
+
+    reg = zreg.load(extra_plugins=[("lazyplug", _lazy_plugin(target))], entry_points=False)
+    with pytest.raises(zreg.PluginError, match=message):
+        reg.get("batch_size_policy", "lazy").options  # noqa: B018
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\nname = "j"\n\n[batch_size]\nplugin = "lazy"\n')
+    r = run_cli(reg, "validate", str(job))
+    assert r.exit_code == 2 and "$.batch_size.plugin" in r.output, r.output

@@ -12,8 +12,8 @@ from importlib.metadata import version
 import pytest
 from click.testing import CliRunner
 
+import zeus_core.daemon
 from zeus_core import DeviceError, hookimpl
-from zeus_core.cli import env as env_module
 from zeus_core.cli.main import cli
 from zeus_core.devicekit import settings as settings_module
 from zeus_core.engine import registry as zreg
@@ -34,7 +34,7 @@ def machine(tmp_path, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setitem(sys.modules, "amdsmi", None)  # not installed
     monkeypatch.setattr(settings_module, "has_capability", lambda bit: False)
-    monkeypatch.setattr(env_module, "has_capability", lambda bit: False)
+    monkeypatch.setattr(zeus_core.daemon, "has_capability", lambda bit: False)  # what zeus env asks
     return tmp_path
 
 

@@ -12,10 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from zeus_core.engine.stores import sqlite as store
-from zeus_core.journal import RestoreError, SettingsGuard, process_alive, restore_pending
+from zeus_core.journal import Journal, RestoreError, SettingsGuard, journal_path, process_alive, restore_pending
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,8 +34,8 @@ class FileSetting:
 
 
 def entries():
-    with store.journal() as j:
-        return j.journal_entries()
+    with Journal(journal_path()) as j:
+        return j.entries()
 
 
 def test_guard_journals_before_change_and_clears_after_restore(tmp_path):
@@ -111,23 +109,23 @@ def wait_ready(p: subprocess.Popen) -> None:
     assert line.strip() == "ready", p.stderr.read()
 
 
-def test_sigkilled_process_is_restored_at_next_start(tmp_path):
+def test_sigkilled_process_is_restored_at_next_start(tmp_path, caplog):
     dev = FileSetting(tmp_path / "dev.json")
     p = start_child(tmp_path, "sleep")
     wait_ready(p)
     assert dev.get() == 125 and len(entries()) == 1
     # While the process lives, a `zeus` start must leave its setting alone.
-    assert restore_pending({"testdev": dev.restore}, Console(file=open(os.devnull, "w"))) == 0
+    assert restore_pending({"testdev": dev.restore}) == 0
     assert dev.get() == 125
     p.kill()
     p.wait()
     assert dev.get() == 125  # SIGKILL: nothing in the process could run
-    out = Console(record=True, width=200)
-    assert restore_pending({"testdev": dev.restore}, out) == 1
+    assert restore_pending({"testdev": dev.restore}) == 1
     assert dev.get() == 300
     assert entries() == []
-    assert "restored testdev dev0:power_limit to 300" in out.export_text()
-    assert restore_pending({"testdev": dev.restore}, out) == 0
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("zeus.journal", "WARNING", "restored testdev dev0:power_limit to 300 (left by a killed process)")]
+    assert restore_pending({"testdev": dev.restore}) == 0
 
 
 @pytest.mark.parametrize("mode,how", [("sleep", signal.SIGTERM), ("sigint", signal.SIGINT), ("raise", None)])
@@ -146,27 +144,26 @@ def test_signals_and_exceptions_restore_in_process(tmp_path, mode, how):
     assert entries() == []
 
 
-def test_unknown_owner_is_kept_and_named(tmp_path):
-    with store.journal() as j, j.transaction() as tx:
-        tx.add_journal("gone-plugin", "x:1:power_limit", 250)
-        tx._c.execute("UPDATE journal SET pid = ?", (_dead_pid(),))
-    out = Console(record=True, width=300)
-    assert restore_pending({}, out) == 0
-    text = out.export_text()
-    assert "no installed plugin restores 'gone-plugin'" in text
+def test_unknown_owner_is_kept_and_named(tmp_path, caplog):
+    with Journal(journal_path()) as j:
+        j.add("gone-plugin", "x:1:power_limit", 250)
+        j._conn.execute("UPDATE journal SET pid = ?", (_dead_pid(),))
+    assert restore_pending({}) == 0
+    assert [(r.name, r.levelname) for r in caplog.records] == [("zeus.journal", "ERROR")]
+    assert "no installed plugin restores 'gone-plugin'" in caplog.text
     assert len(entries()) == 1
 
 
 def test_oldest_original_wins_and_live_keys_wait(tmp_path):
     dead = _dead_pid()
     restored = []
-    with store.journal() as j, j.transaction() as tx:
-        tx.add_journal("testdev", "k", 300)  # first process: saw 300
-        tx.add_journal("testdev", "k", 200)  # second process: saw the first one's 200
-        tx.add_journal("testdev", "busy", 1)
-        tx._c.execute("UPDATE journal SET pid = ? WHERE key = 'k'", (dead,))
+    with Journal(journal_path()) as j:
+        j.add("testdev", "k", 300)  # first process: saw 300
+        j.add("testdev", "k", 200)  # second process: saw the first one's 200
+        j.add("testdev", "busy", 1)
+        j._conn.execute("UPDATE journal SET pid = ? WHERE key = 'k'", (dead,))
     # 'busy' belongs to this (live) process
-    assert restore_pending({"testdev": lambda k, o: restored.append((k, o))}, Console(file=open(os.devnull, "w"))) == 1
+    assert restore_pending({"testdev": lambda k, o: restored.append((k, o))}) == 1
     assert restored == [("k", 300)]
     assert [e[2] for e in entries()] == ["busy"]
 
@@ -183,8 +180,8 @@ def test_reused_pid_counts_as_dead(tmp_path):
 
 
 def test_no_journal_file_is_cheap_and_creates_nothing():
-    assert restore_pending({}, Console(file=open(os.devnull, "w"))) == 0
-    assert not (store.state_dir() / "journal.sqlite").exists()
+    assert restore_pending({}) == 0
+    assert not journal_path().exists()
 
 
 def _dead_pid() -> int:
@@ -203,3 +200,35 @@ def test_unwritable_journal_refuses_the_change(tmp_path, monkeypatch):
         with guard.changing("dev0:power_limit", 300):
             changed.append(True)
     assert changed == [] and guard.pending == {}
+
+
+def test_a_journal_kept_in_a_whole_store_file_is_still_restored(tmp_path):
+    """Journals written before the journal had a file of its own were zeus stores with a ``journal`` table."""
+    import sqlite3
+
+    from zeus_core.engine.stores.sqlite import Store
+
+    with Store(journal_path()) as s, s.transaction() as tx:  # the store's schema, journal table included
+        tx.set("k", 1)
+    with sqlite3.connect(journal_path()) as c:
+        c.execute("INSERT INTO journal (owner, key, original, pid, created) VALUES (?,?,?,?,?)",
+                  ("testdev", "dev0:power_limit", json.dumps(275), _dead_pid(), time.time()))
+    restored = []
+    assert restore_pending({"testdev": lambda k, o: restored.append((k, o))}) == 1
+    assert restored == [("dev0:power_limit", 275)] and entries() == []
+    with Store(journal_path()) as s:  # still the store it was
+        assert s.get("k") == 1
+
+
+def test_a_new_journal_file_holds_the_journal_table_alone(tmp_path):
+    guard = SettingsGuard("testdev", lambda k, o: None)
+    guard.record("dev0:power_limit", 300)
+    try:
+        import sqlite3
+
+        with sqlite3.connect(journal_path()) as c:
+            tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert tables - {"sqlite_sequence"} == {"journal"}
+    finally:
+        guard.close()
+    assert entries() == []

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from zeus_core import DeviceError
-from zeus_core.engine.stores import sqlite as store
+from zeus_core.journal import Journal, journal_path
 from zeus_plugins_amdsmi import fake_amdsmi
 from zeus_plugins_amdsmi.control import key_for, restore_setting
 from zeus_plugins_amdsmi.device import AmdGpus
@@ -28,11 +28,8 @@ def caps() -> list[float]:
 
 
 def journal() -> list[tuple[str, str, object]]:
-    j = store.journal()
-    try:
-        return [(e.owner, e.key, e.original) for e in j.journal_entries()]
-    finally:
-        j.close()
+    with Journal(journal_path()) as j:
+        return [(e.owner, e.key, e.original) for e in j.entries()]
 
 
 def test_caps_are_set_in_microwatts_journaled_and_put_back(fake_amd):

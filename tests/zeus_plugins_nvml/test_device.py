@@ -11,12 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from zeus_core import DeviceError, Monitor
 from zeus_core.engine.registry import load
-from zeus_core.engine.stores import sqlite as store
-from zeus_core.journal import restore_pending
+from zeus_core.journal import Journal, journal_path, restore_pending
 from zeus_plugins_nvml import fake_pynvml
 from zeus_plugins_nvml import plugin as nvml_plugin
 from zeus_plugins_nvml.control import restore_setting
@@ -28,8 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def journal_keys():
-    with store.journal() as j:
-        return [e[2] for e in j.journal_entries()]
+    with Journal(journal_path()) as j:
+        return [e[2] for e in j.entries()]
 
 
 def test_counter_energy_is_the_drivers_millijoules_in_joules(fake_nvml):
@@ -291,8 +289,7 @@ def test_sigkilled_run_is_restored_at_the_next_start(fake_nvml):
     assert len(journal_keys()) == 6  # power limit, memory clock, SM clock per GPU
     restorers = load(extra_plugins=[("nvml", nvml_plugin)], entry_points=False).restorers
     assert restorers["nvml"] is restore_setting
-    out = Console(record=True, width=300)
-    assert restore_pending(restorers, out) == 6
+    assert restore_pending(restorers) == 6
     gpus = fake_pynvml.read_state()["gpus"]
     assert [g["limit_w"] for g in gpus] == [400.0, 400.0]
     assert [g["locked_clocks"] for g in gpus] == [None, None]
@@ -302,21 +299,20 @@ def test_sigkilled_run_is_restored_at_the_next_start(fake_nvml):
 
 def test_crash_restore_of_a_memory_clock_the_gpu_cannot_lock_is_a_no_op(fake_nvml):
     fake_nvml([FakeGpu(memory_clock_lock=False)], privileged=True)
-    with store.journal() as j, j.transaction() as tx:
-        tx.add_journal("nvml", "gpu:GPU-00000000-fa6e-4e5d-9c1b-00000000a100:locked_memory_clocks", None)
-        tx._c.execute("UPDATE journal SET pid = 999999999")
-    assert restore_pending({"nvml": restore_setting}, Console(record=True, width=300)) == 1
+    with Journal(journal_path()) as j:
+        j.add("nvml", "gpu:GPU-00000000-fa6e-4e5d-9c1b-00000000a100:locked_memory_clocks", None)
+        j._conn.execute("UPDATE journal SET pid = 999999999")
+    assert restore_pending({"nvml": restore_setting}) == 1
     assert journal_keys() == []
 
 
-def test_restore_without_permission_keeps_the_entry(fake_nvml):
+def test_restore_without_permission_keeps_the_entry(fake_nvml, caplog):
     fake_nvml(1, privileged=False)
-    with store.journal() as j, j.transaction() as tx:
-        tx.add_journal("nvml", "gpu:GPU-00000000-fa6e-4e5d-9c1b-00000000a100:power_limit", 300000)
-        tx._c.execute("UPDATE journal SET pid = 999999999")
-    out = Console(record=True, width=400)
-    assert restore_pending({"nvml": restore_setting}, out) == 0
-    assert "CAP_SYS_ADMIN" in out.export_text()
+    with Journal(journal_path()) as j:
+        j.add("nvml", "gpu:GPU-00000000-fa6e-4e5d-9c1b-00000000a100:power_limit", 300000)
+        j._conn.execute("UPDATE journal SET pid = 999999999")
+    assert restore_pending({"nvml": restore_setting}) == 0
+    assert "CAP_SYS_ADMIN" in caplog.text
     assert len(journal_keys()) == 1
 
 

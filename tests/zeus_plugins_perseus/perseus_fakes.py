@@ -208,10 +208,10 @@ def free_port() -> int:
 
 def journal_keys() -> list[str]:
     """Keys of the settings journal (the test's own state folder): what the next zeus start would restore."""
-    from zeus_core.engine.stores import sqlite as store
+    from zeus_core.journal import Journal, journal_path
 
-    with store.journal() as j:
-        return [e.key for e in j.journal_entries()]
+    with Journal(journal_path()) as j:
+        return [e.key for e in j.entries()]
 
 
 def _wait_for(path: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 from zeus_test_helpers import run_cli
 
 from zeus_core.engine import registry as zreg
-from zeus_core.engine.stores import sqlite as store
+from zeus_core.journal import Journal, journal_path
 from zeus_plugins_nvml import fake_pynvml
 
 CLOCKS = [1410, 1200, 1005, 810, 600]  # the example sweeps down to min_frequency = 800
@@ -59,8 +59,8 @@ def test_online_profiler_example_profiles_both_stages_and_feeds_the_planner(repo
     # the sweep left the simulated GPU as it found it, with nothing pending in the journal
     g = fake_pynvml.read_state(driver)["gpus"][0]
     assert g["locked_clocks"] is None and g["locked_mem_clocks"] is None
-    with store.journal() as j:
-        assert j.journal_entries() == []
+    with Journal(journal_path()) as j:
+        assert j.entries() == []
 
     profile = tmp_path / "profile.csv"
     with profile.open("w", newline="") as f:

@@ -56,16 +56,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import click
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from zeus_core.cli.consoles import make_console
-from zeus_core.daemon import CAP_SYS_ADMIN, DaemonClient, DaemonError, has_capability, socket_path
 from zeus_core.device import (
     ClockControl,
     ControlPaths,
@@ -76,13 +73,14 @@ from zeus_core.device import (
     PowerLimitControl,
     TemperatureReadings,
 )
-from zeus_core.devicekit import CAP_DAC_OVERRIDE
-from zeus_core.engine.assembly import OptionsError, build_device
 from zeus_core.engine.registry import CORE_PLUGIN, Registry, get_registry
-from zeus_core.engine.validation import parse_override
 from zeus_core.errors import EXIT_BAD_INPUT, DeviceAbsent
-from zeus_core.inloop.monitor import GPU_DEVICE_ENV
-from zeus_core.provenance import python_info
+from zeus_core.inloop import GPU_DEVICE_ENV
+
+# The command's body loads the engine, the daemon client and rich's tables when it runs, not when
+# ``zeus`` (which adds the command) starts.
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: the shape of ``zeus env --json`` (keys are only ever added)
 SCHEMA = 1
@@ -127,6 +125,8 @@ def chosen_devices(devices: tuple[str, ...]) -> tuple[Registry, list[str], str |
 
 def device_options(reg: Registry, sets: tuple[str, ...]) -> tuple[dict[str, dict], list[str]]:
     """``--set DEVICE.KEY=VALUE`` options as per-plugin tables, and what is wrong with any of them."""
+    from zeus_core.engine.validation import parse_override
+
     tables: dict[str, dict] = {}
     errors = []
     for text in sets:
@@ -148,6 +148,8 @@ def device_options(reg: Registry, sets: tuple[str, ...]) -> tuple[dict[str, dict
 def probe_devices(reg: Registry, names: list[str], tables: dict[str, dict], console: Console) -> tuple[list[Probe], list[str]]:
     """Open each device plugin of ``names`` with its options table: a :class:`Probe` per plugin, and
     the option errors (``"name: message @ path"``), which open nothing. The caller closes what opened."""
+    from zeus_core.engine.assembly import OptionsError, build_device
+
     probes: list[Probe] = []
     errors: list[str] = []
     for name in names:
@@ -219,6 +221,8 @@ def rocm_version() -> dict[str, str] | None:
 
 def daemon_status(timeout_s: float = 1.0) -> dict[str, Any]:
     """The ``zeus daemon`` socket this process would use, and what it answers (nothing is asked of it)."""
+    from zeus_core.daemon import DaemonClient, DaemonError, socket_path
+
     sock = socket_path()
     out: dict[str, Any] = {"socket": sock, "reachable": None, "pid": None, "operations": [], "error": None}
     if not sock:
@@ -328,6 +332,10 @@ def gpu_choice(reg: Registry, probes: list[Probe]) -> dict[str, Any]:
 
 def machine_report(reg: Registry, probes: list[Probe]) -> dict[str, Any]:
     """Everything ``zeus env`` says, in its JSON shape (see the module docstring)."""
+    from zeus_core.daemon import CAP_SYS_ADMIN, has_capability
+    from zeus_core.devicekit import CAP_DAC_OVERRIDE
+    from zeus_core.provenance import python_info
+
     return {
         "schema": SCHEMA,
         "zeus_core": _core_version(reg),
@@ -368,6 +376,8 @@ def _device_rows(plugin: dict[str, Any]) -> list[list[str]]:
 
 
 def print_report(report: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+
     py, torch = report["python"], report["torch"]
     lines = [f"zeus-core {report['zeus_core']}, Python {py['version']} ({py['executable']}), {py['platform']}"]
     if torch is None:

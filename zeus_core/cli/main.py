@@ -11,52 +11,39 @@ errors on its error console; diagnostics go to the ``zeus`` loggers. ``-q`` / ``
 
 from __future__ import annotations
 
-import csv
-import io
+import importlib
 import json
+import logging
 import os
 import signal
 import sys
-from datetime import datetime
-from importlib.metadata import PackageNotFoundError, version
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from zeus_core.cli.consoles import make_console, verbosity_options
-from zeus_core.cli.env import env_command
-from zeus_core.cli.monitor import monitor_command
-from zeus_core.cli.store import store_group
-from zeus_core.daemon.command import daemon_command
-from zeus_core.daemon.command import main as daemon_main
-from zeus_core.daemon.status import privileged_path_note
-from zeus_core.engine.registry import Registry, get_registry
-from zeus_core.engine.stores.locations import mask
-from zeus_core.engine.stores.protocol import StoreError
-from zeus_core.engine.validation import JobError, load_job, resolved_values
+from zeus_core.engine.registry import CORE_PLUGIN, Registry, get_registry
 from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, RunFailed, ZeusError
 from zeus_core.files import write_atomic
 from zeus_core.journal import restore_pending
 from zeus_core.parts import Reports, WritesOutputs
-from zeus_core.provenance import KEY as PROVENANCE
-from zeus_core.provenance import now, provenance
 from zeus_core.results import JobSummary, try_columns
 
+# What only some commands need (the job-file validation, rich's tables, provenance) loads in those
+# commands, so that ``zeus --help`` and ``zeus plugins`` start fast.
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from rich.table import Table
+
     from zeus_core.engine.runner import Runner
+    from zeus_core.engine.validation import JobError
 
 console = make_console()
 err_console = make_console(stderr=True)
-
-
-def core_version() -> str:
-    try:
-        return version("zeus-core")
-    except PackageNotFoundError:  # running from a source tree
-        return "0+unknown"
 
 
 def registry() -> Registry:
@@ -83,7 +70,7 @@ def print_job_errors(e: JobError) -> None:
 
 
 def _version_text(reg: Registry) -> str:
-    lines = [f"zeus-core {core_version()}", "registered plugins:"]
+    lines = [f"zeus-core {reg.distribution_of(CORE_PLUGIN)[1]}", "registered plugins:"]
     for p in reg.plugins():
         lines.append(f"  {p.name}: {p.distribution} {p.version}")
     return "\n".join(lines)
@@ -96,12 +83,71 @@ def _print_version(ctx: click.Context, _param: Any, value: bool) -> None:
     ctx.exit(0)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: The core's commands that live in modules of their own, by name: imported when a command line names one.
+LAZY_COMMANDS = {
+    "env": "zeus_core.cli.env:env_command",
+    "monitor": "zeus_core.cli.monitor:monitor_command",
+    "store": "zeus_core.cli.store:store_group",
+    "daemon": "zeus_core.daemon.command:daemon_command",
+}
+#: Registries whose plugins have added their commands (``zeus_register_commands``) to the group.
+_commands_added: weakref.WeakSet[Registry] = weakref.WeakSet()
+
+
+class ZeusGroup(click.Group):
+    """The ``zeus`` group. The core's commands of other modules (:data:`LAZY_COMMANDS`) and the
+    plugins' commands (``zeus_register_commands``, with the registry of the command line) are added
+    when the command line names one of them, or when every command is listed (``zeus --help``):
+    ``zeus run`` imports neither ``zeus monitor`` nor a plugin's server."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            if cmd_name in LAZY_COMMANDS:
+                self._add_lazy(cmd_name)
+            else:
+                self._add_plugin_commands(ctx)
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for name in LAZY_COMMANDS:
+            if name not in self.commands:
+                self._add_lazy(name)
+        self._add_plugin_commands(ctx)
+        return super().list_commands(ctx)
+
+    def _add_lazy(self, name: str) -> None:
+        module, _, attr = LAZY_COMMANDS[name].partition(":")
+        self.add_command(getattr(importlib.import_module(module), attr), name)
+
+    def _add_plugin_commands(self, ctx: click.Context) -> None:
+        obj = ctx.find_root().obj
+        reg = obj.get("registry") if isinstance(obj, dict) else None
+        if reg is None or reg in _commands_added:
+            return
+        _commands_added.add(reg)
+        try:
+            reg.pm.hook.zeus_register_commands(cli=self)
+        except Exception as e:  # a plugin's command registration failed
+            fail(f"a plugin failed to add its commands: {type(e).__name__}: {e}", EXIT_BAD_INPUT)
+
+
+@click.group(cls=ZeusGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @verbosity_options
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version of zeus-core and of every registered plugin.")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Measure and cut the GPU energy of DNN training, one plugin at a time."""
+    _restore_left_behind(ctx.obj["registry"])
+
+
+def _restore_left_behind(reg: Registry) -> None:
+    """Put back the settings a SIGKILLed zeus process left changed, before the command runs (and
+    after ``-q`` / ``-v`` configured the ``zeus`` loggers, which say what was restored)."""
+    try:
+        restore_pending(reg.restorers)
+    except Exception as e:  # noqa: BLE001 - never block the command on this
+        logging.getLogger("zeus.journal").error("could not check the settings journal: %s", e)
 
 
 # --------------------------------------------------------------------------- plugins
@@ -111,6 +157,10 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plugins_cmd(as_json: bool) -> None:
     """List installed plugins: distribution, version, hooks, and the names each provides."""
+    from rich.table import Table
+
+    from zeus_core.daemon.status import privileged_path_note
+
     infos = registry().plugins()
     if as_json:
         click.echo(json.dumps([p.to_json() for p in infos], indent=2))
@@ -135,6 +185,8 @@ def plugins_cmd(as_json: bool) -> None:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, e.g. job.seed=3.")
 def validate_cmd(job_file: Path, sets: tuple[str, ...]) -> None:
     """Check a job file and report every mistake, each with its line and path."""
+    from zeus_core.engine.validation import JobError, load_job
+
     try:
         spec = load_job(job_file, registry(), sets)
     except JobError as e:
@@ -156,6 +208,11 @@ def _print_deferred(spec) -> None:
 
 
 def _dry_run(spec) -> None:
+    from rich.table import Table
+
+    from zeus_core.engine.stores.locations import mask
+    from zeus_core.engine.validation import resolved_values
+
     table = Table(title=f"job {spec.job.name!r}: resolved configuration")
     table.add_column("key")
     table.add_column("value")
@@ -181,6 +238,8 @@ def _recurrence_line(rec: int, records: list) -> str:
 
 
 def _closing_table(summary: JobSummary) -> Table:
+    from rich.table import Table
+
     by_rec: dict[int, list] = {}
     for r in summary.records:
         by_rec.setdefault(r.recurrence, []).append(r)
@@ -232,9 +291,20 @@ def _grid_text(key: str, value: float) -> str:
     return f"{value:,.1f}" if key == "carbon_g" else f"{value:,.2f}"
 
 
-def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str, started: datetime) -> list[Path]:
-    """recurrences.csv, summary.json (with the provenance of ``zeus <command>``, begun at ``started``), the parts' files."""
+def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str, started: datetime,
+                   fresh: bool = False) -> list[Path]:
+    """recurrences.csv, summary.json (with the provenance of ``zeus <command>``, begun at ``started``), the parts'
+    files; ``fresh``: then the files an earlier command recorded here and this one did not write are removed
+    (the rule above :func:`_recorded_outputs`). summary.json is written last, since it records the others,
+    and also when a part's files fail."""
+    import csv
+    import io
+
+    from zeus_core.provenance import KEY as PROVENANCE
+    from zeus_core.provenance import provenance
+
     out.mkdir(parents=True, exist_ok=True)
+    earlier = _recorded_outputs(out)
     written = []
     if "workload" in runner.parts:
         buf = io.StringIO()
@@ -244,15 +314,90 @@ def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str,
             w.writerow(r.row())
         write_atomic(out / "recurrences.csv", buf.getvalue())
         written.append(out / "recurrences.csv")
-    body = summary.to_json()
-    body[PROVENANCE] = provenance(registry(), command=command, started=started,
-                                  device_spec=runner.spec.parts.get("device"), device=runner.parts.get("device"))
-    write_atomic(out / "summary.json", json.dumps(body, indent=2, allow_nan=False, default=str) + "\n")
+    stamp = _stamp(out)
+    parts_wrote: list[Path] = []
+    done = False
+    try:
+        for part in runner.parts.values():
+            if isinstance(part, WritesOutputs):
+                parts_wrote.extend(Path(p) for p in part.write_outputs(out, summary) or ())
+        done = True
+    finally:
+        mine = _files_written(out, [*written, out / "summary.json", *parts_wrote], stamp)
+        kept = set() if fresh and done else {f for f in earlier if (out / f).is_file()}  # removed below, or still there
+        body = summary.to_json()
+        body[PROVENANCE] = provenance(registry(), command=command, started=started,
+                                      device_spec=runner.spec.parts.get("device"), device=runner.parts.get("device"),
+                                      outputs=sorted(mine | kept))
+        write_atomic(out / "summary.json", json.dumps(body, indent=2, allow_nan=False, default=str) + "\n")
     written.append(out / "summary.json")
-    for part in runner.parts.values():
-        if isinstance(part, WritesOutputs):
-            written.extend(Path(p) for p in part.write_outputs(out, summary) or ())
-    return written
+    if fresh:
+        _remove_outputs(out, earlier - mine)
+    return written + parts_wrote
+
+
+# What zeus wrote in an --output folder is recorded in its summary.json (provenance "outputs": paths relative
+# to the folder), so that ``zeus run --fresh`` removes the files an earlier command wrote there and this one
+# did not (a previous run's extra plans/NNNNN.json), and nothing else: a file no zeus command recorded (the
+# user's own, or outputs written before the record existed) is never removed.
+
+
+def _recorded_outputs(out: Path) -> set[str]:
+    """The files the summary.json in ``out`` records as written by zeus (none where it records none)."""
+    from zeus_core.provenance import KEY as PROVENANCE
+
+    try:
+        recorded = json.loads((out / "summary.json").read_text())[PROVENANCE]["outputs"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return set()
+    return {f for f in recorded if isinstance(f, str)} if isinstance(recorded, list) else set()
+
+
+def _stamp(out: Path) -> int:
+    """The file system's time now, as it stamps files it writes under ``out`` (a probe file's mtime)."""
+    probe = out / f".zeus-stamp-{os.getpid()}"
+    probe.write_bytes(b"")
+    try:
+        return probe.stat().st_mtime_ns
+    finally:
+        probe.unlink()
+
+
+def _files_written(out: Path, paths: list[Path], stamp: int) -> set[str]:
+    """The files of ``paths`` under ``out``, relative to it; a folder counts for the files in it written since ``stamp``."""
+    root = out.resolve()
+    mine: set[str] = set()
+    for p in paths:
+        files = [f for f in p.rglob("*") if f.is_file() and f.stat().st_mtime_ns >= stamp] if p.is_dir() else [p]
+        for f in files:
+            try:
+                mine.add(f.resolve().relative_to(root).as_posix())
+            except ValueError:  # written outside --output: not this folder's to record
+                continue
+    return mine
+
+
+def _remove_outputs(out: Path, stale: set[str]) -> None:
+    """Remove the recorded files ``stale`` (each a regular file inside ``out``), then the folders that leaves empty."""
+    import stat
+
+    root = out.resolve()
+    emptied: set[Path] = set()
+    for rel in sorted(stale):
+        path = out / rel
+        try:
+            path.resolve().relative_to(root)  # ValueError: outside the folder (a "..", a linked folder)
+            if not stat.S_ISREG(path.lstat().st_mode):  # a link or a folder: not a file zeus wrote
+                continue
+            path.unlink()
+        except (OSError, ValueError):  # gone already, outside the folder, or not ours to remove
+            continue
+        emptied.update(a for a in path.parents if a != out and out in a.parents)
+    for folder in sorted(emptied, key=lambda f: -len(f.parts)):
+        try:
+            folder.rmdir()  # only where nothing else is left
+        except OSError:
+            continue
 
 
 class _Terminated(BaseException):
@@ -285,6 +430,8 @@ def _check_output(output: Path | None) -> None:
 
 
 def _load(job_file: Path, sets: tuple[str, ...]):
+    from zeus_core.engine.validation import JobError, load_job
+
     try:
         return load_job(job_file, registry(), sets)
     except JobError as e:
@@ -314,7 +461,8 @@ def _account_lines(summary: JobSummary) -> list[str]:
     return lines
 
 
-def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: str, started: datetime) -> None:
+def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: str, started: datetime,
+            fresh: bool = False) -> None:
     """The closing table, the parts' reports, and every output file."""
     if summary.records:
         console.print(_closing_table(summary))
@@ -324,7 +472,7 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: s
         if isinstance(part, Reports):
             part.report(console, summary)
     if output is not None:
-        for p in _write_outputs(runner, summary, output, command, started):
+        for p in _write_outputs(runner, summary, output, command, started, fresh):
             console.print(f"wrote {escape(str(p))}")
 
 
@@ -334,7 +482,9 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: s
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
               help="Write recurrences.csv, summary.json and plugin outputs here.")
 @click.option("--dry-run", is_flag=True, help="Print the resolved configuration and where each value came from; run nothing.")
-@click.option("--fresh", is_flag=True, help="Forget what the job's store learned (in the job's first write) and start over.")
+@click.option("--fresh", is_flag=True, help="Forget what the job's store learned (in the job's first write) and start over; "
+                                           "in --output, remove the files an earlier zeus command wrote there and this run "
+                                           "did not (only those its summary.json records).")
 def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run: bool, fresh: bool) -> None:
     """Run a job: compose the chosen plugins and run its recurrences.
 
@@ -342,6 +492,8 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (devices restored, outputs of
     what finished written).
     """
+    from zeus_core.provenance import now
+
     started = now()
     spec = _load(job_file, sets)
     if dry_run:
@@ -349,6 +501,8 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
         return
     _check_output(output)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from zeus_core.engine.stores.protocol import StoreError
 
     runner = _make_runner(spec, fresh=fresh)
     handled = (signal.SIGTERM, signal.SIGHUP)
@@ -395,7 +549,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             err_console.print(f"[bold red]error:[/] cannot read the results back: {escape(str(e))}")
     if summary is None:
         sys.exit(code)
-    _finish(runner, summary, output, "run", started)
+    _finish(runner, summary, output, "run", started, fresh)
     sys.exit(code)
 
 
@@ -411,6 +565,8 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     that their tables and files come out as after ``zeus run``; planners'
     files (allocations, frequency plans, profiles) are computed by ``zeus run``.
     """
+    from zeus_core.provenance import now
+
     started = now()
     spec = _load(job_file, sets)
     runner = _make_runner(spec)
@@ -435,10 +591,6 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     _finish(runner, summary, output, "report", started)
 
 
-cli.add_command(monitor_command)
-cli.add_command(env_command)
-cli.add_command(store_group)
-cli.add_command(daemon_command)
 
 
 # --------------------------------------------------------------------------- entry point
@@ -447,21 +599,14 @@ cli.add_command(daemon_command)
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["daemon"]:  # the root daemon loads only the plugins it serves
+        from zeus_core.daemon.command import main as daemon_main
+
         daemon_main(args[1:])
         return
     try:
         reg = get_registry()
     except PluginError as e:
         fail(str(e), EXIT_BAD_INPUT)
-    try:
-        # Settings a SIGKILLed zeus process left changed are put back first.
-        restore_pending(reg.restorers, err_console)
-    except Exception as e:  # noqa: BLE001 - never block the command on this
-        err_console.print(f"[yellow]zeus:[/] could not check the settings journal: {escape(str(e))}")
-    try:
-        reg.pm.hook.zeus_register_commands(cli=cli)
-    except Exception as e:  # a plugin's command registration failed
-        fail(f"a plugin failed to add its commands: {type(e).__name__}: {e}", EXIT_BAD_INPUT)
     cli.main(args=argv, prog_name="zeus", obj={"registry": reg})
 
 

@@ -32,19 +32,19 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Group
-from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from zeus_core.cli.consoles import make_console
 from zeus_core.cli.env import chosen_devices, close_probes, device_options, probe_devices
 from zeus_core.device import ControlPaths, EnergyIncludes, PowerDomainReadings, TemperatureReadings
 from zeus_core.measurement import format_joules
+
+if TYPE_CHECKING:  # rich's live display and tables load when the command runs
+    from rich.table import Table
+    from rich.text import Text
 
 #: the order power domains are shown in (others follow, by name)
 DOMAIN_ORDER = ("instant", "average", "memory")
@@ -143,6 +143,9 @@ class Sampler:
         return str(g.control_paths.get(n, "-")) if isinstance(g, ControlPaths) else "-"
 
     def table(self, title: str, final: bool = False) -> Table:
+        from rich.table import Table
+        from rich.text import Text
+
         temps, domains = any(v is not None for v in self.temperature.values()), any(self.domains.values())
         t = Table(title=title, title_justify="left")
         t.add_column("device")
@@ -245,6 +248,10 @@ def monitor_command(
     devices: tuple[str, ...], sets: tuple[str, ...], interval: float, csv_path: Path | None, duration: float | None
 ) -> None:
     """Show live power, energy and temperature of every device; Ctrl-C ends with a summary."""
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
+
     console = make_console()
     err = make_console(stderr=True)
     reg, wanted, unknown = chosen_devices(devices)

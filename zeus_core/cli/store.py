@@ -23,11 +23,9 @@ import click
 from rich.markup import escape
 
 from zeus_core.cli.consoles import make_console
-from zeus_core.engine.history import ledger
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.stores.locations import open_store, scheme_of
 from zeus_core.engine.stores.protocol import JobStore, StoreError, StoreUnavailable
-from zeus_core.engine.stores.sqlite import SCHEMA_VERSION
 from zeus_core.files import write_atomic
 from zeus_core.results import TryRecord
 
@@ -74,6 +72,8 @@ _job_option = click.option("--job", "job", metavar="NAME", help="The job's name 
 
 def export_store(store: JobStore) -> dict[str, Any]:
     """Everything a store holds, as JSON-able data."""
+    from zeus_core.engine.stores.sqlite import SCHEMA_VERSION
+
     with contextlib.closing(store) as s:
         return {
             "format": EXPORT_FORMAT,
@@ -123,6 +123,9 @@ def store_group() -> None:
 @_job_option
 def check_cmd(store: str, job: str | None) -> None:
     """Say what STORE (a path or URL) is: schema, the job it learned, its results; or why it cannot be used (exit 2)."""
+    from zeus_core.engine.history import ledger
+    from zeus_core.engine.stores.sqlite import SCHEMA_VERSION
+
     opened = _open(store, job=job)
     info = opened.info
     try:

@@ -13,19 +13,24 @@ original setting, and puts it back when the client goes away.
 * :mod:`~zeus_core.daemon.config` and :mod:`~zeus_core.daemon.server`: the daemon itself.
 
 This package's top level stays light (no registry, no job loading): device
-plugins import the client from it in every process.
+plugins import the client from it in every process. Its names load on first use.
 """
 
-from zeus_core.daemon.client import CAP_SYS_ADMIN, ENV, DaemonClient, DaemonError, has_capability, socket_path
-from zeus_core.daemon.service import (
-    ClientSession,
-    NoArgs,
-    OperationFailed,
-    Refused,
-    ServiceConfigError,
-    ServiceContext,
-    operation,
-)
+from typing import TYPE_CHECKING
+
+from zeus_core.loading import lazy_exports
+
+if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
+    from zeus_core.daemon.client import CAP_SYS_ADMIN, ENV, DaemonClient, DaemonError, has_capability, socket_path
+    from zeus_core.daemon.service import (
+        ClientSession,
+        NoArgs,
+        OperationFailed,
+        Refused,
+        ServiceConfigError,
+        ServiceContext,
+        operation,
+    )
 
 __all__ = [
     "CAP_SYS_ADMIN",
@@ -42,3 +47,4 @@ __all__ = [
     "operation",
     "socket_path",
 ]
+__getattr__ = lazy_exports(__name__)

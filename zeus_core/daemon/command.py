@@ -19,17 +19,23 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
 from zeus_core.cli.consoles import requested_level, verbosity_options
-from zeus_core.daemon.config import CONFIG_ENV, DEFAULT_CONFIG, ConfigError, read_config, resolve
 from zeus_core.engine.registry import load
 from zeus_core.errors import PluginError
 
+if TYPE_CHECKING:  # the configuration's reader (and job-file validation under it) loads when the daemon starts
+    from zeus_core.daemon.config import ConfigError
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG = 0, 1, 2
+#: The daemon's configuration file, unless ``--config`` or :data:`CONFIG_ENV` names another.
+DEFAULT_CONFIG = "/etc/zeus/daemon.toml"
+CONFIG_ENV = "ZEUS_DAEMON_CONFIG"
 
 
 def _print_problems(err: Console, e: ConfigError) -> None:
@@ -41,6 +47,7 @@ def _print_problems(err: Console, e: ConfigError) -> None:
 
 def run_daemon(config_path: Path, check: bool = False, level: int = logging.INFO) -> int:
     """Start the daemon for ``config_path`` and serve until a stop signal, logging at ``level``; the exit status."""
+    from zeus_core.daemon.config import ConfigError, read_config, resolve
     from zeus_core.daemon.server import Daemon, StartError, setup_logging  # only a starting daemon needs it
 
     err = Console(stderr=True, soft_wrap=True)

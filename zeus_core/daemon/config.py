@@ -37,8 +37,6 @@ from zeus_core import catalog
 from zeus_core.engine.tomllines import line_index
 from zeus_core.engine.validation import JobError, Problem, structure, suggest
 
-DEFAULT_CONFIG = "/etc/zeus/daemon.toml"
-CONFIG_ENV = "ZEUS_DAEMON_CONFIG"
 DEFAULT_SOCKET = "/run/zeus/daemon.sock"
 DEFAULT_JOURNAL_DIR = "/var/lib/zeus-daemon"
 

@@ -31,7 +31,6 @@ removes its socket.
 
 from __future__ import annotations
 
-import io
 import logging
 import math
 import os
@@ -51,7 +50,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from rich.console import Console
 
 from zeus_core.daemon.config import ResolvedConfig
 from zeus_core.daemon.protocol import (
@@ -274,12 +272,7 @@ class Daemon:
         """Put back what a daemon killed with SIGKILL left changed (its journal)."""
         path = self.config.journal_path
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        out = io.StringIO()
-        n = restore_pending(self.registry.restorers, Console(file=out, width=400, color_system=None), path=path)
-        for line in out.getvalue().splitlines():
-            if line.strip():
-                log.warning("%s", line.replace("zeus: ", "", 1))
-        return n
+        return restore_pending(self.registry.restorers, path=path, logger=log)
 
     def build_services(self) -> None:
         """Build every served service; ServiceConfigError becomes a config problem with its path."""

@@ -14,18 +14,26 @@ pieces; each lives here so that no two plugins hold near-copies of it:
   a vendor library's failures in messages and through the daemon;
 * :mod:`~zeus_core.devicekit.served`: the GPUs a daemon service serves, and :class:`GpuService`;
 * :mod:`~zeus_core.devicekit.simulated`: the shared state of a simulated driver;
-* :mod:`~zeus_core.devicekit.groups`: :class:`ClosedOnExit`, :func:`deferred_factory`, and
-  :class:`GpuGroup`, what a group of GPUs does with all of them at once.
+* :mod:`~zeus_core.devicekit.groups`: :class:`ClosedOnExit`, and :class:`GpuGroup`, what a
+  group of GPUs does with all of them at once; :func:`deferred_factory` (from
+  :mod:`zeus_core.loading`), a device factory that loads the device's code when a device opens.
 
-What a device group *is* and may declare stays in :mod:`zeus_core.device`.
+What a device group *is* and may declare stays in :mod:`zeus_core.device`. The names load on
+first use, so that a plugin's entry point that names one (``deferred_factory``) loads only its module.
 """
 
-from zeus_core.devicekit.counters import WrappingCounter, watch_period
-from zeus_core.devicekit.drivers import DriverDevice, DriverErrors
-from zeus_core.devicekit.groups import ClosedOnExit, GpuGroup, deferred_factory
-from zeus_core.devicekit.polling import PowerIntegral, Sampler
-from zeus_core.devicekit.served import GpuArgs, GpuService, ServedGpus, all_or_list, select_gpus
-from zeus_core.devicekit.settings import CAP_DAC_OVERRIDE, DaemonCall, SettingsPath
+from typing import TYPE_CHECKING
+
+from zeus_core.loading import lazy_exports
+
+if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
+    from zeus_core.devicekit.counters import WrappingCounter, watch_period
+    from zeus_core.devicekit.drivers import DriverDevice, DriverErrors
+    from zeus_core.devicekit.groups import ClosedOnExit, GpuGroup
+    from zeus_core.devicekit.polling import PowerIntegral, Sampler
+    from zeus_core.devicekit.served import GpuArgs, GpuService, ServedGpus, all_or_list, select_gpus
+    from zeus_core.devicekit.settings import CAP_DAC_OVERRIDE, DaemonCall, SettingsPath
+    from zeus_core.loading import deferred_factory
 
 __all__ = [
     "CAP_DAC_OVERRIDE",
@@ -46,3 +54,4 @@ __all__ = [
     "select_gpus",
     "watch_period",
 ]
+__getattr__ = lazy_exports(__name__)

@@ -1,10 +1,9 @@
-"""What every device group and device plugin needs: a ``with`` block, a factory that loads the
-device's code only when a device is opened, and what a group of GPUs does with all of them."""
+"""What every device group needs: a ``with`` block, and what a group of GPUs does with all of them.
+(The factory that loads a device's code only when a device is opened, ``deferred_factory``, lives in
+:mod:`zeus_core.loading`, so that a plugin's entry point that names one loads no more.)"""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from typing import Any
 
 from zeus_core.errors import DeviceError
@@ -22,29 +21,6 @@ class ClosedOnExit:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def deferred_factory(target: str, help: str) -> Callable[[Any, Any], Any]:
-    """A device factory that imports ``target`` (``"package.module:function"``) when a job or a
-    tool first opens the device, and calls it with the options and the context.
-
-    A plugin's entry point is imported by every ``zeus`` command; registering the
-    factory this way keeps the device code (and the vendor library it imports) out
-    of commands that open no device. ``help`` is what ``zeus plugins`` shows::
-
-        register("nvml", deferred_factory("zeus_plugins_nvml.device:make_nvml", "NVIDIA GPUs through NVML"),
-                 options=NvmlOptions, measures={"gpu": "gpus"})
-    """
-    module, sep, name = target.partition(":")
-    if not sep or not module or not name:
-        raise ValueError(f"deferred_factory target {target!r}: expected \"package.module:function\"")
-
-    def factory(options: Any, context: Any) -> Any:
-        return getattr(importlib.import_module(module), name)(options, context)
-
-    factory.__doc__ = help
-    factory.__qualname__ = factory.__name__ = name
-    return factory
 
 
 class GpuGroup(ClosedOnExit):

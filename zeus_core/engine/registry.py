@@ -35,12 +35,24 @@ CORE_PLUGIN = "zeus-core"
 
 
 def _core_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, distribution
 
     try:
-        return version("zeus-core")
+        return name_and_version(distribution("zeus-core"))[1]
     except PackageNotFoundError:  # a source tree
         return "0+unknown"
+
+
+def name_and_version(dist: Any) -> tuple[str, str]:
+    """An installed distribution's name and version (an ``importlib.metadata.Distribution``), read from
+    its metadata's headers alone: its body, often a whole README, is not parsed at every start."""
+    from email.parser import HeaderParser
+
+    headers = HeaderParser().parsestr(dist.read_text("METADATA") or dist.read_text("PKG-INFO") or "")
+    name, version = headers["Name"], headers["Version"]
+    if name is None or version is None:  # metadata of another shape: as importlib.metadata reads it
+        return dist.metadata["Name"], dist.version
+    return name, version
 
 
 @attrs.define
@@ -55,13 +67,43 @@ class Registration:
     kind: str
     name: str
     factory: Callable[..., Any]
-    options: type
+    #: the options class, or where it is (``"package.module:Class"``) until it is first used
+    _options: type | str
     plugin: str
     distribution: str
     help: str = ""
     default: bool = False
     #: devices: what the plugin measures -> the option that selects devices by index (None: all)
     measures: dict[str, str | None] = attrs.field(factory=dict)
+
+    @property
+    def options(self) -> type:
+        """The part's options class. One registered as ``"package.module:Class"`` is imported, and
+        checked, here: when a job (or ``zeus validate``) first uses the part, not at every start;
+        what is wrong with it is a :class:`PluginError` naming the plugin."""
+        if isinstance(self._options, str):
+            from zeus_core.loading import load_callable
+
+            try:
+                found = load_callable(self._options, what=f"the options of {self.kind} {self.name!r}")
+            except ValueError as e:
+                raise PluginError(f"plugin {self.plugin!r} ({self.distribution}): {e}") from e
+            _check_options(found, self.kind, self.name, self.measures, f"plugin {self.plugin!r} ({self.distribution})")
+            object.__setattr__(self, "_options", found)
+        assert not isinstance(self._options, str)
+        return self._options
+
+
+def _check_options(opts: Any, kind: str, name: str, measures: dict[str, str | None] | None, who: str) -> None:
+    """A part's options class is an attrs class with every option its ``measures`` names."""
+    if not attrs.has(opts):
+        raise PluginError(f"{who}: the options of {kind} {name!r} must be an attrs class, got {opts!r}")
+    if measures:
+        fields = {f.name for f in attrs.fields(opts)}
+        unknown = sorted(o for o in measures.values() if o is not None and o not in fields)
+        if unknown:
+            raise PluginError(f"{who} registered device {name!r} with measures={measures!r}, but its "
+                              f"options have no {', '.join(map(repr, unknown))}")
 
 
 @attrs.frozen
@@ -123,13 +165,28 @@ class Registry:
         self.stores: dict[str, StoreBackend] = {}
         #: how ranks started by a launcher join one job (``zeus_register_process_groups``), by name
         self.process_groups: dict[str, ProcessGroupJoiner] = {}
-        #: ``zeus daemon``'s privileged services (``zeus_register_privileged_operations``), by name
-        self.services: dict[str, Registration] = {}
+        self._services: dict[str, Registration] | None = None
         #: sources of grid signals (``zeus_register_grid_signals``), by scheme
         self.grid_sources: dict[str, GridSource] = {}
         self._dist: dict[str, tuple[str, str]] = {}
 
     # -- lookups --
+
+    @property
+    def services(self) -> dict[str, Registration]:
+        """``zeus daemon``'s privileged services (``zeus_register_privileged_operations``), by name.
+
+        Collected on first use (``zeus daemon``, ``zeus plugins``), so that the commands that serve
+        no device import no service's code; a bad registration is a :class:`PluginError` then."""
+        if self._services is None:
+            services: dict[str, Registration] = {}
+            plugins = self._plugins()
+            for plugin_name, plugin in plugins:
+                caller = self._caller_for("zeus_register_privileged_operations", plugin, plugins)
+                if caller is not None:
+                    caller(register=self._registrar("privileged_service", plugin_name, services))
+            self._services = services
+        return self._services
 
     def get(self, kind: str, name: str) -> Registration:
         return self.parts[kind][name]
@@ -182,8 +239,11 @@ class Registry:
 
     # -- registration --
 
+    def _plugins(self) -> list[tuple[str, object]]:
+        return [(n, p) for n, p in self.pm.list_name_plugin() if p is not hookspecs and p is not None]
+
     def _collect(self) -> None:
-        plugins = [(n, p) for n, p in self.pm.list_name_plugin() if p is not hookspecs and p is not None]
+        plugins = self._plugins()
         for kind, (hook_name, _) in KINDS.items():
             for plugin_name, plugin in plugins:
                 caller = self._caller_for(hook_name, plugin, plugins)
@@ -203,10 +263,6 @@ class Registry:
             caller = self._caller_for("zeus_register_grid_signals", plugin, plugins)
             if caller is not None:
                 caller(register=self._grid_registrar(plugin_name))
-        for plugin_name, plugin in plugins:
-            caller = self._caller_for("zeus_register_privileged_operations", plugin, plugins)
-            if caller is not None:
-                caller(register=self._registrar("privileged_service", plugin_name, self.services))
 
     def _caller_for(self, hook_name: str, plugin: object, plugins: list[tuple[str, object]]):
         impls = getattr(self.pm.hook, hook_name).get_hookimpls()
@@ -222,7 +278,7 @@ class Registry:
         table = self.parts[kind] if table is None else table
 
         def register(
-            name: str, factory: Callable[..., Any], options: type | None = None, help: str = "", default: bool = False,
+            name: str, factory: Callable[..., Any], options: type | str | None = None, help: str = "", default: bool = False,
             measures: dict[str, str | None] | None = None,
         ) -> None:
             if not isinstance(name, str) or not name or name != name.strip():
@@ -238,18 +294,8 @@ class Registry:
             if not callable(factory):
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered {kind} {name!r} with a non-callable factory")
             opts = options if options is not None else getattr(factory, "Options", None) or NoOptions
-            if not attrs.has(opts):
-                raise PluginError(
-                    f"plugin {plugin_name!r} ({dist}): the options of {kind} {name!r} must be an attrs class, got {opts!r}"
-                )
-            if measures:
-                fields = {f.name for f in attrs.fields(opts)}
-                unknown = sorted(o for o in measures.values() if o is not None and o not in fields)
-                if unknown:
-                    raise PluginError(
-                        f"plugin {plugin_name!r} ({dist}) registered device {name!r} with measures={measures!r}, but its "
-                        f"options have no {', '.join(map(repr, unknown))}"
-                    )
+            if not isinstance(opts, str):  # "package.module:Class": imported and checked when first used
+                _check_options(opts, kind, name, measures, f"plugin {plugin_name!r} ({dist})")
             if kind == "privileged_service" and not operations_of(factory):
                 raise PluginError(
                     f"plugin {plugin_name!r} ({dist}) registered privileged service {name!r}, whose class has no "
@@ -391,9 +437,9 @@ def load(
         pm.set_blocked(blocked)
     reg = Registry(pm)
     # The core's own parts (the SQLite store) arrive through the same hooks as any plugin's.
-    from zeus_core.engine.stores import sqlite as core_store
+    from zeus_core.engine import core_plugin
 
-    pm.register(core_store, name=CORE_PLUGIN)
+    pm.register(core_plugin, name=CORE_PLUGIN)
     reg._dist[CORE_PLUGIN] = ("zeus-core", _core_version())
     if entry_points:
         try:
@@ -404,7 +450,7 @@ def load(
         for plugin, dist in pm.list_plugin_distinfo():
             name = pm.get_name(plugin)
             if name is not None:
-                reg._dist[name] = (dist.metadata["name"], dist.version)
+                reg._dist[name] = name_and_version(dist)
     for name, obj in extra_plugins:
         if pm.is_blocked(name) or pm.get_plugin(name) is obj:  # blocked, or already there (the core's own)
             continue

@@ -29,7 +29,7 @@ from zeus_core.engine.registry import SECTION_KIND, Registry
 from zeus_core.engine.stores.locations import mask, open_store
 from zeus_core.engine.stores.protocol import StoreError, StoreUnavailable
 from zeus_core.engine.tomllines import find_line, line_index
-from zeus_core.errors import BadInput
+from zeus_core.errors import BadInput, PluginError
 from zeus_core.files import FileChecks
 from zeus_core.identity import IdentityMismatch, differences
 from zeus_core.job import (
@@ -410,8 +410,13 @@ def validate(
             problems.append(Problem((section, "plugin"), msg))
             continue
         reg = registry.get(kind, name)
+        try:
+            options_class = reg.options  # a plugin's options class loads with the first job that uses it
+        except PluginError as e:
+            problems.append(Problem((section, "plugin"), str(e)))
+            continue
         body = {k: v for k, v in table.items() if k != "plugin"}
-        opts = structure(reg.options, body, (section,), problems)
+        opts = structure(options_class, body, (section,), problems)
         if opts is not None:
             parts[section] = PartSpec(section, name, opts, reg)
     default_power = registry.default(SECTION_KIND["power"])

@@ -40,15 +40,12 @@ from zeus_core.device import NoDevices, PowerLimitControl
 from zeus_core.engine.assembly import DeviceOpenError, OptionsError, build_device
 from zeus_core.engine.ranks import launched_local_rank
 from zeus_core.errors import DeviceAbsent
+from zeus_core.inloop import GPU_DEVICE_ENV
 from zeus_core.measurement import Measurement
 from zeus_core.windows import DeviceSet, Monitor
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core.engine.registry import Registration, Registry
-
-#: The device plugin whose GPUs ``ZeusMonitor`` (and the power and temperature monitors) measure
-#: where GPUs of several plugins open (a machine with NVIDIA and AMD GPUs), e.g. ``ZEUS_GPU_DEVICE=nvml``.
-GPU_DEVICE_ENV = "ZEUS_GPU_DEVICE"
 
 #: (plugin name, identity as a ``[device]`` section declares it, device group)
 Opened = tuple[str, dict[str, Any], Any]

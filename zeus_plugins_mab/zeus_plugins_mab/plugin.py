@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeus_core import BuildContext, EpochPredictor, hookimpl
-from zeus_plugins_mab.options import CarbonAwareOptions, JitOptions, MabOptions
 
 if TYPE_CHECKING:
     from zeus_plugins_mab.carbon import CarbonAwarePolicy
     from zeus_plugins_mab.jit import JitPowerPolicy
+    from zeus_plugins_mab.options import CarbonAwareOptions, JitOptions, MabOptions
     from zeus_plugins_mab.policy import MabPolicy
 
 
@@ -46,13 +46,14 @@ def make_carbon_aware(options: CarbonAwareOptions, context: BuildContext) -> Car
 
 @hookimpl
 def zeus_register_batch_size_policies(register):
-    register("mab", make_mab, options=MabOptions,
+    register("mab", make_mab, options="zeus_plugins_mab.options:MabOptions",
              help="Zeus: exploration + Thompson sampling over batch sizes (variant improved or paper).")
 
 
 @hookimpl
 def zeus_register_power_policies(register):
-    register("jit", make_jit, options=JitOptions, help="Zeus: profile each power limit in the first epoch, hold the cheapest.")
-    register("carbon-aware", make_carbon_aware, options=CarbonAwareOptions,
+    register("jit", make_jit, options="zeus_plugins_mab.options:JitOptions",
+             help="Zeus: profile each power limit in the first epoch, hold the cheapest.")
+    register("carbon-aware", make_carbon_aware, options="zeus_plugins_mab.options:CarbonAwareOptions",
              help="The JIT's profile, then per grid period a lower limit while the grid is dirty, a higher one while clean, "
                   "in the carbon-blind JIT's time (reads [grid]).")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeus_core import hookimpl
-from zeus_core.devicekit import deferred_factory
+from zeus_core.loading import deferred_factory
 from zeus_plugins_amdsmi.control import OWNER, restore_setting
-from zeus_plugins_amdsmi.options import AmdsmiOptions
-from zeus_plugins_amdsmi.service import AmdsmiServeOptions, AmdsmiService
+
+if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
+    pass
 
 #: AMD GPUs through amdsmi (the device module loads when a job or tool opens one)
 make_amdsmi = deferred_factory("zeus_plugins_amdsmi.device:make_amdsmi", "AMD GPUs through amdsmi")
@@ -14,7 +17,7 @@ make_amdsmi = deferred_factory("zeus_plugins_amdsmi.device:make_amdsmi", "AMD GP
 
 @hookimpl
 def zeus_register_devices(register):
-    register("amdsmi", make_amdsmi, options=AmdsmiOptions, measures={"gpu": "gpus"})
+    register("amdsmi", make_amdsmi, options="zeus_plugins_amdsmi.options:AmdsmiOptions", measures={"gpu": "gpus"})
 
 
 @hookimpl
@@ -24,4 +27,6 @@ def zeus_register_restorers(register):
 
 @hookimpl
 def zeus_register_privileged_operations(register):
+    from zeus_plugins_amdsmi.service import AmdsmiServeOptions, AmdsmiService  # for zeus daemon (and zeus plugins) only
+
     register("amdsmi", AmdsmiService, options=AmdsmiServeOptions)

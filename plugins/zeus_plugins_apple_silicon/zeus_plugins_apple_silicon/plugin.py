@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeus_core import hookimpl
-from zeus_core.devicekit import deferred_factory
-from zeus_plugins_apple_silicon.options import AppleSiliconOptions
+from zeus_core.loading import deferred_factory
+
+if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
+    pass
 
 #: Apple Silicon energy (the device module loads when a job or tool opens one)
 make_apple_silicon = deferred_factory("zeus_plugins_apple_silicon.device:make_apple_silicon",
@@ -13,4 +17,4 @@ make_apple_silicon = deferred_factory("zeus_plugins_apple_silicon.device:make_ap
 
 @hookimpl
 def zeus_register_devices(register):
-    register("apple-silicon", make_apple_silicon, options=AppleSiliconOptions)
+    register("apple-silicon", make_apple_silicon, options="zeus_plugins_apple_silicon.options:AppleSiliconOptions")

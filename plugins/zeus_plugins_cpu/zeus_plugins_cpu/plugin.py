@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeus_core import hookimpl
-from zeus_plugins_cpu.estimate import make_estimate
-from zeus_plugins_cpu.options import EstimateOptions, RaplOptions
-from zeus_plugins_cpu.rapl import make_rapl
-from zeus_plugins_cpu.service import RaplServeOptions, RaplService
+from zeus_core.loading import deferred_factory
+
+if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
+    pass
+
+# The device modules load when a job or a tool opens the device.
+make_rapl = deferred_factory("zeus_plugins_cpu.rapl:make_rapl",
+                             "CPU packages and DRAM through RAPL (/sys/class/powercap), wraparound handled.")
+make_estimate = deferred_factory("zeus_plugins_cpu.estimate:make_estimate",
+                                 "CPU energy estimated as TDP x utilisation where RAPL cannot be read (marked ``estimate``).")
 
 
 @hookimpl
 def zeus_register_devices(register):
-    register("rapl", make_rapl, options=RaplOptions, measures={"cpu": "packages"})
-    register("cpu-estimate", make_estimate, options=EstimateOptions, measures={"cpu": None})
+    register("rapl", make_rapl, options="zeus_plugins_cpu.options:RaplOptions", measures={"cpu": "packages"})
+    register("cpu-estimate", make_estimate, options="zeus_plugins_cpu.options:EstimateOptions", measures={"cpu": None})
 
 
 @hookimpl
 def zeus_register_privileged_operations(register):
+    from zeus_plugins_cpu.service import RaplServeOptions, RaplService  # for zeus daemon (and zeus plugins) only
+
     register("rapl", RaplService, options=RaplServeOptions)

@@ -18,7 +18,6 @@ import attrs
 
 from zeus_core import DeviceError
 from zeus_core.daemon import Refused, ServiceConfigError, operation
-from zeus_plugins_cpu.rapl import discover, find_root
 
 
 @attrs.define
@@ -40,6 +39,8 @@ class RaplService:
     """Read the energy counters of the CPU package and DRAM zones."""
 
     def __init__(self, options: RaplServeOptions, ctx: Any) -> None:
+        from zeus_plugins_cpu.rapl import discover, find_root  # the daemon's start, not every zeus command
+
         try:
             root = find_root(options.powercap_root)
         except DeviceError as e:

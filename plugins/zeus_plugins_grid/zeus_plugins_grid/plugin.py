@@ -5,8 +5,12 @@ The sources (and numpy) load when a job opens one, not when ``zeus`` loads the p
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeus_core import hookimpl
-from zeus_core.grid import SourceRequest
+
+if TYPE_CHECKING:  # annotations only: zeus_core.grid loads with the job that reads [grid]
+    from zeus_core.grid import SourceRequest
 
 
 def open_constant(spec: str, request: SourceRequest):

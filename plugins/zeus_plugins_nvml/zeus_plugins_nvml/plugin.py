@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeus_core import hookimpl
-from zeus_core.devicekit import deferred_factory
+from zeus_core.loading import deferred_factory
 from zeus_plugins_nvml.control import OWNER, restore_setting
-from zeus_plugins_nvml.options import NvmlOptions
-from zeus_plugins_nvml.service import NvmlServeOptions, NvmlService
+
+if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
+    pass
 
 #: NVIDIA GPUs through NVML (the device module loads when a job or tool opens one)
 make_nvml = deferred_factory("zeus_plugins_nvml.device:make_nvml", "NVIDIA GPUs through NVML")
@@ -14,7 +17,7 @@ make_nvml = deferred_factory("zeus_plugins_nvml.device:make_nvml", "NVIDIA GPUs 
 
 @hookimpl
 def zeus_register_devices(register):
-    register("nvml", make_nvml, options=NvmlOptions, measures={"gpu": "gpus"})
+    register("nvml", make_nvml, options="zeus_plugins_nvml.options:NvmlOptions", measures={"gpu": "gpus"})
 
 
 @hookimpl
@@ -24,4 +27,6 @@ def zeus_register_restorers(register):
 
 @hookimpl
 def zeus_register_privileged_operations(register):
+    from zeus_plugins_nvml.service import NvmlServeOptions, NvmlService  # for zeus daemon (and zeus plugins) only
+
     register("nvml", NvmlService, options=NvmlServeOptions)

@@ -25,29 +25,33 @@ the grid over time, as its ``carbon_g`` and ``cost_<currency>`` columns):
 price may be negative),
 ``zeus_carbon_intensity_grams_per_kwh`` (the mean intensity of the last try) and, at
 the job's end, ``zeus_job_carbon_grams`` and ``zeus_job_energy_cost{currency}``.
+
+What goes wrong (a port taken, a Pushgateway that does not answer) is a warning of the
+``zeus.prometheus`` logger, once per kind, and the job goes on.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics, make_wsgi_app, push_to_gateway
 from prometheus_client.exposition import basic_auth_handler, default_handler
-from rich.console import Console
-from rich.markup import escape
 
 from zeus_core.engine.stores.locations import mask
 from zeus_core.grid import CARBON_COLUMN, INTENSITY_COLUMN
+
+#: What goes wrong while exporting (the job goes on), below the ``zeus`` loggers (``-q`` hides it).
+log = logging.getLogger("zeus.prometheus")
 
 
 class Exporter:
     def __init__(self, config: Any, job: str) -> None:
         self.config = config
         self.job = job
-        self.console = Console(stderr=True, soft_wrap=True)
         disable_created_metrics()  # no *_created series: a job's counters start with its process
         self.registry = r = CollectorRegistry()
         L, D = ["zeus_job"], ["zeus_job", "device"]
@@ -112,7 +116,7 @@ class Exporter:
     def _warn(self, what: str, message: str) -> None:
         if what not in self._warned:
             self._warned.add(what)
-            self.console.print(f"[yellow]zeus-plugins-prometheus:[/] {escape(mask(message))}", highlight=False)
+            log.warning("%s", mask(message))
 
     # -- events --
 
@@ -175,8 +179,7 @@ class Exporter:
 
     def _linger_then_close(self) -> None:
         if self._server is not None and self._ended and self.config.linger_s > 0:
-            self.console.print(f"zeus-plugins-prometheus: /metrics stays up {self.config.linger_s:g} s "
-                               "(ZEUS_METRICS_LINGER)", highlight=False)
+            log.info("/metrics stays up %g s (ZEUS_METRICS_LINGER)", self.config.linger_s)
             time.sleep(self.config.linger_s)
         self.close()
 

@@ -32,7 +32,6 @@ from typing import Any
 import attrs
 
 from zeus_core import PartMismatch, hookimpl
-from zeus_core.engine.stores.locations import mask, parse_url
 
 _HOSTPORT = re.compile(r"^(?:(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):)?(?P<port>\d{1,5})$")
 
@@ -49,6 +48,8 @@ class ExporterConfig:
 
 def read_config(env: dict[str, str]) -> ExporterConfig | None:
     """The exporter's configuration from ``env``; None when it is off; PartMismatch for a bad value."""
+    from zeus_core.engine.stores.locations import mask, parse_url  # with a job: no zeus command else needs them
+
     address = env.get("ZEUS_METRICS_ADDRESS", "").strip()
     gateway = env.get("ZEUS_PUSHGATEWAY", "").strip()
     if not address and not gateway:

@@ -7,10 +7,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from zeus_core import hookimpl
-from zeus_plugins_torch.options import TorchWorkloadOptions
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core import BuildContext
+    from zeus_plugins_torch.options import TorchWorkloadOptions
     from zeus_plugins_torch.workload import TorchWorkload
 
 
@@ -28,7 +28,7 @@ def zeus_register_workloads(register):
     register(
         "torch",
         make_torch_workload,
-        options=TorchWorkloadOptions,
+        options="zeus_plugins_torch.options:TorchWorkloadOptions",
         help="Real PyTorch training: entry = \"module:function\" called as function(batch_size, zeus) each try.",
     )
 

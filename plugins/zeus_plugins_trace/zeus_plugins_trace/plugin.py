@@ -1,14 +1,18 @@
 """Registers the ``trace`` device and workload, the ``alibaba`` group replay, and the
 ``zeus traces`` and ``zeus sweep`` commands.
 
-Only the options classes are imported here: the parts (and numpy) load when a
-job builds them, so ``zeus --help`` does not pay for them.
+Nothing else is imported here: the options classes load when a job (or ``zeus
+validate``) first uses a part, the parts (and numpy) when a job builds them.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeus_core import hookimpl
-from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions, TraceWorkloadOptions
+
+if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
+    from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions, TraceWorkloadOptions
 
 
 def make_device(options: TraceDeviceOptions, context):
@@ -34,17 +38,19 @@ def make_alibaba(options: AlibabaReplayOptions, context):
 
 @hookimpl
 def zeus_register_devices(register):
-    register("trace", make_device, options=TraceDeviceOptions, help="A simulated GPU replaying a Zeus NSDI'23 power trace.")
+    register("trace", make_device, options="zeus_plugins_trace.options:TraceDeviceOptions",
+             help="A simulated GPU replaying a Zeus NSDI'23 power trace.")
 
 
 @hookimpl
 def zeus_register_workloads(register):
-    register("trace", make_workload, options=TraceWorkloadOptions, help="Replays seeded runs of a Zeus NSDI'23 train trace.")
+    register("trace", make_workload, options="zeus_plugins_trace.options:TraceWorkloadOptions",
+             help="Replays seeded runs of a Zeus NSDI'23 train trace.")
 
 
 @hookimpl
 def zeus_register_profilers(register):
-    register("alibaba", make_alibaba, options=AlibabaReplayOptions,
+    register("alibaba", make_alibaba, options="zeus_plugins_trace.options:AlibabaReplayOptions",
              help="Replays recurring groups of a cluster (Alibaba format) whose jobs overlap, per in-flight rule, on the trace device.")
 
 

@@ -10,9 +10,9 @@ A job store holds:
 * ``state``: JSON values by key (policy state, the runner's counters);
 * ``tries``: one row per try, the job's results;
 * ``meta``: the schema version and the job's *identity* (what it optimises,
-  :mod:`zeus_core.identity`), so that a store never serves another setup.
-
-and the machine-wide journal (:func:`journal`) holds device settings to restore.
+  :mod:`zeus_core.identity`), so that a store never serves another setup;
+* ``journal``: unused, kept in the layout because stores of every version have it
+  (the device-settings journal is a file of its own: :mod:`zeus_core.journal`).
 
 Trust on open. A store is marked as zeus's (SQLite ``application_id``) with
 its schema version (``user_version``). Before anything is written, an
@@ -34,18 +34,17 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from zeus_core import catalog
 from zeus_core.engine.stores.checks import TRY_FIELDS, content_problems, parse_json
 from zeus_core.engine.stores.protocol import StoreError, StoreInfo
-from zeus_core.hookspecs import hookimpl
+from zeus_core.files import connect_shared, is_busy
 from zeus_core.results import TryRecord
 
 #: ``PRAGMA application_id`` of every zeus store: "zeus" in ASCII.
@@ -101,17 +100,6 @@ _COLUMNS: dict[int, dict[str, set[str]]] = {
         "journal": {"id", "owner", "key", "original", "pid", "created"}},
 }
 _COLUMNS[2] = {**_COLUMNS[1], "tries": _TRY_COLUMNS_V1 | {"steady_cost"}}
-
-
-class JournalEntry(NamedTuple):
-    """A device setting changed by process ``pid`` at ``created`` (epoch seconds), to put back."""
-
-    id: int
-    owner: str
-    key: str
-    original: Any
-    pid: int
-    created: float
 
 
 class Transaction:
@@ -182,27 +170,11 @@ class Transaction:
                              (int(recurrence),)).fetchall()
         return [(int(i), bool(r)) for i, r in rows]
 
-    def add_journal(self, owner: str, key: str, original: Any) -> int:
-        cur = self._execute(
-            "INSERT INTO journal (owner, key, original, pid, created) VALUES (?,?,?,?,?)",
-            (owner, key, json.dumps(original), os.getpid(), time.time()),
-        )
-        assert cur.lastrowid is not None  # an INSERT sets it
-        return cur.lastrowid
-
-    def remove_journal(self, entry_id: int) -> None:
-        self._execute("DELETE FROM journal WHERE id = ?", (entry_id,))
-
     def clear(self) -> None:
         """Forget the job's state, results and identity (``zeus run --fresh``)."""
         self._execute("DELETE FROM state")
         self._execute("DELETE FROM tries")
         self._execute("DELETE FROM meta WHERE key = 'identity'")
-
-
-def _is_busy(e: sqlite3.OperationalError) -> bool:
-    text = str(e).lower()
-    return "locked" in text or "busy" in text
 
 
 def _refuse(path: Path, what: str, fix: str) -> StoreError:
@@ -293,7 +265,7 @@ def inspect_store(path: str | os.PathLike[str], verify: bool = True) -> StoreInf
         raise _refuse(path, f"is not a zeus store ({e})", "Point job.store at another file, or move this one aside") from e
     except StoreError:
         raise
-    except ValueError as e:  # the identity's JSON, read without verifying (the journal)
+    except ValueError as e:  # the identity's JSON, read without verifying
         raise _damaged(path, f"its identity is not JSON ({e})") from e
     finally:
         conn.close()
@@ -349,36 +321,15 @@ class Store:
             return self._conn
         if not create and self.info.version == 0 and not self.path.exists():
             return None
-        deadline = time.monotonic() + self.timeout_s
         existed = self.path.exists()
-        while True:
-            conn = None
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
-                self._setup(conn)
-                self._conn = conn
-                self.created = not existed
-                return conn
-            except sqlite3.OperationalError as e:
-                # Switching a new file to WAL needs an exclusive lock, and SQLite answers
-                # "database is locked" at once (no busy wait) when another process opens the
-                # same new file at that moment, e.g. two ranks journaling their first setting.
-                if conn is not None:
-                    conn.close()
-                if _is_busy(e) and time.monotonic() < deadline:
-                    time.sleep(random.uniform(0.005, 0.05))
-                    continue
-                raise StoreError(f"{self.path}: cannot use as a zeus store ({e}); pass another `job.store` path") from e
-            except (sqlite3.DatabaseError, OSError) as e:
-                if conn is not None:
-                    conn.close()
-                raise StoreError(f"{self.path}: cannot use as a zeus store ({e}); pass another `job.store` path") from e
+        try:
+            self._conn = connect_shared(self.path, self.timeout_s, self._setup)
+        except (sqlite3.DatabaseError, OSError) as e:
+            raise StoreError(f"{self.path}: cannot use as a zeus store ({e}); pass another `job.store` path") from e
+        self.created = not existed
+        return self._conn
 
     def _setup(self, conn: sqlite3.Connection) -> None:
-        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout_s * 1000)}")
-        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -443,7 +394,7 @@ class Store:
         except StoreError:
             raise
         except (sqlite3.DatabaseError, ValueError) as e:
-            if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
+            if isinstance(e, sqlite3.OperationalError) and is_busy(e):
                 raise StoreError(f"{self.path}: another process held the store longer than {self.timeout_s:g} s ({e}); "
                                  "try again") from e
             raise _damaged(self.path, f"SQLite: {e}" if isinstance(e, sqlite3.DatabaseError) else str(e)) from e
@@ -520,14 +471,6 @@ class Store:
             for r in rows
         ]
 
-    def journal_entries(self) -> list[JournalEntry]:
-        """Pending journal entries, oldest first."""
-        conn = self._connection(create=False)
-        if conn is None:
-            return []
-        rows = conn.execute("SELECT id, owner, key, original, pid, created FROM journal ORDER BY id").fetchall()
-        return [JournalEntry(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5]) for r in rows]
-
     def clear(self) -> None:
         """Forget the job's state, results and identity (``zeus run --fresh``)."""
         if self._connection(create=False) is None:
@@ -541,22 +484,3 @@ def open_sqlite(location: str, timeout_s: float = 60.0, job: str | None = None) 
     job, so ``job`` (the job's name, which names the default file) is not needed."""
     path = location[len("sqlite://"):] if location.lower().startswith("sqlite://") else location
     return Store(path, timeout_s=timeout_s)
-
-
-@hookimpl
-def zeus_register_stores(register):
-    register("sqlite", open_sqlite, help="A SQLite file (the default: a job.store without a scheme is a path).")
-
-
-def state_dir() -> Path:
-    """Machine-wide zeus state folder: ``$ZEUS_STATE_DIR`` or ``~/.local/state/zeus``."""
-    env = os.environ.get("ZEUS_STATE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "zeus"
-
-
-def journal() -> Store:
-    """The machine-wide journal of device settings to restore after a crash."""
-    return Store(state_dir() / "journal.sqlite", verify=False)
