@@ -26,6 +26,11 @@ under four policies, on the same path and the same grid:
   takes no longer than the JIT (``lp/jit``): where it is 1.000, nothing that acts on these
   power limits can be Pareto-better than the JIT on that run.
 
+``break-even`` is why: at the JIT's limit on the profile's hull, the joules per second saved
+going one vertex slower over those spent per second gained going one vertex faster. Moving
+time from clean periods into dirty ones pays only where a clean period's intensity is below
+that ratio times a dirty one's.
+
 The runs start with the JIT profile known (a recurring job after its first run; the
 profiling epoch is the same for every policy and left out). Energy is charged against the
 grid period by period (``zeus_plugins_mab.carbon_replay``, which a test checks against
@@ -91,6 +96,20 @@ def profile_at(wt, batch_size: int) -> dict[float, tuple[float, float]]:
     i = wt.index(batch_size)
     return {float(p): (float(wt.time[i, j]), float(wt.time[i, j] * wt.power[i, j]))
             for j, p in enumerate(wt.power_limits) if not np.isnan(wt.time[i, j])}
+
+
+def break_even(profile: dict[float, tuple[float, float]], limit: float) -> tuple[float, float, float]:
+    """At the JIT's ``limit`` on the profile's hull: joules per unit of work saved per second
+    slower going up to the next faster vertex (``up``) and going down to the next slower one
+    (``down``), and ``down / up``: a schedule in the JIT's time beats the JIT's carbon only
+    where a clean period's intensity is below this ratio times a dirty period's (NaN where the
+    limit is no inner hull vertex)."""
+    hull = Hull.of(profile)
+    k = hull.index_of(limit)
+    if k is None or k == 0 or k >= len(hull.gains):
+        return math.nan, math.nan, math.nan
+    up, down = float(hull.gains[k - 1]), float(hull.gains[k])
+    return up, down, down / up
 
 
 def jit_choice(profile: dict[float, tuple[float, float]], eta: float, max_power: float) -> float:
@@ -260,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(ratios of totals; < 1 is less)")
     for col in ("workload", "gpu", "grid", "bs", "jit W", "jit/max C", "jit/max T", "aware/max C", "aware/max E",
                 "aware/max T", "aware/jit C", "aware/jit T", "bound/jit C", "lp/jit C", "lp/jit T", "2.5%/max C",
-                "2.5%/max T"):
+                "2.5%/max T", "break-even"):
         table.add_column(col, justify="right")
     for gpu in gpus:
         traces = load_traces(args.traces, gpu)
@@ -272,9 +291,12 @@ def main(argv: list[str] | None = None) -> int:
             eta = float(job.get("eta_knob", 0.5))
             for label, signal in signals.items():
                 res = run_case(signal, wt, bs, eta, starts, args.window_h, args.horizon_h)
+                jit_limit = jit_choice(profile_at(wt, bs), eta, wt.max_power_w)
+                up, down, ratio = break_even(profile_at(wt, bs), jit_limit)
                 row = {
                     "workload": name, "gpu": gpu, "grid": label, "batch_size": bs,
-                    "jit_limit": jit_choice(profile_at(wt, bs), eta, wt.max_power_w),
+                    "jit_limit": jit_limit,
+                    "break_even": {"up_j_per_s": up, "down_j_per_s": down, "clean_over_dirty": ratio},
                     "totals": {k: dict(zip(("carbon_g", "energy_j", "time_s"), map(float, v.sum(axis=0)))) for k, v in res.items()},
                     "jit_vs_max": ratios(res["jit"], res["max"]),
                     "aware_vs_max": ratios(res["aware"], res["max"]),
@@ -292,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                 table.add_row(name, gpu, label, str(bs), f"{row['jit_limit']:g}", f"{jm[0]:.4f}", f"{jm[2]:.4f}",
                               f"{am[0]:.4f}", f"{am[1]:.4f}", f"{am[2]:.4f}", f"{aj[0]:.4f}", f"{aj[2]:.4f}",
                               f"{row['bound_vs_jit'][0]:.4f}", f"{row['lp_vs_jit'][0]:.4f}", f"{row['lp_vs_jit'][2]:.4f}",
-                              f"{a25[0]:.4f}", f"{a25[2]:.4f}")
+                              f"{a25[0]:.4f}", f"{a25[2]:.4f}", f"{ratio:.2f}")
     seconds = time.perf_counter() - t_begin
     console.print(table)
     console.print(f"{len(results)} cases x {len(starts)} starts x {len(POLICIES)} policies in {seconds:.1f} s")
