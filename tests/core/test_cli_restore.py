@@ -54,3 +54,14 @@ def test_what_cannot_be_restored_is_an_error_that_quiet_still_shows():
     r = run_cli(_registry([]), "-q", "plugins")
     assert "zeus.journal error: a killed process left gone-plugin setting" in r.output
     assert len(Journal(journal_path()).entries()) == 1
+
+
+def test_a_damaged_journal_is_an_error_naming_the_file_and_the_command_still_runs():
+    path = journal_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not a database " * 100)
+    r = run_cli(_registry([]), "-q", "plugins")
+    assert r.exit_code == 0
+    assert f"zeus.journal error: could not check the settings journal {path}: file is not a database" in r.output
+    assert "move it aside" in r.output
+    assert path.read_bytes() == b"not a database " * 100  # left as it was, for the user to look at

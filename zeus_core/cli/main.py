@@ -28,7 +28,7 @@ from zeus_core.cli.consoles import make_console, verbosity_options
 from zeus_core.engine.registry import CORE_PLUGIN, Registry, get_registry
 from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, RunFailed, ZeusError
 from zeus_core.files import write_atomic
-from zeus_core.journal import restore_pending
+from zeus_core.journal import journal_path, restore_pending
 from zeus_core.parts import Reports, WritesOutputs
 from zeus_core.results import JobSummary, try_columns
 
@@ -147,7 +147,9 @@ def _restore_left_behind(reg: Registry) -> None:
     try:
         restore_pending(reg.restorers)
     except Exception as e:  # noqa: BLE001 - never block the command on this
-        logging.getLogger("zeus.journal").error("could not check the settings journal: %s", e)
+        logging.getLogger("zeus.journal").error(
+            "could not check the settings journal %s: %s (the command goes on; if the file is damaged, move it "
+            "aside: the settings it records are then not put back by zeus)", journal_path(), e)
 
 
 # --------------------------------------------------------------------------- plugins
