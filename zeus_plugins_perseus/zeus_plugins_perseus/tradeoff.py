@@ -168,7 +168,7 @@ def solve_frontier(
     pos[probe.data - 1] = np.arange(2 * n_arcs)
     pos_f, pos_b = pos[:n_arcs], pos[n_arcs:]
     indices, indptr = probe.indices.astype(np.int32), probe.indptr.astype(np.int32)
-    entry_tail = np.repeat(np.arange(n_nodes), np.diff(indptr))  # tail node of each CSR entry
+    ones = np.ones(2 * n_arcs)  # the data of a reachability graph: a slice of it
     # One capacity matrix for every step: only its data changes (building a sparse matrix per step
     # would cost more than the maximum flow itself). maximum_flow reads it and never writes it.
     graph = sp.csr_array((np.zeros(2 * n_arcs, np.int32), indices, indptr), shape=(n_nodes, n_nodes))
@@ -206,14 +206,14 @@ def solve_frontier(
         # Most steps find the flow already maximum (only the bounds moved): then the source cannot
         # reach the sink over residual capacity, the maximum flow would add nothing (Dinic finds no
         # path), and that reachable set is already the minimum cut. Only otherwise is the flow augmented.
-        in_s = _reachable(cap > 0, indices, entry_tail, n_nodes)
+        in_s = _reachable(cap > 0, indices, indptr, ones)
         if in_s[1]:
             graph.data[:] = cap
             res = maximum_flow(graph, 0, 1)
             net = res.flow.data.astype(np.int64)
             flow += net[pos_f]
             # the minimum cut: what the source reaches over arcs with residual capacity
-            in_s = _reachable(cap > net, indices, entry_tail, n_nodes)
+            in_s = _reachable(cap > net, indices, indptr, ones)
             if in_s[1]:  # pragma: no cover - a finite maximum flow always cuts the sink off
                 raise TradeoffError("internal error: the sink is reachable after a maximum flow")
         fwd = in_s[tail] & ~in_s[head]
@@ -251,15 +251,17 @@ def solve_frontier(
     return Frontier(times=np.asarray(times, np.int64), durations=durations, costs=costs, phases=phases)
 
 
-def _reachable(open_: np.ndarray, indices: np.ndarray, entry_tail: np.ndarray, n_nodes: int) -> np.ndarray:
-    """Nodes the source (node 0) reaches over the CSR entries where ``open_`` holds (a float64
-    ``csr_matrix``: csgraph's validation then builds no other matrix, where a ``csr_array`` would be
-    converted; the phases call this thousands of times)."""
-    reach = sp.csr_matrix(
-        (np.ones(int(open_.sum())), indices[open_],
-         np.concatenate([[0], np.cumsum(np.bincount(entry_tail[open_], minlength=n_nodes))]).astype(np.int32)),
-        shape=(n_nodes, n_nodes),
-    )
+def _reachable(open_: np.ndarray, indices: np.ndarray, indptr: np.ndarray, ones: np.ndarray) -> np.ndarray:
+    """Nodes the source (node 0) reaches over the CSR entries (``indices``, ``indptr``) where ``open_`` holds.
+
+    The graph of the open entries is a float64 ``csr_matrix`` (csgraph's validation then builds no other
+    matrix, where a ``csr_array`` would be converted): the phases call this thousands of times. Entries are
+    stored row by row, so the open entries before each row start are the running count of ``open_``.
+    """
+    n_nodes = len(indptr) - 1
+    before = np.zeros(len(open_) + 1, np.int32)
+    np.cumsum(open_, out=before[1:])
+    reach = sp.csr_matrix((ones[:before[-1]], indices[open_], before[indptr]), shape=(n_nodes, n_nodes))
     in_s = np.zeros(n_nodes, bool)
     in_s[breadth_first_order(reach, 0, directed=True, return_predecessors=False)] = True
     return in_s
