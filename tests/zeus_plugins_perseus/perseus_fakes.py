@@ -221,7 +221,7 @@ def _wait_for(path: str) -> None:
 
 
 class UnpicklesSlowly:
-    """A worker's ``when_idle`` whose unpickling in the worker waits until ``path`` exists (and leaves None): a
+    """A worker's ``at_start`` whose unpickling in the worker waits until ``path`` exists (and leaves None): a
     stand-in for one whose module takes long to import."""
 
     def __init__(self, path: str) -> None:

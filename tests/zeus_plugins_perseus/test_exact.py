@@ -211,10 +211,26 @@ def test_plans_are_the_same_with_or_without_a_worker(gpt3_a100):
         assert np.array_equal(getattr(here, key), getattr(there, key)), key
 
 
-def test_a_worker_reads_calls_before_it_unpickles_its_idle_call(tmp_path):
-    """The worker's idle call (matplotlib's import) may take long to unpickle; meanwhile a call larger than a pipe
-    holds must not block the caller (it would wait for an import it does not need): here the idle call is
-    unpickled only once the caller's submit has returned, so a worker that unpickled it first would deadlock."""
+def test_meanwhile_runs_once_between_the_quantised_frontier_and_the_shared_work(gpt3_a100, monkeypatch):
+    """``meanwhile`` (the policy's matplotlib import) runs once in the planning process, after the quantised
+    frontier is solved and before the shared checks and reclamation; it changes no plan."""
+    from zeus_plugins_perseus import planner
+
+    prof = read_profile(gpt3_a100)
+    without = plan_frontier(prof, 8, 4, "1f1b", 0.001, 83.64, workers=1)
+    seen = []
+    solve, checks = planner._solve, planner.claimed_checks
+    monkeypatch.setattr(planner, "_solve", lambda *a: (seen.append("solve"), solve(*a))[1])
+    monkeypatch.setattr(planner, "claimed_checks", lambda *a: (seen.append("checks"), checks(*a))[1])
+    with_it = plan_frontier(prof, 8, 4, "1f1b", 0.001, 83.64, workers=1, meanwhile=lambda: seen.append("meanwhile"))
+    assert seen == ["solve", "meanwhile", "checks"]
+    assert np.array_equal(with_it.frequencies, without.frequencies)
+
+
+def test_a_worker_reads_calls_before_it_unpickles_its_start_call(tmp_path):
+    """The worker's ``at_start`` call (the planner's imports) may take long to unpickle; meanwhile a call larger
+    than a pipe holds must not block the caller: here the start call is unpickled only once the caller's submit
+    has returned, so a worker that unpickled it before reading its calls would deadlock."""
     import threading
 
     from perseus_fakes import UnpicklesSlowly
@@ -222,7 +238,7 @@ def test_a_worker_reads_calls_before_it_unpickles_its_idle_call(tmp_path):
     from zeus_plugins_perseus.background import Background
 
     gate = tmp_path / "submitted"
-    bg = Background(workers=2, when_idle=UnpicklesSlowly(str(gate)))
+    bg = Background(workers=2, at_start=UnpicklesSlowly(str(gate)))
     bg.start()
     big = np.arange(1_000_000)  # 8 MB: far more than a pipe's 64 KiB
     done = []
@@ -230,7 +246,7 @@ def test_a_worker_reads_calls_before_it_unpickles_its_idle_call(tmp_path):
     caller.start()
     caller.join(60)
     try:
-        assert done, "submit blocked until the worker had unpickled its idle call"
+        assert done, "submit blocked until the worker had unpickled its start call"
         gate.touch()
         assert done[0].result() == big.sum()
     finally:

@@ -1,7 +1,7 @@
 """Independent work on another CPU, in a worker process that is safe to start from any program.
 
 The planner has work that needs nothing from what runs beside it (the
-real-time plans, the zero-slowdown plan's HiGHS check, the figures):
+real-time plans, a share of the HiGHS checks and slack reclamation, the plan files):
 where this process may use more than one CPU it goes to one worker process,
 otherwise it runs here when its result is asked for; the results are the same.
 
@@ -10,7 +10,8 @@ fed pickled calls over a pipe, not a ``multiprocessing`` process: a fork would
 inherit the caller's threads' locks (rich's progress display, a server's
 thread pool), and ``spawn`` / ``forkserver`` re-run the caller's main script,
 which breaks any script that plans at top level. It gets the parent's
-``sys.path`` first, runs the calls in order, and ends when its pipe closes
+``sys.path`` first, runs its ``at_start`` call (the imports its calls will need,
+while the caller prepares them), then the calls in order, and ends when its pipe closes
 (so also when the parent dies). A worker that dies (the OOM killer) ends the
 wait with an error naming what to do.
 """
@@ -60,15 +61,15 @@ def _receive(stream: BinaryIO) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class Later:
-    """A call of ``module.name()`` that pickles by name, without importing ``module`` where it is made (a worker's
-    ``when_idle`` chosen before the caller imports the module)."""
+class Imports:
+    """A call that imports ``modules``, pickled by their names: a worker's ``at_start`` chosen before the caller
+    imports them itself."""
 
-    module: str
-    name: str
+    modules: tuple[str, ...]
 
-    def __call__(self) -> Any:
-        return getattr(importlib.import_module(self.module), self.name)()
+    def __call__(self) -> None:
+        for name in self.modules:
+            importlib.import_module(name)
 
 
 class WorkerDied(RuntimeError):
@@ -109,12 +110,13 @@ class Background:
     """
 
     def __init__(self, workers: int | None = None, cpu_s: float | None = None, memory_bytes: int | None = None,
-                 when_idle: Callable[[], Any] | None = None) -> None:
+                 at_start: Callable[[], Any] | None = None) -> None:
         self.parallel = (workers is None and usable_cpus() > 1) or (workers is not None and workers > 1)
         #: the worker's budget (RLIMIT_CPU, RLIMIT_AS), set by the worker on itself before any call
         self.limits = (None if cpu_s is None else int(max(1, cpu_s)), memory_bytes)
-        #: called once by the worker the first time it has no call to run (e.g. an import a later call needs)
-        self.when_idle = when_idle
+        #: called once by the worker as soon as it starts, before its first call (the imports the calls will need,
+        #: made while the caller prepares them); calls sent meanwhile are read and wait
+        self.at_start = at_start
         self._proc: subprocess.Popen | None = None
         self._pending: list[Result] = []
 
@@ -135,7 +137,7 @@ class Background:
         self._proc = subprocess.Popen([sys.executable, "-m", "zeus_plugins_perseus.background"],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         _send(self._proc.stdin, (list(sys.path), self.limits))
-        _send(self._proc.stdin, self.when_idle)  # unpickled there once sys.path is the one sent
+        _send(self._proc.stdin, self.at_start)  # unpickled there once sys.path is the one sent
 
     def submit(self, fn: Callable, *args) -> Result:
         if not self.parallel:
@@ -184,6 +186,11 @@ class Background:
             self._proc.stdout.close()
 
 
+def planner_worker() -> Background:
+    """The ``perseus`` policy's worker: it imports the planner as soon as it starts (while the caller does too)."""
+    return Background(at_start=Imports(("zeus_plugins_perseus.planner",)))
+
+
 def _serve() -> None:
     """The worker: calls from stdin, answers on stdout, in order, until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends the worker
@@ -194,9 +201,9 @@ def _serve() -> None:
     sys.stdout = sys.stderr
     path, (cpu_s, memory_bytes) = _receive(stdin)
     sys.path[:] = path
-    # kept as bytes until the calls are being read: unpickling it imports its module (numpy, scipy: a third of a
-    # second), and meanwhile the caller would block writing its first call into a full pipe
-    idle_call = _receive_bytes(stdin)
+    # kept as bytes until the calls are being read: unpickling it may import its module, and meanwhile the caller
+    # would block writing its first call into a full pipe
+    start_call = _receive_bytes(stdin)
     if cpu_s is not None or memory_bytes is not None:
         import resource
 
@@ -229,17 +236,11 @@ def _serve() -> None:
     threading.Thread(target=read_calls, name="zeus-perseus-worker-calls", daemon=True).start()
     writer = threading.Thread(target=write_answers, name="zeus-perseus-worker-answers", daemon=True)
     writer.start()
-    when_idle = pickle.loads(idle_call)
+    at_start = pickle.loads(start_call)
+    if at_start is not None:
+        _run(at_start)  # its answer is nobody's
     while True:
-        if when_idle is None:
-            data = calls.get()
-        else:
-            try:  # a moment's grace: the next call may be on its way
-                data = calls.get(timeout=0.05)
-            except queue.Empty:
-                _run(when_idle)  # its answer is nobody's
-                when_idle = None
-                continue
+        data = calls.get()
         if data is None:  # the caller is done: nothing here needs tearing down
             answers.put(None)
             writer.join()

@@ -13,7 +13,9 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 import numpy as np
@@ -443,6 +445,7 @@ def plan_frontier(
     background: Background | None = None,
     deadline_s: float | None = None,
     max_slowdown: float | None = None,
+    meanwhile: Callable[[], Any] | None = None,
 ) -> PlanSet:
     """Solve and emulate the frontier; only Pareto-optimal plans are listed, fastest first.
 
@@ -478,6 +481,10 @@ def plan_frontier(
     than :data:`PARALLEL_MIN_OPS` instructions stay here unless ``workers``
     asks); the cold-LP checks and the quantised plans' slack reclamation are
     shared out between the two processes. The plans are the same either way.
+    ``meanwhile`` is called here once the quantised frontier is solved, while
+    the worker is still planning the real-time plans (the policy imports
+    matplotlib there); the checks and the reclamation after it go to
+    whichever process is free first.
     """
     if not unit_time_s > 0:
         raise ValueError(f"unit_time_s must be > 0, got {unit_time_s}")
@@ -512,7 +519,9 @@ def plan_frontier(
             their_checks = bg.submit(claimed_checks, planner, checks, folder) if folder is not None else None
         t_units, energy, freqs, phases = _solve(dag, specs, unit_time_s, blocking_power_w, pareto_only)
         n_solver = len(t_units)
-        if exact_fastest:  # before the reclaim blocks: the worker is still busy with the real-time plans
+        if meanwhile is not None:
+            meanwhile()
+        if exact_fastest:  # before the reclaim blocks: the check is the longer task, the blocks fill in after it
             checked = claimed_checks(planner, checks, folder)
         if reclaim:
             freqs = _reclaim_shared(bg, folder, dag, profile, freqs, blocking_power_w)

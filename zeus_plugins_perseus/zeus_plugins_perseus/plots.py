@@ -1,9 +1,9 @@
 """PNG figures of a frontier and of one plan's per-stage timeline (matplotlib's object API: no pyplot
 state, and the user's backend is left as it is).
 
-matplotlib is imported by the functions that draw, not with this module: the
-policy draws in its worker process (:mod:`~zeus_plugins_perseus.background`),
-and its own process never pays for the import.
+matplotlib is imported by the functions that draw (or by :func:`warm_up`), not
+with this module: commands that only plan never pay for the import. ``zeus run``
+imports it while its worker is still planning the real-time plans.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def _figure(figsize: tuple[float, float], margins: tuple[float, float, float, fl
 
 
 def warm_up() -> None:
-    """Import matplotlib (a third of a second) in a worker before its figures are asked for."""
+    """Import what drawing a PNG needs (a quarter to a third of a second) before the figures are asked for, at a
+    moment when this process would otherwise wait."""
     import matplotlib.backends.backend_agg  # noqa: F401 - what savefig of a PNG loads
     import matplotlib.figure  # noqa: F401
 

@@ -18,12 +18,12 @@ from zeus_plugins_perseus.options import PerseusOptions, StageProfilerOptions
 def perseus_policy(options: PerseusOptions, context: Any):
     """Factory of the ``perseus`` part (imports the planner only when a job uses it).
 
-    The policy's worker process starts first, so that its own start-up (an interpreter, numpy, scipy) overlaps
-    this process importing the planner; it imports matplotlib while it has nothing else to do.
+    The policy's worker process starts first, so that its own start-up (an interpreter, numpy, scipy, the
+    planner) overlaps this process importing the planner.
     """
-    from zeus_plugins_perseus.background import Background, Later
+    from zeus_plugins_perseus.background import planner_worker
 
-    worker = Background(when_idle=Later("zeus_plugins_perseus.plots", "warm_up"))
+    worker = planner_worker()
     worker.start()
     try:
         from zeus_plugins_perseus.policy import PerseusPolicy

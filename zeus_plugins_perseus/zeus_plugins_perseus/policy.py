@@ -7,11 +7,13 @@ import io
 from pathlib import Path
 from typing import Any
 
+import attrs
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from zeus_core import write_atomic
-from zeus_plugins_perseus.background import Background
+from zeus_plugins_perseus.background import Background, planner_worker
 from zeus_plugins_perseus.options import PerseusOptions
 from zeus_plugins_perseus.planner import PlanSet, plan_frontier
 from zeus_plugins_perseus.plots import figure_data, frontier_rows, warm_up, write_figures
@@ -46,15 +48,15 @@ class PerseusPolicy:
         self.plans: PlanSet | None = None
         self.chosen: int | None = None
         # a worker beside this process (the plugin's factory starts it before importing this module): it plans the
-        # real-time plans while this one solves the quantised frontier, shares the rest, imports matplotlib when it
-        # has nothing else to do, and draws the figures
-        self._background: Background | None = background if background is not None else Background(when_idle=warm_up)
+        # real-time plans while this one solves the quantised frontier, shares the rest, and writes the plan files
+        # while this one draws the figures
+        self._background: Background | None = background if background is not None else planner_worker()
         self._background.start()
 
     def plan(self, ctx: Any = None) -> None:
         o = self.options
         if self._background is None:
-            self._background = Background(when_idle=warm_up)
+            self._background = planner_worker()
         self.plans = plan_frontier(
             self.profile,
             stages=self.stages,
@@ -67,6 +69,7 @@ class PerseusPolicy:
             background=self._background,
             deadline_s=o.deadline,
             max_slowdown=o.max_slowdown,
+            meanwhile=warm_up,  # this process draws the figures: matplotlib's import while the worker plans
         )
         self.chosen = self.plans.choose(deadline_s=o.deadline, max_slowdown=o.max_slowdown)
 
@@ -138,11 +141,11 @@ class PerseusPolicy:
         out_dir = Path(out_dir)
         plans_dir = out_dir / "plans"
         plans_dir.mkdir(parents=True, exist_ok=True)
-        # the figures are drawn beside this process while it writes the plans (which take less: about 0.1 us per
-        # instruction, the figures 0.3 s and more)
+        # the plan files are written beside this process while it draws the figures (at 16 x 64 each takes about
+        # 0.3 s); the worker gets the clocks as int32, half of what a pipe would carry otherwise
         bg = self._background if self._background is not None else Background()
         try:
-            figures = bg.submit(write_figures, figure_data(ps, self.chosen), self.profile, self.chosen, out_dir)
+            plan_files = bg.submit(attrs.evolve(ps, frequencies=ps.frequencies.astype(np.int32)).write_plans, plans_dir)
             rows = ([k, repr(t), repr(e), repr(et), repr(ee)] for k, t, e, et, ee in frontier_rows(ps))
             written = [write_atomic(out_dir / "frontier.csv", _csv(FRONTIER_COLUMNS, rows))]
             if ps.emitted is not None:
@@ -152,8 +155,8 @@ class PerseusPolicy:
                         for u, e, et, ee, k in zip(em.time_units, em.planned_energy_j, em.emulated_time_s,
                                                    em.emulated_energy_j, em.listed_as))
                 written.append(write_atomic(out_dir / "published_plans.csv", _csv(EMITTED_COLUMNS, rows)))
-            ps.write_plans(plans_dir)
-            figure_paths = figures.result()
+            figure_paths = write_figures(figure_data(ps, self.chosen), self.profile, self.chosen, out_dir)
+            plan_files.result()
             written.append(plans_dir)  # one entry for the folder: hundreds of plan files would flood the listing
             written.append(write_atomic(out_dir / "chosen_plan.json",
                                         (plans_dir / f"{self.chosen:05d}.json").read_text()))
