@@ -62,9 +62,18 @@ def test_a_rank_that_cannot_open_its_device_fails_the_job_with_the_reason():
 
 
 def test_cli(monkeypatch):
+    """``zeus perseus p2p-power`` through the ``zeus`` command, as a user runs it (invoking the plugin's group on
+    its own would also leave click's cached ``--help``-only option on it for later tests)."""
     from click.testing import CliRunner
 
-    from zeus_plugins_perseus.cli import perseus_group
+    from zeus_core.cli import main as zcli
+    from zeus_core.engine.registry import load
+
+    reg = load()
+    reg.pm.hook.zeus_register_commands(cli=zcli.cli)
+
+    def zeus(*args):
+        return CliRunner().invoke(zcli.cli, ["perseus", *args], obj={"registry": reg})
 
     calls = []
 
@@ -73,10 +82,10 @@ def test_cli(monkeypatch):
         return p2p.BlockingPower(83.64, 2.0, 167.28, ["gpu3"], backend)
 
     monkeypatch.setattr(p2p, "measure_blocking_power", fake)
-    r = CliRunner().invoke(perseus_group, ["p2p-power", "--set", "gpus=[3]", "--duration", "2", "--gpus", "3,4"])
+    r = zeus("p2p-power", "--set", "gpus=[3]", "--duration", "2", "--gpus", "3,4")
     assert r.exit_code == 0, r.output
     from zeus_core import open_device  # rank 0 opens the device by name through the core
 
     assert "83.64 W" in r.output and calls == [(open_device, ("nvml", {"gpus": [3]}), {}, 2.0, "nccl", (3, 4))]
-    bad = CliRunner().invoke(perseus_group, ["p2p-power", "--gpus", "0"])
+    bad = zeus("p2p-power", "--gpus", "0")
     assert bad.exit_code == 2 and "two CUDA indices" in bad.output
