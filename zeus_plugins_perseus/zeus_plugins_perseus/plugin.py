@@ -1,18 +1,21 @@
 """Entry point of zeus-plugins-perseus: the ``perseus`` frequency-plan policy, the ``perseus-stage``
 profiler and the ``zeus perseus`` commands.
 
-Every ``zeus`` command imports this module, so it imports only the options
-classes (attrs): scipy, matplotlib, torch, FastAPI and httpx are imported when a
-part is built or a ``zeus perseus`` command runs, never by ``zeus --help``.
+Every ``zeus`` command imports this module, so it imports nothing of the plugin: the
+options classes load with the job that uses them (registered by name), and scipy,
+matplotlib, torch, FastAPI and httpx when a part is built or a ``zeus perseus``
+command runs.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeus_core import hookimpl
-from zeus_plugins_perseus.options import PerseusOptions, StageProfilerOptions
+
+if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
+    from zeus_plugins_perseus.options import PerseusOptions, StageProfilerOptions
 
 
 def perseus_policy(options: PerseusOptions, context: Any):
@@ -46,7 +49,7 @@ def zeus_register_frequency_plan_policies(register):
     register(
         "perseus",
         perseus_policy,
-        options=PerseusOptions,
+        options="zeus_plugins_perseus.options:PerseusOptions",
         help="Every Pareto-optimal per-instruction SM-clock plan of a pipeline (Perseus); picks one by deadline.",
     )
 
@@ -63,6 +66,6 @@ def zeus_register_profilers(register):
     register(
         "perseus-stage",
         stage_profiler,
-        options=StageProfilerOptions,
+        options="zeus_plugins_perseus.options:StageProfilerOptions",
         help="Per-instruction time and energy of a pipeline stage at every SM clock, measured during training.",
     )

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from zeus_core import hookimpl
 from zeus_core.loading import deferred_factory
-
-if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
-    pass
 
 #: NVIDIA Jetson power rails (the device module loads when a job or tool opens one)
 make_jetson = deferred_factory("zeus_plugins_jetson.device:make_jetson", "NVIDIA Jetson power rails (INA3221 under sysfs)")
