@@ -70,3 +70,46 @@ def test_t_stop_and_errors():
         solve_frontier(1, [], [0], [1], [2], [[1.0]])
     with pytest.raises(TradeoffError, match="cycle"):
         solve_frontier(2, [(0, 1), (1, 0)], [0, 0], [1], [2], [[2.0, 1.0]])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_priced_walk_makes_optimal_plans_from_above_the_least_priced_cost(seed):
+    """With ``time_price``, the plans start at or above the shortest time of least cost plus price x time (so
+    every plan that can be of least priced cost is there) and are optimal at every time, as the full walk's."""
+    rng = np.random.default_rng(100 + seed)
+    started_late = 0
+    for _ in range(40):
+        n, edges, spec, lo, hi, tables = random_instance(rng)
+        price = float(rng.choice([0.0, 0.2, 0.7, 1.5, 4.0]))
+        full = solve_frontier(n, edges, spec, lo, hi, tables)
+        priced = solve_frontier(n, edges, spec, lo, hi, tables, time_price=price)
+        start = int(priced.times[0])
+        assert list(priced.times) == list(range(start, int(full.times[-1]) - 1, -1))
+        started_late += start < full.times[0]
+        priced_cost = full.costs + price * full.times
+        best = int(full.times[np.flatnonzero(priced_cost <= priced_cost.min() + 1e-9)].min())
+        assert start >= best
+        at = {int(t): c for t, c in zip(full.times, full.costs)}
+        for t, cost, d in zip(priced.times, priced.costs, priced.durations):
+            assert longest_path(n, edges, d) <= t
+            assert cost == pytest.approx(at[int(t)], abs=1e-9)
+    assert started_late > 10  # the price does cut the walk short
+
+
+def test_a_priced_walk_gives_the_full_walks_plans_on_a_published_profile(gpt3_a100):
+    from zeus_plugins_perseus.planner import build_specs
+    from zeus_plugins_perseus.profile import read_profile
+    from zeus_plugins_perseus.schedule import build_dag
+
+    dag = build_dag("1f1b", 8, 12)
+    specs = build_specs(read_profile(gpt3_a100), 8, "measured", 0.001, 83.64)
+    keys = list(specs)
+    spec = [keys.index((op.stage, op.instruction)) for op in dag.ops]
+    problem = (dag.n_ops, dag.edges, spec, [specs[k].lo for k in keys], [specs[k].hi for k in keys],
+               [specs[k].costs for k in keys])
+    full = solve_frontier(*problem)
+    priced = solve_frontier(*problem, time_price=8 * 0.001 * 83.64)
+    assert priced.phases < 0.6 * full.phases
+    k = len(full.times) - len(priced.times)
+    assert k > 0 and np.array_equal(full.times[k:], priced.times)
+    assert np.array_equal(full.durations[k:], priced.durations)

@@ -31,6 +31,11 @@ Solution, in integers (times in :data:`UNIT_S`, savings in :data:`GAIN_UNIT`):
    lies between them, and neither depends on which optimal flow, vertex or
    solver produced ``f``: they are properties of the LP alone.
 
+:class:`TensionNetwork` holds what does not depend on hulls (the network, the
+flow bounds, an optimal flow and event times at a limit or at a price of time);
+the quantised frontier's walk (:mod:`~zeus_plugins_perseus.tradeoff`) starts
+from one at a price of time.
+
 Rounding: a hull vertex's time is rounded to 10 ps and a saving to 1e-6 J/s
 (monotone, so the hulls stay convex); the plans are judged on real times later.
 """
@@ -45,7 +50,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, dijkstra, shortest_path
 
 from zeus_plugins_perseus.clock_options import EffectiveOptions
-from zeus_plugins_perseus.dag_times import iteration_time
+from zeus_plugins_perseus.dag_times import DagLevels, iteration_time
 from zeus_plugins_perseus.schedule import PipelineDAG
 
 UNIT_S = 1e-11  #: seconds per integer time unit
@@ -72,44 +77,34 @@ class HullSolution:
     hull_energy: float  # sum of the ops' hull energies (J, effective) at the optimum, from the unrounded hulls
 
 
-class HullFlow:
-    """The network of one DAG and its ops' hulls; :meth:`solve` walks it through a list of limits."""
+class TensionNetwork:
+    """Ops with integer vertices ``V`` and savings ``G`` (convex piecewise-linear time costs) on a DAG's event
+    network: its flow bounds, and optimal flows and event times at a limit (or at a price of time).
 
-    def __init__(self, dag: PipelineDAG, op_opts: Sequence[EffectiveOptions]) -> None:
-        n = self.n = dag.n_ops
-        uniq: dict[int, int] = {}
-        key = np.array([uniq.setdefault(id(o), len(uniq)) for o in op_opts], dtype=np.int64)
-        rows = list({id(o): o for o in op_opts}.values())
-        kmax = max(len(o.hull_t) for o in rows)
-        V = np.full((len(rows), kmax + 1), _FAR, dtype=np.int64)
-        G = np.zeros((len(rows), kmax + 1), dtype=np.int64)  # G[j]: saving per unit on segment j; 0 from K on
-        self._hull_t = [o.hull_t for o in rows]
-        self._hull_e = [o.hull_e for o in rows]
-        for r, o in enumerate(rows):
-            k = len(o.hull_t) - 1
-            V[r, : k + 1] = to_units(o.hull_t)
-            if k:
-                g = -np.diff(o.hull_e) / np.diff(o.hull_t)
-                G[r, :k] = np.minimum.accumulate(np.maximum(np.rint(g / GAIN_UNIT), 0).astype(np.int64))
-        self.key = key
-        self.K = np.array([len(o.hull_t) - 1 for o in rows], dtype=np.int64)[key]
-        self.V, self.G = V[key], G[key]
-        up = np.full_like(self.G, _INF)
-        up[:, 1:] = self.G[:, :-1]
+    Node 0 is the source ``sigma``, node 1 the sink ``tau``, op ``i`` runs from node ``2 + 2i`` to ``3 + 2i``;
+    arcs: the ops, then the DAG's edges, then ``sigma`` to every first op and every last op to ``tau``.
+    ``V[i, j]`` (j <= K[i]) are op ``i``'s vertices, fastest first; ``G[i, j]`` the saving per unit of time on
+    the segment after vertex ``j`` (non-increasing in ``j``, 0 from ``K[i]`` on).
+    """
+
+    def __init__(self, levels: DagLevels, edges: np.ndarray, V: np.ndarray, G: np.ndarray, K: np.ndarray) -> None:
+        n = self.n = len(K)
+        self.V, self.G, self.K = V, G, K
+        up = np.full_like(G, _INF)
+        up[:, 1:] = G[:, :-1]
         self.G_up = up  # flow bound above at vertex j: the saving of the segment before it
-        self.fastest, self.slowest = self.V[:, 0], self.V[np.arange(n), self.K]
-        self.levels = dag.levels
-
-        e = dag.edges
+        self.fastest, self.slowest = V[:, 0], V[np.arange(n), K]
+        self.levels = levels
+        e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
         ops = np.arange(n)
-        starts = ops[~self.levels.has_preds]
-        ends = ops[~self.levels.has_succs]
+        starts = ops[~levels.has_preds]
+        ends = ops[~levels.has_succs]
         self.tail = np.concatenate([2 + 2 * ops, 3 + 2 * e[:, 0], np.zeros(len(starts), np.int64), 3 + 2 * ends])
         self.head = np.concatenate([3 + 2 * ops, 2 + 2 * e[:, 1], 2 + 2 * starts, np.ones(len(ends), np.int64)])
         self.n_nodes = 2 + 2 * n
         self.n_arcs = len(self.tail)
-        self.t_min = int(iteration_time(self.levels, self.fastest))
-        self.t_max = int(iteration_time(self.levels, self.slowest))
+        self.t_min = int(iteration_time(levels, self.fastest))
+        self.t_max = int(iteration_time(levels, self.slowest))
 
     # -- bounds from spans and from flows --
 
@@ -149,6 +144,113 @@ class HullFlow:
         xmax[n:] = np.where(f[n:] > 0, 0, -1)
         return xmin, xmax
 
+
+    def _start(self, T: int) -> tuple[np.ndarray, np.ndarray]:
+        """Optimal (event times, flow) at limit ``T``."""
+        f = np.zeros(self.n_arcs, np.int64)
+        if T < self.t_max:
+            f = self._min_cost_circulation(T)
+        xmin, xmax = self._span_range(f)
+        pi = self._feasible_times(xmin, xmax, T)
+        return pi, f
+
+    def _min_cost_circulation(self, T: int | None, rate: int = 0) -> np.ndarray:
+        """An optimal flow at limit ``T`` (a circulation with a return arc ``tau -> sigma`` of cost ``T``), or with
+        ``T`` None, at the price ``rate`` per unit of time (a flow of value ``rate`` from ``sigma`` to ``tau``)."""
+        from ortools.graph.python import min_cost_flow
+
+        n = self.n
+        rows = np.arange(n)
+        K = self.K
+        cols = np.arange(self.V.shape[1])[None, :]
+        valid = cols <= K[:, None]
+        # op i as K+1 parallel arcs in_i -> out_i: vertex j costs -V_ij, its capacity G_i,j-1 - G_ij (j = 0: none)
+        cap = np.where(cols == 0, 0, self.G_up - self.G)
+        op_of = np.broadcast_to(rows[:, None], valid.shape)[valid]
+        caps = cap[valid]
+        costs = -self.V[valid]
+        finite_total = int(caps.sum())
+        big = max(finite_total, rate) + 1
+        caps = np.where(np.broadcast_to(cols == 0, valid.shape)[valid], big, caps)
+        ret = [] if T is None else [1]
+        tails = np.concatenate([self.tail[op_of], self.tail[n:], ret])
+        heads = np.concatenate([self.head[op_of], self.head[n:], [0] if ret else []])
+        capacity = np.concatenate([caps, np.full(self.n_arcs - n, big), [big] if ret else []])
+        cost = np.concatenate([costs, np.zeros(self.n_arcs - n, np.int64), [T] if ret else []])
+        m = min_cost_flow.SimpleMinCostFlow()
+        arcs = m.add_arcs_with_capacity_and_unit_cost(tails.astype(np.int32), heads.astype(np.int32),
+                                                      capacity.astype(np.int64), cost.astype(np.int64))
+        if T is None:
+            m.set_node_supply(0, rate)
+            m.set_node_supply(1, -rate)
+        status = m.solve()
+        if status != m.OPTIMAL:
+            raise HullFlowError(f"OR-Tools' min-cost flow answered status {status}")
+        flows = np.asarray(m.flows(np.asarray(arcs, dtype=np.int32)), dtype=np.int64)
+        f = np.zeros(self.n_arcs, np.int64)
+        k = len(op_of)
+        np.add.at(f, op_of, flows[:k])
+        f[n:] = flows[k:k + self.n_arcs - n]
+        return f
+
+    def _feasible_times(self, xmin, xmax, T) -> np.ndarray:
+        """The earliest event times within the span ranges, sigma at 0 and tau at ``T`` (Bellman-Ford)."""
+        # pi(head) - pi(tail) >= xmin; pi(tail) - pi(head) >= -xmax; pi(tau) - pi(sigma) = T
+        has_hi = xmax >= 0
+        a = np.concatenate([self.tail, self.head[has_hi], [0, 1]])
+        b = np.concatenate([self.head, self.tail[has_hi], [1, 0]])
+        w = np.concatenate([xmin, -xmax[has_hi], [T, -T]]).astype(float)
+        # longest paths from sigma = shortest paths of the negated lengths
+        g = sp.csr_array((-w, (a, b)), shape=(self.n_nodes, self.n_nodes))
+        d = shortest_path(g, method="BF", directed=True, indices=0)
+        pi = np.rint(-d).astype(np.int64)
+        if not np.isfinite(d).all() or pi[1] != T:  # pragma: no cover
+            raise HullFlowError("no event times fit the starting flow")
+        return pi
+
+    def optimal_at_price(self, rate: int) -> tuple[np.ndarray, np.ndarray]:
+        """Optimal (event times, flow) of the ops' cost plus ``rate`` per unit of iteration time, at the shortest
+        iteration time that minimises it (``tau``'s event time).
+
+        One minimum-cost flow of value ``rate`` from ``sigma`` to ``tau`` (the parallel arcs of
+        :meth:`_start`'s circulation with no return arc: its flow is the price of time), then the earliest event times
+        that fit it (Bellman-Ford).
+        """
+        f = self._min_cost_circulation(None, max(int(rate), 0))
+        xmin, xmax = self._span_range(f)
+        has_hi = xmax >= 0
+        a = np.concatenate([self.tail, self.head[has_hi]])
+        b = np.concatenate([self.head, self.tail[has_hi]])
+        w = np.concatenate([xmin, -xmax[has_hi]]).astype(float)
+        d = shortest_path(sp.csr_array((-w, (a, b)), shape=(self.n_nodes, self.n_nodes)), method="BF", directed=True,
+                          indices=0)
+        if not np.isfinite(d).all():  # pragma: no cover
+            raise HullFlowError("no event times fit the flow at that price of time")
+        return np.rint(-d).astype(np.int64), f
+
+
+class HullFlow(TensionNetwork):
+    """The network of one DAG and its ops' hulls; :meth:`solve` walks it through a list of limits."""
+
+    def __init__(self, dag: PipelineDAG, op_opts: Sequence[EffectiveOptions]) -> None:
+        uniq: dict[int, int] = {}
+        key = np.array([uniq.setdefault(id(o), len(uniq)) for o in op_opts], dtype=np.int64)
+        rows = list({id(o): o for o in op_opts}.values())
+        kmax = max(len(o.hull_t) for o in rows)
+        V = np.full((len(rows), kmax + 1), _FAR, dtype=np.int64)
+        G = np.zeros((len(rows), kmax + 1), dtype=np.int64)  # G[j]: saving per unit on segment j; 0 from K on
+        self._hull_t = [o.hull_t for o in rows]
+        self._hull_e = [o.hull_e for o in rows]
+        for r, o in enumerate(rows):
+            k = len(o.hull_t) - 1
+            V[r, : k + 1] = to_units(o.hull_t)
+            if k:
+                g = -np.diff(o.hull_e) / np.diff(o.hull_t)
+                G[r, :k] = np.minimum.accumulate(np.maximum(np.rint(g / GAIN_UNIT), 0).astype(np.int64))
+        self.key = key
+        K = np.array([len(o.hull_t) - 1 for o in rows], dtype=np.int64)[key]
+        super().__init__(dag.levels, dag.edges, V[key], G[key], K)
+
     # -- the walk --
 
     def solve(self, limits_units: Sequence[int]) -> Iterator[HullSolution]:
@@ -166,48 +268,6 @@ class HullFlow:
                 T = self._phase(pi, f, T, target, mf)
             yield self._canonical(pi, f, T)
 
-    def _start(self, T: int) -> tuple[np.ndarray, np.ndarray]:
-        """Optimal (event times, flow) at limit ``T``."""
-        f = np.zeros(self.n_arcs, np.int64)
-        if T < self.t_max:
-            f = self._min_cost_circulation(T)
-        xmin, xmax = self._span_range(f)
-        pi = self._feasible_times(xmin, xmax, T)
-        return pi, f
-
-    def _min_cost_circulation(self, T: int) -> np.ndarray:
-        from ortools.graph.python import min_cost_flow
-
-        n = self.n
-        rows = np.arange(n)
-        K = self.K
-        cols = np.arange(self.V.shape[1])[None, :]
-        valid = cols <= K[:, None]
-        # op i as K+1 parallel arcs in_i -> out_i: vertex j costs -V_ij, its capacity G_i,j-1 - G_ij (j = 0: none)
-        cap = np.where(cols == 0, 0, self.G_up - self.G)
-        op_of = np.broadcast_to(rows[:, None], valid.shape)[valid]
-        caps = cap[valid]
-        costs = -self.V[valid]
-        finite_total = int(caps.sum())
-        big = finite_total + 1
-        caps = np.where(np.broadcast_to(cols == 0, valid.shape)[valid], big, caps)
-        tails = np.concatenate([self.tail[op_of], self.tail[n:], [1]])
-        heads = np.concatenate([self.head[op_of], self.head[n:], [0]])
-        capacity = np.concatenate([caps, np.full(self.n_arcs - n, big), [big]])
-        cost = np.concatenate([costs, np.zeros(self.n_arcs - n, np.int64), [T]])
-        m = min_cost_flow.SimpleMinCostFlow()
-        arcs = m.add_arcs_with_capacity_and_unit_cost(tails.astype(np.int32), heads.astype(np.int32),
-                                                      capacity.astype(np.int64), cost.astype(np.int64))
-        status = m.solve()
-        if status != m.OPTIMAL:
-            raise HullFlowError(f"OR-Tools' min-cost flow answered status {status}")
-        flows = np.asarray(m.flows(np.asarray(arcs, dtype=np.int32)), dtype=np.int64)
-        f = np.zeros(self.n_arcs, np.int64)
-        k = len(op_of)
-        np.add.at(f, op_of, flows[:k])
-        f[n:] = flows[k:-1]
-        return f
-
     def _constraint_graph(self, pi, xmin, xmax, T, reverse: bool):
         """Slack graph of the complementary-slackness constraints at potentials ``pi``: arc lengths >= 0."""
         x = pi[self.head] - pi[self.tail]
@@ -223,21 +283,6 @@ class HullFlow:
         if reverse:
             a, b = b, a
         return sp.csr_array((w, (a, b)), shape=(self.n_nodes, self.n_nodes))
-
-    def _feasible_times(self, xmin, xmax, T) -> np.ndarray:
-        """The earliest event times within the span ranges, sigma at 0 and tau at ``T`` (Bellman-Ford)."""
-        # pi(head) - pi(tail) >= xmin; pi(tail) - pi(head) >= -xmax; pi(tau) - pi(sigma) = T
-        has_hi = xmax >= 0
-        a = np.concatenate([self.tail, self.head[has_hi], [0, 1]])
-        b = np.concatenate([self.head, self.tail[has_hi], [1, 0]])
-        w = np.concatenate([xmin, -xmax[has_hi], [T, -T]]).astype(float)
-        # longest paths from sigma = shortest paths of the negated lengths
-        g = sp.csr_array((-w, (a, b)), shape=(self.n_nodes, self.n_nodes))
-        d = shortest_path(g, method="BF", directed=True, indices=0)
-        pi = np.rint(-d).astype(np.int64)
-        if not np.isfinite(d).all() or pi[1] != T:  # pragma: no cover
-            raise HullFlowError("no event times fit the starting flow")
-        return pi
 
     def _phase(self, pi, f, T, target, mf) -> int:
         """One primal-dual phase: maximum flow, minimum cut, shift; returns the new limit."""

@@ -24,6 +24,12 @@ its dual, a flow ``f`` that certifies optimality, across steps:
   ``delta >= 1`` consecutive optimal plans (Fulkerson's parametric idea) and
   the flow is warm-started instead of rebuilt.
 
+Where only plans up to the least cost with time priced in matter (the
+measured model lists nothing slower than its least-energy plan), the walk
+starts there instead of at the all-slowest time, from one minimum-cost flow
+(``time_price``): on the published profiles that skips half the phases at
+16 x 64 and gives the same plans.
+
 Marginal costs are scaled to integers (rounding is monotone, so convexity is
 kept); reported costs are always recomputed from the unrounded cost tables.
 The rounding can only pick a plan whose true cost is within
@@ -82,8 +88,20 @@ def solve_frontier(
     hi: Sequence[int],
     cost_tables: Sequence[Sequence[float]],
     t_stop: int | None = None,
+    time_price: float | None = None,
 ) -> Frontier:
     """Every optimal plan from the all-slowest critical path down to ``t_stop`` (default: the fastest).
+
+    With ``time_price`` (the cost of one unit of iteration time, in the cost tables' units: the planned
+    energy's blocking term), the plans start a little above the shortest time that minimises cost plus
+    ``time_price`` times the iteration time (where time costs :data:`START_DISCOUNT` of that), instead of at
+    the all-slowest time: every slower plan costs more with its time priced in. The walk then starts from one
+    minimum-cost flow of the same rounded model and the earliest event times that fit it
+    (:meth:`~zeus_plugins_perseus.hull_flow.TensionNetwork.optimal_at_price`; without OR-Tools it starts at
+    the all-slowest time). Each step's cut is the minimal minimum cut of the flow bounds that the event times
+    give, whichever flow reached them, so the plans are the full walk's wherever both walks reach the same
+    event times (every plan, on the published profiles: see the tests); elsewhere they are other optimal
+    plans of a tie.
 
     ``spec_of_op[i]`` indexes ``lo``/``hi``/``cost_tables``: operations that
     share a (stage, instruction) share a spec. ``cost_tables[j][k]`` is the cost
@@ -158,6 +176,12 @@ def solve_frontier(
     pi_nodes[1] = t_max
     t_fast = int(iteration_time(lv, lo[spec])) if n_ops else 0
     stop = t_fast if t_stop is None else max(int(t_stop), t_fast)
+    T = t_max
+    flow = np.zeros(n_arcs, np.int64)
+    if time_price is not None and time_price > 0 and n_ops:
+        start = _priced_start(lv, e, lo, hi, spec, mint, time_price * scale, t_max)
+        if start is not None:
+            T, pi_nodes, flow = start
 
     # Fixed CSR structure with a forward and a backward entry per arc.
     rows = np.concatenate([tail, head])
@@ -177,14 +201,12 @@ def solve_frontier(
     lo_op, hi_op = lo[spec], hi[spec]
     row_of_op = spec * mint.shape[1]  # an op's row in the flat mint / down / up tables (1-D takes are cheaper)
     mint_flat, down_flat, up_flat = mint.ravel(), down.ravel(), up.ravel()
-    flow = np.zeros(n_arcs, np.int64)
     in_nodes, out_nodes = 2 + 2 * ops, 3 + 2 * ops
 
-    times = [t_max]
+    times = [T]
     # one int32 row per plan (thousands of plans x thousands of ops at 16 x 64: kept small)
     durs = [np.minimum(hi_op, pi_nodes[out_nodes] - pi_nodes[in_nodes]).astype(np.int32)]
     phases = 0
-    T = t_max
     # No step needs a check for a source-sink path of infinite arcs (every op at its fastest
     # duration and every dummy arc tight): such a path spans pi[sink] - pi[source] = T with
     # only fastest durations on it, so T <= t_fast <= stop, and the loop has ended before.
@@ -249,6 +271,45 @@ def solve_frontier(
         block = durations[k:k + 256]
         costs[k:k + 256] = ctab[spec[None, :], block - lo_op[None, :]].sum(axis=1)
     return Frontier(times=np.asarray(times, np.int64), durations=durations, costs=costs, phases=phases)
+
+
+#: the priced walk starts where time costs this much less than asked (a little slower than the least-cost time)
+START_DISCOUNT = 0.98
+
+
+def _priced_start(lv, e, lo, hi, spec, mint, rate, t_max):
+    """(time, event times per node, flow per arc) optimal in the walk's rounded model at the shortest least-cost
+    time when a unit of time costs :data:`START_DISCOUNT` times ``rate``; None when that is the all-slowest time.
+
+    The model's ops as a :class:`~zeus_plugins_perseus.hull_flow.TensionNetwork`: a vertex where the marginal
+    cost changes (between two, the cost is linear: the walk's flow sits exactly on the saving there too).
+    """
+    from zeus_plugins_perseus.hull_flow import HullFlowError, TensionNetwork
+
+    n = len(spec)
+    rows_v, rows_g = [], []
+    for j in range(len(lo)):  # per spec: its vertices (units) and the savings after each
+        k = int(hi[j] - lo[j])
+        g = mint[j, 1:k + 1]
+        keep = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True]) if k else np.zeros(1, np.int64)
+        rows_v.append(lo[j] + keep)
+        rows_g.append(np.r_[g, 0][keep])
+    kmax = max(len(v) for v in rows_v)
+    V = np.full((len(lo), kmax), np.iinfo(np.int64).max // 4, np.int64)
+    G = np.zeros((len(lo), kmax), np.int64)
+    for j, (v, g) in enumerate(zip(rows_v, rows_g)):
+        V[j, :len(v)], G[j, :len(g)] = v, g
+    K = np.array([len(v) - 1 for v in rows_v], np.int64)
+    net = TensionNetwork(lv, e, V[spec], G[spec], K[spec])
+    try:
+        pi, f = net.optimal_at_price(int(np.floor(rate * START_DISCOUNT)))
+    except (ImportError, HullFlowError):  # no OR-Tools (or it failed): the walk starts at the all-slowest time
+        return None
+    if pi[1] >= t_max:
+        return None
+    if pi.shape != (2 + 2 * n,) or f.shape != (len(net.tail),):  # pragma: no cover
+        raise TradeoffError("internal error: the priced start does not fit the walk's network")
+    return int(pi[1]), pi, f
 
 
 def _reachable(open_: np.ndarray, indices: np.ndarray, indptr: np.ndarray, ones: np.ndarray) -> np.ndarray:
