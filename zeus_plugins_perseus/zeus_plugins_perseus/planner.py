@@ -304,17 +304,18 @@ def _solve(dag: PipelineDAG, specs: dict, unit_time_s: float, blocking_power_w: 
     keys = list(specs)
     key_index = {k: j for j, k in enumerate(keys)}
     spec_of_op = np.array([key_index[(op.stage, op.instruction)] for op in dag.ops])
-    problem = (dag.n_ops, dag.edges, spec_of_op, [specs[k].lo for k in keys], [specs[k].hi for k in keys],
-               [specs[k].costs for k in keys])
     time_price = dag.stages * unit_time_s * blocking_power_w  # the planned energy's blocking term per unit
-    fr = solve_frontier(*problem, time_price=time_price if pareto_only else None)
+    fr = solve_frontier(  # with pareto_only, no plan slower than the least planned energy is kept: start near it
+        dag.n_ops,
+        dag.edges,
+        spec_of_op,
+        [specs[k].lo for k in keys],
+        [specs[k].hi for k in keys],
+        [specs[k].costs for k in keys],
+        time_price=time_price if pareto_only else None,
+    )
     t_units = fr.times[::-1]
     energy = fr.costs[::-1] + dag.stages * t_units * unit_time_s * blocking_power_w
-    if pareto_only and len(t_units) > 1 and int(np.argmin(energy)) == len(t_units) - 1 and time_price > 0:
-        # the least energy at the priced walk's first plan: slower ones might cost less (they never have)
-        fr = solve_frontier(*problem)
-        t_units = fr.times[::-1]
-        energy = fr.costs[::-1] + dag.stages * t_units * unit_time_s * blocking_power_w
     durations = fr.durations[::-1]
     if pareto_only:
         keep = slice(0, int(np.argmin(energy)) + 1)

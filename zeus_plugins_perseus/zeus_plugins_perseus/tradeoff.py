@@ -279,14 +279,23 @@ START_DISCOUNT = 0.98
 
 def _priced_start(lv, e, lo, hi, spec, mint, rate, t_max):
     """(time, event times per node, flow per arc) optimal in the walk's rounded model at the shortest least-cost
-    time when a unit of time costs :data:`START_DISCOUNT` times ``rate``; None when that is the all-slowest time.
+    time when a unit of time costs :data:`START_DISCOUNT` times ``rate`` (in the model's scaled units); None when
+    that is the all-slowest time, or when the start could miss a plan of least cost at ``rate``.
+
+    Slower than the start, the model's cost plus ``rate`` per unit grows by at least ``(1 - START_DISCOUNT) *
+    rate`` per unit, and the unrounded costs differ from the model's by at most half a scaled unit per op and
+    unit of duration (consecutive plans of the walk differ by at most a unit per op and unit of time), so where
+    the first exceeds ``n_ops / 2`` no slower plan costs less than the start's with its time priced in,
+    unrounded too; otherwise the walk starts at the all-slowest time.
 
     The model's ops as a :class:`~zeus_plugins_perseus.hull_flow.TensionNetwork`: a vertex where the marginal
     cost changes (between two, the cost is linear: the walk's flow sits exactly on the saving there too).
     """
+    n = len(spec)
+    if not (1 - START_DISCOUNT) * rate > n / 2:
+        return None
     from zeus_plugins_perseus.hull_flow import HullFlowError, TensionNetwork
 
-    n = len(spec)
     rows_v, rows_g = [], []
     for j in range(len(lo)):  # per spec: its vertices (units) and the savings after each
         k = int(hi[j] - lo[j])
