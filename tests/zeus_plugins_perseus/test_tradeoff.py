@@ -116,3 +116,30 @@ def test_a_priced_walk_gives_the_full_walks_plans_on_a_published_profile(gpt3_a1
     # a price of time too small for the model's rounding to be sure of the start: the walk starts at the slowest
     barely = solve_frontier(*problem, time_price=1e-9)
     assert barely.phases == full.phases and np.array_equal(barely.durations, full.durations)
+
+
+def test_without_or_tools_the_priced_walk_starts_at_the_slowest_time(gpt3_a100, monkeypatch):
+    """OR-Tools is what finds the priced start; where it cannot be imported the walk starts at the all-slowest
+    time and gives the same plans."""
+    import sys
+
+    from zeus_plugins_perseus.planner import build_specs
+    from zeus_plugins_perseus.profile import read_profile
+    from zeus_plugins_perseus.schedule import build_dag
+
+    dag = build_dag("1f1b", 8, 12)
+    specs = build_specs(read_profile(gpt3_a100), 8, "measured", 0.001, 83.64)
+    keys = list(specs)
+    spec = [keys.index((op.stage, op.instruction)) for op in dag.ops]
+    problem = (dag.n_ops, dag.edges, spec, [specs[k].lo for k in keys], [specs[k].hi for k in keys],
+               [specs[k].costs for k in keys])
+    with_it = solve_frontier(*problem, time_price=8 * 0.001 * 83.64)
+    import ortools.graph.python as og
+
+    monkeypatch.setitem(sys.modules, "ortools.graph.python.min_cost_flow", None)  # its import raises ImportError
+    monkeypatch.delattr(og, "min_cost_flow", raising=False)
+    without = solve_frontier(*problem, time_price=8 * 0.001 * 83.64)
+    full = solve_frontier(*problem)
+    assert with_it.phases < without.phases == full.phases
+    k = len(full.times) - len(with_it.times)
+    assert np.array_equal(without.durations, full.durations) and np.array_equal(full.durations[k:], with_it.durations)
