@@ -193,18 +193,20 @@ class TensionNetwork:
         f[n:] = flows[k:k + self.n_arcs - n]
         return f
 
-    def _feasible_times(self, xmin, xmax, T) -> np.ndarray:
-        """The earliest event times within the span ranges, sigma at 0 and tau at ``T`` (Bellman-Ford)."""
+    def _feasible_times(self, xmin, xmax, T: int | None) -> np.ndarray:
+        """The earliest event times within the span ranges, sigma at 0 and tau at ``T`` (anywhere without one:
+        then at its earliest), by Bellman-Ford."""
         # pi(head) - pi(tail) >= xmin; pi(tail) - pi(head) >= -xmax; pi(tau) - pi(sigma) = T
         has_hi = xmax >= 0
-        a = np.concatenate([self.tail, self.head[has_hi], [0, 1]])
-        b = np.concatenate([self.head, self.tail[has_hi], [1, 0]])
-        w = np.concatenate([xmin, -xmax[has_hi], [T, -T]]).astype(float)
+        ends = np.array([] if T is None else [0, 1], dtype=np.int64)  # sigma -> tau at T, tau -> sigma at -T
+        a = np.concatenate([self.tail, self.head[has_hi], ends])
+        b = np.concatenate([self.head, self.tail[has_hi], ends[::-1]])
+        w = np.concatenate([xmin, -xmax[has_hi], [T, -T] if T is not None else []]).astype(float)
         # longest paths from sigma = shortest paths of the negated lengths
         g = sp.csr_array((-w, (a, b)), shape=(self.n_nodes, self.n_nodes))
         d = shortest_path(g, method="BF", directed=True, indices=0)
         pi = np.rint(-d).astype(np.int64)
-        if not np.isfinite(d).all() or pi[1] != T:  # pragma: no cover
+        if not np.isfinite(d).all() or (T is not None and pi[1] != T):  # pragma: no cover
             raise HullFlowError("no event times fit the starting flow")
         return pi
 
@@ -213,20 +215,11 @@ class TensionNetwork:
         iteration time that minimises it (``tau``'s event time).
 
         One minimum-cost flow of value ``rate`` from ``sigma`` to ``tau`` (the parallel arcs of
-        :meth:`_start`'s circulation with no return arc: its flow is the price of time), then the earliest event times
-        that fit it (Bellman-Ford).
+        :meth:`_start`'s circulation with no return arc: its flow is the price of time), then the earliest event
+        times that fit it.
         """
         f = self._min_cost_circulation(None, max(int(rate), 0))
-        xmin, xmax = self._span_range(f)
-        has_hi = xmax >= 0
-        a = np.concatenate([self.tail, self.head[has_hi]])
-        b = np.concatenate([self.head, self.tail[has_hi]])
-        w = np.concatenate([xmin, -xmax[has_hi]]).astype(float)
-        d = shortest_path(sp.csr_array((-w, (a, b)), shape=(self.n_nodes, self.n_nodes)), method="BF", directed=True,
-                          indices=0)
-        if not np.isfinite(d).all():  # pragma: no cover
-            raise HullFlowError("no event times fit the flow at that price of time")
-        return np.rint(-d).astype(np.int64), f
+        return self._feasible_times(*self._span_range(f), None), f
 
 
 class HullFlow(TensionNetwork):
