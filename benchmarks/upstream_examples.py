@@ -29,7 +29,6 @@ missing. Exit status: 1 if any example that could run failed.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import random
@@ -45,19 +44,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STANDIN = HERE / "upstream" / "cuda_standin"
-sys.path.insert(0, str(HERE.parent / "tests" / "_support"))
+sys.path.insert(0, str(HERE.parent / "tests" / "_support"))  # the plan server harness (serve_helpers)
 
+from benchmark_scripts import load_benchmark  # noqa: E402
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", HERE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-upstream_tests = _load("upstream_tests")
+upstream_tests = load_benchmark("upstream_tests")
 
 #: what each example needs in the examples' environment, besides torch and zeus-compat
 NEEDS = {

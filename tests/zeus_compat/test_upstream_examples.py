@@ -5,21 +5,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import struct
 import subprocess
 import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+from benchmark_scripts import BENCHMARKS as BENCH
+from benchmark_scripts import load_benchmark
+
 STANDIN = BENCH / "upstream" / "cuda_standin"
-
-spec = importlib.util.spec_from_file_location("bench_upstream_examples", BENCH / "upstream_examples.py")
-assert spec is not None and spec.loader is not None
-upstream_examples = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = upstream_examples
-spec.loader.exec_module(upstream_examples)
+upstream_examples = load_benchmark("upstream_examples")
 
 # what upstream's examples do with CUDA, on one process group of one rank over loopback
 SCRIPT = """

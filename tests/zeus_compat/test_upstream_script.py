@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from benchmark_scripts import BENCHMARKS as BENCH
+from benchmark_scripts import load_benchmark
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load_script(name: str):
-    """The benchmark script as a module, loaded from its file: benchmarks/ is not put on sys.path,
-    where its scripts would shadow the test support modules of the same name (serve_faults)."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-upstream_tests = _load_script("upstream_tests")
+upstream_tests = load_benchmark("upstream_tests")
 
 
 def test_rewrite_swaps_only_the_private_nvml_mock(tmp_path, monkeypatch):
