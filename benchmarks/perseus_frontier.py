@@ -26,6 +26,10 @@ Sections (each prints a rich table):
    (its vertex mapped, repaired and reclaimed as the canonical solutions are, and as the
    previous path did): where it is worse, and by how much; the zero-slowdown plan and the
    job's chosen limit are checked against it by the planner itself.
+8. priced start -- the default model's quantised walk from the all-slowest time against the
+   walk from its priced start (``tradeoff.solve_frontier(time_price=...)``), in this process:
+   phases, seconds (median of ``--repeat``, interleaved) and their ratio, and whether the plans
+   up to the least planned energy (what the planner keeps) are the same.
 
 lowtime is imported in a subprocess by ``perseus_lowtime_driver.py``, with the python
 given by ``--lowtime-python`` (default: this one); without lowtime, sections 1 to 3 say
@@ -56,10 +60,11 @@ from zeus_core import pareto_frontier
 from zeus_plugins_perseus.clock_options import fastest_frequencies
 from zeus_plugins_perseus.emulator import emulate
 from zeus_plugins_perseus.exact import ExactPlanner
-from zeus_plugins_perseus.planner import plan_frontier, real_time_plans
+from zeus_plugins_perseus.planner import build_specs, frontier_problem, plan_frontier, real_time_plans
 from zeus_plugins_perseus.profile import InstructionProfile, read_profile
 from zeus_plugins_perseus.reclaim import reclaim_slack
 from zeus_plugins_perseus.schedule import build_dag
+from zeus_plugins_perseus.tradeoff import solve_frontier
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[0] / ".." / "shared" / "data" / "perseus_sosp24"
@@ -474,6 +479,38 @@ def section_cold_lp(args):
                   f"previous path did; worse at {totals[0]} and {totals[1]} of {totals[2]} limits in all)")
 
 
+def section_priced_start(args):
+    """The quantised frontier walked from the all-slowest time and from the priced start, in this process."""
+    table = Table(title="8. the quantised walk's priced start (default model): against the walk from the all-slowest "
+                        "time, plans up to the least planned energy")
+    for col in ("profile", "size", "unit ms", "phases: full, priced", "s: full, priced (median)", "full / priced",
+                "kept plans", "plans that differ"):
+        table.add_column(col)
+    for stages, mbs, name, unit in args.priced_cases:
+        base = read_profile(DATA / f"{name}.csv")
+        prof = base if stages == len(base.stages) else tiled(base, stages)
+        blocking = PROFILES[name]
+        dag = build_dag("1f1b", stages, mbs)
+        problem = frontier_problem(dag, build_specs(prof, stages, "measured", unit, blocking))
+        price = stages * unit * blocking
+        runs: dict[str, list] = {"full": [], "priced": []}
+        for _ in range(args.repeat):  # interleaved
+            for kind, kw in (("full", {}), ("priced", {"time_price": price})):
+                t0 = time.perf_counter()
+                fr = solve_frontier(*problem, **kw)
+                runs[kind].append((time.perf_counter() - t0, fr))
+        full, priced = runs["full"][0][1], runs["priced"][0][1]
+        s_full, s_priced = (float(np.median([t for t, _ in runs[k]])) for k in ("full", "priced"))
+        kept = [int(np.argmin((fr.costs + price * fr.times)[::-1])) + 1 for fr in (full, priced)]
+        same_times = kept[0] == kept[1] and np.array_equal(full.times[::-1][:kept[0]], priced.times[::-1][:kept[1]])
+        differ = (str(int((full.durations[::-1][:kept[0]] != priced.durations[::-1][:kept[1]]).any(axis=1).sum()))
+                  if same_times else "other times")
+        table.add_row(name, f"{stages} x {mbs}", f"{unit * 1e3:g}", f"{full.phases}, {priced.phases}",
+                      f"{s_full:.2f}, {s_priced:.2f}", f"{s_full / s_priced:.2f}x", f"{kept[0]}, {kept[1]}", differ)
+    console.print(table)
+    console.print("(plans that differ: among the kept plans, those whose durations are not the full walk's)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lowtime-python", default=sys.executable)
@@ -490,12 +527,16 @@ def main() -> None:
     args.saving_mbs = (12, 32)
     args.gap_mbs = (8, 12, 16, 32) if args.quick else (8, 12, 16, 32, 64, 128)
     args.cold_mbs = (12,) if args.quick else (12, 32)
+    args.priced_cases = ([(8, mbs, name, 0.001) for name in PROFILES for mbs in ((12,) if args.quick else (12, 32))]
+                         + [(8, 12, name, 0.0001) for name in PROFILES]
+                         + ([] if args.quick else [(16, 64, "gpt3-175b+a100_sxm_bf16", 0.001)]))
     skip = set(args.skip.split(","))
     have = lowtime_available(args.lowtime_python)
     console.print(f"lowtime: {'importable from ' + args.lowtime_python if have else 'NOT available (pip install lowtime==0.3.0)'}")
     sections = [("1", section_exact, (args, have)), ("2", section_speed, (args, have)),
                 ("3", section_growth, (args, have)), ("4", section_default_vs_published, (args,)),
-                ("5", section_saving, (args,)), ("6", section_gap, (args,)), ("7", section_cold_lp, (args,))]
+                ("5", section_saving, (args,)), ("6", section_gap, (args,)), ("7", section_cold_lp, (args,)),
+                ("8", section_priced_start, (args,))]
     for number, section, section_args in sections:
         if number not in skip:
             section(*section_args)

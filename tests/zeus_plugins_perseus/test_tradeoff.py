@@ -96,17 +96,18 @@ def test_a_priced_walk_makes_optimal_plans_from_above_the_least_priced_cost(seed
     assert started_late > 10  # the price does cut the walk short
 
 
-def test_a_priced_walk_gives_the_full_walks_plans_on_a_published_profile(gpt3_a100):
-    from zeus_plugins_perseus.planner import build_specs
+def gpt3_problem(path, microbatches):
+    """The quantised frontier's problem of GPT-3 175B / A100, 8 stages, measured model (as the planner poses it)."""
+    from zeus_plugins_perseus.planner import build_specs, frontier_problem
     from zeus_plugins_perseus.profile import read_profile
     from zeus_plugins_perseus.schedule import build_dag
 
-    dag = build_dag("1f1b", 8, 12)
-    specs = build_specs(read_profile(gpt3_a100), 8, "measured", 0.001, 83.64)
-    keys = list(specs)
-    spec = [keys.index((op.stage, op.instruction)) for op in dag.ops]
-    problem = (dag.n_ops, dag.edges, spec, [specs[k].lo for k in keys], [specs[k].hi for k in keys],
-               [specs[k].costs for k in keys])
+    return frontier_problem(build_dag("1f1b", 8, microbatches), build_specs(read_profile(path), 8, "measured", 0.001,
+                                                                           83.64))
+
+
+def test_a_priced_walk_gives_the_full_walks_plans_on_a_published_profile(gpt3_a100):
+    problem = gpt3_problem(gpt3_a100, 12)
     full = solve_frontier(*problem)
     priced = solve_frontier(*problem, time_price=8 * 0.001 * 83.64)
     assert priced.phases < 0.6 * full.phases
@@ -123,16 +124,7 @@ def test_without_or_tools_the_priced_walk_starts_at_the_slowest_time(gpt3_a100, 
     time and gives the same plans."""
     import sys
 
-    from zeus_plugins_perseus.planner import build_specs
-    from zeus_plugins_perseus.profile import read_profile
-    from zeus_plugins_perseus.schedule import build_dag
-
-    dag = build_dag("1f1b", 8, 12)
-    specs = build_specs(read_profile(gpt3_a100), 8, "measured", 0.001, 83.64)
-    keys = list(specs)
-    spec = [keys.index((op.stage, op.instruction)) for op in dag.ops]
-    problem = (dag.n_ops, dag.edges, spec, [specs[k].lo for k in keys], [specs[k].hi for k in keys],
-               [specs[k].costs for k in keys])
+    problem = gpt3_problem(gpt3_a100, 12)
     with_it = solve_frontier(*problem, time_price=8 * 0.001 * 83.64)
     import ortools.graph.python as og
 

@@ -299,21 +299,24 @@ def build_specs(
     }
 
 
-def _solve(dag: PipelineDAG, specs: dict, unit_time_s: float, blocking_power_w: float, pareto_only: bool):
-    """(time units, planned energy, clocks[plan, op], max-flow phases) of the solver's plans, fastest first."""
+def frontier_problem(dag: PipelineDAG, specs: dict[tuple[int, str], OpSpec]) -> tuple:
+    """The arguments of :func:`~zeus_plugins_perseus.tradeoff.solve_frontier` for ``dag`` with ``specs``: one
+    spec per (stage, instruction), shared by its ops."""
     keys = list(specs)
     key_index = {k: j for j, k in enumerate(keys)}
     spec_of_op = np.array([key_index[(op.stage, op.instruction)] for op in dag.ops])
+    return (dag.n_ops, dag.edges, spec_of_op, [specs[k].lo for k in keys], [specs[k].hi for k in keys],
+            [specs[k].costs for k in keys])
+
+
+def _solve(dag: PipelineDAG, specs: dict, unit_time_s: float, blocking_power_w: float, pareto_only: bool):
+    """(time units, planned energy, clocks[plan, op], max-flow phases) of the solver's plans, fastest first."""
+    keys = list(specs)
+    problem = frontier_problem(dag, specs)
+    spec_of_op = problem[2]
     time_price = dag.stages * unit_time_s * blocking_power_w  # the planned energy's blocking term per unit
-    fr = solve_frontier(  # with pareto_only, no plan slower than the least planned energy is kept: start near it
-        dag.n_ops,
-        dag.edges,
-        spec_of_op,
-        [specs[k].lo for k in keys],
-        [specs[k].hi for k in keys],
-        [specs[k].costs for k in keys],
-        time_price=time_price if pareto_only else None,
-    )
+    # with pareto_only, no plan slower than the least planned energy is kept: the walk starts near it
+    fr = solve_frontier(*problem, time_price=time_price if pareto_only else None)
     t_units = fr.times[::-1]
     energy = fr.costs[::-1] + dag.stages * t_units * unit_time_s * blocking_power_w
     durations = fr.durations[::-1]
