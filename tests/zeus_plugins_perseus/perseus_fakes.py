@@ -229,3 +229,10 @@ class UnpicklesSlowly:
 
     def __reduce__(self):
         return (_wait_for, (self.path,))
+
+
+def imported(name: str) -> bool:
+    """Whether module ``name`` is imported in this process (a worker's call, to see what ``at_start`` did)."""
+    import sys
+
+    return name in sys.modules

@@ -242,6 +242,19 @@ def test_the_quantised_walk_starts_near_the_least_energy_plan_only_where_that_is
     assert np.array_equal(near.emulated_energy_j, full.emulated_energy_j)
 
 
+def test_the_policys_worker_has_imported_the_planner_before_its_first_call():
+    """The policy's worker imports the planner as it starts (``at_start``), not when a call needs it: its first call
+    (from a module that imports no planner) finds it imported."""
+    from perseus_fakes import imported
+
+    from zeus_plugins_perseus.background import Background, Imports, planner_worker
+
+    with planner_worker() as bg:
+        assert bg.submit(imported, "zeus_plugins_perseus.planner").result()
+    with Background(workers=2, at_start=Imports(("json",))) as bg:  # without it, nothing imports the planner there
+        assert not bg.submit(imported, "zeus_plugins_perseus.planner").result()
+
+
 def test_a_worker_reads_calls_before_it_unpickles_its_start_call(tmp_path):
     """The worker's ``at_start`` call (the planner's imports) may take long to unpickle; meanwhile a call larger
     than a pipe holds must not block the caller: here the start call is unpickled only once the caller's submit
