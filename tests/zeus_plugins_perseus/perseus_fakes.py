@@ -236,3 +236,17 @@ def imported(name: str) -> bool:
     import sys
 
     return name in sys.modules
+
+
+def _fail_to_import(name: str) -> None:
+    raise ImportError(f"No module named {name!r}")
+
+
+class FailsToUnpickle:
+    """A call whose unpickling in a worker raises ImportError (a stand-in for a module missing there)."""
+
+    def __reduce__(self):
+        return (_fail_to_import, ("zeus_missing_module",))
+
+    def __call__(self) -> None:  # pragma: no cover - never unpickled into a callable
+        pass

@@ -255,6 +255,17 @@ def test_the_policys_worker_has_imported_the_planner_before_its_first_call():
         assert not bg.submit(imported, "zeus_plugins_perseus.planner").result()
 
 
+def test_a_call_the_worker_cannot_load_is_an_error_naming_why_and_the_worker_goes_on():
+    from perseus_fakes import FailsToUnpickle
+
+    from zeus_plugins_perseus.background import Background
+
+    with Background(workers=2) as bg:
+        with pytest.raises(RuntimeError, match="could not load its call: ImportError.*zeus_missing_module"):
+            bg.submit(FailsToUnpickle()).result()
+        assert bg.submit(max, 3, 4).result() == 4
+
+
 def test_a_worker_reads_calls_before_it_unpickles_its_start_call(tmp_path):
     """The worker's ``at_start`` call (the planner's imports) may take long to unpickle; meanwhile a call larger
     than a pipe holds must not block the caller: here the start call is unpickled only once the caller's submit

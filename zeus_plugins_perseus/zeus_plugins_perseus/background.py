@@ -246,7 +246,12 @@ def _serve() -> None:
             writer.join()
             stdout.flush()
             os._exit(0)
-        answer = _run(*pickle.loads(data))
+        try:
+            call = pickle.loads(data)
+        except Exception as e:  # noqa: BLE001 - e.g. its module fails to import here: the caller raises it
+            answer: tuple[str, Any] = ("error", RuntimeError(f"the worker could not load its call: {e!r}"))
+        else:
+            answer = _run(*call)
         try:
             answers.put(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
         except Exception as e:  # noqa: BLE001 - an answer that cannot be pickled is the caller's error
