@@ -43,6 +43,25 @@ def test_windows_measure_the_driver_and_log_upstreams_format(driver, tmp_path):
     assert nvml is not None
 
 
+def test_the_log_takes_any_window_name_as_upstream(driver, tmp_path):
+    """A window named by an int or a tuple is measured and logged by its str(), as upstream writes it
+    (this used to lose the measurement with a TypeError from the log's join)."""
+    driver(gpus=1, demand_w=100.0)
+    log = tmp_path / "log.csv"
+    monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[], log_file=log)
+    names = [3, ("epoch", 1), None]
+    got = []
+    for name in names:
+        monitor.begin_window(name, sync_execution=False)
+        time.sleep(0.01)
+        got.append(monitor.end_window(name, sync_execution=False))
+    monitor.close()
+    assert all(set(m.gpu_energy) == {0} for m in got)
+    rows = log.read_text().splitlines()[1:]
+    assert [r.split(",", 2)[1] for r in rows] == ["3", "('epoch'", "None"]  # upstream's row: the key as str() gives it
+    assert rows[1].split(",")[1:3] == ["('epoch'", " 1)"]
+
+
 def test_zero_energy_warns_with_upstreams_text_or_approximates(driver):
     driver(gpus=1, counter_period_s=3600.0, demand_w=150.0)  # the counter moves once an hour
     monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])

@@ -173,7 +173,8 @@ class ZeusMonitor:
         cpu = {i: end.cpu_energy[i] - begin.cpu_energy[i] for i in self.cpu_indices} if end.cpu_energy and begin.cpu_energy else None
         dram = {i: end.dram_energy[i] - begin.dram_energy[i] for i in end.dram_energy} if end.dram_energy and begin.dram_energy else None
         if self.log_file is not None:
-            row = [str(begin.time), key, str(elapsed), *(str(gpu[i]) for i in self.gpu_indices)]
+            # any key, as upstream (which formats it into the row): a window named 3 or ("fwd", 1) is logged by its str()
+            row = [str(begin.time), str(key), str(elapsed), *(str(gpu[i]) for i in self.gpu_indices)]
             self.log_file.write(",".join(row) + "\n")
             self.log_file.flush()
         logger.debug("Measurement window '%s' ended.", key)
