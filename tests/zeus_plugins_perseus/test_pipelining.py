@@ -81,7 +81,7 @@ def test_schedule_1f1b_two_ranks_plan_server_online_profile_and_a_failing_step(t
     want = [load_stage_schedule(ps.plan_json(ps.choose(deadline_s=deadline)), r) for r in range(2)]
     assert len({f for w in want for _, f in w}) > 1  # mixed clocks: a wrong stage, order or step shows
     driver = driver_for(nvml_driver, 2)
-    port, token = free_port(), "tok-pipelining"
+    port, token = free_port(), "tok-pipelining-0123456789"
     server = subprocess.Popen(
         [sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--port", str(port),
          "--profile", str(profile.to_csv(tmp_path / "profile.csv")), "--blocking-power-w", str(BLOCKING),

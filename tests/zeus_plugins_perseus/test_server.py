@@ -144,31 +144,90 @@ def test_exposure_rules(tmp_path):
     assert not is_loopback("0.0.0.0") and not is_loopback("::") and not is_loopback("10.0.0.2")
     assert not is_loopback("example.org")
     check_exposure("127.0.0.1", None)
-    check_exposure("0.0.0.0", "tok")
+    check_exposure("0.0.0.0", "tok-0123456789abcdef")
     with pytest.raises(ValueError, match="reachable from other machines"):
         check_exposure("0.0.0.0", None)
     f = tmp_path / "token"
-    f.write_text("abc\n")
-    assert resolve_token(f) == "abc"
-    assert resolve_token(None, {"ZEUS_PERSEUS_TOKEN": "xyz"}) == "xyz"
+    f.write_text("abc-0123456789abcdef\n")
+    assert resolve_token(f) == "abc-0123456789abcdef"
+    assert resolve_token(None, {"ZEUS_PERSEUS_TOKEN": "xyz-0123456789abcdef"}) == "xyz-0123456789abcdef"
     assert resolve_token(None, {}) is None
     f.write_text("\n")
     with pytest.raises(ValueError, match="empty"):
         resolve_token(f)
 
 
+@pytest.mark.parametrize("token", ["x", "fifteen-chars-1", "sixteen chars ok", "sixteen-chars-\u00e9\u00e9"])
+def test_tokens_follow_zeus_serves_rule(tmp_path, token):
+    """zeus serve's rule, from the core (zeus_core.exposure): a token is 16 printable ASCII characters or
+    more without spaces, wherever given and on any address (a 1-character one used to be accepted on 0.0.0.0)."""
+    from zeus_core.exposure import MIN_TOKEN, token_problem
+
+    assert MIN_TOKEN == 16 and token_problem(token) is not None and token_problem("a" * 16) is None
+    for host in ("0.0.0.0", "127.0.0.1"):
+        with pytest.raises(ValueError, match="at least 16 printable ASCII characters without spaces"):
+            check_exposure(host, token)
+    with pytest.raises(ValueError, match=r"^\$ZEUS_PERSEUS_TOKEN: a token is at least 16"):
+        resolve_token(None, {"ZEUS_PERSEUS_TOKEN": token})
+    f = tmp_path / "token"
+    f.write_text(token + "\n")
+    with pytest.raises(ValueError, match=f"^--token-file {f}: a token is at least 16"):
+        resolve_token(f)
+
+
+def test_one_rule_for_both_servers():
+    """zeus serve and the plan server share the core's definition (a plugin never imports another)."""
+    from zeus_core import exposure
+    from zeus_plugins_perseus.server import run
+
+    command = pytest.importorskip("zeus_plugins_serve.command")
+    assert command.is_loopback is run.is_loopback is exposure.is_loopback
+    assert command.token_problem is run.token_problem is exposure.token_problem
+
+
+def test_a_short_token_on_a_network_address_is_refused_by_the_command():
+    r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--host", "0.0.0.0", "--port", "0"],
+                       capture_output=True, text=True, timeout=60, env=dict(os.environ, ZEUS_PERSEUS_TOKEN="x"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "ZEUS_PERSEUS_TOKEN: a token is at least 16 printable ASCII characters" in r.stderr
+    assert "Traceback" not in r.stderr and "plan server on" not in r.stdout
+
+
+def test_port_0_names_the_port_it_listens_on():
+    """--port 0: the system chooses; the start line names that port (it used to name port 0), and the
+    server answers there."""
+    import re
+
+    import httpx
+
+    env = {k: v for k, v in os.environ.items() if k not in ("ZEUS_LOG_LEVEL", "ZEUS_PERSEUS_TOKEN")}
+    proc = subprocess.Popen([sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--port", "0", "--log-level", "warning"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        found = re.search(r"plan server on http://127\.0\.0\.1:(\d+) ", line)
+        assert found, line
+        port = int(found.group(1))
+        assert port != 0
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).json()["status"] == "ok"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode in (0, -signal.SIGTERM) and "Traceback" not in out, out
+
+
 def test_zeus_perseus_serve_on_uvicorn(tmp_path):
     prof = profile().to_csv(tmp_path / "profile.csv")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, ZEUS_PERSEUS_TOKEN="tok-123")
+    env = dict(os.environ, ZEUS_PERSEUS_TOKEN="tok-0123456789abcdef")
     server = subprocess.Popen(
         [sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--port", str(port), "--profile", str(prof),
          "--blocking-power-w", str(BLOCKING), "--log-level", "warning"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
-        c = PlanClient(url, token="tok-123", timeout_s=10)
+        c = PlanClient(url, token="tok-0123456789abcdef", timeout_s=10)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -179,7 +238,7 @@ def test_zeus_perseus_serve_on_uvicorn(tmp_path):
                 time.sleep(0.2)
         job = c.register_job(pp_degree=2, microbatches=MBS, max_slowdown=1.0)
         c.register_rank(job, rank=1, pp_rank=1)
-        got = rank_schedule(url, stage=1, rank=1, job_id=job, token="tok-123")
+        got = rank_schedule(url, stage=1, rank=1, job_id=job, token="tok-0123456789abcdef")
         ps = plan_frontier(read_profile(prof), 2, MBS, "1f1b", 0.001, BLOCKING)
         assert got == load_stage_schedule(ps.plan_json(ps.choose(max_slowdown=1.0)), 1)
         with pytest.raises(PlanServerError, match="401"):

@@ -68,7 +68,7 @@ def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, tok
     from zeus_plugins_perseus.profile import ProfileError, read_profile
     from zeus_plugins_perseus.server.app import create_app
     from zeus_plugins_perseus.server.jobs import JobManager, PlannerDefaults, ServerLimits
-    from zeus_plugins_perseus.server.run import check_exposure, resolve_token, serve
+    from zeus_plugins_perseus.server.run import bind, check_exposure, resolve_token, serve
 
     # info unless -v / -q / $ZEUS_LOG_LEVEL say otherwise; --log-level (its older knob) wins
     level = requested_level(click.get_current_context(), default=logging.INFO)
@@ -89,9 +89,19 @@ def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, tok
                           max_instructions=max_instructions, plan_cpu_s=plan_cpu_s,
                           plan_memory_bytes=plan_memory_mib << 20, max_planning=max_planning)
     app = create_app(JobManager(defaults, dump_dir, limits), token)
-    Console().print(f"zeus perseus plan server on http://{host}:{port} "
-                    f"({'bearer token required' if token else 'no token: loopback only'})")
-    serve(app, host, port, token, level_name(level))
+    try:
+        sock = bind(host, port)
+    except OSError as e:
+        _fail(f"cannot listen on {host}:{port}: {e.strerror or e}; choose another --port (0: any free one)")
+    # the port it listens on, not the one asked for: --port 0 lets the system choose
+    bound = sock.getsockname()[1]
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    Console(soft_wrap=True).print(f"zeus perseus plan server on http://{shown}:{bound} "
+                                  f"({'bearer token required' if token else 'no token: loopback only'})", highlight=False)
+    try:
+        serve(app, host, port, token, level_name(level), sock=sock)
+    finally:
+        sock.close()
 
 
 @perseus_group.command("p2p-power")

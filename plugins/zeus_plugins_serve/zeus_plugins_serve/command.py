@@ -11,7 +11,6 @@ any level.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import socket
@@ -23,25 +22,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from zeus_core.cli.consoles import requested_level, verbosity_options
+from zeus_core.exposure import is_loopback, token_problem  # the rule zeus perseus serve follows too
 from zeus_core.logs import level_name
 
-#: The shortest token accepted: anything shorter is guessable.
-MIN_TOKEN = 16
 err = Console(stderr=True, soft_wrap=True)
 
 
 def _fail(message: str, code: int = 2) -> None:
     err.print(f"[bold red]error:[/] {escape(message)}")
     sys.exit(code)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def read_token(token_file: Path | None) -> str | None:
@@ -57,9 +46,9 @@ def read_token(token_file: Path | None) -> str | None:
         source = "ZEUS_SERVE_TOKEN"
         if not token:
             return None
-    if len(token) < MIN_TOKEN or not token.isascii() or not token.isprintable() or " " in token:
-        _fail(f"{source}: a token is at least {MIN_TOKEN} printable ASCII characters without spaces; make one with "
-              "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`")
+    problem = token_problem(token)
+    if problem is not None:
+        _fail(f"{source}: {problem}")
     return token
 
 
