@@ -6,6 +6,7 @@ import signal
 import subprocess
 import textwrap
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -27,6 +28,64 @@ def toy_registry(toy_plugin, extra=(), isolated=True):
 def run_cli(reg, *args: str):
     """Run ``zeus ARGS`` in-process against ``reg``; returns the click Result."""
     return CliRunner().invoke(zcli.cli, list(args), obj={"registry": reg}, catch_exceptions=False)
+
+
+#: The signals the tests send to the processes they start.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _ignore_here(_signum, _frame) -> None:
+    """Ignores a signal in this process; a child started meanwhile gets the default action (a handler,
+    unlike an ignored signal, is not inherited across exec)."""
+
+
+@contextmanager
+def signals_at_default():
+    """While processes are started: they get SIGINT, SIGTERM and SIGHUP at their default actions, whatever this
+    test process was started with (a test runner started in a non-interactive shell's background ignores SIGINT,
+    one under nohup SIGHUP, and a child inherits an ignored signal). This process keeps ignoring what it
+    ignored. Signal handlers are set in the main thread, where pytest runs tests."""
+    saved = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    for s, handler in saved.items():
+        if handler is signal.SIG_IGN:
+            signal.signal(s, _ignore_here)
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            if handler is signal.SIG_IGN:
+                signal.signal(s, handler)
+
+
+@contextmanager
+def signals_ignored(*signals: int):
+    """This process (and so the children it starts meanwhile) ignoring ``signals``: a test runner started in
+    the background (SIGINT) or under nohup (SIGHUP)."""
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+def start(args: list[str], **popen) -> subprocess.Popen:
+    """``subprocess.Popen(args, **popen)`` with the stop signals at their defaults in the child
+    (:func:`signals_at_default`); pair it with :func:`ended` so that nothing outlives the test."""
+    with signals_at_default():
+        return subprocess.Popen(args, **popen)
+
+
+@contextmanager
+def ended(proc: subprocess.Popen):
+    """``with ended(start(...)) as proc:``: the process is killed on the way out if it still runs (a test that
+    failed or timed out must not leave it running beside the next tests)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def write_job(path: Path, text: str) -> Path:

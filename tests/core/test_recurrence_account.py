@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from zeus_test_helpers import TOY_JOB, run_cli, toy_registry, write_job
+from zeus_test_helpers import TOY_JOB, ended, run_cli, signals_ignored, start, toy_registry, write_job
 
 from zeus_core import TryRecord
 from zeus_core.engine.history import History, TryPlan, ledger
@@ -82,16 +82,19 @@ def test_a_try_that_reaches_the_target_closes_a_recurrence_taken_for_abandoned(r
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_records_the_recurrence_it_stopped_as_abandoned(site, job, tmp_path, sig):
+@pytest.mark.parametrize("started_ignoring", [False, True], ids=["", "runner-ignores-the-signal"])
+def test_a_signal_records_the_recurrence_it_stopped_as_abandoned(site, job, tmp_path, sig, started_ignoring):
+    """Whatever the test runner was started with (``started_ignoring``: in a shell's background, it ignores
+    SIGINT), the runner under test gets the signal at its default action, as from a terminal."""
     env = dict(os.environ, PYTHONPATH=str(site))
-    proc = subprocess.Popen(
+    with signals_ignored(*([sig] if started_ignoring else [])), ended(start(
         [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=50", "--set",
          "workload.sleep_s=10", "--output", str(tmp_path / "o")],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    _wait_for_open(tmp_path / STORE, proc)  # recurrence 1 sleeps 10 s in its first epoch: the signal lands in it
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
+    )) as proc:
+        _wait_for_open(tmp_path / STORE, proc)  # recurrence 1 sleeps 10 s in its first epoch: the signal lands in it
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err
     with Store(tmp_path / STORE) as s:
         account = ledger(s)
@@ -118,7 +121,7 @@ def _wait_for_open(path: Path, proc: subprocess.Popen, timeout: float = 60) -> i
 
 def test_a_killed_runner_s_recurrence_is_recorded_abandoned_by_the_next_run(site, reg, job, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(site))
-    proc = subprocess.Popen(
+    proc = start(
         [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=5", "--set",
          "workload.sleep_s=60"], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

@@ -219,27 +219,25 @@ def test_output_files_follow_the_umask_and_tables_are_not_cut_in_a_pipe(job, tmp
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
-def test_a_signal_restores_writes_what_finished_and_exits_128_plus_its_number(site, tmp_path, sig, code):
-    from zeus_test_helpers import TOY_JOB, write_job
+@pytest.mark.parametrize("started_ignoring", [False, True], ids=["", "runner-ignores-the-signal"])
+def test_a_signal_restores_writes_what_finished_and_exits_128_plus_its_number(site, tmp_path, sig, code,
+                                                                              started_ignoring):
+    from zeus_test_helpers import TOY_JOB, ended, signals_ignored, start, write_job
 
     job = write_job(tmp_path / "job.toml", TOY_JOB)
     marker = tmp_path / "closed.txt"
     env = dict(os.environ, PYTHONPATH=str(site))
-    proc = subprocess.Popen(
+    store = tmp_path / ".zeus" / "toyjob.sqlite"
+    # the test runner may have been started ignoring the signal (a shell's background: SIGINT; nohup: SIGHUP);
+    # the runner under test is started as from a terminal all the same
+    with signals_ignored(*([sig] if started_ignoring else [])), ended(start(
         [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=50", "--set",
          "workload.sleep_s=0.05", "--set", f"device.closed_marker=\"{marker}\"", "--output", str(tmp_path / "o")],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    store = tmp_path / ".zeus" / "toyjob.sqlite"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if store.exists():
-            with Store(store) as s:
-                if len(s.tries()) >= 2:
-                    break
-        time.sleep(0.05)
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
+    )) as proc:
+        _wait_for_tries(store, proc, 2)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     assert f"interrupted by {sig.name}" in err
     assert marker.read_text() == "closed\n"
@@ -248,6 +246,74 @@ def test_a_signal_restores_writes_what_finished_and_exits_128_plus_its_number(si
     rows = list(csv.DictReader(open(tmp_path / "o" / "recurrences.csv")))
     assert 2 <= len(rows) == len(done) < 50
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["tries"] == len(done)
+
+
+def _wait_for_tries(store: Path, proc: subprocess.Popen, n: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        if store.exists():
+            with Store(store) as s:
+                if len(s.tries()) >= n:
+                    return
+        time.sleep(0.05)
+    raise AssertionError(f"the runner did not record {n} tries in {timeout:g} s")
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, f"{path} did not appear in {timeout:g} s"
+        time.sleep(0.02)
+
+
+def test_a_signal_a_nohup_runner_was_started_ignoring_stays_ignored(site, tmp_path):
+    """``nohup zeus run``: a hangup (the terminal closed) must not stop the run; a later SIGTERM still does."""
+    from zeus_test_helpers import TOY_JOB, ended, signals_ignored, write_job
+
+    job = write_job(tmp_path / "job.toml", TOY_JOB)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    with signals_ignored(signal.SIGHUP):  # as nohup starts it: SIGHUP ignored, inherited by the runner
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=50", "--set",
+             "workload.sleep_s=0.05"], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with ended(proc):
+        _wait_for_tries(tmp_path / ".zeus" / "toyjob.sqlite", proc, 2)
+        # both pending at once are delivered lowest number first: SIGHUP (1) would stop it before SIGTERM (15)
+        os.kill(proc.pid, signal.SIGSTOP)
+        proc.send_signal(signal.SIGHUP)
+        proc.send_signal(signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGCONT)
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "interrupted by SIGTERM" in err, err
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_outputs_are_written_records_what_was_written_and_exits_128_plus_its_number(
+        site, tmp_path, sig, code):
+    from zeus_test_helpers import TOY_JOB, ended, start, write_job
+
+    job = write_job(tmp_path / "job.toml", TOY_JOB)
+    hold, out = tmp_path / "release", tmp_path / "o"
+    (out / "toy").mkdir(parents=True)
+    (out / "toy" / "999.txt").write_text("the user's own\n")  # recorded by no zeus command: never listed
+    env = dict(os.environ, PYTHONPATH=str(site))
+    with ended(start(
+        [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=2", "--set",
+         "workload.output_files=10", "--set", f"workload.hold_outputs=\"{hold}\"", "--output", str(out)],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )) as proc:
+        _wait_for(Path(f"{hold}.held"), proc)  # 5 of its 10 files written, waiting
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert f"interrupted by {sig.name} while the outputs were written" in err and "Traceback" not in err
+    assert sorted(p.name for p in (out / "toy").iterdir()) == [*(f"{i:03d}.txt" for i in range(5)), "999.txt"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["recurrences"] == 2
+    recorded = summary["provenance"]["outputs"]
+    assert recorded == sorted(["recurrences.csv", "summary.json", *(f"toy/{i:03d}.txt" for i in range(5))]), recorded
 
 
 def test_store_check_export_import_round_trip(learned, job, tmp_path):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from zeus_test_helpers import start
 
 from zeus_plugins_trace.sweep import parse_axis, sweep_cmd
 
@@ -88,7 +89,7 @@ def ray_head():
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="zray")
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    proc = subprocess.Popen(
+    proc = start(  # SIGINT at its default in ray, whatever this test runner was started with: it stops ray below
         [str(ray_bin), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
          "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env,

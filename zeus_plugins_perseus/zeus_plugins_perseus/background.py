@@ -229,9 +229,12 @@ def _serve() -> None:
 
     def write_answers() -> None:
         while (data := answers.get()) is not None:
-            stdout.write(_HEADER.pack(len(data)))
-            stdout.write(data)
-            stdout.flush()
+            try:
+                stdout.write(_HEADER.pack(len(data)))
+                stdout.write(data)
+                stdout.flush()
+            except OSError:  # the caller is gone (it died, or ended this worker): nobody is left to answer
+                os._exit(0)
 
     threading.Thread(target=read_calls, name="zeus-perseus-worker-calls", daemon=True).start()
     writer = threading.Thread(target=write_answers, name="zeus-perseus-worker-answers", daemon=True)

@@ -161,6 +161,9 @@ class PerseusPolicy:
             written.append(write_atomic(out_dir / "chosen_plan.json",
                                         (plans_dir / f"{self.chosen:05d}.json").read_text()))
             written += figure_paths
+        except BaseException:
+            bg.kill()  # a signal or an error: the worker stops writing plan files now
+            raise
         finally:
             if bg is self._background:
                 self._close_background()

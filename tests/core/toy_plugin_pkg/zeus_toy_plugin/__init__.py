@@ -68,6 +68,10 @@ class ToyWorkloadOptions:
     never_bs: int = 256
     fail_at_try: int = 0  # raise in this try (counting calls), for tests
     sleep_s: float = 0.0  # real seconds per epoch, for signal tests
+    # outputs: ``output_files`` files under toy/ in --output; with ``hold_outputs`` (a path) set, after the
+    # first half it creates ``<hold_outputs>.held`` and waits (up to a minute) for ``hold_outputs`` to exist
+    output_files: int = 0
+    hold_outputs: str = ""
 
 
 class ToyWorkload:
@@ -77,6 +81,24 @@ class ToyWorkload:
         self.default_batch_size = options.default_batch_size
         self.device = context.parts["device"]
         self.calls = 0
+
+    def write_outputs(self, out_dir, job) -> list:
+        import time
+        from pathlib import Path
+
+        from zeus_core import write_atomic
+
+        written = []
+        if self.o.output_files:
+            (Path(out_dir) / "toy").mkdir(exist_ok=True)
+        for i in range(self.o.output_files):
+            if self.o.hold_outputs and i == self.o.output_files // 2:
+                Path(self.o.hold_outputs + ".held").write_text("")
+                deadline = time.monotonic() + 60
+                while not Path(self.o.hold_outputs).exists() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+            written.append(write_atomic(Path(out_dir) / "toy" / f"{i:03d}.txt", f"{i}\n"))
+        return written
 
     def epochs_to_target(self, bs: int) -> float:
         if bs >= self.o.never_bs:
