@@ -16,7 +16,9 @@
 
 The modules these names come from are the contract too, with the few helpers
 a specialised plugin needs beyond this list (``zeus_core.validators`` for
-options classes, ``zeus_core.daemon`` for privileged services). The engine
+options classes, ``zeus_core.datafiles`` for reading the data files a job names
+(size limits, UTF-8, CSV rows as wide as their header, JSON nesting, plausible
+numbers), ``zeus_core.daemon`` for privileged services). The engine
 that composes parts into a running job (runner, job-file validation,
 histories, stores, ranks, the registry) lives under :mod:`zeus_core.engine`,
 which plugins use only when they must (a store backend, a trial service).

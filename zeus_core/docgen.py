@@ -174,7 +174,8 @@ def api_md() -> tuple[str, list[str]]:
         "Everything a plugin or a user script needs is a top-level name of `zeus_core`",
         "(`from zeus_core import Measurement`). The modules these come from are the contract too,",
         "with the helpers a specialised plugin needs beyond this list (`zeus_core.validators` for",
-        "options classes, `zeus_core.daemon` for privileged services). The engine that composes parts",
+        "options classes, `zeus_core.datafiles` for reading the data files a job names, `zeus_core.daemon`",
+        "for privileged services). The engine that composes parts",
         "into a running job lives under `zeus_core.engine`, which a plugin uses only when it must",
         "(a store backend, a trial service); see its module docstrings.",
         "",
@@ -194,6 +195,13 @@ def api_md() -> tuple[str, list[str]]:
     for name, fn in vars(validators).items():
         if inspect.isfunction(fn) and not name.startswith("_") and fn.__module__ == validators.__name__:
             out.append(f"| `{name}` | {first_sentence(inspect.getdoc(fn))} |")
+    datafiles = importlib.import_module("zeus_core.datafiles")
+    out += ["", "## `zeus_core.datafiles`", "", first_sentence(inspect.getdoc(datafiles)), "",
+            "| name | what it does |", "| --- | --- |"]
+    for name in datafiles.__all__:
+        obj = getattr(datafiles, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            out.append(f"| `{name}` | {first_sentence(inspect.getdoc(obj))} |")
     return "\n".join(out) + "\n", []
 
 

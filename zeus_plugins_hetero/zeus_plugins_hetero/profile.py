@@ -26,8 +26,25 @@ from pathlib import Path
 import numpy as np
 
 from zeus_core import write_atomic
+from zeus_core.datafiles import check_range, data_limit, json_document, read_data_text
 
 FIELDS = ("power_limit", "energy", "time")
+
+#: The largest profile file read, in bytes, unless :data:`PROFILE_LIMIT_ENV` (MiB) raises it: the
+#: published ones are at most 2.5 KiB.
+PROFILE_LIMIT = 4 << 20
+PROFILE_LIMIT_ENV = "ZEUS_MAX_HETERO_PROFILE_MB"
+#: How deep a profile's arrays and objects may nest (the format nests 3).
+MAX_DEPTH = 8
+#: The plausible largest value of each field of a record (one window of ``profile_steps`` iterations),
+#: with its unit and what it is: a value past it is refused before any arithmetic on it could overflow.
+BOUNDS = {
+    "power_limit": (1e4, "W", "a GPU's power limit"),
+    "energy": (1e10, "J", "a profiling window's energy"),
+    "time": (1e6, "s", "a profiling window's time"),
+}
+#: The largest batch size a profile may name.
+MAX_BATCH = 10_000_000
 
 
 class HeteroError(ValueError):
@@ -77,18 +94,11 @@ class Profile:
     def load(cls, path: str | Path, profile_steps: int) -> Profile:
         """Read a published-format JSON file; errors name the file and key path."""
         path = Path(path)
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise ProfileError(f"profile file not found: {path}") from None
-        except OSError as exc:
-            raise ProfileError(f"cannot read profile {path}: {exc.strerror}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ProfileError(
-                f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})"
-            ) from None
+        if not path.exists():
+            raise ProfileError(f"profile file not found: {path}")
+        limit = data_limit(PROFILE_LIMIT, PROFILE_LIMIT_ENV, error=ProfileError)
+        text = read_data_text(path, what="a profile (JSON)", limit=limit, env=PROFILE_LIMIT_ENV, error=ProfileError)
+        data = json_document(text, path, max_depth=MAX_DEPTH, error=ProfileError)
         return cls.from_dict(data, profile_steps, source=str(path))
 
     @classmethod
@@ -108,11 +118,14 @@ class Profile:
         for key, records in data.items():
             where = f"$[{json.dumps(key)}]"
             try:
-                batch = int(key)
+                batch = int(key) if len(str(key)) <= 20 else 0
                 if str(batch) != str(key).strip() or batch < 1:
                     raise ValueError
             except ValueError:
                 errors.append(f"{where}: batch-size key must be a positive integer")
+                continue
+            if batch > MAX_BATCH:
+                errors.append(f"{where}: batch size {batch} is above {MAX_BATCH:,}, the most a batch size can plausibly be")
                 continue
             if batch in rows:
                 errors.append(f"{where}: batch size {batch} appears twice")
@@ -133,11 +146,16 @@ class Profile:
                         continue
                     value = rec[name]
                     if isinstance(value, bool) or not isinstance(value, (int, float)):
-                        errors.append(f"{at}.{name}: expected a number, got {value!r}")
-                    elif math.isnan(value) or math.isinf(value):
+                        errors.append(f"{at}.{name}: expected a number, got {_short(value)}")
+                    elif isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
                         errors.append(f"{at}.{name}: is {value}; re-profile this point or drop the record")
                     else:
-                        values[name] = float(value)
+                        high, unit, what = BOUNDS[name]
+                        try:
+                            values[name] = float(check_range(value, f"{at}.{name}", high=high, unit=unit, what=what,
+                                                             error=ProfileError))
+                        except ProfileError as e:
+                            errors.append(str(e))
                 if len(values) < len(FIELDS):
                     continue
                 if values["power_limit"] <= 0:
@@ -244,6 +262,12 @@ class Profile:
             f"({len(self.batch_sizes)}), limits {[_plain_number(p) for p in self.power_limits]}, "
             f"profile_steps={self.profile_steps})"
         )
+
+
+def _short(value: object) -> str:
+    """``repr(value)``, cut to a length a message can show."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def _plain_number(x: float) -> int | float:

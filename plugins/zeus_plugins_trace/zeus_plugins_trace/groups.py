@@ -31,6 +31,11 @@ from zeus_plugins_trace.traces import TraceError, _number, _positive, _rows, _te
 
 GROUP_COLUMNS = ("group", "start_time", "end_time", "dataset", "runtime_ratio")
 
+#: The largest group file read, in bytes, unless :data:`GROUPS_LIMIT_ENV` (MiB) raises it: a
+#: synthetic file of 1,000 groups (40,000 jobs) is 3.5 MiB.
+GROUPS_LIMIT = 128 << 20
+GROUPS_LIMIT_ENV = "ZEUS_MAX_GROUPS_MB"
+
 
 @attrs.frozen
 class GroupJob:
@@ -61,7 +66,7 @@ def read_groups(path: str | Path, datasets: Iterable[str] | None = None) -> list
     known = None if datasets is None else sorted(set(datasets))
     jobs: dict[str, list[GroupJob]] = {}
     dataset_of: dict[str, tuple[str, int]] = {}
-    for line, r in _rows(path, GROUP_COLUMNS):
+    for line, r in _rows(path, GROUP_COLUMNS, "a group file", GROUPS_LIMIT_ENV, GROUPS_LIMIT):
         gid = _text(path, line, "group", r["group"])
         dataset = _text(path, line, "dataset", r["dataset"])
         if known is not None and dataset not in known:

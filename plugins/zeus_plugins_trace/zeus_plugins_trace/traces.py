@@ -14,8 +14,6 @@ The one legitimate NaN is ``target_epoch``: the run never reached the target.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,6 +22,7 @@ import attrs
 import numpy as np
 
 from zeus_core import zeus_cost
+from zeus_core.datafiles import csv_table, data_limit, json_document, parse_number, read_data_text
 from zeus_plugins_trace.folders import POWER_PATTERN, TRAIN_FILE, missing_folder
 
 SYNTHETIC_MARKER = "synthetic.json"
@@ -60,29 +59,35 @@ class PowerRow:
 
 # --------------------------------------------------------------------------- parsing
 
+#: The largest trace CSV (``summary_train.csv``, ``summary_power_{gpu}.csv``) or ``synthetic.json`` read, in
+#: bytes, unless :data:`TRACE_LIMIT_ENV` (MiB) raises it: the public ones are at most 0.2 MiB.
+TRACE_LIMIT = 16 << 20
+TRACE_LIMIT_ENV = "ZEUS_MAX_TRACE_MB"
+
+#: The plausible range of each number of a trace (a value past it is refused, naming the bound, before
+#: any arithmetic on it could overflow): (largest, unit, what).
+BOUNDS = {
+    "batch_size": (1e7, "", "a batch size"),
+    "run": (1e9, "", "a run's index"),
+    "target_metric": (1e12, "", "a target metric"),
+    "target_epoch": (1e6, "epochs", "an epoch count"),
+    "power_limit": (1e4, "W", "a GPU's power limit"),
+    "time_per_epoch": (1e7, "s", "an epoch's time"),
+    "average_power": (1e4, "W", "a GPU's average power"),
+    "start_time": (1e11, "s", "a time"),
+    "end_time": (1e11, "s", "a time"),
+    "runtime_ratio": (1e6, "", "a runtime ratio"),
+}
+
 
 def _where(path: Path, line: int, column: str) -> str:
     return f"{path}:{line}: column '{column}'"
 
 
 def _number(path: Path, line: int, column: str, text: str, *, integer: bool = False, nan_ok: bool = False) -> float:
-    text = text.strip()
-    if text == "" or text.lower() == "nan":
-        if nan_ok:
-            return math.nan
-        what = "is empty" if text == "" else "is NaN"
-        raise TraceError(f"{_where(path, line, column)} {what}; every row needs a number there")
-    try:
-        value = float(text)
-    except ValueError:
-        raise TraceError(f"{_where(path, line, column)}: {text!r} is not a number") from None
-    if math.isnan(value) and not nan_ok:
-        raise TraceError(f"{_where(path, line, column)} is NaN; every row needs a number there")
-    if math.isinf(value):
-        raise TraceError(f"{_where(path, line, column)}: {text!r} is infinite; give a finite number")
-    if integer and not math.isnan(value) and value != int(value):
-        raise TraceError(f"{_where(path, line, column)}: {text!r} is not a whole number")
-    return value
+    high, unit, what = BOUNDS.get(column, (None, "", "a value"))
+    return parse_number(text, _where(path, line, column), integer=integer, nan_ok=nan_ok, high=high,
+                        low=None if high is None else -high, unit=unit, what=what, error=TraceError)
 
 
 def _positive(path: Path, line: int, column: str, value: float) -> float:
@@ -98,33 +103,27 @@ def _text(path: Path, line: int, column: str, text: str) -> str:
     return text
 
 
-def _rows(path: Path, required: tuple[str, ...]) -> Iterable[tuple[int, dict[str, str]]]:
-    """(line number, row) of a CSV file, after checking its header."""
-    try:
-        handle = path.open(newline="")
-    except FileNotFoundError:
-        raise TraceError(f"{path}: no such file") from None
-    with handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise TraceError(f"{path}:1: the file is empty; expected a header with columns {', '.join(required)}")
-        header = [h.strip() for h in header]
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise TraceError(
-                f"{path}:1: missing column{'s' if len(missing) > 1 else ''} {', '.join(repr(c) for c in missing)}; "
-                f"the header must name {', '.join(required)}"
-            )
-        index = {c: header.index(c) for c in required}
-        for cells in reader:
-            line = reader.line_num
-            if not cells or all(not c.strip() for c in cells):
-                continue
-            if len(cells) < len(header):
-                short = header[len(cells)]
-                raise TraceError(f"{_where(path, line, short)} is missing: the row has {len(cells)} of {len(header)} cells")
-            yield line, {c: cells[i] for c, i in index.items()}
+def read_trace_text(path: Path, what: str = "a trace CSV", limit_env: str = TRACE_LIMIT_ENV,
+                    default_limit: int = TRACE_LIMIT) -> str:
+    """The text of a trace file: UTF-8, at most its kind's size limit (TraceError naming file and line)."""
+    limit = data_limit(default_limit, limit_env, error=TraceError)
+    return read_data_text(path, what=what, limit=limit, env=limit_env, error=TraceError)
+
+
+def _rows(path: Path, required: tuple[str, ...], what: str = "a trace CSV", limit_env: str = TRACE_LIMIT_ENV,
+          default_limit: int = TRACE_LIMIT) -> Iterable[tuple[int, dict[str, str]]]:
+    """(line number, row) of a CSV file, after checking its header; every row as wide as the header."""
+    text = read_trace_text(path, what, limit_env, default_limit)
+    header, rows = csv_table(text, path, what=what, header_hint=", ".join(required), error=TraceError)
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise TraceError(
+            f"{path}:1: missing column{'s' if len(missing) > 1 else ''} {', '.join(repr(c) for c in missing)}; "
+            f"the header must name {', '.join(required)}"
+        )
+    index = {c: header.index(c) for c in required}
+    for line, cells in rows:
+        yield line, {c: cells[i] for c, i in index.items()}
 
 
 def read_train(path: str | Path) -> list[TrainRow]:
@@ -209,10 +208,10 @@ def load_traces(folder: str | Path, gpu: str) -> TraceSet:
     marker = folder / SYNTHETIC_MARKER
     model: dict = {}
     if marker.exists():
-        try:
-            model = json.loads(marker.read_text())
-        except json.JSONDecodeError as e:
-            raise TraceError(f"{marker}:{e.lineno}: not valid JSON ({e.msg})") from None
+        model = json_document(read_trace_text(marker, "a synthetic trace's parameters (JSON)"), marker, error=TraceError)
+        if not isinstance(model, dict):
+            raise TraceError(f"{marker}:1: expected a JSON object of the synthetic model's parameters, "
+                             f"got {type(model).__name__}")
     return TraceSet(str(folder), gpu, read_train(folder / TRAIN_FILE), read_power(power_path), marker.exists(), model)
 
 
