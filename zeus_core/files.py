@@ -8,12 +8,18 @@ given it (``0o666`` less the process umask, not ``mkstemp``'s private
 ``0o600``), and renamed over the target in one step. A process killed midway
 leaves the old file (or none) and at most a hidden temporary file.
 
+When the disk is full, read-only or failing, the ``OSError`` they raise names the file
+meant (its ``filename`` is the target, never the temporary one, which is removed), and
+:func:`cannot_write` turns it into the message a command prints before it exits 1:
+what happened to which file, that nothing was written to it, and what to do.
+
 The SQLite files that several processes share (job stores, the settings journal)
 are opened with :func:`connect_shared`.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import sqlite3
@@ -74,11 +80,17 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
     The temporary name keeps ``path``'s suffix, so tools that pick a format by
     extension (matplotlib's ``savefig``) write the right one. On an exception the
-    temporary file is removed and ``path`` is left as it was.
+    temporary file is removed and ``path`` is left as it was; an ``OSError`` (disk
+    full, read-only, I/O error) comes out naming ``path`` as its ``filename`` where it
+    named the temporary file or none (:func:`cannot_write` says it to the user).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix or ".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)  # an error names the folder that cannot be made
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix or ".tmp")
+    except OSError as e:  # it names the temporary file it could not make: name the file meant
+        e.filename, e.filename2 = str(path), None
+        raise
     os.close(fd)
     try:
         yield Path(tmp)
@@ -86,9 +98,39 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            _name_target(e, path, tmp)
         raise
+
+
+def _name_target(e: OSError, path: Path, tmp: str | None) -> None:
+    """Make ``e`` name ``path`` where it names the temporary file or no file (a failed write or fsync)."""
+    if e.filename is None or (tmp is not None and os.fspath(e.filename) == tmp):
+        e.filename = str(path)
+        e.filename2 = None
+
+
+#: What to do about a write that failed, by errno (others: the generic advice).
+_WRITE_ADVICE = {
+    errno.ENOSPC: "the disk is full: free space on it, or give a path on another disk",
+    errno.EDQUOT: "the disk quota is used up: free space in it, or give a path on another disk",
+    errno.EROFS: "that file system is read-only: give a path on a writable one",
+    errno.EACCES: "give a path in a folder you may write to",
+    errno.EPERM: "give a path in a folder you may write to",
+    errno.EIO: "the disk reported an I/O error: check it, or give a path on another disk",
+}
+
+
+def cannot_write(e: OSError, what: str | os.PathLike[str] | None = None) -> str:
+    """The message for a write of :func:`write_atomic` or :func:`atomic_path` that failed with ``e``:
+    the file (``what``, e.g. ``"--csv samples.csv"``; else the file ``e`` names), why, that nothing
+    was written to it (the temporary file is gone), and the fix."""
+    name = os.fspath(what) if what is not None else (os.fspath(e.filename) if e.filename is not None else "the file")
+    why = e.strerror or str(e) or type(e).__name__
+    advice = _WRITE_ADVICE.get(e.errno or 0, "give a path in a folder that exists and you may write to")
+    return f"{name}: cannot write it ({why}); nothing was written to it: {advice}"
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:

@@ -21,7 +21,11 @@ input rail) is left out of it.
 The CSV has ``time``, ``elapsed_s``, then per device ``<name>_power_w`` and
 ``<name>_energy_j`` and, beside them where the device reads them,
 ``<name>_temperature_c`` and ``<name>_power_<domain>_w``; the columns are fixed
-by the first reading, and a value a device does not give at a sample is empty.
+by the first reading, and a value a device does not give at a sample is empty. It is written
+to a hidden temporary file beside it and put in place when the monitor ends
+(:func:`zeus_core.files.atomic_path`), so a reader never sees half of it; when a write fails
+(a full disk, a read-only one, an I/O error) the monitor stops, shows its summary, removes the
+temporary file and exits 1 naming the file and why.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from rich.markup import escape
 from zeus_core.cli.consoles import make_console
 from zeus_core.cli.env import chosen_devices, close_probes, device_options, probe_devices
 from zeus_core.device import ControlPaths, EnergyIncludes, PowerDomainReadings, TemperatureReadings
+from zeus_core.files import atomic_path, cannot_write
 from zeus_core.measurement import format_joules
 
 if TYPE_CHECKING:  # rich's live display and tables load when the command runs
@@ -204,12 +209,26 @@ def _cell(value: float | None, digits: int) -> str:
 
 class SampleLog:
     """CSV of every sample: time, elapsed_s, then per device ``<name>_power_w``, ``<name>_energy_j`` and,
-    where the device reads them, ``<name>_temperature_c`` and ``<name>_power_<domain>_w``."""
+    where the device reads them, ``<name>_temperature_c`` and ``<name>_power_<domain>_w``.
+
+    Written to a temporary file beside ``path`` (:func:`~zeus_core.files.atomic_path`) and put in
+    place by :meth:`close`; an ``OSError`` (naming ``path``) from the constructor or :meth:`write`
+    means nothing was put there."""
 
     def __init__(self, path: Path, s: Sampler) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = path.open("w", newline="")
-        self._w = csv.writer(self._f)
+        self._f: Any = None
+        self._closed = False
+        self._atomic = atomic_path(path)
+        tmp = self._atomic.__enter__()
+        try:
+            self._f = tmp.open("w", newline="")
+            self._w = csv.writer(self._f)
+            self._start(s)
+        except BaseException as e:
+            self.close(e)
+            raise
+
+    def _start(self, s: Sampler) -> None:
         self.names = [n for _, n, _ in s.rows]
         self._temps = set(s.temperature_rows)
         self._domains = s.domain_rows
@@ -219,6 +238,7 @@ class SampleLog:
             header += [f"{n}_temperature_c"] if n in self._temps else []
             header += [f"{n}_power_{d}_w" for d in self._domains.get(n, ())]
         self._w.writerow(header)
+        self._f.flush()  # a full disk shows now, before the monitor starts
 
     def write(self, s: Sampler) -> None:
         cells: list[str] = [f"{s.wall0 + s.elapsed:.3f}", f"{s.elapsed:.3f}"]
@@ -231,8 +251,33 @@ class SampleLog:
         self._w.writerow(cells)
         self._f.flush()
 
-    def close(self) -> None:
-        self._f.close()
+    def close(self, failed: BaseException | None = None) -> OSError | None:
+        """Put the CSV in place; after ``failed`` (or when closing fails) remove the temporary file
+        instead. The write error, if any, is returned (``failed`` itself when it is one)."""
+        if self._closed:
+            return failed if isinstance(failed, OSError) else None
+        self._closed = True
+        try:
+            if self._f is not None:
+                self._f.close()
+        except OSError as e:
+            failed = failed or e  # the buffered rows did not fit either
+        try:
+            if failed is None:
+                self._atomic.__exit__(None, None, None)  # fsync, rename into place
+            else:
+                self._atomic.__exit__(type(failed), failed, failed.__traceback__)  # removes the temporary file
+        except OSError as e:
+            failed = e
+        return failed if isinstance(failed, OSError) else None
+
+
+def _close_groups(opened: list[tuple[str, Any]], err: Any) -> None:
+    for _, g in reversed(opened):
+        try:
+            g.close()
+        except Exception as e:  # noqa: BLE001 - report, close the others
+            err.print(f"[bold red]error while closing a device:[/] {escape(str(e))}")
 
 
 @click.command("monitor")
@@ -286,7 +331,13 @@ def monitor_command(
     except BaseException:
         close_probes(probes)
         raise
-    log = SampleLog(csv_path, sampler) if csv_path else None
+    try:
+        log = SampleLog(csv_path, sampler) if csv_path else None
+    except OSError as e:  # its folder is read-only, its disk full: say so before monitoring anything
+        _close_groups(opened, err)
+        err.print(f"[bold red]error:[/] {escape(cannot_write(e, f'--csv {csv_path}'))}")
+        sys.exit(1)
+    write_error: OSError | None = None
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if main else None
     hint = Text("Ctrl-C to stop", style="dim")
@@ -302,27 +353,34 @@ def monitor_command(
                 sampler.sample()
                 next_t += interval
                 if log is not None:
-                    log.write(sampler)
+                    try:
+                        log.write(sampler)
+                    except OSError as e:  # the disk filled up (or failed) under the CSV: stop, and say so
+                        write_error = e
+                        break
                 live.update(Group(sampler.table(f"zeus monitor: {sampler.elapsed:.0f} s"), hint), refresh=True)
     except (KeyboardInterrupt, _Stop):
         sampler.sample()
-        if log is not None:
-            log.write(sampler)
+        if log is not None and write_error is None:
+            try:
+                log.write(sampler)
+            except OSError as e:
+                write_error = e
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if log is not None:
-            log.close()
-        for _, g in reversed(opened):
-            try:
-                g.close()
-            except Exception as e:  # noqa: BLE001 - report, close the others
-                err.print(f"[bold red]error while closing a device:[/] {escape(str(e))}")
+            write_error = log.close(write_error)
+        _close_groups(opened, err)
     console.print(sampler.table(f"zeus monitor: summary over {sampler.elapsed:.1f} s", final=True))
     for note in sampler.notes():
         console.print(escape(note))
     if any(src == "estimate" for _, _, src in sampler.rows):
         console.print("[yellow]estimate[/]: not measured but modelled (e.g. TDP x utilisation)")
+    if write_error is not None:
+        err.print(f"[bold red]error:[/] {escape(cannot_write(write_error, f'--csv {csv_path}'))} "
+                  f"(monitoring stopped after {sampler.elapsed:.1f} s)")
+        sys.exit(1)
     if csv_path:
         console.print(f"wrote {escape(str(csv_path))}")
 
