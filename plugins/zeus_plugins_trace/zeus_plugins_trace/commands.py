@@ -8,7 +8,7 @@ import click
 from rich.markup import escape
 
 from zeus_core.cli.consoles import make_console
-from zeus_core.files import atomic_path
+from zeus_core.files import atomic_path, cannot_write
 
 # synth and traces need numpy: they are imported inside the commands, so `zeus --help` stays light.
 from zeus_plugins_trace.folders import POWER_PATTERN, TRAIN_FILE
@@ -33,7 +33,11 @@ def synth_cmd(out: Path, seed: int) -> None:
     """Write a synthetic train trace and power traces for v100, a40, p100 and rtx6000."""
     from zeus_plugins_trace import synth
 
-    for path in synth.write(out, seed):
+    try:
+        written = synth.write(out, seed)
+    except OSError as e:  # a full or read-only disk: the file it names was not written (each one is whole or absent)
+        raise click.ClickException(cannot_write(e)) from None
+    for path in written:
         console.print(f"wrote {escape(str(path))}")
     console.print("[yellow]synthetic[/]: made by a parametric model (zeus_plugins_trace.synth), not measured on any GPU")
 
@@ -46,7 +50,10 @@ def alibaba_synth_cmd(out: Path, groups: int, seed: int) -> None:
     """Write a synthetic group file in the NSDI'23 Alibaba format (periodic, bursty and sequential groups)."""
     from zeus_plugins_trace import groupsynth
 
-    path = groupsynth.write(out, groups, seed)
+    try:
+        path = groupsynth.write(out, groups, seed)
+    except OSError as e:  # a full or read-only disk: nothing was written to --out
+        raise click.ClickException(cannot_write(e, f"--out {out}")) from None
     console.print(f"wrote {escape(str(path))}")
     console.print("[yellow]synthetic[/]: arrival and overlap patterns from a parametric model "
                   "(zeus_plugins_trace.groupsynth), not the Alibaba trace; its pattern column says which")
