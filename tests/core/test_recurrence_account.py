@@ -82,7 +82,7 @@ def test_a_try_that_reaches_the_target_closes_a_recurrence_taken_for_abandoned(r
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-@pytest.mark.parametrize("started_ignoring", [False, True], ids=["", "runner-ignores-the-signal"])
+@pytest.mark.parametrize("started_ignoring", [False, True], ids=["as-from-a-terminal", "runner-ignores-the-signal"])
 def test_a_signal_records_the_recurrence_it_stopped_as_abandoned(site, job, tmp_path, sig, started_ignoring):
     """Whatever the test runner was started with (``started_ignoring``: in a shell's background, it ignores
     SIGINT), the runner under test gets the signal at its default action, as from a terminal."""
