@@ -100,7 +100,7 @@ def test_bad_profile_line_is_reported(tmp_path):
     bad.write_text("stage,instruction,frequency,time,energy\n0,forward,1410,0.05,20\n0,backward,1410,nan,40\n")
     r = zeus("run", str(job(tmp_path, bad)))
     assert r.exit_code == 2
-    assert "bad.csv:3: column 'time' is 'nan'" in " ".join(r.output.split())
+    assert "bad.csv:3: column 'time' is NaN" in " ".join(r.output.split())
 
 
 @pytest.mark.parametrize("example", sorted(p.parent.name for p in (REPO / "examples" / "perseus").glob("*/job.toml")))

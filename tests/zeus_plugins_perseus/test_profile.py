@@ -35,10 +35,10 @@ def test_extra_columns_are_ignored(tmp_path):
     [
         ("0,forward,1410,,20", "column 'time' is empty"),
         ("0,forward,1410,-0.1,20", "column 'time' is negative"),
-        ("0,forward,1410,0.1,nan", "column 'energy' is 'nan'"),
-        ("0,forward,1410,0.1,abc", "column 'energy' is 'abc', not a number"),
+        ("0,forward,1410,0.1,nan", "column 'energy' is NaN"),
+        ("0,forward,1410,0.1,abc", "column 'energy': 'abc' is not a number"),
         ("-1,forward,1410,0.1,20", "column 'stage' is negative"),
-        ("0,forward,1410.5,0.1,20", "must be a whole number"),
+        ("0,forward,1410.5,0.1,20", "'1410.5' is not a whole number"),
         ("0,,1410,0.1,20", "column 'instruction' is empty"),
         ("0,forward,1410,0,20", "column 'time' is 0"),
     ],

@@ -58,7 +58,7 @@ class PerseusOptions:
     def check_files(self, files: FileChecks) -> None:
         """The profile is read as the planner will read it (``zeus validate``), unless an earlier
         part of the job (a ``perseus-stage`` profiler's ``save_to``) writes it."""
-        from zeus_plugins_perseus.profile import read_profile
+        from zeus_plugins_perseus.profile import ProfileError, check_units, read_profile
 
         path = files.path("profile", self.profile)
         if path is None:
@@ -68,7 +68,12 @@ class PerseusOptions:
             stages = self.stages if self.stages is not None else len(profile.stages)
             profile.check_stages(stages, ("forward", "backward"))
         except (OSError, ValueError) as e:
-            files.problem("profile", str(e))
+            files.problem("profile", str(e) if isinstance(e, ProfileError) else f"{path}: {e}")
+            return
+        try:
+            check_units(profile, self.unit_time_s)
+        except ProfileError as e:
+            files.problem("unit_time_s", str(e))
 
 
 @attrs.define

@@ -2,19 +2,23 @@
 
 The CSV header names at least ``stage,instruction,frequency,time,energy`` (extra
 columns, such as Zeus' ``rank,dp_rank,pp_rank,tp_rank``, are ignored). Every
-bad value is reported with its line number so that a user fixes the file
-instead of guessing which of hundreds of rows broke the plan.
+bad value is reported with the file and its line number so that a user fixes the file
+instead of guessing which of hundreds of rows broke the plan. The file is read through
+the core's :mod:`zeus_core.datafiles`: UTF-8, at most :data:`PROFILE_LIMIT` bytes, every
+row as wide as the header (a decimal comma is named), every number finite and within
+:data:`BOUNDS`.
 """
 
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Iterable
 from pathlib import Path
 
 import attrs
 import numpy as np
+
+from zeus_core.datafiles import csv_table, data_limit, parse_number, read_data_text
 
 REQUIRED_COLUMNS = ("stage", "instruction", "frequency", "time", "energy")
 
@@ -113,61 +117,83 @@ class InstructionProfile:
         return path
 
 
-def _number(text: str, column: str, where: str, integer: bool) -> float:
-    text = (text or "").strip()
-    if text == "":
-        raise ProfileError(f"{where}: column {column!r} is empty; every row needs a {column}")
-    try:
-        value = float(text)
-    except ValueError:
-        raise ProfileError(f"{where}: column {column!r} is {text!r}, not a number") from None
-    if math.isnan(value) or math.isinf(value):
-        raise ProfileError(f"{where}: column {column!r} is {text!r}; it must be a finite number")
+#: The largest profile read, in bytes, unless :data:`PROFILE_LIMIT_ENV` (MiB) raises it: the published
+#: SOSP'24 profiles are at most 51 KiB.
+PROFILE_LIMIT = 16 << 20
+PROFILE_LIMIT_ENV = "ZEUS_MAX_PERSEUS_PROFILE_MB"
+#: The plausible largest value of each column (unit, what it is): past it a value is refused, naming
+#: the bound, before the planner's arithmetic on it could overflow.
+BOUNDS = {
+    "stage": (10_000, "", "a pipeline stage's index"),
+    "frequency": (100_000, "MHz", "an SM clock"),
+    "time": (3600.0, "s", "one microbatch's time"),
+    "energy": (1e8, "J", "one microbatch's energy"),
+}
+#: The most time units (``unit_time_s``) one instruction's time may quantise to: the planner counts
+#: in 64-bit integers of units over the whole pipeline.
+MAX_TIME_UNITS = 1e9
+
+
+def _number(text: str | None, column: str, where: str, integer: bool) -> float:
+    high, unit, what = BOUNDS[column]
+    value = parse_number(text, f"{where}: column {column!r}", integer=integer, high=high, unit=unit, what=what,
+                         error=ProfileError)
     if value < 0:
-        raise ProfileError(f"{where}: column {column!r} is negative ({text}); it must be >= 0")
-    if integer and value != int(value):
-        raise ProfileError(f"{where}: column {column!r} is {text!r}; it must be a whole number")
+        raise ProfileError(f"{where}: column {column!r} is negative ({(text or '').strip()}); it must be >= 0")
     return value
 
 
+def check_units(profile: InstructionProfile, unit_time_s: float) -> None:
+    """Raise ProfileError when an instruction's time is more than :data:`MAX_TIME_UNITS` units of
+    ``unit_time_s`` (the planner's integers would overflow), naming the instruction and the fix."""
+    for (stage, inst), o in sorted(profile.options.items()):
+        longest = float(o.time.max())
+        if longest / unit_time_s > MAX_TIME_UNITS:
+            raise ProfileError(
+                f"{profile.source}: stage {stage} {inst} takes {longest:g} s, {longest / unit_time_s:.3g} units of "
+                f"unit_time_s = {unit_time_s:g} s; the planner counts at most {MAX_TIME_UNITS:g} units per "
+                f"instruction: raise unit_time_s to at least {longest / MAX_TIME_UNITS:.3g}"
+            )
+
+
 def read_profile(path: str | Path) -> InstructionProfile:
-    """Read and validate a profile CSV; raise ProfileError naming the line of the first bad value."""
+    """Read and validate a profile CSV; raise ProfileError naming the file and line of the first bad value."""
     path = Path(path)
     if not path.is_file():
         raise ProfileError(f"profile {str(path)!r} does not exist; give the path of a profile CSV")
+    limit = data_limit(PROFILE_LIMIT, PROFILE_LIMIT_ENV, error=ProfileError)
+    text = read_data_text(path, what="a Perseus profile CSV", limit=limit, env=PROFILE_LIMIT_ENV, error=ProfileError)
+    header, table = csv_table(text, path, what="a Perseus profile CSV", header_hint=",".join(REQUIRED_COLUMNS),
+                              error=ProfileError)
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise ProfileError(
+            f"{path}:1: header lacks column(s) {', '.join(missing)}; "
+            f"the header must include {','.join(REQUIRED_COLUMNS)}"
+        )
+    index = {c: header.index(c) for c in REQUIRED_COLUMNS}
     rows = []
     seen: dict[tuple[int, str, int], int] = {}
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in REQUIRED_COLUMNS if c not in header]
-        if missing:
+    for line, cells in table:
+        row = {c: cells[i] for c, i in index.items()}
+        where = f"{path}:{line}"
+        stage = int(_number(row["stage"], "stage", where, integer=True))
+        inst = row["instruction"].strip()
+        if not inst:
+            raise ProfileError(f"{where}: column 'instruction' is empty; use forward or backward")
+        freq = int(_number(row["frequency"], "frequency", where, integer=True))
+        t = _number(row["time"], "time", where, integer=False)
+        e = _number(row["energy"], "energy", where, integer=False)
+        if t == 0:
+            raise ProfileError(f"{where}: column 'time' is 0; an instruction takes positive time")
+        key = (stage, inst, freq)
+        if key in seen:
             raise ProfileError(
-                f"{path}:1: header lacks column(s) {', '.join(missing)}; "
-                f"the header must include {','.join(REQUIRED_COLUMNS)}"
+                f"{where}: stage {stage} {inst} at {freq} MHz already appeared on line {seen[key]}; "
+                "keep one row per (stage, instruction, frequency)"
             )
-        reader.fieldnames = header
-        for row in reader:
-            where = f"{path}:{reader.line_num}"
-            if None in row:
-                raise ProfileError(f"{where}: more values than header columns")
-            stage = int(_number(row["stage"], "stage", where, integer=True))
-            inst = (row["instruction"] or "").strip()
-            if not inst:
-                raise ProfileError(f"{where}: column 'instruction' is empty; use forward or backward")
-            freq = int(_number(row["frequency"], "frequency", where, integer=True))
-            t = _number(row["time"], "time", where, integer=False)
-            e = _number(row["energy"], "energy", where, integer=False)
-            if t == 0:
-                raise ProfileError(f"{where}: column 'time' is 0; an instruction takes positive time")
-            key = (stage, inst, freq)
-            if key in seen:
-                raise ProfileError(
-                    f"{where}: stage {stage} {inst} at {freq} MHz already appeared on line {seen[key]}; "
-                    "keep one row per (stage, instruction, frequency)"
-                )
-            seen[key] = reader.line_num
-            rows.append((stage, inst, freq, t, e))
+        seen[key] = line
+        rows.append((stage, inst, freq, t, e))
     if not rows:
         raise ProfileError(f"{path}: no data rows below the header")
     return InstructionProfile.from_rows(rows, source=str(path))
