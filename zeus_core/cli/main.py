@@ -441,11 +441,11 @@ def _load(job_file: Path, sets: tuple[str, ...]):
         sys.exit(EXIT_BAD_INPUT)
 
 
-def _make_runner(spec, fresh: bool = False) -> Runner:
+def _make_runner(spec, fresh: bool = False, wait: bool = False) -> Runner:
     from zeus_core.engine.runner import Runner
 
     try:
-        return Runner(spec, registry(), console, fresh=fresh)
+        return Runner(spec, registry(), console, fresh=fresh, wait=wait)
     except ZeusError as e:
         sys.exit(report_error(e))
 
@@ -486,8 +486,12 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: s
 @click.option("--dry-run", is_flag=True, help="Print the resolved configuration and where each value came from; run nothing.")
 @click.option("--fresh", is_flag=True, help="Forget what the job's store learned (in the job's first write) and start over; "
                                            "in --output, remove the files an earlier zeus command wrote there and this run "
-                                           "did not (only those its summary.json records).")
-def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run: bool, fresh: bool) -> None:
+                                           "did not (only those its summary.json records). Refused while other runners of "
+                                           "the job are in the middle of a recurrence (see --wait).")
+@click.option("--wait", is_flag=True, help="With --fresh: instead of refusing while other runners of the job are in the "
+                                          "middle of a recurrence, wait until none is, then start over (those runners "
+                                          "stop at their next step: their history is gone).")
+def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run: bool, fresh: bool, wait: bool) -> None:
     """Run a job: compose the chosen plugins and run its recurrences.
 
     Exit status: 0 done, 1 a part failed while running, 2 bad input (nothing run),
@@ -506,7 +510,9 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
 
     from zeus_core.engine.stores.protocol import StoreError
 
-    runner = _make_runner(spec, fresh=fresh)
+    if wait and not fresh:
+        fail("--wait waits to start the job over: it goes with --fresh", EXIT_BAD_INPUT)
+    runner = _make_runner(spec, fresh=fresh, wait=wait)
     handled = (signal.SIGTERM, signal.SIGHUP)
     previous = {s: signal.signal(s, _on_signal) for s in handled}
     code = EXIT_OK

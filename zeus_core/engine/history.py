@@ -43,6 +43,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import math
 import time
 from collections.abc import Iterator
@@ -53,8 +54,8 @@ import attrs
 
 from zeus_core.contexts import PolicyContext
 from zeus_core.engine import statemerge
-from zeus_core.engine.owner import is_gone, this_process
-from zeus_core.engine.statekeys import ABANDONED_KEY, BATCH_SIZE_KEY, OPEN_KEY, POWER_KEY, RUNNER_KEY
+from zeus_core.engine.owner import describe, history_mark, is_gone, this_process
+from zeus_core.engine.statekeys import ABANDONED_KEY, BATCH_SIZE_KEY, HISTORY_KEY, OPEN_KEY, POWER_KEY, RUNNER_KEY
 from zeus_core.engine.stores.protocol import StoreError
 from zeus_core.errors import BadInput, RunFailed, ZeusError
 from zeus_core.identity import merged, refuse_another_job
@@ -69,6 +70,10 @@ if TYPE_CHECKING:  # annotations only
 _DEFAULT_RUNNER_STATE: dict[str, Any] = {"next_recurrence": 1, "min_cost": None}
 #: The longest reason kept for an abandoned recurrence.
 MAX_REASON = 500
+#: How often ``--fresh --wait`` looks again whether the job's other runners ended their recurrences.
+WAIT_POLL_S = 0.5
+
+log = logging.getLogger("zeus.engine")
 
 
 def state_digest(state: Any) -> str:
@@ -120,6 +125,56 @@ class TryRecorded(BadInput):
         why = (f"try {try_index} of recurrence {recurrence} has its result already" if ended is None or ended == try_index
                else f"recurrence {recurrence} reached the target in try {ended} already")
         super().__init__(f"{why}; nothing was stored (each try is recorded once)")
+
+
+def _history_id(tx: StoreTransaction) -> str | None:
+    """The id of the history the store holds now (None: one never started over)."""
+    mark = tx.get(HISTORY_KEY)
+    return mark.get("id") if isinstance(mark, dict) else None
+
+
+class HistoryCleared(RunFailed):
+    """The job's history was started over (``zeus run --fresh`` of another process) after this runner
+    joined it: the runner stops (exit 1), and nothing of it is written into the new history."""
+
+    def __init__(self, location: str, mark: Any, recurrence: int | None = None) -> None:
+        mark = mark if isinstance(mark, dict) else {}
+        by = f" by {describe(mark['by'])}" if isinstance(mark.get("by"), dict) else ""
+        at = mark.get("at")
+        when = f" at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(at))}" if isinstance(at, (int, float)) else ""
+        dropped = f"; its recurrence {recurrence} went with the old history" if recurrence is not None else ""
+        super().__init__(
+            f"{location}: the job's history was cleared under this run{by}{when} (`zeus run --fresh`, which started "
+            f"the job over): this run stops and writes nothing into the new history{dropped}. Run the job again to "
+            "continue the new history"
+        )
+
+
+class FreshRefused(BadInput):
+    """``--fresh`` while other live runners of the job hold open recurrences: starting over would
+    throw away what they are about to record. Nothing was changed."""
+
+    def __init__(self, location: str, live: dict[int, Any]) -> None:
+        self.live = live
+        shown = ", ".join(f"recurrence {rec} ({describe(owner)})" for rec, owner in sorted(live.items())[:10])
+        more = f" and {len(live) - 10} more" if len(live) > 10 else ""
+        super().__init__(
+            f"{location}: --fresh would throw away the job's history while other runners of the job are in the middle "
+            f"of it: {shown}{more}. Nothing was changed. Let them end (or stop them) and run again, or pass --wait to "
+            "start over as soon as they have ended their recurrences (a runner on another machine that was lost is "
+            "recorded as gone by the job's next run there; or give this run another job.store)"
+        )
+
+
+def live_runners(tx: StoreTransaction) -> dict[int, Any]:
+    """The open recurrences whose runners may still run (not certainly gone), with their owners."""
+    opened = tx.get(OPEN_KEY) or {}
+    live = {}
+    for rec, entry in opened.items():
+        owner = entry.get("owner") if isinstance(entry, dict) else None
+        if gone_reason(owner) is None:
+            live[int(rec)] = owner
+    return live
 
 
 class StalePowerState(RunFailed):
@@ -215,6 +270,7 @@ class History:
         default_batch_size: int | None = None,
         power_policy: PowerPolicy | None = None,
         fresh: bool = False,
+        wait: bool = False,
     ) -> None:
         self.job = job
         self.store = store
@@ -225,15 +281,36 @@ class History:
         self.batch_sizes = batch_sizes
         self.default_batch_size = default_batch_size
         #: Forget what the store learned, in the job's first write (a start that fails
-        #: before it leaves the store as it was).
+        #: before it leaves the store as it was); refused while other live runners hold open
+        #: recurrences (:class:`FreshRefused`), unless ``wait``: then it waits until they ended them.
         self.fresh = fresh
+        self.wait = wait
+        #: Whether this object joined the store's history (its first write), and the history's id
+        #: then: a history started over later by another process stops it (:class:`HistoryCleared`).
+        self._joined = False
+        self._history: str | None = None
+        #: The highest recurrence number this object began: a store whose counter is not past it
+        #: was started over since (by a zeus-core that wrote no history mark, or a service's clear).
+        self._began = 0
 
     # -- identity --
 
-    def _claim(self, tx: StoreTransaction) -> None:
+    def _claim(self, tx: StoreTransaction, owner: dict[str, Any] | None = None) -> str | None:
+        """Join the store's history (the first time: starting it over when ``fresh``), and check
+        the job's identity. Returns the id of the history joined."""
         if self.fresh:
+            live = live_runners(tx)
+            if live:
+                raise FreshRefused(self.store.location, live)
             tx.clear()
-            self.fresh = False
+            mark = history_mark(owner)
+            tx.set(HISTORY_KEY, mark)
+            joined: str | None = mark["id"]
+        elif self._joined:
+            self._same_history(tx)
+            joined = self._history
+        else:
+            joined = _history_id(tx)
         stored = tx.identity()
         if stored is None:
             tx.set_identity(self.identity)
@@ -242,6 +319,39 @@ class History:
             learned = merged(stored, self.identity)
             if learned != stored:  # another way in (a script, zeus run) declared more of the job
                 tx.set_identity(learned)
+        return joined
+
+    def _joined_history(self, joined: str | None) -> None:
+        """After the transaction that claimed the store: this object is in history ``joined``."""
+        self.fresh = False
+        self._joined = True
+        self._history = joined
+
+    def _same_history(self, tx: StoreTransaction, recurrence: int | None = None) -> None:
+        """Refuse (:class:`HistoryCleared`) to go on in a history other than the one this object joined."""
+        if self._joined and not self._in_joined(tx):
+            raise HistoryCleared(self.store.location, tx.get(HISTORY_KEY), recurrence)
+
+    def _in_joined(self, tx: StoreTransaction) -> bool:
+        """Whether the store still holds the history this object joined."""
+        return _history_id(tx) == self._history and self.next_recurrence(tx=tx) > self._began
+
+    def _claim_waiting(self, claim: Any) -> Any:
+        """``claim()`` (a transaction that claims the store); while it is refused by live runners and
+        ``wait`` is set, look again every :data:`WAIT_POLL_S` seconds."""
+        said = False
+        while True:
+            try:
+                return claim()
+            except FreshRefused as e:
+                if not self.wait:
+                    raise
+                if not said:
+                    shown = ", ".join(f"recurrence {rec} ({describe(owner)})" for rec, owner in sorted(e.live.items())[:10])
+                    log.warning("%s: --fresh --wait: waiting for the job's other runners to end their recurrences (%s); "
+                                "the job starts over once none is open", self.store.location, shown)
+                    said = True
+                time.sleep(WAIT_POLL_S)
 
     # -- policy state --
 
@@ -289,15 +399,23 @@ class History:
         returns the state its later changes are measured from (for :meth:`save_power`)."""
         if self.power is None:
             raise RuntimeError("this job has no power policy")
-        with self.store.transaction() as tx:
-            self._claim(tx)
-            self._load(tx, ("power",))
-            return copy.deepcopy(self.power.get_state())
+        power = self.power
+
+        def claim() -> tuple[str | None, Any]:
+            with self.store.transaction() as tx:
+                joined = self._claim(tx)
+                self._load(tx, ("power",))
+                return joined, copy.deepcopy(power.get_state())
+
+        joined, base = self._claim_waiting(claim)
+        self._joined_history(joined)
+        return base
 
     def save_power(self, base: Any) -> Any:
         """Apply what the power policy learned since ``base`` to the latest committed state
         (no lost update, as :meth:`record` does); returns the new base."""
         with self.store.transaction() as tx:
+            self._same_history(tx)
             self._merge_power_state(tx, base)
         return copy.deepcopy(self.power.get_state()) if self.power is not None else None
 
@@ -306,9 +424,14 @@ class History:
     def begin_recurrence(self, *, tx: StoreTransaction | None = None, owner: dict[str, Any] | None = None) -> int:
         """Take the next recurrence number (recording the job's identity in its first write), open
         for ``owner`` (default: this process), after recording as abandoned the open recurrences
-        whose runners are gone from this host."""
-        with self._transaction(tx) as tx:
-            self._claim(tx)
+        whose runners are gone from this host.
+
+        The first call joins the store's history (with ``fresh``: starting it over, refused while
+        other live runners hold open recurrences, :class:`FreshRefused`, or waiting for them to end
+        with ``wait``); a later call in another history (started over by another process since)
+        raises :class:`HistoryCleared`."""
+        def begin(tx: StoreTransaction) -> tuple[int, str | None]:
+            joined = self._claim(tx, owner)
             self._sweep(tx)
             st = dict(tx.get(RUNNER_KEY) or _DEFAULT_RUNNER_STATE)
             rec = int(st["next_recurrence"])
@@ -317,12 +440,28 @@ class History:
             opened = dict(tx.get(OPEN_KEY) or {})
             opened[str(rec)] = {"owner": this_process() if owner is None else owner, "began": round(time.time(), 3)}
             tx.set(OPEN_KEY, opened)
+            return rec, joined
+
+        if tx is not None:  # the caller's transaction: it commits (or not) with whatever else it holds
+            rec, joined = begin(tx)
+        else:
+            def own() -> tuple[int, str | None]:
+                with self.store.transaction() as t:
+                    return begin(t)
+
+            rec, joined = self._claim_waiting(own)
+        self._joined_history(joined)
+        self._began = max(self._began, rec)
         return rec
 
     def abandon(self, recurrence: int, reason: str, *, tx: StoreTransaction | None = None) -> bool:
         """Record that open ``recurrence`` ended without a try that reached the target, and why;
-        False (nothing written) when it is not open (it ended already, or was never begun)."""
+        False (nothing written) when it is not open (it ended already, or was never begun), or
+        when the job's history was started over since this object joined it (the recurrence went
+        with the old history)."""
         with self._transaction(tx) as tx:
+            if self._joined and not self._in_joined(tx):
+                return False
             return _abandon(tx, int(recurrence), reason)
 
     def _sweep(self, tx: StoreTransaction) -> None:
@@ -357,6 +496,7 @@ class History:
             raise RuntimeError("this job has no batch-size policy to choose a trial")
         policy = self.policy
         with self._transaction(tx) as tx:
+            self._same_history(tx, recurrence)
             st = tx.get(RUNNER_KEY) or _DEFAULT_RUNNER_STATE
             min_cost = math.inf if st.get("min_cost") is None else float(st["min_cost"])
             self._load(tx, ("batch_size", "power"))
@@ -400,7 +540,14 @@ class History:
         what to merge onto.
         """
         with self._transaction(tx) as tx:
-            recorded = tx.tries_of(record.recurrence)  # first: a try is stored once, and in order
+            # First: a result only for a recurrence the store's current history began (as the
+            # service checks), of the history this object joined.
+            self._same_history(tx, record.recurrence)
+            begun = self.next_recurrence(tx=tx) - 1
+            if record.recurrence > begun:
+                raise RunFailed(f"{self.store.location}: recurrence {record.recurrence} was not begun in the job's history "
+                                f"(it has {begun}): its result is not stored; the history was started over since?")
+            recorded = tx.tries_of(record.recurrence)  # a try is stored once, and in order
             if any(i == record.try_index or reached for i, reached in recorded):
                 raise TryRecorded(record.recurrence, record.try_index, recorded)
             if record.try_index != len(recorded) + 1:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import socket
+import time
+import uuid
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -82,3 +84,16 @@ def is_gone(owner: Any) -> bool:
     except PermissionError:  # it exists, as another user
         return False
     return False
+
+
+def history_mark(by: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The mark of a history started over now (:data:`~zeus_core.engine.statekeys.HISTORY_KEY`):
+    a new id, when, and by which process (``by``, default this one)."""
+    return {"id": uuid.uuid4().hex, "at": round(time.time(), 3), "by": this_process() if by is None else by}
+
+
+def describe(owner: Any) -> str:
+    """``pid 123 on host`` of an owner record (what a message names)."""
+    if not isinstance(owner, dict):
+        return "an unknown process"
+    return f"pid {owner.get('pid')} on {owner.get('host')}"

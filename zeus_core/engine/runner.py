@@ -66,7 +66,7 @@ class Runner:
 
     def __init__(
         self, spec: JobSpec, registry: Registry, console: Console | None = None, store: JobStore | None = None,
-        fresh: bool = False, group: ProcessGroup | None = None,
+        fresh: bool = False, group: ProcessGroup | None = None, wait: bool = False,
     ) -> None:
         self.spec = spec
         self.registry = registry
@@ -74,6 +74,9 @@ class Runner:
         #: ``zeus run --fresh``: forget what the store learned, in the job's first write (so a
         #: start that fails before it leaves the store as it was).
         self.fresh = fresh
+        #: ``zeus run --fresh --wait``: start over once the job's other live runners ended their
+        #: open recurrences, instead of refusing (:class:`~zeus_core.engine.history.FreshRefused`).
+        self.wait = wait
         self.assembly = Assembly.for_job(spec, registry, console=self.console, store=store, group=group, fresh=fresh)
         self.hook = registry.pm.hook
         self.monitor: Monitor | None = None
@@ -110,6 +113,8 @@ class Runner:
         self.assembly.check_identity()
         if "workload" in self.parts:
             self.history = self.assembly.history()
+            if isinstance(self.history, History):
+                self.history.wait = self.wait
             if isinstance(self.history, History) and not self.fresh:
                 # A stored state its policy cannot read refuses the store now, before the first write.
                 load_policy_states(self.history.store, self.parts.get("batch_size"), self.parts.get("power"))

@@ -12,6 +12,10 @@ RUNNER_KEY = "runner"
 OPEN_KEY = "runner:open"
 #: Recurrences that ended without a try that reached the target: ``{"7": {"reason": "...", "at": <epoch s>}}``.
 ABANDONED_KEY = "runner:abandoned"
+#: Which history the store holds: ``{"id": "<hex>", "at": <epoch s>, "by": <the process that began it>}``,
+#: written when a history is started over (``zeus run --fresh``); absent in a store never started
+#: over. A runner remembers the one it joined, and stops when the store holds another.
+HISTORY_KEY = "runner:history"
 #: Where the policies' states live in the store.
 BATCH_SIZE_KEY = "policy:batch_size"
 POWER_KEY = "policy:power"

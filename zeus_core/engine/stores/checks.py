@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from zeus_core.engine.statekeys import ABANDONED_KEY, OPEN_KEY, RUNNER_KEY
+from zeus_core.engine.statekeys import ABANDONED_KEY, HISTORY_KEY, OPEN_KEY, RUNNER_KEY
 
 #: What a stored try row holds, in this order (the columns every backend reads).
 TRY_FIELDS = ("recurrence", "try_index", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached",
@@ -73,6 +73,9 @@ def state_problems(state: dict[str, Any]) -> tuple[list[str], int | None]:
             problems.append(f"state {RUNNER_KEY!r}: min_cost is {low!r}, not a finite cost >= 0")
         else:
             next_recurrence = n
+    mark = state.get(HISTORY_KEY)
+    if mark is not None and not (isinstance(mark, dict) and isinstance(mark.get("id"), str)):
+        problems.append(f"state {HISTORY_KEY!r} is not {{id, at, by}}")
     shapes: dict[str, dict[str, type | tuple[type, ...]]] = {
         OPEN_KEY: {"owner": dict, "began": (int, float)}, ABANDONED_KEY: {"reason": str, "at": (int, float)}}
     for key, fields in shapes.items():
