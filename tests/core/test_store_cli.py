@@ -219,7 +219,7 @@ def test_output_files_follow_the_umask_and_tables_are_not_cut_in_a_pipe(job, tmp
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
-@pytest.mark.parametrize("started_ignoring", [False, True], ids=["", "runner-ignores-the-signal"])
+@pytest.mark.parametrize("started_ignoring", [False, True], ids=["as-from-a-terminal", "runner-ignores-the-signal"])
 def test_a_signal_restores_writes_what_finished_and_exits_128_plus_its_number(site, tmp_path, sig, code,
                                                                               started_ignoring):
     from zeus_test_helpers import TOY_JOB, ended, signals_ignored, start, write_job
@@ -400,3 +400,29 @@ def test_two_concurrent_runners_lose_no_power_policy_choice(site, tmp_path):
         choices = s.get("policy:power")["choices"]
     assert len(sizes) == 8  # recurrences 1..8, one per size
     assert sorted(int(b) for b in choices) == sorted(sizes)
+
+
+def test_outputs_on_a_full_disk_are_an_error_naming_the_file_and_the_next_run_writes_them(site, tmp_path):
+    from filesystems import fill, free_space, small_fs
+    from zeus_test_helpers import TOY_JOB, write_job
+
+    job = write_job(tmp_path / "job.toml", TOY_JOB)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    with small_fs("64k") as disk:
+        out = disk / "o"
+        fill(disk, leave=0)
+        r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=2",
+                            "--set", "workload.output_files=3", "--output", str(out)],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1, r.stderr
+        message = " ".join(r.stderr.split())
+        assert "Traceback" not in r.stderr and "the disk is full" in message and "recurrences.csv" in message, message
+        assert "zeus report" in message  # how to get them once space is freed
+        assert [p.name for p in out.iterdir()] == []  # no temporary file, no half of a file
+        free_space(disk)
+        r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "report", str(job), "--set", "workload.output_files=3",
+                            "--output", str(out)],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        rows = list(csv.DictReader(open(out / "recurrences.csv")))
+        assert len({row["recurrence"] for row in rows}) == 2 and len(list((out / "toy").iterdir())) == 3

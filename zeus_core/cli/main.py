@@ -18,6 +18,8 @@ import os
 import signal
 import sys
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +29,7 @@ from rich.markup import escape
 from zeus_core.cli.consoles import make_console, verbosity_options
 from zeus_core.engine.registry import CORE_PLUGIN, Registry, get_registry
 from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, RunFailed, ZeusError
-from zeus_core.files import write_atomic
+from zeus_core.files import cannot_write, write_atomic
 from zeus_core.journal import journal_path, restore_pending
 from zeus_core.parts import Reports, WritesOutputs
 from zeus_core.results import JobSummary, try_columns
@@ -325,17 +327,30 @@ def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str,
                 parts_wrote.extend(Path(p) for p in part.write_outputs(out, summary) or ())
         done = True
     finally:
-        mine = _files_written(out, [*written, out / "summary.json", *parts_wrote], stamp)
+        # a part stopped before it said what it wrote (a signal, a full disk): every file written here since
+        # the stamp is recorded, so that a later --fresh knows them
+        mine = _files_written(out, [*written, out / "summary.json", *(parts_wrote if done else [out])], stamp)
         kept = set() if fresh and done else {f for f in earlier if (out / f).is_file()}  # removed below, or still there
         body = summary.to_json()
         body[PROVENANCE] = provenance(registry(), command=command, started=started,
                                       device_spec=runner.spec.parts.get("device"), device=runner.parts.get("device"),
                                       outputs=sorted(mine | kept))
-        write_atomic(out / "summary.json", json.dumps(body, indent=2, allow_nan=False, default=str) + "\n")
+        with _signals_held():  # a signal meanwhile is taken once summary.json is whole
+            write_atomic(out / "summary.json", json.dumps(body, indent=2, allow_nan=False, default=str) + "\n")
     written.append(out / "summary.json")
     if fresh:
         _remove_outputs(out, earlier - mine)
     return written + parts_wrote
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait (blocked) for the block to end; one that came meanwhile is delivered then."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNAL_EXIT)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 # What zeus wrote in an --output folder is recorded in its summary.json (provenance "outputs": paths relative
@@ -365,12 +380,19 @@ def _stamp(out: Path) -> int:
         probe.unlink()
 
 
+def _written_since(f: Path, stamp: int) -> bool:
+    try:
+        return f.is_file() and f.stat().st_mtime_ns >= stamp
+    except OSError:  # gone meanwhile (a temporary file renamed into place)
+        return False
+
+
 def _files_written(out: Path, paths: list[Path], stamp: int) -> set[str]:
     """The files of ``paths`` under ``out``, relative to it; a folder counts for the files in it written since ``stamp``."""
     root = out.resolve()
     mine: set[str] = set()
     for p in paths:
-        files = [f for f in p.rglob("*") if f.is_file() and f.stat().st_mtime_ns >= stamp] if p.is_dir() else [p]
+        files = [f for f in p.rglob("*") if _written_since(f, stamp)] if p.is_dir() else [p]
         for f in files:
             try:
                 mine.add(f.resolve().relative_to(root).as_posix())
@@ -416,6 +438,80 @@ def _on_signal(signum, _frame):
 
 #: Exit status of a run stopped by a signal: 128 + the signal's number, as shells report it.
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+
+class _Interrupts:
+    """How ``zeus run`` stops on a signal: SIGINT raises KeyboardInterrupt (as Python's own handler does),
+    SIGTERM and SIGHUP raise :class:`_Terminated`, in the main thread, so that every ``finally`` runs (devices
+    restored, outputs of what finished written). While :meth:`deferring` (devices being restored) a signal
+    is only noted in :attr:`pending`. A signal this process was started ignoring (``nohup``, a job in a
+    non-interactive shell's background) stays ignored."""
+
+    def __init__(self) -> None:
+        self.pending: int | None = None
+        self._deferred = False
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> _Interrupts:
+        for s in SIGNAL_EXIT:
+            current = signal.getsignal(s)
+            if current is not signal.SIG_IGN:
+                self._previous[s] = current
+                signal.signal(s, self._on_signal)
+        return self
+
+    def uninstall(self) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        self._previous = {}
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self._deferred:
+            self.pending = self.pending or signum
+            return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise _Terminated(signum)
+
+    @contextmanager
+    def deferring(self) -> Iterator[None]:
+        self._deferred = True
+        try:
+            yield
+        finally:
+            self._deferred = False
+
+
+def _stopped_by(e: BaseException) -> signal.Signals:
+    """The signal behind a KeyboardInterrupt or :class:`_Terminated`."""
+    return signal.Signals(getattr(e, "signum", signal.SIGINT))
+
+
+#: In the click context's ``obj``: the command runs in the ``zeus`` process itself (:func:`main`), which
+#: exits when it returns (not in a caller's process, such as a test's CliRunner).
+OWNS_PROCESS = "owns_process"
+
+
+def _exit_at_once(signum: int, _frame: Any) -> None:
+    """A signal once the command's work is done and written (the process is exiting): nothing is left to
+    stop, so exit now with the status that names the signal, after restoring any setting still held."""
+    from zeus_core.journal import restore_all_guards
+
+    restore_all_guards()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(SIGNAL_EXIT[signal.Signals(signum)])
+
+
+def _exit_at_once_on_signals() -> None:
+    """For the rest of the process's life (its exit: atexit handlers, threads joined), a signal that is
+    not ignored exits at once with 128 + its number instead of dying of it or raising where nothing catches."""
+    for s in SIGNAL_EXIT:
+        if signal.getsignal(s) is not signal.SIG_IGN:
+            signal.signal(s, _exit_at_once)
 
 
 def _check_output(output: Path | None) -> None:
@@ -464,8 +560,10 @@ def _account_lines(summary: JobSummary) -> list[str]:
 
 
 def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: str, started: datetime,
-            fresh: bool = False) -> None:
-    """The closing table, the parts' reports, and every output file."""
+            fresh: bool = False) -> int:
+    """The closing table, the parts' reports, and every output file; the exit status: EXIT_FAILED where an
+    output could not be written (a full or read-only disk, an I/O error: said per file, the results stay in
+    the store, and ``zeus report`` writes them again)."""
     if summary.records:
         console.print(_closing_table(summary))
     for line in _account_lines(summary):
@@ -473,9 +571,24 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: s
     for part in runner.parts.values():
         if isinstance(part, Reports):
             part.report(console, summary)
-    if output is not None:
-        for p in _write_outputs(runner, summary, output, command, started, fresh):
-            console.print(f"wrote {escape(str(p))}")
+    if output is None:
+        return EXIT_OK
+    try:
+        written = _write_outputs(runner, summary, output, command, started, fresh)
+    except OSError as e:
+        failed = [e]  # summary.json is written after another file failed, and may fail too: both are said
+        while isinstance(failed[0].__context__, OSError) and len(failed) < 3:
+            failed.insert(0, failed[0].__context__)
+        again = " (the results are in the job's store: `zeus report JOB_FILE --output DIR` writes them again)" \
+            if "workload" in runner.parts else ""
+        named = [f for f in failed if f.filename is not None] or [e]
+        said = cannot_write(named[0]) + "".join(f"; {f.filename} could not be written either ({f.strerror or f})"
+                                                for f in named[1:])
+        err_console.print(f"[bold red]error:[/] the outputs are not all written: {escape(said)}{escape(again)}")
+        return EXIT_FAILED
+    for p in written:
+        console.print(f"wrote {escape(str(p))}")
+    return EXIT_OK
 
 
 @cli.command("run")
@@ -496,7 +609,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
 
     Exit status: 0 done, 1 a part failed while running, 2 bad input (nothing run),
     130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (devices restored, outputs of
-    what finished written).
+    what finished written; a signal the run was started ignoring, as under nohup, stays ignored).
     """
     from zeus_core.provenance import now
 
@@ -506,15 +619,28 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
         _dry_run(spec)
         return
     _check_output(output)
+    if wait and not fresh:
+        fail("--wait waits to start the job over: it goes with --fresh", EXIT_BAD_INPUT)
+    runner = _make_runner(spec, fresh=fresh, wait=wait)
+    interrupts = _Interrupts().install()
+    try:
+        _run_and_finish(runner, spec, output, fresh, started, interrupts)
+    finally:
+        if click.get_current_context().obj.get(OWNS_PROCESS):
+            _exit_at_once_on_signals()  # the process ends next: no window where a signal kills it by default
+        else:
+            interrupts.uninstall()
+
+
+def _run_and_finish(runner: Runner, spec, output: Path | None, fresh: bool, started: datetime,
+                    interrupts: _Interrupts) -> None:
+    """``zeus run`` once the runner is made, with ``interrupts`` installed throughout: a signal while the
+    outputs are written stops the writing, summary.json records what was written, and the exit status is
+    the signal's; one while the devices are restored waits for them."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from zeus_core.engine.stores.protocol import StoreError
 
-    if wait and not fresh:
-        fail("--wait waits to start the job over: it goes with --fresh", EXIT_BAD_INPUT)
-    runner = _make_runner(spec, fresh=fresh, wait=wait)
-    handled = (signal.SIGTERM, signal.SIGHUP)
-    previous = {s: signal.signal(s, _on_signal) for s in handled}
     code = EXIT_OK
     summary = None
     partial = False  # the run ended with an error, and what it finished is still reported and written
@@ -536,18 +662,19 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
         code = report_error(e)
         partial = e.partial
     except (KeyboardInterrupt, _Terminated) as e:
-        signum = getattr(e, "signum", signal.SIGINT)
-        err_console.print(f"[bold red]interrupted[/] by {signal.Signals(signum).name}: stopping; devices are being "
+        signum = _stopped_by(e)
+        err_console.print(f"[bold red]interrupted[/] by {signum.name}: stopping; devices are being "
                           "restored; outputs of the finished recurrences follow")
         code = SIGNAL_EXIT[signum]
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        try:
-            runner.close()
-        except RunFailed as e:
-            err_console.print(f"[bold red]error while restoring devices:[/] {escape(str(e))}")
-            code = code or EXIT_FAILED
+        with interrupts.deferring():
+            try:
+                runner.close()
+            except RunFailed as e:
+                err_console.print(f"[bold red]error while restoring devices:[/] {escape(str(e))}")
+                code = code or EXIT_FAILED
+    if interrupts.pending is not None and code not in SIGNAL_EXIT.values():  # came while the devices were restored
+        code = SIGNAL_EXIT[signal.Signals(interrupts.pending)]
     if not runner.leads:  # another rank of a launched job: rank 0 reports and writes the outputs
         sys.exit(code)
     if summary is None and (partial or (code in SIGNAL_EXIT.values() and "workload" in runner.parts)):
@@ -557,7 +684,14 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             err_console.print(f"[bold red]error:[/] cannot read the results back: {escape(str(e))}")
     if summary is None:
         sys.exit(code)
-    _finish(runner, summary, output, "run", started, fresh)
+    try:
+        finished = _finish(runner, summary, output, "run", started, fresh)
+        code = code or finished
+    except (KeyboardInterrupt, _Terminated) as e:
+        signum = _stopped_by(e)
+        err_console.print(f"[bold red]interrupted[/] by {signum.name} while the outputs were written: "
+                          "summary.json records those written")
+        code = SIGNAL_EXIT[signum]
     sys.exit(code)
 
 
@@ -596,7 +730,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
         sys.exit(report_error(e))
     finally:
         runner.close()
-    _finish(runner, summary, output, "report", started)
+    sys.exit(_finish(runner, summary, output, "report", started))
 
 
 
@@ -615,7 +749,10 @@ def main(argv: list[str] | None = None) -> None:
         reg = get_registry()
     except PluginError as e:
         fail(str(e), EXIT_BAD_INPUT)
-    cli.main(args=argv, prog_name="zeus", obj={"registry": reg})
+    try:
+        cli.main(args=argv, prog_name="zeus", obj={"registry": reg, OWNS_PROCESS: True})
+    finally:
+        _exit_at_once_on_signals()
 
 
 if __name__ == "__main__":  # pragma: no cover
