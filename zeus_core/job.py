@@ -73,6 +73,29 @@ class JobOptions:
     processes: int = attrs.field(default=1, validator=between(1, MAX_PROCESSES, hint="one process per device"))
 
 
+#: The plausible largest magnitude of each ``[grid]`` quantity, with its unit, wherever it comes from
+#: (a number in ``[grid]``, a CSV row, a live answer): the dirtiest grids are about 1,000 gCO2eq/kWh,
+#: and the dearest prices a few units of any currency per kWh (a few thousand in currencies of small
+#: units). A value past it is refused, naming the bound, before any arithmetic on it (energy x value,
+#: summed over a job) could overflow to a value no report can hold.
+GRID_BOUNDS: dict[str, tuple[float, str]] = {
+    "carbon_intensity": (10_000.0, "gCO2eq/kWh"),
+    "price": (1_000_000.0, "per kWh"),
+}
+#: The longest ``[grid] timeout_s`` (a live source's wait for its service), in seconds.
+MAX_GRID_TIMEOUT_S = 3600.0
+
+
+def grid_bound_problem(quantity: str, value: float) -> str | None:
+    """What is wrong with ``value`` of ``quantity`` (``carbon_intensity`` or ``price``) past its
+    :data:`GRID_BOUNDS`, or None."""
+    high, unit = GRID_BOUNDS.get(quantity, (math.inf, ""))
+    if abs(value) > high:
+        return (f"{value:g} {unit} is beyond {high:,.0f} {unit}, the most a {quantity.replace('_', ' ')} can plausibly "
+                "be; is the unit right (per kWh, not per MWh), or the value a typo?")
+    return None
+
+
 def _grid_value(_inst: Any, attribute: Any, value: Any) -> None:
     if value is None:
         return
@@ -83,6 +106,10 @@ def _grid_value(_inst: Any, attribute: Any, value: Any) -> None:
         raise ValueError(f"{attribute.name} must not be empty (leave the key out for none)")
     if not isinstance(value, str) and not (math.isfinite(value) and value >= 0):
         raise ValueError(f"{attribute.name} must be a finite number >= 0, got {value!r}")
+    if not isinstance(value, str):
+        problem = grid_bound_problem(attribute.name, value)
+        if problem:
+            raise ValueError(f"{attribute.name}: {problem}")
 
 
 def _currency(_inst: Any, attribute: Any, value: str) -> None:
@@ -118,7 +145,8 @@ class GridOptions:
     start: str = attrs.field(default="", metadata=NOT_IDENTITY)
     timezone: str = attrs.field(default="", metadata=NOT_IDENTITY)
     max_gap_s: float = attrs.field(default=3600.0, validator=positive, metadata=NOT_IDENTITY)
-    timeout_s: float = attrs.field(default=5.0, validator=positive, metadata=NOT_IDENTITY)
+    timeout_s: float = attrs.field(default=5.0, validator=[positive, between(0, MAX_GRID_TIMEOUT_S, hint=(
+        "seconds a live source waits for its service"))], metadata=NOT_IDENTITY)
     refresh_s: float = attrs.field(default=300.0, validator=nonnegative, metadata=NOT_IDENTITY)
 
     def __attrs_post_init__(self) -> None:

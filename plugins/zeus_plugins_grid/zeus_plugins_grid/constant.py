@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from zeus_core.grid import CARBON, SourceRequest, Step
+from zeus_core.job import grid_bound_problem
 
 
 class Constant:
@@ -23,6 +24,9 @@ class Constant:
         if not math.isfinite(value) or (request.quantity == CARBON and value < 0):
             raise ValueError(f"a constant {request.quantity} must be a finite number"
                              f"{' >= 0' if request.quantity == CARBON else ''}, got {spec}")
+        problem = grid_bound_problem(request.quantity, value)
+        if problem:
+            raise ValueError(f"constant:{spec}: {problem}")
         return cls(value, f"constant:{value:g}")
 
     def steps(self, start: float, end: float) -> list[Step]:

@@ -28,6 +28,7 @@ import urllib.request
 from datetime import datetime
 
 from zeus_core.grid import CARBON, SourceRequest, Step
+from zeus_core.job import grid_bound_problem
 from zeus_plugins_grid.series import warn_once
 
 DEFAULT_URL = "https://api.electricitymap.org"
@@ -121,6 +122,10 @@ class ElectricityMaps:
                                    "([grid] currency)")
             t, v = self._point(got, "value")
             points = [(t, v * scale)]
+        for _, v in points:
+            problem = grid_bound_problem(self.quantity, v)
+            if problem:
+                raise ServiceError(f"an answer of {problem}")
         self.known.update(points)
 
     def _refresh(self, now: float) -> None:

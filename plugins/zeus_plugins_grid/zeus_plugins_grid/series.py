@@ -21,8 +21,6 @@ Layout (the README has it with examples): a header row, then one row per step.
 
 from __future__ import annotations
 
-import csv
-import math
 import warnings
 from datetime import datetime
 from pathlib import Path
@@ -30,12 +28,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from zeus_core.datafiles import csv_table, data_limit, parse_number, read_data_text
 from zeus_core.grid import CARBON, SourceRequest, Step, show_time
+from zeus_core.job import grid_bound_problem
 
 if TYPE_CHECKING:
     from zeus_plugins_grid.forecast import Forecaster
 
 TIME_NAMES = ("time", "datetime", "timestamp", "date")
+#: The largest CSV series read, in bytes, unless :data:`CSV_LIMIT_ENV` (MiB) raises it: the shared
+#: 2020 series are at most 1.4 MiB (a year at 15 minutes); 16 MiB is about ten years at 15 minutes.
+CSV_LIMIT = 16 << 20
+CSV_LIMIT_ENV = "ZEUS_MAX_GRID_MB"
 VALUE_NAMES = {CARBON: ("carbon_intensity", "carbon intensity", "carbonintensity", "value"), "price": ("price", "value")}
 
 
@@ -130,7 +134,8 @@ def read_csv(spec: str, request: SourceRequest) -> StepSeries:
         st = path.stat()
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
-    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, request.quantity, str(request.zone), request.max_gap_s)
+    limit = data_limit(CSV_LIMIT, CSV_LIMIT_ENV)  # a file read under a higher limit is refused under a lower one
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size, request.quantity, str(request.zone), request.max_gap_s, limit)
     got = _CACHE.get(key)
     if got is None:
         got = _CACHE[key] = parse_csv(path, request)
@@ -145,14 +150,12 @@ def _column(header: list[str], names: tuple[str, ...]) -> int | None:
 
 def parse_csv(path: Path, request: SourceRequest) -> StepSeries:
     name = path.name
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as f:
-            rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
-    if not rows or not any(c.strip() for c in rows[0]):
+    what = f"a {request.quantity.replace('_', ' ')} CSV"
+    limit = data_limit(CSV_LIMIT, CSV_LIMIT_ENV)
+    text = read_data_text(path, what=what, limit=limit, env=CSV_LIMIT_ENV)
+    if not text.strip():
         raise ValueError(f"{name}: the file is empty; it needs a header row (Time,Carbon Intensity) and one row per step")
-    header = rows[0]
+    header, data = csv_table(text, path, what=what, header_hint="a time and a value column (Time,Carbon Intensity)")
     t_col = _column(header, TIME_NAMES)
     t_col = 0 if t_col is None else t_col
     others = [i for i in range(len(header)) if i != t_col]
@@ -163,7 +166,6 @@ def parse_csv(path: Path, request: SourceRequest) -> StepSeries:
         if v_col is None or v_col == t_col:
             raise ValueError(f"{name}: which column holds the {request.quantity}? The header has {header}; name one "
                              f"{VALUE_NAMES.get(request.quantity, ('value',))[0]!r}, or keep only the time and one value column")
-    data = [(n, r) for n, r in enumerate(rows[1:], start=2) if any(c.strip() for c in r)]
     if not data:
         raise ValueError(f"{name}: no rows after the header")
     zone = request.zone
@@ -173,8 +175,6 @@ def parse_csv(path: Path, request: SourceRequest) -> StepSeries:
     aware_seen: int | None = None
     prev_naive: datetime | None = None
     for line, r in data:
-        if len(r) <= max(t_col, v_col):
-            raise ValueError(f"{name}:{line}: expected {len(header)} columns, got {len(r)}: {r}")
         text, raw = r[t_col].strip(), r[v_col].strip()
         t, naive = _time(text, zone, name, line, prev_naive)
         if naive is not None:
@@ -185,15 +185,17 @@ def parse_csv(path: Path, request: SourceRequest) -> StepSeries:
         if naive_seen and aware_seen:
             raise ValueError(f"{name}:{max(naive_seen, aware_seen)}: times with and without a zone are mixed (row "
                              f"{min(naive_seen, aware_seen)} is the other kind); write every time the same way")
-        try:
-            v = float(raw)
-        except ValueError:
-            raise ValueError(f"{name}:{line}: {request.quantity} {raw!r} is not a number"
-                             + (" (an empty value is a gap: fill it or remove the row)" if not raw else "")) from None
-        if not math.isfinite(v):
+        if not raw:
+            raise ValueError(f"{name}:{line}: {request.quantity} '' is not a number (an empty value is a gap: fill "
+                             "it or remove the row)")
+        if raw.lower() in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity", "+infinity"):
             raise ValueError(f"{name}:{line}: {request.quantity} is {raw}; every value must be a finite number")
+        v = parse_number(raw, f"{name}:{line}: {request.quantity}", what=f"a {request.quantity.replace('_', ' ')}")
         if request.quantity == CARBON and v < 0:
             raise ValueError(f"{name}:{line}: carbon intensity {v:g} is negative; gCO2eq/kWh cannot be")
+        problem = grid_bound_problem(request.quantity, v)
+        if problem:
+            raise ValueError(f"{name}:{line}: {request.quantity} {problem}")
         if times and t <= times[-1]:
             prev = data[len(times) - 1][0]
             what = "repeats" if t == times[-1] else "is earlier than"
