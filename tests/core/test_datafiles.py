@@ -90,3 +90,17 @@ def test_good_numbers_and_nan_where_allowed():
     assert check_range(10**400, "x") == 10**400
     with pytest.raises(DataFileError, match=r"x: a number of more than 300 digits is above 1"):
         check_range(10**400, "x", high=1)
+
+
+@pytest.mark.parametrize("module, limit, env, row", [
+    ("zeus_plugins_trace.traces", "TRACE_LIMIT", "TRACE_LIMIT_ENV", "trace CSV, `synthetic.json`"),
+    ("zeus_plugins_trace.groups", "GROUPS_LIMIT", "GROUPS_LIMIT_ENV", "Alibaba group file"),
+    ("zeus_plugins_hetero.profile", "PROFILE_LIMIT", "PROFILE_LIMIT_ENV", "hetero profile (JSON)"),
+    ("zeus_plugins_perseus.profile", "PROFILE_LIMIT", "PROFILE_LIMIT_ENV", "Perseus profile CSV"),
+    ("zeus_plugins_grid.series", "CSV_LIMIT", "CSV_LIMIT_ENV", "grid CSV (`carbon_intensity`, `price`)"),
+])
+def test_the_readme_states_each_limit_as_the_code_has_it(repo_root, module, limit, env, row):
+    mod = pytest.importorskip(module)
+    mib = getattr(mod, limit) / (1 << 20)
+    line = f"| {row} | {mib:g} MiB | `{getattr(mod, env)}` |"
+    assert line in (repo_root / "README.md").read_text(), line
