@@ -537,11 +537,11 @@ def _load(job_file: Path, sets: tuple[str, ...]):
         sys.exit(EXIT_BAD_INPUT)
 
 
-def _make_runner(spec, fresh: bool = False, wait: bool = False) -> Runner:
+def _make_runner(spec, fresh: bool = False, wait: bool = False, store: Any = None) -> Runner:
     from zeus_core.engine.runner import Runner
 
     try:
-        return Runner(spec, registry(), console, fresh=fresh, wait=wait)
+        return Runner(spec, registry(), console, store=store, fresh=fresh, wait=wait)
     except ZeusError as e:
         sys.exit(report_error(e))
 
@@ -711,7 +711,13 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
 
     started = now()
     spec = _load(job_file, sets)
-    runner = _make_runner(spec)
+    from zeus_core.engine.stores.locations import open_store
+
+    try:  # read only: nothing is written to it, and a store on read-only media is read
+        opened = open_store(spec.store_location(), registry(), job=spec.job.name, read_only=True)
+    except ZeusError as e:
+        sys.exit(report_error(e))
+    runner = _make_runner(spec, store=opened)
     store = runner.store
     assert store is not None  # zeus report runs one process: rank 0, which opens the store
     if store.info.tries == 0:  # refused before --output is made: nothing left behind

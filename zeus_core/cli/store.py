@@ -25,7 +25,8 @@ from rich.markup import escape
 from zeus_core.cli.consoles import make_console
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.stores.locations import open_store, scheme_of
-from zeus_core.engine.stores.protocol import JobStore, StoreError, StoreUnavailable
+from zeus_core.engine.stores.protocol import JobStore, StoreError
+from zeus_core.engine.stores.sqlite import Store
 from zeus_core.files import write_atomic
 from zeus_core.results import TryRecord
 
@@ -42,19 +43,25 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
-def _open(location: str, must_exist: bool = True, job: str | None = None) -> JobStore:
+def _store_failed(e: StoreError) -> None:
+    """Exit with a store's error: 1 for a server that cannot be reached or a disk that refused a write
+    (nothing wrong with the store), 2 for a store that cannot be used."""
+    err_console.print(f"[bold red]error:[/] {escape(str(e))}")
+    sys.exit(e.exit_code)
+
+
+def _open(location: str, must_exist: bool = True, job: str | None = None, read_only: bool = False) -> JobStore:
     """The store at ``location`` (a path or a URL) of job ``job`` (for a store many jobs share),
-    or exit 2 saying why not (1 for a store server that cannot be reached)."""
+    or exit 2 saying why not (1 for a store server that cannot be reached). ``read_only``: for a
+    command that only reads (a SQLite file is opened so that nothing is written, and is read on
+    read-only media)."""
     if must_exist and scheme_of(location) is None and not Path(location).exists():
         _fail(f"{location}: no such store")
     try:
-        return open_store(location, get_registry(), job=job)
-    except StoreUnavailable as e:
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
-        sys.exit(1)
+        return open_store(location, get_registry(), job=job, read_only=read_only)
     except StoreError as e:
-        _fail(str(e))
-        raise  # unreachable: _fail exits
+        _store_failed(e)
+        raise  # unreachable: _store_failed exits
 
 
 def _not_empty(store: str, version: int) -> None:
@@ -126,15 +133,12 @@ def check_cmd(store: str, job: str | None) -> None:
     from zeus_core.engine.history import ledger
     from zeus_core.engine.stores.sqlite import SCHEMA_VERSION
 
-    opened = _open(store, job=job)
+    opened = _open(store, job=job, read_only=True)
     info = opened.info
     try:
         account = ledger(opened) if info.version else None
-    except StoreUnavailable as e:
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
-        sys.exit(1)
     except StoreError as e:
-        _fail(str(e))
+        _store_failed(e)
     finally:
         opened.close()
     _not_empty(store, info.version)
@@ -160,9 +164,12 @@ def check_cmd(store: str, job: str | None) -> None:
 @_job_option
 def export_cmd(store: str, output: Path | None, job: str | None) -> None:
     """Write everything STORE (a path or URL) holds (identity, policy state, every try) as JSON."""
-    opened = _open(store, job=job)
+    opened = _open(store, job=job, read_only=True)
     _not_empty(store, opened.info.version)
-    data = export_store(opened)
+    try:
+        data = export_store(opened)
+    except StoreError as e:
+        _store_failed(e)
     text = json.dumps(data, indent=1, allow_nan=False) + "\n"
     if output is None:
         click.echo(text, nl=False)
@@ -201,5 +208,9 @@ def import_cmd(export_file: Path, store: str, job: str | None) -> None:
             for r in tries:
                 tx.add_try(r)
     except (StoreError, ValueError) as e:
+        if isinstance(target, Store):  # a file this import made holds nothing: no stub is left
+            target.remove_if_created()
+        if isinstance(e, StoreError):
+            _store_failed(e)
         _fail(str(e))
     console.print(f"[green]imported[/] {len(tries)} tries and {len(state)} state values into {escape(target.location)}")

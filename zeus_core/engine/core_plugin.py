@@ -12,11 +12,11 @@ if TYPE_CHECKING:
     from zeus_core.engine.stores.sqlite import Store
 
 
-def open_sqlite(location: str, timeout_s: float = 60.0, job: str | None = None) -> Store:
+def open_sqlite(location: str, timeout_s: float = 60.0, job: str | None = None, read_only: bool = False) -> Store:
     """The ``sqlite`` store backend: a path, or a ``sqlite:///path`` URL (:func:`zeus_core.engine.stores.sqlite.open_sqlite`)."""
     from zeus_core.engine.stores.sqlite import open_sqlite
 
-    return open_sqlite(location, timeout_s=timeout_s, job=job)
+    return open_sqlite(location, timeout_s=timeout_s, job=job, read_only=read_only)
 
 
 @hookimpl

@@ -53,7 +53,8 @@ def scheme_of(location: str) -> str | None:
 
 
 def open_store(
-    location: str | Path, registry: Registry, timeout_s: float = 60.0, *, job: str | None = None
+    location: str | Path, registry: Registry, timeout_s: float = 60.0, *, job: str | None = None,
+    read_only: bool = False,
 ) -> JobStore:
     """The store at ``location`` (a path: SQLite; a URL: the backend its scheme names) of
     the job named ``job``.
@@ -62,7 +63,10 @@ def open_store(
     ``zeus serve``) holds many, told apart by ``job``, which such backends need.
     ``registry`` holds the backends (``zeus_register_stores``). Raises
     :class:`~zeus_core.engine.stores.StoreError` for a scheme no installed plugin
-    serves, or whatever the backend refuses, with credentials masked.
+    serves, or whatever the backend refuses, with credentials masked. ``read_only``: the caller
+    only reads (``zeus store check|export``, ``zeus report``): a SQLite file is then opened so
+    that nothing is written to it, and one on read-only media is read (other backends write
+    nothing until a transaction anyway).
     """
     location = str(location)
     scheme = scheme_of(location) or "sqlite"
@@ -73,6 +77,8 @@ def open_store(
         hint = f" ({command})" if command else ""
         raise StoreError(f"job.store {mask(location)}: no installed plugin serves {scheme}:// stores{hint}; installed: {known}")
     try:
+        if read_only and scheme == "sqlite":
+            return backend.opener(location, timeout_s, job=job, read_only=True)
         return backend.opener(location, timeout_s, job=job)
     except StoreError as e:
         raise type(e)(mask(str(e))) from None

@@ -35,6 +35,16 @@ class StoreUnavailable(StoreError):
     """
 
 
+class StoreWriteFailed(StoreError):
+    exit_code = EXIT_FAILED
+
+    """The store's file system refused a write: full, read-only, or an I/O error (exit 1). The store
+    is not damaged: nothing of the unfinished transaction was stored, and what was committed
+    before is kept; the job continues from it once the cause is fixed. The message names the
+    file, what happened and the fix (never "damaged", never ``--fresh``).
+    """
+
+
 class TransactionConflict(StoreError):
     exit_code = EXIT_FAILED
 

@@ -32,9 +32,12 @@ write, and ``zeus store check`` says there is nothing to check.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -43,7 +46,7 @@ from typing import Any
 
 from zeus_core import catalog
 from zeus_core.engine.stores.checks import TRY_FIELDS, content_problems, parse_json
-from zeus_core.engine.stores.protocol import StoreError, StoreInfo
+from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreWriteFailed
 from zeus_core.files import connect_shared, is_busy
 from zeus_core.results import TryRecord
 
@@ -189,6 +192,132 @@ def _damaged(path: Path, what: str) -> StoreError:
     )
 
 
+#: SQLite's primary result codes of a file system that refused a write.
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN, _SQLITE_FULL = 8, 10, 14, 13
+#: Below this many free bytes on its file system, an I/O error writing a store is taken for a full disk
+#: (SQLite says "disk I/O error" when a full disk refuses its WAL or shared-memory file).
+_NEARLY_FULL = 1 << 20
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _nearly_full(folder: Path, free: int | None) -> bool:
+    """Whether ``free`` bytes is next to nothing on the file system of ``folder``: under 1 MiB and
+    under a tenth of its size."""
+    if free is None:
+        return False
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return free < min(_NEARLY_FULL, st.f_blocks * st.f_frsize // 10)
+
+
+def _read_only_fs(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _write_failure(path: Path, e: BaseException) -> StoreWriteFailed | None:
+    """What a write that failed with ``e`` is when its file system refused it (full, read-only, an
+    I/O error): the error naming the file and the fix, exit 1; None for anything else."""
+    if isinstance(e, sqlite3.Error):
+        code = (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code not in (_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN, _SQLITE_FULL):
+            return None
+        os_errno = None
+    elif isinstance(e, OSError):
+        os_errno, code = e.errno, 0
+        if os_errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM):
+            return None
+    else:
+        return None
+    folder = path.resolve().parent
+    free = _free_bytes(folder)
+    said = f"SQLite: {e}" if isinstance(e, sqlite3.Error) else (e.strerror or str(e))
+    full = code == _SQLITE_FULL or os_errno in (errno.ENOSPC, errno.EDQUOT)
+    if not full and (code == _SQLITE_READONLY or os_errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+                     or _read_only_fs(folder) or (code == _SQLITE_CANTOPEN and not os.access(folder, os.W_OK))):
+        return StoreWriteFailed(
+            f"{path}: cannot write it: it is on a read-only file system, or this user may not write it or its folder "
+            f"({said}). Nothing was written. Run the job where its store can be written (zeus store check, zeus store "
+            "export and zeus report read it where it is)"
+        )
+    if full or (code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and _nearly_full(folder, free)):
+        where = f"; {free} bytes free on the file system of {folder}" if free is not None else ""
+        return StoreWriteFailed(
+            f"{path}: the disk is full ({said}{where}). The store is not damaged: nothing of the unfinished transaction "
+            "was stored, and what was committed before is kept. Free space and run again: the next run continues"
+        )
+    if code == _SQLITE_CANTOPEN:
+        return None
+    return StoreWriteFailed(
+        f"{path}: the disk reported an I/O error ({said}). Nothing of the unfinished transaction was stored, and what "
+        "was committed before is kept; check the disk (dmesg, SMART), then run again: the next run continues"
+    )
+
+
+def _read_only_connection(path: Path, timeout_s: float, in_place: bool) -> tuple[sqlite3.Connection, Path | None]:
+    """A connection that reads the store at ``path`` and cannot write it, and the temporary folder
+    to remove after it (or None).
+
+    ``in_place``: an ordinary connection that may not write (``PRAGMA query_only``), where the
+    store's folder can be written (so that SQLite tidies its ``-wal`` and ``-shm`` as after any
+    run). Else, or where that fails (read-only media, a folder this user may not write):
+    ``mode=ro``; then, without a ``-wal`` file holding commits, ``immutable`` (SQLite needs to
+    make no file beside it); else a private copy of the file and its ``-wal``, read where SQLite
+    may make its files."""
+    uri = path.resolve().as_uri()
+    wal = Path(f"{path}-wal")
+    attempts: list[str] = []
+    if in_place and os.access(path, os.W_OK) and os.access(path.resolve().parent, os.W_OK | os.X_OK) \
+            and not _read_only_fs(path.resolve().parent):
+        attempts.append("")
+    if not in_place and not wal.exists():  # nothing else to read: the file alone (no -wal/-shm made beside it)
+        attempts.append("?mode=ro&immutable=1")
+    attempts.append("?mode=ro")
+    if not wal.exists() or wal.stat().st_size == 0:
+        attempts.append("?mode=ro&immutable=1")
+    last: sqlite3.Error | None = None
+    for query in dict.fromkeys(attempts):
+        conn = None
+        try:
+            conn = sqlite3.connect(f"{uri}{query}", uri=True, timeout=timeout_s, isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            if not query:
+                conn.execute("PRAGMA query_only = 1")
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn, None
+        except sqlite3.Error as e:
+            if conn is not None:
+                conn.close()
+            code = (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
+            if code not in (_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN, _SQLITE_FULL):
+                raise  # not the file system: what the file is (its caller says)
+            last = e
+    # Commits in a -wal file that SQLite cannot read in place: a private copy of both.
+    tmp = Path(tempfile.mkdtemp(prefix="zeus-store-"))
+    try:
+        shutil.copyfile(path, tmp / path.name)
+        shutil.copyfile(wal, tmp / wal.name)
+        conn = sqlite3.connect(tmp / path.name, timeout=timeout_s, isolation_level=None)
+        conn.execute("PRAGMA query_only = 1")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn, tmp
+    except (OSError, sqlite3.Error) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        assert last is not None
+        raise last from e
+
+
 def is_empty(path: Path) -> bool:
     """An empty store file: no store yet, exactly as if there were no file (a job's first write
     makes it one; ``zeus store check`` says there is nothing to check). The one rule for an empty
@@ -209,12 +338,15 @@ def inspect_store(path: str | os.PathLike[str], verify: bool = True) -> StoreInf
         _check_creatable(path)
         return StoreInfo(0, None, 0)
     # Without a WAL file beside it, the file alone is the database: open it immutable, so that
-    # SQLite creates no -wal/-shm next to a file it may be about to refuse.
-    immutable = "" if Path(f"{path}-wal").exists() else "&immutable=1"
+    # SQLite creates no -wal/-shm next to a file it may be about to refuse (on read-only media
+    # with commits in the WAL file: a private copy).
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{immutable}", uri=True, timeout=30.0)
-    except sqlite3.Error as e:
-        raise _refuse(path, f"cannot be opened ({e})", "Check its permissions, or pass another `job.store`") from e
+        conn, tmp = _read_only_connection(path, 30.0, in_place=False)
+    except sqlite3.DatabaseError as e:
+        code = (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code in (_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN, _SQLITE_FULL):
+            raise _refuse(path, f"cannot be opened ({e})", "Check its permissions, or pass another `job.store`") from e
+        raise _refuse(path, f"is not a zeus store ({e})", "Point job.store at another file, or move this one aside") from e
     recognised = False
     try:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
@@ -269,6 +401,8 @@ def inspect_store(path: str | os.PathLike[str], verify: bool = True) -> StoreInf
         raise _damaged(path, f"its identity is not JSON ({e})") from e
     finally:
         conn.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _layout_problems(conn: sqlite3.Connection, version: int, tables: set[str]) -> list[str]:
@@ -302,15 +436,24 @@ class Store:
     """A zeus store file. Safe to open from several processes at once.
 
     Opening checks an existing file (:func:`inspect_store`) without writing to it;
-    the file is created, or migrated, at the first transaction.
+    the file is created, or migrated, at the first transaction. ``read_only``: this object only
+    reads (``zeus store check|export``, ``zeus report``): it never writes, migrates or creates
+    the file, and reads a store on read-only media.
+
+    A write its file system refuses (full, read-only, an I/O error) is a
+    :class:`~zeus_core.engine.stores.protocol.StoreWriteFailed` naming the file and the fix
+    (exit 1), not damage: the store keeps what was committed before.
     """
 
-    def __init__(self, path: str | os.PathLike[str], timeout_s: float = 60.0, verify: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str], timeout_s: float = 60.0, verify: bool = True,
+                 read_only: bool = False) -> None:
         self.path = Path(path)
         self.location = str(self.path)
         self.timeout_s = timeout_s
+        self.read_only = read_only
         self.info = inspect_store(self.path, verify=verify)
         self._conn: sqlite3.Connection | None = None
+        self._tmp: Path | None = None  # a read-only copy's folder (read-only media with commits in the WAL)
         #: Whether this object created the file (and so may remove it while it is still empty).
         self.created = False
 
@@ -321,13 +464,54 @@ class Store:
             return self._conn
         if not create and self.info.version == 0 and not self.path.exists():
             return None
+        if self.read_only:
+            if create:
+                raise StoreError(f"{self.path}: opened to be read only; nothing was written")
+            if is_empty(self.path):
+                return None
+            try:
+                self._conn, self._tmp = _read_only_connection(self.path, self.timeout_s, in_place=True)
+            except sqlite3.DatabaseError as e:
+                raise StoreError(f"{self.path}: cannot read it ({e}); check its permissions") from e
+            return self._conn
         existed = self.path.exists()
         try:
             self._conn = connect_shared(self.path, self.timeout_s, self._setup)
         except (sqlite3.DatabaseError, OSError) as e:
+            failure = _write_failure(self.path, e)
+            if not existed:
+                self._remove_stub()
+            if failure is not None:
+                raise failure from e
             raise StoreError(f"{self.path}: cannot use as a zeus store ({e}); pass another `job.store` path") from e
         self.created = not existed
         return self._conn
+
+    def _remove_stub(self) -> None:
+        """Remove the file (and SQLite's files beside it) that a failed first connection left, while
+        it holds no store yet (a full disk leaves a first page, but no table)."""
+        try:
+            if self.path.exists() and inspect_store(self.path, verify=False).version != 0:
+                return
+        except StoreError:
+            return  # not ours to remove
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            except OSError:
+                pass
+
+    def remove_if_created(self) -> None:
+        """Close, and remove the file this object created (an import that could not finish): it
+        holds nothing anyone committed but this object's own failed first writes."""
+        created = self.created
+        self.close()
+        if created:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+                except OSError:
+                    pass
 
     def _setup(self, conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -378,6 +562,9 @@ class Store:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
     def __enter__(self) -> Store:
         return self
@@ -397,14 +584,17 @@ class Store:
             if isinstance(e, sqlite3.OperationalError) and is_busy(e):
                 raise StoreError(f"{self.path}: another process held the store longer than {self.timeout_s:g} s ({e}); "
                                  "try again") from e
+            failure = _write_failure(self.path, e)
+            if failure is not None:  # the file system, not the store: never "damaged"
+                raise failure from e
             raise _damaged(self.path, f"SQLite: {e}" if isinstance(e, sqlite3.DatabaseError) else str(e)) from e
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         """One atomic unit: everything inside commits together or not at all."""
-        conn = self._connection(create=True)
-        assert conn is not None
         with self._trusted():
+            conn = self._connection(create=True)
+            assert conn is not None
             conn.execute("BEGIN IMMEDIATE")
         try:
             yield Transaction(conn, self._trusted)
@@ -449,9 +639,11 @@ class Store:
         conn = self._connection(create=False)
         if conn is None:
             return []
+        # A store of schema 1 read where it is not migrated (read only) has no steady_cost column.
+        steady = "steady_cost" if any(r[1] == "steady_cost" for r in conn.execute("PRAGMA table_info(tries)")) else "NULL"
         rows = conn.execute(
             "SELECT recurrence, try_index, batch_size, power_limit, epochs, time_s, energy_j, cost, reached,"
-            " stopped, extra, steady_cost FROM tries ORDER BY recurrence, try_index, id"
+            f" stopped, extra, {steady} FROM tries ORDER BY recurrence, try_index, id"
         ).fetchall()
         return [
             TryRecord(
@@ -479,8 +671,9 @@ class Store:
             tx.clear()
 
 
-def open_sqlite(location: str, timeout_s: float = 60.0, job: str | None = None) -> Store:
+def open_sqlite(location: str, timeout_s: float = 60.0, job: str | None = None, read_only: bool = False) -> Store:
     """The ``sqlite`` store backend: a path, or a ``sqlite:///path`` URL. A file holds one
-    job, so ``job`` (the job's name, which names the default file) is not needed."""
+    job, so ``job`` (the job's name, which names the default file) is not needed.
+    ``read_only``: a store that is only read (:class:`Store`)."""
     path = location[len("sqlite://"):] if location.lower().startswith("sqlite://") else location
-    return Store(path, timeout_s=timeout_s)
+    return Store(path, timeout_s=timeout_s, read_only=read_only)
