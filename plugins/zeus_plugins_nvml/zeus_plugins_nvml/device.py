@@ -195,6 +195,38 @@ class NvmlGpu(DriverDevice):
         if self.memory_clock_lockable is not False and not self._reset("memory clock", "locked_memory_clocks", unsupported_ok=True):
             self.memory_clock_lockable = False
 
+    # -- clock ranges (upstream Zeus's clock API, zeus-compat): no memory lock implied --
+
+    def supported_memory_clocks(self) -> list[int]:
+        """Memory clocks (MHz) the GPU supports, in NVML's order."""
+        return [int(m) for m in self.call("read the supported memory clocks", self._nvml.nvmlDeviceGetSupportedMemoryClocks, self.handle)]
+
+    def supported_graphics_clocks(self, memory_mhz: int) -> list[int]:
+        """SM clocks (MHz) the GPU supports at memory clock ``memory_mhz``, in NVML's order."""
+        return [int(c) for c in self.call(f"read the SM clocks supported at {memory_mhz} MHz memory clock",
+                                          self._nvml.nvmlDeviceGetSupportedGraphicsClocks, self.handle, int(memory_mhz))]
+
+    def lock_clock_range(self, min_mhz: int, max_mhz: int) -> None:
+        """Lock the SM clock to ``[min_mhz, max_mhz]`` (journaled; the memory clock is left alone)."""
+        self._require_whole_gpu("lock the SM clock")
+        self.call("lock the SM clock", self._change, "locked_clocks", None, [int(min_mhz), int(max_mhz)])
+
+    def lock_memory_clock_range(self, min_mhz: int, max_mhz: int) -> None:
+        """Lock the memory clock to ``[min_mhz, max_mhz]`` (journaled)."""
+        self._require_whole_gpu("lock the memory clock")
+        self.call("lock the memory clock", self._change, "locked_memory_clocks", None, [int(min_mhz), int(max_mhz)])
+        self.memory_clock_lockable = True
+
+    def reset_sm_clocks(self) -> None:
+        """Unlock the SM clock only."""
+        self._require_whole_gpu("reset the SM clock")
+        self._reset("SM clock", "locked_clocks")
+
+    def reset_memory_clocks(self) -> None:
+        """Unlock the memory clock only (``NotSupported`` where the GPU cannot lock it)."""
+        self._require_whole_gpu("reset the memory clock")
+        self._reset("memory clock", "locked_memory_clocks")
+
 
 class NvmlGpus(GpuGroup):
     """The ``nvml`` device group (:class:`zeus_core.parts.DeviceGroup`): CUDA-visible GPUs.
@@ -368,6 +400,34 @@ class NvmlGpus(GpuGroup):
     def reset_clocks(self) -> None:
         for g in self.gpus:
             g.reset_clocks()
+
+    # Clock ranges and memory clocks, every GPU at once (what zeus-compat's upstream clock API calls).
+
+    def supported_memory_clocks(self) -> list[int]:
+        """Memory clocks (MHz) every GPU supports, in the first GPU's order."""
+        common = set.intersection(*(set(g.supported_memory_clocks()) for g in self.gpus))
+        return [m for m in self.gpus[0].supported_memory_clocks() if m in common]
+
+    def supported_graphics_clocks(self, memory_mhz: int) -> list[int]:
+        """SM clocks (MHz) every GPU supports at memory clock ``memory_mhz``, in the first GPU's order."""
+        common = set.intersection(*(set(g.supported_graphics_clocks(memory_mhz)) for g in self.gpus))
+        return [c for c in self.gpus[0].supported_graphics_clocks(memory_mhz) if c in common]
+
+    def lock_clock_range(self, min_mhz: int, max_mhz: int) -> None:
+        for g in self.gpus:
+            g.lock_clock_range(min_mhz, max_mhz)
+
+    def lock_memory_clock_range(self, min_mhz: int, max_mhz: int) -> None:
+        for g in self.gpus:
+            g.lock_memory_clock_range(min_mhz, max_mhz)
+
+    def reset_sm_clocks(self) -> None:
+        for g in self.gpus:
+            g.reset_sm_clocks()
+
+    def reset_memory_clocks(self) -> None:
+        for g in self.gpus:
+            g.reset_memory_clocks()
 
     # -- lifetime --
 

@@ -207,7 +207,7 @@ class GlobalPowerLimitOptimizer(Callback):
             return
         gpus = get_gpus()
         for index in self.monitor.gpu_indices:
-            gpus.set_power_management_limit(index, power_limit)
+            gpus._gpu(index)._set_power_limit_journaled(power_limit)  # put back at exit, unlike a direct set
         self.current_power_limit = power_limit
 
     def _optimal_power_limit(self) -> int:

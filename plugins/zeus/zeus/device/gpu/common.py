@@ -3,18 +3,26 @@
 Each CUDA-visible GPU is opened as its own one-GPU group of the installed GPU device plugin
 (``nvml``, ``amdsmi``; ``$ZEUS_GPU_DEVICE`` picks one where both open), the first time an
 index is used, so a program that touches GPU 1 only never reads GPU 0. Reads and settings go
-through the core's device protocols; a setting changed here is journaled and put back by the
-plugin as for every zeus part. Units are upstream's: milliwatts, millijoules.
+through the core's device protocols. Units are upstream's: milliwatts, millijoules, MHz.
+
+A setting changed directly here (power limit, locked clocks) stays as set when the process ends,
+as upstream leaves it: the device plugin's journal entry is dropped right after the change (on
+the local path; ``zeus daemon`` puts back what it set when the process disconnects). The
+power-limit optimizer's limits stay journaled (put back at exit, on signals, after a crash).
+Clocks go through the core's clock control (:class:`zeus_core.ClockControl`, what Perseus
+locks SM clocks with) and, for ranges and memory clocks, the range methods of the ``nvml``
+device group (:class:`ClockRangeControl`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from rich.console import Console
 
+from zeus.device.common import DeprecatedAliasABCMeta, _alias, deprecated_alias, deprecated_aliases
 from zeus.device.exception import *  # noqa: F403 - upstream exports the GPU errors from here
 from zeus.device.exception import (
     ZeusBaseGPUError,
@@ -25,7 +33,7 @@ from zeus.device.exception import (
     ZeusGPUNotFoundError,
     ZeusGPUNotSupportedError,
 )
-from zeus_core import DeviceError, PowerDomainReadings, PowerLimitControl, PowerReadings, TemperatureReadings
+from zeus_core import ClockControl, DeviceError, PowerDomainReadings, PowerLimitControl, PowerReadings, TemperatureReadings
 from zeus_core.device import DeviceModels
 
 _NOT_VISIBLE = re.compile(r"not CUDA-visible|CUDA sees no GPU|makes no GPU visible|out of range", re.I)
@@ -40,10 +48,32 @@ def translate(e: Exception) -> ZeusBaseGPUError:
         return ZeusGPUNoPermissionError(text)
     if "does not support" in text or "not supported" in text.lower():
         return ZeusGPUNotSupportedError(text)
+    if "Invalid Argument" in text:  # the driver's status, as the device plugin words it
+        return ZeusGPUInvalidArgError(text)
+    if text.endswith("error: Not Found"):
+        return ZeusGPUNotFoundError(text)
     return ZeusGPUInitError(text) if isinstance(e, DeviceError) else ZeusBaseGPUError(text)
 
 
-class GPU:
+@runtime_checkable
+class ClockRangeControl(Protocol):
+    """A device group that locks SM and memory clocks to ranges and lists memory clocks (the ``nvml``
+    group); with :class:`zeus_core.ClockControl` alone, only one SM clock can be locked."""
+
+    def supported_memory_clocks(self) -> list[int]: ...
+
+    def supported_graphics_clocks(self, memory_mhz: int) -> list[int]: ...
+
+    def lock_clock_range(self, min_mhz: int, max_mhz: int) -> None: ...
+
+    def lock_memory_clock_range(self, min_mhz: int, max_mhz: int) -> None: ...
+
+    def reset_sm_clocks(self) -> None: ...
+
+    def reset_memory_clocks(self) -> None: ...
+
+
+class GPU(metaclass=DeprecatedAliasABCMeta):
     """One CUDA-visible GPU (``gpu_index``), a one-GPU group of a zeus device plugin."""
 
     def __init__(self, gpu_index: int, plugin: str, group: Any) -> None:
@@ -66,10 +96,27 @@ class GPU:
             raise ZeusGPUNotSupportedError(f"GPU {self.gpu_index} ({self.plugin}) cannot {what}")
         return self.group
 
+    def _leave(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Make a change that stays when the process ends, as upstream's does: the journal entry the
+        change made is dropped (one journaled before, by the optimizer, is kept)."""
+        guard = getattr(getattr(self.group, "settings", None), "guard", None)
+        before = set(guard.pending) if guard is not None else set()
+        self._call(fn, *args)
+        if guard is not None:
+            for key in set(guard.pending) - before:
+                guard.forget(key)
+
+    @property
+    def supports_nonblocking_setters(self) -> bool:
+        """False: every setter here returns once the setting is made (``block`` is accepted and ignored)."""
+        return False
+
+    @deprecated_alias("getName")
     def get_name(self) -> str:
         models = self.group.device_models if isinstance(self.group, DeviceModels) else {}
         return models.get(self.name_key, self.name_key)
 
+    @deprecated_alias("getPowerManagementLimitConstraints")
     def get_power_management_limit_constraints(self) -> tuple[int, int]:
         lo, hi = self._call(self._need(PowerLimitControl, "read power limits").power_limit_range)
         return int(round(lo * 1000)), int(round(hi * 1000))
@@ -77,18 +124,82 @@ class GPU:
     def get_power_management_limit(self) -> int:
         return int(round(self._call(self._need(PowerLimitControl, "read power limits").power_limit) * 1000))
 
+    @deprecated_alias("setPowerManagementLimit")
     def set_power_management_limit(self, power_limit_mw: int, block: bool = True) -> None:
+        """Set the limit (mW); it stays when the process ends, as upstream leaves it."""
+        self._leave(self._need(PowerLimitControl, "set power limits").set_power_limit, power_limit_mw / 1000.0)
+
+    def _set_power_limit_journaled(self, power_limit_mw: int) -> None:
+        """The power-limit optimizer's path: the original limit comes back at exit, on signals, after a crash."""
         self._call(self._need(PowerLimitControl, "set power limits").set_power_limit, power_limit_mw / 1000.0)
 
+    @deprecated_alias("resetPowerManagementLimit")
     def reset_power_management_limit(self, block: bool = True) -> None:
         self.set_power_management_limit(self.get_power_management_limit_constraints()[1], block)
 
+    @deprecated_alias("setPersistenceMode")
     def set_persistence_mode(self, enabled: bool, block: bool = True) -> None:
         """Persistence mode is left to the driver (zeus keeps a device open while it steers it)."""
 
     def get_persistence_mode(self) -> bool:
         return True
 
+    # -- clocks (MHz) --
+
+    def _ranges(self, what: str) -> ClockRangeControl:
+        group: ClockRangeControl = self._need(ClockRangeControl, what)
+        return group
+
+    @deprecated_alias("getSupportedMemoryClocks")
+    def get_supported_memory_clocks(self) -> list[int]:
+        """Memory clocks the GPU supports (MHz)."""
+        return list(self._call(self._ranges("list memory clocks").supported_memory_clocks))
+
+    @deprecated_alias("getSupportedGraphicsClocks")
+    def get_supported_graphics_clocks(self, memory_clock_mhz: int | None = None) -> list[int]:
+        """SM clocks the GPU supports at ``memory_clock_mhz`` (MHz); None: at the highest memory clock."""
+        if memory_clock_mhz is None and not isinstance(self.group, ClockRangeControl):
+            return list(self._call(self._need(ClockControl, "list SM clocks").supported_clocks))
+        ranges = self._ranges("list SM clocks")
+        if memory_clock_mhz is None:
+            memory_clock_mhz = max(self._call(ranges.supported_memory_clocks))
+        return list(self._call(ranges.supported_graphics_clocks, memory_clock_mhz))
+
+    @deprecated_alias("setGpuLockedClocks")
+    def set_gpu_locked_clocks(self, min_clock_mhz: int, max_clock_mhz: int, block: bool = True) -> None:
+        """Lock the SM clock to ``[min_clock_mhz, max_clock_mhz]``; it stays locked when the process ends."""
+        if isinstance(self.group, ClockRangeControl):
+            self._leave(self.group.lock_clock_range, min_clock_mhz, max_clock_mhz)
+        elif min_clock_mhz == max_clock_mhz:
+            self._leave(self._need(ClockControl, "lock its SM clock").lock_clocks, min_clock_mhz)
+        else:
+            raise ZeusGPUNotSupportedError(f"GPU {self.gpu_index} ({self.plugin}) locks its SM clock to one value only, "
+                                           f"not {min_clock_mhz}..{max_clock_mhz} MHz")
+
+    @deprecated_alias("resetGpuLockedClocks")
+    def reset_gpu_locked_clocks(self, block: bool = True) -> None:
+        """Unlock the SM clock."""
+        if isinstance(self.group, ClockRangeControl):
+            self._call(self.group.reset_sm_clocks)
+        else:
+            self._call(self._need(ClockControl, "unlock its SM clock").reset_clocks)
+
+    @deprecated_alias("setMemoryLockedClocks")
+    def set_memory_locked_clocks(self, min_clock_mhz: int, max_clock_mhz: int, block: bool = True) -> None:
+        """Lock the memory clock to ``[min_clock_mhz, max_clock_mhz]``; it stays locked when the process ends."""
+        self._leave(self._ranges("lock its memory clock").lock_memory_clock_range, min_clock_mhz, max_clock_mhz)
+
+    @deprecated_alias("resetMemoryLockedClocks")
+    def reset_memory_locked_clocks(self, block: bool = True) -> None:
+        """Unlock the memory clock."""
+        self._call(self._ranges("unlock its memory clock").reset_memory_clocks)
+
+    def reset_locked_clocks(self, block: bool = True) -> None:
+        """Unlock the SM clock, then the memory clock."""
+        self.reset_gpu_locked_clocks(block)
+        self.reset_memory_locked_clocks(block)
+
+    @deprecated_alias("getInstantPowerUsage")
     def get_instant_power_usage(self) -> int:
         group = self._need(PowerReadings, "read power")
         if isinstance(group, PowerDomainReadings):
@@ -97,6 +208,7 @@ class GPU:
                 return int(round(domains["instant"] * 1000))
         return int(round(self._call(group.read_power)[self.name_key] * 1000))
 
+    @deprecated_alias("getAveragePowerUsage")
     def get_average_power_usage(self) -> int:
         group = self._need(PowerDomainReadings, "read average power")
         domains = self._call(group.read_power_domains).get(self.name_key, {})
@@ -104,6 +216,7 @@ class GPU:
             raise ZeusGPUNotSupportedError(f"GPU {self.gpu_index} does not report average power")
         return int(round(domains["average"] * 1000))
 
+    @deprecated_alias("getAverageMemoryPowerUsage")
     def get_average_memory_power_usage(self) -> int:
         group = self._need(PowerDomainReadings, "read memory power")
         domains = self._call(group.read_power_domains).get(self.name_key, {})
@@ -111,13 +224,16 @@ class GPU:
             raise ZeusGPUNotSupportedError(f"GPU {self.gpu_index} does not report memory power")
         return int(round(domains["memory"] * 1000))
 
+    @deprecated_alias("supportsGetTotalEnergyConsumption")
     def supports_get_total_energy_consumption(self) -> bool:
         return self.group.energy_sources.get(self.name_key) == "counter"
 
+    @deprecated_alias("getTotalEnergyConsumption")
     def get_total_energy_consumption(self) -> int:
         """Millijoules since the device opened (the counter where the GPU has one, else integrated power)."""
         return int(round(self._call(self.group.read_energy)[self.name_key] * 1000))
 
+    @deprecated_alias("getGpuTemperature")
     def get_gpu_temperature(self) -> int:
         return int(round(self._call(self._need(TemperatureReadings, "read its temperature").read_temperatures)[self.name_key]))
 
@@ -196,16 +312,23 @@ class GPUs:
             gpu.close()
         self._gpus.clear()
 
-    def __getattr__(self, name: str) -> Any:
-        """``gpus.<method>(gpu_index, *args)`` for every per-GPU method of :class:`GPU`."""
-        if name.startswith("_") or not callable(getattr(GPU, name, None)):
-            raise AttributeError(name)
 
-        def per_gpu(gpu_index: int, *args: Any, **kwargs: Any) -> Any:
-            return getattr(self._gpu(gpu_index), name)(*args, **kwargs)
 
-        per_gpu.__name__ = name
-        return per_gpu
+def _per_gpu(name: str) -> Callable[..., Any]:
+    def per_gpu(self: GPUs, gpu_index: int, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._gpu(gpu_index), name)(*args, **kwargs)
+
+    per_gpu.__name__ = name
+    per_gpu.__qualname__ = f"GPUs.{name}"
+    per_gpu.__doc__ = f"``GPU.{name}`` of GPU ``gpu_index``."
+    return per_gpu
+
+
+# ``gpus.<method>(gpu_index, ...)`` for every per-GPU method of GPU, and upstream's camelCase aliases of them.
+for _name in [n for n in vars(GPU) if not n.startswith("_") and callable(vars(GPU)[n]) and n != "close"]:
+    setattr(GPUs, _name, _per_gpu(_name))
+for _old, _new in deprecated_aliases(GPU).items():
+    setattr(GPUs, _old, _alias(_new, _old, getattr(GPUs, _new)))
 
 
 class EmptyGPUs(GPUs):
