@@ -27,8 +27,10 @@ COMPAT = Path(__file__).resolve().parents[2] / "plugins" / "zeus"
 
 def test_zeus_resolves_to_the_compat_package():
     assert Path(zeus.__file__).resolve().is_relative_to(COMPAT)
-    assert PowerMonitor.__module__ == "zeus_core.inloop.timeline"
-    assert TemperatureMonitor.__module__ == "zeus_core.inloop.timeline"
+    # upstream's faces (PowerDomain members, whole degrees) over the core's samplers
+    assert PowerMonitor.__module__ == "zeus.monitor.power" and PowerMonitor.__mro__[1].__module__ == "zeus_core.inloop.timeline"
+    assert TemperatureMonitor.__module__ == "zeus.monitor.temperature"
+    assert TemperatureMonitor.__mro__[1].__module__ == "zeus_core.inloop.timeline"
     assert ZeusMonitor.__module__ == "zeus.monitor.energy"
 
 
