@@ -10,6 +10,15 @@ says which is the module's input (``total``: it contains the others, so do not
 add it to them), which feed the GPU, which the CPU. Temperatures come from the
 board's thermal zones: the GPU zone for GPU rails, the CPU zone for CPU rails,
 the junction (``tj``) zone for the input rail.
+
+How a figure was measured: every rail is ``polling`` (power read and
+integrated, ``energy_sources``); its scope is its rail (``rail_roles``:
+``total`` is the module's input, CPU, GPU and memory together). The hwmon
+driver says how often a reading is renewed (``update_interval``) and over how
+many conversions it is averaged (``samples``): ``update_periods_s`` and
+``averaging_samples``, per rail, where the driver gives them. A chip's
+summation channel (``curr4_input``) is no rail: :meth:`JetsonRails.read_current_sums`
+reads it as the total current it is.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from zeus_core import DeviceError
 from zeus_core.devicekit import ClosedOnExit, PowerIntegral, Sampler
 from zeus_core.errors import DeviceAbsent
 from zeus_plugins_jetson.options import JetsonOptions
-from zeus_plugins_jetson.rails import Rail, board_model, discover, read_number, thermal_zones
+from zeus_plugins_jetson.rails import Rail, board_model, current_sums, discover, read_number, thermal_zones
 
 #: thermal zone type prefix per rail role
 _ZONE_OF_ROLE = {"gpu": ("gpu",), "cpu": ("cpu",), "total": ("tj", "tboard")}
@@ -70,7 +79,7 @@ class JetsonRails(ClosedOnExit):
         try:
             rails = discover(root)
         except DeviceAbsent as e:
-            if root == Path(attrs.fields(JetsonOptions).sysfs_root.default):
+            if root == Path(str(attrs.fields(JetsonOptions).sysfs_root.default)):
                 raise
             raise DeviceError(str(e)) from None  # a sysfs_root given on purpose that holds no INA3221: fix the option
         if options.rails is not None:
@@ -82,6 +91,12 @@ class JetsonRails(ClosedOnExit):
         inner = [r.name for r in rails if r.role != "total"]
         self.energy_includes = {r.name: list(inner) for r in rails if r.role == "total" and inner}
         self.energy_sources = dict.fromkeys(self.names, "polling")
+        #: seconds between two readings of a rail as the INA3221 renews them (hwmon ``update_interval``);
+        #: a rail polled faster reads the same conversion again. Only where the driver says (not iio)
+        self.update_periods_s = {r.name: r.update_interval_s for r in rails if r.update_interval_s is not None}
+        #: conversions averaged into one reading (hwmon ``samples``): 1 is a snapshot of one shunt conversion
+        self.averaging_samples = {r.name: r.samples for r in rails if r.samples is not None}
+        self._sums = current_sums(root)
         self.max_power_w = float(options.max_power_w or 0.0)
         self.model = board_model(root)
         zones = thermal_zones(root)
@@ -106,6 +121,12 @@ class JetsonRails(ClosedOnExit):
     def read_power(self) -> dict[str, float]:
         """Power (W) per rail, read now."""
         return {r.name: r.read_w() for r in self.rails}
+
+    def read_current_sums(self) -> dict[str, float]:
+        """Amperes per chip (``1-0040``) from its summation channel: the sum of the currents of the channels
+        the device tree sums. A current over rails at different voltages, not a power: never added to
+        energy. Chips without a summation now (ENODATA: their shunt resistors differ) are left out."""
+        return {s.chip: a for s in self._sums if (a := s.read_a()) is not None}
 
     def read_temperatures(self) -> dict[str, float]:
         """°C per rail whose part has a thermal zone (GPU, CPU, the module's junction for the input rail)."""
