@@ -196,3 +196,18 @@ def test_python_m_zeus_monitor_until_ctrl_c(driver, argv):
         assert "Measurement(" in out and "gpu_energy={0:" in out
     else:
         assert "'GPU0': 150.0" in out and "Total time (s):" in out and "Total energy (J):" in out
+
+
+def test_gpus_of_two_models_are_refused_as_upstream(driver, tmp_path, monkeypatch):
+    from zeus.device.gpu import ZeusGPUHeterogeneousError
+
+    from zeus_plugins_nvml import fake_pynvml
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    path = fake_pynvml.create(tmp_path / "mixed.json", [fake_pynvml.FakeGpu(), fake_pynvml.FakeGpu(name="NVIDIA H100 80GB HBM3")],
+                              privileged=True)
+    fake_pynvml.install(path, monkeypatch)
+    with pytest.raises(ZeusGPUHeterogeneousError, match="Heterogeneous GPUs found"):
+        PowerMonitor(gpu_indices=[0], update_period=0.1)
+    with pytest.raises(ZeusGPUHeterogeneousError, match="Heterogeneous GPUs found"):
+        TemperatureMonitor(gpu_indices=[0])

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from zeus.device import get_gpus
-from zeus.device.gpu.common import ZeusBaseGPUError, ZeusGPUInitError, ZeusGPUNotSupportedError, translate
+from zeus.device.gpu.common import (
+    ZeusBaseGPUError,
+    ZeusGPUHeterogeneousError,
+    ZeusGPUInitError,
+    ZeusGPUNotSupportedError,
+    translate,
+)
 from zeus.utils.multiprocessing import warn_if_global_in_subprocess
 from zeus_core.engine.assembly import DeviceOpenError
 from zeus_core.errors import DeviceError
@@ -113,6 +119,20 @@ def infer_counter_update_period(gpu_indicies: list[int]) -> float:
     return period
 
 
+def check_homogeneous(engine: dict[str, Any]) -> None:
+    """Upstream's monitors refuse GPUs of more than one model (``ZeusGPUHeterogeneousError``); a device
+    given to the engine (``device=``) is not upstream's GPUs and is not checked. Where no GPU opens,
+    the engine says why when the monitor opens its devices."""
+    if engine.get("device") is not None:
+        return
+    try:
+        models = {gpu.get_name() for gpu in get_gpus().gpus}
+    except ZeusBaseGPUError:
+        return
+    if len(models) > 1:
+        raise ZeusGPUHeterogeneousError(f"Heterogeneous GPUs found: {sorted(models)}")
+
+
 def _as_domain(value: Any) -> PowerDomain:
     """A :class:`PowerDomain` from a member or its value (anything else: ``ValueError``, as ``PowerDomain(x)``)."""
     return value if isinstance(value, PowerDomain) else PowerDomain(value)
@@ -125,7 +145,8 @@ class PowerMonitor(_core.PowerMonitor):
     samples (None: :func:`infer_counter_update_period`). ``max_samples_per_gpu``: points kept
     per GPU and domain (None: the core's bound, 100,000, a run of equal readings being two of
     them). ``power_domains``: :class:`PowerDomain` members or their values (None: every domain
-    the GPUs read). A GPU library that cannot be used is a ``ZeusGPUInitError``.
+    the GPUs read). A GPU library that cannot be used is a ``ZeusGPUInitError``; GPUs of more
+    than one model, a ``ZeusGPUHeterogeneousError``, as upstream.
     """
 
     def __init__(
@@ -142,6 +163,7 @@ class PowerMonitor(_core.PowerMonitor):
         if power_domains is not None and not power_domains:
             raise ValueError("`power_domains` must be either `None` or non-empty")
         wanted = None if power_domains is None else list(dict.fromkeys(_as_domain(d) for d in power_domains))
+        check_homogeneous(engine)
         if update_period is None:
             try:
                 indices = gpu_indices if gpu_indices is not None else list(range(len(get_gpus())))

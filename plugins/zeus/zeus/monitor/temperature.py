@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zeus.device.gpu.common import ZeusGPUInitError, translate
+from zeus.monitor.power import check_homogeneous
 from zeus.utils.multiprocessing import warn_if_global_in_subprocess
 from zeus_core.engine.assembly import DeviceOpenError
 from zeus_core.errors import DeviceError
@@ -32,6 +33,7 @@ class TemperatureMonitor(_core.TemperatureMonitor):
 
     ``gpu_indices``: None (every GPU) or a non-empty list; ``max_samples_per_gpu``: points
     kept per GPU (None: the core's bound, 100,000, a run of equal readings being two of them).
+    GPUs of more than one model are a ``ZeusGPUHeterogeneousError``, as upstream.
     """
 
     def __init__(self, gpu_indices: list[int] | None = None, update_period: float = 1.0,
@@ -39,6 +41,7 @@ class TemperatureMonitor(_core.TemperatureMonitor):
         warn_if_global_in_subprocess(self)
         if gpu_indices is not None and not gpu_indices:
             raise ValueError("`gpu_indices` must be either `None` or non-empty")
+        check_homogeneous(engine)
         try:
             super().__init__(gpu_indices, update_period, max_samples_per_gpu, **engine)
         except DeviceOpenError as e:  # no GPU opens: upstream's get_gpus() fails so
