@@ -190,3 +190,4 @@ def test_has_sys_admin_reads_the_effective_capability():
     with open("/proc/self/status") as f:
         cap = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff"))
     assert has_sys_admin() is bool(cap >> 21 & 1)
+

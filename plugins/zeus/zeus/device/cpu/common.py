@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zeus.device.common import DeprecatedAliasABCMeta, deprecated_alias
 from zeus.device.exception import ZeusBaseCPUError
 
 
@@ -37,7 +38,7 @@ class ZeusCPUNotFoundError(ZeusBaseCPUError):
     """No such CPU package."""
 
 
-class CPU:
+class CPU(metaclass=DeprecatedAliasABCMeta):
     """One CPU package of a counter group (``package`` and optional ``dram`` names in it)."""
 
     def __init__(self, index: int, group: Any, package: str, dram: str | None) -> None:
@@ -46,16 +47,24 @@ class CPU:
         self.package = package
         self.dram = dram
 
+    @property
+    def cpu_index(self) -> int:
+        return self.index
+
+    @deprecated_alias("getTotalEnergyConsumption")
     def get_total_energy_consumption(self) -> CpuDramMeasurement:
         joules = self.group.read_energy()
         return CpuDramMeasurement(joules[self.package] * 1000.0, joules[self.dram] * 1000.0 if self.dram else None)
 
+    @deprecated_alias("supportsGetDramEnergyConsumption")
     def supports_get_dram_energy_consumption(self) -> bool:
         return self.dram is not None
 
 
-class CPUs:
+class CPUs(metaclass=DeprecatedAliasABCMeta):
     """The CPU packages of the installed plugin that reads CPU energy counters (``rapl``)."""
+
+    _cpu_class: type[CPU] = CPU
 
     def __init__(self, registry: Any = None) -> None:
         from rich.console import Console
@@ -83,24 +92,28 @@ class CPUs:
             raise ZeusCPUNoPermissionError(f"RAPL counters cannot be read by this process: {text}")
         raise ZeusCPUInitError(f"RAPL unavailable. Failed to initialize CPU management library ({text}).")
 
-    @staticmethod
-    def _packages(group: Any) -> list[CPU]:
+    def _packages(self, group: Any) -> list[CPU]:
         names = list(group.names)
         out: list[CPU] = []
         for name in names:
             m = re.fullmatch(r"cpu(\d+)-package", name)
             if m:
                 dram = f"cpu{m.group(1)}-dram"
-                out.append(CPU(len(out), group, name, dram if dram in names else None))
+                out.append(self._cpu_class(len(out), group, name, dram if dram in names else None))
         return out
 
     @property
     def cpus(self) -> Sequence[CPU]:
         return self._cpus
 
+    def __len__(self) -> int:
+        return len(self.cpus)
+
+    @deprecated_alias("getTotalEnergyConsumption")
     def get_total_energy_consumption(self, index: int) -> CpuDramMeasurement:
         return self.cpus[index].get_total_energy_consumption()
 
+    @deprecated_alias("supportsGetDramEnergyConsumption")
     def supports_get_dram_energy_consumption(self, index: int) -> bool:
         return self.cpus[index].supports_get_dram_energy_consumption()
 

@@ -36,7 +36,7 @@ from zeus.device.exception import (
 from zeus_core import ClockControl, DeviceError, PowerDomainReadings, PowerLimitControl, PowerReadings, TemperatureReadings
 from zeus_core.device import DeviceModels
 
-_NOT_VISIBLE = re.compile(r"not CUDA-visible|CUDA sees no GPU|makes no GPU visible|out of range", re.I)
+_NOT_VISIBLE = re.compile(r"not (CUDA|HIP)-visible|(CUDA|HIP) sees no GPU|makes no GPU visible|out of range", re.I)
 
 
 def translate(e: Exception) -> ZeusBaseGPUError:
@@ -244,6 +244,8 @@ class GPU(metaclass=DeprecatedAliasABCMeta):
 class GPUs:
     """The CUDA-visible GPUs, opened one by one on first use (see the module's docstring)."""
 
+    _gpu_class: type[GPU] = GPU
+
     def __init__(self, ensure_homogeneous: bool = False, registry: Any = None) -> None:
         from zeus_core.engine.registry import get_registry
         from zeus_core.inloop.monitor import open_gpus
@@ -270,7 +272,7 @@ class GPUs:
                 return None
             raise ZeusGPUInitError(f"GPU {index} could not be opened: {why}")
         name, _, group = choice.opened
-        return GPU(index, name, group)
+        return self._gpu_class(index, name, group)
 
     def _gpu(self, index: int) -> GPU:
         gpu = self._gpus.get(index)
