@@ -40,9 +40,7 @@ def test_hwmon_layout_orin_agx_two_chips_voltage_times_current(tmp_path):
     root = write_tree(tmp_path / "sys", "hwmon", ORIN_AGX)
     with rails(root) as dev:
         assert dev.names == ["vdd_gpu_soc", "vdd_cpu_cv", "vin_sys_5v0", "vddq_vdd2_1v8ao"]  # NC skipped
-        # AGX Orin monitors no input rail: VIN_SYS_5V0 is its 5 V I/O rail, beside the others
-        assert dev.rail_roles == {"vdd_gpu_soc": "gpu", "vdd_cpu_cv": "cpu", "vin_sys_5v0": "other", "vddq_vdd2_1v8ao": "other"}
-        assert dev.energy_includes == {}
+        assert dev.rail_roles == {"vdd_gpu_soc": "gpu", "vdd_cpu_cv": "cpu", "vin_sys_5v0": "total", "vddq_vdd2_1v8ao": "other"}
         assert dev.energy_sources == dict.fromkeys(dev.names, "polling")
         # mV x mA: 5000 mV x 1800 mA is 9 W, not 9 kW
         assert dev.read_power() == pytest.approx({"vdd_gpu_soc": 9.0, "vdd_cpu_cv": 3.2, "vin_sys_5v0": 4.4, "vddq_vdd2_1v8ao": 1.1})
@@ -56,9 +54,7 @@ def test_iio_layout_xavier_with_and_without_power_files(tmp_path, power_files):
     root = write_tree(tmp_path / "sys", "iio", power_files=power_files)
     with rails(root) as dev:
         assert dev.names == ["gpu", "cpu", "soc", "cv", "vddrq", "sys5v"]
-        # AGX Xavier's SYS5V is its 5 V system supply, not the input of the others (design guide DG-09840-001)
-        assert dev.rail_roles["gpu"] == "gpu" and dev.rail_roles["sys5v"] == "other" and dev.rail_roles["cpu"] == "cpu"
-        assert dev.energy_includes == {}
+        assert dev.rail_roles["gpu"] == "gpu" and dev.rail_roles["sys5v"] == "total" and dev.rail_roles["cpu"] == "cpu"
         assert dev.read_power()["gpu"] == pytest.approx(4.0) and dev.read_power()["sys5v"] == pytest.approx(9.5)
         got, elapsed = window(dev, 0.3)
         assert got["gpu"] == pytest.approx(4.0 * elapsed, rel=0.05)
@@ -350,8 +346,4 @@ def test_zeus_monitor_on_an_agx_orin_as_mainline_linux_lays_it_out(tmp_path):
     assert [c for c in rows[0] if c.endswith("_energy_j")] == [
         "vdd_gpu_soc_energy_j", "vdd_cpu_cv_energy_j", "vin_sys_5v0_energy_j", "vddq_vdd2_1v8ao_energy_j"]
     assert float(rows[-1]["vdd_gpu_soc_power_w"]) == pytest.approx(9.0, abs=0.01)  # 1800 mA is 90 steps of 20 mA (2 mΩ)
-    # no input rail: the total is the sum of the rails, VIN_SYS_5V0 (I/O) included, none counted twice
-    assert "includes" not in r.stdout
-    summary = r.stdout[r.stdout.index("summary over"):]
-    total = next(line for line in summary.splitlines() if "total" in line and "W" in line)
-    assert "17.7 W" in total, summary
+    assert "total: vin_sys_5v0 includes" in r.stdout

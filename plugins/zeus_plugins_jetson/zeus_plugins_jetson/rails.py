@@ -38,16 +38,16 @@ neither (it converts on each read while the chip idles in triggered mode).
 A rail is named after its label, lower-cased with every run of other
 characters made ``_`` (``VDD_GPU_SOC`` is ``vdd_gpu_soc``), so a GPU rail's name
 contains ``gpu``. Its role is ``total`` for the module's input rail
-(``VDD_IN`` on Orin Nano/NX, Xavier NX and TX2, ``POM_5V_IN`` on Nano: the others
-are inside it), ``gpu`` for
+(``VDD_IN``, ``POM_5V_IN``, ``VIN_SYS_5V0``, ``SYS5V``: the others are inside it), ``gpu`` for
 a rail feeding the GPU (``VDD_GPU_SOC``, ``VDD_CPU_GPU_CV``, ``GPU``), ``cpu``
-for one feeding the CPU only, ``other`` for the rest. The AGX boards monitor no
-input rail: AGX Xavier's ``SYS5V`` is its 5 V system supply (fed from SYS_VIN_MV,
-the GPU, CPU, SoC, CV and DDR rails from SYS_VIN_HV: the AGX Xavier design guide,
-DG-09840-001, "Power Monitor"; NVIDIA: it "includes all parts power except DDR,
-CPU, GPU and CV"), AGX Orin's ``VIN_SYS_5V0`` its 5 V I/O rail (jetson_stats
-issue 344): rails of their own (``other``), so the module's power is the sum of
-its rails. Channels labelled ``NC``
+for one feeding the CPU only, ``other`` for the rest. (Open question, issue 37:
+NVIDIA's sources say the AGX boards monitor no input rail: AGX Xavier's
+``SYS5V`` is its 5 V system supply, fed from SYS_VIN_MV while GPU, CPU, SoC, CV
+and DDR are fed from SYS_VIN_HV, AGX Xavier design guide DG-09840-001 "Power
+Monitor", and AGX Orin's ``VIN_SYS_5V0`` its 5 V I/O rail, jetson_stats issue
+344; their module power would then be the sum of the rails. The roles stay as
+they are until zeus-compat's ``get_soc``, which reads ``total`` as upstream's
+total, follows.) Channels labelled ``NC``
 (not connected) are skipped, as are channels switched off (``in<i>_enable`` 0;
 the driver answers ``ENODATA`` to a read of their input) and, in the iio
 driver, channels the device tree names none (``rail_name_<i>`` reads
@@ -82,9 +82,8 @@ _NOT_A_RAIL = ("NC", "(NULL)")
 
 def _role(label: str) -> str:
     up = label.upper()
-    # the module's input holds every other rail; SYS5V (AGX Xavier) and VIN_SYS_5V0 (AGX Orin) are 5 V
-    # system rails beside the others, not their input (see the module)
-    if up in ("VDD_IN", "VIN") or up.endswith("_IN"):
+    # the module's input holds every other rail (SYS5V and VIN_SYS_5V0: see the open question in the module)
+    if up in ("VDD_IN", "SYS5V", "VIN") or up.endswith("_IN") or up.startswith("VIN_"):
         return "total"
     if "GPU" in up:
         return "gpu"
