@@ -245,6 +245,7 @@ def test_the_summation_channel_is_no_rail_and_reads_as_the_total_current_it_is(t
         assert dev.read_power() == pytest.approx({"vdd_in": 5.064 * 1.504, "vdd_cpu_gpu_cv": 5.056 * 0.496, "vdd_soc": 5.064 * 0.360})
         assert dev.read_current_sums() == {"1-0040": pytest.approx(2.360)}  # mA -> A; the sum of the three currents
         assert dev.update_periods_s == dict.fromkeys(dev.names, 0.026) and dev.averaging_samples == dict.fromkeys(dev.names, 4)
+        assert dev.current_steps_a == pytest.approx(dict.fromkeys(dev.names, 0.008))  # 40 µV over 5 mΩ
         assert dev.energy_includes == {"vdd_in": ["vdd_cpu_gpu_cv", "vdd_soc"]}
 
 
@@ -277,6 +278,7 @@ def test_agx_orin_disconnected_channels_and_a_summation_that_leaves_the_input_ou
         assert dev.read_power() == pytest.approx({"vdd_gpu_soc": 9.0, "vdd_cpu_cv": 3.2, "vin_sys_5v0": 4.4, "vddq_vdd2_1v8ao": 1.1})
         assert dev.read_current_sums() == pytest.approx({"1-0040": 1.8 + 0.64, "1-0041": 0.22})
         assert dev.update_periods_s == {"vdd_gpu_soc": 0.007, "vdd_cpu_cv": 0.007, "vin_sys_5v0": 0.007, "vddq_vdd2_1v8ao": 0.002}
+        assert dev.current_steps_a == pytest.approx(dict.fromkeys(dev.names, 0.02))  # 40 µV over 2 mΩ
         got, elapsed = window(dev, 0.2)
         assert got["vddq_vdd2_1v8ao"] == pytest.approx(1.1 * elapsed, rel=0.1)
 
@@ -327,7 +329,7 @@ def test_the_iio_driver_files_and_a_channel_without_a_rail_name(tmp_path):
     assert (folder / "in_power0_trigger_input").read_text() == "0\n" and (folder / "in_power0_input").read_text() == "5000\n"
     with rails(root) as dev:
         assert dev.names == ["pom_5v_in", "pom_5v_gpu"] and dev.rail_roles["pom_5v_in"] == "total"
-        assert dev.update_periods_s == {} and dev.read_current_sums() == {}  # the iio driver says neither
+        assert dev.update_periods_s == {} and dev.current_steps_a == {} and dev.read_current_sums() == {}  # iio says none
 
 
 def test_zeus_monitor_on_an_agx_orin_as_mainline_linux_lays_it_out(tmp_path):

@@ -16,7 +16,8 @@ integrated, ``energy_sources``); its scope is its rail (``rail_roles``:
 ``total`` is the module's input, CPU, GPU and memory together). The hwmon
 driver says how often a reading is renewed (``update_interval``) and over how
 many conversions it is averaged (``samples``): ``update_periods_s`` and
-``averaging_samples``, per rail, where the driver gives them. A chip's
+``averaging_samples``, per rail, where the driver gives them; ``current_steps_a``
+the step a rail's current moves in (40 µV over its shunt resistor). A chip's
 summation channel (``curr4_input``) is no rail: :meth:`JetsonRails.read_current_sums`
 reads it as the total current it is.
 """
@@ -96,6 +97,9 @@ class JetsonRails(ClosedOnExit):
         self.update_periods_s = {r.name: r.update_interval_s for r in rails if r.update_interval_s is not None}
         #: conversions averaged into one reading (hwmon ``samples``): 1 is a snapshot of one shunt conversion
         self.averaging_samples = {r.name: r.samples for r in rails if r.samples is not None}
+        #: the smallest change of current a rail reports (A; hwmon, from ``shunt<i>_resistor``): times the
+        #: bus voltage, the resolution of its power
+        self.current_steps_a = {r.name: step for r in rails if (step := r.current_step_a) is not None}
         self._sums = current_sums(root)
         self.max_power_w = float(options.max_power_w or 0.0)
         self.model = board_model(root)

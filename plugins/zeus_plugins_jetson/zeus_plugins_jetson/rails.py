@@ -73,6 +73,8 @@ _CHIP = re.compile(r"\d+-[0-9a-fA-F]{4}")
 #: 4-6 their shunt voltages, 7 the sum of the shunt voltages; ``curr`` 1-3 the rails, 4 the sum
 RAIL_CHANNELS = (1, 2, 3)
 SUM_IN_CHANNEL, SUM_CURR_CHANNEL = 7, 4
+#: ina3221.c ``ina3221_read_value``/``ina3221_read_in``: a shunt voltage register step is 40 µV
+SHUNT_STEP_UV = 40
 #: ina3221.c ``ina3221_read_string``: the summation channel's label
 SUM_LABEL = "sum of shunt voltages"
 #: labels of a channel that is not a rail: NVIDIA's device trees' ``NC``; the iio driver prints a
@@ -135,6 +137,14 @@ class Rail:
     #: (conversions averaged into one reading); None where the driver does not say (iio)
     update_interval_s: float | None = None
     samples: int | None = None
+    #: hwmon: ``shunt<i>_resistor`` (µΩ); a current reading moves in steps of 40 µV over it
+    shunt_uohm: int | None = None
+
+    @property
+    def current_step_a(self) -> float | None:
+        """The smallest change of current the chip reports (A): the shunt voltage's 40 µV step over the
+        shunt resistor (ina3221.c ``ina3221_read_curr``: 8 mA at 5 mΩ, 20 mA at 2 mΩ)."""
+        return None if not self.shunt_uohm else SHUNT_STEP_UV / self.shunt_uohm
 
     def read_w(self) -> float:
         if self.power_file is not None:
@@ -193,8 +203,9 @@ def _hwmon_rails(folder: Path, chip: str) -> list[Rail]:
         if missing:
             raise DeviceError(f"rail {label} ({label_file if label_file.exists() else volt}) has no "
                               f"{' or '.join(missing)}: the INA3221 driver exposes no reading for it")
+        shunt = _optional_number(folder / f"shunt{idx}_resistor")
         out.append(Rail(rail_name(label), label, _role(label), chip, None, volt, curr, interval_s,
-                        None if samples is None else int(samples)))
+                        None if samples is None else int(samples), None if shunt is None else int(shunt)))
     return out
 
 
