@@ -117,7 +117,7 @@ def test_option_errors_name_the_field(reg, tmp_path, hetero_aws):
     out = " ".join(result.output.split())
     assert "count must be at least 1, got 0 @ $.allocation.gpus[0].count" in out
     assert "required key 'profile_steps' is missing @ $.allocation.gpus[0].profile_steps" in out
-    assert "idle_power_w must be a finite number >= 0" in out
+    assert "idle_power_w must be between 0.0 and 10000.0 inclusive" in out
     assert "objective must be one of 'zeus-cost', 'min-energy'; got 'fast' @ $.allocation.objective" in out
     assert "max_slowdown must be at least 1 (1.1 allows 10% slower steps), got 0.5" in out
 

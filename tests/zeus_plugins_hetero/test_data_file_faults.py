@@ -85,3 +85,16 @@ def test_zeus_validate_exits_2_at_the_gpus_profile_without_a_traceback(tmp_path,
     out = " ".join(r.stderr.split())
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert where in out and "@ $.allocation.gpus[0].profile" in out
+
+
+def test_option_values_whose_arithmetic_overflows_are_refused_naming_the_bound(tmp_path, shared_data):
+    """allreduce_time_s = 1e308 used to pass validation, then allocation.json failed with a traceback
+    ('Out of range float values are not JSON compliant')."""
+    job = _hetero_job(tmp_path, shared_data, str(shared_data / "hetero_aws" / "cifar_a10.json"))
+    r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "validate", str(job), "--set", "allocation.allreduce_time_s=1e308",
+                        "--set", "allocation.gpus.0.idle_power_w=1e308"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    out = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "allreduce_time_s must be between 0.0 and 3600.0 inclusive" in out and "@ $.allocation.allreduce_time_s" in out
+    assert "idle_power_w must be between 0.0 and 10000.0 inclusive" in out and "@ $.allocation.gpus[0].idle_power_w" in out

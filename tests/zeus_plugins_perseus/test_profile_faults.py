@@ -94,3 +94,13 @@ def test_zeus_validate_names_the_file_of_bytes_that_are_not_utf8(tmp_path, gpt3_
     out = " ".join(r.stderr.split())
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert f"{profile}:" in out and "is not UTF-8" in out and "@ $.frequency_plan.profile" in out
+
+
+def test_option_values_whose_arithmetic_overflows_are_refused_naming_the_bound(tmp_path, gpt3_a100):
+    """blocking_power_w = 1e308 broke the solver; unit_time_s = 1e300 ended the run with OverflowError."""
+    r = _zeus("validate", str(_job(tmp_path, gpt3_a100)), "--set", "frequency_plan.blocking_power_w=1e308",
+              "--set", "frequency_plan.unit_time_s=1e300", cwd=tmp_path)
+    out = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "blocking_power_w must be between 0.0 and 10000.0 inclusive" in out and "@ $.frequency_plan.blocking_power_w" in out
+    assert "unit_time_s must be between 0.0 and 1.0 inclusive" in out and "@ $.frequency_plan.unit_time_s" in out

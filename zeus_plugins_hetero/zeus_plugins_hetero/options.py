@@ -27,10 +27,14 @@ name) is checked on the list.
 import attrs
 
 from zeus_core import FileChecks
-from zeus_core.validators import at_least, between, callable_spec, distinct_numbers, finite, nonempty, nonnegative, one_of
+from zeus_core.validators import at_least, between, callable_spec, distinct_numbers, finite, nonempty, one_of
 
 #: What the allocator minimises: the Zeus cost metric, or energy alone.
 OBJECTIVES = ("zeus-cost", "min-energy")
+#: The plausible largest idle power of a GPU (W) and all-reduce time of one step (s): past them a
+#: value is refused before the allocator's arithmetic on it could overflow.
+MAX_IDLE_POWER_W = 10_000.0
+MAX_ALLREDUCE_TIME_S = 3600.0
 
 
 def _gpu_list(_inst, attribute, value):
@@ -50,7 +54,7 @@ class GpuTypeOptions:
     count: int = attrs.field(validator=at_least(1))
     profile: str = attrs.field(validator=nonempty)
     profile_steps: int = attrs.field(validator=at_least(1))
-    idle_power_w: float = attrs.field(validator=nonnegative)
+    idle_power_w: float = attrs.field(validator=between(0.0, MAX_IDLE_POWER_W, hint="watts a GPU draws while idle"))
 
 
 @attrs.define
@@ -60,7 +64,8 @@ class HeteroOptions:
     global_batch_size: int = attrs.field(validator=at_least(1))
     gpus: list[GpuTypeOptions] = attrs.field(validator=_gpu_list)
     batch_granularity: int = attrs.field(default=1, validator=at_least(1))
-    allreduce_time_s: float = attrs.field(default=0.0, validator=nonnegative)
+    allreduce_time_s: float = attrs.field(default=0.0, validator=between(0.0, MAX_ALLREDUCE_TIME_S, hint=(
+        "seconds one step's all-reduce takes")))
     objective: str = attrs.field(default="zeus-cost", validator=one_of(*OBJECTIVES))
     eta_knob: float | None = attrs.field(default=None, validator=attrs.validators.optional(between(0.0, 1.0)))
     max_slowdown: float = attrs.field(default=1.1, validator=[finite, at_least(1, hint="1.1 allows 10% slower steps")])

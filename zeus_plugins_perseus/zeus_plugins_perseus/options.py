@@ -23,7 +23,7 @@ import attrs
 from attrs.validators import optional
 
 from zeus_core import FileChecks
-from zeus_core.validators import at_least, callable_spec, finite, nonempty, nonnegative, one_of, positive
+from zeus_core.validators import at_least, between, callable_spec, finite, nonempty, nonnegative, one_of, positive
 
 #: energy models of the planner (:mod:`~zeus_plugins_perseus.costmodel`); named here, where
 #: nothing heavy is imported, because the plugin's registration reads them
@@ -31,6 +31,10 @@ MODELS = ("measured", "exponential")
 #: The pipeline schedules the planner builds DAGs for (:data:`zeus_plugins_perseus.schedule.SCHEDULES`);
 #: named here so that validating a job needs no numpy.
 SCHEDULE_NAMES = ("1f1b", "gpipe", "gpipe-fifo")
+#: The plausible largest blocking power of a GPU (W), and the coarsest time quantum (s): past them a
+#: value is refused before the planner's arithmetic on it could overflow.
+MAX_BLOCKING_POWER_W = 10_000.0
+MAX_UNIT_TIME_S = 1.0
 
 
 @attrs.define
@@ -39,10 +43,12 @@ class PerseusOptions:
 
     profile: str = attrs.field(validator=nonempty)
     microbatches: int = attrs.field(validator=at_least(1))
-    blocking_power_w: float = attrs.field(validator=nonnegative)
+    blocking_power_w: float = attrs.field(validator=between(0.0, MAX_BLOCKING_POWER_W, hint=(
+        "watts a GPU draws while blocked on communication")))
     stages: int | None = attrs.field(default=None, validator=optional(at_least(1)))
     schedule: str = attrs.field(default="1f1b", validator=one_of(*SCHEDULE_NAMES))
-    unit_time_s: float = attrs.field(default=0.001, validator=[positive, finite])
+    unit_time_s: float = attrs.field(default=0.001, validator=[positive, between(0.0, MAX_UNIT_TIME_S, hint=(
+        "the planner's time quantum; microbatch times are a fraction of a second"))])
     model: str = attrs.field(default="measured", validator=one_of(*MODELS))
     deadline: float | None = attrs.field(default=None, validator=optional([positive, finite]))
     # 1.0: no slower than all-max clocks; 1.05: up to 5% slower
