@@ -54,14 +54,14 @@ IIO_RAILS: dict[str, float | None] = {"GPU": 4.0, "CPU": 2.0, "SOC": 1.5, "CV": 
 #: summation (``ti,summation-disable``), the second chip's channels 1 and 3 disconnected
 AGX_ORIN_RAILS: dict[str, float | None] = {"VDD_GPU_SOC": 9.0, "VDD_CPU_CV": 3.2, "VIN_SYS_5V0": 4.4,
                                            "#off1": None, "VDDQ_VDD2_1V8AO": 1.1, "#off2": None}
-AGX_ORIN = {"rails": AGX_ORIN_RAILS, "shunt_uohm": 2000, "summation_disable": ("VIN_SYS_5V0",),
-            "model": "NVIDIA Jetson AGX Orin Developer Kit"}
+AGX_ORIN_SHUNT_UOHM, AGX_ORIN_SUMMATION_DISABLE = 2000, ("VIN_SYS_5V0",)
+AGX_ORIN_MODEL = "NVIDIA Jetson AGX Orin Developer Kit"
 BUS_MV = 5000
 MODELS = {"hwmon": "NVIDIA Jetson Orin Nano Developer Kit", "iio": "NVIDIA Jetson AGX Xavier Developer Kit"}
 THERMAL = {"cpu-thermal": 41.5, "gpu-thermal": 43.0, "tj-thermal": 44.25}
 
-#: ina3221.c: ``INA3221_RSHUNT_DEFAULT`` (µΩ), the shunt resistor of a channel whose device-tree
-#: node has no ``shunt-resistor-micro-ohms``; the Orin Nano's (``tegra234-p3767.dtsi``) is 5000
+#: the shunt resistor written (µΩ): the Orin Nano's ``shunt-resistor-micro-ohms`` (mainline
+#: ``tegra234-p3767.dtsi``; ina3221.c's ``INA3221_RSHUNT_DEFAULT``, 10000, is for a node without one)
 SHUNT_UOHM = 5000
 #: ina3221.c: ``INA3221_CONFIG_DEFAULT`` 0x7127: 1 sample (AVG 0), bus and shunt conversion
 #: times 1.1 ms each (CT index 4 of ``ina3221_conv_time``)
@@ -323,8 +323,8 @@ def main(argv: list[str] | None = None) -> None:
     if a.agx_orin:
         if a.layout != "hwmon" or rails:
             p.error("--agx-orin writes its own hwmon rails: no --rail, no --layout iio")
-        root = write_tree(a.dir, "hwmon", AGX_ORIN_RAILS, model=str(AGX_ORIN["model"]), shunt_uohm=2000,
-                          summation_disable=("VIN_SYS_5V0",), quantize=a.quantize)
+        root = write_tree(a.dir, "hwmon", AGX_ORIN_RAILS, model=AGX_ORIN_MODEL, shunt_uohm=AGX_ORIN_SHUNT_UOHM,
+                          summation_disable=AGX_ORIN_SUMMATION_DISABLE, quantize=a.quantize)
     else:
         root = write_tree(a.dir, a.layout, rails or None, power_files=not a.no_power_files, quantize=a.quantize)
     print(f"simulated Jetson ({a.layout} layout) in {root}; use it with --set jetson.sysfs_root={Path(root).resolve()}")
