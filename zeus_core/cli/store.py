@@ -151,7 +151,12 @@ def check_cmd(store: str, job: str | None) -> None:
                       + "".join(f"\n  abandoned {n}: {escape(str(a.get('reason')))}" for n, a in list(account.abandoned.items())[-10:]),
                       highlight=False, soft_wrap=True)
     if info.identity is None:
-        console.print("identity: none recorded (no recurrence has run)")
+        if info.tries or (account is not None and account.begun):
+            console.print(f"identity: none recorded: the store was written by a zeus-core from before stores recorded "
+                          f"the job's identity, so which setup (GPU, options) its {info.tries} tries are of cannot be "
+                          "checked; the job's next run records its own, with a warning", highlight=False, soft_wrap=True)
+        else:
+            console.print("identity: none recorded (no recurrence has run)")
         return
     console.print("identity (what the store learned):")
     for section, values in sorted(info.identity.items()):

@@ -313,6 +313,8 @@ class History:
             joined = _history_id(tx)
         stored = tx.identity()
         if stored is None:
+            if not self._joined and not self.fresh:
+                _warn_unchecked_history(self.store.location, tx, self.identity)
             tx.set_identity(self.identity)
         else:
             refuse_another_job(self.store.location, stored, self.identity)
@@ -583,6 +585,25 @@ class History:
 
     def close(self) -> None:
         """Nothing to give back: the store is the caller's."""
+
+
+def _warn_unchecked_history(location: str, tx: StoreTransaction, identity: dict[str, Any]) -> None:
+    """A store that holds a history but no identity (written before stores recorded one) is continued:
+    say that it cannot be checked that the history is of this setup (this GPU, these options)."""
+    st = tx.get(RUNNER_KEY)
+    begun = int(st["next_recurrence"]) - 1 if isinstance(st, dict) and isinstance(st.get("next_recurrence"), int) else 0
+    if begun <= 0 and not tx.tries_of(1):
+        return
+    device = identity.get("device")
+    if not isinstance(device, dict):
+        device = {}
+    shown = ", ".join(f"{k} = {json.dumps(v)}" for k, v in sorted(device.items()) if k != "plugin" and v not in (None, ""))
+    this = f" ([device] {device.get('plugin')}: {shown})" if device.get("plugin") else ""
+    log.warning(
+        "%s holds a history (%d recurrences) from a zeus-core that did not record the job's identity: it cannot be "
+        "checked that it is of this setup%s, and from now on the store records this one. If the history was learned "
+        "on another GPU or with other options, start over with `zeus run --fresh`, or give this job its own job.store",
+        location, begun, this)
 
 
 def gone_reason(owner: Any) -> str | None:
