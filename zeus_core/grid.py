@@ -206,7 +206,10 @@ def show_time(t: float) -> str:
     """Unix seconds as an ISO date-time in UTC, for messages."""
     if not math.isfinite(t):
         return str(t)
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):  # past the years a date can show
+        return f"{t:g} s (Unix time)"
 
 
 # =========================================================================== sources

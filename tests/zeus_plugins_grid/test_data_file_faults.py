@@ -158,3 +158,18 @@ def test_a_50_mb_carbon_csv_is_refused_at_once_without_reading_it(tmp_path):
     msg = problems(tmp_path, carbon_intensity="big.csv", timezone="UTC")
     assert time.monotonic() - started < 5
     assert "big.csv: the file is 50,000,000 bytes, more than the 16,777,216 bytes (16 MiB) a carbon intensity CSV may be" in msg
+
+
+@pytest.mark.parametrize("time, what", [("1e300", "after 2200"), ("9999-12-31T23:00:00Z", "after 2200"),
+                                        ("nan", "not a finite number"), ("-1e12", "before 1900")])
+def test_times_no_date_can_show_are_refused_naming_the_row(tmp_path, time, what):
+    """A Unix time of 1e300 was a traceback in zeus validate (OverflowError while naming it)."""
+    name = write(tmp_path, f"time,carbon_intensity\n{time},300\n")
+    msg = problems(tmp_path, carbon_intensity=name, start="2020-06-01T00:00:00Z")
+    assert f"ci.csv:2: time '{time}' is {what}; a series' times are between 1900 and 2200" in msg
+
+
+def test_show_time_names_a_time_past_any_date():
+    from zeus_core.grid import show_time
+
+    assert show_time(1e300) == "1e+300 s (Unix time)" and show_time(0.0) == "1970-01-01T00:00:00Z"

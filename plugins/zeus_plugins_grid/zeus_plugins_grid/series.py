@@ -21,6 +21,7 @@ Layout (the README has it with examples): a header row, then one row per step.
 
 from __future__ import annotations
 
+import math
 import warnings
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +41,9 @@ TIME_NAMES = ("time", "datetime", "timestamp", "date")
 #: 2020 series are at most 1.4 MiB (a year at 15 minutes); 16 MiB is about ten years at 15 minutes.
 CSV_LIMIT = 16 << 20
 CSV_LIMIT_ENV = "ZEUS_MAX_GRID_MB"
+#: The times a series may hold (Unix seconds): 1900-01-01 to 2200-01-01 UTC, so that every time and
+#: every step after it can be shown as a date.
+FIRST_TIME, LAST_TIME = -2208988800.0, 7258118400.0
 VALUE_NAMES = {CARBON: ("carbon_intensity", "carbon intensity", "carbonintensity", "value"), "price": ("price", "value")}
 
 
@@ -177,6 +181,10 @@ def parse_csv(path: Path, request: SourceRequest) -> StepSeries:
     for line, r in data:
         text, raw = r[t_col].strip(), r[v_col].strip()
         t, naive = _time(text, zone, name, line, prev_naive)
+        if not FIRST_TIME <= t < LAST_TIME:
+            what = "not a finite number" if not math.isfinite(t) else "before 1900" if t < FIRST_TIME else "after 2200"
+            raise ValueError(f"{name}:{line}: time {text!r} is {what}; a series' times are between 1900 and 2200 "
+                             "(Unix seconds, or ISO 8601 such as 2020-06-01T00:00:00Z)")
         if naive is not None:
             naive_seen = naive_seen or line
             prev_naive = naive
