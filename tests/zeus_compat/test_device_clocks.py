@@ -191,3 +191,18 @@ def test_has_sys_admin_reads_the_effective_capability():
         cap = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff"))
     assert has_sys_admin() is bool(cap >> 21 & 1)
 
+
+
+def test_setters_warn_once_without_sys_admin(driver, monkeypatch):
+    import zeus.device.gpu.common as common
+
+    driver(gpus=1)
+    monkeypatch.setattr(common, "has_sys_admin", lambda: False)
+    gpus = get_gpus()
+    with pytest.warns(UserWarning, match="SYS_ADMIN"):
+        gpus.set_gpu_locked_clocks(0, 1005, 1005)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gpus.set_power_management_limit(0, 300_000)  # once per GPU
+        gpus.get_supported_memory_clocks(0)  # reads never warn
+    assert _gpu(0)["limit_w"] == 300.0

@@ -17,12 +17,13 @@ device group (:class:`ClockRangeControl`).
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from rich.console import Console
 
-from zeus.device.common import DeprecatedAliasABCMeta, _alias, deprecated_alias, deprecated_aliases
+from zeus.device.common import DeprecatedAliasABCMeta, _alias, deprecated_alias, deprecated_aliases, has_sys_admin
 from zeus.device.exception import *  # noqa: F403 - upstream exports the GPU errors from here
 from zeus.device.exception import (
     ZeusBaseGPUError,
@@ -96,9 +97,23 @@ class GPU(metaclass=DeprecatedAliasABCMeta):
             raise ZeusGPUNotSupportedError(f"GPU {self.gpu_index} ({self.plugin}) cannot {what}")
         return self.group
 
+    def _warn_sys_admin(self) -> None:
+        """Warn once (unless ``_disable_sys_admin_warning``) before a setter where this process lacks
+        CAP_SYS_ADMIN and no ``zeus daemon`` makes the change for it, as upstream warns."""
+        if self._disable_sys_admin_warning or has_sys_admin():
+            return
+        if getattr(getattr(self.group, "settings", None), "path", "local") == "daemon":
+            return
+        warnings.warn(
+            "Changing a GPU's power limit or clocks needs SYS_ADMIN privileges (root, or the CAP_SYS_ADMIN "
+            "capability), which this process lacks; set ZEUS_DAEMON_SOCKET to a running `zeus daemon` to "
+            "make the change through it.", stacklevel=3)
+        self._disable_sys_admin_warning = True
+
     def _leave(self, fn: Callable[..., Any], *args: Any) -> None:
         """Make a change that stays when the process ends, as upstream's does: the journal entry the
         change made is dropped (one journaled before, by the optimizer, is kept)."""
+        self._warn_sys_admin()
         guard = getattr(getattr(self.group, "settings", None), "guard", None)
         before = set(guard.pending) if guard is not None else set()
         self._call(fn, *args)
@@ -131,6 +146,7 @@ class GPU(metaclass=DeprecatedAliasABCMeta):
 
     def _set_power_limit_journaled(self, power_limit_mw: int) -> None:
         """The power-limit optimizer's path: the original limit comes back at exit, on signals, after a crash."""
+        self._warn_sys_admin()
         self._call(self._need(PowerLimitControl, "set power limits").set_power_limit, power_limit_mw / 1000.0)
 
     @deprecated_alias("resetPowerManagementLimit")
