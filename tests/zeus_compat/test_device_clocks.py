@@ -206,3 +206,16 @@ def test_setters_warn_once_without_sys_admin(driver, monkeypatch):
         gpus.set_power_management_limit(0, 300_000)  # once per GPU
         gpus.get_supported_memory_clocks(0)  # reads never warn
     assert _gpu(0)["limit_w"] == 300.0
+
+
+def test_an_index_past_the_gpus_is_upstreams_index_error_and_empty_gpus_a_value_error(driver):
+    from zeus.device.gpu import EmptyGPUs
+
+    driver(gpus=2)
+    gpus = get_gpus()
+    with pytest.raises(IndexError):  # upstream indexes its list of GPUs
+        gpus.set_gpu_locked_clocks(2, 1005, 1005)
+    with pytest.raises(ZeusGPUNotFoundError):
+        gpus.get_name(5)
+    with pytest.raises(ValueError, match="No GPUs available."):
+        EmptyGPUs().get_supported_memory_clocks(0)

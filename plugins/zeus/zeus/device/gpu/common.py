@@ -56,6 +56,14 @@ def translate(e: Exception) -> ZeusBaseGPUError:
     return ZeusGPUInitError(text) if isinstance(e, DeviceError) else ZeusBaseGPUError(text)
 
 
+class GPUIndexError(ZeusGPUNotFoundError, IndexError):
+    """A GPU index that names no visible GPU: upstream indexes a list (``IndexError``); this is both."""
+
+
+class NoGPUsError(ZeusGPUNotFoundError, ValueError):
+    """A call on :class:`EmptyGPUs`: upstream raises ``ValueError("No GPUs available.")``; this is both."""
+
+
 @runtime_checkable
 class ClockRangeControl(Protocol):
     """A device group that locks SM and memory clocks to ranges and lists memory clocks (the ``nvml``
@@ -280,7 +288,7 @@ class GPUs:
 
     def _open(self, index: int) -> GPU | None:
         if index < 0:
-            raise ZeusGPUNotFoundError(f"GPU index {index} is negative")
+            raise GPUIndexError(f"GPU index {index} is negative")
         choice = self._open_gpus(self._registry, [index], self._console)
         if choice.opened is None:
             why = choice.why()
@@ -294,10 +302,10 @@ class GPUs:
         gpu = self._gpus.get(index)
         if gpu is None:
             if self._count is not None and index >= self._count:
-                raise ZeusGPUNotFoundError(f"GPU index {index} out of range: {self._count} GPU(s) are visible")
+                raise GPUIndexError(f"GPU index {index} out of range: {self._count} GPU(s) are visible")
             opened = self._open(index)
             if opened is None:
-                raise ZeusGPUNotFoundError(f"GPU index {index} is not CUDA-visible")
+                raise GPUIndexError(f"GPU index {index} is not CUDA-visible")
             gpu = self._gpus[index] = opened
         return gpu
 
@@ -358,7 +366,7 @@ class EmptyGPUs(GPUs):
         self._disable_sys_admin_warning = False
 
     def _gpu(self, index: int) -> GPU:
-        raise ZeusGPUNotFoundError(f"GPU index {index}: no GPU is available")
+        raise NoGPUsError("No GPUs available.")
 
     def close(self) -> None:
         pass
