@@ -51,7 +51,7 @@ from psycopg import sql
 from zeus_core import TryRecord
 from zeus_core.engine.stores.checks import TRY_FIELDS, content_problems
 from zeus_core.engine.stores.locations import mask, parse_url
-from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreUnavailable
+from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreUnavailable, StoreWriteFailed
 
 APPLICATION = "zeus"
 #: The schema this plugin writes.
@@ -84,6 +84,8 @@ _REFUSED_CONNECT = {
     "authentication failed": "28P01", "pg_hba.conf": "28000", "role \"": "28000",
     "database \"": "3D000", "permission denied": "42501", "invalid ": "08P01",
 }
+#: SQLSTATEs of a server whose disk refused a write (full; an I/O error): the store is fine, exit 1.
+_DISK = {"53100": "the database server's disk is full", "58030": "the database server's disk reported an I/O error"}
 #: SQLSTATEs of a server that is there but cannot take connections now.
 _NOT_NOW = {"57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004"}
 
@@ -216,6 +218,12 @@ class PostgresStore:
         away, else a refusal that says what the server said."""
         text = mask(" ".join(str(e).split()))
         state = getattr(e, "sqlstate", None)
+        if state in _DISK:
+            return StoreWriteFailed(
+                f"{self._where()}: {_DISK[state]} while {doing} ({text}). The store is not damaged: nothing of the "
+                "unfinished transaction was stored, and what was committed before is kept. Free space on the server "
+                "(or ask its administrator to), then run again: the next run continues"
+            )
         if state is None and isinstance(e, psycopg.OperationalError):
             state = next((code for words, code in _REFUSED_CONNECT.items() if words in text), None)
         if isinstance(e, psycopg.OperationalError) and (state is None or state in _NOT_NOW):
@@ -420,7 +428,7 @@ class PostgresStore:
             conn.execute("COMMIT")
         except psycopg.Error as e:
             self._drop()
-            if isinstance(e, psycopg.OperationalError):
+            if isinstance(e, psycopg.OperationalError) and getattr(e, "sqlstate", None) not in _DISK:
                 raise StoreUnavailable(
                     f"{self._where()}: the database server cannot be reached: the connection was lost while committing, "
                     f"so the last transaction may or may not be stored, whole ({mask(' '.join(str(e).split()))}). Run the "
