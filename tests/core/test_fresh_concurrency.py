@@ -20,8 +20,9 @@ from zeus_core.engine.history import ledger
 from zeus_core.engine.stores.sqlite import Store
 
 STORE = Path(".zeus") / "toyjob.sqlite"
-#: Recurrences that take a few seconds each (6 epochs of 0.4 s): long enough to act while one is open.
-SLOW = ("--set", "workload.sleep_s=0.4")
+#: Recurrences of 3 s each (6 epochs of 0.5 s): long enough to act while one is open, even on a loaded machine
+#: (a runner that starts late finds the others' recurrences still open).
+SLOW = ("--set", "workload.sleep_s=0.5")
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def _check_and_export(site, tmp_path) -> dict:
 
 def test_fresh_refuses_while_a_live_runner_holds_an_open_recurrence_and_names_it(site, job, tmp_path):
     with killed_at_end([]) as procs:
-        a = start_run(site, job, tmp_path, "--set", "job.recurrences=2", *SLOW)
+        a = start_run(site, job, tmp_path, "--set", "job.recurrences=3", *SLOW)
         procs.append(a)
         wait_until(lambda: _open_recurrences(tmp_path / STORE), procs, "runner A began a recurrence")
         b = start_run(site, job, tmp_path, "--fresh", "--set", "job.recurrences=1")
@@ -59,13 +60,13 @@ def test_fresh_refuses_while_a_live_runner_holds_an_open_recurrence_and_names_it
         code, _, err = finish(a)
         assert code == 0, err
     data = _check_and_export(site, tmp_path)
-    assert sorted({t["recurrence"] for t in data["tries"] if t["reached"]}) == [1, 2]  # A's history, whole
-    assert data["state"]["runner"]["next_recurrence"] == 3
+    assert sorted({t["recurrence"] for t in data["tries"] if t["reached"]}) == [1, 2, 3]  # A's history, whole
+    assert data["state"]["runner"]["next_recurrence"] == 4
 
 
 def test_fresh_wait_starts_over_once_the_runners_ended_their_recurrences(site, job, tmp_path):
     with killed_at_end([]) as procs:
-        a = start_run(site, job, tmp_path, "--set", "job.recurrences=2", *SLOW)
+        a = start_run(site, job, tmp_path, "--set", "job.recurrences=3", *SLOW)
         procs.append(a)
         wait_until(lambda: _open_recurrences(tmp_path / STORE), procs, "runner A began a recurrence")
         b = start_run(site, job, tmp_path, "--fresh", "--wait", "--set", "job.recurrences=1")
@@ -99,7 +100,7 @@ def test_a_runner_whose_history_was_cleared_under_it_stops_and_writes_nothing_in
 
 def test_two_fresh_runs_started_together_keep_one_whole_history(site, job, tmp_path):
     with killed_at_end([]) as procs:
-        procs += [start_run(site, job, tmp_path, "--fresh", "--set", "job.recurrences=2", *SLOW) for _ in range(2)]
+        procs += [start_run(site, job, tmp_path, "--fresh", "--set", "job.recurrences=3", *SLOW) for _ in range(2)]
         results = [finish(p) for p in procs]
     codes = sorted(code for code, _, _ in results)
     assert codes == [0, 2], [err for _, _, err in results]
@@ -107,8 +108,8 @@ def test_two_fresh_runs_started_together_keep_one_whole_history(site, job, tmp_p
     loser_err = next(err for code, _, err in results if code == 2)
     assert f"(pid {winner.pid} on " in loser_err
     data = _check_and_export(site, tmp_path)
-    assert sorted({t["recurrence"] for t in data["tries"] if t["reached"]}) == [1, 2]
-    assert data["state"]["runner"]["next_recurrence"] == 3
+    assert sorted({t["recurrence"] for t in data["tries"] if t["reached"]}) == [1, 2, 3]
+    assert data["state"]["runner"]["next_recurrence"] == 4
 
 
 def test_two_fresh_wait_runs_started_together_each_run_whole(site, job, tmp_path):

@@ -14,7 +14,7 @@ from zeus_core.engine.history import ledger
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.stores.locations import open_store
 
-SLOW = ("--set", "workload.sleep_s=0.4")
+SLOW = ("--set", "workload.sleep_s=0.5")
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def _check_and_export(site, tmp_path, url: str) -> dict:
 def test_fresh_refuses_while_a_live_runner_holds_an_open_recurrence(site, job, tmp_path, pg_url):
     store = ("--set", f'job.store="{pg_url}"')
     with killed_at_end([]) as procs:
-        a = start_run(site, job, tmp_path, *store, "--set", "job.recurrences=2", *SLOW)
+        a = start_run(site, job, tmp_path, *store, "--set", "job.recurrences=3", *SLOW)
         procs.append(a)
         wait_until(lambda: _open_recurrences(pg_url), procs, "runner A began a recurrence")
         b = start_run(site, job, tmp_path, *store, "--fresh", "--set", "job.recurrences=1")
@@ -49,7 +49,7 @@ def test_fresh_refuses_while_a_live_runner_holds_an_open_recurrence(site, job, t
         code, _, err = finish(a)
         assert code == 0, err
     data = _check_and_export(site, tmp_path, pg_url)
-    assert sorted({t["recurrence"] for t in data["tries"] if t["reached"]}) == [1, 2]
+    assert sorted({t["recurrence"] for t in data["tries"] if t["reached"]}) == [1, 2, 3]
 
 
 def test_a_runner_whose_history_was_cleared_under_it_stops(site, job, tmp_path, pg_url):
@@ -70,19 +70,19 @@ def test_a_runner_whose_history_was_cleared_under_it_stops(site, job, tmp_path, 
 def test_two_fresh_runs_started_together_keep_one_whole_history(site, job, tmp_path, pg_url):
     store = ("--set", f'job.store="{pg_url}"')
     with killed_at_end([]) as procs:
-        procs += [start_run(site, job, tmp_path, *store, "--fresh", "--set", "job.recurrences=2", *SLOW) for _ in range(2)]
+        procs += [start_run(site, job, tmp_path, *store, "--fresh", "--set", "job.recurrences=3", *SLOW) for _ in range(2)]
         results = [finish(p) for p in procs]
     assert sorted(code for code, _, _ in results) == [0, 2], [err for _, _, err in results]
     winner = next(p for p, (code, _, _) in zip(procs, results) if code == 0)
     assert f"(pid {winner.pid} on " in next(err for code, _, err in results if code == 2)
     data = _check_and_export(site, tmp_path, pg_url)
-    assert sorted({t["recurrence"] for t in data["tries"] if t["reached"]}) == [1, 2]
+    assert sorted({t["recurrence"] for t in data["tries"] if t["reached"]}) == [1, 2, 3]
 
 
 def test_fresh_wait_starts_over_once_the_runners_ended_their_recurrences(site, job, tmp_path, pg_url):
     store = ("--set", f'job.store="{pg_url}"')
     with killed_at_end([]) as procs:
-        a = start_run(site, job, tmp_path, *store, "--set", "job.recurrences=2", *SLOW)
+        a = start_run(site, job, tmp_path, *store, "--set", "job.recurrences=3", *SLOW)
         procs.append(a)
         wait_until(lambda: _open_recurrences(pg_url), procs, "runner A began a recurrence")
         b = start_run(site, job, tmp_path, *store, "--fresh", "--wait", "--set", "job.recurrences=1")
