@@ -100,18 +100,22 @@ def test_store_check_export_and_report_read_a_store_on_read_only_media(site, job
             assert _listing(root) == before
 
 
-@pytest.mark.parametrize("leave", [0, 48 * 1024], ids=["no-room-for-a-file", "room-for-a-first-page"])
-def test_import_into_a_full_disk_says_so_and_leaves_no_stub(site, job, tmp_path, leave):
-    assert zeus(site, tmp_path, "run", str(job), "--set", "job.recurrences=40").returncode == 0
-    r = zeus(site, tmp_path, "store", "export", str(tmp_path / ".zeus" / "toyjob.sqlite"), "-o", str(tmp_path / "e.json"))
-    assert r.returncode == 0, r.stderr
-    with small_fs("256k") as root:
+@pytest.mark.parametrize("leave", [0, 250_000], ids=["no-room-for-a-file", "room-for-the-schema-not-the-tries"])
+def test_import_into_a_full_disk_says_so_and_leaves_no_stub(site, tmp_path, leave):
+    tries = [{"recurrence": r, "try_index": 1, "batch_size": 32, "power_limit": 200.0, "epochs": 6, "time_s": 1.0,
+              "energy_j": 2.0, "cost": 3.0, "reached": True, "stopped": None, "extra": {"note": "x" * 50},
+              "steady_cost": None} for r in range(1, 3001)]  # about 400 kB in a store
+    export = tmp_path / "e.json"
+    export.write_text(json.dumps({"format": "zeus-store", "version": 1, "identity": None,
+                                  "state": {"runner": {"next_recurrence": 3001, "min_cost": 3.0}}, "tries": tries}))
+    with small_fs("1m") as root:
         fill(root, leave=leave)
         before = _listing(root)
-        r = zeus(site, tmp_path, "store", "import", str(tmp_path / "e.json"), str(root / "new.sqlite"))
+        r = zeus(site, tmp_path, "store", "import", str(export), str(root / "new.sqlite"))
         assert r.returncode == 1, (r.stdout, r.stderr)
         err = " ".join(r.stderr.split())
-        assert f"{root / 'new.sqlite'}: the disk is full" in err, err
+        assert f"{root / 'new.sqlite'}: cannot import into it: the disk is full" in err, err
+        assert "no file is left behind: free space on it and import again" in err
         assert "is damaged" not in err and "not a zeus store" not in err and "Traceback" not in err
         assert _listing(root) == before  # no stub, no -wal or -shm
         assert not os.path.exists(root / "new.sqlite")

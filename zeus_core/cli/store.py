@@ -25,7 +25,7 @@ from rich.markup import escape
 from zeus_core.cli.consoles import make_console
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.stores.locations import open_store, scheme_of
-from zeus_core.engine.stores.protocol import JobStore, StoreError
+from zeus_core.engine.stores.protocol import JobStore, StoreError, StoreWriteFailed
 from zeus_core.engine.stores.sqlite import Store
 from zeus_core.files import write_atomic
 from zeus_core.results import TryRecord
@@ -118,6 +118,14 @@ def _records(data: Any, source: str) -> tuple[dict | None, dict, list[TryRecord]
                 raise ValueError(f"{source}: $.tries[{i}].{key} must be a finite number >= 0, got {v!r}")
         out.append(r)
     return identity, state, out
+
+
+#: What an import the disk refused says: what happened, and the fix.
+_IMPORT_REFUSED = {
+    "full": ("the disk is full", "free space on it and import again, or import to a path on another disk"),
+    "read-only": ("its file system is read-only, or this user may not write there", "import to a writable path"),
+    "io": ("the disk reported an I/O error", "check the disk, or import to a path on another disk"),
+}
 
 
 @click.group("store")
@@ -215,6 +223,11 @@ def import_cmd(export_file: Path, store: str, job: str | None) -> None:
     except (StoreError, ValueError) as e:
         if isinstance(target, Store):  # a file this import made holds nothing: no stub is left
             target.remove_if_created()
+        if isinstance(e, StoreWriteFailed):
+            what = _IMPORT_REFUSED.get(e.kind, _IMPORT_REFUSED["io"])
+            err_console.print(f"[bold red]error:[/] {escape(target.location)}: cannot import into it: {what[0]} "
+                              f"({escape(e.detail)}); nothing was imported, and no file is left behind: {what[1]}")
+            sys.exit(e.exit_code)
         if isinstance(e, StoreError):
             _store_failed(e)
         _fail(str(e))

@@ -222,7 +222,8 @@ class PostgresStore:
             return StoreWriteFailed(
                 f"{self._where()}: {_DISK[state]} while {doing} ({text}). The store is not damaged: nothing of the "
                 "unfinished transaction was stored, and what was committed before is kept. Free space on the server "
-                "(or ask its administrator to), then run again: the next run continues"
+                "(or ask its administrator to), then run again: the next run continues",
+                kind="full" if state == "53100" else "io", detail=text,
             )
         if state is None and isinstance(e, psycopg.OperationalError):
             state = next((code for words, code in _REFUSED_CONNECT.items() if words in text), None)

@@ -41,8 +41,14 @@ class StoreWriteFailed(StoreError):
     """The store's file system refused a write: full, read-only, or an I/O error (exit 1). The store
     is not damaged: nothing of the unfinished transaction was stored, and what was committed
     before is kept; the job continues from it once the cause is fixed. The message names the
-    file, what happened and the fix (never "damaged", never ``--fresh``).
+    file, what happened and the fix (never "damaged", never ``--fresh``). ``kind``: ``full``,
+    ``read-only`` or ``io``; ``detail``: what the file system or server said.
     """
+
+    def __init__(self, message: str, kind: str = "io", detail: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.detail = detail
 
 
 class TransactionConflict(StoreError):

@@ -249,19 +249,21 @@ def _write_failure(path: Path, e: BaseException) -> StoreWriteFailed | None:
         return StoreWriteFailed(
             f"{path}: cannot write it: it is on a read-only file system, or this user may not write it or its folder "
             f"({said}). Nothing was written. Run the job where its store can be written (zeus store check, zeus store "
-            "export and zeus report read it where it is)"
+            "export and zeus report read it where it is)", kind="read-only", detail=said,
         )
     if full or (code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and _nearly_full(folder, free)):
         where = f"; {free} bytes free on the file system of {folder}" if free is not None else ""
         return StoreWriteFailed(
             f"{path}: the disk is full ({said}{where}). The store is not damaged: nothing of the unfinished transaction "
-            "was stored, and what was committed before is kept. Free space and run again: the next run continues"
+            "was stored, and what was committed before is kept. Free space and run again: the next run continues",
+            kind="full", detail=f"{said}{where}",
         )
     if code == _SQLITE_CANTOPEN:
         return None
     return StoreWriteFailed(
         f"{path}: the disk reported an I/O error ({said}). Nothing of the unfinished transaction was stored, and what "
-        "was committed before is kept; check the disk (dmesg, SMART), then run again: the next run continues"
+        "was committed before is kept; check the disk (dmesg, SMART), then run again: the next run continues",
+        kind="io", detail=said,
     )
 
 
