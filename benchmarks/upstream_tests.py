@@ -1,31 +1,36 @@
-"""Upstream Zeus's own tests against the ``zeus-compat`` package: passed / failed / not portable.
+"""Upstream Zeus's own tests against the ``zeus-compat`` package, file by file: passed / failed / labelled.
 
-    python benchmarks/upstream_tests.py [--release 0.16.0] [--sdist PATH] [-k EXPR] [--keep]
+    python benchmarks/upstream_tests.py [--upstream PATH_OR_VERSION] [-k EXPR] [--keep] [--timeout S]
 
-The tests are read at run time from the release's sdist on the package index (cached under
-``$XDG_CACHE_HOME/zeus-compat``, default ``~/.cache``); nothing of upstream is committed here.
-The script copies the sdist's ``tests/`` to a temporary folder and rewrites only what must be:
+``--upstream`` is a release (``0.16.0``, the default: its sdist is downloaded from the package index
+with pip and cached under ``$XDG_CACHE_HOME/zeus-compat``, default ``~/.cache``), an sdist file, an
+upstream source tree (a folder holding ``tests/``), or a git directory of upstream (e.g. the one
+``git clone --bare`` makes; its ``HEAD`` is read). Nothing of upstream is committed here. The tests
+are copied to a temporary folder; upstream's own files are never modified in place, and where the
+copy holds upstream's recorded data (profiles, service answers) that data is used as it is. Only
+what must be is rewritten:
 
 * ``mocker.patch("zeus.device.gpu.nvidia.pynvml", autospec=True)`` (a mock of upstream's private
   NVML binding) becomes ``simulated_pynvml(mocker)``: the same scriptable, call-recording mock,
   over zeus's simulated NVIDIA driver, which zeus's ``nvml`` device plugin reads
   (``benchmarks/upstream/simulated.py`` says how);
-* the power-limit profiles the power-limit test replays (upstream's ``tests/profile_data``, not in
-  the sdist) are the same public profiles under ``../shared/data/power_limit_profiles``;
-* the recorded service answers the carbon and price tests read (``tests/monitor/carbon_history_files``,
-  ``tests/monitor/price_output_files``, not in the sdist) are written in the services' formats:
-  Electricity Maps histories of the hours the tests use, with the public intensities of
-  ``../shared/data/carbon_intensity/de_2020.csv`` at the same calendar hours; OpenEI answers holding the
-  rate the price test asserts and a two-tier time-of-use rate (:func:`service_answers`). The tests'
-  own ``requests.get`` mocks serve them, unchanged;
-* upstream's test-only replay monitor (``zeus/utils/testing.py``) is taken from the sdist: it is the
+* where the copy lacks them (a release's sdist does), the power-limit profiles the power-limit test
+  replays (upstream's ``tests/profile_data``) are the same public profiles under
+  ``../shared/data/power_limit_profiles``, and the recorded service answers the carbon and price
+  tests read (``tests/monitor/carbon_history_files``, ``tests/monitor/price_output_files``) are
+  written in the services' formats: Electricity Maps histories of the hours the tests use, with the
+  public intensities of ``../shared/data/carbon_intensity/de_2020.csv`` at the same calendar hours;
+  OpenEI answers holding the rate the price test asserts and a two-tier time-of-use rate
+  (:func:`service_answers`). The tests' own ``requests.get`` mocks serve them, unchanged;
+* upstream's test-only replay monitor (``zeus/utils/testing.py``) is taken from the copy: it is the
   judge of the log file format.
 
-Test files that exercise upstream's private implementation (its AMD/RAPL/Apple/zeusd bindings, its
-batch-size server's database layer, its Prometheus and streaming exporters) are listed as not
-portable with the reason; they are not run. Every failing case of a portable file must be one of
-the deliberate differences listed in ``DIFFERENCES`` (each documented in the zeus-compat README);
-the script exits 1 otherwise. Prints the counts, then each failure and reason.
+Each test file runs in a pytest process of its own (so one collection error hides nothing else).
+Per file the script prints the test functions that passed next to the cases, and splits the cases
+that did not pass by why: ``failed`` (a bug), ``not implemented`` (a public API this package lacks),
+``private`` (the file tests upstream's private internals), ``deliberate difference`` (a documented
+difference of the zeus-compat README); every label carries its reason (``LABELS``, ``DIFFERENCES``).
+Exit 1 when any case failed without a label.
 """
 
 from __future__ import annotations
@@ -46,26 +51,40 @@ HERE = Path(__file__).resolve().parent
 PROFILES = HERE.parent.parent / "shared" / "data" / "power_limit_profiles"
 INTENSITY = HERE.parent.parent / "shared" / "data" / "carbon_intensity" / "de_2020.csv"
 
-#: test file -> why it cannot run against zeus-compat (it tests upstream's private implementation)
-NOT_PORTABLE = {
-    "tests/device/gpu/test_amd.py": "upstream's private amdsmi binding (zeus.device.gpu.amd); AMD GPUs are zeus's amdsmi device plugin,"
-                                    " tested in tests/plugins",
-    "tests/device/cpu/test_rapl.py": "upstream's private RAPL reader and its wraparound process (zeus.device.cpu.rapl); RAPL is zeus's"
-                                     " cpu device plugin",
-    "tests/device/cpu/test_socket_detection.py": "upstream's private CPU-socket lookup (zeus.device.cpu.get_current_cpu_index)",
-    "tests/device/soc/apple/test_apple.py": "upstream's private Apple Silicon binding (zeus.device.soc.apple); zeus's apple_silicon"
-                                            " device plugin replaces it",
-    "tests/device/test_deprecated_alias.py": "upstream's private deprecated-method metaclass of its device classes",
-    "tests/utils/test_zeusd.py": "upstream's zeusd client (zeus.utils.zeusd); zeus's privileged service is `zeus daemon`, another protocol",
-    "tests/utils/test_multiprocessing.py": "upstream's spawn-guard helper (zeus.utils.multiprocessing), not part of this package",
-    "tests/test_metric.py": "upstream's Prometheus exporters (zeus.metric); zeus's exporter is the prometheus plugin, another API",
-    "tests/monitor/test_power_streaming.py": "upstream's power-streaming client for its daemon (zeus.monitor.power_streaming)",
-    "tests/optimizer/batch_size/test_server.py": "upstream's batch-size server internals (FastAPI app, SQLAlchemy schema); `zeus serve`"
-                                                 " is the server",
-    "tests/optimizer/batch_size/test_explorer.py": "upstream's batch-size server internals (its explorer over its database)",
-    "tests/optimizer/batch_size/test_simulator.py": "upstream's batch-size server internals (simulated over its database)",
-    "tests/optimizer/batch_size/test_client.py": "drives the client against upstream's in-process server app (its conftest builds"
-                                                 " upstream's FastAPI app and database)",
+NOT_IMPLEMENTED = "not implemented"
+PRIVATE = "private"
+DIFFERENCE = "deliberate difference"
+KINDS = (NOT_IMPLEMENTED, PRIVATE, DIFFERENCE)
+
+#: test file -> (label, why) for the cases of a file that do not pass: the label of every non-passing case
+#: of the file (a failing case of an unlabelled file is a failure)
+LABELS: dict[str, tuple[str, str]] = {
+    "tests/device/gpu/test_amd.py": (PRIVATE, "upstream's private amdsmi binding (the module-level `amdsmi` it mocks);"
+                                               " AMD GPUs are zeus's amdsmi device plugin, tested in tests/plugins"),
+    "tests/device/cpu/test_rapl.py": (PRIVATE, "upstream's private RAPL file reader and its wraparound process"
+                                                " (zeus.device.cpu.rapl internals); RAPL is zeus's cpu device plugin"),
+    "tests/device/cpu/test_emi.py": (NOT_IMPLEMENTED, "Windows' EMI counters (zeus.device.cpu.emi): Windows-only,"
+                                                       " left out (the compat README says so)"),
+    "tests/device/cpu/test_socket_detection.py": (PRIVATE, "upstream's private CPU-socket lookup through its sysfs"
+                                                            " reads (mocks of its module internals)"),
+    "tests/device/soc/apple/test_apple.py": (PRIVATE, "upstream's private Apple Silicon binding (a mock of its"
+                                                       " `zeus_apple_silicon` import); zeus's apple_silicon plugin"),
+    "tests/device/test_deprecated_alias.py": (PRIVATE, "upstream's private device classes under the deprecated-method"
+                                                        " metaclass"),
+    "tests/utils/test_zeusd.py": (PRIVATE, "upstream's zeusd client (zeus.utils.zeusd) over its HTTP protocol; zeus's"
+                                            " privileged service is `zeus daemon`, another protocol"),
+    "tests/monitor/test_power_streaming.py": (PRIVATE, "upstream's power-streaming client over zeusd's SSE protocol"
+                                                        " (zeus.monitor.power_streaming internals)"),
+    "tests/optimizer/batch_size/test_server.py": (PRIVATE, "upstream's batch-size server internals (FastAPI app,"
+                                                            " SQLAlchemy schema); `zeus serve` is the server"),
+    "tests/optimizer/batch_size/test_explorer.py": (PRIVATE, "upstream's batch-size server internals (its explorer"
+                                                              " over its database)"),
+    "tests/optimizer/batch_size/test_simulator.py": (PRIVATE, "upstream's batch-size server internals (simulated"
+                                                               " over its database)"),
+    "tests/optimizer/batch_size/test_client.py": (PRIVATE, "its conftest builds upstream's in-process FastAPI server"
+                                                            " app and database; `zeus serve` is the server"),
+    "tests/test_skill_examples.py": (PRIVATE, "type-checks the code in upstream's repository's skills/ files (not"
+                                               " in a release) with the `ty` checker"),
 }
 
 #: (test-id regex, reason) of every deliberate difference: a failing case that matches is expected
@@ -93,22 +112,71 @@ def fetch_sdist(release: str) -> Path:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         print(f"cannot download zeus=={release}'s sdist from the package index ({last}).\n"
               f"Offline? Download it elsewhere with `pip download zeus=={release} --no-binary :all: --no-deps -d DIR` "
-              f"and pass --sdist DIR/zeus-{release}.tar.gz, or put it in {where}/", file=sys.stderr)
+              f"and pass --upstream DIR/zeus-{release}.tar.gz, or put it in {where}/", file=sys.stderr)
         sys.exit(2)
     return found[0]
 
 
+_WANTED = r"(tests/|zeus/utils/testing\.py$|examples/.*\.py$)"
+
+
 def unpack(sdist: Path, into: Path) -> Path:
-    """The sdist's ``tests/`` and its replay monitor (the judge) under ``into``; returns the tests' root."""
+    """The sdist's ``tests/``, examples and replay monitor (the judge) under ``into``; returns the tests' root."""
     with tarfile.open(sdist) as tar:
-        members = [m for m in tar.getmembers() if re.match(r"[^/]+/(tests/|zeus/utils/testing\.py$|examples/)", m.name)]
+        members = [m for m in tar.getmembers() if re.match(r"[^/]+/" + _WANTED, m.name)]
         tar.extractall(into, members=members, filter="data")
     [root] = [p for p in into.iterdir() if p.is_dir()]
+    return _set_judge(root)
+
+
+def _set_judge(root: Path) -> Path:
     judge = root / "judge"  # out of the way of the installed `zeus` package
     judge.mkdir()
-    (root / "zeus" / "utils" / "testing.py").rename(judge / "testing.py")
-    shutil.rmtree(root / "zeus")
+    testing = root / "zeus" / "utils" / "testing.py"
+    if testing.is_file():
+        testing.rename(judge / "testing.py")
+    shutil.rmtree(root / "zeus", ignore_errors=True)
     return root
+
+
+def obtain(upstream: str, into: Path) -> tuple[Path, str]:
+    """Upstream's tests copied under ``into`` from a release, an sdist, a source tree or a git directory:
+    (the copy's root, what it is, for the report). Exit 2 with why where it cannot be had."""
+    path = Path(upstream).expanduser()
+    if path.is_file():
+        return unpack(path, into), f"{path.name}"
+    if path.is_dir() and (path / "tests").is_dir():
+        root = into / "upstream"
+        shutil.copytree(path / "tests", root / "tests")
+        if (path / "examples").is_dir():
+            shutil.copytree(path / "examples", root / "examples", ignore=lambda d, names: [
+                n for n in names if not n.endswith(".py") and not (Path(d) / n).is_dir()])
+        if (path / "zeus" / "utils" / "testing.py").is_file():
+            (root / "zeus" / "utils").mkdir(parents=True)
+            shutil.copy(path / "zeus" / "utils" / "testing.py", root / "zeus" / "utils" / "testing.py")
+        return _set_judge(root), f"the tree {path}"
+    if path.is_dir() and (path / "HEAD").is_file() and (path / "objects").is_dir():
+        git = ["git", f"--git-dir={path}"]
+        head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        when = subprocess.run([*git, "show", "-s", "--format=%cs", head], capture_output=True, text=True).stdout.strip()
+        names = subprocess.run([*git, "ls-tree", "-r", "--name-only", head], capture_output=True, text=True,
+                               check=True).stdout.splitlines()
+        wanted = [n for n in names if re.match(_WANTED, n)]
+        root = into / "upstream"
+        root.mkdir()
+        archive = subprocess.run([*git, "archive", head, "--", *wanted], capture_output=True, check=True).stdout
+        tar = into / "tree.tar"
+        tar.write_bytes(archive)
+        with tarfile.open(tar) as t:
+            t.extractall(root, filter="data")
+        tar.unlink()
+        return _set_judge(root), f"the git tree {path} at {head[:12]} ({when})"
+    if path.exists() or os.sep in upstream or not re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", upstream):
+        print(f"--upstream {upstream}: no such file, or not an sdist, a tree with tests/ or a git directory",
+              file=sys.stderr)
+        sys.exit(2)
+    sdist = fetch_sdist(upstream)
+    return unpack(sdist, into), f"{sdist.name} (release {upstream})"
 
 
 def rewrite(root: Path) -> list[str]:
@@ -153,6 +221,8 @@ def service_answers(monitor: Path) -> list[str]:
 
     if not (monitor / "test_carbon.py").is_file() and not (monitor / "test_price.py").is_file():
         return []
+    if (monitor / "carbon_history_files").exists() or (monitor / "price_output_files").exists():
+        return ["tests/monitor: upstream's recorded carbon and price answers used as they are (nothing written)"]
     if not INTENSITY.is_file():
         return [f"carbon/price service answers: not written ({INTENSITY} missing)"]
     values: dict[str, float] = {}  # "MM-DDTHH" of 2020 -> intensity at the full hour
@@ -186,25 +256,59 @@ def service_answers(monitor: Path) -> list[str]:
             f"{INTENSITY.name}", "tests/monitor/price_output_files: 3 OpenEI answers (no rate; a flat rate; a time-of-use rate)"]
 
 
-def run(root: Path, files: list[str], keyword: str | None) -> dict[str, tuple[str, str]]:
-    """Run ``files`` under pytest; test id -> (outcome, first line of the failure)."""
+def run(root: Path, file: str, keyword: str | None, timeout: float) -> dict[str, tuple[str, str]]:
+    """Run one test file in a pytest process of its own; test id -> (outcome, first line of why it failed)."""
     report = root / "report.jsonl"
+    report.unlink(missing_ok=True)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
-    env["ZEUS_UPSTREAM_TESTING"] = str(root / "judge" / "testing.py")
+    if (root / "judge" / "testing.py").is_file():
+        env["ZEUS_UPSTREAM_TESTING"] = str(root / "judge" / "testing.py")
     env.pop("ZEUS_FAKE_NVML", None)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "upstream.simulated", "-p", "upstream.collect", "-p", "no:cacheprovider",
-           "-W", "ignore::DeprecationWarning", "--rootdir", str(root), *files]
+           "-W", "ignore::DeprecationWarning", "--rootdir", str(root), file]
     if keyword:
         cmd += ["-k", keyword]
     env["ZEUS_UPSTREAM_REPORT"] = str(report)
-    subprocess.run(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL)
     out: dict[str, tuple[str, str]] = {}
+    try:
+        subprocess.run(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out[f"{file}::<timeout>"] = ("failed", f"the file did not finish in {timeout:.0f} s")
     if report.exists():
         for line in report.read_text().splitlines():
             row = json.loads(line)
             out[row["id"]] = (row["outcome"], row["why"])
     return out
+
+
+def function_of(test_id: str) -> str:
+    """The test function of a case's id (its parameters dropped)."""
+    return test_id.split("[", 1)[0]
+
+
+def tally(file: str, results: dict[str, tuple[str, str]]) -> dict:
+    """One file's cases and functions by outcome; each non-passing case counted under its label."""
+    label = LABELS.get(file)
+    row = {"passed": 0, "failed": 0, NOT_IMPLEMENTED: 0, PRIVATE: 0, DIFFERENCE: 0, "skipped": 0, "failures": [],
+           "functions": set(), "functions passed": set()}
+    by_function: dict[str, list[str]] = {}
+    for test_id, (outcome, why) in sorted(results.items()):
+        by_function.setdefault(function_of(test_id), []).append(outcome)
+        if outcome in ("passed", "skipped"):
+            row[outcome] += 1
+            continue
+        reason = next((r for pattern, r in DIFFERENCES if re.search(pattern, test_id)), None)
+        if reason is not None:
+            row[DIFFERENCE] += 1
+        elif label is not None:
+            row[label[0]] += 1
+        else:
+            row["failed"] += 1
+            row["failures"].append((test_id, why))
+    row["functions"] = {f for f in by_function if not f.endswith(("<collection>", "<timeout>"))}
+    row["functions passed"] = {f for f, outcomes in by_function.items() if set(outcomes) == {"passed"}}
+    return row
 
 
 #: upstream's examples this package must run unchanged (issue #28)
@@ -223,6 +327,9 @@ def check_examples(root: Path) -> list[tuple[str, str, str]]:
 
     out = []
     for rel in EXAMPLES:
+        if not (root / rel).is_file():
+            out.append((rel, "missing", "not in this upstream copy"))
+            continue
         tree = ast.parse((root / rel).read_text())
         broken, missing = [], set()
         for node in ast.walk(tree):
@@ -249,47 +356,49 @@ def check_examples(root: Path) -> list[tuple[str, str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--release", default="0.16.0")
-    ap.add_argument("--sdist", type=Path, help="the release's sdist (default: download it into the cache)")
+    ap.add_argument("--upstream", default=None, metavar="PATH_OR_VERSION",
+                    help="a release (default 0.16.0), an sdist, an upstream source tree or an upstream git directory")
+    ap.add_argument("--release", default="0.16.0", help=argparse.SUPPRESS)  # the older spelling of --upstream VERSION
+    ap.add_argument("--sdist", type=Path, help=argparse.SUPPRESS)  # the older spelling of --upstream FILE
     ap.add_argument("-k", dest="keyword", help="pytest -k expression, to run a subset")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds one test file may run (default 900)")
     ap.add_argument("--keep", action="store_true", help="keep the rewritten tests (their folder is printed)")
     args = ap.parse_args(argv)
-    sdist = args.sdist or fetch_sdist(args.release)
-    if not sdist.is_file():
-        print(f"--sdist {sdist}: no such file", file=sys.stderr)
+    upstream = args.upstream or (str(args.sdist) if args.sdist else args.release)
+    if args.sdist and not args.sdist.is_file():
+        print(f"--sdist {args.sdist}: no such file", file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="zeus-upstream-tests-"))
     try:
-        root = unpack(sdist, tmp)
-        print(f"upstream zeus {args.release} tests from {sdist.name}")
+        root, what = obtain(upstream, tmp)
+        print(f"upstream zeus tests from {what}")
         for line in rewrite(root):
             print(f"  rewritten: {line}")
         files = sorted(str(p.relative_to(root)) for p in (root / "tests").rglob("test_*.py"))
-        portable = [f for f in files if f not in NOT_PORTABLE]
         started = time.monotonic()
-        results = run(root, portable, args.keyword)
+        rows = {}
+        for f in files:
+            rows[f] = tally(f, run(root, f, args.keyword, args.timeout))
         took = time.monotonic() - started
-        counts = {"passed": 0, "failed": 0, "difference": 0, "skipped": 0}
-        failures = []
-        for test_id, (outcome, why) in sorted(results.items()):
-            if outcome == "failed":
-                reason = next((r for pattern, r in DIFFERENCES if re.search(pattern, test_id)), None)
-                if reason is not None:
-                    counts["difference"] += 1
-                    continue
-                failures.append((test_id, why))
-            counts[outcome] = counts.get(outcome, 0) + 1
-        print(f"\nportable files: {len(portable)} ({took:.0f} s)")
-        for f in portable:
-            here = [v for k, v in results.items() if k.startswith(f + "::")]
-            ok = sum(1 for o, _ in here if o == "passed")
-            print(f"  {f}: {ok}/{len(here)} passed")
-        print(f"passed {counts['passed']}, failed {counts['failed']}, documented differences {counts['difference']}, "
-              f"skipped {counts['skipped']}, not portable {len(NOT_PORTABLE)} file(s)")
+        cols = ("passed", "failed", NOT_IMPLEMENTED, PRIVATE, DIFFERENCE)
+        print(f"\n{len(files)} test files ({took:.0f} s); cases per file, and test functions that pass of those run")
+        print(f"  {'file':48s} {'passed':>7s} {'failed':>7s} {'not impl.':>9s} {'private':>8s} {'diff.':>6s}  functions")
+        for f, row in rows.items():
+            print(f"  {f:48s} {row['passed']:7d} {row['failed']:7d} {row[NOT_IMPLEMENTED]:9d} {row[PRIVATE]:8d} "
+                  f"{row[DIFFERENCE]:6d}  {len(row['functions passed'])}/{len(row['functions'])}"
+                  + (f" (+{row['skipped']} skipped)" if row["skipped"] else ""))
+        total = {c: sum(row[c] for row in rows.values()) for c in (*cols, "skipped")}
+        fn_pass = sum(len(row["functions passed"]) for row in rows.values())
+        fn_all = sum(len(row["functions"]) for row in rows.values())
+        print(f"passed {total['passed']}, failed {total['failed']}, not implemented {total[NOT_IMPLEMENTED]}, "
+              f"private {total[PRIVATE]}, deliberate difference {total[DIFFERENCE]}, skipped {total['skipped']} "
+              f"(cases); test functions passing: {fn_pass} of {fn_all}")
+        for f, row in rows.items():
+            if f in LABELS and any(row[k] for k in KINDS):
+                print(f"  {LABELS[f][0]} {f}: {LABELS[f][1]}")
         for pattern, reason in DIFFERENCES:
-            print(f"  difference {pattern}: {reason}")
-        for f, reason in NOT_PORTABLE.items():
-            print(f"  not portable {f}: {reason}")
+            print(f"  deliberate difference {pattern}: {reason}")
+        failures = [fail for row in rows.values() for fail in row["failures"]]
         for test_id, why in failures[:40]:
             print(f"  FAILED {test_id}: {why}")
         if len(failures) > 40:
@@ -302,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         print("  (benchmarks/upstream_examples.py runs them)")
         if args.keep:
             print(f"rewritten tests kept in {root}")
-        return 1 if failures or not results or any(state == "broken" for _, state, _ in examples) else 0
+        return 1 if failures or not any(row["passed"] for row in rows.values()) \
+            or any(state == "broken" for _, state, _ in examples) else 0
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
