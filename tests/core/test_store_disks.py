@@ -119,3 +119,11 @@ def test_import_into_a_full_disk_says_so_and_leaves_no_stub(site, tmp_path, leav
         assert "is damaged" not in err and "not a zeus store" not in err and "Traceback" not in err
         assert _listing(root) == before  # no stub, no -wal or -shm
         assert not os.path.exists(root / "new.sqlite")
+
+
+def test_an_empty_store_file_on_read_only_media_is_no_store_yet_not_an_unwritable_folder(site, tmp_path):
+    with small_fs("64k") as root:
+        (root / "empty.sqlite").write_bytes(b"")
+        with read_only(root):
+            r = zeus(site, tmp_path, "store", "check", str(root / "empty.sqlite"))
+    assert r.returncode == 2 and "an empty file, which is no store yet" in " ".join(r.stderr.split()), r.stderr

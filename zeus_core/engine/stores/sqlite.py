@@ -328,7 +328,7 @@ def is_empty(path: Path) -> bool:
     return not path.exists() or path.stat().st_size == 0
 
 
-def inspect_store(path: str | os.PathLike[str], verify: bool = True) -> StoreInfo:
+def inspect_store(path: str | os.PathLike[str], verify: bool = True, creatable: bool = True) -> StoreInfo:
     """What the store at ``path`` is, read-only: raises :class:`StoreError` (and changes
     nothing) for a folder, a file that is not a zeus store, a newer schema, or damage (when
     ``verify``: SQLite's ``PRAGMA integrity_check``, then every table and column the schema
@@ -337,7 +337,8 @@ def inspect_store(path: str | os.PathLike[str], verify: bool = True) -> StoreInf
     if path.is_dir():
         raise StoreError(f"{path} is a folder, not a store file; set job.store to a file path such as {path / 'job.sqlite'}")
     if is_empty(path):
-        _check_creatable(path)
+        if creatable:  # a store to be written (not one only read): its file can be made
+            _check_creatable(path)
         return StoreInfo(0, None, 0)
     # Without a WAL file beside it, the file alone is the database: open it immutable, so that
     # SQLite creates no -wal/-shm next to a file it may be about to refuse (on read-only media
@@ -453,7 +454,7 @@ class Store:
         self.location = str(self.path)
         self.timeout_s = timeout_s
         self.read_only = read_only
-        self.info = inspect_store(self.path, verify=verify)
+        self.info = inspect_store(self.path, verify=verify, creatable=not read_only)
         self._conn: sqlite3.Connection | None = None
         self._tmp: Path | None = None  # a read-only copy's folder (read-only media with commits in the WAL)
         #: Whether this object created the file (and so may remove it while it is still empty).
