@@ -202,9 +202,8 @@ def test_upstreams_preconditions(plan_server, gpu):
 
     with pytest.raises(RuntimeError, match="after `init_process_group`"):
         make_optimizer(plan_server)
-    from zeus.optimizer.pipeline_frequency import PipelineFrequencyOptimizer
-
     import torch.distributed as dist
+    from zeus.optimizer.pipeline_frequency import PipelineFrequencyOptimizer
 
     dist.init_process_group("gloo", init_method=f"file://{os.environ['ZEUS_STATE_DIR']}-store", rank=0, world_size=1)
     try:
@@ -231,7 +230,6 @@ def test_frequency_controller_locks_and_resets(gpu):
 
 def test_common_models_are_upstreams(tmp_path, monkeypatch):
     import pydantic
-
     from zeus.optimizer.pipeline_frequency import common as c
 
     assert (c.REGISTER_JOB_URL, c.REGISTER_RANK_URL, c.GET_FREQUENCY_SCHEDULE_URL, c.REPORT_PROFILING_RESULT_URL) == (
