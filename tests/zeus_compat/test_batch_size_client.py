@@ -118,3 +118,17 @@ def test_every_rank_of_a_data_parallel_trial_reports_and_the_late_ranks_are_told
                                           "energy": 1.0, "metric": 0.1, "current_epoch": 1})
     assert [(t["batch_size"], t["reached"]) for t in tries] == [(size, True)]
     assert late.status_code == 200 and late.json()["stop_train"] and late.json()["converged"]
+
+
+def test_requests_go_through_httpx_post_get_and_patch_as_upstreams(serve, driver, monkeypatch):
+    """Upstream's tests put a test client's methods in place of ``httpx.post``/``get``/``patch``."""
+    driver(gpus=1, max_limit_w=300.0)
+    calls = []
+    for verb in ("post", "get", "patch"):
+        real = getattr(httpx, verb)
+        monkeypatch.setattr(httpx, verb, lambda url, *a, _verb=verb, _real=real, **k: calls.append((_verb, url)) or _real(url, *a, **k))
+    spec = JobSpec(job_id="via-httpx-verbs", job_id_prefix="via-httpx", batch_sizes=[32, 64], default_batch_size=32,
+                   target_metric=0.5, max_epochs=3)
+    bso = BatchSizeOptimizer(ZeusMonitor(gpu_indices=[0], cpu_indices=[]), serve.url, spec)
+    bso.get_batch_size()
+    assert [v for v, _ in calls] == ["post", "get"] and calls[0][1].startswith(serve.url)

@@ -120,3 +120,24 @@ def test_non_passing_cases_of_a_labelled_file_are_counted_under_its_label(monkey
 def test_no_file_is_labelled_that_passes_in_full_upstream():
     assert "tests/utils/test_multiprocessing.py" not in upstream_tests.LABELS
     assert all(label in upstream_tests.KINDS and why for label, why in upstream_tests.LABELS.values())
+
+
+def test_the_batch_size_conftest_keeps_upstreams_helpers_and_serves_with_zeus_serve():
+    import ast
+    import importlib
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        serve = importlib.import_module("upstream.serve")
+    finally:
+        sys.path.remove(str(BENCH))
+    upstream = ('"""doc"""\nfrom __future__ import annotations\n\nimport os\nimport pytest\n'
+                'from zeus.optimizer.batch_size.server.router import app\n\n\nclass Helpers:\n    X = 1\n\n\n'
+                '@pytest.fixture(scope="module")\ndef helpers():\n    return Helpers\n\n\ndef init(db_url):\n    return app\n\n\n'
+                '@pytest.fixture\ndef client():\n    yield app\n\n\n@pytest.fixture(scope="module", autouse=True)\n'
+                'def session_data(tmp_path_factory, worker_id):\n    return\n')
+    text = serve.conftest_for(upstream)
+    names = {n.name for n in ast.parse(text).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    assert names == {"Helpers", "helpers"} and "batch_size.server" not in text
+    assert text.startswith("from __future__ import annotations") and '@pytest.fixture(scope="module")\ndef helpers' in text
+    assert "from upstream.serve import client, zeus_serve" in text

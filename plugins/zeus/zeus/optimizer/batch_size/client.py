@@ -70,7 +70,7 @@ class BatchSizeOptimizer(Callback):
 
     def _send(self, method: str, path: str, **kwargs) -> httpx.Response:
         try:
-            res = httpx.request(method.upper(), self.server_url + path, **kwargs)
+            res = getattr(httpx, method)(self.server_url + path, **kwargs)  # httpx.post/get/patch, as upstream calls them
         except httpx.HTTPError as e:
             raise ZeusBSORuntimError(f"Zeus server at {self.server_url} cannot be reached: {e}") from None
         if not 200 <= res.status_code < 300:
