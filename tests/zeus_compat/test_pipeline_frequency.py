@@ -153,11 +153,17 @@ def test_profiles_every_clock_then_runs_the_servers_plan(plan_server, gpu, one_r
 
 
 def test_without_profiling_the_servers_own_profile_is_planned(plan_server, gpu, one_rank):
-    opt = make_optimizer(plan_server, profile=False)
+    from zeus_plugins_perseus.client import PlanClient
+
+    opt = make_optimizer(plan_server, profile=False, blocking_power_w=50.0, deadline_s=1.0)
     try:
         first = train_step(opt, gpu)  # one iteration at the highest clock tells the order
         assert first == [(i, CLOCKS[0]) for i in ("forward", "backward") * 2]
         assert opt.planned and opt.schedule_info["profile"] == "server"
+        with PlanClient(plan_server) as client:
+            spec = client.status(opt.job_id)["spec"]
+        assert spec["blocking_power_w"] == 50.0 and spec["deadline_s"] == 1.0
+        assert {f for _, f in opt.freq_schedule} == {min(CLOCKS)}  # a loose deadline: the least energy
         assert train_step(opt, gpu) == opt.freq_schedule
     finally:
         opt.close()
@@ -294,3 +300,57 @@ def test_megatron_style_loop_of_two_ranks_follows_the_plan(tmp_path):
         planned = [[tuple(x) for x in seen] for is_planned, seen in rec["steps"] if is_planned]
         assert planned == [[tuple(x) for x in rec["schedule"]]] * 2
     assert "every instruction at its planned clock" in done.stdout
+
+
+def test_upstreams_launch_line_serves_the_perseus_planner(tmp_path, gpu, one_rank):
+    """``uvicorn zeus.optimizer.pipeline_frequency.server.router:app``, configured by ``ZEUS_PFO_*``."""
+    import httpx
+
+    port = _free_port()
+    env = dict(os.environ, ZEUS_PFO_SCHEDULER_ARGS=json.dumps({"blocking_power_w": 60, "unit_time_s": 0.0005}),
+               ZEUS_PFO_DUMP_DIR=str(tmp_path / "dump"), ZEUS_PFO_LOG_LEVEL="warning")
+    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "zeus.optimizer.pipeline_frequency.server.router:app",
+                               "--port", str(port), "--log-level", "warning"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, server.communicate()[0]
+            try:
+                httpx.get(url + "/health", timeout=2)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < end, "uvicorn did not start"
+                time.sleep(0.1)
+        opt = make_optimizer(url, warmup_steps=0, profile_steps=1)
+        try:
+            while not opt.planned:
+                train_step(opt, gpu)
+            assert opt.schedule_info["profile"] == "uploaded"
+            assert train_step(opt, gpu) == opt.freq_schedule
+        finally:
+            opt.close()
+        assert list((tmp_path / "dump").iterdir())  # dump_data: the job's folder
+    finally:
+        server.terminate()
+        out, _ = server.communicate(timeout=30)
+    assert "Traceback" not in out, out
+
+
+def test_router_settings_refuse_plan_files_and_answer_loopback_only_without_a_token():
+    from fastapi.testclient import TestClient
+    from zeus.optimizer.pipeline_frequency.common import PFOServerSettings
+    from zeus.optimizer.pipeline_frequency.server.router import create_app_from_settings
+
+    with pytest.raises(ValueError, match="does not evaluate plan files"):
+        create_app_from_settings(PFOServerSettings(scheduler_args={"solution_path": "freqs_pipeline_00012.py"}))
+    with pytest.raises(ValueError, match="unknown key"):
+        create_app_from_settings(PFOServerSettings(scheduler_args={"blocking_power": 60}))
+    app = create_app_from_settings(PFOServerSettings(dump_data=False))
+    assert TestClient(app).get("/health").status_code == 403  # TestClient's address is not loopback
+    assert TestClient(app, client=("127.0.0.1", 5000)).get("/health").status_code == 200
+    token = "tok-pfo-router-0123456789"
+    app = create_app_from_settings(PFOServerSettings(dump_data=False), token)
+    assert TestClient(app).get("/health").status_code == 401
+    assert TestClient(app, headers={"Authorization": f"Bearer {token}"}).get("/health").status_code == 200

@@ -66,6 +66,7 @@ class PipelineFrequencyOptimizer(Callback):
         schedule: str | None = None,
         max_slowdown: float | None = None,
         deadline_s: float | None = None,
+        blocking_power_w: float | None = None,
         token: str | None = None,
     ) -> None:
         """Initialize the optimizer on this rank (upstream's arguments, then this package's keywords).
@@ -97,6 +98,8 @@ class PipelineFrequencyOptimizer(Callback):
                 default: learned from the order of instructions the engine runs.
             max_slowdown: Choose the least-energy plan within this factor of the all-max-clock time.
             deadline_s: Choose the least-energy plan within this iteration time (seconds).
+            blocking_power_w: Power (W) a GPU draws while blocked on pipeline communication; default:
+                the server's.
             token: The plan server's bearer token; default ``$ZEUS_PERSEUS_TOKEN``.
         """
         import torch
@@ -118,7 +121,7 @@ class PipelineFrequencyOptimizer(Callback):
         self.device_id = device_id
         self.job_id: str | None = None
         self._schedule_name = schedule
-        self._planning = {"max_slowdown": max_slowdown, "deadline_s": deadline_s}
+        self._planning = {"max_slowdown": max_slowdown, "deadline_s": deadline_s, "blocking_power_w": blocking_power_w}
 
         gpus = get_gpus()
         if torch.cuda.is_available():
