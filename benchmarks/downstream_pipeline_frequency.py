@@ -1,6 +1,6 @@
 """A NeMo/Megatron-style pipeline training loop driving upstream's ``PipelineFrequencyOptimizer``.
 
-    python benchmarks/downstream_pipeline_frequency.py [--stages 2] [--microbatches 4] [--steps 6] [--json OUT]
+    python benchmarks/downstream_pipeline_frequency.py [--stages 2] [--dp 1] [--microbatches 4] [--steps 4] [--json OUT]
 
 What a NeMo/Megatron integration of upstream's optimizer does, on zeus-compat and the simulated
 NVIDIA driver (no GPU needed):
@@ -53,7 +53,7 @@ def locked_clock(driver: str, index: int) -> int | None:
     return locked[1] if locked else None
 
 
-def make_megatron_like(stage: int, stages: int, driver: str, gpu: int, seen: list):
+def make_megatron_like(stage: int, stages: int, driver: str, gpu: int, seen: list, dp: int = 1):
     """A stand-in for ``megatron.core.pipeline_parallel.schedules``: the functions an integration patches."""
     import torch
     import torch.distributed as dist
@@ -75,19 +75,19 @@ def make_megatron_like(stage: int, stages: int, driver: str, gpu: int, seen: lis
 
     def recv_forward() -> None:
         if stage > 0:
-            dist.recv(torch.empty(4), src=stage - 1)
+            dist.recv(torch.empty(4), src=gpu - dp)
 
     def send_forward(microbatch: int) -> None:
         if stage < stages - 1:
-            pending.append(dist.isend(torch.full((4,), float(microbatch)), dst=stage + 1))
+            pending.append(dist.isend(torch.full((4,), float(microbatch)), dst=gpu + dp))
 
     def recv_backward() -> None:
         if stage < stages - 1:
-            dist.recv(torch.empty(4), src=stage + 1)
+            dist.recv(torch.empty(4), src=gpu + dp)
 
     def send_backward(microbatch: int) -> None:
         if stage > 0:
-            pending.append(dist.isend(torch.full((4,), float(microbatch)), dst=stage - 1))
+            pending.append(dist.isend(torch.full((4,), float(microbatch)), dst=gpu - dp))
 
     def forward(j: int) -> None:
         recv_forward()
@@ -153,15 +153,17 @@ def run_rank(args: argparse.Namespace) -> None:
     from zeus.optimizer.pipeline_frequency import PipelineFrequencyOptimizer
 
     rank = args.rank
-    dist.init_process_group("gloo", init_method=f"file://{args.store}", rank=rank, world_size=args.stages)
+    world = args.stages * args.dp
+    dist.init_process_group("gloo", init_method=f"file://{args.store}", rank=rank, world_size=world)
+    pp_rank, dp_rank = divmod(rank, args.dp)  # Megatron's order (tp 1): data-parallel ranks of a stage adjacent
     seen: list = []
-    schedules = make_megatron_like(rank, args.stages, args.driver, rank, seen)
+    schedules = make_megatron_like(pp_rank, args.stages, args.driver, rank, seen, args.dp)
     training = types.SimpleNamespace()
     training.train_step = lambda: schedules.forward_backward_pipelining_without_interleaving(args.microbatches)
 
     pfo = PipelineFrequencyOptimizer(
-        rank=dist.get_rank(), dp_rank=0, pp_rank=rank, tp_rank=0, device_id=rank,
-        dp_degree=1, pp_degree=args.stages, tp_degree=1, world_size=dist.get_world_size(),
+        rank=dist.get_rank(), dp_rank=dp_rank, pp_rank=pp_rank, tp_rank=0, device_id=rank,
+        dp_degree=args.dp, pp_degree=args.stages, tp_degree=1, world_size=dist.get_world_size(),
         server_url=args.server, job_metadata="megatron-style",
         profile_steps=1, warmup_steps=1, max_slowdown=args.max_slowdown,
     )
@@ -178,7 +180,8 @@ def run_rank(args: argparse.Namespace) -> None:
             raise RuntimeError("still profiling after 100 steps")
     rows = pfo.profiler.measurements() if pfo.profiler is not None else []
     pfo.close()
-    record = {"rank": rank, "job_id": pfo.job_id, "schedule": pfo.freq_schedule, "info": pfo.schedule_info,
+    record = {"rank": rank, "pp_rank": pp_rank, "dp_rank": dp_rank, "job_id": pfo.job_id,
+              "schedule": pfo.freq_schedule, "info": pfo.schedule_info,
               "profiling_steps": profiling_steps, "rows": rows, "steps": steps,
               "after_close": locked_clock(args.driver, rank)}
     Path(args.out, f"rank{rank}.json").write_text(json.dumps(record))
@@ -214,7 +217,7 @@ def launch(args: argparse.Namespace) -> dict:
 
     work = Path(tempfile.mkdtemp(prefix="zeus-pfo-"))
     driver = fake_pynvml.create(work / "nvml.json", [fake_pynvml.FakeGpu(graphics_clocks=CLOCKS)
-                                                      for _ in range(args.stages)], privileged=True)
+                                                      for _ in range(args.stages * args.dp)], privileged=True)
     env = dict(os.environ, ZEUS_FAKE_NVML=str(driver), ZEUS_STATE_DIR=str(work / "state"), ZEUS_GPU_DEVICE="nvml",
                OMP_NUM_THREADS="1")
     env.pop("CUDA_VISIBLE_DEVICES", None)
@@ -225,12 +228,12 @@ def launch(args: argparse.Namespace) -> dict:
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_healthy(url, server)
-        common = ["--stages", str(args.stages), "--microbatches", str(args.microbatches), "--steps", str(args.steps),
+        common = ["--stages", str(args.stages), "--dp", str(args.dp), "--microbatches", str(args.microbatches), "--steps", str(args.steps),
                   "--max-slowdown", repr(args.max_slowdown), "--server", url, "--driver", str(driver),
                   "--store", str(work / "store"), "--out", str(work)]
         procs = [subprocess.Popen([sys.executable, __file__, "--rank", str(r), *common], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for r in range(args.stages)]
+                 for r in range(args.stages * args.dp)]
         outs = [p.communicate(timeout=600)[0] for p in procs]
         failed = [(r, p.returncode, out) for r, (p, out) in enumerate(zip(procs, outs)) if p.returncode != 0]
         if failed:
@@ -238,7 +241,7 @@ def launch(args: argparse.Namespace) -> dict:
     finally:
         server.terminate()
         server.communicate(timeout=30)
-    records = [json.loads((work / f"rank{r}.json").read_text()) for r in range(args.stages)]
+    records = [json.loads((work / f"rank{r}.json").read_text()) for r in range(args.stages * args.dp)]
     state = fake_pynvml.read_state(driver)
     return {"records": records, "reset": [g["locked_clocks"] is None and g["locked_mem_clocks"] is None
                                           for g in state["gpus"]]}
@@ -249,7 +252,7 @@ def report(result: dict) -> bool:
     for rec in result["records"]:
         r = rec["rank"]
         info = rec["info"]
-        print(f"rank {r}: job {rec['job_id']}")
+        print(f"rank {r} (stage {rec['pp_rank']}, data-parallel rank {rec['dp_rank']}): job {rec['job_id']}")
         print(f"  profiled {len({f for _, f, _, _ in rec['rows']})} clocks in {rec['profiling_steps']} steps:")
         for inst, mhz, t, e in rec["rows"]:
             print(f"    {inst:8s} {mhz:5d} MHz  {t * 1e3:7.2f} ms  {e:7.3f} J")
@@ -272,6 +275,7 @@ def report(result: dict) -> bool:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--stages", type=int, default=2)
+    p.add_argument("--dp", type=int, default=1, help="data-parallel replicas of each stage")
     p.add_argument("--microbatches", type=int, default=4)
     p.add_argument("--steps", type=int, default=4, help="planned iterations after profiling")
     p.add_argument("--max-slowdown", type=float, default=1.05)

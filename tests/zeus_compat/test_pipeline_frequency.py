@@ -279,22 +279,24 @@ def test_common_models_are_upstreams(tmp_path, monkeypatch):
     assert c.load_ranks(str(tmp_path / "d"))[0].available_frequencies == [1]
 
 
-def test_megatron_style_loop_of_two_ranks_follows_the_plan(tmp_path):
-    """benchmarks/downstream_pipeline_frequency.py: two gloo ranks, Megatron's 1F1B with the
-    integration's monkey-patched forward_step / backward_step / train_step."""
+def test_megatron_style_loop_of_two_stages_and_two_replicas_follows_the_plan(tmp_path):
+    """benchmarks/downstream_pipeline_frequency.py: four gloo ranks (2 stages x 2 data-parallel replicas),
+    Megatron's 1F1B with the integration's monkey-patched forward_step / backward_step / train_step."""
     out = tmp_path / "result.json"
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "downstream_pipeline_frequency.py"),
-                           "--steps", "2", "--json", str(out)], capture_output=True, text=True, timeout=600)
+                           "--dp", "2", "--steps", "2", "--json", str(out)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out.read_text())
-    assert result["reset"] == [True, True]
-    a, b = result["records"]
-    assert a["job_id"] == b["job_id"]  # one job, registered by rank 0, its id broadcast
+    assert result["reset"] == [True] * 4
+    records = result["records"]
+    assert len({rec["job_id"] for rec in records}) == 1  # one job, registered by rank 0, its id broadcast
+    assert [(rec["pp_rank"], rec["dp_rank"]) for rec in records] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     # Megatron's 1F1B on 2 stages x 4 microbatches, learned from the engine
-    assert [i for i, _ in a["schedule"]] == ["forward", "forward", "backward", "forward", "backward", "forward",
-                                             "backward", "backward"]
-    assert [i for i, _ in b["schedule"]] == ["forward", "backward"] * 4
-    for rec in (a, b):
+    assert [i for i, _ in records[0]["schedule"]] == ["forward", "forward", "backward", "forward", "backward",
+                                                      "forward", "backward", "backward"]
+    assert [i for i, _ in records[2]["schedule"]] == ["forward", "backward"] * 4
+    assert records[0]["schedule"] == records[1]["schedule"] and records[2]["schedule"] == records[3]["schedule"]
+    for rec in records:
         assert rec["info"]["schedule_name"] == "1f1b" and rec["info"]["profile"] == "uploaded"
         assert rec["profiling_steps"] == 2 * len(CLOCKS)
         planned = [[tuple(x) for x in seen] for is_planned, seen in rec["steps"] if is_planned]
