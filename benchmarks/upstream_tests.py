@@ -71,16 +71,18 @@ LABELS: dict[str, tuple[str, str]] = {
                                                        " `zeus_apple_silicon` import); zeus's apple_silicon plugin"),
     "tests/device/test_deprecated_alias.py": (PRIVATE, "upstream's private device classes under the deprecated-method"
                                                         " metaclass"),
-    "tests/utils/test_zeusd.py": (PRIVATE, "upstream's zeusd client (zeus.utils.zeusd) over its HTTP protocol; zeus's"
-                                            " privileged service is `zeus daemon`, another protocol"),
-    "tests/monitor/test_power_streaming.py": (PRIVATE, "upstream's power-streaming client over zeusd's SSE protocol"
-                                                        " (zeus.monitor.power_streaming internals)"),
-    "tests/optimizer/batch_size/test_server.py": (PRIVATE, "upstream's batch-size server internals (FastAPI app,"
-                                                            " SQLAlchemy schema); `zeus serve` is the server"),
-    "tests/optimizer/batch_size/test_explorer.py": (PRIVATE, "upstream's batch-size server internals (its explorer"
-                                                              " over its database)"),
-    "tests/optimizer/batch_size/test_simulator.py": (PRIVATE, "upstream's batch-size server internals (simulated"
-                                                               " over its database)"),
+    "tests/utils/test_zeusd.py": (NOT_IMPLEMENTED, "zeus.utils.zeusd (upstream's client of its zeusd daemon) is not in"
+                                                    " zeus-compat yet (issue 35, item 1); zeus's privileged service is"
+                                                    " `zeus daemon`"),
+    "tests/monitor/test_power_streaming.py": (NOT_IMPLEMENTED, "zeus.monitor.power_streaming (PowerStreamingClient)"
+                                                                " is not in zeus-compat yet (issue 35, item 1)"),
+    "tests/optimizer/batch_size/test_server.py": (PRIVATE, "upstream's batch-size server itself (its status codes,"
+                                                            " e.g. 201 for a new job, its FastAPI app); `zeus serve` is"
+                                                            " the server, run here in its place"),
+    "tests/optimizer/batch_size/test_explorer.py": (PRIVATE, "upstream's batch-size server's explorer (its status codes"
+                                                              " and pruning rounds); `zeus serve` is the server"),
+    "tests/optimizer/batch_size/test_simulator.py": (PRIVATE, "upstream's research simulator over its batch-size"
+                                                               " server internals (zeus._legacy)"),
     "tests/test_skill_examples.py": (PRIVATE, "type-checks the code in upstream's repository's skills/ files (not"
                                                " in a release) with the `ty` checker"),
 }
@@ -90,6 +92,8 @@ DIFFERENCES: list[tuple[str, str]] = []
 
 #: (test-id regex, label, reason) of single cases of otherwise passing files, labelled as files are
 CASE_LABELS: list[tuple[str, str, str]] = [
+    (r"tests/device/gpu/test_amd\.py::<collection>$", NOT_IMPLEMENTED,
+     "newer upstream's AMD test imports zeus.utils.zeusd, not in zeus-compat yet (issue 35, item 1)"),
     (r"tests/optimizer/batch_size/test_client\.py::test_register_job$", PRIVATE,
      "scripts the `pynvml` module's own functions (nvmlDeviceGetPowerManagementLimitConstraints: 300 W) to set the"
      " job's max_power; zeus's nvml plugin reads the simulated driver behind it, so max_power is the simulated GPUs'"),
@@ -283,14 +287,20 @@ def run(root: Path, file: str, keyword: str | None, timeout: float) -> dict[str,
         cmd += ["-k", keyword]
     env["ZEUS_UPSTREAM_REPORT"] = str(report)
     out: dict[str, tuple[str, str]] = {}
+    done = None
     try:
-        subprocess.run(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         out[f"{file}::<timeout>"] = ("failed", f"the file did not finish in {timeout:.0f} s")
     if report.exists():
         for line in report.read_text().splitlines():
             row = json.loads(line)
             out[row["id"]] = (row["outcome"], row["why"])
+    if done is not None and not out and done.returncode not in (0, 5):
+        # pytest stopped before collecting the file (a conftest that cannot be imported): no report at all
+        lines = (done.stdout + done.stderr).splitlines()
+        why = next((ln[1:].strip() for ln in reversed(lines) if ln.startswith("E ")), lines[-1] if lines else "")
+        out[f"{file}::<collection>"] = ("failed", " ".join(f"pytest exited {done.returncode}: {why}".split())[:300])
     return out
 
 
