@@ -6,6 +6,7 @@ their column and key names are a contract with scripts outside the project.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -85,6 +86,32 @@ class TryRecord:
 
 
 @attrs.define
+class ThisRun:
+    """The part of a job's summary that one ``zeus run`` ran: the recurrence numbers it began (the
+    abandoned ones included) and the tries they hold."""
+
+    recurrences: list[int]
+    tries: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"recurrences": len(self.recurrences), "first_recurrence": min(self.recurrences, default=None),
+                "last_recurrence": max(self.recurrences, default=None), "tries": self.tries}
+
+    def describe(self) -> str:
+        """``recurrences 141-280``, in words (with the count where numbers in between belong to other runners)."""
+        if not self.recurrences:
+            return "no recurrence"
+        lo, hi, n = min(self.recurrences), max(self.recurrences), len(self.recurrences)
+        if n == 1:
+            return f"recurrence {lo}"
+        return f"recurrences {lo}-{hi}" + ("" if hi - lo + 1 == n else f" ({n} of them)")
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
+
+
+@attrs.define
 class JobSummary:
     """Totals over every try of the job (this run and earlier ones in the store).
 
@@ -109,6 +136,11 @@ class JobSummary:
     begun: int | None = None
     abandoned: list[dict[str, Any]] = attrs.field(factory=list)
     open: list[int] = attrs.field(factory=list)
+    #: what this command ran of the job (None: it ran nothing, as ``zeus report``); the rest of the
+    #: summary is the job so far, this run's recurrences included
+    this_run: ThisRun | None = None
+    #: Unix time the job's history began (its first recurrence; None where the store does not say)
+    first_began: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -123,5 +155,10 @@ class JobSummary:
         }
         if self.begun is not None:
             out.update(begun=self.begun, abandoned=self.abandoned, open=self.open)
+        # which recurrences the outputs cover (all the job's, 1 .. last), and which of them this run ran
+        numbers = {r.recurrence for r in self.records}
+        out["covers"] = {"first_recurrence": min(numbers, default=None), "last_recurrence": max(numbers, default=None),
+                         "since": _iso(self.first_began)}
+        out["this_run"] = None if self.this_run is None else self.this_run.to_json()
         out.update(self.extra)
         return out

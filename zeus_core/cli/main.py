@@ -546,6 +546,39 @@ def _make_runner(spec, fresh: bool = False, wait: bool = False, store: Any = Non
         sys.exit(report_error(e))
 
 
+def _since(t: float | None) -> str:
+    from datetime import datetime
+
+    return "" if t is None else f" since {datetime.fromtimestamp(t).astimezone():%Y-%m-%d %H:%M %Z}".rstrip()
+
+
+def _continuing_line(runner: Runner, fresh: bool) -> str | None:
+    """Before a run that continues a job whose store holds recurrences: how many, since when, what this
+    run adds, and how to start over (None for a new job, or with --fresh)."""
+    from zeus_core.engine.history import ledger
+
+    if fresh or "workload" not in runner.parts or runner.store is None:
+        return None
+    account = ledger(runner.store)
+    if account.begun <= 0:
+        return None
+    n = runner.spec.job.recurrences
+    return (f"continuing job {runner.spec.job.name!r}: its store {runner.store.location} holds recurrences 1-{account.begun}"
+            f"{_since(account.first_began)}; this run adds {n} more (from {account.begun + 1} on); "
+            "`zeus run --fresh` starts the job over")
+
+
+def _so_far_line(summary: JobSummary) -> str:
+    """What this command ran against what the job holds (the table and the files cover the whole job)."""
+    so_far = f"the job so far: {summary.recurrences} recurrence{'s' if summary.recurrences != 1 else ''}" \
+             f"{_since(summary.first_began)}, {summary.tries} {'try' if summary.tries == 1 else 'tries'} (the table and the files " \
+             "cover all of them)"
+    if summary.this_run is None:
+        return f"this command ran nothing; {so_far}"
+    tries = summary.this_run.tries
+    return f"this run: {summary.this_run.describe()}, {tries} {'try' if tries == 1 else 'tries'}; {so_far}"
+
+
 def _account_lines(summary: JobSummary) -> list[str]:
     """What became of recurrence numbers that have no try that reached the target."""
     lines = []
@@ -566,6 +599,7 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: s
     the store, and ``zeus report`` writes them again)."""
     if summary.records:
         console.print(_closing_table(summary))
+        console.print(escape(_so_far_line(summary)), highlight=False, soft_wrap=True)
     for line in _account_lines(summary):
         console.print(f"[yellow]{escape(line)}[/]", highlight=False, soft_wrap=True)
     for part in runner.parts.values():
@@ -646,6 +680,9 @@ def _run_and_finish(runner: Runner, spec, output: Path | None, fresh: bool, star
     partial = False  # the run ended with an error, and what it finished is still reported and written
     try:
         runner.build()
+        line = _continuing_line(runner, fresh)
+        if line:
+            console.print(escape(line), highlight=False, soft_wrap=True)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
             total = spec.job.recurrences if "workload" in runner.parts else 1

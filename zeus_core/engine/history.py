@@ -438,6 +438,7 @@ class History:
             st = dict(tx.get(RUNNER_KEY) or _DEFAULT_RUNNER_STATE)
             rec = int(st["next_recurrence"])
             st["next_recurrence"] = rec + 1
+            st.setdefault("first_began", round(time.time(), 3))  # since when the history runs (a rerun says it)
             tx.set(RUNNER_KEY, st)
             opened = dict(tx.get(OPEN_KEY) or {})
             opened[str(rec)] = {"owner": this_process() if owner is None else owner, "began": round(time.time(), 3)}
@@ -646,6 +647,8 @@ class Ledger:
     begun: int
     open: dict[int, dict[str, Any]]
     abandoned: dict[int, dict[str, Any]]
+    #: Unix time the history's first recurrence was begun (None: begun before stores kept it)
+    first_began: float | None = None
 
 
 def ledger(store: JobStore) -> Ledger:
@@ -657,4 +660,5 @@ def ledger(store: JobStore) -> Ledger:
         begun=int(st["next_recurrence"]) - 1,
         open={int(k): v for k, v in sorted(opened.items(), key=lambda kv: int(kv[0]))},
         abandoned={int(k): v for k, v in sorted(abandoned.items(), key=lambda kv: int(kv[0]))},
+        first_began=st.get("first_began"),
     )

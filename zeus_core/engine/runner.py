@@ -44,7 +44,7 @@ from zeus_core.grid import job_totals, record_currency
 from zeus_core.job import BUILD_ORDER, PLAN_ORDER, JobSpec
 from zeus_core.measurement import Measurement
 from zeus_core.parts import Summarizes
-from zeus_core.results import GRID_KEY, JobSummary, TryRecord
+from zeus_core.results import GRID_KEY, JobSummary, ThisRun, TryRecord
 from zeus_core.windows import Monitor
 
 log = logging.getLogger("zeus.engine")
@@ -81,6 +81,8 @@ class Runner:
         self.hook = registry.pm.hook
         self.monitor: Monitor | None = None
         self.history: HistoryService | None = None
+        #: the recurrence numbers this runner began (None until :meth:`run`: a report runs none)
+        self.began: list[int] | None = None
 
     @property
     def parts(self) -> dict[str, Any]:
@@ -158,6 +160,7 @@ class Runner:
         log.info("job %r: planning, then %d recurrence(s) with %s", self.spec.job.name, self.spec.job.recurrences,
                  ", ".join(f"{s}={p.plugin}" for s, p in self.spec.parts.items()))
         self.plan()
+        self.began = []
         if "workload" in self.parts:
             for _ in range(self.spec.job.recurrences):
                 rec, records = self.run_recurrence()
@@ -173,6 +176,8 @@ class Runner:
         still be reached; else it stays open, and the job's next run on this machine records it."""
         assert self.history is not None
         rec = self.history.begin_recurrence()
+        if self.began is not None:
+            self.began.append(rec)
         try:
             return self._tries_of(rec)
         except BaseException as e:
@@ -310,8 +315,12 @@ class Runner:
             knobs=knobs,
             records=records,
         )
+        if self.began is not None:
+            mine = set(self.began)
+            summary.this_run = ThisRun(recurrences=sorted(mine), tries=sum(1 for r in records if r.recurrence in mine))
         if self.store is not None and "workload" in self.parts:
             account = ledger(self.store)
+            summary.first_began = account.first_began
             summary.begun = account.begun
             summary.abandoned = [{"recurrence": n, "reason": str(e.get("reason", ""))} for n, e in account.abandoned.items()]
             summary.open = list(account.open)

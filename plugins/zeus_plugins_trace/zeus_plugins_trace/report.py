@@ -64,7 +64,7 @@ def compare(trace: WorkloadTrace, summary: Any, job: Any, default_batch_size: in
 def print_table(console: Any, c: Comparison) -> None:
     n = c.recurrences
     kind = "SYNTHETIC trace" if c.synthetic else "trace"
-    rows = [Row("this run", "(chosen per recurrence)", c.method)]
+    rows = [Row("the job so far", "(chosen per recurrence)", c.method)]
     rows += [Row(b.name, f"{b.batch_size} @ {b.power_limit:g} W",
                  {"energy_j": b.energy_j * n, "time_s": b.time_s * n, "cost": b.cost * n}) for b in (c.default, c.oracle)]
     console.print(comparison_table(
@@ -93,7 +93,7 @@ def plots(out: Path, trace: WorkloadTrace, c: Comparison, records: list, eta: fl
     per = np.array([sum(r.cost for r in records if r.recurrence == k) for k in recs])
     fig = Figure(figsize=(8, 4.5))
     ax = fig.subplots()
-    ax.plot(recs, per, ".-", lw=0.8, label="this run")
+    ax.plot(recs, per, ".-", lw=0.8, label="the job (every recurrence in its store)")
     ax.axhline(c.default.cost, color="tab:red", ls="--", label=f"default {c.default.batch_size} @ {c.default.power_limit:g} W (expected)")
     ax.axhline(c.oracle.cost, color="tab:green", ls="--", label=f"oracle {c.oracle.batch_size} @ {c.oracle.power_limit:g} W (expected)")
     ax.set_xlabel("recurrence")
