@@ -45,6 +45,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--load", type=int, default=os.cpu_count() or 2, help="busy processes beside the tests")
     ap.add_argument("-k", default="signal", help="pytest's -k selection (default: the signal tests)")
+    ap.add_argument("--keep-failures", type=Path, metavar="DIR", help="write each failed run's pytest output here")
     args = ap.parse_args()
     version = subprocess.run([args.python, "-c", "import sys; print(sys.version.split()[0])"],
                              capture_output=True, text=True, check=True).stdout.strip()
@@ -65,6 +66,9 @@ def main() -> int:
                 elif word in ("FAILED", "ERROR"):
                     failed[test.split(" - ")[0]] += 1
             bad_runs += r.returncode != 0
+            if r.returncode != 0 and args.keep_failures:
+                args.keep_failures.mkdir(parents=True, exist_ok=True)
+                (args.keep_failures / f"run{run + 1}.txt").write_text(r.stdout + r.stderr)
             print(f"run {run + 1}/{args.runs} ({'parent ignoring SIGINT and SIGHUP' if ignored else 'plain parent'}): "
                   f"{'ok' if r.returncode == 0 else 'FAILED'}", flush=True)
     finally:
