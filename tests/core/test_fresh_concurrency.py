@@ -10,6 +10,7 @@ history; two ``--fresh`` runs started together leave one history that every stor
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,8 @@ def test_fresh_refuses_while_a_live_runner_holds_an_open_recurrence_and_names_it
 
 def test_fresh_wait_starts_over_once_the_runners_ended_their_recurrences(site, job, tmp_path):
     with killed_at_end([]) as procs:
-        a = start_run(site, job, tmp_path, "--set", "job.recurrences=3", *SLOW)
+        # A runs (8 recurrences of seconds each) far longer than B takes to start: B finds it mid-job
+        a = start_run(site, job, tmp_path, "--set", "job.recurrences=8", *SLOW)
         procs.append(a)
         wait_until(lambda: _open_recurrences(tmp_path / STORE), procs, "runner A began a recurrence")
         b = start_run(site, job, tmp_path, "--fresh", "--wait", "--set", "job.recurrences=1")
@@ -74,7 +76,9 @@ def test_fresh_wait_starts_over_once_the_runners_ended_their_recurrences(site, j
         code_b, _, err_b = finish(b)
         code_a, _, err_a = finish(a)
     assert code_b == 0, err_b
-    assert "--fresh --wait: waiting for the job's other runners to end their recurrences (recurrence 1 (pid" in err_b
+    waited = " ".join(err_b.split())
+    assert re.search(r"--fresh --wait: waiting for the job's other runners to end their recurrences \(recurrence \d+ \(pid "
+                     rf"{a.pid} ", waited), waited
     # A ended its run, or (B started over between two of its recurrences) stopped naming the clear
     assert code_a == 0 or (code_a == 1 and "history was cleared under this run by pid" in err_a), err_a
     data = _check_and_export(site, tmp_path)
