@@ -168,3 +168,12 @@ def test_replay_monitor_replays_a_real_log(driver, tmp_path):
     with pytest.raises(RuntimeError, match="unexpected number of energy measurements"):
         wrong_width.end_window("step")
     wrong_width.close()
+
+
+def test_sync_execution_takes_upstreams_keywords():
+    """``sync_execution(gpu_devices=..., sync_with=...)`` as upstream's callers write it; a callable waits."""
+    calls = []
+    framework.sync_execution(gpu_devices=[0], sync_with=lambda: calls.append("synced"))
+    assert calls == ["synced"]
+    with pytest.raises(TypeError):
+        framework.sync_execution(gpu_indices=[0], sync_with=lambda: None)  # not upstream's name

@@ -13,9 +13,10 @@ from zeus_core.windows import make_sync
 logger = logging.getLogger(__name__)
 
 
-def sync_execution(gpu_indices: list[int], sync_with: str | Callable[[], Any] = "torch") -> None:
-    """Wait for the work queued on ``gpu_indices`` (``torch``, ``jax``, ``cupy`` or a callable), as the core's monitors do."""
-    make_sync(sync_with, gpu_indices)()
+def sync_execution(gpu_devices: list[int], sync_with: str | Callable[[], Any] = "torch") -> None:
+    """Wait for the work queued on ``gpu_devices`` (``torch``, ``jax``, ``cupy`` or a callable), as the core's
+    monitors do; upstream's keyword names."""
+    make_sync(sync_with, gpu_devices)()
 
 
 def is_distributed() -> bool:
