@@ -184,3 +184,28 @@ def test_callback_set_takes_upstreams_keywords():
     assert seen == [("evaluate", 0.75), ("evaluate", 0.75), ("begin", "forward"), ("begin", "forward")]
     with pytest.raises(TypeError):
         callbacks.on_evaluate(value=1.0)  # type: ignore[call-arg]
+
+
+def test_zeus_monitor_measures_the_soc_beside_the_gpus(tmp_path, monkeypatch):
+    """Upstream's ZeusMonitor fills ``Measurement.soc_energy`` where a SoC is measured (None where none is)."""
+    from zeus.monitor import ZeusMonitor
+
+    monkeypatch.setenv(fake_apple_silicon.ENV, str(fake_apple_silicon.create(tmp_path / "apple.json")))
+    monitor = ZeusMonitor(gpu_indices=[], cpu_indices=[])
+    monitor.begin_window("w", sync_execution=False)
+    time.sleep(0.2)
+    m = monitor.end_window("w", sync_execution=False)
+    assert isinstance(m.soc_energy, AppleSiliconMeasurement)
+    assert m.gpu_energy == {} and m.soc_energy.gpu_mj >= 12_000 * 0.2 * 0.9  # 12 W for >= 0.2 s, in mJ
+    monitor.begin_window("c", sync_execution=False)
+    cancelled = monitor.end_window("c", sync_execution=False, cancel=True)
+    assert isinstance(cancelled.soc_energy, AppleSiliconMeasurement) and cancelled.soc_energy.gpu_mj == 0
+
+
+def test_zeus_monitor_without_a_soc_has_none(monkeypatch):
+    from zeus.monitor import ZeusMonitor
+
+    monkeypatch.delenv(fake_apple_silicon.ENV, raising=False)
+    monitor = ZeusMonitor(gpu_indices=[], cpu_indices=[])
+    monitor.begin_window("w", sync_execution=False)
+    assert monitor.end_window("w", sync_execution=False).soc_energy is None

@@ -20,9 +20,10 @@ from pathlib import Path
 from time import time
 from typing import Any
 
-from zeus.device import get_cpus, get_gpus
+from zeus.device import get_cpus, get_gpus, get_soc
 from zeus.device.cpu.common import CPUs, EmptyCPUs, ZeusCPUInitError, ZeusCPUNoPermissionError
 from zeus.device.gpu.common import EmptyGPUs, GPUs, ZeusBaseGPUError
+from zeus.device.soc import EmptySoC, SoC, ZeusSoCInitError
 from zeus.monitor.power import PowerMonitor
 from zeus.utils.framework import sync_execution as sync_execution_fn
 
@@ -92,6 +93,12 @@ class ZeusMonitor:
         logger.info("Monitoring GPU indices %s.", self.gpu_indices)
         logger.info("Monitoring CPU indices %s", self.cpu_indices)
 
+        # the machine's SoC (Apple Silicon, a Jetson), measured beside the GPUs and CPUs as upstream does
+        try:
+            self.soc: SoC = get_soc()
+        except ZeusSoCInitError:
+            self.soc = EmptySoC()
+
         self.measurement_states: dict[str, MeasurementState] = {}
         # GPUs without an energy counter are integrated from sampled power.
         self._counter = [i for i in self.gpu_indices if self.gpus.supports_get_total_energy_consumption(i)]
@@ -126,7 +133,8 @@ class ZeusMonitor:
             cpu[i] = reading.cpu_mj / 1000.0
             if i in self._dram and reading.dram_mj is not None:
                 dram[i] = reading.dram_mj / 1000.0
-        return MeasurementState(timestamp, gpu, cpu or None, dram or None)
+        soc = None if isinstance(self.soc, EmptySoC) else self.soc.get_total_energy_consumption()
+        return MeasurementState(timestamp, gpu, cpu or None, dram or None, soc)
 
     def begin_window(self, key: str, sync_execution: bool = True, restart: bool = False) -> None:
         """Start window ``key``; one of that name already open is a ``ValueError`` unless ``restart``."""
@@ -146,7 +154,11 @@ class ZeusMonitor:
         if cancel:
             zero_cpu = dict.fromkeys(self.cpu_indices, 0.0) if self.cpu_indices else None
             zero_dram = dict.fromkeys(self._dram, 0.0) if self._dram else None
-            return Measurement(0.0, dict.fromkeys(self.gpu_indices, 0.0), zero_cpu, zero_dram)
+            zero_soc = None
+            if begin.soc_energy is not None:
+                zero_soc = begin.soc_energy - begin.soc_energy
+                zero_soc.zero_all_fields()
+            return Measurement(0.0, dict.fromkeys(self.gpu_indices, 0.0), zero_cpu, zero_dram, zero_soc)
         power, power_read_s = self._instant_power() if self.approx_instant_energy else ({}, 0.0)
         if sync_execution:
             self._sync()
@@ -177,8 +189,9 @@ class ZeusMonitor:
             row = [str(begin.time), str(key), str(elapsed), *(str(gpu[i]) for i in self.gpu_indices)]
             self.log_file.write(",".join(row) + "\n")
             self.log_file.flush()
+        soc = end.soc_energy - begin.soc_energy if end.soc_energy is not None and begin.soc_energy is not None else None
         logger.debug("Measurement window '%s' ended.", key)
-        return Measurement(elapsed, gpu, cpu, dram)
+        return Measurement(elapsed, gpu, cpu, dram, soc)
 
     def reset_windows(self) -> None:
         """Drop every open window."""
