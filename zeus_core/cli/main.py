@@ -462,7 +462,7 @@ class _Interrupts:
 
     def uninstall(self) -> None:
         for s, handler in self._previous.items():
-            signal.signal(s, handler)
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)  # None: one set outside Python
         self._previous = {}
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
