@@ -37,6 +37,8 @@ PAGES = {
     "Layout": ("layout.md", "Repository layout"),
 }
 GENERATED = {"hooks.md": "Hooks", "parts.md": "Parts and capabilities", "api.md": "Public names"}
+#: Pages written by hand in docs/ that the READMEs may link to (``docs/architecture.md``).
+WRITTEN = {"architecture.md": "Architecture", "floors.md": "Dependency floors"}
 #: The core's modules with no API page: the engine and the CLI sit behind the contract; docgen is a tool.
 NOT_API = ("engine", "cli", "docgen", "__main__")
 #: The contract's modules in reading order; every other public module of the core follows, by name.
@@ -84,7 +86,7 @@ def plugin_page(dist: str) -> str:
 def rewrite_links(text: str, here: str, anchors: dict[str, str]) -> str:
     """README links -> site links, relative to the page ``here``."""
     up = "../" * here.count("/")
-    targets = {f"docs/{name}": name for name in GENERATED}
+    targets = {f"docs/{name}": name for name in [*GENERATED, *WRITTEN]}
     targets.update({f"{folder}/README.md".removeprefix("./"): plugin_page(dist) for dist, folder in FOLDERS.items()})
 
     def link(m: re.Match[str]) -> str:
@@ -134,8 +136,9 @@ nav.append("* Distributions")
 nav += [f"    * [{dist}]({plugin_page(dist)})" for dist in FOLDERS]
 nav.append("* API reference")
 nav += [f"    * [zeus_core.{m}](reference/{m}.md)" for m in API_MODULES]
+nav.append(f"* [{WRITTEN['architecture.md']}](architecture.md)")  # docs/architecture.md, written by hand
 nav.append(f"* [{titles['layout.md']}](layout.md)")
-nav.append("* [Dependency floors](floors.md)")  # docs/floors.md, written by hand
+nav.append(f"* [{WRITTEN['floors.md']}](floors.md)")  # docs/floors.md, written by hand
 missing = set(titles) - {p for pages in groups.values() for p in pages} - {"layout.md"}
 if missing:
     raise SystemExit(f"pages in no navigation group: {sorted(missing)}")

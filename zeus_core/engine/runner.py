@@ -1,4 +1,4 @@
-"""The recurring-job loop that composes the chosen parts (DESIGN.md, "Data flow").
+"""The recurring-job loop that composes the chosen parts (docs/architecture.md, "The flow of zeus run").
 
 Per recurrence, tries run until one reaches the target metric:
 

@@ -1,7 +1,7 @@
 """Zeus inside the user's own training loop: :class:`PowerLimitOptimizer` (this module) and
 :class:`~zeus_core.inloop.batch_size.BatchSizeOptimizer`.
 
-The third way in (DESIGN.md, "Three ways in, one engine"): the same registered
+The second way in (docs/architecture.md, "Three ways in"): the same registered
 policies, the same protocols and the same store as ``zeus run``, driven by the
 events of a loop zeus does not own::
 
