@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+import warnings
 
 import httpx
 import pytest
@@ -71,9 +72,12 @@ def test_energy_histogram_pushes_each_windows_energy_with_upstreams_series(two_g
         hist.begin_window("step", sync_execution=False)
         time.sleep(0.2)
         hist.end_window("step", sync_execution=False)
-    with pytest.warns(UserWarning, match=r"GPU 1 energy .* is below the minimum bucket value of 10.0"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         hist.begin_window("tiny", sync_execution=False)
         hist.end_window("tiny", sync_execution=False)
+    assert sorted(str(w.message).split(" energy ")[0] for w in caught) == ["GPU 0", "GPU 1"]
+    assert all(str(w.message).endswith("is below the minimum bucket value of 10.0") for w in caught)
     series = _series(pushgateway, "energy_monitor_")
     assert not any("cpu" in name or "dram" in name for name, _ in series)
     for index in (0, 1):
