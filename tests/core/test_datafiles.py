@@ -65,8 +65,9 @@ def test_json_nested_100000_deep_names_the_line_without_recursion(tmp_path):
     with pytest.raises(DataFileError, match=r"j.json:3: arrays and objects nest more than 32 deep"):
         json_document('{\n"a":\n' + "[" * 100_000 + "]" * 100_000 + "}", tmp_path / "j.json")
     assert json_document('{"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}', tmp_path / "j.json", max_depth=1) == {"a": "[" * 40}
-    with pytest.raises(DataFileError, match=r"j.json:2:1: not valid JSON"):
-        json_document('{"a": 1,\n}', tmp_path / "j.json")
+    # an error every Python reports at the same place (3.13 reports a trailing comma at the comma, 3.11 after it)
+    with pytest.raises(DataFileError, match=r"j.json:2:5: not valid JSON"):
+        json_document('{"a": 1,\n"b" 2}', tmp_path / "j.json")
 
 
 @pytest.mark.parametrize("text, message", [

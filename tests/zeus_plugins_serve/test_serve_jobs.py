@@ -59,6 +59,8 @@ def test_a_job_through_the_service_makes_the_same_choices_as_zeus_run(tmp_path):
     a = json.loads((tmp_path / "local" / "summary.json").read_text())
     b = json.loads((tmp_path / "served-out" / "summary.json").read_text())
     pa, pb = a.pop("provenance"), b.pop("provenance")  # what produced each: the same code, at other times
+    since_a, since_b = a["covers"].pop("since"), b["covers"].pop("since")  # when each history began
+    assert since_a <= since_b
     assert a == b  # totals, knobs, and what the policies report (their state came back from the service)
     assert pa["versions"] == pb["versions"] and pa["ended"] <= pb["started"]
     # The service kept the job in its own SQLite file, as zeus run keeps it: the same trust rules apply.
@@ -176,7 +178,10 @@ def test_a_script_drives_the_service_as_it_drives_local_trials(tmp_path, monkeyp
                 record = TryRecord(rec, 1, trial.batch_size, None, 2, 10.0, 2000.0, 2500.0 + rec, True)
                 trials.record(trial, record, recurrence_cost=record.cost)
         assert remote.history() == local.history() and len(remote.history()) == 3
-        assert store.get("runner") == local.store.get("runner") == {"next_recurrence": 4, "min_cost": 2501.0}
+        remote_runner, local_runner = dict(store.get("runner")), dict(local.store.get("runner"))
+        # each history's start (the service's and this process's clocks, moments apart)
+        assert abs(remote_runner.pop("first_began") - local_runner.pop("first_began")) < 60
+        assert remote_runner == local_runner == {"next_recurrence": 4, "min_cost": 2501.0}
         store.close()
 
 
