@@ -212,15 +212,10 @@ def profile_measurement_duration(
 ) -> SweepReport:
     """Sweep the measurement duration (s; default 1 to 10) with ``cooldown_duration`` fixed.
     ``iteration_duration`` (s): skip the calibration."""
-    values = measurement_duration_search_range or DEFAULT_SEARCH_RANGE
-    if iteration_duration is None:
-        iteration_duration = _calibrate_iteration_duration(target_function, zeus_monitor, num_warmup_iterations,
-                                                           num_calibration_iterations)
-    _log("Sweeping measurement_duration (cooldown fixed at %.1f s)", cooldown_duration)
-    report = _sweep(target_function, zeus_monitor, values, cooldown_duration, "measurement_duration", num_trials,
-                    num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, iteration_duration)
-    _log("%s", report)
-    return report
+    return _profile_one(target_function, zeus_monitor, "measurement_duration",
+                        measurement_duration_search_range or DEFAULT_SEARCH_RANGE, cooldown_duration, num_trials,
+                        num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, num_calibration_iterations,
+                        iteration_duration)
 
 
 def profile_cooldown_duration(
@@ -237,12 +232,24 @@ def profile_cooldown_duration(
 ) -> SweepReport:
     """Sweep the cooldown duration (s; default 1 to 10) with ``measurement_duration`` fixed.
     ``iteration_duration`` (s): skip the calibration."""
-    values = cooldown_duration_search_range or DEFAULT_SEARCH_RANGE
+    return _profile_one(target_function, zeus_monitor, "cooldown_duration",
+                        cooldown_duration_search_range or DEFAULT_SEARCH_RANGE, measurement_duration, num_trials,
+                        num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, num_calibration_iterations,
+                        iteration_duration)
+
+
+def _profile_one(target_function: Callable[[], Any], zeus_monitor: ZeusMonitor, sweep_type: str, values: list[float],
+                 fixed_value: float, num_trials: int, num_warmup_trials: int, trial_stddev_threshold: float,
+                 num_warmup_iterations: int, num_calibration_iterations: int,
+                 iteration_duration: float | None) -> SweepReport:
+    """One of the two sweeps (``sweep_type``), the other duration held at ``fixed_value``; calibrated here
+    unless ``iteration_duration`` is given."""
     if iteration_duration is None:
         iteration_duration = _calibrate_iteration_duration(target_function, zeus_monitor, num_warmup_iterations,
                                                            num_calibration_iterations)
-    _log("Sweeping cooldown_duration (measurement fixed at %.1f s)", measurement_duration)
-    report = _sweep(target_function, zeus_monitor, values, measurement_duration, "cooldown_duration", num_trials,
+    other = "cooldown" if sweep_type == "measurement_duration" else "measurement"
+    _log("Sweeping %s (%s fixed at %.1f s)", sweep_type, other, fixed_value)
+    report = _sweep(target_function, zeus_monitor, values, fixed_value, sweep_type, num_trials,
                     num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, iteration_duration)
     _log("%s", report)
     return report
