@@ -124,3 +124,11 @@ def test_two_fresh_wait_runs_started_together_each_run_whole(site, job, tmp_path
     assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
     data = _check_and_export(site, tmp_path)
     assert [t["recurrence"] for t in data["tries"]] == [1] and data["state"]["runner"]["next_recurrence"] == 2
+
+
+def test_wait_without_fresh_is_bad_input_before_anything_runs(toy_plugin, job, tmp_path):
+    from zeus_test_helpers import run_cli, toy_registry
+
+    r = run_cli(toy_registry(toy_plugin), "run", str(job), "--wait")
+    assert r.exit_code == 2 and "--wait waits to start the job over: it goes with --fresh" in r.output
+    assert not (tmp_path / STORE).exists()  # nothing ran, no store made
