@@ -110,8 +110,10 @@ def install_alone(out: Path, dist: str, folder: Path, wheel: Path, venvs: Path) 
     run(*UV, "venv", "-q", "--seed", "-p", sys.executable, venv)
     py = venv / "bin" / "python"
     project = tomllib.loads((folder / "pyproject.toml").read_text())["project"]
-    if any(r.split(">")[0].split("[")[0].strip() in ("torch", "lightning") or r.startswith("transformers[torch]")
-           for r in project.get("dependencies", [])):
+    if any(
+        r.split(">")[0].split("[")[0].strip() in ("torch", "lightning") or r.startswith("transformers[torch]")
+        for r in project.get("dependencies", [])
+    ):
         run(*UV, "pip", "install", "-q", "-p", py, torch_wheel(out))
     run(*UV, "pip", "install", "-q", "-p", py, "--find-links", out, wheel)
     package = "zeus_core" if dist == "zeus-core" else folder.name

@@ -44,8 +44,11 @@ JOB = REPO / "examples" / "alibaba" / "job.toml"
 def build_replay(traces: str, gpu: str, groups: int, seed: int):
     """The example job's replay part (and its context), as zeus run builds them."""
     registry = get_registry()
-    spec = load_job(JOB, registry, [f'profiler.traces="{traces}"', f'device.gpu="{gpu}"',
-                                    f"profiler.synthetic_groups={groups}", f"profiler.groups_seed={seed}"])
+    spec = load_job(
+        JOB,
+        registry,
+        [f'profiler.traces="{traces}"', f'device.gpu="{gpu}"', f"profiler.synthetic_groups={groups}", f"profiler.groups_seed={seed}"],
+    )
     ctx = BuildContext(spec, None, Console(file=io.StringIO()), registry)
     for section in ("device", "profiler"):
         part = spec.parts[section]
@@ -97,8 +100,14 @@ def main() -> None:
         for g in replay.groups:
             overlap.setdefault(replay.extra[g.id]["pattern"], []).append(overlap_share(g))
         for r in replay.results:
-            rows.setdefault(r.rule, []).append((replay.extra[r.group]["pattern"], r.totals()["cost"],
-                                                 r.baseline_totals("default")["cost"], r.baseline_totals("oracle")["cost"]))
+            rows.setdefault(r.rule, []).append(
+                (
+                    replay.extra[r.group]["pattern"],
+                    r.totals()["cost"],
+                    r.baseline_totals("default")["cost"],
+                    r.baseline_totals("oracle")["cost"],
+                )
+            )
         line = []
         for rule in replay.options.inflight:
             mine = [r for r in replay.results if r.rule == rule]
@@ -108,34 +117,46 @@ def main() -> None:
             line.append(f"{rule} {c / o - 1:.2%} total, {mean:.2%} per group")
         per_seed.append(f"seed {seed}: regret vs oracle: " + "; ".join(line))
     rules = list(rows)
-    table = Table(title=f"{n_groups} synthetic groups ({args.groups} per seed, seeds {args.seeds}), {n_jobs} jobs, "
-                        f"mab policy on {args.gpu} ({'synthetic' if args.traces == 'synthetic' else 'public'} traces)")
-    for col in ("rule", "groups", "total: cost saved", "total: regret", "per group: cost saved", "per group: regret",
-                "worst group regret"):
+    table = Table(
+        title=f"{n_groups} synthetic groups ({args.groups} per seed, seeds {args.seeds}), {n_jobs} jobs, "
+        f"mab policy on {args.gpu} ({'synthetic' if args.traces == 'synthetic' else 'public'} traces)"
+    )
+    for col in ("rule", "groups", "total: cost saved", "total: regret", "per group: cost saved", "per group: regret", "worst group regret"):
         table.add_column(col, justify="right")
     for rule in rules:
         for pattern in (None, "periodic", "burst", "sequential"):
             sel = [x for x in rows[rule] if pattern is None or x[0] == pattern]
             c, d, o = (np.array([x[i] for x in sel]) for i in (1, 2, 3))
-            table.add_row(rule if pattern is None else f"  {pattern}", str(len(sel)),
-                          f"{1 - c.sum() / d.sum():.2%}", f"{c.sum() / o.sum() - 1:.2%}",
-                          f"{np.mean(1 - c / d):.2%}", f"{np.mean(c / o - 1):.2%}", f"{np.max(c / o - 1):.1%}")
+            table.add_row(
+                rule if pattern is None else f"  {pattern}",
+                str(len(sel)),
+                f"{1 - c.sum() / d.sum():.2%}",
+                f"{c.sum() / o.sum() - 1:.2%}",
+                f"{np.mean(1 - c / d):.2%}",
+                f"{np.mean(c / o - 1):.2%}",
+                f"{np.max(c / o - 1):.1%}",
+            )
         table.add_section()
     console.print(table)
     for line in per_seed:
         console.print(line)
-    console.print("jobs submitted while an earlier one of their group ran: " +
-                  ", ".join(f"{p} {np.mean(v):.0%}" for p, v in sorted(overlap.items())))
+    console.print(
+        "jobs submitted while an earlier one of their group ran: " + ", ".join(f"{p} {np.mean(v):.0%}" for p, v in sorted(overlap.items()))
+    )
     for a, b in zip(rules, rules[1:]):
         ra = np.array([x[1] / x[3] - 1 for x in rows[a]])
         rb = np.array([x[1] / x[3] - 1 for x in rows[b]])
-        console.print(f"{b} vs {a}: lower regret in {np.mean(rb < ra - 1e-12):.0%} of groups, higher in {np.mean(rb > ra + 1e-12):.0%}; "
-                      f"total cost {sum(x[1] for x in rows[b]) / sum(x[1] for x in rows[a]):.4f}x")
+        console.print(
+            f"{b} vs {a}: lower regret in {np.mean(rb < ra - 1e-12):.0%} of groups, higher in {np.mean(rb > ra + 1e-12):.0%}; "
+            f"total cost {sum(x[1] for x in rows[b]) / sum(x[1] for x in rows[a]):.4f}x"
+        )
     per_rule = replay_s / len(rules)
-    console.print(f"replay: {n_groups / per_rule:.1f} groups/s per rule ({per_rule / n_groups * 1000:.1f} ms per group, "
-                  f"{n_jobs / per_rule:,.0f} jobs/s); single-job simulator on jobs of the same lengths: "
-                  f"{n_groups / single_s:.1f} simulations/s ({n_jobs / single_s:,.0f} recurrences/s); "
-                  f"replay / simulator speed: {single_s / per_rule:.2f}x")
+    console.print(
+        f"replay: {n_groups / per_rule:.1f} groups/s per rule ({per_rule / n_groups * 1000:.1f} ms per group, "
+        f"{n_jobs / per_rule:,.0f} jobs/s); single-job simulator on jobs of the same lengths: "
+        f"{n_groups / single_s:.1f} simulations/s ({n_jobs / single_s:,.0f} recurrences/s); "
+        f"replay / simulator speed: {single_s / per_rule:.2f}x"
+    )
 
     axis = [("job.eta_knob", [round(0.2 + 0.6 * k / max(args.sweep_points - 1, 1), 3) for k in range(args.sweep_points)])]
     sets = (f'profiler.traces="{args.traces}"', f'device.gpu="{args.gpu}"', "profiler.synthetic_groups=20")
@@ -148,8 +169,10 @@ def main() -> None:
             first_table = text
         else:
             assert text == first_table, "the sweep's table depends on the worker count"
-    console.print(f"zeus sweep, {args.sweep_points} points x 20 groups x {len(rules)} rules: 1 worker {wall[1]:.2f} s, "
-                  f"2 workers {wall[2]:.2f} s; speed-up {wall[1] / wall[2]:.2f}x (same table)")
+    console.print(
+        f"zeus sweep, {args.sweep_points} points x 20 groups x {len(rules)} rules: 1 worker {wall[1]:.2f} s, "
+        f"2 workers {wall[2]:.2f} s; speed-up {wall[1] / wall[2]:.2f}x (same table)"
+    )
 
 
 if __name__ == "__main__":

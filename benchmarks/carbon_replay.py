@@ -94,8 +94,11 @@ def workload_setup(name: str) -> tuple[dict, dict]:
 
 def profile_at(wt, batch_size: int) -> dict[float, tuple[float, float]]:
     i = wt.index(batch_size)
-    return {float(p): (float(wt.time[i, j]), float(wt.time[i, j] * wt.power[i, j]))
-            for j, p in enumerate(wt.power_limits) if not np.isnan(wt.time[i, j])}
+    return {
+        float(p): (float(wt.time[i, j]), float(wt.time[i, j] * wt.power[i, j]))
+        for j, p in enumerate(wt.power_limits)
+        if not np.isnan(wt.time[i, j])
+    }
 
 
 def break_even(profile: dict[float, tuple[float, float]], limit: float) -> tuple[float, float, float]:
@@ -124,8 +127,9 @@ def jit_choice(profile: dict[float, tuple[float, float]], eta: float, max_power:
     return best
 
 
-def run_case(signal, wt, batch_size: int, eta: float, starts: list[float], window_h: float, horizon_h: float,
-             seed: int = 0) -> dict[str, np.ndarray]:
+def run_case(
+    signal, wt, batch_size: int, eta: float, starts: list[float], window_h: float, horizon_h: float, seed: int = 0
+) -> dict[str, np.ndarray]:
     """Every policy from every start: arrays [starts, (carbon, energy, time)]."""
     profile = profile_at(wt, batch_size)
     top = max(profile)
@@ -140,8 +144,9 @@ def run_case(signal, wt, batch_size: int, eta: float, starts: list[float], windo
             "max": hold(top),
             "jit": hold(chosen),
             "aware": carbon_aware(signal, profile, budget_of(profile, chosen, "cost", 1.0), window_h * HOUR, horizon_h * HOUR),
-            "aware2.5": carbon_aware(signal, profile, budget_of(profile, chosen, "max-slowdown", CHASE_TIME),
-                                     window_h * HOUR, horizon_h * HOUR),
+            "aware2.5": carbon_aware(
+                signal, profile, budget_of(profile, chosen, "max-slowdown", CHASE_TIME), window_h * HOUR, horizon_h * HOUR
+            ),
         }
         rules["bound"] = foresight(signal, profile, budget_of(profile, chosen, "cost", 1.0), start, epochs)
         for name, rule in rules.items():
@@ -151,8 +156,7 @@ def run_case(signal, wt, batch_size: int, eta: float, starts: list[float], windo
     return out
 
 
-def lp_bound(signal, profile: dict[float, tuple[float, float]], start: float, epochs: float,
-             span_s: float) -> tuple[float, float, float]:
+def lp_bound(signal, profile: dict[float, tuple[float, float]], start: float, epochs: float, span_s: float) -> tuple[float, float, float]:
     """(carbon, energy, time) of the schedule of least carbon that does ``epochs`` epochs within ``span_s`` from
     ``start``: seconds ``x[k, p]`` at limit ``p`` in each step ``k`` of the grid, at most the step's length in all
     (the rest is a pause, drawing nothing), work at least ``epochs``. Exact (HiGHS), and a relaxation of every
@@ -201,8 +205,7 @@ def ratios(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     return tuple(float(x) for x in sa / sb)
 
 
-def figure(path: Path, signal, wt, batch_size: int, start: float, eta: float, window_h: float, horizon_h: float,
-           label: str) -> Path:
+def figure(path: Path, signal, wt, batch_size: int, start: float, eta: float, window_h: float, horizon_h: float, label: str) -> Path:
     """Intensity, its forecasts, and the limits both carbon-aware settings chose, over one run."""
     import matplotlib
 
@@ -214,26 +217,37 @@ def figure(path: Path, signal, wt, batch_size: int, start: float, eta: float, wi
     paths = wt.paths[wt.index(batch_size)]
     epochs = float(np.nanmedian(paths))
     runs = {}
-    for name, budget, color in (("carbon-aware (JIT's time)", budget_of(profile, chosen, "cost", 1.0), "tab:green"),
-                                ("carbon-aware (max_slowdown 1.025)", budget_of(profile, chosen, "max-slowdown", CHASE_TIME),
-                                 "tab:red")):
+    for name, budget, color in (
+        ("carbon-aware (JIT's time)", budget_of(profile, chosen, "cost", 1.0), "tab:green"),
+        ("carbon-aware (max_slowdown 1.025)", budget_of(profile, chosen, "max-slowdown", CHASE_TIME), "tab:red"),
+    ):
         rule = carbon_aware(signal, profile, budget, window_h * HOUR, horizon_h * HOUR)
         runs[name] = (replay(signal, start, profile, epochs, rule, keep_trace=True), color)
     longest = max(r.time_s for r, _ in runs.values())
     steps = signal.steps(start, start + longest)
     hours = lambda t: (t - start) / HOUR  # noqa: E731
     fig, ax = plt.subplots(figsize=(10, 4.5))
-    ax.step([hours(s.start) for s in steps], [s.value for s in steps], where="post", color="tab:gray",
-            label="carbon intensity")
+    ax.step([hours(s.start) for s in steps], [s.value for s in steps], where="post", color="tab:gray", label="carbon intensity")
     first = next(iter(runs.values()))[0]
-    ax.plot([hours(t) for t, _, _ in first.trace], [f for _, _, f in first.trace], ".", ms=3, color="tab:orange",
-            label="its forecast at each period's start")
+    ax.plot(
+        [hours(t) for t, _, _ in first.trace],
+        [f for _, _, f in first.trace],
+        ".",
+        ms=3,
+        color="tab:orange",
+        label="its forecast at each period's start",
+    )
     ax.set_xlabel(f"hours since {datetime.fromtimestamp(start, UTC):%Y-%m-%d %H:%M} UTC")
     ax.set_ylabel("gCO2eq/kWh")
     ax2 = ax.twinx()
     for name, (r, color) in runs.items():
-        ax2.step([hours(t) for t, _, _ in r.trace] + [hours(start + r.time_s)],
-                 [p for _, p, _ in r.trace] + [r.trace[-1][1]], where="post", color=color, label=f"limit: {name}")
+        ax2.step(
+            [hours(t) for t, _, _ in r.trace] + [hours(start + r.time_s)],
+            [p for _, p, _ in r.trace] + [r.trace[-1][1]],
+            where="post",
+            color=color,
+            label=f"limit: {name}",
+        )
     ax2.axhline(chosen, color="tab:blue", ls="--", lw=1, label=f"limit: carbon-blind JIT ({chosen:g} W)")
     ax2.set_ylabel("power limit (W)")
     h1, l1 = ax.get_legend_handles_labels()
@@ -249,8 +263,12 @@ def figure(path: Path, signal, wt, batch_size: int, start: float, eta: float, wi
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grid", action="append", type=Path, help="a grid CSV in the shared files' layout (repeat; default: "
-                    "the shared DE and GB 2020 series)")
+    ap.add_argument(
+        "--grid",
+        action="append",
+        type=Path,
+        help="a grid CSV in the shared files' layout (repeat; default: the shared DE and GB 2020 series)",
+    )
     ap.add_argument("--timezone", default="UTC", help="zone of the CSV's naive times (the shared files': UTC)")
     ap.add_argument("--traces", type=Path, default=SHARED / "zeus_nsdi23", help="the NSDI'23 trace folder")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -275,11 +293,29 @@ def main(argv: list[str] | None = None) -> int:
     workloads = [w for w in args.workloads.split(",") if w]
     gpus = [g for g in args.gpus.split(",") if g]
     results: list[dict] = []
-    table = Table(title=f"carbon-aware vs max power and carbon-blind JIT: {len(starts)} starts over 2020 per row "
-                        "(ratios of totals; < 1 is less)")
-    for col in ("workload", "gpu", "grid", "bs", "jit W", "jit/max C", "jit/max T", "aware/max C", "aware/max E",
-                "aware/max T", "aware/jit C", "aware/jit T", "bound/jit C", "lp/jit C", "lp/jit T", "2.5%/max C",
-                "2.5%/max T", "break-even"):
+    table = Table(
+        title=f"carbon-aware vs max power and carbon-blind JIT: {len(starts)} starts over 2020 per row (ratios of totals; < 1 is less)"
+    )
+    for col in (
+        "workload",
+        "gpu",
+        "grid",
+        "bs",
+        "jit W",
+        "jit/max C",
+        "jit/max T",
+        "aware/max C",
+        "aware/max E",
+        "aware/max T",
+        "aware/jit C",
+        "aware/jit T",
+        "bound/jit C",
+        "lp/jit C",
+        "lp/jit T",
+        "2.5%/max C",
+        "2.5%/max T",
+        "break-even",
+    ):
         table.add_column(col, justify="right")
     for gpu in gpus:
         traces = load_traces(args.traces, gpu)
@@ -294,7 +330,10 @@ def main(argv: list[str] | None = None) -> int:
                 jit_limit = jit_choice(profile_at(wt, bs), eta, wt.max_power_w)
                 up, down, ratio = break_even(profile_at(wt, bs), jit_limit)
                 row = {
-                    "workload": name, "gpu": gpu, "grid": label, "batch_size": bs,
+                    "workload": name,
+                    "gpu": gpu,
+                    "grid": label,
+                    "batch_size": bs,
                     "jit_limit": jit_limit,
                     "break_even": {"up_j_per_s": up, "down_j_per_s": down, "clean_over_dirty": ratio},
                     "totals": {k: dict(zip(("carbon_g", "energy_j", "time_s"), map(float, v.sum(axis=0)))) for k, v in res.items()},
@@ -305,16 +344,33 @@ def main(argv: list[str] | None = None) -> int:
                     "bound_vs_jit": ratios(res["bound"], res["jit"]),
                     "lp_vs_jit": ratios(res["lp"], res["jit"]),
                     "lp_runs_below_jit": int(np.sum(res["lp"][:, 0] < res["jit"][:, 0] * (1 - PARETO_MARGIN))),
-                    "aware_runs_pareto_better": int(np.sum((res["aware"][:, 0] < res["jit"][:, 0] * (1 - 1e-9))
-                                                           & (res["aware"][:, 2] <= res["jit"][:, 2] * (1 + 1e-9)))),
+                    "aware_runs_pareto_better": int(
+                        np.sum((res["aware"][:, 0] < res["jit"][:, 0] * (1 - 1e-9)) & (res["aware"][:, 2] <= res["jit"][:, 2] * (1 + 1e-9)))
+                    ),
                     "runs": len(starts),
                 }
                 results.append(row)
                 jm, am, aj, a25 = row["jit_vs_max"], row["aware_vs_max"], row["aware_vs_jit"], row["aware25_vs_max"]
-                table.add_row(name, gpu, label, str(bs), f"{row['jit_limit']:g}", f"{jm[0]:.4f}", f"{jm[2]:.4f}",
-                              f"{am[0]:.4f}", f"{am[1]:.4f}", f"{am[2]:.4f}", f"{aj[0]:.4f}", f"{aj[2]:.4f}",
-                              f"{row['bound_vs_jit'][0]:.4f}", f"{row['lp_vs_jit'][0]:.4f}", f"{row['lp_vs_jit'][2]:.4f}",
-                              f"{a25[0]:.4f}", f"{a25[2]:.4f}", f"{ratio:.2f}")
+                table.add_row(
+                    name,
+                    gpu,
+                    label,
+                    str(bs),
+                    f"{row['jit_limit']:g}",
+                    f"{jm[0]:.4f}",
+                    f"{jm[2]:.4f}",
+                    f"{am[0]:.4f}",
+                    f"{am[1]:.4f}",
+                    f"{am[2]:.4f}",
+                    f"{aj[0]:.4f}",
+                    f"{aj[2]:.4f}",
+                    f"{row['bound_vs_jit'][0]:.4f}",
+                    f"{row['lp_vs_jit'][0]:.4f}",
+                    f"{row['lp_vs_jit'][2]:.4f}",
+                    f"{a25[0]:.4f}",
+                    f"{a25[2]:.4f}",
+                    f"{ratio:.2f}",
+                )
     seconds = time.perf_counter() - t_begin
     console.print(table)
     console.print(f"{len(results)} cases x {len(starts)} starts x {len(POLICIES)} policies in {seconds:.1f} s")
@@ -340,21 +396,27 @@ def targets(results: list[dict]) -> list[str]:
         c, _, t = r["aware_vs_jit"]
         pareto = c < 1 - PARETO_MARGIN and t <= 1 + 1e-9
         bound = r["bound_vs_jit"][0]
-        out.append(f"imagenet bs 256 {r['gpu']} {r['grid']}: carbon-aware vs carbon-blind JIT: carbon {100 * (c - 1):+.3f}%, "
-                   f"time {100 * (t - 1):+.3f}%: Pareto-better by at least {100 * PARETO_MARGIN:g}% of carbon: "
-                   f"{'MET' if pareto else 'NOT met'} ({r['aware_runs_pareto_better']}/{r['runs']} runs Pareto-better one "
-                   f"by one; the same rule with perfect foresight of the run's intensities: {100 * (bound - 1):+.3f}%; "
-                   f"the least carbon of any schedule of these limits in the JIT's time, pauses allowed (LP): "
-                   f"{100 * (r['lp_vs_jit'][0] - 1):+.3f}%, {r['lp_runs_below_jit']}/{r['runs']} runs more than "
-                   f"{100 * PARETO_MARGIN:g}% below the JIT)")
+        out.append(
+            f"imagenet bs 256 {r['gpu']} {r['grid']}: carbon-aware vs carbon-blind JIT: carbon {100 * (c - 1):+.3f}%, "
+            f"time {100 * (t - 1):+.3f}%: Pareto-better by at least {100 * PARETO_MARGIN:g}% of carbon: "
+            f"{'MET' if pareto else 'NOT met'} ({r['aware_runs_pareto_better']}/{r['runs']} runs Pareto-better one "
+            f"by one; the same rule with perfect foresight of the run's intensities: {100 * (bound - 1):+.3f}%; "
+            f"the least carbon of any schedule of these limits in the JIT's time, pauses allowed (LP): "
+            f"{100 * (r['lp_vs_jit'][0] - 1):+.3f}%, {r['lp_runs_below_jit']}/{r['runs']} runs more than "
+            f"{100 * PARETO_MARGIN:g}% below the JIT)"
+        )
         if r["gpu"] == "a40":
             c, _, t = r["aware_vs_max"]
             ok = c <= CHASE_CARBON and t <= CHASE_TIME
-            out.append(f"imagenet bs 256 a40 {r['grid']}: carbon-aware vs max power: carbon {100 * (c - 1):+.1f}%, time "
-                       f"{100 * (t - 1):+.1f}%: Chase's point (-13.6% within +2.5%): {'MET' if ok else 'NOT met'}")
+            out.append(
+                f"imagenet bs 256 a40 {r['grid']}: carbon-aware vs max power: carbon {100 * (c - 1):+.1f}%, time "
+                f"{100 * (t - 1):+.1f}%: Chase's point (-13.6% within +2.5%): {'MET' if ok else 'NOT met'}"
+            )
         c25, _, t25 = r["aware25_vs_max"]
-        out.append(f"imagenet bs 256 {r['gpu']} {r['grid']}: best point within +2.5% (max_slowdown 1.025): carbon "
-                   f"{100 * (c25 - 1):+.1f}%, time {100 * (t25 - 1):+.1f}% vs max power")
+        out.append(
+            f"imagenet bs 256 {r['gpu']} {r['grid']}: best point within +2.5% (max_slowdown 1.025): carbon "
+            f"{100 * (c25 - 1):+.1f}%, time {100 * (t25 - 1):+.1f}% vs max power"
+        )
     return out
 
 

@@ -83,9 +83,27 @@ def run_clients(n: int, calls: int, env: dict, drop: bool, tmp: Path) -> list[di
     start = time.monotonic() + 3.0 + 0.3 * n  # every client connected and waiting by then
     pings = calls if n == 1 else 0
     procs = [
-        subprocess.Popen([sys.executable, __file__, "--client", "--gpu", str(i), "--calls", str(calls),
-                          "--calls-ping", str(pings), "--start", repr(start)] + (["--drop"] if drop else []),
-                         env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--client",
+                "--gpu",
+                str(i),
+                "--calls",
+                str(calls),
+                "--calls-ping",
+                str(pings),
+                "--start",
+                repr(start),
+            ]
+            + (["--drop"] if drop else []),
+            env=env,
+            cwd=tmp,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for i in range(n)
     ]
     out = []
@@ -145,24 +163,32 @@ def main() -> int:
         driver = fake_pynvml.create(tmp / "driver.json", max(args.clients, 1), privileged="root" if root else True)
         sock = tmp / "daemon.sock"
         user = f'"{NOBODY}"' if root else f'"{os.geteuid()}"'
-        (tmp / "daemon.toml").write_text(textwrap.dedent(f"""
+        (tmp / "daemon.toml").write_text(
+            textwrap.dedent(f"""
             socket = "{sock}"
             socket_mode = "0666"
             allow_users = [{user}]
-            journal_dir = "{tmp / 'journal'}"
+            journal_dir = "{tmp / "journal"}"
             log = "none"
             plugins = ["nvml"]
             [serve.nvml]
-        """))
+        """)
+        )
         client_home = tmp / "client"
         client_home.mkdir()
         if root:
             os.chown(client_home, NOBODY, NOBODY)
         base = {k: v for k, v in os.environ.items() if not k.startswith(("ZEUS_", "CUDA_"))}
-        base.update(ZEUS_FAKE_NVML=str(driver), HOME=str(client_home), ZEUS_STATE_DIR=str(client_home / "state"),
-                    PYTHONDONTWRITEBYTECODE="1")
-        daemon = subprocess.Popen([sys.executable, "-c", ZEUS, "daemon", "--config", str(tmp / "daemon.toml")],
-                                  env=base, cwd=tmp, stderr=subprocess.PIPE, text=True)
+        base.update(
+            ZEUS_FAKE_NVML=str(driver), HOME=str(client_home), ZEUS_STATE_DIR=str(client_home / "state"), PYTHONDONTWRITEBYTECODE="1"
+        )
+        daemon = subprocess.Popen(
+            [sys.executable, "-c", ZEUS, "daemon", "--config", str(tmp / "daemon.toml")],
+            env=base,
+            cwd=tmp,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while not sock.exists():
             if daemon.poll() is not None or time.monotonic() > deadline:
@@ -191,8 +217,10 @@ def main() -> int:
     t = Table(title=f"set_power_limit on the simulated driver: in-process vs through zeus daemon ({who})")
     for col in ("case", "path", "mean µs/call", "p50 µs", "p99 µs", "requests/s", "daemon / in-process"):
         t.add_column(col, justify="right")
-    for label, local, via, key in (("1 client", one_local, one_daemon, "mean_us"),
-                                   (f"{args.clients} clients", many_local, many_daemon, "rps")):
+    for label, local, via, key in (
+        ("1 client", one_local, one_daemon, "mean_us"),
+        (f"{args.clients} clients", many_local, many_daemon, "rps"),
+    ):
         for path, s in (("in-process", local), ("daemon", via)):
             ratio = f"{s[key] / local[key]:.2f}x {'time' if key == 'mean_us' else 'throughput'}" if path == "daemon" else "1.00x"
             t.add_row(label, path, f"{s['mean_us']:.0f}", f"{s['p50_us']:.0f}", f"{s['p99_us']:.0f}", f"{s['rps']:,.0f}", ratio)

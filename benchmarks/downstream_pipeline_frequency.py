@@ -162,10 +162,20 @@ def run_rank(args: argparse.Namespace) -> None:
     training.train_step = lambda: schedules.forward_backward_pipelining_without_interleaving(args.microbatches)
 
     pfo = PipelineFrequencyOptimizer(
-        rank=dist.get_rank(), dp_rank=dp_rank, pp_rank=pp_rank, tp_rank=0, device_id=rank,
-        dp_degree=args.dp, pp_degree=args.stages, tp_degree=1, world_size=dist.get_world_size(),
-        server_url=args.server, job_metadata="megatron-style",
-        profile_steps=1, warmup_steps=1, max_slowdown=args.max_slowdown,
+        rank=dist.get_rank(),
+        dp_rank=dp_rank,
+        pp_rank=pp_rank,
+        tp_rank=0,
+        device_id=rank,
+        dp_degree=args.dp,
+        pp_degree=args.stages,
+        tp_degree=1,
+        world_size=dist.get_world_size(),
+        server_url=args.server,
+        job_metadata="megatron-style",
+        profile_steps=1,
+        warmup_steps=1,
+        max_slowdown=args.max_slowdown,
     )
     instrument(pfo, schedules, training)
     steps = []  # (planned?, [(instruction, clock)]) per iteration
@@ -180,10 +190,18 @@ def run_rank(args: argparse.Namespace) -> None:
             raise RuntimeError("still profiling after 100 steps")
     rows = pfo.profiler.measurements() if pfo.profiler is not None else []
     pfo.close()
-    record = {"rank": rank, "pp_rank": pp_rank, "dp_rank": dp_rank, "job_id": pfo.job_id,
-              "schedule": pfo.freq_schedule, "info": pfo.schedule_info,
-              "profiling_steps": profiling_steps, "rows": rows, "steps": steps,
-              "after_close": locked_clock(args.driver, rank)}
+    record = {
+        "rank": rank,
+        "pp_rank": pp_rank,
+        "dp_rank": dp_rank,
+        "job_id": pfo.job_id,
+        "schedule": pfo.freq_schedule,
+        "info": pfo.schedule_info,
+        "profiling_steps": profiling_steps,
+        "rows": rows,
+        "steps": steps,
+        "after_close": locked_clock(args.driver, rank),
+    }
     Path(args.out, f"rank{rank}.json").write_text(json.dumps(record))
     dist.destroy_process_group()
 
@@ -216,24 +234,62 @@ def launch(args: argparse.Namespace) -> dict:
     from zeus_plugins_nvml import fake_pynvml
 
     work = Path(tempfile.mkdtemp(prefix="zeus-pfo-"))
-    driver = fake_pynvml.create(work / "nvml.json", [fake_pynvml.FakeGpu(graphics_clocks=CLOCKS)
-                                                      for _ in range(args.stages * args.dp)], privileged=True)
-    env = dict(os.environ, ZEUS_FAKE_NVML=str(driver), ZEUS_STATE_DIR=str(work / "state"), ZEUS_GPU_DEVICE="nvml",
-               OMP_NUM_THREADS="1")
+    driver = fake_pynvml.create(
+        work / "nvml.json", [fake_pynvml.FakeGpu(graphics_clocks=CLOCKS) for _ in range(args.stages * args.dp)], privileged=True
+    )
+    env = dict(os.environ, ZEUS_FAKE_NVML=str(driver), ZEUS_STATE_DIR=str(work / "state"), ZEUS_GPU_DEVICE="nvml", OMP_NUM_THREADS="1")
     env.pop("CUDA_VISIBLE_DEVICES", None)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--port", str(port),
-                               "--blocking-power-w", "60", "--unit-time-s", "0.0005", "--log-level", "warning"],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zeus_core.cli",
+            "perseus",
+            "serve",
+            "--port",
+            str(port),
+            "--blocking-power-w",
+            "60",
+            "--unit-time-s",
+            "0.0005",
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_healthy(url, server)
-        common = ["--stages", str(args.stages), "--dp", str(args.dp), "--microbatches", str(args.microbatches), "--steps", str(args.steps),
-                  "--max-slowdown", repr(args.max_slowdown), "--server", url, "--driver", str(driver),
-                  "--store", str(work / "store"), "--out", str(work)]
-        procs = [subprocess.Popen([sys.executable, __file__, "--rank", str(r), *common], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for r in range(args.stages * args.dp)]
+        common = [
+            "--stages",
+            str(args.stages),
+            "--dp",
+            str(args.dp),
+            "--microbatches",
+            str(args.microbatches),
+            "--steps",
+            str(args.steps),
+            "--max-slowdown",
+            repr(args.max_slowdown),
+            "--server",
+            url,
+            "--driver",
+            str(driver),
+            "--store",
+            str(work / "store"),
+            "--out",
+            str(work),
+        ]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, __file__, "--rank", str(r), *common], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            for r in range(args.stages * args.dp)
+        ]
         outs = [p.communicate(timeout=600)[0] for p in procs]
         failed = [(r, p.returncode, out) for r, (p, out) in enumerate(zip(procs, outs)) if p.returncode != 0]
         if failed:
@@ -243,8 +299,7 @@ def launch(args: argparse.Namespace) -> dict:
         server.communicate(timeout=30)
     records = [json.loads((work / f"rank{r}.json").read_text()) for r in range(args.stages * args.dp)]
     state = fake_pynvml.read_state(driver)
-    return {"records": records, "reset": [g["locked_clocks"] is None and g["locked_mem_clocks"] is None
-                                          for g in state["gpus"]]}
+    return {"records": records, "reset": [g["locked_clocks"] is None and g["locked_mem_clocks"] is None for g in state["gpus"]]}
 
 
 def report(result: dict) -> bool:
@@ -256,9 +311,11 @@ def report(result: dict) -> bool:
         print(f"  profiled {len({f for _, f, _, _ in rec['rows']})} clocks in {rec['profiling_steps']} steps:")
         for inst, mhz, t, e in rec["rows"]:
             print(f"    {inst:8s} {mhz:5d} MHz  {t * 1e3:7.2f} ms  {e:7.3f} J")
-        print(f"  plan {info['plan']} of {info['plans']} ({info['schedule_name']}, {info['profile']} profile): "
-              f"{info['emulated_time_s'] * 1e3:.1f} ms, {info['emulated_energy_j']:.2f} J per iteration "
-              f"(all max clocks: {info['max_frequency_time_s'] * 1e3:.1f} ms, {info['max_frequency_energy_j']:.2f} J)")
+        print(
+            f"  plan {info['plan']} of {info['plans']} ({info['schedule_name']}, {info['profile']} profile): "
+            f"{info['emulated_time_s'] * 1e3:.1f} ms, {info['emulated_energy_j']:.2f} J per iteration "
+            f"(all max clocks: {info['max_frequency_time_s'] * 1e3:.1f} ms, {info['max_frequency_energy_j']:.2f} J)"
+        )
         planned = [tuple(x) for x in rec["schedule"]]
         print(f"  schedule: {planned}")
         for i, (is_planned, seen) in enumerate(rec["steps"]):

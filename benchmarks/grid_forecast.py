@@ -52,14 +52,23 @@ def main(argv: list[str] | None = None) -> int:
         same = persistence(series.values)
         v = series.values
         m = (series.starts >= y0) & (series.starts < y1)
+
         def mae(p: np.ndarray, v: np.ndarray = v, m: np.ndarray = m) -> float:
             return float(np.mean(np.abs(p - v)[m]))
 
         def mape(p: np.ndarray, v: np.ndarray = v, m: np.ndarray = m) -> float:
             return float(np.mean((np.abs(p - v) / v)[m]))
 
-        table.add_row(g.stem, str(int(m.sum())), f"{mae(model):.2f}", f"{mae(same):.2f}", f"{100 * mape(model):.2f}%",
-                      f"{100 * mape(same):.2f}%", f"{mae(model) / mae(same):.3f}", f"{seconds:.2f}")
+        table.add_row(
+            g.stem,
+            str(int(m.sum())),
+            f"{mae(model):.2f}",
+            f"{mae(same):.2f}",
+            f"{100 * mape(model):.2f}%",
+            f"{100 * mape(same):.2f}%",
+            f"{mae(model) / mae(same):.3f}",
+            f"{seconds:.2f}",
+        )
     Console(width=160).print(table)
     return 0
 

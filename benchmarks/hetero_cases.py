@@ -39,8 +39,7 @@ def four_types(count: int = 2) -> tuple[GpuType, ...]:
 
 def eight_gpu_problem(objective: str = "zeus-cost", eta: float = 0.5) -> Problem:
     """8 GPUs of 4 types, granularity 8, global batch 4096: the issue's speed target."""
-    return Problem(four_types(2), global_batch=4096, granularity=8, allreduce_time_s=0.01,
-                   objective=objective, eta=eta, max_slowdown=1.1)
+    return Problem(four_types(2), global_batch=4096, granularity=8, allreduce_time_s=0.01, objective=objective, eta=eta, max_slowdown=1.1)
 
 
 def random_problem(rng: np.random.Generator, n_types: int) -> Problem:

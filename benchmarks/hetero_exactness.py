@@ -49,8 +49,16 @@ def main() -> None:
     console = Console()
     rng = np.random.default_rng(args.seed)
     table = Table(title="hetero allocator vs exhaustive enumeration (objective values, rtol 1e-6)")
-    for col in ("problems", "cases", "checked", "allocations (max)", "worst rel. gap", "solver s (total)",
-                "enumeration s (total)", "mismatches"):
+    for col in (
+        "problems",
+        "cases",
+        "checked",
+        "allocations (max)",
+        "worst rel. gap",
+        "solver s (total)",
+        "enumeration s (total)",
+        "mismatches",
+    ):
         table.add_column(col, justify="right")
     failures = 0
     groups = {}
@@ -63,18 +71,21 @@ def main() -> None:
         a10, t4 = public(workload, "a10"), public(workload, "t4")
         for b in batches:
             for objective, eta in (("zeus-cost", 0.0), ("zeus-cost", 0.5), ("zeus-cost", 1.0), ("min-energy", 0.5)):
-                problem = Problem((GpuType("A10", 1, a10, 20.0), GpuType("T4", 1, t4, 10.0)), b, 8, 0.01,
-                                  objective, eta, 1.1)
+                problem = Problem((GpuType("A10", 1, a10, 20.0), GpuType("T4", 1, t4, 10.0)), b, 8, 0.01, objective, eta, 1.1)
                 groups.setdefault(f"public {workload} A10+T4", []).append(compare(problem))
     for name, results in groups.items():
         ok = [r for r in results if r is not None]
         bad = sum(1 for r in ok if r[0] > RTOL)
         failures += bad
         table.add_row(
-            name, str(len(results)), str(len(ok)),
+            name,
+            str(len(results)),
+            str(len(ok)),
             f"{max(r[3] for r in ok):,}" if ok else "-",
             f"{max(r[0] for r in ok):.1e}" if ok else "-",
-            f"{sum(r[1] for r in ok):.3f}", f"{sum(r[2] for r in ok):.3f}", str(bad),
+            f"{sum(r[1] for r in ok):.3f}",
+            f"{sum(r[2] for r in ok):.3f}",
+            str(bad),
         )
     console.print(table)
     console.print(f"[bold]{'all optima match' if not failures else f'{failures} MISMATCHES'}[/]")

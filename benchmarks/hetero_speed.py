@@ -48,8 +48,10 @@ def python_brute_force(problem: Problem, cap_s: float):
     tables = [problem.table(k) for k in range(len(problem.gpus))]
     counts = [g.count for g in problem.gpus]
     idle = [g.idle_power_w for g in problem.gpus]
-    rows = [[(int(b), [(float(t.time[i, j]), float(t.energy[i, j])) for j in range(t.limits.size)])
-             for i, b in enumerate(t.batches)] for t in tables]
+    rows = [
+        [(int(b), [(float(t.time[i, j]), float(t.energy[i, j])) for j in range(t.limits.size)]) for i, b in enumerate(t.batches)]
+        for t in tables
+    ]
     last = {int(b) * counts[-1]: i for i, b in enumerate(tables[-1].batches)}
     eta, mp, ar = problem.eta, problem.max_power_w, problem.allreduce_time_s
     best, done = float("inf"), 0
@@ -83,8 +85,12 @@ def prototype_pair_scan(cap_s: float, batch: int = 4096):
     for gpu in ("a10", "t4"):
         prof = public("cifar", gpu)
         b = prof.batch_sizes.astype(float)
-        fits.append([(float(p), np.polyfit(b, prof.time[:, j], 2), np.polyfit(b, prof.energy[:, j] / prof.time[:, j], 2))
-                     for j, p in enumerate(prof.power_limits)])
+        fits.append(
+            [
+                (float(p), np.polyfit(b, prof.time[:, j], 2), np.polyfit(b, prof.energy[:, j] / prof.time[:, j], 2))
+                for j, p in enumerate(prof.power_limits)
+            ]
+        )
     lists = [[(b, i) for b in range(batch) for i in range(len(f))] for f in fits]
     total = len(lists[0]) * len(lists[1])
 
@@ -121,8 +127,10 @@ def main() -> None:
     cost_problem = eight_gpu_problem("zeus-cost")
     energy_problem = eight_gpu_problem("min-energy")
     n_alloc = count_allocations(cost_problem)
-    console.print(f"8 GPUs ({', '.join(f'{g.count}x {g.name}' for g in cost_problem.gpus)}), granularity 8, "
-                  f"global batch 4096: {n_alloc:,} allocations")
+    console.print(
+        f"8 GPUs ({', '.join(f'{g.count}x {g.name}' for g in cost_problem.gpus)}), granularity 8, "
+        f"global batch 4096: {n_alloc:,} allocations"
+    )
 
     best, t_cost, t_cost_max = time_solver(cost_problem, args.repeats)
     best_e, t_energy, t_energy_max = time_solver(energy_problem, args.repeats)
@@ -130,34 +138,50 @@ def main() -> None:
     for col in ("method", "seconds", "vs exact solver (zeus-cost)", "note"):
         table.add_column(col, justify="right")
     table.add_row("exact solver, zeus-cost", f"{t_cost:.3f}", "1.0x", f"median of {args.repeats}, max {t_cost_max:.3f} s")
-    table.add_row("exact solver, min-energy", f"{t_energy:.3f}", f"{t_energy / t_cost:.2f}x",
-                  f"median of {args.repeats}, max {t_energy_max:.3f} s")
+    table.add_row(
+        "exact solver, min-energy", f"{t_energy:.3f}", f"{t_energy / t_cost:.2f}x", f"median of {args.repeats}, max {t_energy_max:.3f} s"
+    )
 
     if not args.no_exhaustive:
         t0 = time.perf_counter()
         ref = enumerate_optimum(cost_problem)
         t_enum = time.perf_counter() - t0
         gap = abs(ref.cost - best.cost) / ref.cost
-        table.add_row("numpy exhaustive enumeration", f"{t_enum:.2f}", f"{t_enum / t_cost:,.0f}x",
-                      f"optimum gap {gap:.1e} ({'match' if gap <= 1e-6 else 'MISMATCH'})")
+        table.add_row(
+            "numpy exhaustive enumeration",
+            f"{t_enum:.2f}",
+            f"{t_enum / t_cost:,.0f}x",
+            f"optimum gap {gap:.1e} ({'match' if gap <= 1e-6 else 'MISMATCH'})",
+        )
 
     done, secs, py_best, finished = python_brute_force(cost_problem, args.cap)
     rate = done / secs
     t_py = secs if finished else n_alloc / rate
-    table.add_row("pure-Python brute force (this model)", f"{t_py:,.0f}" + ("" if finished else " (extrap.)"),
-                  f"{t_py / t_cost:,.0f}x", f"{done:,} of {n_alloc:,} in {secs:.1f} s, {rate:,.0f}/s")
+    table.add_row(
+        "pure-Python brute force (this model)",
+        f"{t_py:,.0f}" + ("" if finished else " (extrap.)"),
+        f"{t_py / t_cost:,.0f}x",
+        f"{done:,} of {n_alloc:,} in {secs:.1f} s, {rate:,.0f}/s",
+    )
 
     scanned, secs, total, finished = prototype_pair_scan(args.cap)
     t_proto = secs if finished else total / (scanned / secs)
-    table.add_row("prototype's 2-GPU pair scan (A10+T4)", f"{t_proto:,.1f}" + ("" if finished else " (extrap.)"),
-                  "n/a", f"{scanned:,} of {total:,} pairs in {secs:.1f} s; a lean re-implementation of its "
-                  "loop shape on its own smaller problem, so no ratio")
+    table.add_row(
+        "prototype's 2-GPU pair scan (A10+T4)",
+        f"{t_proto:,.1f}" + ("" if finished else " (extrap.)"),
+        "n/a",
+        f"{scanned:,} of {total:,} pairs in {secs:.1f} s; a lean re-implementation of its "
+        "loop shape on its own smaller problem, so no ratio",
+    )
     console.print(table)
-    console.print("optimum (zeus-cost): " + ", ".join(f"{c.count}x {c.name} {c.local_batch}@{c.power_limit:g}W"
-                                                       for c in best.choices)
-                  + f"; step {best.iteration_time_s * 1e3:.1f} ms, {best.iteration_energy_j:.1f} J, cost {best.cost:.2f}")
-    console.print(f"target < 1 s: {'met' if max(t_cost_max, t_energy_max) < 1 else 'MISSED'} "
-                  f"(slowest solve {max(t_cost_max, t_energy_max):.3f} s)")
+    console.print(
+        "optimum (zeus-cost): "
+        + ", ".join(f"{c.count}x {c.name} {c.local_batch}@{c.power_limit:g}W" for c in best.choices)
+        + f"; step {best.iteration_time_s * 1e3:.1f} ms, {best.iteration_energy_j:.1f} J, cost {best.cost:.2f}"
+    )
+    console.print(
+        f"target < 1 s: {'met' if max(t_cost_max, t_energy_max) < 1 else 'MISSED'} (slowest solve {max(t_cost_max, t_energy_max):.3f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -120,12 +120,16 @@ def main() -> int:
         "limit_after_w": back,
     }
     print(f"on_step_begin + on_step_end around a {args.step_ms:g} ms step, jit holding {chosen:g} W (steady state)")
-    print(f"  interleaved epochs ({args.rounds} rounds x {args.steps} steps): median overhead {median * 100:+.3f} % "
-          f"(quartiles {', '.join(f'{q * 100:+.3f} %' for q in out['overhead_quartiles'])})")
+    print(
+        f"  interleaved epochs ({args.rounds} rounds x {args.steps} steps): median overhead {median * 100:+.3f} % "
+        f"(quartiles {', '.join(f'{q * 100:+.3f} %' for q in out['overhead_quartiles'])})"
+    )
     print(f"  the calls alone: {per_call_s * 1e6:.3f} µs per step = {direct * 100:.4f} % of the step")
     print(f"  target: under 1 % of a 1 ms step: {'met' if max(median, direct) < 0.01 else 'NOT met'}")
-    print(f"  one profiling epoch ({profiled_steps} steps, 13 limits) against one bare epoch, a single pair: "
-          f"{out['profiling_epoch_overhead'] * 100:+.1f} %")
+    print(
+        f"  one profiling epoch ({profiled_steps} steps, 13 limits) against one bare epoch, a single pair: "
+        f"{out['profiling_epoch_overhead'] * 100:+.1f} %"
+    )
     print(f"  GPU limit after the run: {back:g} W (back at its original)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")

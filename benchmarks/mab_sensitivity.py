@@ -32,7 +32,8 @@ SWEEPS = {
     "stop": [
         {"explore_budget": math.inf, "fail_prob": f, "stop_margin_sds": m}
         for f, m in ((0.05, 0.0), (0.1, 0.0), (0.1, 2.0), (0.2, 2.0), (0.2, 0.0))
-    ] + [{"explore_budget": math.inf, "explore_stop": False}],
+    ]
+    + [{"explore_budget": math.inf, "explore_stop": False}],
     "bound": [{"explore_budget": math.inf, "explore_bound_sds": k} for k in (1.0, 2.0)],
     "walk": [{"use_predictions": False}],
 }

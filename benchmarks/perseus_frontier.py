@@ -88,8 +88,7 @@ def previous_checkout(rev: str):
         return
     tmp = Path(tempfile.mkdtemp(prefix="perseus-previous-"))
     where = tmp / "tree"
-    r = subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", str(where), rev],
-                       capture_output=True, text=True)
+    r = subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", str(where), rev], capture_output=True, text=True)
     if r.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise SystemExit(f"--previous {rev}: git worktree add failed: {r.stderr.strip()}")
@@ -114,8 +113,11 @@ def previous_env(previous: Path | None) -> dict[str, str] | None:
         return None
     from importlib.metadata import entry_points
 
-    missing = [ep.name for ep in entry_points(group="zeus")
-               if not any((Path(d) / ep.value.split(".")[0]).is_dir() for d in previous_paths(previous))]
+    missing = [
+        ep.name
+        for ep in entry_points(group="zeus")
+        if not any((Path(d) / ep.value.split(".")[0]).is_dir() for d in previous_paths(previous))
+    ]
     return dict(os.environ, PYTHONPATH=os.pathsep.join(previous_paths(previous)), ZEUS_DISABLED_PLUGINS=",".join(missing))
 
 
@@ -124,9 +126,13 @@ def with_previous(previous: Path | None) -> list[str]:
     if previous is None:
         return [sys.executable]
     paths = previous_paths(previous)
-    return [sys.executable, "-c", f"import sys, runpy; sys.path[:0] = {paths!r}; sys.argv.pop(0); "
-                                  "run = runpy.run_path if sys.argv[0].endswith('.py') else runpy.run_module; "
-                                  "run(sys.argv[0], run_name='__main__')"]
+    return [
+        sys.executable,
+        "-c",
+        f"import sys, runpy; sys.path[:0] = {paths!r}; sys.argv.pop(0); "
+        "run = runpy.run_path if sys.argv[0].endswith('.py') else runpy.run_module; "
+        "run(sys.argv[0], run_name='__main__')",
+    ]
 
 
 def tiled(profile: InstructionProfile, stages: int) -> InstructionProfile:
@@ -175,8 +181,16 @@ def ours_timed(profile, stages, mbs, unit, blocking, model):
 
 def section_exact(args, have_lowtime):
     table = Table(title=f"1. exact: published (exponential) model, {args.stages} x {args.mbs}, unit {args.unit} s")
-    for col in ("profile", "plans ours / lowtime", "same times", "max rel. energy gap", "ours s", "lowtime s", "speed-up",
-                "Pareto-optimal (listed)"):
+    for col in (
+        "profile",
+        "plans ours / lowtime",
+        "same times",
+        "max rel. energy gap",
+        "ours s",
+        "lowtime s",
+        "speed-up",
+        "Pareto-optimal (listed)",
+    ):
         table.add_column(col)
     for name, blocking in PROFILES.items():
         path = DATA / f"{name}.csv"
@@ -186,8 +200,9 @@ def section_exact(args, have_lowtime):
             continue
         lt, t_lt = run_lowtime(args.lowtime_python, path, args.stages, args.mbs, args.unit, blocking, args.lowtime_timeout)
         if lt is None:
-            table.add_row(name, f"{len(ps.emitted.time_units)} / ?", "?", "?", f"{t_ours:.2f}", f"> {t_lt:.0f} (timeout)", "?",
-                          str(len(ps)))
+            table.add_row(
+                name, f"{len(ps.emitted.time_units)} / ?", "?", "?", f"{t_ours:.2f}", f"> {t_lt:.0f} (timeout)", "?", str(len(ps))
+            )
             continue
         # lowtime lists slowest first; ours fastest first. Compared: everything the solver emits
         # (frontier.csv lists only the Pareto-optimal ones; their count is the last column).
@@ -196,8 +211,16 @@ def section_exact(args, have_lowtime):
         n = min(len(lt_t), len(em.time_units))
         same = len(lt_t) == len(em.time_units) and np.array_equal(lt_t, em.time_units)
         gap = float(np.max(np.abs(em.planned_energy_j[:n] - lt_e[:n]) / lt_e[:n])) if n else float("nan")
-        table.add_row(name, f"{len(em.time_units)} / {len(lt_t)}", "yes" if same else "NO", f"{gap:.2e}", f"{t_ours:.2f}",
-                      f"{t_lt:.1f}", f"{t_lt / t_ours:.0f}x", str(len(ps)))
+        table.add_row(
+            name,
+            f"{len(em.time_units)} / {len(lt_t)}",
+            "yes" if same else "NO",
+            f"{gap:.2e}",
+            f"{t_ours:.2f}",
+            f"{t_lt:.1f}",
+            f"{t_lt / t_ours:.0f}x",
+            str(len(ps)),
+        )
     console.print(table)
 
 
@@ -208,8 +231,11 @@ def run_zeus(job: Path, out: Path, previous: Path | None = None) -> tuple[float,
     waited for: on a shared machine it varies less than the wall time. Peak
     memory is the largest process's.
     """
-    cmd = with_previous(previous) + (["zeus_core.cli"] if previous else ["-m", "zeus_core.cli"]) + \
-        ["run", str(job), "--fresh", "--output", str(out)]
+    cmd = (
+        with_previous(previous)
+        + (["zeus_core.cli"] if previous else ["-m", "zeus_core.cli"])
+        + ["run", str(job), "--fresh", "--output", str(out)]
+    )
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=previous_env(previous))
     text = p.stdout.read()
@@ -222,18 +248,29 @@ def run_zeus(job: Path, out: Path, previous: Path | None = None) -> tuple[float,
 
 def job_file(folder: Path, profile: Path, stages: int, mbs: int, model: str, extra: str = "") -> Path:
     path = folder / f"job-{stages}x{mbs}-{model}.toml"
-    path.write_text(f'[job]\nname = "bench-{stages}x{mbs}-{model}"\n\n[frequency_plan]\nplugin = "perseus"\n'
-                    f'profile = "{profile}"\nstages = {stages}\nmicrobatches = {mbs}\nschedule = "1f1b"\n'
-                    f'unit_time_s = 0.001\nblocking_power_w = 83.64\nmodel = "{model}"\nmax_slowdown = 1.0\n{extra}')
+    path.write_text(
+        f'[job]\nname = "bench-{stages}x{mbs}-{model}"\n\n[frequency_plan]\nplugin = "perseus"\n'
+        f'profile = "{profile}"\nstages = {stages}\nmicrobatches = {mbs}\nschedule = "1f1b"\n'
+        f'unit_time_s = 0.001\nblocking_power_w = 83.64\nmodel = "{model}"\nmax_slowdown = 1.0\n{extra}'
+    )
     return path
 
 
 def section_speed(args, have_lowtime):
     """Whole-process ``zeus run`` (start-up, planning, every output file and figure), the way a user runs it."""
-    table = Table(title="2. speed: whole-process `zeus run`, GPT-3 175B / A100, default model (16 stages: the "
-                        "8-stage profile tiled)")
-    for col in ("size", "plans", "wall s", "cpu s", "peak MiB", "target", "previous path: wall s, cpu s, peak MiB",
-                "previous / new (wall, cpu)", "lowtime planning s", "lowtime / new (wall)"):
+    table = Table(title="2. speed: whole-process `zeus run`, GPT-3 175B / A100, default model (16 stages: the 8-stage profile tiled)")
+    for col in (
+        "size",
+        "plans",
+        "wall s",
+        "cpu s",
+        "peak MiB",
+        "target",
+        "previous path: wall s, cpu s, peak MiB",
+        "previous / new (wall, cpu)",
+        "lowtime planning s",
+        "lowtime / new (wall)",
+    ):
         table.add_column(col)
     base = read_profile(DATA / "gpt3-175b+a100_sxm_bf16.csv")
     targets = {(8, 32): (2.0, None), (16, 64): (6.0, 400.0)}
@@ -262,16 +299,16 @@ def section_speed(args, have_lowtime):
             lt_cells = ["not installed", ""]
             if have_lowtime:
                 lt, lt_s = run_lowtime(args.lowtime_python, csv_path, stages, mbs, 0.001, 83.64, args.lowtime_timeout)
-                lt_cells = ([f"> {lt_s:.0f} (timeout)", f"> {lt_s / wall:.0f}x"] if lt is None
-                            else [f"{lt_s:.1f}", f"{lt_s / wall:.0f}x"])
-            table.add_row(f"{stages} x {mbs}", str(plans), f"{wall:.2f}", f"{cpu:.2f}", f"{peak:.0f}", goal,
-                          *prev_cells, *lt_cells)
+                lt_cells = [f"> {lt_s:.0f} (timeout)", f"> {lt_s / wall:.0f}x"] if lt is None else [f"{lt_s:.1f}", f"{lt_s / wall:.0f}x"]
+            table.add_row(f"{stages} x {mbs}", str(plans), f"{wall:.2f}", f"{cpu:.2f}", f"{peak:.0f}", goal, *prev_cells, *lt_cells)
     console.print(table)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    console.print(f"(median of {args.repeat} runs each, new and previous interleaved; wall time includes Python "
-                  f"start-up, plugin loading and writing every plan file and both figures; cpu = user + system of "
-                  f"zeus and its worker processes; peak = the largest process; lowtime: its planning only, one run; "
-                  f"previous = {args.previous}; {cpus} CPUs, load average {_load()} at the end)")
+    console.print(
+        f"(median of {args.repeat} runs each, new and previous interleaved; wall time includes Python "
+        f"start-up, plugin loading and writing every plan file and both figures; cpu = user + system of "
+        f"zeus and its worker processes; peak = the largest process; lowtime: its planning only, one run; "
+        f"previous = {args.previous}; {cpus} CPUs, load average {_load()} at the end)"
+    )
 
 
 def _load() -> str:
@@ -303,8 +340,7 @@ def time_planning(csv_path: Path, stages: int, mbs: int, model: str, previous: P
         cmd = cmd + [str(script)]
     else:
         cmd = cmd + ["-c", _TIME_PLANNING]
-    r = subprocess.run(cmd + [str(csv_path), str(stages), str(mbs), model], capture_output=True, text=True,
-                       env=previous_env(previous))
+    r = subprocess.run(cmd + [str(csv_path), str(stages), str(mbs), model], capture_output=True, text=True, env=previous_env(previous))
     if r.returncode != 0:
         raise RuntimeError(f"planning failed:\n{r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -312,10 +348,19 @@ def time_planning(csv_path: Path, stages: int, mbs: int, model: str, previous: P
 
 def section_growth(args, have_lowtime):
     """Planning time over microbatches at 8 stages: ours, the previous HiGHS path, lowtime where it finishes."""
-    table = Table(title="3. growth with microbatches: whole frontier of GPT-3 175B / A100, 8 stages (planning only, "
-                        "default model)")
-    for col in ("M", "new s", "(cpu s)", "x per doubling", "previous s", "(cpu s)", "previous / new", "lowtime s",
-                "lowtime / new", "x per doubling"):
+    table = Table(title="3. growth with microbatches: whole frontier of GPT-3 175B / A100, 8 stages (planning only, default model)")
+    for col in (
+        "M",
+        "new s",
+        "(cpu s)",
+        "x per doubling",
+        "previous s",
+        "(cpu s)",
+        "previous / new",
+        "lowtime s",
+        "lowtime / new",
+        "x per doubling",
+    ):
         table.add_column(col)
     csv_path = DATA / "gpt3-175b+a100_sxm_bf16.csv"
     blocking = PROFILES["gpt3-175b+a100_sxm_bf16"]
@@ -324,8 +369,7 @@ def section_growth(args, have_lowtime):
     with previous_checkout(args.previous) as previous:
         for mbs in args.growth_mbs:
             new = time_planning(csv_path, 8, mbs, "measured")
-            cells = [str(mbs), f"{new['wall']:.2f}", f"{new['cpu']:.2f}",
-                     f"{new['wall'] / prev['new']:.2f}" if prev["new"] else ""]
+            cells = [str(mbs), f"{new['wall']:.2f}", f"{new['cpu']:.2f}", f"{new['wall'] / prev['new']:.2f}" if prev["new"] else ""]
             prev["new"] = new["wall"]
             if previous is not None:
                 old = time_planning(csv_path, 8, mbs, "measured", previous)
@@ -338,15 +382,15 @@ def section_growth(args, have_lowtime):
                     cells += [f"> {lt_s:.0f} (timeout)", f"> {lt_s / new['wall']:.0f}x", ""]
                     lowtime_done = False  # larger M only takes longer
                 else:
-                    cells += [f"{lt_s:.1f}", f"{lt_s / new['wall']:.0f}x",
-                              f"{lt_s / prev['lowtime']:.2f}" if prev["lowtime"] else ""]
+                    cells += [f"{lt_s:.1f}", f"{lt_s / new['wall']:.0f}x", f"{lt_s / prev['lowtime']:.2f}" if prev["lowtime"] else ""]
                     prev["lowtime"] = lt_s
             else:
                 cells += ["not run" if have_lowtime else "not installed", "", ""]
             table.add_row(*cells)
     console.print(table)
-    console.print(f"(wall seconds of plan_frontier in a fresh process each; cpu adds its worker processes; "
-                  f"load average {_load()} at the end)")
+    console.print(
+        f"(wall seconds of plan_frontier in a fresh process each; cpu adds its worker processes; load average {_load()} at the end)"
+    )
 
 
 def section_default_vs_published(args):
@@ -369,16 +413,20 @@ def section_default_vs_published(args):
                 if best > e * (1 + 1e-9):
                     worse += 1
                     worst = max(worst, (best - e) / e) if np.isfinite(best) else np.inf
-            table.add_row(name, f"{unit:g}", str(len(ct)), f"{worse} ({100 * worse / len(ct):.1f}%)",
-                          "none" if worse == 0 else ("no plan that fast" if np.isinf(worst) else f"{100 * worst:.2f}%"),
-                          f"{me.min() / ce.min():.4f}")
+            table.add_row(
+                name,
+                f"{unit:g}",
+                str(len(ct)),
+                f"{worse} ({100 * worse / len(ct):.1f}%)",
+                "none" if worse == 0 else ("no plan that fast" if np.isinf(worst) else f"{100 * worst:.2f}%"),
+                f"{me.min() / ce.min():.4f}",
+            )
     console.print(table)
 
 
 def section_saving(args):
     table = Table(title="5. emulated saving against all max clocks, GPT-3 175B / A100, 8 stages")
-    for col in ("M", "model", "unit s", "all-max s", "least energy at <= all-max time", "fastest plan: slowdown, saving",
-                "hull bound"):
+    for col in ("M", "model", "unit s", "all-max s", "least energy at <= all-max time", "fastest plan: slowdown, saving", "hull bound"):
         table.add_column(col)
     prof = read_profile(DATA / "gpt3-175b+a100_sxm_bf16.csv")
     for mbs in args.saving_mbs:
@@ -388,10 +436,13 @@ def section_saving(args):
         t_fast = float(emulate(dag, prof, fastest_frequencies(dag, prof)[None], 83.64)[0][0])
         # No plan is faster than all max clocks here, so the hull LP at that time bounds every
         # zero-slowdown plan's energy from below.
-        bound = (f"{100 * (1 - ExactPlanner(dag, prof, 83.64).hull_energy_j(t_max) / e_max):.2f}%"
-                 if t_fast >= t_max else "n/a")
-        for model, unit, exact in (("exponential", args.unit, False), ("measured", args.unit, False),
-                                   ("measured", args.unit / 10, False), ("measured", args.unit, True)):
+        bound = f"{100 * (1 - ExactPlanner(dag, prof, 83.64).hull_energy_j(t_max) / e_max):.2f}%" if t_fast >= t_max else "n/a"
+        for model, unit, exact in (
+            ("exponential", args.unit, False),
+            ("measured", args.unit, False),
+            ("measured", args.unit / 10, False),
+            ("measured", args.unit, True),
+        ):
             ps = plan_frontier(prof, 8, mbs, "1f1b", unit, 83.64, model, exact_fastest=exact)
             k = ps.choose(max_slowdown=1.0)
             ok = ps.meets(k, max_slowdown=1.0)
@@ -399,9 +450,15 @@ def section_saving(args):
             f = int(np.argmin(ps.emulated_time_s))
             slow = ps.emulated_time_s[f] / ps.max_freq_time_s - 1
             label = model if model == "exponential" else ("measured (default)" if exact else "measured, quantised plans only")
-            table.add_row(str(mbs), label, f"{unit:g}", f"{ps.max_freq_time_s:.4f}", zero,
-                          f"+{100 * slow:.3f}%, {100 * (1 - ps.emulated_energy_j[f] / ps.max_freq_energy_j):.2f}%",
-                          bound)
+            table.add_row(
+                str(mbs),
+                label,
+                f"{unit:g}",
+                f"{ps.max_freq_time_s:.4f}",
+                zero,
+                f"+{100 * slow:.3f}%, {100 * (1 - ps.emulated_energy_j[f] / ps.max_freq_energy_j):.2f}%",
+                bound,
+            )
     console.print(table)
 
 
@@ -430,11 +487,14 @@ def section_gap(args):
     prof = read_profile(DATA / "gpt3-175b+a100_sxm_bf16.csv")
     for mbs in args.gap_mbs:
         t_max, saving, bound, seconds = zero_slowdown_gap(prof, mbs, PROFILES["gpt3-175b+a100_sxm_bf16"])
-        table.add_row(str(mbs), f"{t_max:.4f}", f"{100 * saving:.2f}%", f"{100 * bound:.2f}%",
-                      f"{100 * (bound - saving):.3f}", f"{seconds:.2f}")
+        table.add_row(
+            str(mbs), f"{t_max:.4f}", f"{100 * saving:.2f}%", f"{100 * bound:.2f}%", f"{100 * (bound - saving):.3f}", f"{seconds:.2f}"
+        )
     console.print(table)
-    console.print("(no plan is faster than all max clocks on this profile, so the convex-hull LP at the all-max time "
-                  "bounds every zero-slowdown plan's energy from below)")
+    console.print(
+        "(no plan is faster than all max clocks on this profile, so the convex-hull LP at the all-max time "
+        "bounds every zero-slowdown plan's energy from below)"
+    )
 
 
 def previous_gap_plan(planner: ExactPlanner, limit: float, zero_slowdown: bool) -> np.ndarray:
@@ -444,15 +504,22 @@ def previous_gap_plan(planner: ExactPlanner, limit: float, zero_slowdown: bool) 
     choice = planner.repair(np.maximum((planner.op_t <= (dur + 1e-9)[:, None]).sum(axis=1) - 1, 0), limit)
     if zero_slowdown:
         return planner.finish(choice, limit)
-    return reclaim_slack(planner.dag, planner.profile, planner.op_f[np.arange(planner.n), choice][None],
-                         planner.blocking_w)[0]
+    return reclaim_slack(planner.dag, planner.profile, planner.op_f[np.arange(planner.n), choice][None], planner.blocking_w)[0]
 
 
 def section_cold_lp(args):
-    table = Table(title="7. every real-time limit: the listed frontier against a cold HiGHS solve of that limit "
-                        "(default model, 8 stages)")
-    for col in ("profile", "M", "limits", "worse at", "worst (J)", "zero-slowdown (J)", "sum over limits (J)",
-                "worse at (previous passes)", "worst (J)"):
+    table = Table(title="7. every real-time limit: the listed frontier against a cold HiGHS solve of that limit (default model, 8 stages)")
+    for col in (
+        "profile",
+        "M",
+        "limits",
+        "worse at",
+        "worst (J)",
+        "zero-slowdown (J)",
+        "sum over limits (J)",
+        "worse at (previous passes)",
+        "worst (J)",
+    ):
         table.add_column(col)
     totals = [0, 0, 0]
     for name, blocking in PROFILES.items():
@@ -462,29 +529,53 @@ def section_cold_lp(args):
             planner = ExactPlanner(ps.dag, prof, blocking)
             limits = ps.real_time_limits_s.tolist()
             gaps = []
-            for cold in (np.array([planner.highs_plan(lim) for lim in limits]),
-                         np.array([previous_gap_plan(planner, lim, k == 0) for k, lim in enumerate(limits)])):
+            for cold in (
+                np.array([planner.highs_plan(lim) for lim in limits]),
+                np.array([previous_gap_plan(planner, lim, k == 0) for k, lim in enumerate(limits)]),
+            ):
                 _, ce = emulate(ps.dag, prof, cold, blocking)
-                gaps.append(np.array([ps.emulated_energy_j[ps.emulated_time_s <= lim * (1 + 1e-12)].min() - e
-                                      for lim, e in zip(limits, ce)]))
+                gaps.append(
+                    np.array([ps.emulated_energy_j[ps.emulated_time_s <= lim * (1 + 1e-12)].min() - e for lim, e in zip(limits, ce)])
+                )
             worse = [int((g > 1e-9).sum()) for g in gaps]
             totals[0] += worse[0]
             totals[1] += worse[1]
             totals[2] += len(limits)
-            table.add_row(name, str(mbs), str(len(limits)), str(worse[0]), f"{max(gaps[0].max(), 0):.3f}",
-                          f"{gaps[0][0]:+.3f}", f"{gaps[0].sum():+.1f}", str(worse[1]), f"{max(gaps[1].max(), 0):.3f}")
+            table.add_row(
+                name,
+                str(mbs),
+                str(len(limits)),
+                str(worse[0]),
+                f"{max(gaps[0].max(), 0):.3f}",
+                f"{gaps[0][0]:+.3f}",
+                f"{gaps[0].sum():+.1f}",
+                str(worse[1]),
+                f"{max(gaps[1].max(), 0):.3f}",
+            )
     console.print(table)
-    console.print(f"(negative = the frontier uses less energy at or below the limit than the cold-LP plan; the cold "
-                  f"vertex mapped, repaired and reclaimed as the canonical solutions are, or (last two columns) as the "
-                  f"previous path did; worse at {totals[0]} and {totals[1]} of {totals[2]} limits in all)")
+    console.print(
+        f"(negative = the frontier uses less energy at or below the limit than the cold-LP plan; the cold "
+        f"vertex mapped, repaired and reclaimed as the canonical solutions are, or (last two columns) as the "
+        f"previous path did; worse at {totals[0]} and {totals[1]} of {totals[2]} limits in all)"
+    )
 
 
 def section_priced_start(args):
     """The quantised frontier walked from the all-slowest time and from the priced start, in this process."""
-    table = Table(title="8. the quantised walk's priced start (default model): against the walk from the all-slowest "
-                        "time, plans up to the least planned energy")
-    for col in ("profile", "size", "unit ms", "phases: full, priced", "s: full, priced (median)", "full / priced",
-                "kept plans", "plans that differ"):
+    table = Table(
+        title="8. the quantised walk's priced start (default model): against the walk from the all-slowest "
+        "time, plans up to the least planned energy"
+    )
+    for col in (
+        "profile",
+        "size",
+        "unit ms",
+        "phases: full, priced",
+        "s: full, priced (median)",
+        "full / priced",
+        "kept plans",
+        "plans that differ",
+    ):
         table.add_column(col)
     for stages, mbs, name, unit in args.priced_cases:
         base = read_profile(DATA / f"{name}.csv")
@@ -502,11 +593,22 @@ def section_priced_start(args):
         full, priced = runs["full"][0][1], runs["priced"][0][1]
         s_full, s_priced = (float(np.median([t for t, _ in runs[k]])) for k in ("full", "priced"))
         kept = [int(np.argmin((fr.costs + price * fr.times)[::-1])) + 1 for fr in (full, priced)]
-        same_times = kept[0] == kept[1] and np.array_equal(full.times[::-1][:kept[0]], priced.times[::-1][:kept[1]])
-        differ = (str(int((full.durations[::-1][:kept[0]] != priced.durations[::-1][:kept[1]]).any(axis=1).sum()))
-                  if same_times else "other times")
-        table.add_row(name, f"{stages} x {mbs}", f"{unit * 1e3:g}", f"{full.phases}, {priced.phases}",
-                      f"{s_full:.2f}, {s_priced:.2f}", f"{s_full / s_priced:.2f}x", f"{kept[0]}, {kept[1]}", differ)
+        same_times = kept[0] == kept[1] and np.array_equal(full.times[::-1][: kept[0]], priced.times[::-1][: kept[1]])
+        differ = (
+            str(int((full.durations[::-1][: kept[0]] != priced.durations[::-1][: kept[1]]).any(axis=1).sum()))
+            if same_times
+            else "other times"
+        )
+        table.add_row(
+            name,
+            f"{stages} x {mbs}",
+            f"{unit * 1e3:g}",
+            f"{full.phases}, {priced.phases}",
+            f"{s_full:.2f}, {s_priced:.2f}",
+            f"{s_full / s_priced:.2f}x",
+            f"{kept[0]}, {kept[1]}",
+            differ,
+        )
     console.print(table)
     console.print("(plans that differ: among the kept plans, those whose durations are not the full walk's)")
 
@@ -527,16 +629,24 @@ def main() -> None:
     args.saving_mbs = (12, 32)
     args.gap_mbs = (8, 12, 16, 32) if args.quick else (8, 12, 16, 32, 64, 128)
     args.cold_mbs = (12,) if args.quick else (12, 32)
-    args.priced_cases = ([(8, mbs, name, 0.001) for name in PROFILES for mbs in ((12,) if args.quick else (12, 32))]
-                         + [(8, 12, name, 0.0001) for name in PROFILES]
-                         + ([] if args.quick else [(16, 64, "gpt3-175b+a100_sxm_bf16", 0.001)]))
+    args.priced_cases = (
+        [(8, mbs, name, 0.001) for name in PROFILES for mbs in ((12,) if args.quick else (12, 32))]
+        + [(8, 12, name, 0.0001) for name in PROFILES]
+        + ([] if args.quick else [(16, 64, "gpt3-175b+a100_sxm_bf16", 0.001)])
+    )
     skip = set(args.skip.split(","))
     have = lowtime_available(args.lowtime_python)
     console.print(f"lowtime: {'importable from ' + args.lowtime_python if have else 'NOT available (pip install lowtime==0.3.0)'}")
-    sections = [("1", section_exact, (args, have)), ("2", section_speed, (args, have)),
-                ("3", section_growth, (args, have)), ("4", section_default_vs_published, (args,)),
-                ("5", section_saving, (args,)), ("6", section_gap, (args,)), ("7", section_cold_lp, (args,)),
-                ("8", section_priced_start, (args,))]
+    sections = [
+        ("1", section_exact, (args, have)),
+        ("2", section_speed, (args, have)),
+        ("3", section_growth, (args, have)),
+        ("4", section_default_vs_published, (args,)),
+        ("5", section_saving, (args,)),
+        ("6", section_gap, (args,)),
+        ("7", section_cold_lp, (args,)),
+        ("8", section_priced_start, (args,)),
+    ]
     for number, section, section_args in sections:
         if number not in skip:
             section(*section_args)

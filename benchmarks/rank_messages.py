@@ -99,8 +99,7 @@ def _rank(rank: int, port: int, n: int, repeats: int, results: Any) -> None:
     def group_gather() -> None:
         group.gather(m)
 
-    ways = dict(zip(BROADCASTS + GATHERS, (tensor_broadcast, object_broadcast, group_broadcast, decision,
-                                           object_gather, group_gather)))
+    ways = dict(zip(BROADCASTS + GATHERS, (tensor_broadcast, object_broadcast, group_broadcast, decision, object_gather, group_gather)))
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
     for _ in range(repeats):
         for name, fn in ways.items():
@@ -140,8 +139,9 @@ def main() -> None:
         return statistics.median(t[k] for t in got[rank][name])
 
     load = os.getloadavg()
-    table = Table(title=f"one message between 2 gloo ranks, median of {args.repeats} x {args.messages} "
-                        f"(load {load[0]:.1f} on {os.cpu_count()} CPUs)")
+    table = Table(
+        title=f"one message between 2 gloo ranks, median of {args.repeats} x {args.messages} (load {load[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
     for col in ("message", "CPU rank 0 (us)", "CPU rank 1 (us)", "wall (us)", "CPU ratio", "wall ratio"):
         table.add_column(col, justify="right")
     for names, base in ((BROADCASTS, BROADCASTS[0]), (GATHERS, GATHERS[0])):
@@ -149,8 +149,14 @@ def main() -> None:
         base_wall = median(base, 0, 1)
         for name in names:
             cpu0, cpu1, wall = median(name, 0, 0), median(name, 1, 0), median(name, 0, 1)
-            table.add_row(name, f"{cpu0 * 1e6:,.1f}", f"{cpu1 * 1e6:,.1f}", f"{wall * 1e6:,.1f}",
-                          f"{(cpu0 + cpu1) / base_cpu:.2f}", f"{wall / base_wall:.2f}")
+            table.add_row(
+                name,
+                f"{cpu0 * 1e6:,.1f}",
+                f"{cpu1 * 1e6:,.1f}",
+                f"{wall * 1e6:,.1f}",
+                f"{(cpu0 + cpu1) / base_cpu:.2f}",
+                f"{wall / base_wall:.2f}",
+            )
     Console(width=120).print(table)
 
 

@@ -39,15 +39,23 @@ def main() -> int:
     ap.add_argument("--lease-s", type=float, default=10.0, help="the service's lease (zeus serve --lease-s)")
     args = ap.parse_args()
     with PgServer.start_new() as pg, tempfile.TemporaryDirectory(prefix="zeus-serve-faults-") as work:
-        report = fault_run(pg, Path(work), clients=args.clients, recurrences=args.recurrences, kills=args.kills,
-                           outages=args.outages, outage_s=args.outage_s, lease_s=args.lease_s, timeout_s=3600)
+        report = fault_run(
+            pg,
+            Path(work),
+            clients=args.clients,
+            recurrences=args.recurrences,
+            kills=args.kills,
+            outages=args.outages,
+            outage_s=args.outage_s,
+            lease_s=args.lease_s,
+            timeout_s=3600,
+        )
     for line in report.lines():
         print(line)
     for code, err in zip(report.exits, report.errors):
         if code != 0:
             print(f"--- a client exited {code}:\n{err.strip()[-1500:]}")
-    print("whole: every client exit 0, every begun recurrence recorded exactly once" if report.whole
-          else "NOT whole: see above")
+    print("whole: every client exit 0, every begun recurrence recorded exactly once" if report.whole else "NOT whole: see above")
     return 0 if report.whole else 1
 
 

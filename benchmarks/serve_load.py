@@ -42,18 +42,26 @@ TOKEN = "serve-load-benchmark-token-0123"
 def _setup(job: str) -> dict:
     return {
         "job": {"name": job, "eta_knob": 0.5, "beta_knob": 2.0, "target_metric": 0.6, "max_epochs": 100},
-        "identity": {"job": {"eta_knob": 0.5, "beta_knob": 2.0, "target_metric": 0.6, "higher_is_better": True,
-                             "max_epochs": 100, "processes": 1}, "batch_size": {"plugin": "fixed", "default": 256}},
+        "identity": {
+            "job": {"eta_knob": 0.5, "beta_knob": 2.0, "target_metric": 0.6, "higher_is_better": True, "max_epochs": 100, "processes": 1},
+            "batch_size": {"plugin": "fixed", "default": 256},
+        },
         "batch_size": {"plugin": "fixed", "default": 256},
-        "max_power_w": 300.0, "batch_sizes": [64, 128, 256, 512, 1024], "default_batch_size": 256,
+        "max_power_w": 300.0,
+        "batch_sizes": [64, 128, 256, 512, 1024],
+        "default_batch_size": 256,
     }
 
 
 def client_thread(url: str, job: str, ready: threading.Barrier, go: threading.Event, end: list, out: list) -> None:
     import httpx
 
-    c = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"},
-                     transport=httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]), timeout=120)
+    c = httpx.Client(
+        base_url=url,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        transport=httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]),
+        timeout=120,
+    )
     me = uuid.uuid4().hex
     c.post(f"/v1/jobs/{job}/sessions", json={"client": me, "setup": _setup(job)}).raise_for_status()
     ready.wait()
@@ -65,11 +73,27 @@ def client_thread(url: str, job: str, ready: threading.Barrier, go: threading.Ev
         r = c.post(f"/v1/jobs/{job}/trials", json={"session": me, "request": uuid.uuid4().hex, "recurrence": rec, "try_index": 1})
         t1 = time.perf_counter()
         t = r.json()
-        record = {"recurrence": rec, "try_index": 1, "batch_size": t["batch_size"], "power_limit": 250.0, "epochs": 20,
-                  "time_s": 300.0, "energy_j": 60000.0, "cost": 52000.0, "reached": True}
-        c.post(f"/v1/jobs/{job}/results", json={"session": me, "request": uuid.uuid4().hex, "recurrence_cost": 52000.0,
-                                                "trial": {"recurrence": rec, "try_index": 1, "batch_size": t["batch_size"],
-                                                          "min_cost": t["min_cost"]}, "record": record}).raise_for_status()
+        record = {
+            "recurrence": rec,
+            "try_index": 1,
+            "batch_size": t["batch_size"],
+            "power_limit": 250.0,
+            "epochs": 20,
+            "time_s": 300.0,
+            "energy_j": 60000.0,
+            "cost": 52000.0,
+            "reached": True,
+        }
+        c.post(
+            f"/v1/jobs/{job}/results",
+            json={
+                "session": me,
+                "request": uuid.uuid4().hex,
+                "recurrence_cost": 52000.0,
+                "trial": {"recurrence": rec, "try_index": 1, "batch_size": t["batch_size"], "min_cost": t["min_cost"]},
+                "record": record,
+            },
+        ).raise_for_status()
         t2 = time.perf_counter()
         if time.time() <= end[0]:
             trial_ms.append((t1 - t0) * 1000)
@@ -102,8 +126,15 @@ def run_config(url: str, clients: int, per_client_jobs: bool, seconds: float, ta
     for p in range(procs):
         mine = [j for i, j in enumerate(jobs) if i % procs == p] or jobs
         n = clients // procs + (1 if p < clients % procs else 0)
-        ps.append(subprocess.Popen([sys.executable, __file__, "--worker", url, str(n), ",".join(mine)],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        ps.append(
+            subprocess.Popen(
+                [sys.executable, __file__, "--worker", url, str(n), ",".join(mine)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for p in ps:
         if p.stdout.readline().strip() != "ready":
             raise RuntimeError(p.stderr.read())
@@ -125,9 +156,14 @@ def run_config(url: str, clients: int, per_client_jobs: bool, seconds: float, ta
     def pct(q: float) -> float:
         return both[min(len(both) - 1, int(q * len(both)))] if both else float("nan")
 
-    return {"requests_per_s": len(both) / (end - max(start, 0)), "p50_ms": pct(0.50), "p99_ms": pct(0.99),
-            "trial_p50_ms": statistics.median(trial) if trial else float("nan"),
-            "report_p50_ms": statistics.median(report) if report else float("nan"), "requests": len(both)}
+    return {
+        "requests_per_s": len(both) / (end - max(start, 0)),
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "trial_p50_ms": statistics.median(trial) if trial else float("nan"),
+        "report_p50_ms": statistics.median(report) if report else float("nan"),
+        "requests": len(both),
+    }
 
 
 def main() -> None:
@@ -164,14 +200,20 @@ def main() -> None:
                     for n in clients:
                         got = run_config(svc.url, n, layout == "per-client", args.seconds, f"{rnd}-{layout}-{n}")
                         rows.setdefault((layout, n), []).append(got)
-                        print(f"round {rnd + 1} {layout:10s} x{n:<3d} {got['requests_per_s']:8.1f} req/s  "
-                              f"p50 {got['p50_ms']:6.2f} ms  p99 {got['p99_ms']:7.2f} ms", file=sys.stderr, flush=True)
+                        print(
+                            f"round {rnd + 1} {layout:10s} x{n:<3d} {got['requests_per_s']:8.1f} req/s  "
+                            f"p50 {got['p50_ms']:6.2f} ms  p99 {got['p99_ms']:7.2f} ms",
+                            file=sys.stderr,
+                            flush=True,
+                        )
     finally:
         if pg is not None:
             pg.remove()
     backend = "PostgreSQL" if args.postgres else "SQLite files"
-    print(f"\nzeus serve over {backend}: next-trial + report, {args.seconds:g} s per configuration, median of "
-          f"{args.rounds} rounds; ratios to 1 client of the same layout in this run\n")
+    print(
+        f"\nzeus serve over {backend}: next-trial + report, {args.seconds:g} s per configuration, median of "
+        f"{args.rounds} rounds; ratios to 1 client of the same layout in this run\n"
+    )
     print(f"{'jobs':10s} {'clients':>7s} {'req/s':>8s} {'ratio':>6s} {'p50 ms':>7s} {'ratio':>6s} {'p99 ms':>7s} {'ratio':>6s}")
     for (layout, n), got in rows.items():
         med = {k: statistics.median(g[k] for g in got) for k in ("requests_per_s", "p50_ms", "p99_ms")}
@@ -181,8 +223,10 @@ def main() -> None:
         def ratio(k: str, med: dict[str, float] = med, b: dict[str, float] | None = b) -> str:
             return f"{med[k] / b[k]:5.2f}x" if b else "     -"
 
-        print(f"{layout:10s} {n:7d} {med['requests_per_s']:8.1f} {ratio('requests_per_s')} {med['p50_ms']:7.2f} "
-              f"{ratio('p50_ms')} {med['p99_ms']:7.2f} {ratio('p99_ms')}")
+        print(
+            f"{layout:10s} {n:7d} {med['requests_per_s']:8.1f} {ratio('requests_per_s')} {med['p50_ms']:7.2f} "
+            f"{ratio('p50_ms')} {med['p99_ms']:7.2f} {ratio('p99_ms')}"
+        )
     if args.json:
         args.json.write_text(json.dumps({f"{layout}x{n}": got for (layout, n), got in rows.items()}, indent=1))
 

@@ -36,6 +36,7 @@ def _ignoring(sigs):
     def preexec() -> None:  # in the forked child before exec: what it inherits
         for s in sigs:
             signal.signal(s, signal.SIG_IGN)
+
     return preexec
 
 
@@ -47,8 +48,9 @@ def main() -> int:
     ap.add_argument("-k", default="signal", help="pytest's -k selection (default: the signal tests)")
     ap.add_argument("--keep-failures", type=Path, metavar="DIR", help="write each failed run's pytest output here")
     args = ap.parse_args()
-    version = subprocess.run([args.python, "-c", "import sys; print(sys.version.split()[0])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    version = subprocess.run(
+        [args.python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     load = [_busy() for _ in range(args.load)]
     passed: collections.Counter[str] = collections.Counter()
     failed: collections.Counter[str] = collections.Counter()
@@ -57,8 +59,14 @@ def main() -> int:
     try:
         for run in range(args.runs):
             ignored = (signal.SIGINT, signal.SIGHUP) if run % 2 else ()
-            r = subprocess.run([args.python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-k", args.k, *TESTS],
-                               cwd=REPO, capture_output=True, text=True, preexec_fn=_ignoring(ignored), timeout=1800)
+            r = subprocess.run(
+                [args.python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-k", args.k, *TESTS],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                preexec_fn=_ignoring(ignored),
+                timeout=1800,
+            )
             for line in r.stdout.splitlines():
                 word, _, test = line.partition(" ")
                 if word == "PASSED":
@@ -69,14 +77,18 @@ def main() -> int:
             if r.returncode != 0 and args.keep_failures:
                 args.keep_failures.mkdir(parents=True, exist_ok=True)
                 (args.keep_failures / f"run{run + 1}.txt").write_text(r.stdout + r.stderr)
-            print(f"run {run + 1}/{args.runs} ({'parent ignoring SIGINT and SIGHUP' if ignored else 'plain parent'}): "
-                  f"{'ok' if r.returncode == 0 else 'FAILED'}", flush=True)
+            print(
+                f"run {run + 1}/{args.runs} ({'parent ignoring SIGINT and SIGHUP' if ignored else 'plain parent'}): "
+                f"{'ok' if r.returncode == 0 else 'FAILED'}",
+                flush=True,
+            )
     finally:
         for p in load:
             p.kill()
             p.wait()
-    print(f"\nPython {version}, {args.runs} runs beside {args.load} busy processes on {os.cpu_count()} CPUs, "
-          f"{time.monotonic() - start:.0f} s")
+    print(
+        f"\nPython {version}, {args.runs} runs beside {args.load} busy processes on {os.cpu_count()} CPUs, {time.monotonic() - start:.0f} s"
+    )
     for test in sorted(set(passed) | set(failed)):
         print(f"  {passed[test]:3d} passed {failed[test]:3d} failed  {test}")
     print(f"runs with a failure: {bad_runs} of {args.runs}")

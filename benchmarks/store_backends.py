@@ -67,8 +67,17 @@ def worker(store: str, recurrences: int) -> None:
 
 def run_config(store: str, procs: int, recurrences: int) -> dict:
     env = {**os.environ, "ZEUS_DISABLED_PLUGINS": UNUSED}
-    ps = [subprocess.Popen([sys.executable, __file__, "--worker", store, str(recurrences)], stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(procs)]
+    ps = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", store, str(recurrences)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(procs)
+    ]
     for p in ps:
         line = p.stdout.readline()
         if line.strip() != "ready":
@@ -109,8 +118,7 @@ def main() -> None:
     pg = PgServer.start_new() if {"postgres", "serve"} & set(backends) else None
     if pg is not None:  # durable as SQLite's NORMAL: fsync on, commits not waited for
         pg.stop()
-        opts = (f"-p {pg.port} -k {pg.root} -c listen_addresses=127.0.0.1 -c synchronous_commit=off "
-                "-c max_connections=300")
+        opts = f"-p {pg.port} -k {pg.root} -c listen_addresses=127.0.0.1 -c synchronous_commit=off -c max_connections=300"
         pg._run(__import__("pg_server").find_bin("pg_ctl"), "-D", str(pg.data), "-l", str(pg.log), "-w", "-o", opts, "start")
     rows: dict[tuple[str, int], list[dict]] = {}
     counter = 0
@@ -127,14 +135,20 @@ def main() -> None:
                         with Serve(pg.url(pg.create_database())) as svc:
                             got = run_config(svc.url, n, args.recurrences)
                     rows.setdefault((backend, n), []).append(got)
-                    print(f"round {rnd + 1} {backend:8s} x{n:<3d} {got['per_s']:8.1f} recurrences/s "
-                          f"({got['recurrences']} in {got['wall_s']:.2f} s)", file=sys.stderr, flush=True)
+                    print(
+                        f"round {rnd + 1} {backend:8s} x{n:<3d} {got['per_s']:8.1f} recurrences/s "
+                        f"({got['recurrences']} in {got['wall_s']:.2f} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     finally:
         if pg is not None:
             pg.remove()
     base = statistics.median(r["per_s"] for r in rows[("sqlite", 1)]) if ("sqlite", 1) in rows else None
-    print(f"\nrecurrences per second, trace workload (cifar100, MAB + JIT), {args.recurrences} recurrences per process, "
-          f"median of {args.rounds} rounds; ratio: to sqlite x1 in this run\n")
+    print(
+        f"\nrecurrences per second, trace workload (cifar100, MAB + JIT), {args.recurrences} recurrences per process, "
+        f"median of {args.rounds} rounds; ratio: to sqlite x1 in this run\n"
+    )
     print(f"{'backend':10s} {'procs':>5s} {'rec/s':>9s} {'ratio':>7s}")
     for (backend, n), got in rows.items():
         per_s = statistics.median(r["per_s"] for r in got)

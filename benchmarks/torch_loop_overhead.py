@@ -102,8 +102,16 @@ def bare(step, steps: int) -> float:
 def framed(step, steps: int, profile: bool) -> float:
     device = Clock()
     job = JobOptions(name="bench", target_metric=None, max_epochs=1)
-    session = RunSession(job=job, batch_size=32, recurrence=1, try_index=1, cost_bound=math.inf, devices=device,
-                         monitor=Monitor(device), power_policy=Policy(profile))
+    session = RunSession(
+        job=job,
+        batch_size=32,
+        recurrence=1,
+        try_index=1,
+        cost_bound=math.inf,
+        devices=device,
+        monitor=Monitor(device),
+        power_policy=Policy(profile),
+    )
     install_synced_policy(session)
     zeus = ZeusLoop(LocalDriver(session), batch_size=32, base_batch_size=32)
     batches = range(steps)

@@ -99,8 +99,20 @@ def tiny_gpt2(folder: Path, text: Path) -> None:
     (folder / "vocab.json").write_text(json.dumps(vocab))
     (folder / "merges.txt").write_text("#version: 0.2\n")
     (folder / "tokenizer_config.json").write_text(json.dumps({"model_type": "gpt2"}))
-    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": end + 1, "n_positions": 64, "n_embd": 32,
-                                                    "n_layer": 1, "n_head": 2, "bos_token_id": end, "eos_token_id": end}))
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "gpt2",
+                "vocab_size": end + 1,
+                "n_positions": 64,
+                "n_embd": 32,
+                "n_layer": 1,
+                "n_head": 2,
+                "bos_token_id": end,
+                "eos_token_id": end,
+            }
+        )
+    )
     rng = random.Random(0)
     words = ["energy", "power", "limit", "epoch", "batch", "time", "cost", "watt"]
     text.write_text("\n".join(" ".join(rng.choice(words) for _ in range(20)) for _ in range(120)))
@@ -119,12 +131,27 @@ class Example:
         self.dir = work / name / "run"
         self.dir.mkdir(parents=True)
         self.python = python
-        self.driver = fake_pynvml.create(self.dir.parent / "nvml.json", [
-            fake_pynvml.FakeGpu(min_limit_w=LIMITS_W[0], max_limit_w=LIMITS_W[1], default_limit_w=LIMITS_W[1], demand_w=450.0)
-            for _ in range(2)], privileged=True)
-        self.env = dict(os.environ, ZEUS_FAKE_NVML=str(self.driver), ZEUS_STATE_DIR=str(self.dir.parent / "state"),
-                        ZEUS_GPU_DEVICE="nvml", ZEUS_LOG_LEVEL="info", PYTHONPATH=str(STANDIN), HF_HUB_OFFLINE="1",
-                        HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        self.driver = fake_pynvml.create(
+            self.dir.parent / "nvml.json",
+            [
+                fake_pynvml.FakeGpu(min_limit_w=LIMITS_W[0], max_limit_w=LIMITS_W[1], default_limit_w=LIMITS_W[1], demand_w=450.0)
+                for _ in range(2)
+            ],
+            privileged=True,
+        )
+        self.env = dict(
+            os.environ,
+            ZEUS_FAKE_NVML=str(self.driver),
+            ZEUS_STATE_DIR=str(self.dir.parent / "state"),
+            ZEUS_GPU_DEVICE="nvml",
+            ZEUS_LOG_LEVEL="info",
+            PYTHONPATH=str(STANDIN),
+            HF_HUB_OFFLINE="1",
+            HF_DATASETS_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            OMP_NUM_THREADS="1",
+            PYTHONUNBUFFERED="1",
+        )
         for key in ("CUDA_VISIBLE_DEVICES", "ZEUS_SERVER_URL", "ZEUS_JOB_ID"):
             self.env.pop(key, None)
 
@@ -192,8 +219,19 @@ def run_example(name: str, examples: Path, work: Path, python: str) -> tuple[str
     if name == "train_fsdp":
         idx_files(ex.dir / "data" / "MNIST" / "raw", train=640, test=128, seed=3)
         # the FSDP example takes its GPU from --local-rank (default 0), which torchrun does not pass
-        return ex.run([*torchrun(python, "torch.distributed.launch"), str(plo / "train_fsdp.py"), "--epochs", "2", "--batch-size", "1",
-                       "--test-batch-size", "64"], timeout=900)
+        return ex.run(
+            [
+                *torchrun(python, "torch.distributed.launch"),
+                str(plo / "train_fsdp.py"),
+                "--epochs",
+                "2",
+                "--batch-size",
+                "1",
+                "--test-batch-size",
+                "64",
+            ],
+            timeout=900,
+        )
     if name in ("mnist_single", "mnist_dp"):
         from serve_helpers import Serve
 
@@ -215,16 +253,38 @@ def run_example(name: str, examples: Path, work: Path, python: str) -> tuple[str
             sizes = [f"{t['batch_size']} ({'reached' if t['reached'] else 'not reached'})" for t in tries]
             return "ran", f"2 runs, {runs[0][1].split(';')[0]} and {runs[1][1].split(';')[0]}; zeus serve's trials: {', '.join(sizes)}"
     if name == "run_clm":
-        version = subprocess.run([python, "-c", "import transformers; print(transformers.__version__)"], capture_output=True,
-                                 text=True).stdout.strip()
+        version = subprocess.run(
+            [python, "-c", "import transformers; print(transformers.__version__)"], capture_output=True, text=True
+        ).stdout.strip()
         if int(version.split(".")[0] or 0) >= 5:
             return "not run", f"it needs transformers 4 (it imports is_torch_tpu_available); {python} has {version}"
         tiny_gpt2(ex.dir.parent / "tiny-gpt2", ex.dir.parent / "train.txt")
         model = str(ex.dir.parent / "tiny-gpt2")
-        return ex.run([python, str(examples / "huggingface" / "run_clm.py"), "--config_name", model, "--tokenizer_name", model,
-                       "--train_file", str(ex.dir.parent / "train.txt"), "--do_train", "--per_device_train_batch_size", "4",
-                       "--num_train_epochs", "2", "--block_size", "32", "--output_dir", str(ex.dir / "out"),
-                       "--report_to", "none", "--use_cpu"], timeout=900)
+        return ex.run(
+            [
+                python,
+                str(examples / "huggingface" / "run_clm.py"),
+                "--config_name",
+                model,
+                "--tokenizer_name",
+                model,
+                "--train_file",
+                str(ex.dir.parent / "train.txt"),
+                "--do_train",
+                "--per_device_train_batch_size",
+                "4",
+                "--num_train_epochs",
+                "2",
+                "--block_size",
+                "32",
+                "--output_dir",
+                str(ex.dir / "out"),
+                "--report_to",
+                "none",
+                "--use_cpu",
+            ],
+            timeout=900,
+        )
     raise ValueError(name)
 
 

@@ -59,32 +59,56 @@ KINDS = (NOT_IMPLEMENTED, PRIVATE, DIFFERENCE)
 #: test file -> (label, why) for the cases of a file that do not pass: the label of every non-passing case
 #: of the file (a failing case of an unlabelled file is a failure)
 LABELS: dict[str, tuple[str, str]] = {
-    "tests/device/gpu/test_amd.py": (PRIVATE, "upstream's private amdsmi binding (the module-level `amdsmi` it mocks);"
-                                               " AMD GPUs are zeus's amdsmi device plugin, tested in tests/plugins"),
-    "tests/device/cpu/test_rapl.py": (PRIVATE, "upstream's private RAPL file reader and its wraparound process"
-                                                " (zeus.device.cpu.rapl internals); RAPL is zeus's cpu device plugin"),
-    "tests/device/cpu/test_emi.py": (NOT_IMPLEMENTED, "Windows' EMI counters (zeus.device.cpu.emi): Windows-only,"
-                                                       " left out (the compat README says so)"),
-    "tests/device/cpu/test_socket_detection.py": (PRIVATE, "upstream's private CPU-socket lookup through its sysfs"
-                                                            " reads (mocks of its module internals)"),
-    "tests/device/soc/apple/test_apple.py": (PRIVATE, "upstream's private Apple Silicon binding (a mock of its"
-                                                       " `zeus_apple_silicon` import); zeus's apple_silicon plugin"),
-    "tests/device/test_deprecated_alias.py": (PRIVATE, "upstream's private device classes under the deprecated-method"
-                                                        " metaclass"),
-    "tests/utils/test_zeusd.py": (NOT_IMPLEMENTED, "zeus.utils.zeusd (upstream's client of its zeusd daemon) is not in"
-                                                    " zeus-compat yet (issue 35, item 1); zeus's privileged service is"
-                                                    " `zeus daemon`"),
-    "tests/monitor/test_power_streaming.py": (NOT_IMPLEMENTED, "zeus.monitor.power_streaming (PowerStreamingClient)"
-                                                                " is not in zeus-compat yet (issue 35, item 1)"),
-    "tests/optimizer/batch_size/test_server.py": (PRIVATE, "upstream's batch-size server itself (its status codes,"
-                                                            " e.g. 201 for a new job, its FastAPI app); `zeus serve` is"
-                                                            " the server, run here in its place"),
-    "tests/optimizer/batch_size/test_explorer.py": (PRIVATE, "upstream's batch-size server's explorer (its status codes"
-                                                              " and pruning rounds); `zeus serve` is the server"),
-    "tests/optimizer/batch_size/test_simulator.py": (PRIVATE, "upstream's research simulator over its batch-size"
-                                                               " server internals (zeus._legacy)"),
-    "tests/test_skill_examples.py": (PRIVATE, "type-checks the code in upstream's repository's skills/ files (not"
-                                               " in a release) with the `ty` checker"),
+    "tests/device/gpu/test_amd.py": (
+        PRIVATE,
+        "upstream's private amdsmi binding (the module-level `amdsmi` it mocks);"
+        " AMD GPUs are zeus's amdsmi device plugin, tested in tests/plugins",
+    ),
+    "tests/device/cpu/test_rapl.py": (
+        PRIVATE,
+        "upstream's private RAPL file reader and its wraparound process (zeus.device.cpu.rapl internals); RAPL is zeus's cpu device plugin",
+    ),
+    "tests/device/cpu/test_emi.py": (
+        NOT_IMPLEMENTED,
+        "Windows' EMI counters (zeus.device.cpu.emi): Windows-only, left out (the compat README says so)",
+    ),
+    "tests/device/cpu/test_socket_detection.py": (
+        PRIVATE,
+        "upstream's private CPU-socket lookup through its sysfs reads (mocks of its module internals)",
+    ),
+    "tests/device/soc/apple/test_apple.py": (
+        PRIVATE,
+        "upstream's private Apple Silicon binding (a mock of its `zeus_apple_silicon` import); zeus's apple_silicon plugin",
+    ),
+    "tests/device/test_deprecated_alias.py": (PRIVATE, "upstream's private device classes under the deprecated-method metaclass"),
+    "tests/utils/test_zeusd.py": (
+        NOT_IMPLEMENTED,
+        "zeus.utils.zeusd (upstream's client of its zeusd daemon) is not in"
+        " zeus-compat yet (issue 35, item 1); zeus's privileged service is"
+        " `zeus daemon`",
+    ),
+    "tests/monitor/test_power_streaming.py": (
+        NOT_IMPLEMENTED,
+        "zeus.monitor.power_streaming (PowerStreamingClient) is not in zeus-compat yet (issue 35, item 1)",
+    ),
+    "tests/optimizer/batch_size/test_server.py": (
+        PRIVATE,
+        "upstream's batch-size server itself (its status codes,"
+        " e.g. 201 for a new job, its FastAPI app); `zeus serve` is"
+        " the server, run here in its place",
+    ),
+    "tests/optimizer/batch_size/test_explorer.py": (
+        PRIVATE,
+        "upstream's batch-size server's explorer (its status codes and pruning rounds); `zeus serve` is the server",
+    ),
+    "tests/optimizer/batch_size/test_simulator.py": (
+        PRIVATE,
+        "upstream's research simulator over its batch-size server internals (zeus._legacy)",
+    ),
+    "tests/test_skill_examples.py": (
+        PRIVATE,
+        "type-checks the code in upstream's repository's skills/ files (not in a release) with the `ty` checker",
+    ),
 }
 
 #: (test-id regex, reason) of every deliberate difference: a failing case that matches is expected
@@ -92,15 +116,24 @@ DIFFERENCES: list[tuple[str, str]] = []
 
 #: (test-id regex, label, reason) of single cases of otherwise passing files, labelled as files are
 CASE_LABELS: list[tuple[str, str, str]] = [
-    (r"tests/device/gpu/test_amd\.py::<collection>$", NOT_IMPLEMENTED,
-     "newer upstream's AMD test imports zeus.utils.zeusd, not in zeus-compat yet (issue 35, item 1)"),
-    (r"tests/monitor/test_power\.py::test_get_(power|energy)_", PRIVATE,
-     "builds the monitor with PowerMonitor.__new__ and fills upstream's private sample queues (data_queues, samples of"
-     " PowerSample); this package's monitor samples into the core's timeline in a thread (README difference 9), and"
-     " its get_energy holds the last reading to the interval's end (README difference 10)"),
-    (r"tests/optimizer/batch_size/test_client\.py::test_register_job$", PRIVATE,
-     "scripts the `pynvml` module's own functions (nvmlDeviceGetPowerManagementLimitConstraints: 300 W) to set the"
-     " job's max_power; zeus's nvml plugin reads the simulated driver behind it, so max_power is the simulated GPUs'"),
+    (
+        r"tests/device/gpu/test_amd\.py::<collection>$",
+        NOT_IMPLEMENTED,
+        "newer upstream's AMD test imports zeus.utils.zeusd, not in zeus-compat yet (issue 35, item 1)",
+    ),
+    (
+        r"tests/monitor/test_power\.py::test_get_(power|energy)_",
+        PRIVATE,
+        "builds the monitor with PowerMonitor.__new__ and fills upstream's private sample queues (data_queues, samples of"
+        " PowerSample); this package's monitor samples into the core's timeline in a thread (README difference 9), and"
+        " its get_energy holds the last reading to the interval's end (README difference 10)",
+    ),
+    (
+        r"tests/optimizer/batch_size/test_client\.py::test_register_job$",
+        PRIVATE,
+        "scripts the `pynvml` module's own functions (nvmlDeviceGetPowerManagementLimitConstraints: 300 W) to set the"
+        " job's max_power; zeus's nvml plugin reads the simulated driver behind it, so max_power is the simulated GPUs'",
+    ),
 ]
 
 MOCK = 'mocker.patch("zeus.device.gpu.nvidia.pynvml", autospec=True)'
@@ -123,9 +156,12 @@ def fetch_sdist(release: str) -> Path:
     found = sorted(where.glob(f"zeus-{release}.tar.gz"))
     if done.returncode != 0 or not found:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        print(f"cannot download zeus=={release}'s sdist from the package index ({last}).\n"
-              f"Offline? Download it elsewhere with `pip download zeus=={release} --no-binary :all: --no-deps -d DIR` "
-              f"and pass --upstream DIR/zeus-{release}.tar.gz, or put it in {where}/", file=sys.stderr)
+        print(
+            f"cannot download zeus=={release}'s sdist from the package index ({last}).\n"
+            f"Offline? Download it elsewhere with `pip download zeus=={release} --no-binary :all: --no-deps -d DIR` "
+            f"and pass --upstream DIR/zeus-{release}.tar.gz, or put it in {where}/",
+            file=sys.stderr,
+        )
         sys.exit(2)
     return found[0]
 
@@ -162,8 +198,11 @@ def obtain(upstream: str, into: Path) -> tuple[Path, str]:
         root = into / "upstream"
         shutil.copytree(path / "tests", root / "tests")
         if (path / "examples").is_dir():
-            shutil.copytree(path / "examples", root / "examples", ignore=lambda d, names: [
-                n for n in names if not n.endswith(".py") and not (Path(d) / n).is_dir()])
+            shutil.copytree(
+                path / "examples",
+                root / "examples",
+                ignore=lambda d, names: [n for n in names if not n.endswith(".py") and not (Path(d) / n).is_dir()],
+            )
         if (path / "zeus" / "utils" / "testing.py").is_file():
             (root / "zeus" / "utils").mkdir(parents=True)
             shutil.copy(path / "zeus" / "utils" / "testing.py", root / "zeus" / "utils" / "testing.py")
@@ -172,8 +211,7 @@ def obtain(upstream: str, into: Path) -> tuple[Path, str]:
         git = ["git", f"--git-dir={path}"]
         head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
         when = subprocess.run([*git, "show", "-s", "--format=%cs", head], capture_output=True, text=True).stdout.strip()
-        names = subprocess.run([*git, "ls-tree", "-r", "--name-only", head], capture_output=True, text=True,
-                               check=True).stdout.splitlines()
+        names = subprocess.run([*git, "ls-tree", "-r", "--name-only", head], capture_output=True, text=True, check=True).stdout.splitlines()
         wanted = [n for n in names if re.match(_WANTED, n)]
         root = into / "upstream"
         root.mkdir()
@@ -185,8 +223,7 @@ def obtain(upstream: str, into: Path) -> tuple[Path, str]:
         tar.unlink()
         return _set_judge(root), f"the git tree {path} at {head[:12]} ({when})"
     if path.exists() or os.sep in upstream or not re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", upstream):
-        print(f"--upstream {upstream}: no such file, or not an sdist, a tree with tests/ or a git directory",
-              file=sys.stderr)
+        print(f"--upstream {upstream}: no such file, or not an sdist, a tree with tests/ or a git directory", file=sys.stderr)
         sys.exit(2)
     sdist = fetch_sdist(upstream)
     return unpack(sdist, into), f"{sdist.name} (release {upstream})"
@@ -214,25 +251,43 @@ def rewrite(root: Path) -> list[str]:
         from upstream.serve import conftest_for
 
         bso.write_text(conftest_for(bso.read_text()))
-        done.append("tests/optimizer/batch_size/conftest.py: its `client` of upstream's in-process server app -> an httpx"
-                    " client of a real `zeus serve` on loopback (benchmarks/upstream/serve.py); its helpers kept")
+        done.append(
+            "tests/optimizer/batch_size/conftest.py: its `client` of upstream's in-process server app -> an httpx"
+            " client of a real `zeus serve` on loopback (benchmarks/upstream/serve.py); its helpers kept"
+        )
     return done
 
 
 def _intensity_history(hours: list[str], values: dict[str, float]) -> str:
     """An Electricity Maps ``/v3/carbon-intensity/history`` answer for ``hours`` (``2024-11-30T07``)."""
-    history = [{"zone": "US-MIDW-MISO", "carbonIntensity": round(values[h[5:]]), "datetime": f"{h}:00:00.000Z",
-                "updatedAt": f"{h}:45:00.000Z", "createdAt": f"{h}:45:00.000Z", "emissionFactorType": "lifecycle",
-                "isEstimated": True, "estimationMethod": "TIME_SLICER_AVERAGE"} for h in hours]
+    history = [
+        {
+            "zone": "US-MIDW-MISO",
+            "carbonIntensity": round(values[h[5:]]),
+            "datetime": f"{h}:00:00.000Z",
+            "updatedAt": f"{h}:45:00.000Z",
+            "createdAt": f"{h}:45:00.000Z",
+            "emissionFactorType": "lifecycle",
+            "isEstimated": True,
+            "estimationMethod": "TIME_SLICER_AVERAGE",
+        }
+        for h in hours
+    ]
     return json.dumps({"zone": "US-MIDW-MISO", "history": history})
 
 
 def _rate(label: str, name: str, tiers: list[float], weekday: list[list[int]], weekend: list[list[int]]) -> dict:
     """One OpenEI utility-rate item (the fields the price monitor reads, and a few it does not)."""
-    return {"label": label, "utility": "Example Utility", "name": name, "sector": "Residential", "uri":
-            f"https://apps.openei.org/IURDB/rate/view/{label}", "energyratestructure": [[{"rate": r, "adj": 0.029681}]
-                                                                                       for r in tiers],
-            "energyweekdayschedule": weekday, "energyweekendschedule": weekend}
+    return {
+        "label": label,
+        "utility": "Example Utility",
+        "name": name,
+        "sector": "Residential",
+        "uri": f"https://apps.openei.org/IURDB/rate/view/{label}",
+        "energyratestructure": [[{"rate": r, "adj": 0.029681}] for r in tiers],
+        "energyweekdayschedule": weekday,
+        "energyweekendschedule": weekend,
+    }
 
 
 def service_answers(monitor: Path) -> list[str]:
@@ -265,15 +320,32 @@ def service_answers(monitor: Path) -> list[str]:
     tou_weekday = [[3, 3, 3, 3, 3, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 1, 1, 0, 0, 3] for _ in range(12)]
     tou_weekend = [[3, 3, 3, 3, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 3] for _ in range(12)]
     (price / "invalid.json").write_text(json.dumps({"items": []}))
-    (price / "ann_arbor.json").write_text(json.dumps({"items": [
-        _rate("539f6d3bec4f024411ecb311", "Residential Electric Service", [0.1056], flat, flat),
-        _rate("539f6d3bec4f024411ecb312", "Residential Time of Day", [0.0929, 0.1693], peak, flat)]}))
-    (price / "virginia.json").write_text(json.dumps({"items": [
-        _rate("539f6e1dec4f024411ecbeaf", "Residential Time of Use", [0.0812, 0.1290, 0.2130, 0.0598], tou_weekday,
-              tou_weekend),
-        _rate("539f6e1dec4f024411ecbeb0", "Residential Service", [0.1190], flat, flat)]}))
-    return ["tests/monitor/carbon_history_files: 2 Electricity Maps histories (24 h each) with the intensities of "
-            f"{INTENSITY.name}", "tests/monitor/price_output_files: 3 OpenEI answers (no rate; a flat rate; a time-of-use rate)"]
+    (price / "ann_arbor.json").write_text(
+        json.dumps(
+            {
+                "items": [
+                    _rate("539f6d3bec4f024411ecb311", "Residential Electric Service", [0.1056], flat, flat),
+                    _rate("539f6d3bec4f024411ecb312", "Residential Time of Day", [0.0929, 0.1693], peak, flat),
+                ]
+            }
+        )
+    )
+    (price / "virginia.json").write_text(
+        json.dumps(
+            {
+                "items": [
+                    _rate(
+                        "539f6e1dec4f024411ecbeaf", "Residential Time of Use", [0.0812, 0.1290, 0.2130, 0.0598], tou_weekday, tou_weekend
+                    ),
+                    _rate("539f6e1dec4f024411ecbeb0", "Residential Service", [0.1190], flat, flat),
+                ]
+            }
+        )
+    )
+    return [
+        f"tests/monitor/carbon_history_files: 2 Electricity Maps histories (24 h each) with the intensities of {INTENSITY.name}",
+        "tests/monitor/price_output_files: 3 OpenEI answers (no rate; a flat rate; a time-of-use rate)",
+    ]
 
 
 def run(root: Path, file: str, keyword: str | None, timeout: float) -> dict[str, tuple[str, str]]:
@@ -285,8 +357,23 @@ def run(root: Path, file: str, keyword: str | None, timeout: float) -> dict[str,
     if (root / "judge" / "testing.py").is_file():
         env["ZEUS_UPSTREAM_TESTING"] = str(root / "judge" / "testing.py")
     env.pop("ZEUS_FAKE_NVML", None)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "upstream.simulated", "-p", "upstream.collect", "-p", "no:cacheprovider",
-           "-W", "ignore::DeprecationWarning", "--rootdir", str(root), file]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "upstream.simulated",
+        "-p",
+        "upstream.collect",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore::DeprecationWarning",
+        "--rootdir",
+        str(root),
+        file,
+    ]
     if keyword:
         cmd += ["-k", keyword]
     env["ZEUS_UPSTREAM_REPORT"] = str(report)
@@ -316,8 +403,18 @@ def function_of(test_id: str) -> str:
 def tally(file: str, results: dict[str, tuple[str, str]]) -> dict:
     """One file's cases and functions by outcome; each non-passing case counted under its label."""
     label = LABELS.get(file)
-    row = {"passed": 0, "failed": 0, NOT_IMPLEMENTED: 0, PRIVATE: 0, DIFFERENCE: 0, "skipped": 0, "failures": [],
-           "labelled": [], "functions": set(), "functions passed": set()}
+    row = {
+        "passed": 0,
+        "failed": 0,
+        NOT_IMPLEMENTED: 0,
+        PRIVATE: 0,
+        DIFFERENCE: 0,
+        "skipped": 0,
+        "failures": [],
+        "labelled": [],
+        "functions": set(),
+        "functions passed": set(),
+    }
     by_function: dict[str, list[str]] = {}
     for test_id, (outcome, why) in sorted(results.items()):
         by_function.setdefault(function_of(test_id), []).append(outcome)
@@ -342,9 +439,14 @@ def tally(file: str, results: dict[str, tuple[str, str]]) -> dict:
 
 
 #: upstream's examples this package must run unchanged (issue #28)
-EXAMPLES = ("examples/power_limit_optimizer/train_single.py", "examples/power_limit_optimizer/train_dp.py",
-            "examples/power_limit_optimizer/train_fsdp.py", "examples/batch_size_optimizer/mnist/train_single_gpu.py",
-            "examples/batch_size_optimizer/mnist/train_dp.py", "examples/huggingface/run_clm.py")
+EXAMPLES = (
+    "examples/power_limit_optimizer/train_single.py",
+    "examples/power_limit_optimizer/train_dp.py",
+    "examples/power_limit_optimizer/train_fsdp.py",
+    "examples/batch_size_optimizer/mnist/train_single_gpu.py",
+    "examples/batch_size_optimizer/mnist/train_dp.py",
+    "examples/huggingface/run_clm.py",
+)
 
 
 def check_examples(root: Path) -> list[tuple[str, str, str]]:
@@ -386,8 +488,12 @@ def check_examples(root: Path) -> list[tuple[str, str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--upstream", default=None, metavar="PATH_OR_VERSION",
-                    help="a release (default 0.16.0), an sdist, an upstream source tree or an upstream git directory")
+    ap.add_argument(
+        "--upstream",
+        default=None,
+        metavar="PATH_OR_VERSION",
+        help="a release (default 0.16.0), an sdist, an upstream source tree or an upstream git directory",
+    )
     ap.add_argument("--release", default="0.16.0", help=argparse.SUPPRESS)  # the older spelling of --upstream VERSION
     ap.add_argument("--sdist", type=Path, help=argparse.SUPPRESS)  # the older spelling of --upstream FILE
     ap.add_argument("-k", dest="keyword", help="pytest -k expression, to run a subset")
@@ -414,15 +520,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{len(files)} test files ({took:.0f} s); cases per file, and test functions that pass of those run")
         print(f"  {'file':48s} {'passed':>7s} {'failed':>7s} {'not impl.':>9s} {'private':>8s} {'diff.':>6s}  functions")
         for f, row in rows.items():
-            print(f"  {f:48s} {row['passed']:7d} {row['failed']:7d} {row[NOT_IMPLEMENTED]:9d} {row[PRIVATE]:8d} "
-                  f"{row[DIFFERENCE]:6d}  {len(row['functions passed'])}/{len(row['functions'])}"
-                  + (f" (+{row['skipped']} skipped)" if row["skipped"] else ""))
+            print(
+                f"  {f:48s} {row['passed']:7d} {row['failed']:7d} {row[NOT_IMPLEMENTED]:9d} {row[PRIVATE]:8d} "
+                f"{row[DIFFERENCE]:6d}  {len(row['functions passed'])}/{len(row['functions'])}"
+                + (f" (+{row['skipped']} skipped)" if row["skipped"] else "")
+            )
         total = {c: sum(row[c] for row in rows.values()) for c in (*cols, "skipped")}
         fn_pass = sum(len(row["functions passed"]) for row in rows.values())
         fn_all = sum(len(row["functions"]) for row in rows.values())
-        print(f"passed {total['passed']}, failed {total['failed']}, not implemented {total[NOT_IMPLEMENTED]}, "
-              f"private {total[PRIVATE]}, deliberate difference {total[DIFFERENCE]}, skipped {total['skipped']} "
-              f"(cases); test functions passing: {fn_pass} of {fn_all}")
+        print(
+            f"passed {total['passed']}, failed {total['failed']}, not implemented {total[NOT_IMPLEMENTED]}, "
+            f"private {total[PRIVATE]}, deliberate difference {total[DIFFERENCE]}, skipped {total['skipped']} "
+            f"(cases); test functions passing: {fn_pass} of {fn_all}"
+        )
         for f, row in rows.items():
             if f in LABELS and row[LABELS[f][0]] > len([t for t in row["labelled"] if t.startswith(f)]):
                 print(f"  {LABELS[f][0]} {f}: {LABELS[f][1]}")
@@ -437,15 +547,13 @@ def main(argv: list[str] | None = None) -> int:
         if len(failures) > 40:
             print(f"  ... and {len(failures) - 40} more failures")
         examples = check_examples(root)
-        print(f"examples: {sum(1 for _, state, _ in examples if state != 'broken')}/{len(examples)} import only what "
-              "zeus-compat provides")
+        print(f"examples: {sum(1 for _, state, _ in examples if state != 'broken')}/{len(examples)} import only what zeus-compat provides")
         for rel, state, detail in examples:
             print(f"  {state:7s} {rel}: {detail}")
         print("  (benchmarks/upstream_examples.py runs them)")
         if args.keep:
             print(f"rewritten tests kept in {root}")
-        return 1 if failures or not any(row["passed"] for row in rows.values()) \
-            or any(state == "broken" for _, state, _ in examples) else 0
+        return 1 if failures or not any(row["passed"] for row in rows.values()) or any(state == "broken" for _, state, _ in examples) else 0
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

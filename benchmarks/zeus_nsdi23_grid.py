@@ -58,8 +58,7 @@ def example(name: str) -> dict:
     return tomllib.loads((EXAMPLES / f"{name}.toml").read_text())
 
 
-def run_grid(traces_dir: Path, variant: str, mab, recurrences: int | None, seeds: range = SEEDS,
-             grid=None) -> tuple[list[dict], float]:
+def run_grid(traces_dir: Path, variant: str, mab, recurrences: int | None, seeds: range = SEEDS, grid=None) -> tuple[list[dict], float]:
     """Every case of the grid with one variant; returns (rows, seconds). With ``grid`` (a
     :class:`zeus_core.grid.Grid`), every try is charged against it and each row has ``carbon_g``."""
     rows = []
@@ -74,20 +73,32 @@ def run_grid(traces_dir: Path, variant: str, mab, recurrences: int | None, seeds
             b0 = ex["batch_size"]["default"]
             oracle = baselines.oracle(wt, j["eta_knob"], j["max_epochs"])
             for seed in seeds:
-                job = JobOptions(name=name, recurrences=n, seed=seed, eta_knob=j["eta_knob"], beta_knob=j["beta_knob"],
-                                 target_metric=j["target_metric"], max_epochs=j["max_epochs"])
+                job = JobOptions(
+                    name=name,
+                    recurrences=n,
+                    seed=seed,
+                    eta_knob=j["eta_knob"],
+                    beta_knob=j["beta_knob"],
+                    target_metric=j["target_metric"],
+                    max_epochs=j["max_epochs"],
+                )
                 options = mab.options(variant=variant, default=b0)
                 device = TraceDevice(TraceDeviceOptions(gpu=gpu))
                 device.attach(wt)
                 policy = mab.factory(options, SimpleNamespace(job=job, parts={"device": device}))
                 result = simulate(wt, policy, job, default_batch_size=b0, grid=grid)
                 default = baselines.default(wt, j["eta_knob"], j["max_epochs"], policy.default_batch_size)
-                rows.append({
-                    "gpu": gpu, "workload": name, "seed": seed, "n": n,
-                    "regret": result.cost / (oracle.cost * n) - 1.0,
-                    "energy_saved": 1.0 - result.energy / (default.energy_j * n),
-                    "oracle_energy_saved": 1.0 - oracle.energy_j / default.energy_j,
-                })
+                rows.append(
+                    {
+                        "gpu": gpu,
+                        "workload": name,
+                        "seed": seed,
+                        "n": n,
+                        "regret": result.cost / (oracle.cost * n) - 1.0,
+                        "energy_saved": 1.0 - result.energy / (default.energy_j * n),
+                        "oracle_energy_saved": 1.0 - oracle.energy_j / default.energy_j,
+                    }
+                )
                 if grid is not None:
                     rows[-1].update(energy_j=result.energy, **job_totals(result.records, result.energy, grid.currency))
     return rows, time.perf_counter() - t0
@@ -106,8 +117,12 @@ def main() -> None:
     ap.add_argument("--recurrences", type=int, default=None, help="override N (default: 2 x |B| x |P| per case)")
     ap.add_argument("--seeds", default="1-5", help="first-last seed (default 1-5; 6-10 checks that nothing was tuned to 1-5)")
     ap.add_argument("--json", type=Path, default=None, help="also write every (variant, case, seed) row at full precision")
-    ap.add_argument("--grid", default=None, help="a carbon intensity (CSV in the shared files' layout, or gCO2eq/kWh): "
-                    "run the improved variant again with every try charged against it")
+    ap.add_argument(
+        "--grid",
+        default=None,
+        help="a carbon intensity (CSV in the shared files' layout, or gCO2eq/kWh): "
+        "run the improved variant again with every try charged against it",
+    )
     ap.add_argument("--grid-start", default="2020-03-01T00:00:00Z", help="where each simulation starts on --grid's series")
     ap.add_argument("--timezone", default="UTC", help="zone of --grid's naive times (the shared files': UTC)")
     args = ap.parse_args()
@@ -144,15 +159,34 @@ def main() -> None:
     for r in improved:
         k = (r["gpu"], r["workload"])
         worst_i[k] = max(worst_i.get(k, -1.0), r["regret"])
-    table = Table(title="cumulative cost over the oracle and energy saved against the default "
-                        f"(mean of seeds {seeds.start}-{seeds.stop - 1})")
-    for col in ("gpu", "workload", "N", "paper: over oracle", "improved: over oracle", "improved: worst seed",
-                "paper: energy saved", "improved: energy saved", "oracle: energy saved"):
+    table = Table(
+        title=f"cumulative cost over the oracle and energy saved against the default (mean of seeds {seeds.start}-{seeds.stop - 1})"
+    )
+    for col in (
+        "gpu",
+        "workload",
+        "N",
+        "paper: over oracle",
+        "improved: over oracle",
+        "improved: worst seed",
+        "paper: energy saved",
+        "improved: energy saved",
+        "oracle: energy saved",
+    ):
         table.add_column(col, justify="right")
     n_of = {(r["gpu"], r["workload"]): r["n"] for r in improved}
     for k in reg_i:
-        table.add_row(k[0], k[1], str(n_of[k]), f"{reg_p[k]:.1%}", f"{reg_i[k]:.1%}", f"{worst_i[k]:.1%}",
-                      f"{save_p[k]:.1%}", f"{save_i[k]:.1%}", f"{save_o[k]:.1%}")
+        table.add_row(
+            k[0],
+            k[1],
+            str(n_of[k]),
+            f"{reg_p[k]:.1%}",
+            f"{reg_i[k]:.1%}",
+            f"{worst_i[k]:.1%}",
+            f"{save_p[k]:.1%}",
+            f"{save_i[k]:.1%}",
+            f"{save_o[k]:.1%}",
+        )
     console.print(table)
 
     mean_i, mean_p = float(np.mean(list(reg_i.values()))), float(np.mean(list(reg_p.values())))
@@ -164,21 +198,27 @@ def main() -> None:
         console.print(f"improved variant, cases above 5 %: {', '.join(over)}")
     ok_each = max(reg_i.values()) <= 0.05
     ok_mean = mean_i <= 0.03
-    console.print(f"target: every case <= 5 %: {'PASS' if ok_each else 'FAIL'} (worst {max(reg_i.values()):.2%}); "
-                  f"average <= 3 %: {'PASS' if ok_mean else 'FAIL'} ({mean_i:.2%})")
+    console.print(
+        f"target: every case <= 5 %: {'PASS' if ok_each else 'FAIL'} (worst {max(reg_i.values()):.2%}); "
+        f"average <= 3 %: {'PASS' if ok_mean else 'FAIL'} ({mean_i:.2%})"
+    )
     cases = len(reg_i) * len(seeds)
-    console.print(f"wall time, {cases} simulations with default and oracle: improved {t_improved:.2f} s "
-                  f"({t_improved / cases * 1000:.1f} ms each), paper {t_paper:.2f} s; "
-                  f"target < 10 s: {'PASS' if t_improved < 10 else 'FAIL'}; "
-                  f"upstream's 1 s per simulation would be {cases:.0f} s, {cases / t_improved:.0f}x slower")
+    console.print(
+        f"wall time, {cases} simulations with default and oracle: improved {t_improved:.2f} s "
+        f"({t_improved / cases * 1000:.1f} ms each), paper {t_paper:.2f} s; "
+        f"target < 10 s: {'PASS' if t_improved < 10 else 'FAIL'}; "
+        f"upstream's 1 s per simulation would be {cases:.0f} s, {cases / t_improved:.0f}x slower"
+    )
     if charged:
         same = all(a["regret"] == b["regret"] for a, b in zip(improved, charged))
         carbon = math.fsum(r[CARBON_COLUMN] for r in charged)
         energy = math.fsum(r["energy_j"] for r in charged)
-        console.print(f"with --grid {args.grid} from {args.grid_start}: improved variant {carbon / 1e6:,.3f} t CO2eq for "
-                      f"{energy / 3.6e9:,.1f} MWh (mean {carbon * 3.6e6 / energy:.1f} gCO2eq/kWh); results without the "
-                      f"grid's columns {'identical' if same else 'DIFFERENT'}; CPU time {cpu_charged:.2f} s against "
-                      f"{cpu_plain:.2f} s without a grid ({cpu_charged / cpu_plain:.2f}x; wall {t_charged:.2f} s)")
+        console.print(
+            f"with --grid {args.grid} from {args.grid_start}: improved variant {carbon / 1e6:,.3f} t CO2eq for "
+            f"{energy / 3.6e9:,.1f} MWh (mean {carbon * 3.6e6 / energy:.1f} gCO2eq/kWh); results without the "
+            f"grid's columns {'identical' if same else 'DIFFERENT'}; CPU time {cpu_charged:.2f} s against "
+            f"{cpu_plain:.2f} s without a grid ({cpu_charged / cpu_plain:.2f}x; wall {t_charged:.2f} s)"
+        )
 
 
 if __name__ == "__main__":

@@ -52,9 +52,10 @@ def site(tmp_path_factory):
     target = tmp_path_factory.mktemp("site")
     for pkg in (REPO / "examples" / "custom_policy", TOY_PKG):
         subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-             "--target", str(target), str(pkg)],
-            check=True, capture_output=True, text=True,
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), str(pkg)],
+            check=True,
+            capture_output=True,
+            text=True,
         )
     return target
 

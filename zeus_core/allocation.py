@@ -132,8 +132,7 @@ class AllocationPlan:
         return {
             "file": self.source,
             "global_batch_size": self.global_batch,
-            "ranks": [{"rank": r.rank, "gpu": r.gpu, "local_batch": r.local_batch, "power_limit": r.power_limit}
-                      for r in self.ranks],
+            "ranks": [{"rank": r.rank, "gpu": r.gpu, "local_batch": r.local_batch, "power_limit": r.power_limit} for r in self.ranks],
         }
 
 
@@ -193,7 +192,7 @@ class _Reader:
         out: list[tuple[str, int | None, float | None]] = []
         for i, e in enumerate(items):
             if not isinstance(e, dict):
-                self.problem(("ranks", i), f"must be an object {{\"rank\", \"gpu\", \"local_batch\", \"power_limit\"}}, got {e!r}")
+                self.problem(("ranks", i), f'must be an object {{"rank", "gpu", "local_batch", "power_limit"}}, got {e!r}')
                 out.append(("", None, None))
                 continue
             if "rank" in e and (isinstance(e["rank"], bool) or e["rank"] != i):
@@ -206,7 +205,7 @@ class _Reader:
         out = []
         for i, g in enumerate(items):
             if not isinstance(g, dict):
-                self.problem(("gpus", i), f"must be an object {{\"name\", \"count\", \"local_batch\", \"power_limit\"}}, got {g!r}")
+                self.problem(("gpus", i), f'must be an object {{"name", "count", "local_batch", "power_limit"}}, got {g!r}')
                 continue
             name = self.name(g, "name", ("gpus", i))
             count = self.positive_int(g, "count", ("gpus", i))
@@ -234,29 +233,36 @@ def read_allocation(allocation: str | Path | dict, source: str | None = None) ->
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as e:
-            raise AllocationError(
-                f"{source}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); {_REGENERATE}"
-            ) from None
+            raise AllocationError(f"{source}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); {_REGENERATE}") from None
         except (OSError, UnicodeDecodeError) as e:
             raise AllocationError(f"allocation file {source} cannot be read: {e}") from None
     if not isinstance(data, dict):
-        raise AllocationError(f"{source}: $: must be a JSON object with \"ranks\" or \"gpus\", got {type(data).__name__}")
+        raise AllocationError(f'{source}: $: must be a JSON object with "ranks" or "gpus", got {type(data).__name__}')
     r = _Reader()
     rank_items, gpu_items = r.entries(data, "ranks"), r.entries(data, "gpus")
     if rank_items is None and gpu_items is None and not r.problems:
-        r.problem((), "has neither \"ranks\" (one entry per rank) nor \"gpus\" (one per GPU type with a count); "
-                      f"this is not an allocation; {_REGENERATE}")
+        r.problem(
+            (),
+            'has neither "ranks" (one entry per rank) nor "gpus" (one per GPU type with a count); '
+            f"this is not an allocation; {_REGENERATE}",
+        )
     from_ranks = r.ranks(rank_items) if rank_items is not None else None
     from_gpus = r.gpus(gpu_items) if gpu_items is not None else None
     if from_ranks is not None and from_gpus is not None and not r.problems:
         if len(from_ranks) != len(from_gpus):
-            r.problem(("ranks",), f"lists {len(from_ranks)} ranks but $.gpus counts {len(from_gpus)} GPUs; "
-                                  "the two must describe the same ranks (regenerate the file)")
+            r.problem(
+                ("ranks",),
+                f"lists {len(from_ranks)} ranks but $.gpus counts {len(from_gpus)} GPUs; "
+                "the two must describe the same ranks (regenerate the file)",
+            )
         else:
             for i, (a, b) in enumerate(zip(from_ranks, from_gpus)):
                 if (a[1], a[2]) != (b[1], b[2]) or (a[0] and b[0] and a[0] != b[0]):
-                    r.problem(("ranks", i), f"is {a[0] or '?'} batch {a[1]} at {a[2]:g} W but $.gpus gives rank {i} "
-                                            f"{b[0] or '?'} batch {b[1]} at {b[2]:g} W; the two must agree (regenerate the file)")
+                    r.problem(
+                        ("ranks", i),
+                        f"is {a[0] or '?'} batch {a[1]} at {a[2]:g} W but $.gpus gives rank {i} "
+                        f"{b[0] or '?'} batch {b[1]} at {b[2]:g} W; the two must agree (regenerate the file)",
+                    )
     entries = from_ranks if from_ranks is not None else from_gpus
     total = sum(e[1] or 0 for e in entries or [])
     declared = data.get("global_batch_size")
@@ -264,8 +270,11 @@ def read_allocation(allocation: str | Path | dict, source: str | None = None) ->
         if isinstance(declared, bool) or not isinstance(declared, int) or declared <= 0:
             r.problem(("global_batch_size",), f"must be a positive integer, got {declared!r}")
         elif declared != total:
-            r.problem(("global_batch_size",), f"is {declared} but the ranks' local batches "
-                                              f"{[e[1] for e in entries or []]} sum to {total}; fix either (regenerate the file)")
+            r.problem(
+                ("global_batch_size",),
+                f"is {declared} but the ranks' local batches "
+                f"{[e[1] for e in entries or []]} sum to {total}; fix either (regenerate the file)",
+            )
     if r.problems:
         raise AllocationError(f"{source}: " + "; ".join(r.problems))
     plans, offset = [], 0

@@ -60,15 +60,18 @@ def comparison_table(
     from rich.table import Table  # the table's renderer, loaded when a table is made
 
     table = Table(title=title)
-    for col in ("method", "knobs", "energy (J)", "time (s)", "cost", "energy saved", "time saved", "cost saved",
-                reference_label):
+    for col in ("method", "knobs", "energy (J)", "time (s)", "cost", "energy saved", "time saved", "cost saved", reference_label):
         table.add_column(col, justify="right")
     fmt = f"{{:,.{decimals}f}}"
     for r in rows:
         t = r.totals
         d = savings(t, base) if base else None
         table.add_row(
-            r.name, r.knobs, fmt.format(t["energy_j"]), fmt.format(t["time_s"]), fmt.format(t["cost"]),
+            r.name,
+            r.knobs,
+            fmt.format(t["energy_j"]),
+            fmt.format(t["time_s"]),
+            fmt.format(t["cost"]),
             *((_pct(d["energy_saved"]), _pct(d["time_saved"]), _pct(d["cost_saved"])) if d else ("-", "-", "-")),
             _pct(savings(t, reference)["regret"]) if reference else "-",
         )

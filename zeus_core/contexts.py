@@ -92,4 +92,3 @@ class PolicyContext:
     def cost(self, energy_j: float, time_s: float) -> float:
         """The job's cost metric (``eta_knob``, ``max_power_w``) of a result."""
         return zeus_cost(energy_j, time_s, self.job.eta_knob, self.max_power_w)
-

@@ -63,8 +63,7 @@ def data_limit(default_bytes: int, env: str, error: ErrorType = DataFileError) -
     return int(value * MIB)
 
 
-def read_data_text(path: str | os.PathLike[str], *, what: str, limit: int, env: str,
-                   error: ErrorType = DataFileError) -> str:
+def read_data_text(path: str | os.PathLike[str], *, what: str, limit: int, env: str, error: ErrorType = DataFileError) -> str:
     """The text of data file ``path`` (``what`` it is, for messages: ``"a trace CSV"``).
 
     Refused (``error``, a :class:`DataFileError` by default) past ``limit`` bytes before it is
@@ -91,23 +90,28 @@ def read_data_text(path: str | os.PathLike[str], *, what: str, limit: int, env: 
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise error(f"{path}:{line}: byte {data[e.start]:#04x} at column {column} is not UTF-8; {what} is UTF-8 "
-                    "text: save it as UTF-8 (a spreadsheet's \"CSV UTF-8\"), or convert it, e.g. "
-                    f"`iconv -f latin1 -t utf-8 {path.name}`") from None
+        raise error(
+            f"{path}:{line}: byte {data[e.start]:#04x} at column {column} is not UTF-8; {what} is UTF-8 "
+            'text: save it as UTF-8 (a spreadsheet\'s "CSV UTF-8"), or convert it, e.g. '
+            f"`iconv -f latin1 -t utf-8 {path.name}`"
+        ) from None
     return text[1:] if text.startswith("\ufeff") else text
 
 
 def _too_big(path: Path, size: str, what: str, limit: int, env: str) -> str:
-    return (f"{path}: the file is {size}, more than the {limit:,} bytes ({_mib(limit)}) {what} may be; "
-            f"real ones are far smaller, so is it the right file? To read it anyway, raise the limit: "
-            f"{env}=<MiB> (e.g. {env}={max(1, math.ceil(2 * limit / MIB))})")
+    return (
+        f"{path}: the file is {size}, more than the {limit:,} bytes ({_mib(limit)}) {what} may be; "
+        f"real ones are far smaller, so is it the right file? To read it anyway, raise the limit: "
+        f"{env}=<MiB> (e.g. {env}={max(1, math.ceil(2 * limit / MIB))})"
+    )
 
 
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
-def csv_table(text: str, path: str | os.PathLike[str], *, what: str = "a CSV file", header_hint: str = "",
-              error: ErrorType = DataFileError) -> tuple[list[str], list[tuple[int, list[str]]]]:
+def csv_table(
+    text: str, path: str | os.PathLike[str], *, what: str = "a CSV file", header_hint: str = "", error: ErrorType = DataFileError
+) -> tuple[list[str], list[tuple[int, list[str]]]]:
     """(header, rows) of CSV ``text`` read from ``path``: the header's cells stripped, and every
     non-blank data row as (its line, its cells), each row as wide as the header.
 
@@ -140,21 +144,26 @@ def csv_table(text: str, path: str | os.PathLike[str], *, what: str = "a CSV fil
 def width_problem(path: Path, line: int, header: list[str], cells: list[str]) -> str:
     """What is wrong with a row of ``len(cells)`` cells under ``header``: the first missing or extra column."""
     if len(cells) < len(header):
-        return (f"{path}:{line}: column {header[len(cells)]!r} is missing: the row has {len(cells)} of the "
-                f"header's {len(header)} cells; fill it in or remove the row")
+        return (
+            f"{path}:{line}: column {header[len(cells)]!r} is missing: the row has {len(cells)} of the "
+            f"header's {len(header)} cells; fill it in or remove the row"
+        )
     hint = ""
     for i in reversed(range(len(cells) - 1)):  # the last such pair: values usually end a row
         pair = f"{cells[i].strip()},{cells[i + 1].strip()}"
         if _DECIMAL_COMMA.fullmatch(pair):
-            hint = (f"; {pair!r} looks like a number written with a decimal comma: write {pair.replace(',', '.')!r} "
-                    "(a CSV number has a decimal point)")
+            hint = (
+                f"; {pair!r} looks like a number written with a decimal comma: write {pair.replace(',', '.')!r} "
+                "(a CSV number has a decimal point)"
+            )
             break
-    return (f"{path}:{line}: the row has {len(cells)} cells but the header names {len(header)} columns "
-            f"({', '.join(header)}): cell {len(header) + 1} ({cells[len(header)].strip()!r}) is extra{hint}")
+    return (
+        f"{path}:{line}: the row has {len(cells)} cells but the header names {len(header)} columns "
+        f"({', '.join(header)}): cell {len(header) + 1} ({cells[len(header)].strip()!r}) is extra{hint}"
+    )
 
 
-def json_document(text: str, path: str | os.PathLike[str], *, max_depth: int = 32,
-                  error: ErrorType = DataFileError) -> Any:
+def json_document(text: str, path: str | os.PathLike[str], *, max_depth: int = 32, error: ErrorType = DataFileError) -> Any:
     """The JSON value of ``text`` read from ``path``; refused when its arrays and objects nest more
     than ``max_depth`` deep (found without recursion, naming the line) or when it is not JSON
     (naming line and column)."""
@@ -166,8 +175,9 @@ def json_document(text: str, path: str | os.PathLike[str], *, max_depth: int = 3
             depth += 1
             if depth > max_depth:
                 line = text.count("\n", 0, m.start()) + 1
-                raise error(f"{path}:{line}: arrays and objects nest more than {max_depth} deep here; "
-                            f"this file nests at most {max_depth} levels")
+                raise error(
+                    f"{path}:{line}: arrays and objects nest more than {max_depth} deep here; this file nests at most {max_depth} levels"
+                )
         elif c in "]}":
             depth -= 1
     try:
@@ -187,23 +197,43 @@ def _show(value: float) -> str:
         return "a number of more than 300 digits"
 
 
-def check_range(value: float, where: str, *, high: float | None = None, low: float | None = None, unit: str = "",
-                what: str = "a value", error: ErrorType = DataFileError) -> float:
+def check_range(
+    value: float,
+    where: str,
+    *,
+    high: float | None = None,
+    low: float | None = None,
+    unit: str = "",
+    what: str = "a value",
+    error: ErrorType = DataFileError,
+) -> float:
     """``value`` when ``low <= value <= high`` (each bound optional), else ``error`` naming the bound:
     ``where`` begins the message (``file.csv:12: column 'time'``), ``unit`` follows the numbers,
     ``what`` is the quantity (for "the most ``what`` can plausibly be")."""
     u = f" {unit}" if unit else ""
     if high is not None and value > high:
-        raise error(f"{where}: {_show(value)}{u} is above {high:g}{u}, the most {what} can plausibly be; "
-                    "is the unit right, or the value a typo?")
+        raise error(
+            f"{where}: {_show(value)}{u} is above {high:g}{u}, the most {what} can plausibly be; is the unit right, or the value a typo?"
+        )
     if low is not None and value < low:
-        raise error(f"{where}: {_show(value)}{u} is below {low:g}{u}, the least {what} can plausibly be; "
-                    "is the unit right, or the value a typo?")
+        raise error(
+            f"{where}: {_show(value)}{u} is below {low:g}{u}, the least {what} can plausibly be; is the unit right, or the value a typo?"
+        )
     return value
 
 
-def parse_number(text: str | None, where: str, *, integer: bool = False, nan_ok: bool = False, high: float | None = None,
-                 low: float | None = None, unit: str = "", what: str = "a value", error: ErrorType = DataFileError) -> float:
+def parse_number(
+    text: str | None,
+    where: str,
+    *,
+    integer: bool = False,
+    nan_ok: bool = False,
+    high: float | None = None,
+    low: float | None = None,
+    unit: str = "",
+    what: str = "a value",
+    error: ErrorType = DataFileError,
+) -> float:
     """The number written ``text`` in a data file (``where`` begins every message: file, line, column).
 
     Refused: empty, NaN (unless ``nan_ok``: then NaN is returned for either), not a number (a
@@ -218,8 +248,10 @@ def parse_number(text: str | None, where: str, *, integer: bool = False, nan_ok:
         value = float(text)
     except ValueError:
         if _DECIMAL_COMMA.fullmatch(text):
-            raise error(f"{where}: {text!r} is written with a decimal comma; write {text.replace(',', '.')!r} "
-                        "(a number in a data file has a decimal point)") from None
+            raise error(
+                f"{where}: {text!r} is written with a decimal comma; write {text.replace(',', '.')!r} "
+                "(a number in a data file has a decimal point)"
+            ) from None
         raise error(f"{where}: {text!r} is not a number") from None
     if math.isnan(value):
         if nan_ok:
@@ -232,5 +264,14 @@ def parse_number(text: str | None, where: str, *, integer: bool = False, nan_ok:
     return check_range(value, where, high=high, low=low, unit=unit, what=what, error=error)
 
 
-__all__ = ["DataFileError", "data_limit", "read_data_text", "csv_table", "width_problem", "json_document",
-           "check_range", "parse_number", "MIB"]
+__all__ = [
+    "DataFileError",
+    "data_limit",
+    "read_data_text",
+    "csv_table",
+    "width_problem",
+    "json_document",
+    "check_range",
+    "parse_number",
+    "MIB",
+]

@@ -140,8 +140,15 @@ def parts_md() -> tuple[str, list[str]]:
     )
     for title, module, protocols in groups:
         out += [f"## {title}", "", markdown(module.__doc__ or ""), ""]
-        kinds = {device.DeviceGroup, stores.JobStore, history.JobHistory, history.HistoryService, ranks.ProcessGroup,
-                 grid.GridSignal, *parts.PART_PROTOCOLS}
+        kinds = {
+            device.DeviceGroup,
+            stores.JobStore,
+            history.JobHistory,
+            history.HistoryService,
+            ranks.ProcessGroup,
+            grid.GridSignal,
+            *parts.PART_PROTOCOLS,
+        }
         for proto in protocols:
             kind = "part protocol" if proto in kinds else "capability (check with `isinstance`)"
             if not has_example(proto.__doc__):
@@ -196,8 +203,7 @@ def api_md() -> tuple[str, list[str]]:
         if inspect.isfunction(fn) and not name.startswith("_") and fn.__module__ == validators.__name__:
             out.append(f"| `{name}` | {first_sentence(inspect.getdoc(fn))} |")
     datafiles = importlib.import_module("zeus_core.datafiles")
-    out += ["", "## `zeus_core.datafiles`", "", first_sentence(inspect.getdoc(datafiles)), "",
-            "| name | what it does |", "| --- | --- |"]
+    out += ["", "## `zeus_core.datafiles`", "", first_sentence(inspect.getdoc(datafiles)), "", "| name | what it does |", "| --- | --- |"]
     for name in datafiles.__all__:
         obj = getattr(datafiles, name)
         if inspect.isclass(obj) or inspect.isfunction(obj):
@@ -226,16 +232,16 @@ def generate(docs_dir: Path, check: bool) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--docs", type=Path, default=None,
-                    help="the docs folder (default: ./docs, which must exist: run it from a checkout's root)")
+    ap.add_argument(
+        "--docs", type=Path, default=None, help="the docs folder (default: ./docs, which must exist: run it from a checkout's root)"
+    )
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file is stale or an example is missing")
     args = ap.parse_args(argv)
     docs = args.docs
     if docs is None:  # where it is run, never the installed package's folder (site-packages)
         docs = Path("docs")
         if not docs.is_dir():
-            print(f"no docs folder in {Path.cwd()}: run it from the checkout's root, or name one with --docs DIR",
-                  file=sys.stderr)
+            print(f"no docs folder in {Path.cwd()}: run it from the checkout's root, or name one with --docs DIR", file=sys.stderr)
             return 2
     problems = generate(docs, args.check)
     for p in problems:

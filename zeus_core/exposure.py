@@ -32,6 +32,8 @@ def is_loopback(host: str) -> bool:
 def token_problem(token: str) -> str | None:
     """Why ``token`` is refused (the message names the fix), or None when it is a good one."""
     if len(token) < MIN_TOKEN or not token.isascii() or not token.isprintable() or " " in token:
-        return (f"a token is at least {MIN_TOKEN} printable ASCII characters without spaces; make one with "
-                "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`")
+        return (
+            f"a token is at least {MIN_TOKEN} printable ASCII characters without spaces; make one with "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+        )
     return None

@@ -175,8 +175,7 @@ def parse_zone(name: str) -> tzinfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r}: give an IANA name (Europe/Berlin), UTC, or an offset "
-                         "such as +01:00") from None
+        raise ValueError(f"unknown time zone {name!r}: give an IANA name (Europe/Berlin), UTC, or an offset such as +01:00") from None
 
 
 def parse_time(text: str, zone: tzinfo | None, what: str = "time") -> float:
@@ -192,13 +191,16 @@ def parse_time(text: str, zone: tzinfo | None, what: str = "time") -> float:
     if dt.tzinfo is not None:
         return dt.timestamp()
     if zone is None:
-        raise ValueError(f"{what} {text!r} has no time zone: write it with an offset (2020-06-01T00:00:00Z, "
-                         "...+01:00) or set [grid] timezone")
+        raise ValueError(
+            f"{what} {text!r} has no time zone: write it with an offset (2020-06-01T00:00:00Z, ...+01:00) or set [grid] timezone"
+        )
     local = dt.replace(tzinfo=zone)
     back = datetime.fromtimestamp(local.timestamp(), zone).replace(tzinfo=None)
     if back != dt:
-        raise ValueError(f"{what} {text!r} does not exist in time zone {zone} (the clocks skip it); times "
-                         "without a zone must be wall-clock times of [grid] timezone")
+        raise ValueError(
+            f"{what} {text!r} does not exist in time zone {zone} (the clocks skip it); times "
+            "without a zone must be wall-clock times of [grid] timezone"
+        )
     return local.timestamp()
 
 
@@ -241,7 +243,7 @@ def source_of(value: Any, schemes: Iterable[str], file_schemes: Mapping[str, str
     registered scheme is that source; any other text is a path, read by the source registered for
     its suffix (``file_schemes``: ``".csv"`` -> ``"csv"``). Raises ValueError naming the forms."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"expected a number, a CSV path or a source such as \"electricitymaps:DE\", got {value!r}")
+        raise ValueError(f'expected a number, a CSV path or a source such as "electricitymaps:DE", got {value!r}')
     if not isinstance(value, str):
         return "constant", repr(float(value))
     schemes = set(schemes)
@@ -252,9 +254,11 @@ def source_of(value: Any, schemes: Iterable[str], file_schemes: Mapping[str, str
     if suffix in file_schemes:
         return file_schemes[suffix], value
     known = ", ".join(f'"{s}:..."' for s in sorted(schemes - {"constant"})) or "none installed"
-    raise ValueError(f"{value!r} is neither a number, nor a file this installation reads "
-                     f"({', '.join(sorted(file_schemes)) or 'no file source installed'}), nor a source it knows "
-                     f"(sources: {known})")
+    raise ValueError(
+        f"{value!r} is neither a number, nor a file this installation reads "
+        f"({', '.join(sorted(file_schemes)) or 'no file source installed'}), nor a source it knows "
+        f"(sources: {known})"
+    )
 
 
 # =========================================================================== the clock
@@ -322,7 +326,8 @@ class Grid:
                     first, last = series[0].span()
                     raise ValueError(
                         f"the device's clock is simulated, so the replay needs a place on {series[0].source}: set "
-                        f"[grid] start (the series runs from {show_time(first)} to {show_time(last)})")
+                        f"[grid] start (the series runs from {show_time(first)} to {show_time(last)})"
+                    )
                 start = time.time()
             self.clock = GridClock.replay(start, elapsed_s, now)
         else:
@@ -405,7 +410,7 @@ def split(signal: GridSignal, starts: Any, ends: Any, joules: Any, owners: Any =
     for j in np.flatnonzero(~timed):  # an instant: the step that holds then
         step = signal.steps(float(ends[j]), float(ends[j]))[0]
         t = np.array([ends[j]])
-        parts.append(Pieces(owners[j:j + 1], t, t, np.array([float(step.value)]), joules[j:j + 1], np.array([bool(step.held)])))
+        parts.append(Pieces(owners[j : j + 1], t, t, np.array([float(step.value)]), joules[j : j + 1], np.array([bool(step.held)])))
     if not parts:
         empty = np.zeros(0)
         return Pieces(np.zeros(0, dtype=np.int64), empty, empty, empty, empty, np.zeros(0, dtype=bool))
@@ -495,8 +500,15 @@ class BeyondSignal(BadInput):
     """A replay runs at times a signal does not know (past a series' end): exit 2."""
 
 
-def replay_columns(grid: Grid, starts: Any, ends: Any, joules: Any, energy_j: Any, owners: Any = None,
-                   name: Callable[[int], str] = lambda i: f"interval {i + 1}") -> dict[str, np.ndarray]:
+def replay_columns(
+    grid: Grid,
+    starts: Any,
+    ends: Any,
+    joules: Any,
+    energy_j: Any,
+    owners: Any = None,
+    name: Callable[[int], str] = lambda i: f"interval {i + 1}",
+) -> dict[str, np.ndarray]:
     """The grid columns of a trace replay's tries at once: try ``o`` drew ``joules[i]`` evenly over
     ``[starts[i], ends[i]]`` for each interval ``i`` with ``owners[i] == o`` (default: one interval
     per try), and its columns are its ``energy_j[o]`` charged at their energy-weighted mean value,
@@ -518,7 +530,8 @@ def replay_columns(grid: Grid, starts: Any, ends: Any, joules: Any, energy_j: An
             raise BeyondSignal(
                 f"[grid] {quantity}: {signal.source} has no value for {show_time(float(pieces.start[k]))}, when "
                 f"{name(int(pieces.owner[k]))} runs{span}; a replay is charged only at known values: set [grid] start "
-                "earlier, or give a series that covers the whole replay")
+                "earlier, or give a series that covers the whole replay"
+            )
         means[quantity] = charged_means(pieces, n)[0]
     out: dict[str, np.ndarray] = {}
     if CARBON in means:
@@ -584,14 +597,39 @@ def record_currency(records: Sequence[TryRecord]) -> str:
     for r in records:
         for key in r.grid:
             if key.startswith("cost_"):
-                return key[len("cost_"):].upper()
+                return key[len("cost_") :].upper()
     return ""
 
 
 __all__ = [
-    "CARBON", "PRICE", "QUANTITIES", "JOULES_PER_KWH", "CARBON_COLUMN", "INTENSITY_COLUMN",
-    "Step", "GridSignal", "TimeSeries", "Forecasts", "GRID_PROTOCOLS",
-    "SourceRequest", "source_of", "parse_zone", "parse_time", "show_time",
-    "GridClock", "Grid", "GridMeter", "Pieces", "split", "charged_means", "BeyondSignal", "replay_columns",
-    "weighted_mean", "columns", "job_totals", "record_currency", "cost_column", "price_column",
+    "CARBON",
+    "PRICE",
+    "QUANTITIES",
+    "JOULES_PER_KWH",
+    "CARBON_COLUMN",
+    "INTENSITY_COLUMN",
+    "Step",
+    "GridSignal",
+    "TimeSeries",
+    "Forecasts",
+    "GRID_PROTOCOLS",
+    "SourceRequest",
+    "source_of",
+    "parse_zone",
+    "parse_time",
+    "show_time",
+    "GridClock",
+    "Grid",
+    "GridMeter",
+    "Pieces",
+    "split",
+    "charged_means",
+    "BeyondSignal",
+    "replay_columns",
+    "weighted_mean",
+    "columns",
+    "job_totals",
+    "record_currency",
+    "cost_column",
+    "price_column",
 ]

@@ -153,8 +153,7 @@ def _show(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
 
 
-def refuse_another_job(location: str, stored: Mapping[str, Any] | None, current: Mapping[str, Any],
-                       fixes: str | None = None) -> None:
+def refuse_another_job(location: str, stored: Mapping[str, Any] | None, current: Mapping[str, Any], fixes: str | None = None) -> None:
     """Raise :class:`IdentityMismatch` when a store at ``location`` learned (``stored``) another job
     than ``current``; a store that learned nothing yet refuses nothing."""
     if stored is None:

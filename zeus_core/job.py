@@ -39,9 +39,13 @@ def job_name(_inst: Any, _attribute: Any, value: str) -> None:
     bad = next((c for c in value if c in "/\\\0" or not c.isprintable()), None)
     if bad is not None or value in (".", "..") or value.strip() != value or len(value) > MAX_NAME:
         why = (
-            f"contains {bad!r}" if bad is not None
-            else f"is longer than {MAX_NAME} characters" if len(value) > MAX_NAME
-            else "has leading or trailing spaces" if value.strip() != value else "is not a name"
+            f"contains {bad!r}"
+            if bad is not None
+            else f"is longer than {MAX_NAME} characters"
+            if len(value) > MAX_NAME
+            else "has leading or trailing spaces"
+            if value.strip() != value
+            else "is not a name"
         )
         raise ValueError(
             f"name {value[:40]!r}{'...' if len(value) > 40 else ''} {why}: a job name names the store file "
@@ -61,8 +65,9 @@ class JobOptions:
 
     name: str = attrs.field(default="", validator=job_name, metadata=NOT_IDENTITY)
     recurrences: int = attrs.field(default=1, validator=between(0, MAX_RECURRENCES), metadata=NOT_IDENTITY)
-    seed: int = attrs.field(default=0, validator=between(0, MAX_SEED, hint="random generators take a seed >= 0 of "
-                                                                         "at most 64 bits"), metadata=NOT_IDENTITY)
+    seed: int = attrs.field(
+        default=0, validator=between(0, MAX_SEED, hint="random generators take a seed >= 0 of at most 64 bits"), metadata=NOT_IDENTITY
+    )
     eta_knob: float = attrs.field(default=0.5, validator=lambda _i, _a, v: check_eta(v))
     beta_knob: float = attrs.field(default=2.0, validator=at_least(1, hint="inf disables early stopping"))
     target_metric: float | None = attrs.field(default=None, validator=attrs.validators.optional(finite))
@@ -91,8 +96,10 @@ def grid_bound_problem(quantity: str, value: float) -> str | None:
     :data:`GRID_BOUNDS`, or None."""
     high, unit = GRID_BOUNDS.get(quantity, (math.inf, ""))
     if abs(value) > high:
-        return (f"{value:g} {unit} is beyond {high:,.0f} {unit}, the most a {quantity.replace('_', ' ')} can plausibly "
-                "be; is the unit right (per kWh, not per MWh), or the value a typo?")
+        return (
+            f"{value:g} {unit} is beyond {high:,.0f} {unit}, the most a {quantity.replace('_', ' ')} can plausibly "
+            "be; is the unit right (per kWh, not per MWh), or the value a typo?"
+        )
     return None
 
 
@@ -100,8 +107,9 @@ def _grid_value(_inst: Any, attribute: Any, value: Any) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"{attribute.name} must be a number, the path of a CSV file or a source such as "
-                         f"\"electricitymaps:DE\", got {value!r}")
+        raise ValueError(
+            f'{attribute.name} must be a number, the path of a CSV file or a source such as "electricitymaps:DE", got {value!r}'
+        )
     if isinstance(value, str) and not value.strip():
         raise ValueError(f"{attribute.name} must not be empty (leave the key out for none)")
     if not isinstance(value, str) and not (math.isfinite(value) and value >= 0):
@@ -145,13 +153,16 @@ class GridOptions:
     start: str = attrs.field(default="", metadata=NOT_IDENTITY)
     timezone: str = attrs.field(default="", metadata=NOT_IDENTITY)
     max_gap_s: float = attrs.field(default=3600.0, validator=positive, metadata=NOT_IDENTITY)
-    timeout_s: float = attrs.field(default=5.0, validator=[positive, between(0, MAX_GRID_TIMEOUT_S, hint=(
-        "seconds a live source waits for its service"))], metadata=NOT_IDENTITY)
+    timeout_s: float = attrs.field(
+        default=5.0,
+        validator=[positive, between(0, MAX_GRID_TIMEOUT_S, hint=("seconds a live source waits for its service"))],
+        metadata=NOT_IDENTITY,
+    )
     refresh_s: float = attrs.field(default=300.0, validator=nonnegative, metadata=NOT_IDENTITY)
 
     def __attrs_post_init__(self) -> None:
         if self.price is not None and not self.currency:
-            raise ValueError("price needs its currency: add currency = \"EUR\" (or the code of its money) to [grid]")
+            raise ValueError('price needs its currency: add currency = "EUR" (or the code of its money) to [grid]')
         if self.currency and self.price is None:
             raise ValueError("currency is the unit of price, and [grid] names no price: add price, or remove currency")
 
@@ -247,5 +258,3 @@ class JobSpec:
     deferred: list[str] = attrs.field(factory=list)
     #: The ``[grid]`` table (None: the job has none; nothing is charged).
     grid: GridOptions | None = None
-
-

@@ -123,8 +123,10 @@ class Journal:
     def add(self, owner: str, key: str, original: Any) -> int:
         """Journal ``original`` of ``owner``'s setting ``key`` for this process; the entry's id."""
         with self._transaction() as conn:
-            cur = conn.execute("INSERT INTO journal (owner, key, original, pid, created) VALUES (?,?,?,?,?)",
-                               (owner, key, json.dumps(original), os.getpid(), time.time()))
+            cur = conn.execute(
+                "INSERT INTO journal (owner, key, original, pid, created) VALUES (?,?,?,?,?)",
+                (owner, key, json.dumps(original), os.getpid(), time.time()),
+            )
             assert cur.lastrowid is not None  # an INSERT sets it
             return cur.lastrowid
 
@@ -371,8 +373,7 @@ def process_alive(pid: int, since: float | None = None) -> bool:
     return True
 
 
-def restore_pending(restorers: dict[str, Restorer], *, path: os.PathLike[str] | str | None = None,
-                    logger: logging.Logger = log) -> int:
+def restore_pending(restorers: dict[str, Restorer], *, path: os.PathLike[str] | str | None = None, logger: logging.Logger = log) -> int:
     """Restore settings left by dead processes (SIGKILL, power loss); return how many.
 
     Called at every ``zeus`` start, once its logging is configured: what it restores is a
@@ -406,16 +407,20 @@ def restore_pending(restorers: dict[str, Restorer], *, path: os.PathLike[str] | 
             if restorer is None:
                 from zeus_core import catalog  # install hints: read only for this message
 
-                logger.error("a killed process left %s setting %s changed, and no installed plugin restores %r settings: "
-                          "install that plugin (%s) and run zeus again",
-                          owner, key, owner, catalog.hint("restorer", owner) or "the device plugin that changed it")
+                logger.error(
+                    "a killed process left %s setting %s changed, and no installed plugin restores %r settings: "
+                    "install that plugin (%s) and run zeus again",
+                    owner,
+                    key,
+                    owner,
+                    catalog.hint("restorer", owner) or "the device plugin that changed it",
+                )
                 continue
             original = items[0][1]  # entries are oldest first
             try:
                 restorer(key, original)
             except Exception as e:  # noqa: BLE001 - report, keep the entry for next time
-                logger.error("could not restore %s %s to %r left by a killed process: %s: %s",
-                          owner, key, original, type(e).__name__, e)
+                logger.error("could not restore %s %s to %r left by a killed process: %s: %s", owner, key, original, type(e).__name__, e)
                 continue
             j.remove(*(entry_id for entry_id, _ in items))
             logger.warning("restored %s %s to %r (left by a killed process)", owner, key, original)

@@ -28,7 +28,7 @@ def load_callable(spec: str, base: Path | None = None, what: str = "step") -> Ca
     """
     target, sep, name = spec.partition(":")
     if not sep or not target or not name:
-        raise ValueError(f"{what} {spec!r}: expected \"module:function\" or \"file.py:function\"")
+        raise ValueError(f'{what} {spec!r}: expected "module:function" or "file.py:function"')
     if target.endswith(".py"):
         path = Path(target).expanduser()
         if not path.is_absolute() and base is not None:
@@ -116,7 +116,7 @@ def deferred_factory(target: str, help: str) -> Callable[[Any, Any], Any]:
     """
     module, sep, name = target.partition(":")
     if not sep or not module or not name:
-        raise ValueError(f"deferred_factory target {target!r}: expected \"package.module:function\"")
+        raise ValueError(f'deferred_factory target {target!r}: expected "package.module:function"')
 
     def factory(options: Any, context: Any) -> Any:
         return getattr(importlib.import_module(module), name)(options, context)

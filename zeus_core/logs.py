@@ -30,8 +30,7 @@ ROOT = "zeus"
 #: The environment variable that names a level.
 ENV = "ZEUS_LOG_LEVEL"
 #: Level names the variable and the servers' ``--log-level`` accept, quietest last.
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-          "error": logging.ERROR, "critical": logging.CRITICAL}
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL}
 #: A ``zeus`` command's level when nothing says otherwise.
 DEFAULT = logging.WARNING
 
@@ -129,8 +128,9 @@ def unconfigure() -> None:
     _shown_by = None
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                  file: TextIO | None = None, line: str | None = None) -> None:
+def _show_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, file: TextIO | None = None, line: str | None = None
+) -> None:
     logging.getLogger(f"{ROOT}.warnings").warning("%s", message)
 
 

@@ -43,8 +43,12 @@ def timestamp(t: datetime) -> str:
 
 def python_info() -> dict[str, str]:
     """This Python: version, implementation, executable and platform (``zeus env`` shows the same)."""
-    return {"version": platform.python_version(), "implementation": platform.python_implementation(),
-            "executable": sys.executable, "platform": platform.platform()}
+    return {
+        "version": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "executable": sys.executable,
+        "platform": platform.platform(),
+    }
 
 
 def versions(registry: Registry) -> dict[str, str]:
@@ -84,8 +88,14 @@ def devices(spec: PartSpec | None, group: Any) -> dict[str, Any] | None:
 
 
 def provenance(
-    registry: Registry, *, command: str, started: datetime, ended: datetime | None = None,
-    device_spec: PartSpec | None = None, device: Any = None, outputs: list[str] | None = None,
+    registry: Registry,
+    *,
+    command: str,
+    started: datetime,
+    ended: datetime | None = None,
+    device_spec: PartSpec | None = None,
+    device: Any = None,
+    outputs: list[str] | None = None,
 ) -> dict[str, Any]:
     """The ``provenance`` of a ``summary.json`` that ``zeus <command>`` wrote (``ended``: now); ``outputs``: the
     files zeus has written in its folder, relative to it (``zeus run --fresh`` removes those it did not write again)."""

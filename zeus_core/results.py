@@ -14,8 +14,7 @@ import attrs
 #: Columns of ``recurrences.csv``, in order (contract: extend, never rename). A job with ``[grid]``
 #: adds the columns of :attr:`TryRecord.grid` after these (:func:`try_columns`). ``power_limit_w``
 #: repeats ``power_limit`` under a name that says its unit (watts), as ``time_s`` and ``energy_j`` do.
-TRY_COLUMNS = ("recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached",
-               "power_limit_w")
+TRY_COLUMNS = ("recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached", "power_limit_w")
 
 #: The key of ``TryRecord.extra`` under which the core keeps a try's grid columns.
 GRID_KEY = "grid"
@@ -94,8 +93,12 @@ class ThisRun:
     tries: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"recurrences": len(self.recurrences), "first_recurrence": min(self.recurrences, default=None),
-                "last_recurrence": max(self.recurrences, default=None), "tries": self.tries}
+        return {
+            "recurrences": len(self.recurrences),
+            "first_recurrence": min(self.recurrences, default=None),
+            "last_recurrence": max(self.recurrences, default=None),
+            "tries": self.tries,
+        }
 
     def describe(self) -> str:
         """``recurrences 141-280``, in words (with the count where numbers in between belong to other runners)."""
@@ -157,8 +160,11 @@ class JobSummary:
             out.update(begun=self.begun, abandoned=self.abandoned, open=self.open)
         # which recurrences the outputs cover (all the job's, 1 .. last), and which of them this run ran
         numbers = {r.recurrence for r in self.records}
-        out["covers"] = {"first_recurrence": min(numbers, default=None), "last_recurrence": max(numbers, default=None),
-                         "since": _iso(self.first_began)}
+        out["covers"] = {
+            "first_recurrence": min(numbers, default=None),
+            "last_recurrence": max(numbers, default=None),
+            "since": _iso(self.first_began),
+        }
         out["this_run"] = None if self.this_run is None else self.this_run.to_json()
         out.update(self.extra)
         return out

@@ -39,9 +39,8 @@ def conftest_for(upstream_conftest: str) -> str:
             kept.append(ast.get_source_segment(upstream_conftest, node))
         elif isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in _SERVER_NAMES:
             start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
-            kept.append("\n".join(upstream_conftest.splitlines()[start:node.end_lineno]))
-    return "\n\n\n".join([*kept[:1], "import pytest\n\nfrom upstream.serve import client, zeus_serve  # noqa: F401",
-                          *kept[1:]]) + "\n"
+            kept.append("\n".join(upstream_conftest.splitlines()[start : node.end_lineno]))
+    return "\n\n\n".join([*kept[:1], "import pytest\n\nfrom upstream.serve import client, zeus_serve  # noqa: F401", *kept[1:]]) + "\n"
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +51,7 @@ def zeus_serve() -> Iterator[str]:
     env = dict(os.environ)
     env.pop("ZEUS_SERVE_TOKEN", None)
     env.setdefault("ZEUS_DISABLED_PLUGINS", "perseus,hetero,torch,nvml,cpu")
-    cmd = [sys.executable, "-m", "zeus_core.cli", "serve", "--store", str(Path(store) / "jobs"), "--host", "127.0.0.1",
-           "--port", "0"]
+    cmd = [sys.executable, "-m", "zeus_core.cli", "serve", "--store", str(Path(store) / "jobs"), "--host", "127.0.0.1", "--port", "0"]
     with open(log, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, start_new_session=True)
     try:

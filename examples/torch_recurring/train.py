@@ -44,8 +44,10 @@ def train(batch_size: int, zeus) -> None:
     x, y = x[own], y[own]
     width = a.get("width", 512)
     model = torch.nn.Sequential(
-        torch.nn.Linear(x.shape[1], width), torch.nn.ReLU(),
-        torch.nn.Linear(width, width), torch.nn.ReLU(),
+        torch.nn.Linear(x.shape[1], width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, width),
+        torch.nn.ReLU(),
         torch.nn.Linear(width, 10),
     ).to(zeus.device)
     model = zeus.wrap_model(model)
@@ -55,7 +57,7 @@ def train(batch_size: int, zeus) -> None:
     for _epoch in zeus.epochs():
         model.train()
         order = torch.randperm(len(x))
-        batches = [order[i:i + batch_size] for i in range(0, len(x) - batch_size + 1, batch_size)]
+        batches = [order[i : i + batch_size] for i in range(0, len(x) - batch_size + 1, batch_size)]
         for idx in zeus.iterate(batches):
             xb, yb = x[idx].to(zeus.device), y[idx].to(zeus.device)
             optimizer.zero_grad()

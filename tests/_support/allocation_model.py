@@ -21,7 +21,8 @@ def single_process_params(global_batch: int, steps: int):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for i in range(steps):
         opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x[i * global_batch:(i + 1) * global_batch]),
-                                     y[i * global_batch:(i + 1) * global_batch]).backward()
+        torch.nn.functional.mse_loss(
+            model(x[i * global_batch : (i + 1) * global_batch]), y[i * global_batch : (i + 1) * global_batch]
+        ).backward()
         opt.step()
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()

@@ -24,11 +24,20 @@ def server_missing(reason: str) -> None:
     pytest.skip(reason)
 
 
-def run_job(store: str, recurrences: int, cwd: Path, *extra: str, env: dict | None = None,
-            job: Path = CIFAR) -> subprocess.Popen:
+def run_job(store: str, recurrences: int, cwd: Path, *extra: str, env: dict | None = None, job: Path = CIFAR) -> subprocess.Popen:
     """``zeus run`` of the CIFAR-100 trace job (MAB + JIT) against ``store``, in the background."""
-    cmd = [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", f"job.recurrences={recurrences}",
-           "--set", f'job.store="{store}"', *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "zeus_core.cli",
+        "run",
+        str(job),
+        "--set",
+        f"job.recurrences={recurrences}",
+        "--set",
+        f'job.store="{store}"',
+        *extra,
+    ]
     env = dict(os.environ) if env is None else dict(env)
     env.setdefault("ZEUS_DISABLED_PLUGINS", UNUSED_PLUGINS)
     return subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

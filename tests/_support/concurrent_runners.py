@@ -16,15 +16,20 @@ from pathlib import Path
 def start_run(site: Path, job: Path, cwd: Path, *args: str) -> subprocess.Popen:
     """``zeus run JOB ARGS`` in the background, with the toy plugin of ``site`` importable."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])), COLUMNS="400")
-    return subprocess.Popen([sys.executable, "-m", "zeus_core.cli", "run", str(job), *args], env=env, cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "zeus_core.cli", "run", str(job), *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def zeus(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     """``zeus ARGS`` to its end (at most two minutes)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])), COLUMNS="400")
-    return subprocess.run([sys.executable, "-m", "zeus_core.cli", *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "zeus_core.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 @contextmanager

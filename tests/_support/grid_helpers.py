@@ -19,23 +19,47 @@ def grid_registry(*extra):
     from zeus_plugins_mab import plugin as mab_plugin
     from zeus_plugins_trace import plugin as trace_plugin
 
-    return zreg.load(entry_points=False, extra_plugins=[("baseline", baseline_plugin), ("trace", trace_plugin),
-                                                        ("mab", mab_plugin), ("grid", grid_plugin), *extra])
+    return zreg.load(
+        entry_points=False,
+        extra_plugins=[("baseline", baseline_plugin), ("trace", trace_plugin), ("mab", mab_plugin), ("grid", grid_plugin), *extra],
+    )
 
 
-def trace_job(folder: Path, grid: str, power: str = 'plugin = "max"', recurrences: int = 2, gpu: str = "a40",
-              name: str = "grid-job") -> Path:
+def trace_job(
+    folder: Path, grid: str, power: str = 'plugin = "max"', recurrences: int = 2, gpu: str = "a40", name: str = "grid-job"
+) -> Path:
     """``folder/job.toml``: ImageNet/ResNet-50 at batch size 256 on the ``gpu`` trace, with ``[grid]`` lines
     ``grid`` and ``[power]`` lines ``power``; its store in ``folder``."""
     lines = [
-        "[job]", f'name = "{name}"', f"recurrences = {recurrences}", "seed = 1", "target_metric = 0.65",
-        "max_epochs = 100", f'store = "{folder / "store.sqlite"}"', "",
-        "[grid]", grid, "",
-        "[workload]", 'plugin = "trace"', f'traces = "{TRACES}"', 'dataset = "imagenet"', 'model = "resnet50"',
-        'optimizer = "adadelta"', "",
-        "[device]", 'plugin = "trace"', f'gpu = "{gpu}"', "",
-        "[batch_size]", 'plugin = "fixed"', "default = 256", "",
-        "[power]", power, "",
+        "[job]",
+        f'name = "{name}"',
+        f"recurrences = {recurrences}",
+        "seed = 1",
+        "target_metric = 0.65",
+        "max_epochs = 100",
+        f'store = "{folder / "store.sqlite"}"',
+        "",
+        "[grid]",
+        grid,
+        "",
+        "[workload]",
+        'plugin = "trace"',
+        f'traces = "{TRACES}"',
+        'dataset = "imagenet"',
+        'model = "resnet50"',
+        'optimizer = "adadelta"',
+        "",
+        "[device]",
+        'plugin = "trace"',
+        f'gpu = "{gpu}"',
+        "",
+        "[batch_size]",
+        'plugin = "fixed"',
+        "default = 256",
+        "",
+        "[power]",
+        power,
+        "",
     ]
     path = folder / "job.toml"
     path.write_text("\n".join(lines))

@@ -172,14 +172,12 @@ def train_recording(batch_size: int, zeus: Any) -> None:
         f.write(json.dumps({"recurrence": zeus.recurrence, "try": zeus.try_index, "steps": steps, "energy_j": energy}) + "\n")
 
 
-
 def launcher_env(driver: Path, *paths: Path, **extra: str) -> dict[str, str]:
     """The environment of a launcher (torchrun) whose ranks use the simulated driver at ``driver``:
     these helpers and ``paths`` importable, one thread per rank, short rendezvous timeouts, and
     none of this process's own rank variables."""
     env = env_with_fake(driver)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), *map(str, paths),
-                                         env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), *map(str, paths), env.get("PYTHONPATH", "")])
     env.update(OMP_NUM_THREADS="1", ZEUS_DIST_TIMEOUT_S="60", **extra)
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(var, None)
@@ -198,8 +196,14 @@ def torchrun_trainer_ranks(tmp_path: Path, monkeypatch: Any, worker: Path, prefi
     status, the end of its output, the driver's path, each rank's tries or None).
     """
     driver = fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=2)
-    p = subprocess.run(torchrun("--standalone", "--nproc-per-node=2", str(worker), str(tmp_path), str(recurrences)),
-                       env=launcher_env(driver), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        torchrun("--standalone", "--nproc-per-node=2", str(worker), str(tmp_path), str(recurrences)),
+        env=launcher_env(driver),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     files = [tmp_path / f"{prefix}-{r}.json" for r in (0, 1)]
     ranks = [json.loads(f.read_text()) if f.exists() else None for f in files]
     return p.returncode, p.stdout[-3000:] + p.stderr[-6000:], driver, ranks

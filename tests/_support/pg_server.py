@@ -35,7 +35,9 @@ def find_bin(name: str = "initdb") -> str | None:
     found = shutil.which(name)
     if found:
         return found
-    versions = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0)
+    versions = sorted(
+        glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0
+    )
     return versions[-1] if versions else None
 
 
@@ -70,8 +72,9 @@ class PgServer:
 
     def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "LANG": "C", "HOME": str(self.root)}
-        return subprocess.run(list(args), user=self.user, cwd=self.root, env=env, capture_output=True, text=True,
-                              check=check, timeout=timeout)
+        return subprocess.run(
+            list(args), user=self.user, cwd=self.root, env=env, capture_output=True, text=True, check=check, timeout=timeout
+        )
 
     @classmethod
     def start_new(cls) -> PgServer:
@@ -90,8 +93,19 @@ class PgServer:
             pwfile.write_text(PASSWORD + "\n")
             if user is not None:
                 os.chown(pwfile, pwd.getpwnam(user).pw_uid, -1)
-            server._run(initdb, "-D", str(server.data), "-U", USER, f"--pwfile={pwfile}", "--auth-local=trust",
-                        "--auth-host=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync")
+            server._run(
+                initdb,
+                "-D",
+                str(server.data),
+                "-U",
+                USER,
+                f"--pwfile={pwfile}",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+            )
             pwfile.unlink()
             server.start()
         except BaseException:
@@ -100,8 +114,10 @@ class PgServer:
         return server
 
     def start(self) -> None:
-        opts = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
-                "-c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB")
+        opts = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB"
+        )
         self._run(find_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", opts, "start")
 
     def stop(self, mode: str = "fast") -> None:

@@ -24,7 +24,10 @@ def run_try_it(readme: Path, workdir: Path) -> tuple[subprocess.CompletedProcess
     environment, and this test's state folder; returns the process and the block as run."""
     script = try_it_block(readme).replace("/tmp/", f"{workdir}/")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEUS_FAKE", "CUDA_", "HIP_", "ROCR_"))}
-    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}", COLUMNS="200",
-               ZEUS_DISABLED_PLUGINS="torch,perseus,hetero,trace,mab")
+    env.update(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
+        COLUMNS="200",
+        ZEUS_DISABLED_PLUGINS="torch,perseus,hetero,trace,mab",
+    )
     p = subprocess.run(["bash", "-c", "set -e\n" + script], cwd=workdir, env=env, capture_output=True, text=True, timeout=120)
     return p, script

@@ -52,7 +52,7 @@ def keep_import_path() -> None:
         for i, folder in enumerate(path):
             for old, new in moved.items():
                 if folder.startswith(old + os.sep):
-                    path[i] = new + folder[len(old):]
+                    path[i] = new + folder[len(old) :]
                     break
     sys.path_importer_cache.clear()
 

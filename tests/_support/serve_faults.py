@@ -46,8 +46,14 @@ class FaultReport:
     @property
     def whole(self) -> bool:
         """Every client exit 0, every begun recurrence recorded exactly once, nothing doubled."""
-        return (all(c == 0 for c in self.exits) and self.recorded == self.begun and not self.abandoned and not self.open
-                and not self.doubled and not self.reached_twice)
+        return (
+            all(c == 0 for c in self.exits)
+            and self.recorded == self.begun
+            and not self.abandoned
+            and not self.open
+            and not self.doubled
+            and not self.reached_twice
+        )
 
     def lines(self) -> list[str]:
         return [
@@ -67,8 +73,18 @@ def _taken(url: str) -> int:
         return -1
 
 
-def fault_run(pg: PgServer, workdir: Path, *, clients: int = 3, recurrences: int = 5, kills: int = 2, outages: int = 1,
-              outage_s: float = 3.0, lease_s: float = 1.0, timeout_s: float = 900.0) -> FaultReport:
+def fault_run(
+    pg: PgServer,
+    workdir: Path,
+    *,
+    clients: int = 3,
+    recurrences: int = 5,
+    kills: int = 2,
+    outages: int = 1,
+    outage_s: float = 3.0,
+    lease_s: float = 1.0,
+    timeout_s: float = 900.0,
+) -> FaultReport:
     """Run ``clients`` x ``recurrences`` of the CIFAR-100 trace job (MAB + JIT) against one ``zeus serve``
     (``--lease-s lease_s``) over a new database of ``pg``, with ``kills`` SIGKILL + restarts of the service
     and ``outages`` stops of the database for ``outage_s`` seconds, spread evenly over the recurrences."""
@@ -79,8 +95,9 @@ def fault_run(pg: PgServer, workdir: Path, *, clients: int = 3, recurrences: int
     url = pg.url(pg.create_database())
     total = clients * recurrences
     # each kind of fault spread evenly over the recurrences to be taken
-    events = sorted([((i + 1) / (kills + 1), "kill") for i in range(kills)]
-                    + [((j + 1) / (outages + 1) + 1e-6, "outage") for j in range(outages)])
+    events = sorted(
+        [((i + 1) / (kills + 1), "kill") for i in range(kills)] + [((j + 1) / (outages + 1) + 1e-6, "outage") for j in range(outages)]
+    )
     schedule = [(max(1, int(at * total)), kind) for at, kind in events]
     env = {**os.environ, "ZEUS_SERVE_TOKEN": TOKEN}
     start = time.monotonic()
@@ -130,8 +147,15 @@ def fault_run(pg: PgServer, workdir: Path, *, clients: int = 3, recurrences: int
         seen[(t.recurrence, t.try_index)] = seen.get((t.recurrence, t.try_index), 0) + 1
         reached[t.recurrence] = reached.get(t.recurrence, 0) + int(t.reached)
     return FaultReport(
-        exits=exits, errors=errors, begun=account.begun, recorded=sum(1 for n in reached.values() if n >= 1),
-        abandoned=account.abandoned, open=account.open, doubled=sorted(k for k, n in seen.items() if n > 1),
-        reached_twice=sorted(r for r, n in reached.items() if n > 1), faults=done_faults,
-        seconds=time.monotonic() - start, service_log=log,
+        exits=exits,
+        errors=errors,
+        begun=account.begun,
+        recorded=sum(1 for n in reached.values() if n >= 1),
+        abandoned=account.abandoned,
+        open=account.open,
+        doubled=sorted(k for k, n in seen.items() if n > 1),
+        reached_twice=sorted(r for r, n in reached.items() if n > 1),
+        faults=done_faults,
+        seconds=time.monotonic() - start,
+        service_log=log,
     )

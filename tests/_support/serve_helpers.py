@@ -23,8 +23,9 @@ LISTENING = re.compile(r"listening on http://(?P<host>[^\s:]+|\[[^\]]+\]):(?P<po
 
 
 class Serve:
-    def __init__(self, store: str, token: str | None = None, port: int = 0, host: str = "127.0.0.1", args: tuple = (),
-                 cwd: str | Path | None = None) -> None:
+    def __init__(
+        self, store: str, token: str | None = None, port: int = 0, host: str = "127.0.0.1", args: tuple = (), cwd: str | Path | None = None
+    ) -> None:
         self.store = store
         self.token = token
         self.port = port
@@ -48,12 +49,22 @@ class Serve:
         return env
 
     def start(self, timeout: float = 60) -> Serve:
-        cmd = [sys.executable, "-m", "zeus_core.cli", "serve", "--store", self.store, "--host", self.host,
-               "--port", str(self.port), *self.args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "zeus_core.cli",
+            "serve",
+            "--store",
+            self.store,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            *self.args,
+        ]
         with open(self.log, "a") as log:
             start = log.tell()
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=self.env(), cwd=self.cwd,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=self.env(), cwd=self.cwd, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
             text = self.log.read_text()[start:]

@@ -17,16 +17,22 @@ class Tokens(torch.utils.data.Dataset):
         return len(self.ids)
 
     def __getitem__(self, i: int) -> dict:
-        return {"input_ids": self.ids[i], "attention_mask": torch.ones(8, dtype=torch.long),
-                "labels": int(self.ids[i, 1] >= 16)}
+        return {"input_ids": self.ids[i], "attention_mask": torch.ones(8, dtype=torch.long), "labels": int(self.ids[i, 1] >= 16)}
 
 
 def tiny_bert():
     """A one-layer BERT classifier, the same weights every call."""
     import transformers
 
-    config = transformers.BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                     intermediate_size=32, max_position_embeddings=16, num_labels=2)
+    config = transformers.BertConfig(
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        num_labels=2,
+    )
     torch.manual_seed(0)
     return transformers.BertForSequenceClassification(config)
 

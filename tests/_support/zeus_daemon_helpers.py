@@ -26,6 +26,7 @@ NOBODY = 65534
 HELPER = Path(__file__).with_name("run_unprivileged.py")
 ZEUS = "import sys; from zeus_core.cli.main import main; main(sys.argv[1:])"
 
+
 @pytest.fixture
 def root_for_daemon() -> None:
     """Skip (fail where ZEUS_REQUIRE_SERVERS=1, as in CI) unless this process is root."""
@@ -50,10 +51,7 @@ class Node:
         self.client_dir = root / "client"  # the unprivileged user's working folder and state
         self.client_dir.mkdir()
         os.chown(self.client_dir, NOBODY, NOBODY)
-        self.env = {
-            k: v for k, v in os.environ.items()
-            if not k.startswith(("ZEUS_", "CUDA_")) and k not in ("HOME", "XDG_STATE_HOME")
-        }
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEUS_", "CUDA_")) and k not in ("HOME", "XDG_STATE_HOME")}
         self.env.update(PYTHONDONTWRITEBYTECODE="1", ZEUS_DISABLED_PLUGINS="")
         self.proc: subprocess.Popen | None = None
 
@@ -63,7 +61,7 @@ class Node:
             socket_group = "{NOBODY}"
             socket_mode = "{mode}"
             {allow}
-            journal_dir = "{self.root / 'journal'}"
+            journal_dir = "{self.root / "journal"}"
             log = "{self.log}"
             plugins = ["nvml", "cpu"]
         """)
@@ -74,14 +72,20 @@ class Node:
 
     def zeus(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         """``zeus ARGS`` as root (``zeus daemon --check``, ...)."""
-        return subprocess.run([sys.executable, "-c", ZEUS, *args], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, cwd=self.root)
+        return subprocess.run(
+            [sys.executable, "-c", ZEUS, *args], env=self.env, capture_output=True, text=True, timeout=timeout, cwd=self.root
+        )
 
     def start(self, timeout: float = 30) -> subprocess.Popen:
         """Start the daemon and wait for its socket; fail with its output if it exits instead."""
         out = open(self.root / "daemon.out", "ab")
-        self.proc = subprocess.Popen([sys.executable, "-c", ZEUS, "daemon", "--config", str(self.config)],
-                                     env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=self.root)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", ZEUS, "daemon", "--config", str(self.config)],
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=self.root,
+        )
         out.close()
         deadline = time.monotonic() + timeout
         while self.serving_pid() != self.proc.pid:  # a SIGKILLed daemon's socket may still be there
@@ -116,21 +120,45 @@ class Node:
     def client_env(self, **extra: str) -> dict[str, str]:
         """The unprivileged user's environment: its own home and state; the research plugins blocked
         (slow to import, and nothing here uses them)."""
-        env = dict(self.env, HOME=str(self.client_dir), ZEUS_STATE_DIR=str(self.client_dir / "state"),
-                   ZEUS_DISABLED_PLUGINS="perseus,mab,hetero,trace")
+        env = dict(
+            self.env,
+            HOME=str(self.client_dir),
+            ZEUS_STATE_DIR=str(self.client_dir / "state"),
+            ZEUS_DISABLED_PLUGINS="perseus,mab,hetero,trace",
+        )
         env.update(extra)
         return env
 
-    def run_as(self, code: str, *args: str, before: str = "", uid: int = NOBODY, gid: int = NOBODY,
-               env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    def run_as(
+        self,
+        code: str,
+        *args: str,
+        before: str = "",
+        uid: int = NOBODY,
+        gid: int = NOBODY,
+        env: dict[str, str] | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess:
         """Run ``code`` as ``uid`` in a fresh process (``before`` runs first, as root: imports)."""
-        return subprocess.run(self.as_argv(code, *args, before=before, uid=uid, gid=gid), env=env or self.client_env(),
-                              capture_output=True, text=True, timeout=timeout, cwd=self.client_dir)
+        return subprocess.run(
+            self.as_argv(code, *args, before=before, uid=uid, gid=gid),
+            env=env or self.client_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.client_dir,
+        )
 
     def popen_as(self, code: str, *args: str, before: str = "", env: dict[str, str] | None = None) -> subprocess.Popen:
-        return subprocess.Popen(self.as_argv(code, *args, before=before, uid=NOBODY, gid=NOBODY),
-                                env=env or self.client_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, cwd=self.client_dir)
+        return subprocess.Popen(
+            self.as_argv(code, *args, before=before, uid=NOBODY, gid=NOBODY),
+            env=env or self.client_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.client_dir,
+        )
 
     @staticmethod
     def as_argv(code: str, *args: str, before: str, uid: int, gid: int) -> list[str]:

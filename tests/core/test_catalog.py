@@ -37,8 +37,10 @@ def test_a_wheel_from_a_folder_gets_that_folder_as_find_links(tmp_path):
 
 def test_a_vcs_install_gets_the_same_url_with_the_subdirectory():
     origin = {"url": "https://example.org/zeus.git", "vcs_info": {"vcs": "git", "commit_id": "abc123"}}
-    assert command_for("zeus-plugins-serve", origin) == \
-        'pip install "zeus-plugins-serve @ git+https://example.org/zeus.git@abc123#subdirectory=plugins/zeus_plugins_serve"'
+    assert (
+        command_for("zeus-plugins-serve", origin)
+        == 'pip install "zeus-plugins-serve @ git+https://example.org/zeus.git@abc123#subdirectory=plugins/zeus_plugins_serve"'
+    )
     assert command_for("zeus-core", origin) == 'pip install "zeus-core @ git+https://example.org/zeus.git@abc123"'
 
 
@@ -48,8 +50,10 @@ def test_an_index_install_gets_the_name_and_the_index(monkeypatch):
     monkeypatch.setattr(catalog, "read", lambda: data)
     assert command_for("zeus-plugins-trace", None) == "pip install zeus-plugins-trace"
     data["index"] = "https://wheels.example.org/simple"
-    assert command_for("zeus-plugins-trace", None, upgrade=True) == \
-        "pip install -U --index-url https://wheels.example.org/simple zeus-plugins-trace"
+    assert (
+        command_for("zeus-plugins-trace", None, upgrade=True)
+        == "pip install -U --index-url https://wheels.example.org/simple zeus-plugins-trace"
+    )
 
 
 def test_this_checkout_is_where_the_tests_run_from(monkeypatch):
@@ -80,9 +84,12 @@ def test_the_catalog_covers_every_distribution_and_names_only_those():
 def _strings(tree: ast.AST):
     """Every string constant of a module that is not a docstring (those may name plugins as examples)."""
     docstrings = {
-        id(node.body[0].value) for node in ast.walk(tree)
+        id(node.body[0].value)
+        for node in ast.walk(tree)
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
     }
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:

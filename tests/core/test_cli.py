@@ -38,8 +38,18 @@ def test_run_writes_contract_outputs(reg, job):
     assert r.exit_code == 0, r.output
     assert "recurrence 3: 32@200W" in r.output
     rows = read_csv(Path("out/recurrences.csv"))
-    assert list(rows[0]) == ["recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached",
-                             "power_limit_w"]
+    assert list(rows[0]) == [
+        "recurrence",
+        "try",
+        "batch_size",
+        "power_limit",
+        "epochs",
+        "time_s",
+        "energy_j",
+        "cost",
+        "reached",
+        "power_limit_w",
+    ]
     assert [int(x["recurrence"]) for x in rows] == [1, 2, 3]
     assert all(x["reached"] == "True" and x["batch_size"] == "32" and float(x["power_limit"]) == 200 for x in rows)
     # toy: bs 32 -> 6 epochs; energy = time * min(limit, 250) W
@@ -116,8 +126,9 @@ def test_failing_workload_exits_1_keeps_earlier_results(reg, job, toy_plugin):
 
 
 def test_retries_until_reached_and_max_tries_failure(reg, job):
-    r = run_cli(reg, "run", str(job), "--set", "batch_size.default=256", "--set", "job.max_tries=2",
-                "--set", "job.max_epochs=5", "--output", "out")
+    r = run_cli(
+        reg, "run", str(job), "--set", "batch_size.default=256", "--set", "job.max_tries=2", "--set", "job.max_epochs=5", "--output", "out"
+    )
     assert r.exit_code == 1
     assert "did not reach the target metric in 2 tries" in r.output
     with Store(Path(".zeus/toyjob.sqlite")) as s:
@@ -156,13 +167,15 @@ def test_early_stop_before_the_epoch_that_would_cross_the_bound(reg, job):
     spec = load_job(job, reg)
     dev = _Clockless()
     # Each epoch: 1 s at 100 W -> energy 100 J; cost = 0.5*100 + 0.5*100*1 = 100.
-    s = RunSession(job=spec.job, batch_size=8, recurrence=2, try_index=1, cost_bound=350.0,
-                   devices=dev, monitor=Monitor(dev), power_policy=None)
+    s = RunSession(
+        job=spec.job, batch_size=8, recurrence=2, try_index=1, cost_bound=350.0, devices=dev, monitor=Monitor(dev), power_policy=None
+    )
     done = []
     for e in s.epochs():
         dev.t += 1.0
         done.append(e)
     assert done == [1, 2, 3] and s.stopped == "early-stop" and s.cost_so_far == pytest.approx(300)
+
     # A predictor lets the check act before the first epoch: the "never ran" case.
     class Predicting:  # a workload that knows its epoch cost (EpochCostPredictor)
         def run(self, session):
@@ -171,11 +184,21 @@ def test_early_stop_before_the_epoch_that_would_cross_the_bound(reg, job):
         def predict_epoch_cost(self, session):
             return 100.0
 
-    s = RunSession(job=spec.job, batch_size=8, recurrence=2, try_index=1, cost_bound=50.0,
-                   devices=dev, monitor=Monitor(dev), power_policy=None, workload=Predicting())
+    s = RunSession(
+        job=spec.job,
+        batch_size=8,
+        recurrence=2,
+        try_index=1,
+        cost_bound=50.0,
+        devices=dev,
+        monitor=Monitor(dev),
+        power_policy=None,
+        workload=Predicting(),
+    )
     assert list(s.epochs()) == [] and s.stopped == "never-ran"
-    s = RunSession(job=spec.job, batch_size=8, recurrence=1, try_index=1, cost_bound=math.inf,
-                   devices=dev, monitor=Monitor(dev), power_policy=None)
+    s = RunSession(
+        job=spec.job, batch_size=8, recurrence=1, try_index=1, cost_bound=math.inf, devices=dev, monitor=Monitor(dev), power_policy=None
+    )
     for e in s.epochs():
         dev.t += 1.0
         if e == 4:
@@ -193,8 +216,16 @@ def _run_job_in_process(job_path: str, n: int) -> None:
     from zeus_core.engine import registry as zreg
 
     reg = zreg.load(extra_plugins=[("toy", conftest._import_toy())])
-    spec = load_job(job_path, reg, ["batch_size.plugin=counting", "batch_size.default=64", f"job.recurrences={n}",
-                                    f"job.store={Path(job_path).parent / 'shared.sqlite'}"])
+    spec = load_job(
+        job_path,
+        reg,
+        [
+            "batch_size.plugin=counting",
+            "batch_size.default=64",
+            f"job.recurrences={n}",
+            f"job.store={Path(job_path).parent / 'shared.sqlite'}",
+        ],
+    )
     runner = Runner(spec, reg)
     runner.build()
     try:

@@ -14,7 +14,11 @@ def test_savings_are_fractions_of_the_base_and_regret_is_extra_cost():
     s = savings({"energy_j": 75.0, "time_s": 120.0, "cost": 90.0}, {"energy_j": 100.0, "time_s": 100.0, "cost": 60.0})
     assert s == pytest.approx({"energy_saved": 0.25, "time_saved": -0.2, "cost_saved": -0.5, "regret": 0.5})
     assert savings({"energy_j": 1.0, "time_s": 1.0, "cost": 1.0}, {"energy_j": 0.0, "time_s": 0.0, "cost": 0.0}) == {
-        "energy_saved": 0.0, "time_saved": 0.0, "cost_saved": 0.0, "regret": 0.0}
+        "energy_saved": 0.0,
+        "time_saved": 0.0,
+        "cost_saved": 0.0,
+        "regret": 0.0,
+    }
 
 
 def render(table) -> str:

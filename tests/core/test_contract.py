@@ -33,12 +33,13 @@ PLUGIN_ROOTS = [
     REPO / "zeus_plugins_perseus",
     REPO / "examples",
 ]
-PACKAGES = [(REPO, "zeus_core")] + [
-    (p.parent, p.name) for root in PLUGIN_ROOTS[:-1] for p in sorted(root.glob("**/zeus_plugins_*")) if (p / "__init__.py").is_file()
-] + [(REPO / "plugins" / "zeus", "zeus")]  # upstream's import package (zeus-compat)
+PACKAGES = (
+    [(REPO, "zeus_core")]
+    + [(p.parent, p.name) for root in PLUGIN_ROOTS[:-1] for p in sorted(root.glob("**/zeus_plugins_*")) if (p / "__init__.py").is_file()]
+    + [(REPO / "plugins" / "zeus", "zeus")]
+)  # upstream's import package (zeus-compat)
 #: Modules of the core that are its application, not its API: no plugin imports them.
-APPLICATION_MODULES = ("zeus_core.cli.main", "zeus_core.cli.monitor", "zeus_core.cli.store", "zeus_core.docgen",
-                       "zeus_core.inloop.script")
+APPLICATION_MODULES = ("zeus_core.cli.main", "zeus_core.cli.monitor", "zeus_core.cli.store", "zeus_core.docgen", "zeus_core.inloop.script")
 
 
 def _python_files(root: Path):
@@ -67,8 +68,7 @@ def core_imports(path: Path) -> list[tuple[int, str]]:
             elif node.module in APPLICATION_MODULES or any(p.startswith("_") for p in node.module.split(".")):
                 bad.append((node.lineno, f"from {node.module} import ... (not an API module)"))
             else:
-                bad += [(node.lineno, f"from {node.module} import {a.name} (a private name)")
-                        for a in node.names if a.name.startswith("_")]
+                bad += [(node.lineno, f"from {node.module} import {a.name} (a private name)") for a in node.names if a.name.startswith("_")]
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith("zeus_core.") and (alias.name in APPLICATION_MODULES or not _core_module_exists(alias.name)):
@@ -87,9 +87,11 @@ def test_plugins_use_only_the_public_api():
 def test_the_public_api_check_catches_an_internal_import(tmp_path):
     # The check above must be able to fail: internals, private names and unknown modules are caught.
     f = tmp_path / "p.py"
-    f.write_text("from zeus_core.runner import Runner\nfrom zeus_core import Runner, hookimpl\n"
-                 "from zeus_core.engine.validation import _suggest\nfrom zeus_core.cli.main import main\n"
-                 "from zeus_core.engine.runner import Runner\n")
+    f.write_text(
+        "from zeus_core.runner import Runner\nfrom zeus_core import Runner, hookimpl\n"
+        "from zeus_core.engine.validation import _suggest\nfrom zeus_core.cli.main import main\n"
+        "from zeus_core.engine.runner import Runner\n"
+    )
     got = [what for _, what in core_imports(f)]
     assert got == [
         "from zeus_core.runner import ... (no such module)",
@@ -106,8 +108,9 @@ def _top_level_bindings(tree: ast.Module) -> tuple[list[str], set[str], set[str]
     checking: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
-            assert isinstance(node.value, ast.List) and all(isinstance(e, ast.Constant) for e in node.value.elts), \
+            assert isinstance(node.value, ast.List) and all(isinstance(e, ast.Constant) for e in node.value.elts), (
                 "__all__ must be a literal list of strings"
+            )
             listed = [e.value for e in node.value.elts]
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] != "typing" and node.module != "__future__":
             eager.update(a.asname or a.name for a in node.names if a.name != "lazy_exports")
@@ -198,7 +201,7 @@ def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(m)
         for n in sorted(graph.get(m, ())):
             if state.get(n) == 1:
-                return stack[stack.index(n):] + [n]
+                return stack[stack.index(n) :] + [n]
             if state.get(n) is None and (got := dfs(n)):
                 return got
         stack.pop()

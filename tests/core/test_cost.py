@@ -35,9 +35,7 @@ def test_pareto_frontier_matches_brute_force():
         want = set()
         seen = set()
         for i in range(30):
-            dominated = any(
-                (t[j] <= t[i] and e[j] <= e[i] and (t[j] < t[i] or e[j] < e[i])) for j in range(30)
-            )
+            dominated = any((t[j] <= t[i] and e[j] <= e[i] and (t[j] < t[i] or e[j] < e[i])) for j in range(30))
             if not dominated and (t[i], e[i]) not in seen:
                 want.add(i)
                 seen.add((t[i], e[i]))

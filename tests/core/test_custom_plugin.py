@@ -28,7 +28,9 @@ def test_installed_plugin_is_listed(site):
 
 
 def test_installed_plugin_runs_and_its_typos_fail_validation(site, tmp_path):
-    job = write_job(tmp_path / "job.toml", TOY_JOB.replace('plugin = "fixed"\ndefault = 32', 'plugin = "greedy"\nbatch_sizes = [16, 32, 64, 128]'))
+    job = write_job(
+        tmp_path / "job.toml", TOY_JOB.replace('plugin = "fixed"\ndefault = 32', 'plugin = "greedy"\nbatch_sizes = [16, 32, 64, 128]')
+    )
     r = zeus(site, "run", str(job), "--set", "job.recurrences=6", "--output", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr + r.stdout
     rows = list(csv.DictReader(open(tmp_path / "out" / "recurrences.csv")))
@@ -62,9 +64,24 @@ def test_sigterm_during_run_restores_the_device_and_keeps_results(site, tmp_path
     job = write_job(tmp_path / "job.toml", TOY_JOB)
     env = dict(os.environ, PYTHONPATH=str(site), COLUMNS="200")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=50",
-         "--set", "workload.sleep_s=0.05", "--set", f"device.closed_marker={marker}"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "zeus_core.cli",
+            "run",
+            str(job),
+            "--set",
+            "job.recurrences=50",
+            "--set",
+            "workload.sleep_s=0.05",
+            "--set",
+            f"device.closed_marker={marker}",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
     )
     store = tmp_path / ".zeus" / "toyjob.sqlite"
     deadline = time.time() + 60

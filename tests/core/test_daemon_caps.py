@@ -53,11 +53,20 @@ def zeus_register_privileged_operations(register):
 def daemon():
     root = Path(tempfile.mkdtemp(prefix="zeus-daemon-caps-"))
     root.chmod(0o755)
-    raw = DaemonConfig(socket=str(root / "d.sock"), socket_mode="0666", allow_users=["0", str(NOBODY)],
-                       log=str(root / "d.log"), journal_dir=str(root / "journal"), max_clients=4,
-                       max_clients_per_user=2, first_frame_timeout_s=0.5, serve={"dial": Opts()})
-    cfg = ResolvedConfig(root / "daemon.toml", raw, os.geteuid(), os.getegid(), 0o666, frozenset({0, NOBODY}),
-                         frozenset(), {"dial": Opts()}, {})
+    raw = DaemonConfig(
+        socket=str(root / "d.sock"),
+        socket_mode="0666",
+        allow_users=["0", str(NOBODY)],
+        log=str(root / "d.log"),
+        journal_dir=str(root / "journal"),
+        max_clients=4,
+        max_clients_per_user=2,
+        first_frame_timeout_s=0.5,
+        serve={"dial": Opts()},
+    )
+    cfg = ResolvedConfig(
+        root / "daemon.toml", raw, os.geteuid(), os.getegid(), 0o666, frozenset({0, NOBODY}), frozenset(), {"dial": Opts()}, {}
+    )
     reg = zreg.load(extra_plugins=[("dialplug", sys.modules[__name__])], entry_points=False)
     setup_logging(raw.log)
     d = Daemon(cfg, reg)
@@ -96,10 +105,17 @@ def test_one_user_holds_at_most_its_share_and_others_still_get_in(daemon):
         with pytest.raises(DaemonError) as e:
             _hello(daemon)
         assert e.value.code == "busy" and "holds 2 connections to this daemon already (max_clients_per_user)" in str(e.value)
-    code = ("import sys\nfrom zeus_core.daemon import DaemonClient\n"
-            "c = DaemonClient(sys.argv[1], timeout_s=10); print(c.hello()['client']['uid'])")
-    r = subprocess.run([sys.executable, str(HELPER), str(NOBODY), str(NOBODY), "", code, daemon.config.raw.socket],
-                       capture_output=True, text=True, timeout=60, cwd="/")
+    code = (
+        "import sys\nfrom zeus_core.daemon import DaemonClient\n"
+        "c = DaemonClient(sys.argv[1], timeout_s=10); print(c.hello()['client']['uid'])"
+    )
+    r = subprocess.run(
+        [sys.executable, str(HELPER), str(NOBODY), str(NOBODY), "", code, daemon.config.raw.socket],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
     assert r.returncode == 0 and r.stdout.strip() == str(NOBODY), r.stderr  # another user is served
     text = _log(daemon)
     refusals = [line for line in text.splitlines() if "max_clients_per_user" in line]
@@ -140,8 +156,11 @@ def test_refusals_are_counted_and_said_with_the_next_line_after_the_window():
         refused("forbidden", 1000, "refused uid 1000")
     finally:
         log.removeHandler(handler)
-    assert lines == ["refused uid 1000", "refused uid 1001",
-                     "refused uid 1000 (4 more forbidden refusals of uid 1000 in the last 11 s not logged)"]
+    assert lines == [
+        "refused uid 1000",
+        "refused uid 1001",
+        "refused uid 1000 (4 more forbidden refusals of uid 1000 in the last 11 s not logged)",
+    ]
 
 
 class _Collect:

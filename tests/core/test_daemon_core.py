@@ -96,7 +96,9 @@ def test_privileged_services_are_registered_with_their_marked_operations_only():
     info = next(p for p in reg.plugins() if p.name == "dialplug")
     assert info.provides == {"privileged_operation": ["dial.read", "dial.set_level"]}
     bad = zreg.load(extra_plugins=[("dialplug", plugin(NoOperations))], entry_points=False)  # services: on first use
-    with pytest.raises(zreg.PluginError, match=r"registered privileged service 'dial', whose class has no method marked with @zeus_core.daemon.operation"):
+    with pytest.raises(
+        zreg.PluginError, match=r"registered privileged service 'dial', whose class has no method marked with @zeus_core.daemon.operation"
+    ):
         bad.services  # noqa: B018
     with pytest.raises(TypeError, match="must be an attrs class"):
         operation(dict)

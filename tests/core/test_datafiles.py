@@ -23,8 +23,11 @@ def test_a_file_past_its_limit_is_refused_before_it_is_read_naming_the_variable(
     p = tmp_path / "d.csv"
     p.write_text("a,b\n" + "1,2\n" * 1000)
     assert read_data_text(p, what="a test file", limit=10_000, env="ZEUS_TEST_MB").startswith("a,b")
-    with pytest.raises(DataFileError, match=r"d.csv: the file is 4,004 bytes, more than the 1,000 bytes .* a test file may be; "
-                                            r".*ZEUS_TEST_MB=<MiB>"):
+    with pytest.raises(
+        DataFileError,
+        match=r"d.csv: the file is 4,004 bytes, more than the 1,000 bytes .* a test file may be; "
+        r".*ZEUS_TEST_MB=<MiB>",
+    ):
         read_data_text(p, what="a test file", limit=1000, env="ZEUS_TEST_MB")
     monkeypatch.setenv("ZEUS_TEST_MB", "2")
     assert data_limit(5, "ZEUS_TEST_MB") == 2 << 20
@@ -51,9 +54,12 @@ def test_not_utf8_names_line_and_column_and_a_bom_is_dropped(tmp_path):
 def test_rows_as_wide_as_the_header_with_their_lines(tmp_path):
     header, rows = csv_table(" a , b \n1,2\n\n3,4\n", tmp_path / "d.csv")
     assert header == ["a", "b"] and rows == [(2, ["1", "2"]), (4, ["3", "4"])]
-    with pytest.raises(DataFileError, match=r"d.csv:3: the row has 3 cells but the header names 2 columns \(a, b\): cell 3 "
-                                            r"\('35'\) is extra; '0,35' looks like a number written with a decimal comma: "
-                                            r"write '0.35'"):
+    with pytest.raises(
+        DataFileError,
+        match=r"d.csv:3: the row has 3 cells but the header names 2 columns \(a, b\): cell 3 "
+        r"\('35'\) is extra; '0,35' looks like a number written with a decimal comma: "
+        r"write '0.35'",
+    ):
         csv_table("a,b\n1,2\nx,0,35\n", tmp_path / "d.csv")
     with pytest.raises(DataFileError, match=r"d.csv:2: column 'b' is missing: the row has 1 of the header's 2 cells"):
         csv_table("a,b\n1\n", tmp_path / "d.csv")
@@ -70,16 +76,19 @@ def test_json_nested_100000_deep_names_the_line_without_recursion(tmp_path):
         json_document('{"a": 1,\n"b" 2}', tmp_path / "j.json")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("0,35", r"'0,35' is written with a decimal comma; write '0.35'"),
-    ("", r"x is empty"),
-    ("nan", r"x is NaN"),
-    ("1e400", r"'1e400' is infinite"),
-    ("1.5", r"'1.5' is not a whole number"),
-    ("1e300", r"1e\+300 W is above 10000 W, the most a power can plausibly be"),
-    ("-5", r"-5 W is below 0 W, the least a power can plausibly be"),
-    ("abc", r"'abc' is not a number"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0,35", r"'0,35' is written with a decimal comma; write '0.35'"),
+        ("", r"x is empty"),
+        ("nan", r"x is NaN"),
+        ("1e400", r"'1e400' is infinite"),
+        ("1.5", r"'1.5' is not a whole number"),
+        ("1e300", r"1e\+300 W is above 10000 W, the most a power can plausibly be"),
+        ("-5", r"-5 W is below 0 W, the least a power can plausibly be"),
+        ("abc", r"'abc' is not a number"),
+    ],
+)
 def test_numbers_finite_whole_and_within_their_bounds(text, message):
     with pytest.raises(DataFileError, match=message):
         parse_number(text, "x", integer=True, high=1e4, low=0, unit="W", what="a power")
@@ -93,13 +102,16 @@ def test_good_numbers_and_nan_where_allowed():
         check_range(10**400, "x", high=1)
 
 
-@pytest.mark.parametrize("module, limit, env, row", [
-    ("zeus_plugins_trace.traces", "TRACE_LIMIT", "TRACE_LIMIT_ENV", "trace CSV, `synthetic.json`"),
-    ("zeus_plugins_trace.groups", "GROUPS_LIMIT", "GROUPS_LIMIT_ENV", "Alibaba group file"),
-    ("zeus_plugins_hetero.profile", "PROFILE_LIMIT", "PROFILE_LIMIT_ENV", "hetero profile (JSON)"),
-    ("zeus_plugins_perseus.profile", "PROFILE_LIMIT", "PROFILE_LIMIT_ENV", "Perseus profile CSV"),
-    ("zeus_plugins_grid.series", "CSV_LIMIT", "CSV_LIMIT_ENV", "grid CSV (`carbon_intensity`, `price`)"),
-])
+@pytest.mark.parametrize(
+    "module, limit, env, row",
+    [
+        ("zeus_plugins_trace.traces", "TRACE_LIMIT", "TRACE_LIMIT_ENV", "trace CSV, `synthetic.json`"),
+        ("zeus_plugins_trace.groups", "GROUPS_LIMIT", "GROUPS_LIMIT_ENV", "Alibaba group file"),
+        ("zeus_plugins_hetero.profile", "PROFILE_LIMIT", "PROFILE_LIMIT_ENV", "hetero profile (JSON)"),
+        ("zeus_plugins_perseus.profile", "PROFILE_LIMIT", "PROFILE_LIMIT_ENV", "Perseus profile CSV"),
+        ("zeus_plugins_grid.series", "CSV_LIMIT", "CSV_LIMIT_ENV", "grid CSV (`carbon_intensity`, `price`)"),
+    ],
+)
 def test_the_readme_states_each_limit_as_the_code_has_it(repo_root, module, limit, env, row):
     mod = pytest.importorskip(module)
     mib = getattr(mod, limit) / (1 << 20)

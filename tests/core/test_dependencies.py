@@ -24,8 +24,7 @@ from zeus_core import catalog
 REPO = Path(__file__).resolve().parents[2]
 # Every distribution of the repository, from the catalog that lists each one's folder.
 DISTRIBUTIONS = {
-    dist: (REPO / folder, "zeus_core" if folder == "." else Path(folder).name)
-    for dist, folder in catalog.read()["folders"].items()
+    dist: (REPO / folder, "zeus_core" if folder == "." else Path(folder).name) for dist, folder in catalog.read()["folders"].items()
 }
 
 

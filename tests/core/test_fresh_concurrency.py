@@ -77,8 +77,11 @@ def test_fresh_wait_starts_over_once_the_runners_ended_their_recurrences(site, j
         code_a, _, err_a = finish(a)
     assert code_b == 0, err_b
     waited = " ".join(err_b.split())
-    assert re.search(r"--fresh --wait: waiting for the job's other runners to end their recurrences \(recurrence \d+ \(pid "
-                     rf"{a.pid} ", waited), waited
+    assert re.search(
+        r"--fresh --wait: waiting for the job's other runners to end their recurrences \(recurrence \d+ \(pid "
+        rf"{a.pid} ",
+        waited,
+    ), waited
     # A ended its run, or (B started over between two of its recurrences) stopped naming the clear
     assert code_a == 0 or (code_a == 1 and "history was cleared under this run by pid" in err_a), err_a
     data = _check_and_export(site, tmp_path)
@@ -118,8 +121,7 @@ def test_two_fresh_runs_started_together_keep_one_whole_history(site, job, tmp_p
 
 def test_two_fresh_wait_runs_started_together_each_run_whole(site, job, tmp_path):
     with killed_at_end([]) as procs:
-        procs += [start_run(site, job, tmp_path, "--fresh", "--wait", "--set", "job.recurrences=1", *SLOW)
-                  for _ in range(2)]
+        procs += [start_run(site, job, tmp_path, "--fresh", "--wait", "--set", "job.recurrences=1", *SLOW) for _ in range(2)]
         results = [finish(p) for p in procs]
     assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
     data = _check_and_export(site, tmp_path)

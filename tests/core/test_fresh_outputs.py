@@ -70,8 +70,15 @@ def test_fresh_removes_what_an_earlier_run_wrote_and_this_one_did_not(tmp_path):
     (out / "old").mkdir()
     (out / "old" / "00099.json").write_text("{}")  # written before zeus recorded its outputs: not known as zeus's
     assert _run(tmp_path, out, 2, "--fresh") == ["chosen.json", *plans[:2], "summary.json"]
-    assert _files(out) == ["chosen.json", "notes.txt", "old/00099.json", "plans/00000.json", "plans/00001.json",
-                           "plans/README", "summary.json"]
+    assert _files(out) == [
+        "chosen.json",
+        "notes.txt",
+        "old/00099.json",
+        "plans/00000.json",
+        "plans/00001.json",
+        "plans/README",
+        "summary.json",
+    ]
 
 
 def test_without_fresh_earlier_outputs_stay_and_stay_recorded(tmp_path):

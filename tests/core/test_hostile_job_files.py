@@ -31,8 +31,10 @@ def test_a_file_over_the_size_limit_is_refused_by_its_size_without_being_read(re
     with open(big, "wb") as f:  # 50 MB, sparse: reading it would take the time and memory the limit spares
         f.truncate(50_000_000)
     lines = problems(reg, big)
-    assert lines == [f"{big}:1: the file is 50,000,000 bytes; a job file is at most {MAX_JOB_BYTES:,} bytes (1 MiB): keep "
-                     "data (traces, profiles, arrays of values) in the files its options name @ $"]
+    assert lines == [
+        f"{big}:1: the file is 50,000,000 bytes; a job file is at most {MAX_JOB_BYTES:,} bytes (1 MiB): keep "
+        "data (traces, profiles, arrays of values) in the files its options name @ $"
+    ]
 
 
 def test_a_stream_without_an_end_is_refused_after_the_limit(reg):
@@ -64,27 +66,33 @@ def test_an_array_longer_than_the_limit_names_its_path(reg):
     assert len(lines) == 1 and f"an array of {MAX_ARRAY + 1:,} values" in lines[0] and "@ $.workload.big.x" in lines[0]
 
 
-@pytest.mark.parametrize("override, field, words", [
-    ("job.seed=-1", "job.seed", "seed must be between 0 and 9223372036854775807"),
-    ("job.seed=18446744073709551616", "job.seed", "outside the 64-bit range"),
-    ("job.recurrences=9223372036854775808", "job.recurrences", "outside the 64-bit range"),
-    ("job.recurrences=1000001", "job.recurrences", "recurrences must be between 0 and 1000000"),
-    ("job.max_tries=0", "job.max_tries", "max_tries must be between 1 and 10000"),
-    ("job.max_tries=10001", "job.max_tries", "max_tries must be between 1 and 10000"),
-    ("job.max_epochs=1000001", "job.max_epochs", "max_epochs must be between 1 and 1000000"),
-    ("job.processes=100000", "job.processes", "processes must be between 1 and 1024"),
-    ("job.eta_knob=nan", "job.eta_knob", "got nan"),
-    ("job.target_metric=inf", "job.target_metric", "must be a finite number"),
-    ("power.limit_w=nan", "power.limit_w", "got nan"),
-])
+@pytest.mark.parametrize(
+    "override, field, words",
+    [
+        ("job.seed=-1", "job.seed", "seed must be between 0 and 9223372036854775807"),
+        ("job.seed=18446744073709551616", "job.seed", "outside the 64-bit range"),
+        ("job.recurrences=9223372036854775808", "job.recurrences", "outside the 64-bit range"),
+        ("job.recurrences=1000001", "job.recurrences", "recurrences must be between 0 and 1000000"),
+        ("job.max_tries=0", "job.max_tries", "max_tries must be between 1 and 10000"),
+        ("job.max_tries=10001", "job.max_tries", "max_tries must be between 1 and 10000"),
+        ("job.max_epochs=1000001", "job.max_epochs", "max_epochs must be between 1 and 1000000"),
+        ("job.processes=100000", "job.processes", "processes must be between 1 and 1024"),
+        ("job.eta_knob=nan", "job.eta_knob", "got nan"),
+        ("job.target_metric=inf", "job.target_metric", "must be a finite number"),
+        ("power.limit_w=nan", "power.limit_w", "got nan"),
+    ],
+)
 def test_every_core_number_has_limits(reg, override, field, words):
     lines = problems(reg, write_job(Path("job.toml"), TOY_JOB), override)
     assert len(lines) == 1 and words in lines[0] and lines[0].endswith(f"@ $.{field}"), lines
 
 
 def test_the_limits_themselves_are_accepted(reg):
-    spec = load_job(write_job(Path("job.toml"), TOY_JOB), reg,
-                    ["job.seed=9223372036854775807", "job.recurrences=1000000", "job.max_tries=10000", "job.processes=1"])
+    spec = load_job(
+        write_job(Path("job.toml"), TOY_JOB),
+        reg,
+        ["job.seed=9223372036854775807", "job.recurrences=1000000", "job.max_tries=10000", "job.processes=1"],
+    )
     assert spec.job.seed == 2**63 - 1 and spec.job.recurrences == 1_000_000
 
 

@@ -54,8 +54,9 @@ def test_zeus_monitor_passes_upstream_s_keywords_on(gpus, tmp_path):
 
     synced = []
     log = tmp_path / "windows.csv"
-    with ZeusMonitor(gpu_indices=[0], cpu_indices=[], log_file=log, sync_execution_with=lambda: synced.append(1),
-                     approx_instant_energy=True) as mon:
+    with ZeusMonitor(
+        gpu_indices=[0], cpu_indices=[], log_file=log, sync_execution_with=lambda: synced.append(1), approx_instant_energy=True
+    ) as mon:
         assert mon.approx_instant_energy is True
         mon.begin_window("w")
         spin(0.01)
@@ -172,8 +173,13 @@ def test_power_optimizer_profiles_holds_the_cheapest_limit_and_keeps_it_in_the_s
     costs = {float(p): 0.5 * e + 0.5 * 400.0 * t for p, (t, e) in choice["profile"].items()}
     assert len(costs) == 13 and choice["power_limit"] == chosen == min(costs, key=costs.get)
     assert identity["power"]["plugin"] == "jit" and identity["power"]["measure_iters"] == 8
-    assert identity["device"] == {"plugin": "nvml", "gpus": [0], "mig": "error", "max_power_w": None,
-                                  "gpu_models": ["NVIDIA A100-SXM4-40GB"]}
+    assert identity["device"] == {
+        "plugin": "nvml",
+        "gpus": [0],
+        "mig": "error",
+        "max_power_w": None,
+        "gpu_models": ["NVIDIA A100-SXM4-40GB"],
+    }
     assert identity["job"] == {"eta_knob": 0.5, "processes": 1} and "batch_size" not in identity
     # The next run at that batch size holds the choice from its first step.
     with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
@@ -254,8 +260,11 @@ def test_a_script_s_store_path_is_read_as_zeus_run_reads_it(tmp_path, monkeypatc
     """``~`` is the home folder, a relative path is the current folder's, the default is .zeus/<job>.sqlite."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
-    for store, where in (("~/t.sqlite", tmp_path / "home" / "t.sqlite"), ("rel.sqlite", tmp_path / "rel.sqlite"),
-                         (None, tmp_path / ".zeus" / "t.sqlite")):
+    for store, where in (
+        ("~/t.sqlite", tmp_path / "home" / "t.sqlite"),
+        ("rel.sqlite", tmp_path / "rel.sqlite"),
+        (None, tmp_path / ".zeus" / "t.sqlite"),
+    ):
         bso = BatchSizeOptimizer(job="t", batch_sizes=[32], default=32, max_power_w=300.0, store=store)
         bso.report(bso.next(), energy_j=1.0, time_s=1.0, reached=True)
         bso.close()
@@ -404,12 +413,20 @@ def test_zeus_run_and_a_script_share_one_history(gpus, tmp_path):
     assert first.recurrences == 1
     jit = {"warmup_iters": 1, "measure_iters": 2}
     with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
-        bso = BatchSizeOptimizer(job="shared", policy="mab", batch_sizes=[32, 64, 128], default=64, monitor=mon,
-                                 target_metric=0.5, store=tmp_path / "shared.sqlite")
+        bso = BatchSizeOptimizer(
+            job="shared",
+            policy="mab",
+            batch_sizes=[32, 64, 128],
+            default=64,
+            monitor=mon,
+            target_metric=0.5,
+            store=tmp_path / "shared.sqlite",
+        )
         trial = bso.next()
         assert trial.recurrence == 2  # the same history
-        with PowerLimitOptimizer(mon, "jit", job="shared", options=jit, batch_size=trial.batch_size,
-                                 store=tmp_path / "shared.sqlite") as plo:
+        with PowerLimitOptimizer(
+            mon, "jit", job="shared", options=jit, batch_size=trial.batch_size, store=tmp_path / "shared.sqlite"
+        ) as plo:
             mon.begin_window("try")
             plo.on_epoch_begin()
             profiled_before = trial.batch_size == 64
@@ -436,21 +453,29 @@ def test_zeus_run_and_a_script_share_one_history(gpus, tmp_path):
     # Another setup is refused, with what differs and the script's fixes.
     with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
         with pytest.raises(IdentityMismatch, match=r"(?s)job.eta_knob\s+0.5\s+0.9.*pass fresh=True"):
-            BatchSizeOptimizer(job="shared", batch_sizes=[32, 64, 128], default=64, monitor=mon, eta_knob=0.9,
-                               store=tmp_path / "shared.sqlite")
+            BatchSizeOptimizer(
+                job="shared", batch_sizes=[32, 64, 128], default=64, monitor=mon, eta_knob=0.9, store=tmp_path / "shared.sqlite"
+            )
         with pytest.raises(IdentityMismatch, match=r"power.measure_iters\s+2\s+40"):
             PowerLimitOptimizer(mon, "jit", job="shared", store=tmp_path / "shared.sqlite")
         with pytest.raises(IdentityMismatch, match=r"device.gpus\s+\[0\]\s+\[1\]"):
-            PowerLimitOptimizer(ZeusMonitor(gpu_indices=[1], cpu_indices=[]), "jit", job="shared", options=jit,
-                                store=tmp_path / "shared.sqlite")
+            PowerLimitOptimizer(
+                ZeusMonitor(gpu_indices=[1], cpu_indices=[]), "jit", job="shared", options=jit, store=tmp_path / "shared.sqlite"
+            )
 
 
 def test_identity_sections_a_script_does_not_declare_are_not_compared():
-    stored = {"job": {"eta_knob": 0.5, "target_metric": 0.6, "processes": 1},
-              "workload": {"plugin": "torch", "entry": "t:t", "batch_sizes": [8, 16], "default_batch_size": 8},
-              "power": {"plugin": "jit", "step_w": 25.0}, "profiler": {"plugin": None}}
-    script = {"job": {"eta_knob": 0.5, "processes": 1}, "workload": {"batch_sizes": [8, 16], "default_batch_size": 8},
-              "batch_size": {"plugin": "mab"}}
+    stored = {
+        "job": {"eta_knob": 0.5, "target_metric": 0.6, "processes": 1},
+        "workload": {"plugin": "torch", "entry": "t:t", "batch_sizes": [8, 16], "default_batch_size": 8},
+        "power": {"plugin": "jit", "step_w": 25.0},
+        "profiler": {"plugin": None},
+    }
+    script = {
+        "job": {"eta_knob": 0.5, "processes": 1},
+        "workload": {"batch_sizes": [8, 16], "default_batch_size": 8},
+        "batch_size": {"plugin": "mab"},
+    }
     assert differences(stored, script) == []
     assert [d.key for d in differences(stored, {"workload": {"batch_sizes": [8, 32]}})] == ["workload.batch_sizes"]
     assert [d.key for d in differences(stored, {"power": {"plugin": "max"}})] == ["power.plugin"]

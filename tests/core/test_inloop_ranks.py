@@ -56,8 +56,7 @@ def test_every_rank_follows_rank_0s_limit_at_every_step_and_epochs_are_summed(gp
 
 def test_a_try_is_chosen_once_and_its_energy_is_the_ranks_sum():
     def rank(g):
-        bso = BatchSizeOptimizer(job="bso-ranks", policy="mab", batch_sizes=[32, 64], default=64,
-                                 max_power_w=100.0 + g.rank, group=g)
+        bso = BatchSizeOptimizer(job="bso-ranks", policy="mab", batch_sizes=[32, 64], default=64, max_power_w=100.0 + g.rank, group=g)
         t = bso.next()
         stop = t.should_stop(Measurement(1.0 + g.rank, {"gpu0": 10.0 * (g.rank + 1)}))
         rec = bso.report(t, energy_j=10.0 * (g.rank + 1), time_s=1.0 + g.rank, reached=True)

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _section(text: str, heading: str) -> str:
     start = text.index(f"\n## {heading}")
     end = text.find("\n## ", start + 1)
-    return text[start:end if end >= 0 else None]
+    return text[start : end if end >= 0 else None]
 
 
 def test_the_job_file_reference_says_a_job_file_runs_code():

@@ -16,7 +16,7 @@ def test_file_relative_to_base_and_module(tmp_path):
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("nocolon", "expected \"module:function\""),
+        ("nocolon", 'expected "module:function"'),
         ("missing.py:f", "file .*missing.py not found"),
         ("boom.py:f", "running .*boom.py failed: ZeroDivisionError"),
         ("steps.py:nope", "defines no function 'nope'"),

@@ -21,22 +21,34 @@ JOB = REPO / "examples" / "zeus_nsdi23" / "cifar100.toml"
 
 def zeus(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k != logs.ENV} | (env or {})
-    return subprocess.run([sys.executable, "-m", "zeus_core.cli", *args], capture_output=True, text=True, env=full,
-                          cwd=cwd, timeout=120)
+    return subprocess.run([sys.executable, "-m", "zeus_core.cli", *args], capture_output=True, text=True, env=full, cwd=cwd, timeout=120)
 
 
 def run_job(tmp_path: Path, *flags: str, recurrences: int = 2, env: dict[str, str] | None = None, out: str = "out"):
-    return zeus(*flags, "run", str(JOB), "--set", f"job.recurrences={recurrences}", "--set",
-                f'job.store="{tmp_path / "store.sqlite"}"', "--fresh", "--output", str(tmp_path / out), env=env)
+    return zeus(
+        *flags,
+        "run",
+        str(JOB),
+        "--set",
+        f"job.recurrences={recurrences}",
+        "--set",
+        f'job.store="{tmp_path / "store.sqlite"}"',
+        "--fresh",
+        "--output",
+        str(tmp_path / out),
+        env=env,
+    )
 
 
 # -- the library: nothing configured at import ------------------------------------------------------
 
 
 def test_importing_zeus_configures_nothing_and_adds_a_null_handler():
-    code = ("import logging, zeus_core\n"
-            "top = logging.getLogger('zeus')\n"
-            "print([type(h).__name__ for h in top.handlers], top.level, logging.getLogger().handlers, top.propagate)")
+    code = (
+        "import logging, zeus_core\n"
+        "top = logging.getLogger('zeus')\n"
+        "print([type(h).__name__ for h in top.handlers], top.level, logging.getLogger().handlers, top.propagate)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["['NullHandler']", "0", "[]", "True"], out
 
@@ -176,8 +188,11 @@ def test_no_source_switches_the_backend_or_uses_pyplot():
             if "tests" in path.parts:
                 continue
             text = path.read_text()
-            found += [f"{path.relative_to(REPO)}: {what}" for what in ("matplotlib.use(", "import matplotlib.pyplot",
-                                                                       "from matplotlib import pyplot") if what in text]
+            found += [
+                f"{path.relative_to(REPO)}: {what}"
+                for what in ("matplotlib.use(", "import matplotlib.pyplot", "from matplotlib import pyplot")
+                if what in text
+            ]
     assert not found, found
 
 
@@ -197,8 +212,11 @@ def test_configure_keeps_one_handler_that_filters_at_the_level():
         logs.configure(logging.DEBUG, stream=out)
         logging.getLogger("zeus.engine").debug("shown too")
         warnings.warn("a plugin's warning", stacklevel=1)
-        assert out.getvalue().splitlines() == ["zeus.engine error: shown", "zeus.engine debug: shown too",
-                                               "zeus.warnings warning: a plugin's warning"]
+        assert out.getvalue().splitlines() == [
+            "zeus.engine error: shown",
+            "zeus.engine debug: shown too",
+            "zeus.warnings warning: a plugin's warning",
+        ]
     finally:
         top.handlers[:] = before[0]
         top.setLevel(before[1])

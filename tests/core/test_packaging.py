@@ -44,8 +44,9 @@ def test_the_license_is_apache_2():
 def test_license_readme_python_classifiers_urls(dist):
     data = _project(dist)
     project, folder = data["project"], REPO / FOLDERS[dist]
-    assert any(re.fullmatch(r"setuptools>=(\d+)", r) and int(r.split(">=")[1]) >= 77 for r in data["build-system"]["requires"]), \
+    assert any(re.fullmatch(r"setuptools>=(\d+)", r) and int(r.split(">=")[1]) >= 77 for r in data["build-system"]["requires"]), (
         "PEP 639 license metadata needs setuptools>=77"
+    )
     assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
     assert (folder / "LICENSE").read_text() == LICENSE, f"{folder / 'LICENSE'} is not the repository's LICENSE"
     assert not any(c.startswith("License ::") for c in project["classifiers"]), "the SPDX expression replaces license classifiers"
@@ -83,8 +84,13 @@ def test_the_floors_page_names_every_floor(dist):
     so a floor raised or added without a run recorded there fails here."""
     rows = [line for line in (REPO / "docs" / "floors.md").read_text().splitlines() if line.startswith(f"| {dist} |")]
     assert len(rows) == 1, f"docs/floors.md has {len(rows)} rows for {dist}"
-    floors = [f"`{r.name}{'[' + ','.join(sorted(r.extras)) + ']' if r.extras else ''}>={s.version}`"
-              for r in _requirements(_project(dist)["project"]) if r.name != "zeus-core" for s in r.specifier if s.operator == ">="]
+    floors = [
+        f"`{r.name}{'[' + ','.join(sorted(r.extras)) + ']' if r.extras else ''}>={s.version}`"
+        for r in _requirements(_project(dist)["project"])
+        if r.name != "zeus-core"
+        for s in r.specifier
+        if s.operator == ">="
+    ]
     missing = [f for f in floors if f not in rows[0]]
     assert not missing, f"docs/floors.md, row {dist}: not {missing}"
 
@@ -96,7 +102,8 @@ def test_the_readme_example_runs(folder, tmp_path):
     block = re.search(r"```toml\n# job.toml\n(.*?)```", text, re.S)
     assert block, "the README shows a job.toml"
     (tmp_path / "job.toml").write_text(block.group(1))
-    run = subprocess.run([sys.executable, "-m", "zeus_core", "run", "job.toml", "--output", "out"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "zeus_core", "run", "job.toml", "--output", "out"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "out" / "summary.json").is_file()

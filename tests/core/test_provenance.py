@@ -42,14 +42,29 @@ def test_summary_says_what_produced_it_and_columns_say_their_units(tmp_path):
     assert p["python"] == python_info() and p["python"]["version"] == platform.python_version()
     assert p["os"] == {"system": platform.system(), "release": platform.release(), "machine": platform.machine()}
     assert p["host"] == socket.gethostname()
-    assert p["devices"] == {"plugin": "trace", "options": {"gpu": "v100"}, "names": ["gpu0"],
-                            "models": {"gpu0": "v100 (replayed trace)"}, "drivers": {}}
+    assert p["devices"] == {
+        "plugin": "trace",
+        "options": {"gpu": "v100"},
+        "names": ["gpu0"],
+        "models": {"gpu0": "v100 (replayed trace)"},
+        "drivers": {},
+    }
     started, ended = datetime.fromisoformat(p["started"]), datetime.fromisoformat(p["ended"])
     assert started.utcoffset().total_seconds() == 0 and started <= ended
     with open(tmp_path / "out" / "recurrences.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == ["recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost",
-                             "reached", "power_limit_w"]
+    assert list(rows[0]) == [
+        "recurrence",
+        "try",
+        "batch_size",
+        "power_limit",
+        "epochs",
+        "time_s",
+        "energy_j",
+        "cost",
+        "reached",
+        "power_limit_w",
+    ]
     assert len(rows) == 2 and all(row["power_limit_w"] == row["power_limit"] and float(row["power_limit_w"]) > 0 for row in rows)
 
     report = zeus("-q", "report", str(JOB), "--set", store, "--output", str(tmp_path / "rep"))
@@ -58,6 +73,7 @@ def test_summary_says_what_produced_it_and_columns_say_their_units(tmp_path):
     assert again["provenance"]["command"] == "zeus report" and again["provenance"]["started"] >= p["ended"]
     # the same job so far; what each command ran differs (the report ran nothing)
     assert again["this_run"] is None and summary["this_run"]["recurrences"] == 2
-    assert {k: v for k, v in again.items() if k not in ("provenance", "this_run")} == \
-        {k: v for k, v in summary.items() if k not in ("provenance", "this_run")}
+    assert {k: v for k, v in again.items() if k not in ("provenance", "this_run")} == {
+        k: v for k, v in summary.items() if k not in ("provenance", "this_run")
+    }
     assert (tmp_path / "rep" / "recurrences.csv").read_text() == (tmp_path / "out" / "recurrences.csv").read_text()

@@ -87,4 +87,4 @@ def _braces(pattern: str) -> list[str]:
     m = re.search(r"\{([^}]*)\}", pattern)
     if m is None:
         return [pattern]
-    return [x for alt in m.group(1).split(",") for x in _braces(pattern[:m.start()] + alt + pattern[m.end():])]
+    return [x for alt in m.group(1).split(",") for x in _braces(pattern[: m.start()] + alt + pattern[m.end() :])]

@@ -87,11 +87,31 @@ def test_a_signal_records_the_recurrence_it_stopped_as_abandoned(site, job, tmp_
     """Whatever the test runner was started with (``started_ignoring``: in a shell's background, it ignores
     SIGINT), the runner under test gets the signal at its default action, as from a terminal."""
     env = dict(os.environ, PYTHONPATH=str(site))
-    with signals_ignored(*([sig] if started_ignoring else [])), ended(start(
-        [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=50", "--set",
-         "workload.sleep_s=10", "--output", str(tmp_path / "o")],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )) as proc:
+    with (
+        signals_ignored(*([sig] if started_ignoring else [])),
+        ended(
+            start(
+                [
+                    sys.executable,
+                    "-m",
+                    "zeus_core.cli",
+                    "run",
+                    str(job),
+                    "--set",
+                    "job.recurrences=50",
+                    "--set",
+                    "workload.sleep_s=10",
+                    "--output",
+                    str(tmp_path / "o"),
+                ],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        ) as proc,
+    ):
         _wait_for_open(tmp_path / STORE, proc)  # recurrence 1 sleeps 10 s in its first epoch: the signal lands in it
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
@@ -99,8 +119,7 @@ def test_a_signal_records_the_recurrence_it_stopped_as_abandoned(site, job, tmp_
     with Store(tmp_path / STORE) as s:
         account = ledger(s)
         reached = {t.recurrence for t in s.tries() if t.reached}
-    assert account.open == {} and {n: a["reason"] for n, a in account.abandoned.items()} == {
-        account.begun: f"interrupted by {sig.name}"}
+    assert account.open == {} and {n: a["reason"] for n, a in account.abandoned.items()} == {account.begun: f"interrupted by {sig.name}"}
     assert reached == set(range(1, account.begun))
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["abandoned"] == [{"recurrence": account.begun, "reason": f"interrupted by {sig.name}"}]
@@ -122,8 +141,12 @@ def _wait_for_open(path: Path, proc: subprocess.Popen, timeout: float = 60) -> i
 def test_a_killed_runner_s_recurrence_is_recorded_abandoned_by_the_next_run(site, reg, job, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(site))
     proc = start(
-        [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=5", "--set",
-         "workload.sleep_s=60"], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=5", "--set", "workload.sleep_s=60"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         rec = _wait_for_open(tmp_path / STORE, proc)  # recurrence 1, asleep in its first epoch for a minute
@@ -138,8 +161,9 @@ def test_a_killed_runner_s_recurrence_is_recorded_abandoned_by_the_next_run(site
         assert History(spec.job, s, None, identity=s.identity(), max_power_w=300.0).begin_recurrence() == 2
         account = ledger(s)
     assert account.begun == 2 and list(account.open) == [2]
-    assert account.abandoned[1]["reason"] == (f"its runner (pid {proc.pid} on {owner['host']}) ended without a result: "
-                                              "killed, or its machine restarted")
+    assert account.abandoned[1]["reason"] == (
+        f"its runner (pid {proc.pid} on {owner['host']}) ended without a result: killed, or its machine restarted"
+    )
 
 
 def test_an_owner_is_gone_when_its_pid_is_reused_or_the_machine_restarted():
@@ -154,8 +178,9 @@ def test_an_owner_is_gone_when_its_pid_is_reused_or_the_machine_restarted():
 def test_a_script_that_closes_its_optimizer_mid_recurrence_abandons_it(reg, tmp_path):
     from zeus_core import BatchSizeOptimizer
 
-    with BatchSizeOptimizer(job="script", policy="fixed", batch_sizes=[32], default=32, max_power_w=300.0,
-                            store=str(tmp_path / "s.sqlite"), registry=reg) as bso:
+    with BatchSizeOptimizer(
+        job="script", policy="fixed", batch_sizes=[32], default=32, max_power_w=300.0, store=str(tmp_path / "s.sqlite"), registry=reg
+    ) as bso:
         t = bso.next()
         bso.report(t, energy_j=10.0, time_s=1.0, reached=True)
         bso.next()  # the script stops here (an exception, a break)

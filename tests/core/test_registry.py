@@ -92,11 +92,7 @@ def test_trace_plugins_prints_hook_calls(monkeypatch, capsys, toy_plugin):
 def test_every_hook_has_a_docstring_and_is_documented(repo_root: Path):
     """Like datasette's test: a hook missing from docs/hooks.md fails here."""
     docs = (repo_root / "docs" / "hooks.md").read_text()
-    specs = [
-        (name, fn)
-        for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
-        if name.startswith("zeus_")
-    ]
+    specs = [(name, fn) for name, fn in inspect.getmembers(hookspecs, inspect.isfunction) if name.startswith("zeus_")]
     assert len(specs) >= 13
     for name, fn in specs:
         assert (fn.__doc__ or "").strip(), f"hook {name} has no docstring"
@@ -140,11 +136,17 @@ def test_options_named_by_module_load_when_the_part_is_first_used(tmp_path, monk
     assert reg.get("batch_size_policy", "lazy").options is opts
 
 
-@pytest.mark.parametrize("target, message", [
-    ("no_such_module_here:Opts", r"plugin 'lazyplug' \(.*\): the options of batch_size_policy 'lazy' 'no_such_module_here:Opts': "
-                                 "cannot import"),
-    ("os.path:join", r"plugin 'lazyplug' \(.*\): the options of batch_size_policy 'lazy' must be an attrs class"),
-])
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        (
+            "no_such_module_here:Opts",
+            r"plugin 'lazyplug' \(.*\): the options of batch_size_policy 'lazy' 'no_such_module_here:Opts': "
+            "cannot import",
+        ),
+        ("os.path:join", r"plugin 'lazyplug' \(.*\): the options of batch_size_policy 'lazy' must be an attrs class"),
+    ],
+)
 def test_options_named_by_module_that_are_wrong_are_bad_input_naming_the_plugin(tmp_path, target, message):
     from zeus_test_helpers import run_cli
 

@@ -22,15 +22,37 @@ main(sys.argv[1:])
 
 #: Loaded by a command only when it runs: the job file's validation, the other commands' modules,
 #: the daemon's configuration, the store, a device's code, the in-loop API.
-NOT_FOR_PLUGINS = {"zeus_core.engine.validation", "zeus_core.engine.assembly", "zeus_core.engine.history",
-                   "zeus_core.engine.stores.sqlite", "zeus_core.cli.env", "zeus_core.cli.monitor",
-                   "zeus_core.cli.store", "zeus_core.daemon.command", "zeus_core.daemon.config",
-                   "zeus_core.devicekit.groups", "zeus_core.windows", "zeus_core.allocation", "zeus_core.grid",
-                   "zeus_core.inloop.monitor", "zeus_plugins_cpu.rapl", "zeus_plugins_cpu.estimate",
-                   "zeus_plugins_trace.sweep", "zeus_plugins_trace.commands", "zeus_plugins_serve.command", "cattrs"}
+NOT_FOR_PLUGINS = {
+    "zeus_core.engine.validation",
+    "zeus_core.engine.assembly",
+    "zeus_core.engine.history",
+    "zeus_core.engine.stores.sqlite",
+    "zeus_core.cli.env",
+    "zeus_core.cli.monitor",
+    "zeus_core.cli.store",
+    "zeus_core.daemon.command",
+    "zeus_core.daemon.config",
+    "zeus_core.devicekit.groups",
+    "zeus_core.windows",
+    "zeus_core.allocation",
+    "zeus_core.grid",
+    "zeus_core.inloop.monitor",
+    "zeus_plugins_cpu.rapl",
+    "zeus_plugins_cpu.estimate",
+    "zeus_plugins_trace.sweep",
+    "zeus_plugins_trace.commands",
+    "zeus_plugins_serve.command",
+    "cattrs",
+}
 #: Plugins' options classes load with the first job that uses the part.
-OPTIONS = {"zeus_plugins_mab.options", "zeus_plugins_trace.options", "zeus_plugins_hetero.options",
-           "zeus_plugins_torch.options", "zeus_plugins_cpu.options", "zeus_plugins_nvml.options"}
+OPTIONS = {
+    "zeus_plugins_mab.options",
+    "zeus_plugins_trace.options",
+    "zeus_plugins_hetero.options",
+    "zeus_plugins_torch.options",
+    "zeus_plugins_cpu.options",
+    "zeus_plugins_nvml.options",
+}
 #: ``zeus daemon``'s services, which zeus plugins lists and the job commands never need.
 SERVICES = {"zeus_plugins_nvml.service", "zeus_plugins_amdsmi.service", "zeus_plugins_cpu.service"}
 
@@ -51,8 +73,11 @@ def test_zeus_validate_loads_validation_but_no_other_command():
     loaded = _modules("validate", JOB)
     assert "zeus_core.engine.validation" in loaded
     assert {"zeus_plugins_mab.options", "zeus_plugins_trace.options"} <= loaded  # the job's parts' options only
-    assert not loaded & (NOT_FOR_PLUGINS - {"zeus_core.engine.validation", "zeus_core.engine.stores.sqlite", "cattrs"}
-                         | SERVICES | OPTIONS - {"zeus_plugins_mab.options", "zeus_plugins_trace.options"})
+    assert not loaded & (
+        NOT_FOR_PLUGINS - {"zeus_core.engine.validation", "zeus_core.engine.stores.sqlite", "cattrs"}
+        | SERVICES
+        | OPTIONS - {"zeus_plugins_mab.options", "zeus_plugins_trace.options"}
+    )
 
 
 def test_the_settings_journal_imports_nothing_of_the_engine():

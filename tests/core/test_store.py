@@ -224,7 +224,7 @@ def test_a_damaged_store_is_refused_before_anything_is_written(tmp_path):
     page = c.execute("PRAGMA page_size").fetchone()[0]
     c.close()
     data = bytearray(path.read_bytes())
-    data[(root - 1) * page: root * page] = b"\xff" * page  # one page of the tries table overwritten
+    data[(root - 1) * page : root * page] = b"\xff" * page  # one page of the tries table overwritten
     path.write_bytes(bytes(data))
     before = _sha(path)
     with pytest.raises(StoreError, match=r"is damaged \((PRAGMA integrity_check|SQLite): .*mv .*damaged.*--fresh.*zeus store import"):

@@ -33,8 +33,7 @@ def zeus(*args: str, cwd: Path, site: Path | None = None, timeout: float = 120) 
     env.pop("COLUMNS", None)  # as in CI logs: output is a pipe, not a terminal
     if site is not None:
         env["PYTHONPATH"] = str(site)
-    return subprocess.run([sys.executable, "-m", "zeus_core.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "zeus_core.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def sha(path: Path) -> str:
@@ -65,8 +64,8 @@ def learned(job: Path, tmp_path: Path) -> Path:
         ("device.gpu=a40", "device.gpu", "v100", "a40"),
         ("job.eta_knob=0.9", "job.eta_knob", "0.5", "0.9"),
         ("job.target_metric=0.65", "job.target_metric", "0.6", "0.65"),
-        ("batch_size.variant=\"paper\"", "batch_size.variant", "improved", "paper"),
-        ("power={plugin=\"max\"}", "power.plugin", "jit", "max"),
+        ('batch_size.variant="paper"', "batch_size.variant", "improved", "paper"),
+        ('power={plugin="max"}', "power.plugin", "jit", "max"),
         ("workload.synthetic_seed=7", "workload.synthetic_seed", "0", "7"),
         ("job.processes=2", "job.processes", "1", "2"),
     ],
@@ -91,7 +90,7 @@ def test_a_run_of_another_setup_is_refused_before_it_touches_the_store(learned, 
 
 def test_the_public_traces_are_another_job_than_the_synthetic_ones(learned, job, tmp_path, shared_data):
     before = sha(learned)
-    r = zeus("run", str(job), "--set", f"workload.traces=\"{shared_data / 'zeus_nsdi23'}\"", cwd=tmp_path)
+    r = zeus("run", str(job), "--set", f'workload.traces="{shared_data / "zeus_nsdi23"}"', cwd=tmp_path)
     assert r.returncode == 2 and "workload.traces synthetic" in " ".join(r.stderr.split())
     assert sha(learned) == before
 
@@ -107,8 +106,21 @@ def test_long_values_that_differ_are_shown_whole():
 
 
 def test_options_that_do_not_change_the_problem_never_block_and_fresh_starts_over(learned, job, tmp_path):
-    r = zeus("run", str(job), "--set", "job.recurrences=1", "--set", "job.seed=5", "--set", "job.max_tries=30",
-             "--set", "batch_size.seed=3", "--output", str(tmp_path / "o"), cwd=tmp_path)
+    r = zeus(
+        "run",
+        str(job),
+        "--set",
+        "job.recurrences=1",
+        "--set",
+        "job.seed=5",
+        "--set",
+        "job.max_tries=30",
+        "--set",
+        "batch_size.seed=3",
+        "--output",
+        str(tmp_path / "o"),
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     with Store(learned) as s:
         assert [t.recurrence for t in s.tries() if t.reached] == [1, 2, 3, 4]
@@ -120,7 +132,7 @@ def test_options_that_do_not_change_the_problem_never_block_and_fresh_starts_ove
 
 def test_fresh_with_a_failing_start_leaves_the_store_as_it_was(learned, job, tmp_path):
     before = sha(learned)
-    r = zeus("run", str(job), "--fresh", "--set", "workload.dataset=\"no-such-dataset\"", cwd=tmp_path)
+    r = zeus("run", str(job), "--fresh", "--set", 'workload.dataset="no-such-dataset"', cwd=tmp_path)
     assert r.returncode == 2 and "no-such-dataset" in r.stderr
     assert sha(learned) == before
 
@@ -148,7 +160,7 @@ def test_a_foreign_newer_or_damaged_file_is_refused_and_left_unchanged(learned, 
     root = c.execute("SELECT rootpage FROM sqlite_master WHERE name = 'tries'").fetchone()[0]
     page = c.execute("PRAGMA page_size").fetchone()[0]
     c.close()
-    data[(root - 1) * page: root * page] = b"\xff" * page
+    data[(root - 1) * page : root * page] = b"\xff" * page
     damaged.write_bytes(bytes(data))
     cases = {
         foreign: "is an SQLite database but not a zeus store (it has tables users)",
@@ -157,7 +169,7 @@ def test_a_foreign_newer_or_damaged_file_is_refused_and_left_unchanged(learned, 
     }
     for path, what in cases.items():
         before = sha(path)
-        r = zeus("run", str(job), "--set", f"job.store=\"{path}\"", cwd=tmp_path)
+        r = zeus("run", str(job), "--set", f'job.store="{path}"', cwd=tmp_path)
         err = " ".join(r.stderr.split())
         assert r.returncode == 2 and f"{path}: {what}" in err and "The file was not changed" in err, err
         assert sha(path) == before
@@ -166,11 +178,16 @@ def test_a_foreign_newer_or_damaged_file_is_refused_and_left_unchanged(learned, 
 
 @pytest.mark.parametrize(
     ("name", "why"),
-    [("../../escape", "contains '/'"), ("a/b", "contains '/'"), ("x" * 300, "is longer than 100 characters"),
-     ("a\\u0000b", "contains '\\x00'"), ("..", "is not a name")],
+    [
+        ("../../escape", "contains '/'"),
+        ("a/b", "contains '/'"),
+        ("x" * 300, "is longer than 100 characters"),
+        ("a\\u0000b", "contains '\\x00'"),
+        ("..", "is not a name"),
+    ],
 )
 def test_a_job_name_is_a_name(job, tmp_path, name, why):
-    r = zeus("run", str(job), "--set", f"job.name=\"{name}\"", cwd=tmp_path)
+    r = zeus("run", str(job), "--set", f'job.name="{name}"', cwd=tmp_path)
     assert r.returncode == 2
     err = " ".join(r.stderr.split())
     assert why in err and "@ $.job.name" in err
@@ -179,7 +196,7 @@ def test_a_job_name_is_a_name(job, tmp_path, name, why):
 
 def test_a_store_that_is_a_folder_and_an_unwritable_output_exit_2_before_anything_runs(job, tmp_path):
     (tmp_path / "folder.sqlite").mkdir()
-    r = zeus("run", str(job), "--set", "job.store=\"folder.sqlite\"", cwd=tmp_path)
+    r = zeus("run", str(job), "--set", 'job.store="folder.sqlite"', cwd=tmp_path)
     assert r.returncode == 2 and "is a folder, not a store file" in " ".join(r.stderr.split())
     (tmp_path / "afile").write_text("x")
     r = zeus("run", str(job), "--output", str(tmp_path / "afile" / "out"), cwd=tmp_path)
@@ -201,16 +218,29 @@ def test_report_writes_every_output_from_the_store_alone(learned, job, tmp_path)
     assert (tmp_path / "zero" / "recurrences.csv").read_text() == (tmp_path / "rep" / "recurrences.csv").read_text()
     with Store(learned) as s:
         assert len({t.recurrence for t in s.tries()}) == 3  # report ran nothing
-    r = zeus("report", str(job), "--set", "job.store=\"empty.sqlite\"", "--output", "refused", cwd=tmp_path)
+    r = zeus("report", str(job), "--set", 'job.store="empty.sqlite"', "--output", "refused", cwd=tmp_path)
     assert r.returncode == 2 and "holds no results" in r.stderr
     assert not (tmp_path / "refused").exists()  # refused before the output folder was made
 
 
 def test_output_files_follow_the_umask_and_tables_are_not_cut_in_a_pipe(job, tmp_path):
     r = subprocess.run(
-        [sys.executable, "-c", "import os, sys; os.umask(0o022); from zeus_core.cli.main import main; main()",
-         "run", str(job), "--set", "job.recurrences=2", "--output", str(tmp_path / "o")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+        [
+            sys.executable,
+            "-c",
+            "import os, sys; os.umask(0o022); from zeus_core.cli.main import main; main()",
+            "run",
+            str(job),
+            "--set",
+            "job.recurrences=2",
+            "--output",
+            str(tmp_path / "o"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
     )
     assert r.returncode == 0, r.stderr
     for name in ("summary.json", "recurrences.csv", "cost_per_recurrence.png"):
@@ -220,8 +250,7 @@ def test_output_files_follow_the_umask_and_tables_are_not_cut_in_a_pipe(job, tmp
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 @pytest.mark.parametrize("started_ignoring", [False, True], ids=["as-from-a-terminal", "runner-ignores-the-signal"])
-def test_a_signal_restores_writes_what_finished_and_exits_128_plus_its_number(site, tmp_path, sig, code,
-                                                                              started_ignoring):
+def test_a_signal_restores_writes_what_finished_and_exits_128_plus_its_number(site, tmp_path, sig, code, started_ignoring):
     from zeus_test_helpers import TOY_JOB, ended, signals_ignored, start, write_job
 
     job = write_job(tmp_path / "job.toml", TOY_JOB)
@@ -230,11 +259,33 @@ def test_a_signal_restores_writes_what_finished_and_exits_128_plus_its_number(si
     store = tmp_path / ".zeus" / "toyjob.sqlite"
     # the test runner may have been started ignoring the signal (a shell's background: SIGINT; nohup: SIGHUP);
     # the runner under test is started as from a terminal all the same
-    with signals_ignored(*([sig] if started_ignoring else [])), ended(start(
-        [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=50", "--set",
-         "workload.sleep_s=0.05", "--set", f"device.closed_marker=\"{marker}\"", "--output", str(tmp_path / "o")],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )) as proc:
+    with (
+        signals_ignored(*([sig] if started_ignoring else [])),
+        ended(
+            start(
+                [
+                    sys.executable,
+                    "-m",
+                    "zeus_core.cli",
+                    "run",
+                    str(job),
+                    "--set",
+                    "job.recurrences=50",
+                    "--set",
+                    "workload.sleep_s=0.05",
+                    "--set",
+                    f'device.closed_marker="{marker}"',
+                    "--output",
+                    str(tmp_path / "o"),
+                ],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        ) as proc,
+    ):
         _wait_for_tries(store, proc, 2)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
@@ -276,8 +327,13 @@ def test_a_signal_a_nohup_runner_was_started_ignoring_stays_ignored(site, tmp_pa
     env = dict(os.environ, PYTHONPATH=str(site))
     with signals_ignored(signal.SIGHUP):  # as nohup starts it: SIGHUP ignored, inherited by the runner
         proc = subprocess.Popen(
-            [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=50", "--set",
-             "workload.sleep_s=0.05"], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=50", "--set", "workload.sleep_s=0.05"],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     with ended(proc):
         _wait_for_tries(tmp_path / ".zeus" / "toyjob.sqlite", proc, 2)
         # both pending at once are delivered lowest number first: SIGHUP (1) would stop it before SIGTERM (15)
@@ -290,8 +346,7 @@ def test_a_signal_a_nohup_runner_was_started_ignoring_stays_ignored(site, tmp_pa
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_while_outputs_are_written_records_what_was_written_and_exits_128_plus_its_number(
-        site, tmp_path, sig, code):
+def test_a_signal_while_outputs_are_written_records_what_was_written_and_exits_128_plus_its_number(site, tmp_path, sig, code):
     from zeus_test_helpers import TOY_JOB, ended, start, write_job
 
     job = write_job(tmp_path / "job.toml", TOY_JOB)
@@ -299,11 +354,30 @@ def test_a_signal_while_outputs_are_written_records_what_was_written_and_exits_1
     (out / "toy").mkdir(parents=True)
     (out / "toy" / "999.txt").write_text("the user's own\n")  # recorded by no zeus command: never listed
     env = dict(os.environ, PYTHONPATH=str(site))
-    with ended(start(
-        [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=2", "--set",
-         "workload.output_files=10", "--set", f"workload.hold_outputs=\"{hold}\"", "--output", str(out)],
-        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )) as proc:
+    with ended(
+        start(
+            [
+                sys.executable,
+                "-m",
+                "zeus_core.cli",
+                "run",
+                str(job),
+                "--set",
+                "job.recurrences=2",
+                "--set",
+                "workload.output_files=10",
+                "--set",
+                f'workload.hold_outputs="{hold}"',
+                "--output",
+                str(out),
+            ],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    ) as proc:
         _wait_for(Path(f"{hold}.held"), proc)  # 5 of its 10 files written, waiting
         proc.send_signal(sig)
         _out, err = proc.communicate(timeout=60)
@@ -330,7 +404,7 @@ def test_store_check_export_import_round_trip(learned, job, tmp_path):
     assert r.returncode == 0, r.stderr
     assert zeus("store", "export", str(tmp_path / "copy.sqlite"), cwd=tmp_path).stdout == json.dumps(dump, indent=1) + "\n"
     # the rebuilt store continues the job where the original was
-    r = zeus("run", str(job), "--set", "job.store=\"copy.sqlite\"", "--set", "job.recurrences=1", cwd=tmp_path)
+    r = zeus("run", str(job), "--set", 'job.store="copy.sqlite"', "--set", "job.recurrences=1", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     with Store(tmp_path / "copy.sqlite") as s:
         assert max(t.recurrence for t in s.tries()) == 4
@@ -388,8 +462,14 @@ def test_two_concurrent_runners_lose_no_power_policy_choice(site, tmp_path):
     job.write_text(ALTERNATE_JIT_JOB)
     env = dict(os.environ, PYTHONPATH=str(site))
     procs = [
-        subprocess.Popen([sys.executable, "-m", "zeus_core.cli", "run", str(job)], env=env, cwd=tmp_path,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "zeus_core.cli", "run", str(job)],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     for p in procs:
@@ -411,18 +491,40 @@ def test_outputs_on_a_full_disk_are_an_error_naming_the_file_and_the_next_run_wr
     with small_fs("64k") as disk:
         out = disk / "o"
         fill(disk, leave=0)
-        r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "run", str(job), "--set", "job.recurrences=2",
-                            "--set", "workload.output_files=3", "--output", str(out)],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "zeus_core.cli",
+                "run",
+                str(job),
+                "--set",
+                "job.recurrences=2",
+                "--set",
+                "workload.output_files=3",
+                "--output",
+                str(out),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 1, r.stderr
         message = " ".join(r.stderr.split())
         assert "Traceback" not in r.stderr and "the disk is full" in message and "recurrences.csv" in message, message
         assert "zeus report" in message  # how to get them once space is freed
         assert [p.name for p in out.iterdir()] == []  # no temporary file, no half of a file
         free_space(disk)
-        r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "report", str(job), "--set", "workload.output_files=3",
-                            "--output", str(out)],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "zeus_core.cli", "report", str(job), "--set", "workload.output_files=3", "--output", str(out)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         rows = list(csv.DictReader(open(out / "recurrences.csv")))
         assert len({row["recurrence"] for row in rows}) == 2 and len(list((out / "toy").iterdir())) == 3

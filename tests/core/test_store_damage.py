@@ -70,27 +70,41 @@ def verdicts(reg, job: Path, path: Path) -> tuple[int, str, int, str]:
 DAMAGE = {
     "a dropped tries table": (["DROP TABLE tries"], "its schema's table tries is missing"),
     "a dropped column": (["ALTER TABLE tries DROP COLUMN steady_cost"], "table tries lacks the column steady_cost"),
-    "bad JSON in a policy state": (["UPDATE state SET value = '{\"observed\": 3' WHERE key = 'policy:batch_size'"],
-                                   "state 'policy:batch_size' is not JSON zeus wrote"),
-    "NaN next_recurrence": (["UPDATE state SET value = '{\"next_recurrence\": NaN, \"min_cost\": null}' WHERE key = 'runner'"],
-                            "state 'runner' is not JSON zeus wrote (NaN is not JSON zeus writes)"),
-    "negative next_recurrence": (["UPDATE state SET value = '{\"next_recurrence\": -7, \"min_cost\": null}' WHERE key = 'runner'"],
-                                 "next_recurrence is -7, not a whole number >= 1"),
-    "a fractional next_recurrence": (["UPDATE state SET value = '{\"next_recurrence\": 2.5}' WHERE key = 'runner'"],
-                                     "next_recurrence is 2.5, not a whole number >= 1"),
-    "a try beyond next_recurrence": (["UPDATE state SET value = '{\"next_recurrence\": 3, \"min_cost\": 1.0}' WHERE key = 'runner'"],
-                                     "recurrence 3 has a try but was never begun (next_recurrence is 3)"),
-    "a try stored twice": (["INSERT INTO tries (recurrence, try_index, batch_size, power_limit, epochs, time_s, energy_j, cost,"
-                            " reached, stopped, extra, created) SELECT recurrence, try_index, batch_size, power_limit, epochs,"
-                            " time_s, energy_j, cost, 0, 'early-stop', extra, created FROM tries WHERE recurrence = 2"],
-                           "recurrence 2, try 1 is stored twice"),
+    "bad JSON in a policy state": (
+        ["UPDATE state SET value = '{\"observed\": 3' WHERE key = 'policy:batch_size'"],
+        "state 'policy:batch_size' is not JSON zeus wrote",
+    ),
+    "NaN next_recurrence": (
+        ["UPDATE state SET value = '{\"next_recurrence\": NaN, \"min_cost\": null}' WHERE key = 'runner'"],
+        "state 'runner' is not JSON zeus wrote (NaN is not JSON zeus writes)",
+    ),
+    "negative next_recurrence": (
+        ["UPDATE state SET value = '{\"next_recurrence\": -7, \"min_cost\": null}' WHERE key = 'runner'"],
+        "next_recurrence is -7, not a whole number >= 1",
+    ),
+    "a fractional next_recurrence": (
+        ["UPDATE state SET value = '{\"next_recurrence\": 2.5}' WHERE key = 'runner'"],
+        "next_recurrence is 2.5, not a whole number >= 1",
+    ),
+    "a try beyond next_recurrence": (
+        ["UPDATE state SET value = '{\"next_recurrence\": 3, \"min_cost\": 1.0}' WHERE key = 'runner'"],
+        "recurrence 3 has a try but was never begun (next_recurrence is 3)",
+    ),
+    "a try stored twice": (
+        [
+            "INSERT INTO tries (recurrence, try_index, batch_size, power_limit, epochs, time_s, energy_j, cost,"
+            " reached, stopped, extra, created) SELECT recurrence, try_index, batch_size, power_limit, epochs,"
+            " time_s, energy_j, cost, 0, 'early-stop', extra, created FROM tries WHERE recurrence = 2"
+        ],
+        "recurrence 2, try 1 is stored twice",
+    ),
     "a negative energy": (["UPDATE tries SET energy_j = -1 WHERE recurrence = 4"], "has energy_j that no zeus-core wrote"),
     "text where a number belongs": (["UPDATE tries SET cost = 'x' WHERE recurrence = 1"], "has cost that no zeus-core wrote"),
-    "an identity that is not an object": (["UPDATE meta SET value = '[1]' WHERE key = 'identity'"],
-                                          "the identity is not a JSON object"),
+    "an identity that is not an object": (["UPDATE meta SET value = '[1]' WHERE key = 'identity'"], "the identity is not a JSON object"),
     "an abandoned record of a recurrence never begun": (
-        ["INSERT INTO state (key, value) VALUES ('runner:abandoned', '{\"99\": {\"reason\": \"x\", \"at\": 1.0}}')"],
-        "state 'runner:abandoned' names recurrence 99, which was never begun"),
+        ['INSERT INTO state (key, value) VALUES (\'runner:abandoned\', \'{"99": {"reason": "x", "at": 1.0}}\')'],
+        "state 'runner:abandoned' names recurrence 99, which was never begun",
+    ),
 }
 
 
@@ -121,7 +135,7 @@ def _row_data_offsets(path: Path) -> list[int]:
         header = start + (100 if root == 1 else 0)
         if data[header] != 0x0D:  # not a table leaf (an interior page): its rows are on other pages
             continue
-        content = int.from_bytes(data[header + 5: header + 7], "big") or 65536
+        content = int.from_bytes(data[header + 5 : header + 7], "big") or 65536
         offsets += range(start + content, start + page)
     return offsets
 

@@ -56,8 +56,7 @@ def test_the_store_s_disk_filling_up_mid_run_is_a_full_disk_and_the_next_run_con
         assert r.returncode == 0, r.stderr
         with Store(store) as s:
             before = max(t.recurrence for t in s.tries())
-        code, _, err = finish(start_run(site, job, tmp_path, *at, "--set", "job.recurrences=1",
-                                        "--set", "workload.sleep_s=0.02"))
+        code, _, err = finish(start_run(site, job, tmp_path, *at, "--set", "job.recurrences=1", "--set", "workload.sleep_s=0.02"))
         assert code == 0, err
         with Store(store) as s:
             assert max(t.recurrence for t in s.tries()) > before
@@ -102,12 +101,35 @@ def test_store_check_export_and_report_read_a_store_on_read_only_media(site, job
 
 @pytest.mark.parametrize("leave", [0, 250_000], ids=["no-room-for-a-file", "room-for-the-schema-not-the-tries"])
 def test_import_into_a_full_disk_says_so_and_leaves_no_stub(site, tmp_path, leave):
-    tries = [{"recurrence": r, "try_index": 1, "batch_size": 32, "power_limit": 200.0, "epochs": 6, "time_s": 1.0,
-              "energy_j": 2.0, "cost": 3.0, "reached": True, "stopped": None, "extra": {"note": "x" * 50},
-              "steady_cost": None} for r in range(1, 3001)]  # about 400 kB in a store
+    tries = [
+        {
+            "recurrence": r,
+            "try_index": 1,
+            "batch_size": 32,
+            "power_limit": 200.0,
+            "epochs": 6,
+            "time_s": 1.0,
+            "energy_j": 2.0,
+            "cost": 3.0,
+            "reached": True,
+            "stopped": None,
+            "extra": {"note": "x" * 50},
+            "steady_cost": None,
+        }
+        for r in range(1, 3001)
+    ]  # about 400 kB in a store
     export = tmp_path / "e.json"
-    export.write_text(json.dumps({"format": "zeus-store", "version": 1, "identity": None,
-                                  "state": {"runner": {"next_recurrence": 3001, "min_cost": 3.0}}, "tries": tries}))
+    export.write_text(
+        json.dumps(
+            {
+                "format": "zeus-store",
+                "version": 1,
+                "identity": None,
+                "state": {"runner": {"next_recurrence": 3001, "min_cost": 3.0}},
+                "tries": tries,
+            }
+        )
+    )
     with small_fs("1m") as root:
         fill(root, leave=leave)
         before = _listing(root)

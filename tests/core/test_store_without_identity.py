@@ -34,9 +34,11 @@ def old_store(tmp_path) -> Path:
     c = sqlite3.connect(path)
     c.executescript(_V1)
     c.execute("INSERT INTO state (key, value) VALUES ('runner', '{\"next_recurrence\": 21, \"min_cost\": 1e12}')")
-    c.executemany("INSERT INTO tries (recurrence, try_index, batch_size, power_limit, epochs, time_s, energy_j, cost,"
-                  " reached, stopped, extra, created) VALUES (?, 1, 32, 200.0, 6, 10.0, 20.0, 1e12, 1, NULL, '{}', 0)",
-                  [(r,) for r in range(1, 21)])
+    c.executemany(
+        "INSERT INTO tries (recurrence, try_index, batch_size, power_limit, epochs, time_s, energy_j, cost,"
+        " reached, stopped, extra, created) VALUES (?, 1, 32, 200.0, 6, 10.0, 20.0, 1e12, 1, NULL, '{}', 0)",
+        [(r,) for r in range(1, 21)],
+    )
     c.commit()
     c.close()
     return path

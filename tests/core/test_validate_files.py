@@ -19,8 +19,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def zeus(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zeus_core.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    return subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )
 
 
 def flat(r: subprocess.CompletedProcess) -> str:
@@ -30,7 +36,7 @@ def flat(r: subprocess.CompletedProcess) -> str:
 def test_a_missing_trace_folder_and_nan_in_a_trace_csv(tmp_path, shared_data):
     job = tmp_path / "job.toml"
     job.write_text((REPO / "examples" / "zeus_nsdi23" / "cifar100.toml").read_text())
-    r = zeus("validate", str(job), "--set", "workload.traces=\"no-such-folder\"", "--set", "job.eta_knob=2", cwd=tmp_path)
+    r = zeus("validate", str(job), "--set", 'workload.traces="no-such-folder"', "--set", "job.eta_knob=2", cwd=tmp_path)
     assert r.returncode == 2
     err = flat(r)
     assert "2 errors" in err  # every mistake at once: the option and the folder
@@ -45,7 +51,7 @@ def test_a_missing_trace_folder_and_nan_in_a_trace_csv(tmp_path, shared_data):
     cells[-1] = "nan"
     lines[3] = ",".join(cells)
     (bad / "summary_power_v100.csv").write_text("\n".join(lines) + "\n")
-    r = zeus("run", str(job), "--set", "workload.traces=\"traces\"", cwd=tmp_path)
+    r = zeus("run", str(job), "--set", 'workload.traces="traces"', cwd=tmp_path)
     assert r.returncode == 2
     assert "summary_power_v100.csv:4: column 'average_power' is NaN" in flat(r) and "@ $.workload.traces" in flat(r)
     assert not (tmp_path / ".zeus").exists()  # a failed start leaves no store behind
@@ -103,9 +109,7 @@ def test_a_broken_perseus_profile(tmp_path, shared_data):
     lines[2] = lines[2].rsplit(",", 1)[0] + ",nan"
     profile.write_text("\n".join(lines) + "\n")
     job = tmp_path / "job.toml"
-    job.write_text("\n".join(
-        f'profile = "{profile}"' if line.strip().startswith("profile") else line for line in src.splitlines()
-    ) + "\n")
+    job.write_text("\n".join(f'profile = "{profile}"' if line.strip().startswith("profile") else line for line in src.splitlines()) + "\n")
     r = zeus("validate", str(job), cwd=tmp_path)
     assert r.returncode == 2
     assert f"{profile}:3" in flat(r) and "@ $.frequency_plan.profile" in flat(r)

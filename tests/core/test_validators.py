@@ -12,7 +12,9 @@ def validate(path):
 
 
 def test_blank_strings_are_refused_with_the_line_and_field(tmp_path):
-    job = write_job(tmp_path / "job.toml", """
+    job = write_job(
+        tmp_path / "job.toml",
+        """
         [job]
         name = "blank"
 
@@ -21,14 +23,17 @@ def test_blank_strings_are_refused_with_the_line_and_field(tmp_path):
         profile = "   "
         microbatches = 4
         blocking_power_w = 80.0
-    """)
+    """,
+    )
     r = validate(job)
     assert r.exit_code == 2
     assert "job.toml:6: profile must not be empty @ $.frequency_plan.profile" in r.output
 
 
 def test_trace_workload_blank_dataset_and_zero_iterations(tmp_path):
-    job = write_job(tmp_path / "job.toml", """
+    job = write_job(
+        tmp_path / "job.toml",
+        """
         [workload]
         plugin = "trace"
         dataset = ""
@@ -39,7 +44,8 @@ def test_trace_workload_blank_dataset_and_zero_iterations(tmp_path):
 
         [batch_size]
         plugin = "fixed"
-    """)
+    """,
+    )
     r = validate(job)
     assert r.exit_code == 2
     assert "dataset must not be empty @ $.workload.dataset" in r.output

@@ -126,8 +126,14 @@ class LibError(Exception):
 
 
 ERRORS = DriverErrors(
-    library="LIB", exception=LibError, code=lambda e: e.code, rebuild=LibError, status=str,
-    no_permission=lambda e: e.code == 10, not_supported=lambda e: e.code == 3, detail_key="lib_error",
+    library="LIB",
+    exception=LibError,
+    code=lambda e: e.code,
+    rebuild=LibError,
+    status=str,
+    no_permission=lambda e: e.code == 10,
+    not_supported=lambda e: e.code == 3,
+    detail_key="lib_error",
     permission_fix="Run as root.",
 )
 
@@ -166,7 +172,9 @@ def test_driver_device_words_each_failure_with_the_device_and_the_fix():
         raise LibError(code)
 
     assert g.call("read it", lambda x: x + 1, 1) == 2
-    with pytest.raises(DeviceError, match=r"^cannot set the limit of gpu0 \(Model X, GPU-gpu0\): LIB refused \(No Permission\)\. Run as root\.$"):
+    with pytest.raises(
+        DeviceError, match=r"^cannot set the limit of gpu0 \(Model X, GPU-gpu0\): LIB refused \(No Permission\)\. Run as root\.$"
+    ):
         g.call("set the limit", raise_, 10)
     with pytest.raises(DeviceError, match=r"^gpu0 \(Model X, GPU-gpu0\) does not support this: cannot lock \(LIB: Not Supported\)$"):
         g.call("lock", raise_, 3)
@@ -251,8 +259,12 @@ def test_served_gpus_resolve_entries_and_refuse_the_others():
     missing = lambda e: f"nothing is {e!r}"  # noqa: E731
     assert select_gpus("all", everything, lookup, missing) == everything
     assert select_gpus([1], everything, lookup, missing) == {"GPU-b": (1, "hb")}
-    for wanted, message, pos in (([0, "GPU-x"], "nothing is 'GPU-x'", 1), ([0, "GPU-a"], "listed twice", 1),
-                                 ([True], "nothing is True", 0), ([[0]], r"nothing is \[0\]", 0)):
+    for wanted, message, pos in (
+        ([0, "GPU-x"], "nothing is 'GPU-x'", 1),
+        ([0, "GPU-a"], "listed twice", 1),
+        ([True], "nothing is True", 0),
+        ([[0]], r"nothing is \[0\]", 0),
+    ):
         with pytest.raises(ServiceConfigError, match=message) as e:
             select_gpus(wanted, everything, lookup, missing)
         assert e.value.field == ("gpus", pos)
@@ -312,7 +324,7 @@ def test_privilege_modes(monkeypatch):
     for mode in (True, False, "root"):
         simulated.check_privilege_mode(mode)
     for bad in ("yes", 1, None):
-        with pytest.raises(ValueError, match="privileged must be True, False or \"root\""):
+        with pytest.raises(ValueError, match='privileged must be True, False or "root"'):
             simulated.check_privilege_mode(bad)
     monkeypatch.setattr(simulated, "has_capability", lambda bit: bit == 21)
     assert simulated.may_change(True, 1) and not simulated.may_change(False, 21)

@@ -23,8 +23,17 @@ from zeus_plugins_apple_silicon import fake_apple_silicon
 from zeus_plugins_jetson.fake_sysfs import write_tree
 from zeus_plugins_nvml import fake_pynvml
 
-FAKES = ("ZEUS_FAKE_NVML", "ZEUS_FAKE_AMDSMI", "ZEUS_FAKE_APPLE_SILICON", "ZEUS_GPU_DEVICE", "CUDA_VISIBLE_DEVICES",
-         "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "ROCM_PATH")
+FAKES = (
+    "ZEUS_FAKE_NVML",
+    "ZEUS_FAKE_AMDSMI",
+    "ZEUS_FAKE_APPLE_SILICON",
+    "ZEUS_GPU_DEVICE",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "ROCM_PATH",
+)
 
 
 @pytest.fixture
@@ -51,8 +60,9 @@ def test_every_simulated_device_plugin_is_described(machine, monkeypatch):
     fake_pynvml.install(fake_pynvml.create(machine / "nvml.json", 2, privileged="root"), monkeypatch)
     fake_amdsmi.install(fake_amdsmi.create(machine / "amd.json", [fake_amdsmi.FakeAmdGpu(demand_w=300.0)]), monkeypatch)
     monkeypatch.setenv(fake_apple_silicon.ENV, str(fake_apple_silicon.create(machine / "apple.json")))
-    board = write_tree(machine / "sys", "hwmon", {"VDD_IN": 7.5, "VDD_CPU_GPU_CV": 2.5, "VDD_SOC": 1.8},
-                       model="NVIDIA Jetson Orin Nano Developer Kit")
+    board = write_tree(
+        machine / "sys", "hwmon", {"VDD_IN": 7.5, "VDD_CPU_GPU_CV": 2.5, "VDD_SOC": 1.8}, model="NVIDIA Jetson Orin Nano Developer Kit"
+    )
     (machine / "rocm" / ".info").mkdir(parents=True)
     (machine / "rocm" / ".info" / "version").write_text("6.4.1-120\n")
     monkeypatch.setenv("ROCM_PATH", str(machine / "rocm"))
@@ -92,7 +102,8 @@ def test_every_simulated_device_plugin_is_described(machine, monkeypatch):
 
     apple = plugins["apple-silicon"]
     assert [(d["name"], d["model"], d["energy_source"]) for d in apple["devices"]] == [
-        (n, "Apple M2 Max", "counter") for n in ("cpu", "gpu", "ane", "dram")]
+        (n, "Apple M2 Max", "counter") for n in ("cpu", "gpu", "ane", "dram")
+    ]
     assert all(d["changes"] is None and d["temperature_c"] is None for d in apple["devices"])
 
     assert plugins["cpu-estimate"]["devices"][0]["energy_source"] == "estimate"
@@ -124,8 +135,12 @@ def test_a_machine_without_any_vendor_library(machine, monkeypatch):
     r, report = zeus_env("--json")
     assert r.exit_code == 0, r.output
     plugins = by_name(report)
-    for name, says in (("nvml", "pynvml cannot be imported"), ("amdsmi", "amdsmi Python package is not installed"),
-                       ("apple-silicon", "zeus_apple_silicon cannot be imported"), ("jetson", "no INA3221 power monitor")):
+    for name, says in (
+        ("nvml", "pynvml cannot be imported"),
+        ("amdsmi", "amdsmi Python package is not installed"),
+        ("apple-silicon", "zeus_apple_silicon cannot be imported"),
+        ("jetson", "no INA3221 power monitor"),
+    ):
         assert plugins[name]["status"] == "absent" and says in plugins[name]["reason"], plugins[name]
         assert plugins[name]["devices"] == []
     assert report["gpu_device"] == {"plugin": None, "why": "no plugin that measures GPUs opens here"}
@@ -147,9 +162,17 @@ def test_a_failing_plugin_is_unavailable_with_its_own_message_and_bad_input_exit
     reg = zreg.load(extra_plugins=[("envtest", plugin)], entry_points=False)
     r, report = zeus_env("--json", registry=reg)
     assert by_name(report)["wedged"] == {
-        "name": "wedged", "distribution": "(not installed; registered directly)", "version": "", "measures": [],
-        "status": "unavailable", "reason": "the driver is wedged: reload it", "simulated": False, "drivers": {},
-        "max_power_w": None, "devices": []}
+        "name": "wedged",
+        "distribution": "(not installed; registered directly)",
+        "version": "",
+        "measures": [],
+        "status": "unavailable",
+        "reason": "the driver is wedged: reload it",
+        "simulated": False,
+        "drivers": {},
+        "max_power_w": None,
+        "devices": [],
+    }
     r, _ = zeus_env("-d", "nope", registry=reg)
     assert r.exit_code == 2 and "no device named nope; installed: wedged" in r.output
     r, _ = zeus_env("--set", "wedged=1", registry=reg)
@@ -157,10 +180,12 @@ def test_a_failing_plugin_is_unavailable_with_its_own_message_and_bad_input_exit
 
 
 def test_it_is_quick_where_nothing_is_installed_and_never_imports_torch(machine):
-    code = ("import json, sys\nfrom click.testing import CliRunner\nfrom zeus_core.cli.main import cli\n"
-            "from zeus_core.engine.registry import get_registry\n"
-            "r = CliRunner().invoke(cli, ['env', '--json'], obj={'registry': get_registry()})\n"
-            "print(json.dumps({'exit': r.exit_code, 'torch': 'torch' in sys.modules, 'report': json.loads(r.stdout)}))")
+    code = (
+        "import json, sys\nfrom click.testing import CliRunner\nfrom zeus_core.cli.main import cli\n"
+        "from zeus_core.engine.registry import get_registry\n"
+        "r = CliRunner().invoke(cli, ['env', '--json'], obj={'registry': get_registry()})\n"
+        "print(json.dumps({'exit': r.exit_code, 'torch': 'torch' in sys.modules, 'report': json.loads(r.stdout)}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["exit"] == 0 and got["torch"] is False

@@ -93,7 +93,10 @@ def test_a_plugin_that_fails_is_said_even_when_no_gpu_was_asked_for():
     with pytest.warns(UserWarning) as said:
         with monitor(registry(aaa="absent", bbb="fails")) as mon:
             assert mon.gpu_indices == []
-    assert [str(w.message).split(":")[0] for w in said] == ["no GPU is measured", "ZeusMonitor(gpu_indices=None, cpu_indices=[]) opened no device"]
+    assert [str(w.message).split(":")[0] for w in said] == [
+        "no GPU is measured",
+        "ZeusMonitor(gpu_indices=None, cpu_indices=[]) opened no device",
+    ]
     assert "no GPU is measured: bbb: the bbb driver is wedged" in str(said[0].message)
     with pytest.raises(DeviceOpenError, match=r"no GPU could be opened \(bbb: the bbb driver is wedged; aaa: no aaa library"):
         monitor(registry(aaa="absent", bbb="fails"), gpu_indices=[0])
@@ -101,8 +104,11 @@ def test_a_plugin_that_fails_is_said_even_when_no_gpu_was_asked_for():
 
 def test_two_plugins_that_open_are_an_error_until_one_is_named(monkeypatch):
     reg = registry(amd="opens", nv="opens")
-    with pytest.raises(DeviceOpenError, match=r"GPUs of 2 device plugins open on this machine: amd \(gpu0\); nv \(gpu0\)\. .*"
-                                              r'ZeusMonitor\(device="amd"\) or ZEUS_GPU_DEVICE=amd'):
+    with pytest.raises(
+        DeviceOpenError,
+        match=r"GPUs of 2 device plugins open on this machine: amd \(gpu0\); nv \(gpu0\)\. .*"
+        r'ZeusMonitor\(device="amd"\) or ZEUS_GPU_DEVICE=amd',
+    ):
         monitor(reg, gpu_indices=[0])
     assert len(OPENED) == 2 and all(g.closed for g in OPENED)  # nothing left open
     monkeypatch.setenv(GPU_DEVICE_ENV, "nv")
@@ -111,6 +117,9 @@ def test_two_plugins_that_open_are_an_error_until_one_is_named(monkeypatch):
     with monitor(reg, device="amd") as mon:  # device= needs no choice at all
         assert [name for name, _, _ in mon.groups] == ["amd"]
     monkeypatch.setenv(GPU_DEVICE_ENV, "intel")
-    with pytest.raises(DeviceOpenError, match=r"ZEUS_GPU_DEVICE='intel' names no installed device plugin that measures GPUs; "
-                                              r"installed: amd, nv"):
+    with pytest.raises(
+        DeviceOpenError,
+        match=r"ZEUS_GPU_DEVICE='intel' names no installed device plugin that measures GPUs; "
+        r"installed: amd, nv",
+    ):
         monitor(reg)

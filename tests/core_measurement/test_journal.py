@@ -100,7 +100,10 @@ def start_child(tmp_path: Path, mode: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, str(tmp_path / "dev.json"), mode],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 
@@ -124,7 +127,8 @@ def test_sigkilled_process_is_restored_at_next_start(tmp_path, caplog):
     assert dev.get() == 300
     assert entries() == []
     assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == [
-        ("zeus.journal", "WARNING", "restored testdev dev0:power_limit to 300 (left by a killed process)")]
+        ("zeus.journal", "WARNING", "restored testdev dev0:power_limit to 300 (left by a killed process)")
+    ]
     assert restore_pending({"testdev": dev.restore}) == 0
 
 
@@ -211,8 +215,10 @@ def test_a_journal_kept_in_a_whole_store_file_is_still_restored(tmp_path):
     with Store(journal_path()) as s, s.transaction() as tx:  # the store's schema, journal table included
         tx.set("k", 1)
     with sqlite3.connect(journal_path()) as c:
-        c.execute("INSERT INTO journal (owner, key, original, pid, created) VALUES (?,?,?,?,?)",
-                  ("testdev", "dev0:power_limit", json.dumps(275), _dead_pid(), time.time()))
+        c.execute(
+            "INSERT INTO journal (owner, key, original, pid, created) VALUES (?,?,?,?,?)",
+            ("testdev", "dev0:power_limit", json.dumps(275), _dead_pid(), time.time()),
+        )
     restored = []
     assert restore_pending({"testdev": lambda k, o: restored.append((k, o))}) == 1
     assert restored == [("dev0:power_limit", 275)] and entries() == []

@@ -174,10 +174,19 @@ def test_temperatures_power_domains_and_a_total_that_adds_each_device_once(tmp_p
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader(out.open()))
     # today's columns first for each device; the temperature and the named domains beside them, where read
-    assert list(rows[0]) == ["time", "elapsed_s", "in_power_w", "in_energy_j", "gpu0_power_w", "gpu0_energy_j",
-                             "gpu0_temperature_c", "gpu0_power_instant_w", "gpu0_power_memory_w"]
+    assert list(rows[0]) == [
+        "time",
+        "elapsed_s",
+        "in_power_w",
+        "in_energy_j",
+        "gpu0_power_w",
+        "gpu0_energy_j",
+        "gpu0_temperature_c",
+        "gpu0_power_instant_w",
+        "gpu0_power_memory_w",
+    ]
     assert rows[-1]["gpu0_temperature_c"] == "61.50" and float(rows[-1]["gpu0_power_memory_w"]) == 1.5
-    summary = r.output[r.output.index("summary over"):]
+    summary = r.output[r.output.index("summary over") :]
     total = next(line for line in summary.splitlines() if "total" in line and "W" in line)
     assert "10.0 W" in total and "14.0 W" not in total  # gpu0 is inside the rail: counted once
     assert "total: in includes gpu0, which are not added again" in r.output

@@ -162,8 +162,11 @@ def test_temperature_monitor():
 
 def test_clear_errors_for_what_a_device_cannot_give():
     with pytest.raises(DeviceError, match="cannot give power over time: it reads no power"):
-        PowerMonitor(device=types.SimpleNamespace(names=["x"], energy_sources={}, max_power_w=0, clock=time.monotonic,
-                                                  read_energy=lambda: {}, close=lambda: None))
+        PowerMonitor(
+            device=types.SimpleNamespace(
+                names=["x"], energy_sources={}, max_power_w=0, clock=time.monotonic, read_energy=lambda: {}, close=lambda: None
+            )
+        )
     with pytest.raises(DeviceError, match="cannot give temperatures"):
         TemperatureMonitor(device=Board(temps=False))
     with pytest.raises(ValueError, match="gpu_indices must be None"):
@@ -264,8 +267,15 @@ def test_the_monitor_closes_what_it_opened_and_its_thread_ends_on_stop_and_when_
 
 @pytest.fixture
 def no_gpu_choice(monkeypatch):
-    for var in ("ZEUS_GPU_DEVICE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-                "ZEUS_FAKE_AMDSMI", "ZEUS_FAKE_NVML"):
+    for var in (
+        "ZEUS_GPU_DEVICE",
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "ZEUS_FAKE_AMDSMI",
+        "ZEUS_FAKE_NVML",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setitem(sys.modules, "amdsmi", None)
 
@@ -273,7 +283,9 @@ def no_gpu_choice(monkeypatch):
 def test_on_simulated_nvidia_gpus_chosen_as_zeus_monitor_chooses(tmp_path, monkeypatch, no_gpu_choice):
     from zeus_plugins_nvml import fake_pynvml
 
-    fake_pynvml.install(fake_pynvml.create(tmp_path / "nvml.json", [fake_pynvml.FakeGpu(memory_power_w=30.0) for _ in range(2)]), monkeypatch)
+    fake_pynvml.install(
+        fake_pynvml.create(tmp_path / "nvml.json", [fake_pynvml.FakeGpu(memory_power_w=30.0) for _ in range(2)]), monkeypatch
+    )
     with PowerMonitor(gpu_indices=[1], update_period=0.01) as pm, TemperatureMonitor(gpu_indices=[1], update_period=0.01) as tm:
         assert pm.plugin == "nvml" and pm.gpu_indices == [1] and pm.measurement_domains == ["instant", "average", "memory"]
         t0 = time.time()

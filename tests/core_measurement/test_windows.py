@@ -54,8 +54,11 @@ def test_window_measures_time_and_energy_per_device():
 
 
 def test_zeusmonitor_names_keep_upstream_meaning():
-    m = Measurement(1.0, {"gpu0": 3.0, "gpu2": 4.0, "cpu0-package": 10.0, "cpu0-dram": 1.0, "fan": 0.5},
-                    {"gpu0": "counter", "gpu2": "polling", "cpu0-package": "estimate"})
+    m = Measurement(
+        1.0,
+        {"gpu0": 3.0, "gpu2": 4.0, "cpu0-package": 10.0, "cpu0-dram": 1.0, "fan": 0.5},
+        {"gpu0": "counter", "gpu2": "polling", "cpu0-package": "estimate"},
+    )
     assert m.gpu_energy == {0: 3.0, 2: 4.0}
     assert m.cpu_energy == {0: 10.0}
     assert m.dram_energy == {0: 1.0}

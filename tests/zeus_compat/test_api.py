@@ -36,8 +36,13 @@ def test_zeus_resolves_to_the_compat_package():
 
 def test_measurement_is_upstreams_dataclass():
     m = Measurement(time=2.0, gpu_energy={0: 10.0, 3: 5.0}, cpu_energy={0: 7.0})
-    assert dataclasses.asdict(m) == {"time": 2.0, "gpu_energy": {0: 10.0, 3: 5.0}, "cpu_energy": {0: 7.0},
-                                     "dram_energy": None, "soc_energy": None}
+    assert dataclasses.asdict(m) == {
+        "time": 2.0,
+        "gpu_energy": {0: 10.0, 3: 5.0},
+        "cpu_energy": {0: 7.0},
+        "dram_energy": None,
+        "soc_energy": None,
+    }
     assert m.total_energy == 15.0  # GPUs only, as upstream
 
 
@@ -78,8 +83,12 @@ def test_callback_set_forwards_in_order():
     assert seen == [("a", "step"), ("b", "step"), ("a", 0.5), ("b", 0.5)]
 
 
-MEASURED = [PowerLimitMeasurement(300, 1000.0, 10.0), PowerLimitMeasurement(250, 900.0, 10.5),
-            PowerLimitMeasurement(200, 800.0, 13.0), PowerLimitMeasurement(150, 850.0, 18.0)]
+MEASURED = [
+    PowerLimitMeasurement(300, 1000.0, 10.0),
+    PowerLimitMeasurement(250, 900.0, 10.5),
+    PowerLimitMeasurement(200, 800.0, 13.0),
+    PowerLimitMeasurement(150, 850.0, 18.0),
+]
 
 
 def test_selectors():

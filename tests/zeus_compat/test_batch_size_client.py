@@ -34,8 +34,15 @@ def _train(bso: BatchSizeOptimizer, metrics: list[float]) -> int:
 def test_trials_through_zeus_serve(serve, driver):
     driver(gpus=1, max_limit_w=300.0)
     monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
-    spec = JobSpec(job_id="mnist-compat-1", job_id_prefix="mnist", batch_sizes=[32, 64, 128], default_batch_size=64,
-                   target_metric=0.9, max_epochs=3, mab_seed=1)
+    spec = JobSpec(
+        job_id="mnist-compat-1",
+        job_id_prefix="mnist",
+        batch_sizes=[32, 64, 128],
+        default_batch_size=64,
+        target_metric=0.9,
+        max_epochs=3,
+        mab_seed=1,
+    )
     bso = BatchSizeOptimizer(monitor, serve.url, spec)
     assert bso.job.job_id == "mnist-compat-1" and bso.job.max_power == 300 and bso.job.number_of_gpus == 1
     with pytest.raises(ZeusBSOOperationOrderError):
@@ -62,7 +69,10 @@ def test_trials_through_zeus_serve(serve, driver):
         # the trials are the job's tries in the service's store: recurrence 2 holds the two failed ones
         tries = http.get("/v1/jobs/mnist-compat-1/history").json()["tries"]
     assert [(t["recurrence"], t["batch_size"], t["reached"], t["epochs"], t["stopped"]) for t in tries] == [
-        (1, first, True, 2, None), (2, second, False, 3, "max-epochs"), (2, size, False, 0, "never-ran")]
+        (1, first, True, 2, None),
+        (2, second, False, 3, "max-epochs"),
+        (2, size, False, 0, "never-ran"),
+    ]
 
 
 def test_registration_errors(serve, driver):
@@ -77,8 +87,17 @@ def test_registration_errors(serve, driver):
         BatchSizeOptimizer(monitor, serve.url, spec, rank=1).get_batch_size()
     with httpx.Client(base_url=serve.url) as http:
         assert http.get("/jobs/batch_size", params={"job_id": "mnist-never"}).status_code == 404
-        bad = http.post("/jobs", json={"job_id_prefix": "x", "batch_sizes": [8], "default_batch_size": 16, "max_power": 300,
-                                       "number_of_gpus": 1, "gpu_model": "A100"})
+        bad = http.post(
+            "/jobs",
+            json={
+                "job_id_prefix": "x",
+                "batch_sizes": [8],
+                "default_batch_size": 16,
+                "max_power": 300,
+                "number_of_gpus": 1,
+                "gpu_model": "A100",
+            },
+        )
         assert bad.status_code == 422 and "Default BS(16)" in bad.text
     with pytest.raises(ZeusBSORuntimError, match="cannot be reached"):
         BatchSizeOptimizer(monitor, "http://127.0.0.1:9", spec)
@@ -88,8 +107,9 @@ def test_concurrent_trials_while_pruning_are_refused_clearly(serve, driver):
     """The mab policy prunes one batch size at a time: a second trial begun meanwhile is answered 409, never 5xx."""
     driver(gpus=1)
     monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
-    spec = JobSpec(job_id="mnist-compat-3", job_id_prefix="mnist", batch_sizes=[32, 64], default_batch_size=32,
-                   target_metric=0.5, max_epochs=2)
+    spec = JobSpec(
+        job_id="mnist-compat-3", job_id_prefix="mnist", batch_sizes=[32, 64], default_batch_size=32, target_metric=0.5, max_epochs=2
+    )
     a, b = BatchSizeOptimizer(monitor, serve.url, spec), BatchSizeOptimizer(monitor, serve.url, spec)
     assert (a.get_batch_size(), b.get_batch_size()) == (32, 32)  # pruning hands out its current batch size
     assert _train(b, [0.9]) == 1
@@ -102,8 +122,9 @@ def test_every_rank_of_a_data_parallel_trial_reports_and_the_late_ranks_are_told
     the one that ended the trial are answered as upstream's server does (stop, converged as recorded), and the
     trial is recorded once."""
     driver(gpus=2)
-    spec = JobSpec(job_id="mnist-compat-4", job_id_prefix="mnist", batch_sizes=[32, 64], default_batch_size=64,
-                   target_metric=0.5, max_epochs=3)
+    spec = JobSpec(
+        job_id="mnist-compat-4", job_id_prefix="mnist", batch_sizes=[32, 64], default_batch_size=64, target_metric=0.5, max_epochs=3
+    )
     ranks = [BatchSizeOptimizer(ZeusMonitor(gpu_indices=[i], cpu_indices=[]), serve.url, spec, rank=i) for i in (0, 1)]
     size = ranks[0].get_batch_size()
     ranks[1].current_batch_size, ranks[1].trial_number = size, ranks[0].trial_number  # broadcast, as the example does
@@ -114,8 +135,18 @@ def test_every_rank_of_a_data_parallel_trial_reports_and_the_late_ranks_are_told
     assert ranks[0].training_finished and ranks[1].training_finished
     with httpx.Client(base_url=serve.url) as http:
         tries = http.get("/v1/jobs/mnist-compat-4/history").json()["tries"]
-        late = http.post("/report", json={"job_id": "mnist-compat-4", "batch_size": size, "trial_number": 1, "time": 1.0,
-                                          "energy": 1.0, "metric": 0.1, "current_epoch": 1})
+        late = http.post(
+            "/report",
+            json={
+                "job_id": "mnist-compat-4",
+                "batch_size": size,
+                "trial_number": 1,
+                "time": 1.0,
+                "energy": 1.0,
+                "metric": 0.1,
+                "current_epoch": 1,
+            },
+        )
     assert [(t["batch_size"], t["reached"]) for t in tries] == [(size, True)]
     assert late.status_code == 200 and late.json()["stop_train"] and late.json()["converged"]
 
@@ -127,8 +158,9 @@ def test_requests_go_through_httpx_post_get_and_patch_as_upstreams(serve, driver
     for verb in ("post", "get", "patch"):
         real = getattr(httpx, verb)
         monkeypatch.setattr(httpx, verb, lambda url, *a, _verb=verb, _real=real, **k: calls.append((_verb, url)) or _real(url, *a, **k))
-    spec = JobSpec(job_id="via-httpx-verbs", job_id_prefix="via-httpx", batch_sizes=[32, 64], default_batch_size=32,
-                   target_metric=0.5, max_epochs=3)
+    spec = JobSpec(
+        job_id="via-httpx-verbs", job_id_prefix="via-httpx", batch_sizes=[32, 64], default_batch_size=32, target_metric=0.5, max_epochs=3
+    )
     bso = BatchSizeOptimizer(ZeusMonitor(gpu_indices=[0], cpu_indices=[]), serve.url, spec)
     bso.get_batch_size()
     assert [v for v, _ in calls] == ["post", "get"] and calls[0][1].startswith(serve.url)

@@ -94,8 +94,11 @@ def test_memory_locks_before_ampere_are_not_supported(driver):
 def test_setters_without_privilege_raise_no_permission(driver):
     driver(gpus=1, privileged=False)
     gpus = get_gpus()
-    for call in (lambda: gpus.set_gpu_locked_clocks(0, 1005, 1005), lambda: gpus.set_memory_locked_clocks(0, 1215, 1215),
-                 lambda: gpus.set_power_management_limit(0, 200_000)):
+    for call in (
+        lambda: gpus.set_gpu_locked_clocks(0, 1005, 1005),
+        lambda: gpus.set_memory_locked_clocks(0, 1215, 1215),
+        lambda: gpus.set_power_management_limit(0, 200_000),
+    ):
         with pytest.raises(ZeusGPUNoPermissionError):
             call()
     assert gpus.get_supported_memory_clocks(0) == [1215]  # reads need no privilege
@@ -149,11 +152,25 @@ def test_camel_case_aliases_warn_once_and_call_the_new_names(driver):
     with pytest.deprecated_call():
         assert gpus.getSupportedMemoryClocks(0) == [1215]
     # upstream's exact list: get_power_management_limit and get_persistence_mode have none
-    names = {"getName", "getPowerManagementLimitConstraints", "setPowerManagementLimit", "resetPowerManagementLimit",
-             "setPersistenceMode", "getSupportedMemoryClocks", "setMemoryLockedClocks", "resetMemoryLockedClocks",
-             "getSupportedGraphicsClocks", "setGpuLockedClocks", "resetGpuLockedClocks", "getAveragePowerUsage",
-             "getInstantPowerUsage", "getAverageMemoryPowerUsage", "supportsGetTotalEnergyConsumption",
-             "getTotalEnergyConsumption", "getGpuTemperature"}
+    names = {
+        "getName",
+        "getPowerManagementLimitConstraints",
+        "setPowerManagementLimit",
+        "resetPowerManagementLimit",
+        "setPersistenceMode",
+        "getSupportedMemoryClocks",
+        "setMemoryLockedClocks",
+        "resetMemoryLockedClocks",
+        "getSupportedGraphicsClocks",
+        "setGpuLockedClocks",
+        "resetGpuLockedClocks",
+        "getAveragePowerUsage",
+        "getInstantPowerUsage",
+        "getAverageMemoryPowerUsage",
+        "supportsGetTotalEnergyConsumption",
+        "getTotalEnergyConsumption",
+        "getGpuTemperature",
+    }
     assert all(callable(getattr(GPUs, n)) and callable(getattr(GPU, n)) for n in names)
     assert not hasattr(GPUs, "getPowerManagementLimit") and not hasattr(GPU, "getPersistenceMode")
 
@@ -190,7 +207,6 @@ def test_has_sys_admin_reads_the_effective_capability():
     with open("/proc/self/status") as f:
         cap = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff"))
     assert has_sys_admin() is bool(cap >> 21 & 1)
-
 
 
 def test_setters_warn_once_without_sys_admin(driver, monkeypatch):

@@ -92,8 +92,11 @@ def test_rapl_names_and_zone_lookup(monkeypatch):
         return real_open(path, *args, **kwargs)
 
     zones = [f"{RAPL_DIR}:1:0", f"{RAPL_DIR}:0", f"{RAPL_DIR}:1"]
-    with patch("builtins.open", side_effect=fake_open), patch("zeus.device.cpu.rapl.glob", return_value=zones), \
-            patch("os.path.exists", return_value=True):
+    with (
+        patch("builtins.open", side_effect=fake_open),
+        patch("zeus.device.cpu.rapl.glob", return_value=zones),
+        patch("os.path.exists", return_value=True),
+    ):
         assert get_current_rapl_zone_id(515) == 1
         assert get_current_cpu_index(515) == 1  # 0.16's answer: the package id
         files["/sys/devices/system/cpu/cpu24/topology/physical_package_id"] = "7\n"

@@ -139,8 +139,11 @@ def test_service_answers_become_upstreams_errors(driver, monkeypatch):
     monkeypatch.setenv("ELECTRICITYMAPS_TOKEN", "t0k")
     with pytest.raises(ZeusCarbonIntensityNotFoundError, match=r"not found at `\(48.1, 11.6\)`"):
         ElectrictyMapsClient((48.1, 11.6), estimate=True).get_current_carbon_intensity()
-    assert seen[-1] == ("https://api.electricitymap.org/v3/carbon-intensity/latest?lat=48.1&lon=11.6&disableEstimations=False"
-                        "&emissionFactorType=direct", {"auth-token": "t0k"}, 30.0)
+    assert seen[-1] == (
+        "https://api.electricitymap.org/v3/carbon-intensity/latest?lat=48.1&lon=11.6&disableEstimations=False&emissionFactorType=direct",
+        {"auth-token": "t0k"},
+        30.0,
+    )
     with pytest.raises(ZeusElectricityPriceNotFoundError, match="No rates found for lat, lon"):
         EnergyCostMonitor(OpenEIClient((38.0, -78.0), "x"), cpu_indices=[])  # the tariff is fetched when the monitor is made
     answers["api.openei.org"] = Answer(requests.exceptions.JSONDecodeError("Expecting value", "<html>", 0))

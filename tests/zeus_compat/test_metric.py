@@ -26,9 +26,12 @@ def pushgateway(tmp_path):
     if binary is None:
         server_missing("no Pushgateway binary; .ci/run installs it (apt-get install prometheus-pushgateway)")
     port = free_port()
-    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}",
-                             f"--persistence.file={tmp_path / 'pushgateway.data'}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}", f"--persistence.file={tmp_path / 'pushgateway.data'}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -63,8 +66,9 @@ def two_gpus(driver):
 def test_energy_histogram_pushes_each_windows_energy_with_upstreams_series(two_gpus, pushgateway):
     from zeus.metric import EnergyHistogram
 
-    hist = EnergyHistogram(cpu_indices=[], gpu_indices=[0, 1], pushgateway_url=pushgateway, job="train",
-                           gpu_bucket_range=[10.0, 50.0, 100.0])
+    hist = EnergyHistogram(
+        cpu_indices=[], gpu_indices=[0, 1], pushgateway_url=pushgateway, job="train", gpu_bucket_range=[10.0, 50.0, 100.0]
+    )
     measured = []
     end = hist.energy_monitor.end_window
     hist.energy_monitor.end_window = lambda *a, **k: measured.append(end(*a, **k)) or measured[-1]
@@ -85,8 +89,11 @@ def test_energy_histogram_pushes_each_windows_energy_with_upstreams_series(two_g
         energies = [m.gpu_energy[index] for m in measured[:2]]
         assert series[("energy_monitor_gpu_energy_joules_sum", labels)] == pytest.approx(sum(energies))
         assert series[("energy_monitor_gpu_energy_joules_count", labels)] == 2
-        buckets = {float(dict(k)["le"]): v for (name, k), v in series.items()
-                   if name == "energy_monitor_gpu_energy_joules_bucket" and tuple(x for x in k if x[0] != "le") == labels}
+        buckets = {
+            float(dict(k)["le"]): v
+            for (name, k), v in series.items()
+            if name == "energy_monitor_gpu_energy_joules_bucket" and tuple(x for x in k if x[0] != "le") == labels
+        }
         assert buckets == {le: sum(e <= le for e in energies) for le in (10.0, 50.0, 100.0, float("inf"))}
     e0, e1 = (measured[0].gpu_energy[i] for i in (0, 1))
     assert e0 == pytest.approx(250 * measured[0].time, rel=0.05) and e1 == pytest.approx(150 * measured[0].time, rel=0.05)
@@ -114,8 +121,7 @@ def _wait_for(gateway: str, name: str, count: int = 1, timeout: float = 60) -> d
 def test_energy_cumulative_counter_adds_each_periods_energy_in_a_spawned_process(two_gpus, pushgateway):
     from zeus.metric import EnergyCumulativeCounter
 
-    counter = EnergyCumulativeCounter(cpu_indices=[], gpu_indices=[0, 1], update_period=0.5, pushgateway_url=pushgateway,
-                                      job="train")
+    counter = EnergyCumulativeCounter(cpu_indices=[], gpu_indices=[0, 1], update_period=0.5, pushgateway_url=pushgateway, job="train")
     counter.begin_window("epoch")
     assert counter.window_state["epoch"].proc.is_alive()
     _wait_for(pushgateway, "energy_monitor_gpu_energy_joules_total", 2)
@@ -140,6 +146,8 @@ def test_power_gauge_sets_each_gpus_power_in_a_spawned_process(two_gpus, pushgat
         gauge.begin_window("epoch")
     series = _wait_for(pushgateway, "power_monitor_gpu_power_watts", 2)
     gauge.end_window("epoch")
-    assert series == {("power_monitor_gpu_power_watts", (("index", "0"), ("job", "train"), ("window", "epoch"))): 250.0,
-                      ("power_monitor_gpu_power_watts", (("index", "1"), ("job", "train"), ("window", "epoch"))): 150.0}
+    assert series == {
+        ("power_monitor_gpu_power_watts", (("index", "0"), ("job", "train"), ("window", "epoch"))): 250.0,
+        ("power_monitor_gpu_power_watts", (("index", "1"), ("job", "train"), ("window", "epoch"))): 150.0,
+    }
     assert "epoch" not in gauge.window_state

@@ -41,14 +41,34 @@ def plan_server(tmp_path_factory):
     rows = ["stage,instruction,frequency,time,energy"]
     for mhz in CLOCKS:
         slow = (CLOCKS[0] / mhz) ** 0.5
-        rows += [f"0,forward,{mhz},{0.004 * slow},{0.004 * slow * 300 * mhz / CLOCKS[0]}",
-                 f"0,backward,{mhz},{0.008 * slow},{0.008 * slow * 300 * mhz / CLOCKS[0]}"]
+        rows += [
+            f"0,forward,{mhz},{0.004 * slow},{0.004 * slow * 300 * mhz / CLOCKS[0]}",
+            f"0,backward,{mhz},{0.008 * slow},{0.008 * slow * 300 * mhz / CLOCKS[0]}",
+        ]
     profile.write_text("\n".join(rows) + "\n")
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--port", str(port), "--profile", str(profile),
-         "--blocking-power-w", "60", "--unit-time-s", "0.0005", "--log-level", "warning"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "zeus_core.cli",
+            "perseus",
+            "serve",
+            "--port",
+            str(port),
+            "--profile",
+            str(profile),
+            "--blocking-power-w",
+            "60",
+            "--unit-time-s",
+            "0.0005",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     end = time.monotonic() + 60
     while True:
@@ -99,9 +119,20 @@ def one_rank(tmp_path):
 def make_optimizer(url, **kwargs):
     from zeus.optimizer.pipeline_frequency import PipelineFrequencyOptimizer
 
-    return PipelineFrequencyOptimizer(rank=0, dp_rank=0, pp_rank=0, tp_rank=0, device_id=0, dp_degree=1,
-                                      pp_degree=1, tp_degree=1, world_size=1, server_url=url,
-                                      job_metadata="test", **kwargs)
+    return PipelineFrequencyOptimizer(
+        rank=0,
+        dp_rank=0,
+        pp_rank=0,
+        tp_rank=0,
+        device_id=0,
+        dp_degree=1,
+        pp_degree=1,
+        tp_degree=1,
+        world_size=1,
+        server_url=url,
+        job_metadata="test",
+        **kwargs,
+    )
 
 
 def train_step(opt, gpu, microbatches=2, seen=None):
@@ -239,7 +270,11 @@ def test_common_models_are_upstreams(tmp_path, monkeypatch):
     from zeus.optimizer.pipeline_frequency import common as c
 
     assert (c.REGISTER_JOB_URL, c.REGISTER_RANK_URL, c.GET_FREQUENCY_SCHEDULE_URL, c.REPORT_PROFILING_RESULT_URL) == (
-        "/register_job", "/register_rank/{job_id}", "/schedule/{job_id}", "/result/{job_id}")
+        "/register_job",
+        "/register_rank/{job_id}",
+        "/schedule/{job_id}",
+        "/result/{job_id}",
+    )
     job = c.JobInfo(pp_degree=4, dp_degree=2, tp_degree=1, world_size=8, job_metadata="gpt3")
     job.set_job_id("PointSolution")
     assert job.job_id.endswith("+dp2+pp4+tp1+PointSolution+gpt3")
@@ -254,14 +289,27 @@ def test_common_models_are_upstreams(tmp_path, monkeypatch):
     result = c.ProfilingResult(rank=0, iter_time=[1.0], iter_energy=[2.0])
     assert result.time_breakdown == {} and result.energy_breakdown == {}
 
-    offline = c.InstructionProfilingResult([c.OfflineProfilingResult(
-        rank=1, dp_rank=0, pp_rank=1, tp_rank=0, forward_time={1410: 0.1}, forward_energy={1410: 20.0},
-        backward_time={1410: 0.2}, backward_energy={1410: 40.0})])
+    offline = c.InstructionProfilingResult(
+        [
+            c.OfflineProfilingResult(
+                rank=1,
+                dp_rank=0,
+                pp_rank=1,
+                tp_rank=0,
+                forward_time={1410: 0.1},
+                forward_energy={1410: 20.0},
+                backward_time={1410: 0.2},
+                backward_energy={1410: 40.0},
+            )
+        ]
+    )
     assert offline.__root__[0].rank == 1
     offline.to_csv(str(tmp_path / "p.csv"))
     assert (tmp_path / "p.csv").read_text().splitlines() == [
         "rank,dp_rank,pp_rank,tp_rank,stage,instruction,frequency,time,energy",
-        "1,0,1,0,1,forward,1410,0.1,20.0", "1,0,1,0,1,backward,1410,0.2,40.0"]
+        "1,0,1,0,1,forward,1410,0.1,20.0",
+        "1,0,1,0,1,backward,1410,0.2,40.0",
+    ]
     with pytest.raises(ValueError, match="does not end with '.csv'"):
         offline.to_csv(str(tmp_path / "p.txt"))
 
@@ -272,8 +320,7 @@ def test_common_models_are_upstreams(tmp_path, monkeypatch):
 
     asyncio.run(c.save_sched([sched], str(tmp_path / "d"), 3))
     asyncio.run(c.save_prof([result], str(tmp_path / "d"), 3))
-    asyncio.run(c.save_ranks([c.RankInfo(rank=0, dp_rank=0, pp_rank=0, tp_rank=0, available_frequencies=[1])],
-                             str(tmp_path / "d")))
+    asyncio.run(c.save_ranks([c.RankInfo(rank=0, dp_rank=0, pp_rank=0, tp_rank=0, available_frequencies=[1])], str(tmp_path / "d")))
     assert c.load_sched(str(tmp_path / "d"), 3) == [sched]
     assert c.load_prof(str(tmp_path / "d"), 3) == [result]
     assert c.load_ranks(str(tmp_path / "d"))[0].available_frequencies == [1]
@@ -283,8 +330,12 @@ def test_megatron_style_loop_of_two_stages_and_two_replicas_follows_the_plan(tmp
     """benchmarks/downstream_pipeline_frequency.py: four gloo ranks (2 stages x 2 data-parallel replicas),
     Megatron's 1F1B with the integration's monkey-patched forward_step / backward_step / train_step."""
     out = tmp_path / "result.json"
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "downstream_pipeline_frequency.py"),
-                           "--dp", "2", "--steps", "2", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "downstream_pipeline_frequency.py"), "--dp", "2", "--steps", "2", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(out.read_text())
     assert result["reset"] == [True] * 4
@@ -292,8 +343,16 @@ def test_megatron_style_loop_of_two_stages_and_two_replicas_follows_the_plan(tmp
     assert len({rec["job_id"] for rec in records}) == 1  # one job, registered by rank 0, its id broadcast
     assert [(rec["pp_rank"], rec["dp_rank"]) for rec in records] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     # Megatron's 1F1B on 2 stages x 4 microbatches, learned from the engine
-    assert [i for i, _ in records[0]["schedule"]] == ["forward", "forward", "backward", "forward", "backward",
-                                                      "forward", "backward", "backward"]
+    assert [i for i, _ in records[0]["schedule"]] == [
+        "forward",
+        "forward",
+        "backward",
+        "forward",
+        "backward",
+        "forward",
+        "backward",
+        "backward",
+    ]
     assert [i for i, _ in records[2]["schedule"]] == ["forward", "backward"] * 4
     assert records[0]["schedule"] == records[1]["schedule"] and records[2]["schedule"] == records[3]["schedule"]
     for rec in records:
@@ -309,11 +368,28 @@ def test_upstreams_launch_line_serves_the_perseus_planner(tmp_path, gpu, one_ran
     import httpx
 
     port = _free_port()
-    env = dict(os.environ, ZEUS_PFO_SCHEDULER_ARGS=json.dumps({"blocking_power_w": 60, "unit_time_s": 0.0005}),
-               ZEUS_PFO_DUMP_DIR=str(tmp_path / "dump"), ZEUS_PFO_LOG_LEVEL="warning")
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "zeus.optimizer.pipeline_frequency.server.router:app",
-                               "--port", str(port), "--log-level", "warning"],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = dict(
+        os.environ,
+        ZEUS_PFO_SCHEDULER_ARGS=json.dumps({"blocking_power_w": 60, "unit_time_s": 0.0005}),
+        ZEUS_PFO_DUMP_DIR=str(tmp_path / "dump"),
+        ZEUS_PFO_LOG_LEVEL="warning",
+    )
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "zeus.optimizer.pipeline_frequency.server.router:app",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         end = time.monotonic() + 60

@@ -171,8 +171,7 @@ def test_cli_power_queries_and_integrates_the_domain_asked(monkeypatch, capsys):
 def test_cli_arguments_are_upstreams():
     from zeus.monitor.__main__ import build_parser
 
-    args = build_parser().parse_args(["power", "--gpu-indices", "0", "1", "--update-period", "0.5", "--power-domain",
-                                      "memory_average"])
+    args = build_parser().parse_args(["power", "--gpu-indices", "0", "1", "--update-period", "0.5", "--power-domain", "memory_average"])
     assert (args.subcommand, args.gpu_indices, args.update_period, args.power_domain) == ("power", [0, 1], 0.5, "memory_average")
     args = build_parser().parse_args(["power"])
     assert (args.gpu_indices, args.update_period, args.power_domain) == (None, 1.0, "device_instant")
@@ -186,8 +185,13 @@ def test_cli_arguments_are_upstreams():
 @pytest.mark.parametrize("argv", [["energy", "--gpu-indices", "0"], ["power", "--update-period", "0.1"]])
 def test_python_m_zeus_monitor_until_ctrl_c(driver, argv):
     driver(gpus=1, demand_w=150.0)
-    proc = subprocess.Popen([sys.executable, "-m", "zeus.monitor", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=dict(os.environ, COLUMNS="200"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zeus.monitor", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, COLUMNS="200"),
+    )
     time.sleep(6.0)  # the interpreter and torch's import on a shared machine
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -204,8 +208,9 @@ def test_gpus_of_two_models_are_refused_as_upstream(driver, tmp_path, monkeypatc
     from zeus_plugins_nvml import fake_pynvml
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    path = fake_pynvml.create(tmp_path / "mixed.json", [fake_pynvml.FakeGpu(), fake_pynvml.FakeGpu(name="NVIDIA H100 80GB HBM3")],
-                              privileged=True)
+    path = fake_pynvml.create(
+        tmp_path / "mixed.json", [fake_pynvml.FakeGpu(), fake_pynvml.FakeGpu(name="NVIDIA H100 80GB HBM3")], privileged=True
+    )
     fake_pynvml.install(path, monkeypatch)
     with pytest.raises(ZeusGPUHeterogeneousError, match="Heterogeneous GPUs found"):
         PowerMonitor(gpu_indices=[0], update_period=0.1)

@@ -49,20 +49,44 @@ def sleeps(monkeypatch):
 
 
 def test_public_names_and_result_fields():
-    assert set(profile.__all__) == {"SweepReport", "SweepResult", "TrialResult", "measure", "profile_cooldown_duration",
-                                    "profile_measurement_duration", "profile_parameters"}
+    assert set(profile.__all__) == {
+        "SweepReport",
+        "SweepResult",
+        "TrialResult",
+        "measure",
+        "profile_cooldown_duration",
+        "profile_measurement_duration",
+        "profile_parameters",
+    }
     assert [f.name for f in dataclasses.fields(TrialResult)] == [
-        "energy_per_iter", "time_per_iter", "total_energy", "total_time", "iterations", "temperature_before", "temperature_after"]
+        "energy_per_iter",
+        "time_per_iter",
+        "total_energy",
+        "total_time",
+        "iterations",
+        "temperature_before",
+        "temperature_after",
+    ]
     assert [f.name for f in dataclasses.fields(SweepResult)] == [
-        "measurement_duration", "cooldown_duration", "trials", "energy_mean", "energy_std", "avg_temperature_before",
-        "avg_temperature_after", "avg_total_time", "avg_total_energy", "is_valid"]
+        "measurement_duration",
+        "cooldown_duration",
+        "trials",
+        "energy_mean",
+        "energy_std",
+        "avg_temperature_before",
+        "avg_temperature_after",
+        "avg_total_time",
+        "avg_total_energy",
+        "is_valid",
+    ]
     assert [f.name for f in dataclasses.fields(SweepReport)] == ["sweep_param", "fixed_param", "entries"]
 
 
 def test_measure_runs_one_trial_filling_the_window(monitor, sleeps):
     work = Workload()
-    result = measure(work, monitor, measurement_duration=0.1, cooldown_duration=0.05, num_warmup_iterations=3,
-                     num_calibration_iterations=10)
+    result = measure(
+        work, monitor, measurement_duration=0.1, cooldown_duration=0.05, num_warmup_iterations=3, num_calibration_iterations=10
+    )
     assert isinstance(result, TrialResult)
     assert sleeps == [0.05]  # the cooldown, once
     assert result.iterations >= 1
@@ -94,9 +118,17 @@ def test_measure_warmup_settle_duration(monitor, sleeps, monkeypatch):
 
 def test_profile_parameters_sweeps_both_durations(monitor, sleeps):
     work = Workload()
-    m_report, c_report = profile_parameters(work, monitor, measurement_duration_search_range=[0.02, 0.04],
-                                            cooldown_duration_search_range=[0.0, 0.01], num_trials=2, num_warmup_trials=1,
-                                            trial_stddev_threshold=1e9, num_warmup_iterations=1, num_calibration_iterations=5)
+    m_report, c_report = profile_parameters(
+        work,
+        monitor,
+        measurement_duration_search_range=[0.02, 0.04],
+        cooldown_duration_search_range=[0.0, 0.01],
+        num_trials=2,
+        num_warmup_trials=1,
+        trial_stddev_threshold=1e9,
+        num_warmup_iterations=1,
+        num_calibration_iterations=5,
+    )
     assert m_report.sweep_param == ("measurement_duration", [0.02, 0.04])
     assert m_report.fixed_param == ("cooldown_duration", 0.01)  # the longest cooldown of its range
     assert c_report.sweep_param == ("cooldown_duration", [0.0, 0.01])
@@ -117,13 +149,27 @@ def test_profile_parameters_sweeps_both_durations(monitor, sleeps):
 
 
 def test_a_sweep_is_invalid_above_the_threshold(monitor, sleeps):
-    report = profile.profile_measurement_duration(Workload(), monitor, measurement_duration_search_range=[0.02],
-                                                  cooldown_duration=0.0, num_trials=2, num_warmup_trials=0,
-                                                  trial_stddev_threshold=0.0, iteration_duration=0.002)
+    report = profile.profile_measurement_duration(
+        Workload(),
+        monitor,
+        measurement_duration_search_range=[0.02],
+        cooldown_duration=0.0,
+        num_trials=2,
+        num_warmup_trials=0,
+        trial_stddev_threshold=0.0,
+        iteration_duration=0.002,
+    )
     [entry] = report.entries
     assert not entry.is_valid and "[INVALID]" in str(entry)
-    one = profile.profile_cooldown_duration(Workload(), monitor, cooldown_duration_search_range=[0.0], measurement_duration=0.02,
-                                            num_trials=1, num_warmup_trials=0, iteration_duration=0.002)
+    one = profile.profile_cooldown_duration(
+        Workload(),
+        monitor,
+        cooldown_duration_search_range=[0.0],
+        measurement_duration=0.02,
+        num_trials=1,
+        num_warmup_trials=0,
+        iteration_duration=0.002,
+    )
     assert one.entries[0].energy_std == 0.0 and one.entries[0].is_valid  # one trial: no spread
 
 

@@ -25,8 +25,12 @@ def test_rewrite_swaps_only_the_private_nvml_mock(tmp_path, monkeypatch):
     monkeypatch.setattr(upstream_tests, "PROFILES", tmp_path / "absent")
     done = upstream_tests.rewrite(tmp_path)
     a = (tests / "test_a.py").read_text()
-    assert a.splitlines()[1:5] == ["from __future__ import annotations", "", "from upstream.simulated import simulated_pynvml",
-                                   "import pynvml"]
+    assert a.splitlines()[1:5] == [
+        "from __future__ import annotations",
+        "",
+        "from upstream.simulated import simulated_pynvml",
+        "import pynvml",
+    ]
     assert "m = simulated_pynvml(mocker)" in a and 'mocker.patch("zeus.monitor.energy.time")' in a
     assert (tests / "test_b.py").read_text() == "import os\n"
     assert done == ["tests/test_a.py: 1 mock(s) of zeus.device.gpu.nvidia.pynvml -> simulated driver"]
@@ -52,8 +56,7 @@ def test_the_service_answers_the_carbon_and_price_tests_read_are_written_in_the_
     (monitor / "test_carbon.py").write_text("")
     done = upstream_tests.service_answers(monitor)
     assert len(done) == 2
-    first, second = (json.loads((monitor / "carbon_history_files" / f"carbon_history_file{i}").read_text())["history"]
-                     for i in (1, 2))
+    first, second = (json.loads((monitor / "carbon_history_files" / f"carbon_history_file{i}").read_text())["history"] for i in (1, 2))
     hours = [h["datetime"] for h in first + second]
     assert hours[0] == "2024-11-30T07:00:00.000Z" and hours[-1] == "2024-12-02T06:00:00.000Z"
     assert len(first) == len(second) == 24 and len(set(hours)) == 48  # one answer per day asked, no hour twice
@@ -69,7 +72,8 @@ def test_upstreams_recorded_service_answers_are_used_as_they_are(tmp_path):
     (monitor / "test_carbon.py").write_text("")
     (monitor / "carbon_history_files" / "carbon_history_file1").write_text("upstream's own")
     assert upstream_tests.service_answers(monitor) == [
-        "tests/monitor: upstream's recorded carbon and price answers used as they are (nothing written)"]
+        "tests/monitor: upstream's recorded carbon and price answers used as they are (nothing written)"
+    ]
     assert (monitor / "carbon_history_files" / "carbon_history_file1").read_text() == "upstream's own"
     assert not (monitor / "price_output_files").exists()
 
@@ -79,8 +83,9 @@ def _tree(root):
     (root / "zeus" / "utils").mkdir(parents=True)
     (root / "zeus" / "utils" / "testing.py").write_text("JUDGE = 1\n")
     (root / "zeus" / "monitor.py").write_text("raise SystemExit('upstream code must not be copied')\n")
-    (root / "tests" / "test_ok.py").write_text("import pytest\n\n@pytest.mark.parametrize('x', [1, 2])\n"
-                                               "def test_a(x):\n    assert x\n\ndef test_b():\n    assert 0, 'b fails'\n")
+    (root / "tests" / "test_ok.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('x', [1, 2])\ndef test_a(x):\n    assert x\n\ndef test_b():\n    assert 0, 'b fails'\n"
+    )
     (root / "tests" / "sub" / "test_broken.py").write_text("from zeus.no_such_module import Nothing\n")
 
 
@@ -98,8 +103,7 @@ def test_a_tree_or_git_directory_is_read_and_one_collection_error_hides_nothing(
         assert (root / "judge" / "testing.py").read_text() == "JUDGE = 1\n" and not (root / "zeus").exists()
         assert sorted(p.name for p in (root / "tests").rglob("test_*.py")) == ["test_broken.py", "test_ok.py"]
         assert ("git tree" in what) == (source.name == ".git")
-    rows = {f: upstream_tests.tally(f, upstream_tests.run(root, f, None, 120))
-            for f in ("tests/test_ok.py", "tests/sub/test_broken.py")}
+    rows = {f: upstream_tests.tally(f, upstream_tests.run(root, f, None, 120)) for f in ("tests/test_ok.py", "tests/sub/test_broken.py")}
     ok, broken = rows["tests/test_ok.py"], rows["tests/sub/test_broken.py"]
     assert (ok["passed"], ok["failed"]) == (2, 1)  # run although the other file cannot be collected
     assert ok["functions"] == {"tests/test_ok.py::test_a", "tests/test_ok.py::test_b"}
@@ -111,8 +115,10 @@ def test_a_tree_or_git_directory_is_read_and_one_collection_error_hides_nothing(
 def test_non_passing_cases_of_a_labelled_file_are_counted_under_its_label(monkeypatch):
     monkeypatch.setitem(upstream_tests.LABELS, "tests/t.py", (upstream_tests.NOT_IMPLEMENTED, "why"))
     monkeypatch.setattr(upstream_tests, "DIFFERENCES", [(r"::test_d\b", "documented")])
-    row = upstream_tests.tally("tests/t.py", {"tests/t.py::test_a[1]": ("passed", ""), "tests/t.py::test_a[2]": ("failed", "x"),
-                                              "tests/t.py::test_d": ("failed", "y")})
+    row = upstream_tests.tally(
+        "tests/t.py",
+        {"tests/t.py::test_a[1]": ("passed", ""), "tests/t.py::test_a[2]": ("failed", "x"), "tests/t.py::test_d": ("failed", "y")},
+    )
     assert (row["passed"], row["failed"], row[upstream_tests.NOT_IMPLEMENTED], row[upstream_tests.DIFFERENCE]) == (1, 0, 1, 1)
     assert row["functions passed"] == set() and len(row["functions"]) == 2
 
@@ -131,11 +137,13 @@ def test_the_batch_size_conftest_keeps_upstreams_helpers_and_serves_with_zeus_se
         serve = importlib.import_module("upstream.serve")
     finally:
         sys.path.remove(str(BENCH))
-    upstream = ('"""doc"""\nfrom __future__ import annotations\n\nimport os\nimport pytest\n'
-                'from zeus.optimizer.batch_size.server.router import app\n\n\nclass Helpers:\n    X = 1\n\n\n'
-                '@pytest.fixture(scope="module")\ndef helpers():\n    return Helpers\n\n\ndef init(db_url):\n    return app\n\n\n'
-                '@pytest.fixture\ndef client():\n    yield app\n\n\n@pytest.fixture(scope="module", autouse=True)\n'
-                'def session_data(tmp_path_factory, worker_id):\n    return\n')
+    upstream = (
+        '"""doc"""\nfrom __future__ import annotations\n\nimport os\nimport pytest\n'
+        "from zeus.optimizer.batch_size.server.router import app\n\n\nclass Helpers:\n    X = 1\n\n\n"
+        '@pytest.fixture(scope="module")\ndef helpers():\n    return Helpers\n\n\ndef init(db_url):\n    return app\n\n\n'
+        '@pytest.fixture\ndef client():\n    yield app\n\n\n@pytest.fixture(scope="module", autouse=True)\n'
+        "def session_data(tmp_path_factory, worker_id):\n    return\n"
+    )
     text = serve.conftest_for(upstream)
     names = {n.name for n in ast.parse(text).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     assert names == {"Helpers", "helpers"} and "batch_size.server" not in text

@@ -8,8 +8,13 @@ import sys
 
 from zeus.show_env import show_env
 
-SECTIONS = ["## Package availability and versions", "## Device availability", "## CPU availability", "## SoC availability",
-            "## Zeusd daemon"]
+SECTIONS = [
+    "## Package availability and versions",
+    "## Device availability",
+    "## CPU availability",
+    "## SoC availability",
+    "## Zeusd daemon",
+]
 
 
 def test_show_env_prints_upstreams_sections_with_the_gpus(driver, capsys, monkeypatch):
@@ -45,8 +50,9 @@ def test_no_gpu_library(driver, capsys, monkeypatch):
 
 def test_python_m_zeus_show_env(driver):
     driver(gpus=1)
-    result = subprocess.run([sys.executable, "-m", "zeus.show_env"], capture_output=True, text=True, timeout=180,
-                            env=dict(os.environ, COLUMNS="60"))
+    result = subprocess.run(
+        [sys.executable, "-m", "zeus.show_env"], capture_output=True, text=True, timeout=180, env=dict(os.environ, COLUMNS="60")
+    )
     assert result.returncode == 0, result.stderr
     assert [line for line in result.stdout.splitlines() if line.startswith("## ")] == SECTIONS
     assert "-" * 60 in result.stdout and "    GPU 0 -> GPU 0 (NVIDIA A100-SXM4-40GB)" in result.stdout

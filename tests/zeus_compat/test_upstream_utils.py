@@ -45,8 +45,11 @@ def test_missing_frameworks(monkeypatch):
     assert framework.torch_is_available() is False
     assert framework.jax_is_available() is False
     assert framework.cupy_is_available() is False
-    for check, text in ((framework.torch_is_available, "Failed to import Pytorch"), (framework.jax_is_available, "Failed to import JAX"),
-                        (framework.cupy_is_available, "Failed to import CuPy")):
+    for check, text in (
+        (framework.torch_is_available, "Failed to import Pytorch"),
+        (framework.jax_is_available, "Failed to import JAX"),
+        (framework.cupy_is_available, "Failed to import CuPy"),
+    ):
         check.cache_clear()
         with pytest.raises(RuntimeError, match=text):
             check(ensure_available=True)
@@ -103,7 +106,8 @@ def test_warning_names_the_class_and_the_fix(monkeypatch):
 
 def test_a_global_monitor_warns_in_spawned_children_only(tmp_path):
     script = tmp_path / "global_monitor.py"
-    script.write_text(textwrap.dedent('''
+    script.write_text(
+        textwrap.dedent("""
         import multiprocessing
         from zeus.utils.multiprocessing import warn_if_global_in_subprocess
 
@@ -120,7 +124,8 @@ def test_a_global_monitor_warns_in_spawned_children_only(tmp_path):
         if __name__ == "__main__":
             with multiprocessing.get_context("spawn").Pool(1) as pool:
                 assert pool.apply(work) == 1
-    '''))
+    """)
+    )
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("Monitor was instantiated during module import in a spawned subprocess") == 1

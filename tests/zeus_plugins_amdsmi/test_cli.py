@@ -28,8 +28,22 @@ def zeus(*args: str, env_extra: dict[str, str] | None = None, timeout: float = 1
 def test_zeus_monitor_shows_accumulator_and_polled_gpus(fake_amd, tmp_path):
     fake_amd([FakeAmdGpu(demand_w=420.0), FakeAmdGpu(demand_w=230.0, counter_mode="frozen")])
     out = tmp_path / "amd.csv"
-    r = zeus("monitor", "-d", "amdsmi", "--set", "amdsmi.counter_check_s=0.05", "--set", "amdsmi.poll_interval_s=0.02",
-             "--interval", "0.25", "--duration", "0.8", "--csv", str(out), env_extra={"ZEUS_DISABLED_PLUGINS": QUIET})
+    r = zeus(
+        "monitor",
+        "-d",
+        "amdsmi",
+        "--set",
+        "amdsmi.counter_check_s=0.05",
+        "--set",
+        "amdsmi.poll_interval_s=0.02",
+        "--interval",
+        "0.25",
+        "--duration",
+        "0.8",
+        "--csv",
+        str(out),
+        env_extra={"ZEUS_DISABLED_PLUGINS": QUIET},
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     rows = {line.split("│")[2].strip(): line for line in r.stdout.splitlines() if line.count("│") > 5 and "gpu" in line}
     assert "counter" in rows["gpu0"] and "polling" in rows["gpu1"] and "local" in rows["gpu0"]
@@ -47,8 +61,14 @@ def test_zeus_monitor_shows_accumulator_and_polled_gpus(fake_amd, tmp_path):
 
 
 def test_zeus_monitor_without_the_driver_exits_2_with_the_fix(tmp_path):
-    r = zeus("monitor", "-d", "amdsmi", "--duration", "0.2",
-             env_extra={"ZEUS_FAKE_AMDSMI": str(tmp_path / "none.json"), "ZEUS_DISABLED_PLUGINS": QUIET})
+    r = zeus(
+        "monitor",
+        "-d",
+        "amdsmi",
+        "--duration",
+        "0.2",
+        env_extra={"ZEUS_FAKE_AMDSMI": str(tmp_path / "none.json"), "ZEUS_DISABLED_PLUGINS": QUIET},
+    )
     assert r.returncode == 2
     assert "amdsmi: the simulated AMD driver" in " ".join(r.stderr.split()) and "fake_amdsmi" in r.stderr
 
@@ -113,8 +133,14 @@ def test_zeus_run_profiles_and_holds_power_caps_with_jit_and_puts_them_back(fake
     job = tmp_path / "job.toml"
     job.write_text(JOB.format(support=SUPPORT))
     out = tmp_path / "out"
-    r = zeus("run", str(job), "--output", str(out), env_extra={"ZEUS_DISABLED_PLUGINS": "perseus,hetero,trace", "OMP_NUM_THREADS": "1"},
-             timeout=300)
+    r = zeus(
+        "run",
+        str(job),
+        "--output",
+        str(out),
+        env_extra={"ZEUS_DISABLED_PLUGINS": "perseus,hetero,trace", "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     gpu = fake_amdsmi.read_state()["gpus"][0]
     assert gpu["cap_w"] == 400.0  # put back

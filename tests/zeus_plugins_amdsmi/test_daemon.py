@@ -22,15 +22,18 @@ pytestmark = needs_root
 def make_node(node, serve: str = "[serve.amdsmi]\ngpus = [0]\n"):
     node.driver = fake_amdsmi.create(node.root / "amd.json", [FakeAmdGpu(), FakeAmdGpu()], privileged="root")
     node.env["ZEUS_FAKE_AMDSMI"] = str(node.driver)
-    node.config.write_text(textwrap.dedent(f"""
+    node.config.write_text(
+        textwrap.dedent(f"""
         socket = "{node.socket}"
         socket_group = "{NOBODY}"
         socket_mode = "0660"
         allow_users = ["nobody"]
-        journal_dir = "{node.root / 'journal'}"
+        journal_dir = "{node.root / "journal"}"
         log = "{node.log}"
         plugins = ["amdsmi"]
-    """) + serve)
+    """)
+        + serve
+    )
     return node
 
 
@@ -73,8 +76,10 @@ def test_an_unprivileged_client_sets_caps_through_the_daemon_and_a_sigkill_puts_
 
 def test_without_a_daemon_the_client_is_told_the_fix(node):
     make_node(node)
-    r = node.run_as("from zeus_plugins_amdsmi.device import AmdGpus\nfrom zeus_plugins_amdsmi.options import AmdsmiOptions\n"
-                    "AmdGpus(AmdsmiOptions(counter_check_s=0.05)).set_power_limit(300)")
+    r = node.run_as(
+        "from zeus_plugins_amdsmi.device import AmdGpus\nfrom zeus_plugins_amdsmi.options import AmdsmiOptions\n"
+        "AmdGpus(AmdsmiOptions(counter_check_s=0.05)).set_power_limit(300)"
+    )
     err = " ".join(r.stderr.split())
     assert r.returncode != 0 and "AMDSMI_STATUS_NO_PERM" in err and "zeus daemon" in err and "[serve.amdsmi]" in err
     assert caps(node) == [750.0, 750.0]
@@ -85,14 +90,21 @@ def test_requests_outside_the_allow_list_or_the_range_are_refused(node):
     node.start()
     refused = [
         ("amdsmi.set_power_cap", {"gpu": uuid(node, 1), "microwatts": 300_000_000}, "refused", "is not served by this daemon"),
-        ("amdsmi.set_power_cap", {"gpu": uuid(node, 0), "microwatts": 199_999_999}, "refused", r"199999999 µW is outside the power-cap range .*: 200000000 to 750000000 µW \(200 to 750 W\)"),
+        (
+            "amdsmi.set_power_cap",
+            {"gpu": uuid(node, 0), "microwatts": 199_999_999},
+            "refused",
+            r"199999999 µW is outside the power-cap range .*: 200000000 to 750000000 µW \(200 to 750 W\)",
+        ),
         ("amdsmi.set_power_cap", {"gpu": uuid(node, 0), "microwatts": "300"}, "invalid_arguments", r"\$\.args\.microwatts"),
         ("amdsmi.set_power_cap", {"gpu": uuid(node, 0), "watts": 300}, "invalid_arguments", "unknown key 'watts'"),
         ("amdsmi.reset_power_cap", {"gpu": "GPU-0"}, "refused", "not served"),
     ]
-    code = ("import json, sys\nfrom zeus_core.daemon import DaemonClient, DaemonError\nc = DaemonClient(sys.argv[1])\n"
-            "for op, args in json.loads(sys.argv[2]):\n    try:\n        print(json.dumps(['ok', c.call(op, **args)]))\n"
-            "    except DaemonError as e:\n        print(json.dumps([e.code, str(e)]))")
+    code = (
+        "import json, sys\nfrom zeus_core.daemon import DaemonClient, DaemonError\nc = DaemonClient(sys.argv[1])\n"
+        "for op, args in json.loads(sys.argv[2]):\n    try:\n        print(json.dumps(['ok', c.call(op, **args)]))\n"
+        "    except DaemonError as e:\n        print(json.dumps([e.code, str(e)]))"
+    )
     r = node.run_as(code, str(node.socket), json.dumps([[op, args] for op, args, _, _ in refused]))
     got = [json.loads(line) for line in r.stdout.splitlines()]
     assert len(got) == len(refused), r.stderr
@@ -102,7 +114,7 @@ def test_requests_outside_the_allow_list_or_the_range_are_refused(node):
 
 
 def test_a_bad_served_gpu_fails_the_daemons_start_naming_the_field(node):
-    make_node(node, serve="[serve.amdsmi]\ngpus = [\"0000:1C:00.0\", 5]\n")
+    make_node(node, serve='[serve.amdsmi]\ngpus = ["0000:1C:00.0", 5]\n')
     r = node.zeus("daemon", "--config", str(node.config))
     assert r.returncode == 2
     assert "no AMD GPU here has the amd-smi index 5" in r.stderr and "$.serve.amdsmi.gpus[1]" in r.stderr

@@ -77,10 +77,13 @@ def test_an_accumulator_that_goes_back_is_a_reset_not_a_wrap(fake_amd):
     assert e2 - e1 == pytest.approx(300.0 * 0.2, rel=0.2)
 
 
-@pytest.mark.parametrize(("gpu", "why"), [
-    (FakeAmdGpu(demand_w=350.0, counter_mode="frozen"), "did not move"),
-    (FakeAmdGpu(demand_w=350.0, counter_mode="scaled", counter_scale=0.1), "while the GPU reported 350 W"),
-])
+@pytest.mark.parametrize(
+    ("gpu", "why"),
+    [
+        (FakeAmdGpu(demand_w=350.0, counter_mode="frozen"), "did not move"),
+        (FakeAmdGpu(demand_w=350.0, counter_mode="scaled", counter_scale=0.1), "while the GPU reported 350 W"),
+    ],
+)
 def test_an_accumulator_that_fails_the_check_falls_back_to_polled_power(fake_amd, gpu, why):
     fake_amd([gpu])
     with pytest.warns(UserWarning, match=why):
@@ -114,10 +117,12 @@ def test_the_odd_die_of_an_mi250x_is_left_out_or_refused(fake_amd):
 
 
 def test_power_domains_power_temperatures_and_identity(fake_amd):
-    fake_amd([
-        FakeAmdGpu(demand_w=300.0),
-        FakeAmdGpu(market_name="AMD Instinct MI210", demand_w=200.0, reports_instant=False, temperatures_c={"edge": 48.0}),
-    ])
+    fake_amd(
+        [
+            FakeAmdGpu(demand_w=300.0),
+            FakeAmdGpu(market_name="AMD Instinct MI210", demand_w=200.0, reports_instant=False, temperatures_c={"edge": 48.0}),
+        ]
+    )
     with gpus() as dev:
         for cap in (PowerReadings, PowerDomainReadings, TemperatureReadings, PowerLimitControl, GpuSync, HasIdentity):
             assert isinstance(dev, cap), cap

@@ -36,15 +36,18 @@ def test_gpus_are_numbered_as_hip_numbers_them_not_in_pci_order(node):
     assert seen(gpus=[1]) == [node[1]["uuid"]]
 
 
-@pytest.mark.parametrize(("env", "hip"), [
-    ({"HIP_VISIBLE_DEVICES": "1"}, [1]),
-    ({"HIP_VISIBLE_DEVICES": "3,0"}, [3, 0]),
-    ({"CUDA_VISIBLE_DEVICES": "2"}, [2]),  # HIP reads CUDA_VISIBLE_DEVICES alike
-    ({"ROCR_VISIBLE_DEVICES": "2,3"}, [2, 3]),
-    ({"ROCR_VISIBLE_DEVICES": "1,2,3", "HIP_VISIBLE_DEVICES": "0"}, [1]),  # HIP counts what ROCr left
-    ({"ROCR_VISIBLE_DEVICES": "3,1", "HIP_VISIBLE_DEVICES": "1"}, [1]),
-    ({"ROCR_VISIBLE_DEVICES": "2,3", "CUDA_VISIBLE_DEVICES": "1"}, [3]),
-])
+@pytest.mark.parametrize(
+    ("env", "hip"),
+    [
+        ({"HIP_VISIBLE_DEVICES": "1"}, [1]),
+        ({"HIP_VISIBLE_DEVICES": "3,0"}, [3, 0]),
+        ({"CUDA_VISIBLE_DEVICES": "2"}, [2]),  # HIP reads CUDA_VISIBLE_DEVICES alike
+        ({"ROCR_VISIBLE_DEVICES": "2,3"}, [2, 3]),
+        ({"ROCR_VISIBLE_DEVICES": "1,2,3", "HIP_VISIBLE_DEVICES": "0"}, [1]),  # HIP counts what ROCr left
+        ({"ROCR_VISIBLE_DEVICES": "3,1", "HIP_VISIBLE_DEVICES": "1"}, [1]),
+        ({"ROCR_VISIBLE_DEVICES": "2,3", "CUDA_VISIBLE_DEVICES": "1"}, [3]),
+    ],
+)
 def test_visibility_variables_select_and_renumber(node, monkeypatch, env, hip):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -61,14 +64,17 @@ def test_gpus_by_uuid_and_hip_winning_over_cuda(node, monkeypatch):
         assert seen() == [node[2]["uuid"]]
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"HIP_VISIBLE_DEVICES": ""}, "HIP_VISIBLE_DEVICES is set to an empty string"),
-    ({"HIP_VISIBLE_DEVICES": "4"}, r"HIP_VISIBLE_DEVICES='4': entry '4' names no GPU \(the GPUs it may name are 0..3\)"),
-    ({"ROCR_VISIBLE_DEVICES": "0,1", "HIP_VISIBLE_DEVICES": "2"}, r"entry '2' names no GPU \(the GPUs it may name are 0..1\)"),
-    ({"CUDA_VISIBLE_DEVICES": "0,0"}, "entry '0' repeats a GPU"),
-    ({"ROCR_VISIBLE_DEVICES": "GPU-deadbeef"}, "no visible GPU has this UUID"),
-    ({"HIP_VISIBLE_DEVICES": "first"}, "neither an index nor a GPU-<uuid>"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"HIP_VISIBLE_DEVICES": ""}, "HIP_VISIBLE_DEVICES is set to an empty string"),
+        ({"HIP_VISIBLE_DEVICES": "4"}, r"HIP_VISIBLE_DEVICES='4': entry '4' names no GPU \(the GPUs it may name are 0..3\)"),
+        ({"ROCR_VISIBLE_DEVICES": "0,1", "HIP_VISIBLE_DEVICES": "2"}, r"entry '2' names no GPU \(the GPUs it may name are 0..1\)"),
+        ({"CUDA_VISIBLE_DEVICES": "0,0"}, "entry '0' repeats a GPU"),
+        ({"ROCR_VISIBLE_DEVICES": "GPU-deadbeef"}, "no visible GPU has this UUID"),
+        ({"HIP_VISIBLE_DEVICES": "first"}, "neither an index nor a GPU-<uuid>"),
+    ],
+)
 def test_visibility_errors_name_the_variable_and_entry(node, monkeypatch, env, message):
     for k, v in env.items():
         monkeypatch.setenv(k, v)

@@ -63,8 +63,13 @@ def test_zeus_monitor_csv_has_a_gpu_column(chip, tmp_path):
     chip()
     out = tmp_path / "a.csv"
     env = dict(os.environ, ZEUS_DISABLED_PLUGINS="torch,perseus,hetero,trace,mab")
-    r = subprocess.run([sys.executable, "-m", "zeus_core", "monitor", "-d", "apple-silicon", "--interval", "0.25",
-                        "--duration", "0.6", "--csv", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "zeus_core", "monitor", "-d", "apple-silicon", "--interval", "0.25", "--duration", "0.6", "--csv", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     rows = list(csv.DictReader(out.open()))
     assert "gpu_energy_j" in rows[0] and "cpu_energy_j" in rows[0] and "dram_energy_j" in rows[0]

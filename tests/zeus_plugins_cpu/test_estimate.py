@@ -83,8 +83,13 @@ def test_idle_floor_and_max_power_option(tmp_path):
 def test_process_scope_uses_this_process_cpu_time(tmp_path):
     fm = FakeMachine(tmp_path)
     cpu = [0.0]
-    dev = CpuEstimate(EstimateOptions(tdp_w=100.0, scope="process"), proc_stat=fm.stat, sys_cpu=fm.sys_cpu,
-                      clock=lambda: fm.now, process_times=lambda: cpu[0])
+    dev = CpuEstimate(
+        EstimateOptions(tdp_w=100.0, scope="process"),
+        proc_stat=fm.stat,
+        sys_cpu=fm.sys_cpu,
+        clock=lambda: fm.now,
+        process_times=lambda: cpu[0],
+    )
     fm.run(10.0, [1.0, 1.0, 1.0, 1.0])  # other processes' load does not count
     cpu[0] = 20.0  # this process used 2 of the 4 CPUs for 10 s
     e = dev.read_energy()
@@ -111,13 +116,16 @@ def test_unreadable_proc_stat_in_system_scope_names_the_option(tmp_path):
     assert dev.read_energy()
 
 
-@pytest.mark.parametrize("table,message", [
-    ({"tdp_w": 0}, "tdp_w must be between 0 and 1000 W"),
-    ({"tdp_w": 50.0, "idle_w": 60.0}, "idle_w (60.0 W) must be below tdp_w (50.0 W)"),
-    ({"scope": "container"}, "scope must be one of 'system', 'process'"),
-    ({"max_power_w": 0}, "max_power_w must be positive"),
-    ({"tdp": 100}, "'tdp_w'"),  # the core suggests the right key
-])
+@pytest.mark.parametrize(
+    "table,message",
+    [
+        ({"tdp_w": 0}, "tdp_w must be between 0 and 1000 W"),
+        ({"tdp_w": 50.0, "idle_w": 60.0}, "idle_w (60.0 W) must be below tdp_w (50.0 W)"),
+        ({"scope": "container"}, "scope must be one of 'system', 'process'"),
+        ({"max_power_w": 0}, "max_power_w must be positive"),
+        ({"tdp": 100}, "'tdp_w'"),  # the core suggests the right key
+    ],
+)
 def test_job_toml_errors_name_the_field(table, message):
     problems: list[Problem] = []
     assert structure(EstimateOptions, table, ("device",), problems) is None

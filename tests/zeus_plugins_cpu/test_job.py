@@ -71,11 +71,14 @@ def reg(monkeypatch):
     return zreg.load(extra_plugins=[("spin", spin_plugin)])
 
 
-@pytest.mark.parametrize("device,options", [
-    ("cpu-estimate", "tdp_w = 120.0\nscope = \"process\""),
-    ("rapl", "packages = [0]\ndram = false"),
-    ("nvml", "gpus = [0]\nenergy = \"counter\""),
-])
+@pytest.mark.parametrize(
+    "device,options",
+    [
+        ("cpu-estimate", 'tdp_w = 120.0\nscope = "process"'),
+        ("rapl", "packages = [0]\ndram = false"),
+        ("nvml", 'gpus = [0]\nenergy = "counter"'),
+    ],
+)
 def test_job_toml_picks_each_device_by_name(reg, tmp_path, device, options):
     job = write_job(tmp_path / "job.toml", JOB.format(device=device, device_options=options))
     r = run_cli(reg, "validate", str(job))

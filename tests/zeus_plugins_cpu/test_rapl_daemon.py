@@ -19,8 +19,12 @@ RANGE = 262_143_328_850
 def zone(path, name: str, energy: int) -> None:
     path.mkdir(parents=True)
     path.chmod(0o755)
-    for fname, text, mode in (("name", name, 0o644), ("max_energy_range_uj", RANGE, 0o644), ("energy_uj", energy, 0o400),
-                              ("constraint_0_power_limit_uw", 165_000_000, 0o644)):
+    for fname, text, mode in (
+        ("name", name, 0o644),
+        ("max_energy_range_uj", RANGE, 0o644),
+        ("energy_uj", energy, 0o400),
+        ("constraint_0_power_limit_uw", 165_000_000, 0o644),
+    ):
         (path / fname).write_text(f"{text}\n")
         (path / fname).chmod(mode)
 
@@ -62,8 +66,9 @@ def test_root_only_rapl_counters_are_read_through_the_daemon(node):
     env = node.client_env()
     client = node.popen_as(CLIENT, str(pc), str(node.socket), env=env)
     first = json.loads(client.stdout.readline())
-    assert first == {"paths": {"cpu0-package": "daemon", "cpu0-dram": "daemon"},
-                     "energy": {"cpu0-package": 5.0, "cpu0-dram": 2.0}}, client.stderr.read()
+    assert first == {"paths": {"cpu0-package": "daemon", "cpu0-dram": "daemon"}, "energy": {"cpu0-package": 5.0, "cpu0-dram": 2.0}}, (
+        client.stderr.read()
+    )
     (pc / "intel-rapl:0" / "energy_uj").write_text("1000000\n")  # wrapped around: a whole range, then 1 J
     client.stdin.write("\n")
     client.stdin.flush()

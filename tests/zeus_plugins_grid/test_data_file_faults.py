@@ -37,15 +37,24 @@ def write(tmp_path: Path, data: str | bytes, name: str = "ci.csv") -> str:
     return name
 
 
-@pytest.mark.parametrize("rows, words", [
-    ("2020-06-01 00:00,0,35\n", ["ci.csv:2: the row has 3 cells but the header names 2 columns",
-                                 "'0,35' looks like a number written with a decimal comma: write '0.35'"]),
-    ('2020-06-01 00:00,"0,35"\n', ["ci.csv:2: carbon_intensity: '0,35' is written with a decimal comma; write '0.35'"]),
-    ("2020-06-01 00:00,300,DE\n", ["ci.csv:2: the row has 3 cells", "cell 3 ('DE') is extra"]),
-    ("2020-06-01 00:00,300\n2020-06-01 00:30\n", ["ci.csv:3: column 'Carbon Intensity' is missing"]),
-    ("2020-06-01 00:00,1.7e308\n", ["ci.csv:2: carbon_intensity 1.7e+308 gCO2eq/kWh is beyond 10,000 gCO2eq/kWh"]),
-    ("2020-06-01 00:00,1e400\n", ["ci.csv:2: carbon_intensity: '1e400' is infinite"]),
-], ids=["decimal-comma", "quoted-decimal-comma", "extra-cell", "missing-cell", "1.7e308", "1e400"])
+@pytest.mark.parametrize(
+    "rows, words",
+    [
+        (
+            "2020-06-01 00:00,0,35\n",
+            [
+                "ci.csv:2: the row has 3 cells but the header names 2 columns",
+                "'0,35' looks like a number written with a decimal comma: write '0.35'",
+            ],
+        ),
+        ('2020-06-01 00:00,"0,35"\n', ["ci.csv:2: carbon_intensity: '0,35' is written with a decimal comma; write '0.35'"]),
+        ("2020-06-01 00:00,300,DE\n", ["ci.csv:2: the row has 3 cells", "cell 3 ('DE') is extra"]),
+        ("2020-06-01 00:00,300\n2020-06-01 00:30\n", ["ci.csv:3: column 'Carbon Intensity' is missing"]),
+        ("2020-06-01 00:00,1.7e308\n", ["ci.csv:2: carbon_intensity 1.7e+308 gCO2eq/kWh is beyond 10,000 gCO2eq/kWh"]),
+        ("2020-06-01 00:00,1e400\n", ["ci.csv:2: carbon_intensity: '1e400' is infinite"]),
+    ],
+    ids=["decimal-comma", "quoted-decimal-comma", "extra-cell", "missing-cell", "1.7e308", "1e400"],
+)
 def test_bad_rows_of_a_carbon_csv_name_the_line_and_the_fix(tmp_path, rows, words):
     msg = problems(tmp_path, carbon_intensity=write(tmp_path, HEADER + rows), timezone="UTC")
     assert "[grid] carbon_intensity:" in msg
@@ -76,9 +85,11 @@ def test_a_csv_past_the_size_limit_is_refused_before_it_is_read(tmp_path, monkey
 
 
 def test_numbers_in_the_grid_table_past_their_bounds():
-    for table, words in (({"carbon_intensity": 1e308}, "carbon_intensity: 1e+308 gCO2eq/kWh is beyond 10,000 gCO2eq/kWh"),
-                         ({"price": 1e308, "currency": "EUR"}, "price: 1e+308 per kWh is beyond 1,000,000 per kWh"),
-                         ({"carbon_intensity": 300, "timeout_s": 1e308}, "timeout_s must be between 0 and 3600")):
+    for table, words in (
+        ({"carbon_intensity": 1e308}, "carbon_intensity: 1e+308 gCO2eq/kWh is beyond 10,000 gCO2eq/kWh"),
+        ({"price": 1e308, "currency": "EUR"}, "price: 1e+308 per kWh is beyond 1,000,000 per kWh"),
+        ({"carbon_intensity": 300, "timeout_s": 1e308}, "timeout_s must be between 0 and 3600"),
+    ):
         with pytest.raises(ValueError, match=re.escape(words)):
             GridOptions(**table)
     assert GridOptions(carbon_intensity=10_000).carbon_intensity == 10_000
@@ -90,8 +101,14 @@ def test_a_constant_source_past_its_bound(tmp_path):
 
 
 def _zeus(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zeus_core.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    return subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )
 
 
 JOB = """
@@ -115,11 +132,15 @@ start = "2020-06-01 00:00"
 """
 
 
-@pytest.mark.parametrize("value, csv, words", [
-    ("1e308", None, "1e+308 gCO2eq/kWh is beyond 10,000 gCO2eq/kWh"),
-    ('"ci.csv"', "2020-06-01 00:00,1.7e308\n", "ci.csv:2: carbon_intensity 1.7e+308 gCO2eq/kWh is beyond 10,000"),
-    ('"ci.csv"', "2020-06-01 00:00,0,35\n", "'0,35' looks like a number written with a decimal comma"),
-], ids=["constant-1e308", "csv-1.7e308", "csv-decimal-comma"])
+@pytest.mark.parametrize(
+    "value, csv, words",
+    [
+        ("1e308", None, "1e+308 gCO2eq/kWh is beyond 10,000 gCO2eq/kWh"),
+        ('"ci.csv"', "2020-06-01 00:00,1.7e308\n", "ci.csv:2: carbon_intensity 1.7e+308 gCO2eq/kWh is beyond 10,000"),
+        ('"ci.csv"', "2020-06-01 00:00,0,35\n", "'0,35' looks like a number written with a decimal comma"),
+    ],
+    ids=["constant-1e308", "csv-1.7e308", "csv-decimal-comma"],
+)
 def test_zeus_validate_and_run_refuse_before_anything_runs(tmp_path, value, csv, words):
     if csv is not None:
         write(tmp_path, HEADER + csv)
@@ -139,8 +160,10 @@ def test_a_live_answer_past_its_bound_is_no_answer(tmp_path, monkeypatch):
     from zeus_plugins_grid.electricitymaps import ElectricityMaps, ServiceError
 
     em = ElectricityMaps("DE", SourceRequest(quantity="carbon_intensity", job_dir=tmp_path), "token", "http://127.0.0.1:9")
-    answers = {"/v3/carbon-intensity/history": {"history": [{"datetime": "2020-06-01T00:00:00Z", "carbonIntensity": 300}]},
-               "/v3/carbon-intensity/latest": {"datetime": "2020-06-01T01:00:00Z", "carbonIntensity": 1e308}}
+    answers = {
+        "/v3/carbon-intensity/history": {"history": [{"datetime": "2020-06-01T00:00:00Z", "carbonIntensity": 300}]},
+        "/v3/carbon-intensity/latest": {"datetime": "2020-06-01T01:00:00Z", "carbonIntensity": 1e308},
+    }
     monkeypatch.setattr(em, "_get", lambda path: answers[path])
     with pytest.raises(ServiceError, match=re.escape("an answer of 1e+308 gCO2eq/kWh is beyond 10,000 gCO2eq/kWh")):
         em._fetch()
@@ -160,8 +183,10 @@ def test_a_50_mb_carbon_csv_is_refused_at_once_without_reading_it(tmp_path):
     assert "big.csv: the file is 50,000,000 bytes, more than the 16,777,216 bytes (16 MiB) a carbon intensity CSV may be" in msg
 
 
-@pytest.mark.parametrize("time, what", [("1e300", "after 2200"), ("9999-12-31T23:00:00Z", "after 2200"),
-                                        ("nan", "not a finite number"), ("-1e12", "before 1900")])
+@pytest.mark.parametrize(
+    "time, what",
+    [("1e300", "after 2200"), ("9999-12-31T23:00:00Z", "after 2200"), ("nan", "not a finite number"), ("-1e12", "before 1900")],
+)
 def test_times_no_date_can_show_are_refused_naming_the_row(tmp_path, time, what):
     """A Unix time of 1e300 was a traceback in zeus validate (OverflowError while naming it)."""
     name = write(tmp_path, f"time,carbon_intensity\n{time},300\n")

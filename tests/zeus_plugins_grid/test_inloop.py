@@ -57,8 +57,14 @@ def test_an_energy_cost_monitor_on_a_monitor_the_script_already_has(gpus):
 
 def test_power_limit_optimizer_epochs_carry_their_grams(gpus):
     with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
-        with PowerLimitOptimizer(mon, policy="jit", job="plo-grid", options=QUICK_JIT, batch_size=64,
-                                 grid={"carbon_intensity": 250.0, "price": 0.2, "currency": "USD"}) as plo:
+        with PowerLimitOptimizer(
+            mon,
+            policy="jit",
+            job="plo-grid",
+            options=QUICK_JIT,
+            batch_size=64,
+            grid={"carbon_intensity": 250.0, "price": 0.2, "currency": "USD"},
+        ) as plo:
             run_epochs(plo, epochs=2, steps=150)
         for epoch in plo.epochs:
             assert epoch["carbon_g"] == epoch["energy_j"] * 250.0 / 3.6e6
@@ -72,8 +78,9 @@ def test_the_carbon_aware_policy_steers_in_the_user_s_loop(gpus, tmp_path):
     rows = "".join(f"{now - 30 + 0.25 * k:.3f},{900 if k % 4 < 2 else 100}\n" for k in range(600))
     (tmp_path / "ci.csv").write_text("time,carbon_intensity\n" + rows)
     with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
-        with PowerLimitOptimizer(mon, policy="carbon-aware", job="plo-carbon", options=QUICK_JIT, batch_size=64,
-                                 grid={"carbon_intensity": "ci.csv"}) as plo:
+        with PowerLimitOptimizer(
+            mon, policy="carbon-aware", job="plo-carbon", options=QUICK_JIT, batch_size=64, grid={"carbon_intensity": "ci.csv"}
+        ) as plo:
             run_epochs(plo, epochs=3, steps=150, step_s=0.002)
             decisions = plo.policy.decisions
             assert decisions and plo.power_limit == decisions[-1][2]

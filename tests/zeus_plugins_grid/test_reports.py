@@ -40,8 +40,16 @@ def test_a_constant_intensity_and_price_give_exact_columns_next_to_energy_in_eve
     res = zeus(reg, "run", str(path), "--output", str(out))
     assert res.exit_code == 0, res.output
     got = rows(out / "recurrences.csv")
-    assert list(got[0])[6:] == ["energy_j", "cost", "reached", "power_limit_w", "carbon_g", "carbon_intensity_g_per_kwh", "cost_eur",
-                                "price_eur_per_kwh"]
+    assert list(got[0])[6:] == [
+        "energy_j",
+        "cost",
+        "reached",
+        "power_limit_w",
+        "carbon_g",
+        "carbon_intensity_g_per_kwh",
+        "cost_eur",
+        "price_eur_per_kwh",
+    ]
     for r in got:
         assert float(r["carbon_g"]) == float(r["energy_j"]) * 437.5 / 3.6e6
         assert float(r["cost_eur"]) == float(r["energy_j"]) * 0.25 / 3.6e6
@@ -49,8 +57,7 @@ def test_a_constant_intensity_and_price_give_exact_columns_next_to_energy_in_eve
     assert summary["carbon_g"] == summary["energy_j"] * 437.5 / 3.6e6
     assert summary["cost_eur"] == summary["energy_j"] * 0.25 / 3.6e6
     assert list(summary)[:6] == ["job", "recurrences", "tries", "energy_j", "carbon_g", "carbon_intensity_g_per_kwh"]
-    assert summary["grid"] == {"carbon_intensity": "constant:437.5", "price": "constant:0.25", "currency": "EUR",
-                               "tries_charged": 2}
+    assert summary["grid"] == {"carbon_intensity": "constant:437.5", "price": "constant:0.25", "currency": "EUR", "tries_charged": 2}
     assert "carbon (gCO2eq)" in res.output and "cost (EUR)" in res.output
     again = tmp_path / "again"
     rep = zeus(reg, "report", str(path), "--output", str(again))
@@ -62,11 +69,14 @@ def test_a_constant_intensity_and_price_give_exact_columns_next_to_energy_in_eve
 def test_a_run_from_a_dirty_night_into_a_clean_morning_pays_each_hour_at_its_own_intensity(reg, tmp_path):
     """At a fixed limit the trace device's power is constant, so the emissions are that power times each stretch's
     intensity: not the energy times the mean of the series over the run."""
-    lines = ["Time,Carbon Intensity"] + [f"2020-06-{1 + h // 24:02d} {h % 24:02d}:00:00,{800 if h < 6 else 50}"
-                                         for h in range(48)]
+    lines = ["Time,Carbon Intensity"] + [f"2020-06-{1 + h // 24:02d} {h % 24:02d}:00:00,{800 if h < 6 else 50}" for h in range(48)]
     (tmp_path / "ci.csv").write_text("\n".join(lines) + "\n")
-    path = job(tmp_path, 'carbon_intensity = "ci.csv"\ntimezone = "UTC"\nstart = "2020-06-01T00:00:00Z"',
-               power='plugin = "fixed"\nlimit_w = 250', recurrences=1)
+    path = job(
+        tmp_path,
+        'carbon_intensity = "ci.csv"\ntimezone = "UTC"\nstart = "2020-06-01T00:00:00Z"',
+        power='plugin = "fixed"\nlimit_w = 250',
+        recurrences=1,
+    )
     out = tmp_path / "out"
     res = zeus(reg, "run", str(path), "--output", str(out))
     assert res.exit_code == 0, res.output
@@ -81,18 +91,27 @@ def test_a_run_from_a_dirty_night_into_a_clean_morning_pays_each_hour_at_its_own
     assert summary["carbon_g"] == pytest.approx(expected, rel=1e-9) and "held_s" not in summary["grid"]
 
 
-@pytest.mark.parametrize("grid, where, words", [
-    ('price = 0.3', "$.grid", ["price needs its currency"]),
-    ('carbon_intensity = "ci.csv"\ntimezone = "UTC"', "$.grid.carbon_intensity", ["ci.csv:3", "repeats row 2"]),
-    ('carbon_intensity = "ci.csv"\ntimezone = "Mars/Olympus"', "$.grid.timezone", ["unknown time zone"]),
-    ('carbon_intensity = "ci.csv"\ntimezone = "UTC"\nstart = "2021-01-01T00:00:00Z"', "$.grid.start",
-     ["outside carbon_intensity's series"]),
-    ('carbon_intensity = -3', "$.grid.carbon_intensity", [">= 0"]),
-    ('carbon_intensty = 300', "$.grid", ["carbon_intensty"]),
-])
+@pytest.mark.parametrize(
+    "grid, where, words",
+    [
+        ("price = 0.3", "$.grid", ["price needs its currency"]),
+        ('carbon_intensity = "ci.csv"\ntimezone = "UTC"', "$.grid.carbon_intensity", ["ci.csv:3", "repeats row 2"]),
+        ('carbon_intensity = "ci.csv"\ntimezone = "Mars/Olympus"', "$.grid.timezone", ["unknown time zone"]),
+        (
+            'carbon_intensity = "ci.csv"\ntimezone = "UTC"\nstart = "2021-01-01T00:00:00Z"',
+            "$.grid.start",
+            ["outside carbon_intensity's series"],
+        ),
+        ("carbon_intensity = -3", "$.grid.carbon_intensity", [">= 0"]),
+        ("carbon_intensty = 300", "$.grid", ["carbon_intensty"]),
+    ],
+)
 def test_a_bad_grid_table_is_bad_input_at_its_key(reg, tmp_path, grid, where, words):
-    (tmp_path / "ci.csv").write_text("Time,Carbon Intensity\n2020-06-01 00:00,1\n2020-06-01 00:00,2\n"
-                                     if "repeats" in words[-1] else "Time,Carbon Intensity\n2020-06-01 00:00,1\n")
+    (tmp_path / "ci.csv").write_text(
+        "Time,Carbon Intensity\n2020-06-01 00:00,1\n2020-06-01 00:00,2\n"
+        if "repeats" in words[-1]
+        else "Time,Carbon Intensity\n2020-06-01 00:00,1\n"
+    )
     res = zeus(reg, "validate", str(job(tmp_path, grid)))
     assert res.exit_code == 2, res.output
     assert where in res.output
@@ -114,8 +133,7 @@ def test_a_dead_live_service_never_stops_the_job(reg, tmp_path, monkeypatch):
     monkeypatch.setenv("ELECTRICITYMAPS_TOKEN", "t")
     monkeypatch.setenv("ZEUS_ELECTRICITYMAPS_URL", f"http://127.0.0.1:{port}")
     out = tmp_path / "out"
-    res = zeus(reg, "run", str(job(tmp_path, 'carbon_intensity = "electricitymaps:DE"\ntimeout_s = 0.5')),
-               "--output", str(out))
+    res = zeus(reg, "run", str(job(tmp_path, 'carbon_intensity = "electricitymaps:DE"\ntimeout_s = 0.5')), "--output", str(out))
     assert res.exit_code == 0, res.output
     # zeus run shows a plugin's Python warning as a warning of the zeus.warnings logger, once
     said = " ".join(res.output.split())

@@ -60,7 +60,9 @@ def test_the_shared_file_reads_as_a_step_function_in_the_zone_it_is_given(tmp_pa
     (step,) = series.steps(utc("2019-12-20 00:20:00"), utc("2019-12-20 00:25:00"))
     assert step == Step(utc("2019-12-20 00:20:00"), utc("2019-12-20 00:25:00"), 217.8834341330206)
     assert [s.value for s in series.steps(utc("2019-12-20 00:10:00"), utc("2019-12-20 00:20:00"))] == [
-        218.29003068829462, 217.8834341330206]
+        218.29003068829462,
+        217.8834341330206,
+    ]
     shifted = grid(tmp_path, carbon_intensity=str(DE), timezone="+01:00").carbon  # the same wall-clock times, an hour earlier
     assert shifted.span()[0] == first - 3600
 
@@ -77,28 +79,31 @@ def test_a_zone_that_does_not_fit_the_file_names_the_row_and_naive_times_need_a_
 
 
 def test_the_general_layout_offsets_unix_seconds_and_named_columns(tmp_path):
-    name = write(tmp_path, "region,timestamp,carbon_intensity\nDE,2020-06-01T00:00:00Z,300\n"
-                           "DE,2020-06-01T02:30:00+02:00,200\nDE,1590973200,100\n")
+    name = write(
+        tmp_path, "region,timestamp,carbon_intensity\nDE,2020-06-01T00:00:00Z,300\nDE,2020-06-01T02:30:00+02:00,200\nDE,1590973200,100\n"
+    )
     s = grid(tmp_path, carbon_intensity=name).carbon
     t0 = utc("2020-06-01 00:00:00")
     assert s.span() == (t0, t0 + 5400)  # the last row holds for the file's usual step
-    assert [(a - t0, b - t0, v) for a, b, v, _ in s.steps(t0, t0 + 5400)] == [(0, 1800, 300), (1800, 3600, 200),
-                                                                              (3600, 5400, 100)]
+    assert [(a - t0, b - t0, v) for a, b, v, _ in s.steps(t0, t0 + 5400)] == [(0, 1800, 300), (1800, 3600, 200), (3600, 5400, 100)]
     prices = write(tmp_path, "time,price\n2020-06-01 00:00,-0.02\n2020-06-01 01:00,0.1\n", "p.csv")  # a price may be negative
     g = grid(tmp_path, price=prices, currency="eur", timezone="UTC")
     assert g.currency == "EUR" and g.price.steps(t0, t0)[0].value == -0.02
 
 
-@pytest.mark.parametrize("rows, where, words", [
-    ("2020-06-01 00:00,1\n2020-06-01 00:30,2\n2020-06-01 03:00,3\n", "ci.csv:4", ["150 minutes after row 3", "max_gap_s"]),
-    ("2020-06-01 00:00,1\n2020-06-01 00:30,2\n2020-06-01 00:30,3\n", "ci.csv:4", ["repeats row 3", "increase strictly"]),
-    ("2020-06-01 00:00,1\n2020-06-01 01:00,2\n2020-06-01 00:30,3\n", "ci.csv:4", ["is earlier than row 3", "sort"]),
-    ("2020-06-01 00:00,1\n2020-06-01 00:30,-5\n", "ci.csv:3", ["carbon intensity -5 is negative"]),
-    ("2020-06-01 00:00,1\n2020-06-01 00:30,nan\n", "ci.csv:3", ["is nan", "finite"]),
-    ("2020-06-01 00:00,1\n2020-06-01 00:30,\n", "ci.csv:3", ["empty value is a gap"]),
-    ("2020-06-01 00:00,1\n2020-06-01T00:30:00Z,2\n", "ci.csv:3", ["with and without a zone are mixed", "row 2"]),
-    ("2020-06-01 00:00,1\nyesterday,2\n", "ci.csv:3", ["not ISO 8601"]),
-])
+@pytest.mark.parametrize(
+    "rows, where, words",
+    [
+        ("2020-06-01 00:00,1\n2020-06-01 00:30,2\n2020-06-01 03:00,3\n", "ci.csv:4", ["150 minutes after row 3", "max_gap_s"]),
+        ("2020-06-01 00:00,1\n2020-06-01 00:30,2\n2020-06-01 00:30,3\n", "ci.csv:4", ["repeats row 3", "increase strictly"]),
+        ("2020-06-01 00:00,1\n2020-06-01 01:00,2\n2020-06-01 00:30,3\n", "ci.csv:4", ["is earlier than row 3", "sort"]),
+        ("2020-06-01 00:00,1\n2020-06-01 00:30,-5\n", "ci.csv:3", ["carbon intensity -5 is negative"]),
+        ("2020-06-01 00:00,1\n2020-06-01 00:30,nan\n", "ci.csv:3", ["is nan", "finite"]),
+        ("2020-06-01 00:00,1\n2020-06-01 00:30,\n", "ci.csv:3", ["empty value is a gap"]),
+        ("2020-06-01 00:00,1\n2020-06-01T00:30:00Z,2\n", "ci.csv:3", ["with and without a zone are mixed", "row 2"]),
+        ("2020-06-01 00:00,1\nyesterday,2\n", "ci.csv:3", ["not ISO 8601"]),
+    ],
+)
 def test_bad_rows_are_named_with_the_fix(tmp_path, rows, where, words):
     name = write(tmp_path, "Time,Carbon Intensity\n" + rows)
     msg = problems(tmp_path, carbon_intensity=name, timezone="UTC")
@@ -146,7 +151,7 @@ def test_the_forecast_uses_only_the_past_and_beats_the_same_as_now_on_the_shared
     starts, values = s.starts[:n], s.values[:n].copy()
     pred = predict_all(starts, values)
     later = values.copy()
-    later[n // 2:] *= 3.0  # change the future: no forecast before it may move
+    later[n // 2 :] *= 3.0  # change the future: no forecast before it may move
     assert np.array_equal(predict_all(starts, later)[: n // 2 + 1], pred[: n // 2 + 1])
     warm = slice(96 * 3, n)  # after the model's first fit
     model = np.mean(np.abs(pred - values)[warm])
@@ -181,8 +186,7 @@ class FakeElectricityMaps:
                     return self._send(401, {"error": "bad token"})
                 iso = lambda t: datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")  # noqa: E731
                 if self.path.startswith("/v3/carbon-intensity/history?zone=DE"):
-                    return self._send(200, {"zone": "DE", "history": [{"datetime": iso(t), "carbonIntensity": v}
-                                                                      for t, v in fake.history]})
+                    return self._send(200, {"zone": "DE", "history": [{"datetime": iso(t), "carbonIntensity": v} for t, v in fake.history]})
                 if self.path.startswith("/v3/carbon-intensity/latest?zone=DE"):
                     return self._send(200, {"zone": "DE", "datetime": iso(fake.latest[0]), "carbonIntensity": fake.latest[1]})
                 return self._send(404, {"error": "no such path"})
@@ -225,7 +229,11 @@ def test_live_values_by_the_hour_with_the_token_and_a_cache(tmp_path, fake_em):
     h = fake_em.hour
     got = s.steps(h - 2.5 * 3600, h + 600)
     assert [(a - h, b - h, v, held) for a, b, v, held in got] == [
-        (-9000, -7200, 400.0, False), (-7200, -3600, 300.0, False), (-3600, 0, 200.0, False), (0, 600, 100.0, False)]
+        (-9000, -7200, 400.0, False),
+        (-7200, -3600, 300.0, False),
+        (-3600, 0, 200.0, False),
+        (0, 600, 100.0, False),
+    ]
     assert {tok for _, tok in fake_em.requests} == {"secret-token"} and len(fake_em.requests) == 2
     s.steps(h, h + 1)
     assert len(fake_em.requests) == 2  # kept for refresh_s
@@ -266,4 +274,3 @@ def test_a_live_source_needs_its_token_before_the_job_runs(tmp_path, monkeypatch
     monkeypatch.setenv("ELECTRICITYMAPS_TOKEN", "t")
     assert "give a zone" in problems(tmp_path, carbon_intensity="electricitymaps:D E")
     assert "neither a number, nor a file" in problems(tmp_path, carbon_intensity="watttime:CAISO")
-

@@ -42,10 +42,16 @@ def test_example_jobs_write_the_contract(reg, repo_root, hetero_aws, tmp_path, e
     assert sum(g["count"] * g["local_batch"] for g in data["gpus"]) == data["global_batch_size"]
     # The file agrees with the solver run directly on the same inputs.
     problem = Problem(
-        (GpuType("A10", 1, Profile.load(hetero_aws / f"{workload}_a10.json", steps), 20.0),
-         GpuType("T4", 1, Profile.load(hetero_aws / f"{workload}_t4.json", steps), 10.0)),
-        global_batch=data["global_batch_size"], granularity=8, allreduce_time_s=data["allreduce_time_s"],
-        objective=data["objective"], eta=0.5, max_slowdown=1.1,
+        (
+            GpuType("A10", 1, Profile.load(hetero_aws / f"{workload}_a10.json", steps), 20.0),
+            GpuType("T4", 1, Profile.load(hetero_aws / f"{workload}_t4.json", steps), 10.0),
+        ),
+        global_batch=data["global_batch_size"],
+        granularity=8,
+        allreduce_time_s=data["allreduce_time_s"],
+        objective=data["objective"],
+        eta=0.5,
+        max_slowdown=1.1,
     )
     best = solve(problem)
     assert data["cost"] == pytest.approx(best.cost)
@@ -69,7 +75,9 @@ def _gpu(name, count, profile, idle_power_w, profile_steps=10):
 def _job(tmp_path, hetero_aws, allocation: str, gpus: str | None = None, plugin="hetero"):
     if gpus is None:
         gpus = _gpu("A10", 2, hetero_aws / "cifar_a10.json", 20) + _gpu("T4", 2, hetero_aws / "cifar_t4.json", 10)
-    return write_job(tmp_path / "job.toml", f'''
+    return write_job(
+        tmp_path / "job.toml",
+        f'''
         [job]
         name = "h"
         eta_knob = 0.3
@@ -78,7 +86,8 @@ def _job(tmp_path, hetero_aws, allocation: str, gpus: str | None = None, plugin=
         plugin = "{plugin}"
         {allocation}
         {gpus}
-        ''')
+        ''',
+    )
 
 
 def test_job_eta_is_the_default_and_even_plugin_chooses_the_even_split(reg, tmp_path, hetero_aws):
@@ -104,13 +113,13 @@ def test_profile_relative_to_the_job_folder(reg, tmp_path, hetero_aws):
 
 
 def test_option_errors_name_the_field(reg, tmp_path, hetero_aws):
-    gpus = '''
+    gpus = """
         [[allocation.gpus]]
         name = "A10"
         count = 0
         profile = "a.json"
         idle_power_w = -1
-        '''
+        """
     job = _job(tmp_path, hetero_aws, 'global_batch_size = 64\nobjective = "fast"\nmax_slowdown = 0.5', gpus=gpus)
     result = run_cli(reg, "validate", str(job))
     assert result.exit_code == 2

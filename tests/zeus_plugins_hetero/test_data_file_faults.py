@@ -32,11 +32,14 @@ def test_nesting_100000_deep_is_refused_naming_the_line(tmp_path):
         Profile.load(p, profile_steps=1)
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("time", 1e300, r'\$\["32"\]\[0\].time: 1e\+300 s is above 1e\+06 s, the most a profiling window\'s time can plausibly be'),
-    ("energy", 1.7e308, r'\$\["32"\]\[0\].energy: 1.7e\+308 J is above 1e\+10 J'),
-    ("power_limit", 10**400, r'\$\["32"\]\[0\].power_limit: a number of more than 300 digits W is above 10000 W'),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("time", 1e300, r'\$\["32"\]\[0\].time: 1e\+300 s is above 1e\+06 s, the most a profiling window\'s time can plausibly be'),
+        ("energy", 1.7e308, r'\$\["32"\]\[0\].energy: 1.7e\+308 J is above 1e\+10 J'),
+        ("power_limit", 10**400, r'\$\["32"\]\[0\].power_limit: a number of more than 300 digits W is above 10000 W'),
+    ],
+)
 def test_values_whose_arithmetic_would_overflow_name_the_bound(tmp_path, field, value, message):
     p = tmp_path / "p.json"
     p.write_text(json.dumps({"32": [{**RECORD, field: value}]}))
@@ -57,8 +60,11 @@ def test_a_batch_size_key_past_its_bound_or_of_thousands_of_digits(tmp_path):
 
 def test_a_file_past_the_size_limit_is_refused_naming_the_limit_and_how_to_raise_it(tmp_path, monkeypatch, hetero_aws):
     monkeypatch.setenv(PROFILE_LIMIT_ENV, "0.001")  # 1,048 bytes: less than the published cifar_a10.json (2.5 KiB)
-    with pytest.raises(ProfileError, match=r"cifar_a10.json: the file is 2,470 bytes, more than the 1,048 bytes .*"
-                                           r"ZEUS_MAX_HETERO_PROFILE_MB=<MiB>"):
+    with pytest.raises(
+        ProfileError,
+        match=r"cifar_a10.json: the file is 2,470 bytes, more than the 1,048 bytes .*"
+        r"ZEUS_MAX_HETERO_PROFILE_MB=<MiB>",
+    ):
         Profile.load(hetero_aws / "cifar_a10.json", profile_steps=10)
     monkeypatch.delenv(PROFILE_LIMIT_ENV)
     assert Profile.load(hetero_aws / "cifar_a10.json", profile_steps=10).max_batch == 1024
@@ -73,15 +79,24 @@ def _hetero_job(tmp_path: Path, shared_data: Path, a10_profile: str) -> Path:
     return job
 
 
-@pytest.mark.parametrize("content, where", [
-    (b'{"32":\n' + b"[" * 100_000 + b"]" * 100_000 + b"}", "bad.json:2: arrays and objects nest more than 8 deep"),
-    (b'{"32": [{"power_limit": 70, "energy": 1, "time": 1, "gpu": "\xff"}]}', "bad.json:1: byte 0xff at column 61 is not UTF-8"),
-], ids=["nested-100000-deep", "not-utf8"])
+@pytest.mark.parametrize(
+    "content, where",
+    [
+        (b'{"32":\n' + b"[" * 100_000 + b"]" * 100_000 + b"}", "bad.json:2: arrays and objects nest more than 8 deep"),
+        (b'{"32": [{"power_limit": 70, "energy": 1, "time": 1, "gpu": "\xff"}]}', "bad.json:1: byte 0xff at column 61 is not UTF-8"),
+    ],
+    ids=["nested-100000-deep", "not-utf8"],
+)
 def test_zeus_validate_exits_2_at_the_gpus_profile_without_a_traceback(tmp_path, shared_data, content, where):
     (tmp_path / "bad.json").write_bytes(content)
-    r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "validate", str(_hetero_job(tmp_path, shared_data, "bad.json"))],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                       env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    r = subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", "validate", str(_hetero_job(tmp_path, shared_data, "bad.json"))],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )
     out = " ".join(r.stderr.split())
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert where in out and "@ $.allocation.gpus[0].profile" in out
@@ -91,9 +106,24 @@ def test_option_values_whose_arithmetic_overflows_are_refused_naming_the_bound(t
     """allreduce_time_s = 1e308 used to pass validation, then allocation.json failed with a traceback
     ('Out of range float values are not JSON compliant')."""
     job = _hetero_job(tmp_path, shared_data, str(shared_data / "hetero_aws" / "cifar_a10.json"))
-    r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "validate", str(job), "--set", "allocation.allreduce_time_s=1e308",
-                        "--set", "allocation.gpus.0.idle_power_w=1e308"], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=120, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zeus_core.cli",
+            "validate",
+            str(job),
+            "--set",
+            "allocation.allreduce_time_s=1e308",
+            "--set",
+            "allocation.gpus.0.idle_power_w=1e308",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )
     out = " ".join(r.stderr.split())
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "allreduce_time_s must be between 0.0 and 3600.0 inclusive" in out and "@ $.allocation.allreduce_time_s" in out

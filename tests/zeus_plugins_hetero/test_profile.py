@@ -36,8 +36,7 @@ def test_round_trip(tmp_path, hetero_aws):
 
 
 def test_interpolates_piecewise_linearly():
-    prof = Profile([10, 30, 50], [200, 100], time=[[1, 2], [3, 4], [7, 8]], energy=[[10, 20], [30, 40], [90, 80]],
-                   profile_steps=2)
+    prof = Profile([10, 30, 50], [200, 100], time=[[1, 2], [3, 4], [7, 8]], energy=[[10, 20], [30, 40], [90, 80]], profile_steps=2)
     t, e = prof.per_iteration([10, 20, 40, 50])
     assert t[:, 0].tolist() == [0.5, 1.0, 2.5, 3.5]  # (1+3)/2/2, (3+7)/2/2
     assert e[:, 1].tolist() == [10.0, 15.0, 30.0, 40.0]
@@ -58,8 +57,7 @@ def test_single_batch_size_cannot_interpolate():
 
 def test_nan_names_file_and_key_path(tmp_path):
     path = tmp_path / "nan.json"
-    path.write_text('{"32": [{"power_limit": 70, "energy": 1.0, "time": 0.1}],'
-                    ' "64": [{"power_limit": 70, "energy": NaN, "time": 0.2}]}')
+    path.write_text('{"32": [{"power_limit": 70, "energy": 1.0, "time": 0.1}], "64": [{"power_limit": 70, "energy": NaN, "time": 0.2}]}')
     with pytest.raises(ProfileError) as info:
         Profile.load(path, profile_steps=10)
     assert f'{path}: $["64"][0].energy: is nan' in str(info.value)
@@ -84,8 +82,10 @@ def test_every_problem_is_reported_at_once(tmp_path):
 
 
 def test_power_limits_must_match_across_batch_sizes(tmp_path):
-    data = {"32": [{"power_limit": 70, "energy": 1, "time": 1}, {"power_limit": 60, "energy": 1, "time": 1}],
-            "64": [{"power_limit": 70, "energy": 2, "time": 2}]}
+    data = {
+        "32": [{"power_limit": 70, "energy": 1, "time": 1}, {"power_limit": 60, "energy": 1, "time": 1}],
+        "64": [{"power_limit": 70, "energy": 2, "time": 2}],
+    }
     with pytest.raises(ProfileError, match=r'\$\["64"\]: no record for power limit\(s\) 60 W'):
         Profile.load(_write(tmp_path, data), profile_steps=1)
 

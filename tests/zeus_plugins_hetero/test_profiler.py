@@ -11,7 +11,7 @@ from zeus_plugins_hetero import plugin as hetero_plugin
 from zeus_plugins_hetero.profile import Profile
 
 # One iteration of batch b at limit p takes 1 ms * b * (300 / p) ** 0.5 * SLOW and draws 0.9 p watts.
-STEPS = textwrap.dedent('''
+STEPS = textwrap.dedent("""
     SLOW = {slow}
     CALLS = []
 
@@ -23,7 +23,7 @@ STEPS = textwrap.dedent('''
             devices.advance(0.001 * batch_size * (300 / limit) ** 0.5 * SLOW, 0.9 * limit)
 
         return step
-''')
+""")
 
 
 def _registry(toy_plugin):
@@ -38,7 +38,9 @@ def _expected(b, p, slow, steps):
 
 def _sweep_job(tmp_path, name, slow, max_w, extra=""):
     (tmp_path / f"{name}_steps.py").write_text(STEPS.format(slow=slow))
-    return write_job(tmp_path / f"{name}.toml", f'''
+    return write_job(
+        tmp_path / f"{name}.toml",
+        f'''
         [job]
         name = "{name}"
 
@@ -56,7 +58,8 @@ def _sweep_job(tmp_path, name, slow, max_w, extra=""):
         profile_steps = 4
         save_to = "profiles/{name}.json"
         {extra}
-        ''')
+        ''',
+    )
 
 
 def test_sweep_writes_the_published_format(toy_plugin, tmp_path):
@@ -103,7 +106,9 @@ def test_profiles_from_the_sweep_drive_the_allocator(toy_plugin, tmp_path):
     reg = _registry(toy_plugin)
     for name, slow, max_w in (("big", 1.0, 300), ("small", 2.5, 200)):
         assert run_cli(reg, "run", str(_sweep_job(tmp_path, name, slow, max_w))).exit_code == 0
-    job = write_job(tmp_path / "alloc.toml", '''
+    job = write_job(
+        tmp_path / "alloc.toml",
+        """
         [allocation]
         plugin = "hetero"
         global_batch_size = 96
@@ -124,7 +129,8 @@ def test_profiles_from_the_sweep_drive_the_allocator(toy_plugin, tmp_path):
         profile = "profiles/small.json"
         profile_steps = 4
         idle_power_w = 0
-        ''')
+        """,
+    )
     result = run_cli(reg, "run", str(job), "--output", str(tmp_path / "o"))
     assert result.exit_code == 0, result.output
     data = json.loads((tmp_path / "o" / "allocation.json").read_text())
@@ -135,4 +141,4 @@ def test_profiles_from_the_sweep_drive_the_allocator(toy_plugin, tmp_path):
     big, small = data["gpus"]
     assert (big["local_batch"], small["local_batch"]) == (64, 32)
     assert big["power_limit"] == 150 and small["power_limit"] == 200
-    assert data["iteration_time_s"] == pytest.approx(32 * 0.001 * 1.5 ** 0.5 * 2.5)
+    assert data["iteration_time_s"] == pytest.approx(32 * 0.001 * 1.5**0.5 * 2.5)

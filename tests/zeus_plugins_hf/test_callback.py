@@ -25,12 +25,20 @@ JIT = {"warmup_iters": 1, "measure_iters": 2}
 def _trainer(tmp_path, batch_size, callback, epochs=3):
     model = tiny_bert()
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path / "hf"), per_device_train_batch_size=batch_size, per_device_eval_batch_size=64,
-        num_train_epochs=epochs, eval_strategy="epoch", save_strategy="no", report_to="none", use_cpu=True,
-        logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0, learning_rate=1e-3,
+        output_dir=str(tmp_path / "hf"),
+        per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=64,
+        num_train_epochs=epochs,
+        eval_strategy="epoch",
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        logging_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        learning_rate=1e-3,
     )
-    return transformers.Trainer(model=model, args=args, train_dataset=Tokens(384, 1), eval_dataset=Tokens(64, 2),
-                                callbacks=[callback])
+    return transformers.Trainer(model=model, args=args, train_dataset=Tokens(384, 1), eval_dataset=Tokens(64, 2), callbacks=[callback])
 
 
 def test_the_callback_measures_steers_stops_at_the_target_and_reports_the_try(tmp_path, monkeypatch):
@@ -39,8 +47,7 @@ def test_the_callback_measures_steers_stops_at_the_target_and_reports_the_try(tm
     with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as monitor:
         bso = BatchSizeOptimizer(job="hf", policy="mab", batch_sizes=[8, 16], default=8, monitor=monitor)
         trial = bso.next()
-        cb = ZeusCallback(monitor, power_options=JIT, bso=bso, trial=trial, metric="eval_loss", target_metric=0.8,
-                          higher_is_better=False)
+        cb = ZeusCallback(monitor, power_options=JIT, bso=bso, trial=trial, metric="eval_loss", target_metric=0.8, higher_is_better=False)
         trainer = _trainer(tmp_path, trial.batch_size, cb)
         trainer.train()
         assert limits(driver) == [400.0]  # the try's end put the GPU back
@@ -81,7 +88,6 @@ def test_a_try_with_no_way_to_succeed_is_refused_when_the_callback_is_made(tmp_p
     trainer = _trainer(tmp_path, 8, cb, epochs=1)
     with pytest.raises(ValueError, match="no metric 'eval_acc' among the trainer's \\(.*eval_loss"):
         trainer.train()
-
 
 
 def test_under_torchrun_every_rank_follows_one_decision_and_the_try_is_recorded_once(tmp_path, monkeypatch):

@@ -46,7 +46,10 @@ def test_hwmon_layout_orin_agx_two_chips_voltage_times_current(tmp_path):
         assert dev.read_power() == pytest.approx({"vdd_gpu_soc": 9.0, "vdd_cpu_cv": 3.2, "vin_sys_5v0": 4.4, "vddq_vdd2_1v8ao": 1.1})
         got, elapsed = window(dev, 0.3)
         assert got["vdd_gpu_soc"] == pytest.approx(9.0 * elapsed, rel=0.05)
-        assert dev.identity() == {"board_model": "NVIDIA Jetson Orin Nano Developer Kit", "rails": ["VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO"]}
+        assert dev.identity() == {
+            "board_model": "NVIDIA Jetson Orin Nano Developer Kit",
+            "rails": ["VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO"],
+        }
 
 
 @pytest.mark.parametrize("power_files", [True, False])
@@ -103,17 +106,20 @@ def test_duplicate_labels_on_two_chips_get_the_chip_in_their_names(tmp_path):
         assert "vdd_gpu_1_0040" in dev.names and "vdd_gpu_1_0041" in dev.names
 
 
-@pytest.mark.parametrize(("damage", "message"), [
-    (lambda r: shutil.rmtree(r / "bus"), r"no INA3221 power monitor under .*bus/i2c/drivers \(driver ina3221x or ina3221\)"),
-    (lambda r: shutil.rmtree(r / "bus/i2c/drivers/ina3221/1-0040"), "lists no connected rail"),
-    (lambda r: (r / "bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon3/curr2_input").unlink(),
-     r"rail VDD_CPU_GPU_CV .*has no curr2_input"),
-    (lambda r: (r / "bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon3/in1_input").write_text("n/a\n"),
-     r"in1_input holds 'n/a', not a number"),
-    (lambda r: (r / "bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon3/curr3_input").write_text(""),
-     r"curr3_input holds '', not a number"),
-    (lambda r: _unreadable(r / "bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon3/in2_input"), r"cannot read .*in2_input: Is a directory"),
-])
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda r: shutil.rmtree(r / "bus"), r"no INA3221 power monitor under .*bus/i2c/drivers \(driver ina3221x or ina3221\)"),
+        (lambda r: shutil.rmtree(r / "bus/i2c/drivers/ina3221/1-0040"), "lists no connected rail"),
+        (lambda r: (r / "bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon3/curr2_input").unlink(), r"rail VDD_CPU_GPU_CV .*has no curr2_input"),
+        (
+            lambda r: (r / "bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon3/in1_input").write_text("n/a\n"),
+            r"in1_input holds 'n/a', not a number",
+        ),
+        (lambda r: (r / "bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon3/curr3_input").write_text(""), r"curr3_input holds '', not a number"),
+        (lambda r: _unreadable(r / "bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon3/in2_input"), r"cannot read .*in2_input: Is a directory"),
+    ],
+)
 def test_bad_trees_fail_at_open_naming_the_file(tmp_path, damage, message):
     root = write_tree(tmp_path / "sys", "hwmon")
     damage(root)
@@ -148,24 +154,58 @@ def test_zeus_monitor_with_sysfs_root_set_on_the_command_line(tmp_path):
     root = write_tree(tmp_path / "sys", "hwmon", {"VDD_IN": 7.5, "VDD_CPU_GPU_CV": 2.5, "VDD_SOC": 1.8})
     out = tmp_path / "j.csv"
     env = dict(os.environ, ZEUS_DISABLED_PLUGINS="torch,perseus,hetero,trace,mab", COLUMNS="200")
-    r = subprocess.run([sys.executable, "-m", "zeus_core", "monitor", "-d", "jetson", "--set", f"jetson.sysfs_root={root}",
-                        "--set", "jetson.poll_interval_s=0.01", "--interval", "0.25", "--duration", "0.8", "--csv", str(out)],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zeus_core",
+            "monitor",
+            "-d",
+            "jetson",
+            "--set",
+            f"jetson.sysfs_root={root}",
+            "--set",
+            "jetson.poll_interval_s=0.01",
+            "--interval",
+            "0.25",
+            "--duration",
+            "0.8",
+            "--csv",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     rows = list(csv.DictReader(out.open()))
-    assert list(rows[0])[2:] == ["vdd_in_power_w", "vdd_in_energy_j", "vdd_in_temperature_c", "vdd_cpu_gpu_cv_power_w",
-                                 "vdd_cpu_gpu_cv_energy_j", "vdd_cpu_gpu_cv_temperature_c", "vdd_soc_power_w", "vdd_soc_energy_j"]
+    assert list(rows[0])[2:] == [
+        "vdd_in_power_w",
+        "vdd_in_energy_j",
+        "vdd_in_temperature_c",
+        "vdd_cpu_gpu_cv_power_w",
+        "vdd_cpu_gpu_cv_energy_j",
+        "vdd_cpu_gpu_cv_temperature_c",
+        "vdd_soc_power_w",
+        "vdd_soc_energy_j",
+    ]
     assert float(rows[-1]["vdd_in_temperature_c"]) == 44.25  # the junction zone, m°C -> °C
     # the input rail holds the others: the total counts it once (7.5 W), not 7.5 + 2.5 + 1.8 W
-    summary = r.stdout[r.stdout.index("summary over"):]
+    summary = r.stdout[r.stdout.index("summary over") :]
     total = next(line for line in summary.splitlines() if "total" in line and "W" in line)
     assert "7.5 W" in total and "11.8 W" not in total
     assert "total: vdd_in includes vdd_cpu_gpu_cv, vdd_soc, which are not added again" in r.stdout
     t = float(rows[-1]["elapsed_s"])
     assert float(rows[-1]["vdd_cpu_gpu_cv_energy_j"]) == pytest.approx(2.5 * t, rel=0.05)
     assert float(rows[-1]["vdd_in_energy_j"]) == pytest.approx(7.5 * t, rel=0.05)
-    r = subprocess.run([sys.executable, "-m", "zeus_core", "monitor", "-d", "jetson", "--set", f"jetson.sysfs_root={tmp_path / 'x'}",
-                        "--duration", "0.2"], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "zeus_core", "monitor", "-d", "jetson", "--set", f"jetson.sysfs_root={tmp_path / 'x'}", "--duration", "0.2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 2 and "is not a folder" in r.stderr
 
 
@@ -197,12 +237,29 @@ def test_the_readme_example_runs_as_written(tmp_path):
 #: ina3221_attrs, ina3221_read_string), not by fake_sysfs: a bus voltage that is not 5 V, currents in the
 #: 8 mA steps of a 5 mΩ shunt, averaging set to 4 samples, and the summation channel
 ORIN_NANO_BY_HAND = {
-    "name": "ina3221", "samples": "4", "update_interval": "26",
-    "in1_label": "VDD_IN", "in1_enable": "1", "in1_input": "5064", "curr1_input": "1504", "in4_input": "7520",
-    "in2_label": "VDD_CPU_GPU_CV", "in2_enable": "1", "in2_input": "5056", "curr2_input": "496", "in5_input": "2480",
-    "in3_label": "VDD_SOC", "in3_enable": "1", "in3_input": "5064", "curr3_input": "360", "in6_input": "1800",
-    "in7_label": "sum of shunt voltages", "in7_input": "11800", "curr4_input": "2360",
-    "curr4_crit": "131064", "curr4_crit_alarm": "0",
+    "name": "ina3221",
+    "samples": "4",
+    "update_interval": "26",
+    "in1_label": "VDD_IN",
+    "in1_enable": "1",
+    "in1_input": "5064",
+    "curr1_input": "1504",
+    "in4_input": "7520",
+    "in2_label": "VDD_CPU_GPU_CV",
+    "in2_enable": "1",
+    "in2_input": "5056",
+    "curr2_input": "496",
+    "in5_input": "2480",
+    "in3_label": "VDD_SOC",
+    "in3_enable": "1",
+    "in3_input": "5064",
+    "curr3_input": "360",
+    "in6_input": "1800",
+    "in7_label": "sum of shunt voltages",
+    "in7_input": "11800",
+    "curr4_input": "2360",
+    "curr4_crit": "131064",
+    "curr4_crit_alarm": "0",
     **{f"shunt{c}_resistor": "5000" for c in (1, 2, 3)},
     **{f"curr{c}_{a}": v for c in (1, 2, 3) for a, v in (("crit", "32760"), ("max", "32760"), ("crit_alarm", "0"), ("max_alarm", "0"))},
 }
@@ -266,8 +323,14 @@ def test_the_simulated_tree_writes_exactly_the_files_the_hwmon_driver_does(tmp_p
 def test_agx_orin_disconnected_channels_and_a_summation_that_leaves_the_input_out(tmp_path, enodata):
     """Mainline's tegra234-p3701.dtsi: the second chip's channels 1 and 3 are status = "disabled" (no label,
     in<i>_enable 0, inputs ENODATA, update_interval for one channel), VIN_SYS_5V0 is left out of the sum."""
-    root = write_tree(tmp_path / "sys", "hwmon", AGX_ORIN_RAILS, model="NVIDIA Jetson AGX Orin Developer Kit",
-                      shunt_uohm=2000, summation_disable=("VIN_SYS_5V0",))
+    root = write_tree(
+        tmp_path / "sys",
+        "hwmon",
+        AGX_ORIN_RAILS,
+        model="NVIDIA Jetson AGX Orin Developer Kit",
+        shunt_uohm=2000,
+        summation_disable=("VIN_SYS_5V0",),
+    )
     second = root / "bus/i2c/drivers/ina3221/1-0041/hwmon/hwmon4"
     assert not (second / "in1_label").exists() and (second / "in1_enable").read_text() == "0\n"
     with pytest.raises(OSError) as e:
@@ -335,17 +398,47 @@ def test_the_iio_driver_files_and_a_channel_without_a_rail_name(tmp_path):
 def test_zeus_monitor_on_an_agx_orin_as_mainline_linux_lays_it_out(tmp_path):
     env = dict(os.environ, ZEUS_DISABLED_PLUGINS="torch,perseus,hetero,trace,mab", COLUMNS="200")
     root = tmp_path / "sys"
-    r = subprocess.run([sys.executable, "-m", "zeus_plugins_jetson.fake_sysfs", str(root), "--agx-orin", "--quantize"],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "zeus_plugins_jetson.fake_sysfs", str(root), "--agx-orin", "--quantize"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     out = tmp_path / "j.csv"
-    r = subprocess.run([sys.executable, "-m", "zeus_core", "monitor", "-d", "jetson", "--set", f"jetson.sysfs_root={root}",
-                        "--set", "jetson.poll_interval_s=0.01", "--interval", "0.25", "--duration", "0.6", "--csv", str(out)],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zeus_core",
+            "monitor",
+            "-d",
+            "jetson",
+            "--set",
+            f"jetson.sysfs_root={root}",
+            "--set",
+            "jetson.poll_interval_s=0.01",
+            "--interval",
+            "0.25",
+            "--duration",
+            "0.6",
+            "--csv",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "sum of shunt voltages" not in r.stdout + r.stderr
     rows = list(csv.DictReader(out.open()))
     assert [c for c in rows[0] if c.endswith("_energy_j")] == [
-        "vdd_gpu_soc_energy_j", "vdd_cpu_cv_energy_j", "vin_sys_5v0_energy_j", "vddq_vdd2_1v8ao_energy_j"]
+        "vdd_gpu_soc_energy_j",
+        "vdd_cpu_cv_energy_j",
+        "vin_sys_5v0_energy_j",
+        "vddq_vdd2_1v8ao_energy_j",
+    ]
     assert float(rows[-1]["vdd_gpu_soc_power_w"]) == pytest.approx(9.0, abs=0.01)  # 1800 mA is 90 steps of 20 mA (2 mΩ)
     assert "total: vin_sys_5v0 includes" in r.stdout

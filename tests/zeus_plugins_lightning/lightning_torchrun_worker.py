@@ -36,20 +36,37 @@ class Limits(L.Callback):
 
 seen = []
 with ZeusMonitor(cpu_indices=[]) as monitor:
-    bso = BatchSizeOptimizer(job="lit-ranks", policy="mab", batch_sizes=[8, 16], default=8, monitor=monitor,
-                             target_metric=1.01, store=out / "lit-ranks.sqlite")
+    bso = BatchSizeOptimizer(
+        job="lit-ranks", policy="mab", batch_sizes=[8, 16], default=8, monitor=monitor, target_metric=1.01, store=out / "lit-ranks.sqlite"
+    )
     for _ in range(recurrences):
         trial = bso.next()
-        cb = ZeusCallback(monitor, power_options={"warmup_iters": 1, "measure_iters": 2}, bso=bso, trial=trial,
-                          metric="val_acc")
+        cb = ZeusCallback(monitor, power_options={"warmup_iters": 1, "measure_iters": 2}, bso=bso, trial=trial, metric="val_acc")
         lim = Limits(monitor)
-        trainer = L.Trainer(max_epochs=2, accelerator="cpu", devices=2, strategy="ddp", callbacks=[cb, lim],
-                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                            num_sanity_val_steps=0, logger=False, default_root_dir=str(out / "lit"))
+        trainer = L.Trainer(
+            max_epochs=2,
+            accelerator="cpu",
+            devices=2,
+            strategy="ddp",
+            callbacks=[cb, lim],
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            num_sanity_val_steps=0,
+            logger=False,
+            default_root_dir=str(out / "lit"),
+        )
         trainer.fit(tiny_lightning_module(), separable_data(256, trial.batch_size, 1), separable_data(64, 32, 2))
         r = cb.record
-        seen.append({"batch_size": trial.batch_size, "limits": lim.seen, "gpu": monitor.gpu_indices,
-                     "world": trainer.world_size, "epochs": cb.epochs,
-                     "record": None if r is None else [r.recurrence, r.batch_size, r.energy_j, r.time_s, r.reached]})
+        seen.append(
+            {
+                "batch_size": trial.batch_size,
+                "limits": lim.seen,
+                "gpu": monitor.gpu_indices,
+                "world": trainer.world_size,
+                "epochs": cb.epochs,
+                "record": None if r is None else [r.recurrence, r.batch_size, r.energy_j, r.time_s, r.reached],
+            }
+        )
     bso.close()
 (out / f"lit-{rank}.json").write_text(json.dumps(seen))

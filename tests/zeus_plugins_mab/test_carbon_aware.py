@@ -28,8 +28,10 @@ from zeus_plugins_trace.traces import load_traces, select
 T0 = datetime(2020, 6, 1, tzinfo=UTC).timestamp()
 HOUR = 3600.0
 #: (time, energy) of an epoch of half an hour at 300 W: a gently bent profile (15 % less energy for 14 % more time)
-PROFILE = {p: (1800.0 * t, 1800.0 * e) for p, (t, e) in {300.0: (1.00, 300.0), 275.0: (1.02, 285.0), 250.0: (1.05, 272.0),
-                                                          225.0: (1.09, 262.0), 200.0: (1.14, 255.0)}.items()}
+PROFILE = {
+    p: (1800.0 * t, 1800.0 * e)
+    for p, (t, e) in {300.0: (1.00, 300.0), 275.0: (1.02, 285.0), 250.0: (1.05, 272.0), 225.0: (1.09, 262.0), 200.0: (1.14, 255.0)}.items()
+}
 
 
 class Swing:
@@ -74,8 +76,9 @@ def test_the_schedule_spends_the_jit_s_time_where_the_grid_is_dirty_and_emits_le
         by_value.setdefault(signal.value(t), set()).add(limit)
     assert max(by_value[150.0]) > jit > min(by_value[600.0])
     # Chase's setting: within 2.5 % of the time at the highest limit
-    chase = replay(signal, T0, PROFILE, 200.0,
-                   carbon_aware(signal, PROFILE, budget_of(PROFILE, jit, "max-slowdown", 1.025), 24 * HOUR, 6 * HOUR))
+    chase = replay(
+        signal, T0, PROFILE, 200.0, carbon_aware(signal, PROFILE, budget_of(PROFILE, jit, "max-slowdown", 1.025), 24 * HOUR, 6 * HOUR)
+    )
     fastest = replay(signal, T0, PROFILE, 200.0, hold(300.0))
     assert chase.time_s <= 1.025 * fastest.time_s * (1 + 1e-6) and chase.carbon_g < fastest.carbon_g
 
@@ -104,12 +107,20 @@ def run(reg, tmp_path: Path, power: str, csv_values, name: str, recurrences: int
     folder = tmp_path / name
     folder.mkdir()
     lines = ["Time,Carbon Intensity"] + [  # three days of history before the job starts
-        f"{datetime.fromtimestamp(T0 + h * HOUR, UTC):%Y-%m-%d %H:%M:%S},{csv_values(h)}" for h in range(-72, 24 * 60)]
+        f"{datetime.fromtimestamp(T0 + h * HOUR, UTC):%Y-%m-%d %H:%M:%S},{csv_values(h)}" for h in range(-72, 24 * 60)
+    ]
     (folder / "ci.csv").write_text("\n".join(lines) + "\n")
-    trace_job(folder, 'carbon_intensity = "ci.csv"\ntimezone = "UTC"\nstart = "2020-06-01T00:00:00Z"',
-              f'plugin = "{power}"', recurrences, gpu="v100", name="carbon")
-    res = CliRunner().invoke(zcli.cli, ["run", str(folder / "job.toml"), "--output", str(folder / "out")],
-                             obj={"registry": reg}, catch_exceptions=False)
+    trace_job(
+        folder,
+        'carbon_intensity = "ci.csv"\ntimezone = "UTC"\nstart = "2020-06-01T00:00:00Z"',
+        f'plugin = "{power}"',
+        recurrences,
+        gpu="v100",
+        name="carbon",
+    )
+    res = CliRunner().invoke(
+        zcli.cli, ["run", str(folder / "job.toml"), "--output", str(folder / "out")], obj={"registry": reg}, catch_exceptions=False
+    )
     assert res.exit_code == 0, res.output
     return json.loads((folder / "out" / "summary.json").read_text())
 
@@ -140,13 +151,21 @@ def test_a_later_recurrence_steers_from_the_stored_profile_as_the_benchmark_s_re
     first, second = rows(tmp_path, "aware")
     wt = select(load_traces(TRACES, "v100"), "imagenet", "resnet50", "adadelta", 0.65)
     i = wt.index(256)
-    profile = {float(p): (float(wt.time[i, j]), float(wt.time[i, j] * wt.power[i, j]))
-               for j, p in enumerate(wt.power_limits) if not np.isnan(wt.time[i, j])}
+    profile = {
+        float(p): (float(wt.time[i, j]), float(wt.time[i, j] * wt.power[i, j]))
+        for j, p in enumerate(wt.power_limits)
+        if not np.isnan(wt.time[i, j])
+    }
     series = open_grid(GridOptions(carbon_intensity=str(tmp_path / "aware" / "ci.csv"), timezone="UTC"), reg, tmp_path).carbon
     with warnings.catch_warnings():
         warnings.simplefilter("error", GridWarning)  # the policy looks back no further than the series begins
-        r = replay(series, T0 + float(first["time_s"]), profile, float(second["epochs"]),
-                   carbon_aware(series, profile, budget_of(profile, 175.0, "cost", 1.0), 24 * HOUR, 6 * HOUR))
+        r = replay(
+            series,
+            T0 + float(first["time_s"]),
+            profile,
+            float(second["epochs"]),
+            carbon_aware(series, profile, budget_of(profile, 175.0, "cost", 1.0), 24 * HOUR, 6 * HOUR),
+        )
     assert float(second["time_s"]) == pytest.approx(r.time_s, rel=1e-5)  # the policy acts up to an iteration late
     assert float(second["energy_j"]) == pytest.approx(r.energy_j, rel=1e-5)
     assert float(second["carbon_g"]) == pytest.approx(r.carbon_g, rel=1e-4)

@@ -97,7 +97,9 @@ LARGEST_FIRST = Composition((LargestFirst,), RelativeTS)
 
 def squad_trace():
     """The example job's trace (synthetic: made in memory, V100): batch sizes 8 to 48."""
-    return load_workload_trace(TraceWorkloadOptions(dataset="squad", model="bert_base_uncased", optimizer="adamw"), "v100", 84.0, SQUAD.parent)
+    return load_workload_trace(
+        TraceWorkloadOptions(dataset="squad", model="bert_base_uncased", optimizer="adamw"), "v100", 84.0, SQUAD.parent
+    )
 
 
 def test_every_variant_has_a_composition():

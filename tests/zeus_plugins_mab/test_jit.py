@@ -13,8 +13,7 @@ from zeus_plugins_mab.options import JitOptions
 # cost/epoch: 300 W: 0.5*10*250 + 150*10 = 2750; 250 W: 0.5*11*220 + 150*11 = 2860;
 #             200 W: 0.5*14*190 + 150*14 = 3430 -> 300 W wins at batch size 8.
 # batch size 16: 300 W and 250 W tie exactly (the GPU never draws more than 240 W); 200 W is dearer.
-EPOCH = {8: {300: (10.0, 250.0), 250: (11.0, 220.0), 200: (14.0, 190.0)},
-         16: {300: (5.0, 240.0), 250: (5.0, 240.0), 200: (7.0, 200.0)}}
+EPOCH = {8: {300: (10.0, 250.0), 250: (11.0, 220.0), 200: (14.0, 190.0)}, 16: {300: (5.0, 240.0), 250: (5.0, 240.0), 200: (7.0, 200.0)}}
 
 
 class Gpu:
@@ -58,8 +57,9 @@ class Gpu:
 def run(policy, gpu, bs, epochs=2, per_epoch=1000):
     gpu.bs = bs
     job = JobOptions(name="t", eta_knob=0.5, max_epochs=epochs)
-    s = RunSession(job=job, batch_size=bs, recurrence=1, try_index=1, cost_bound=float("inf"),
-                   devices=gpu, monitor=Monitor(gpu), power_policy=policy)
+    s = RunSession(
+        job=job, batch_size=bs, recurrence=1, try_index=1, cost_bound=float("inf"), devices=gpu, monitor=Monitor(gpu), power_policy=policy
+    )
     policy.begin_run(s)
     for _ in s.epochs():
         for _start, n in s.chunks(per_epoch):

@@ -106,8 +106,13 @@ def record_fixture() -> dict[str, Any]:
             drive(policy, pos, n)
             state, at = json.loads(json.dumps(policy.get_state())), json.loads(json.dumps(pos))
             rest = drive(policy, pos)
-            out[f"{name}@{n}"] = {"state": state, "position": at, "tries": rest,
-                                  "final_state": policy.get_state(), "summary": policy.summary(None)}
+            out[f"{name}@{n}"] = {
+                "state": state,
+                "position": at,
+                "tries": rest,
+                "final_state": policy.get_state(),
+                "summary": policy.summary(None),
+            }
     return out
 
 

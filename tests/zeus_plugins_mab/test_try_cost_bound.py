@@ -9,7 +9,9 @@ from zeus_plugins_trace.simulate import simulate
 from zeus_plugins_trace.traces import load_traces, select
 
 # bs 8: steady epoch cost 1740 (100 W), reaches at epoch 3; bs 16: epoch cost 1140 (200 W), never reaches.
-TRAIN = "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\nd,n,8,sgd,0.1,1,0.5,3\nd,n,16,sgd,0.1,1,0.5,nan\n"
+TRAIN = (
+    "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\nd,n,8,sgd,0.1,1,0.5,3\nd,n,16,sgd,0.1,1,0.5,nan\n"
+)
 POWER = (
     "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
     "d,n,8,sgd,200,10,150\nd,n,8,sgd,100,12,90\nd,n,16,sgd,200,6,180\nd,n,16,sgd,100,9,100\n"

@@ -31,8 +31,7 @@ def test_upstreams_documented_example_with_only_the_imports_changed_picks_a_limi
     # The example is upstream's, but for its imports (and the model and data upstream leaves out).
     assert "monitor = ZeusMonitor(gpu_indices=[0,1,2,3])\nplo = GlobalPowerLimitOptimizer(monitor)\n" in text
     assert "        plo.on_step_begin()\n" in text and "    plo.on_epoch_end()\n" in text
-    p = subprocess.run([sys.executable, str(EXAMPLE)], env=env_with_fake(driver), cwd=tmp_path, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run([sys.executable, str(EXAMPLE)], env=env_with_fake(driver), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     m = re.search(r"GlobalPowerLimitOptimizer holds (\d+) W \(the optimum of 13 profiled limits\)", p.stderr)
     assert m and int(m.group(1)) in range(100, 401, 25), p.stderr
@@ -76,8 +75,11 @@ def test_a_loaded_profile_on_two_gpus_holds_the_limit_profiling_would_choose(tmp
     fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=2)
     profile = tmp_path / "profile.json"
     # eta 0.5: at 800 W, 400 W costs 1200 and 300 W 1205; at one GPU's 400 W it would be 1000 against 965
-    profile.write_text(json.dumps({"measurements": [{"power_limit": 400, "energy": 1600.0, "time": 1.0},
-                                                    {"power_limit": 300, "energy": 1450.0, "time": 1.2}]}))
+    profile.write_text(
+        json.dumps(
+            {"measurements": [{"power_limit": 400, "energy": 1600.0, "time": 1.0}, {"power_limit": 300, "energy": 1450.0, "time": 1.2}]}
+        )
+    )
     with ZeusMonitor(gpu_indices=[0, 1], cpu_indices=[]) as mon:
         plo = GlobalPowerLimitOptimizer(mon, profile_steps=4, profile_path=profile)
         plo.on_step_begin()
@@ -96,8 +98,12 @@ def test_selectors_map_onto_the_policy_and_a_custom_one_chooses(tmp_path, monkey
 
     second = Second()
     with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
-        for selector, select in ((Energy(), "energy"), (Time(), "time"), (MaxSlowdownConstraint(1.2), "max-slowdown"),
-                                 (ZeusCost(0.8), "cost")):
+        for selector, select in (
+            (Energy(), "energy"),
+            (Time(), "time"),
+            (MaxSlowdownConstraint(1.2), "max-slowdown"),
+            (ZeusCost(0.8), "cost"),
+        ):
             plo = GlobalPowerLimitOptimizer(mon, optimum_selector=selector, warmup_steps=0, profile_steps=2)
             assert plo.plo.policy.options.select == select and plo.plo.policy.selector is None
             plo.close()
@@ -107,9 +113,11 @@ def test_selectors_map_onto_the_policy_and_a_custom_one_chooses(tmp_path, monkey
         assert plo.optimal_power_limit == 200.0 and [m.power_limit for m in second.got] == [400, 300, 200, 100]
         assert all(m.energy > 0 and m.time > 0 for m in second.got)
         plo.close()
-        for kwargs, match in (({"profile_steps": 0}, "profile_steps must be positive"),
-                              ({"warmup_steps": -1}, "warmup_steps must be non-negative"),
-                              ({"optimum_selector": "energy"}, "optimum_selector must be an OptimumSelector")):
+        for kwargs, match in (
+            ({"profile_steps": 0}, "profile_steps must be positive"),
+            ({"warmup_steps": -1}, "warmup_steps must be non-negative"),
+            ({"optimum_selector": "energy"}, "optimum_selector must be an OptimumSelector"),
+        ):
             with pytest.raises(ValueError, match=match):
                 GlobalPowerLimitOptimizer(mon, **kwargs)
     with pytest.raises(ValueError, match="greater than or equal to 1.0"):

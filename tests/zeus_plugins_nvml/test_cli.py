@@ -23,8 +23,12 @@ def test_zeus_monitor_shows_counter_and_polled_gpus(fake_nvml, tmp_path, monkeyp
     fake_nvml([FakeGpu(demand_w=300.0), FakeGpu(name="Tesla V100", arch=4, demand_w=120.0)])
     reg = zreg.load(extra_plugins=[("nvml", nvml_plugin)], entry_points=False)
     out = tmp_path / "s.csv"
-    r = CliRunner().invoke(cli, ["monitor", "-d", "nvml", "--set", "nvml.poll_interval_s=0.02", "--interval", "0.25",
-                                 "--duration", "0.8", "--csv", str(out)], obj={"registry": reg}, catch_exceptions=False)
+    r = CliRunner().invoke(
+        cli,
+        ["monitor", "-d", "nvml", "--set", "nvml.poll_interval_s=0.02", "--interval", "0.25", "--duration", "0.8", "--csv", str(out)],
+        obj={"registry": reg},
+        catch_exceptions=False,
+    )
     assert r.exit_code == 0, r.output
     assert "counter" in r.output and "polling" in r.output
     rows = list(csv.DictReader(out.open()))

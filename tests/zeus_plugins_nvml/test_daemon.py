@@ -56,8 +56,6 @@ def with_socket(node, **extra):
 # --------------------------------------------------------------------------- the user's path
 
 
-
-
 def test_unprivileged_zeus_run_sets_and_restores_the_limit_through_the_daemon(node, repo_root):
     """The README's example job as uid 65534: the fixed 200 W limit is set by the daemon for the
     run and is back at 400 W when ``zeus run`` returns; without the daemon it fails with the fix."""
@@ -110,8 +108,10 @@ def test_a_sigkilled_client_gets_its_settings_put_back(node):
     settings = lambda: [(g["limit_w"], g["locked_clocks"], g["locked_mem_clocks"]) for g in gpus(node)]  # noqa: E731
     wait_until(lambda: settings() == [(400.0, None, None)] * 2, what="the daemon to put GPU 0 back")
     # the daemon logs the disconnect after it has put the settings back: wait for the line, too
-    wait_until(lambda: re.search(r"client #\d+ \(pid \d+, uid 65534 nobody\) disconnected", node.log.read_text()),
-               what="the daemon to log the client's disconnect")
+    wait_until(
+        lambda: re.search(r"client #\d+ \(pid \d+, uid 65534 nobody\) disconnected", node.log.read_text()),
+        what="the daemon to log the client's disconnect",
+    )
 
 
 def test_a_sigkilled_daemon_is_undone_at_its_next_start_and_sigterm_restores(node):
@@ -150,8 +150,10 @@ def test_two_clients_on_one_gpu_the_last_to_leave_restores(node):
     b.call("nvml.set_power_limit", gpu=uuid(0), milliwatts=150000)
     a_session = a.server["session"]
     a.close()
-    wait_until(lambda: f"client #{a_session} (pid {os.getpid()}, uid 0 root) disconnected" in node.log.read_text(),
-               what="the daemon to see the first client leave")
+    wait_until(
+        lambda: f"client #{a_session} (pid {os.getpid()}, uid 0 root) disconnected" in node.log.read_text(),
+        what="the daemon to see the first client leave",
+    )
     assert gpus(node)[0]["limit_w"] == 150.0  # b still holds it: a's leaving changes nothing
     with pytest.raises(DaemonError, match=rf"held by client #{b.server['session']} \(pid \d+, uid 0 root\)"):
         call(node.socket, "nvml.reset_power_limit", gpu=uuid(0))  # not its own to reset
@@ -178,7 +180,12 @@ REFUSED = [
     ("nvml.lock_clocks", {"gpu": uuid(0), "min_mhz": 1410, "max_mhz": 1005}, "refused", "min <= max"),
     ("nvml.lock_memory_clocks", {"gpu": uuid(0), "min_mhz": 800, "max_mhz": 800}, "refused", "memory clock 800..800"),
     ("nvml.reset_clocks", {"gpu": "MIG-0000"}, "refused", "not served"),
-    ("nvml.set_fan_speed", {"gpu": uuid(0)}, "unknown_operation", "unknown operation 'nvml.set_fan_speed'; this daemon serves: nvml.lock_clocks"),
+    (
+        "nvml.set_fan_speed",
+        {"gpu": uuid(0)},
+        "unknown_operation",
+        "unknown operation 'nvml.set_fan_speed'; this daemon serves: nvml.lock_clocks",
+    ),
     ("rapl.read", {"zone": "intel-rapl:0"}, "refused", r"does not serve 'rapl' .*no \[serve\.rapl\] table"),
 ]
 
@@ -188,9 +195,11 @@ def test_requests_outside_the_allow_list_or_the_constraints_are_refused(node):
     make_node(node)
     node.start()
     before = json.dumps(gpus(node))
-    code = "import json, sys\nfrom zeus_core.daemon import DaemonClient, DaemonError\nc = DaemonClient(sys.argv[1])\n" \
-           "for op, args in json.loads(sys.argv[2]):\n    try:\n        print(json.dumps(['ok', c.call(op, **args)]))\n" \
-           "    except DaemonError as e:\n        print(json.dumps([e.code, str(e)]))"
+    code = (
+        "import json, sys\nfrom zeus_core.daemon import DaemonClient, DaemonError\nc = DaemonClient(sys.argv[1])\n"
+        "for op, args in json.loads(sys.argv[2]):\n    try:\n        print(json.dumps(['ok', c.call(op, **args)]))\n"
+        "    except DaemonError as e:\n        print(json.dumps([e.code, str(e)]))"
+    )
     r = node.run_as(code, str(node.socket), json.dumps([[op, args] for op, args, _, _ in REFUSED]))
     got = [json.loads(line) for line in r.stdout.splitlines()]
     assert len(got) == len(REFUSED), r.stderr
@@ -302,9 +311,11 @@ plugins = ["nvml", "nvlm"]
     assert r.returncode == 2
     err = " ".join(r.stderr.split())
     for text in [
-        "socket must be an absolute path", "$.socket",
+        "socket must be an absolute path",
+        "$.socket",
         "unknown key 'jounral_dir' (did you mean 'journal_dir'?)",
-        "max_clients must be between 1 and 4096", "no installed zeus plugin named 'nvlm' (did you mean 'nvml'?)",
+        "max_clients must be between 1 and 4096",
+        "no installed zeus plugin named 'nvlm' (did you mean 'nvml'?)",
     ]:
         assert text in err, text
     node.config.write_text(f"""
@@ -316,10 +327,16 @@ plugins = ["nvml"]
 [serve.nvlm]
 """)
     err = " ".join(node.zeus("daemon", "--config", str(node.config)).stderr.split())
-    for text in ['socket_mode must be octal permissions such as "0660"', "$.socket_mode",
-                 "no user named 'no-such-user-xyz' on this machine", "$.allow_users[1]",
-                 "expected a group name or numeric gid", "$.allow_groups[0]",
-                 "unknown service 'nvlm' (did you mean 'nvml'?)", "$.serve.nvlm"]:
+    for text in [
+        'socket_mode must be octal permissions such as "0660"',
+        "$.socket_mode",
+        "no user named 'no-such-user-xyz' on this machine",
+        "$.allow_users[1]",
+        "expected a group name or numeric gid",
+        "$.allow_groups[0]",
+        "unknown service 'nvlm' (did you mean 'nvml'?)",
+        "$.serve.nvlm",
+    ]:
         assert text in err, text
     node.write_config("[serve.nvml]\ngpus = [0, 7]\n")
     r = node.zeus("daemon", "--config", str(node.config))
@@ -340,9 +357,12 @@ def test_the_daemon_imports_no_training_stack_and_zeus_shows_the_path(node):
     env = with_socket(node, ZEUS_DISABLED_PLUGINS="perseus,mab,hetero,trace,torch")
     r = node.run_as(ZEUS, "plugins", env=env)
     text = " ".join(r.stdout.split())
-    assert f"device settings (amdsmi, cpu, nvml): daemon at {node.socket} (pid {node.proc.pid}, serves nvml.lock_clocks" in text, r.stdout + r.stderr
-    r = node.run_as(ZEUS, "monitor", "-d", "nvml", "--set", "nvml.gpus=[0]", "--duration", "0.2", "--interval", "0.1",
-                    env=dict(env, COLUMNS="200"))
+    assert f"device settings (amdsmi, cpu, nvml): daemon at {node.socket} (pid {node.proc.pid}, serves nvml.lock_clocks" in text, (
+        r.stdout + r.stderr
+    )
+    r = node.run_as(
+        ZEUS, "monitor", "-d", "nvml", "--set", "nvml.gpus=[0]", "--duration", "0.2", "--interval", "0.1", env=dict(env, COLUMNS="200")
+    )
     assert r.returncode == 0, r.stderr
     row = next(line for line in r.stdout.splitlines() if "gpu0" in line)
     assert row.split("│")[4].strip() == "daemon"

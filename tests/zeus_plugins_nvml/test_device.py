@@ -131,9 +131,13 @@ def test_no_driver_says_what_to_use_instead(monkeypatch):
 def test_setters_without_permission_name_the_fix_and_change_nothing(fake_nvml):
     fake_nvml(1, privileged=False)
     with NvmlGpus() as dev:
-        with pytest.raises(DeviceError, match=r"cannot set the power limit of gpu0 .*Insufficient Permissions.*CAP_SYS_ADMIN.*privileged helper"):
+        with pytest.raises(
+            DeviceError, match=r"cannot set the power limit of gpu0 .*Insufficient Permissions.*CAP_SYS_ADMIN.*privileged helper"
+        ):
             dev.set_power_limit(250)
-        with pytest.raises(DeviceError, match=r"cannot lock the memory clock \(to 1215 MHz, done before the SM clock\) of gpu0.*CAP_SYS_ADMIN"):
+        with pytest.raises(
+            DeviceError, match=r"cannot lock the memory clock \(to 1215 MHz, done before the SM clock\) of gpu0.*CAP_SYS_ADMIN"
+        ):
             dev.lock_clocks(1005)
         assert journal_keys() == []
     g = fake_pynvml.read_state()["gpus"][0]
@@ -189,8 +193,7 @@ def test_clocks_from_the_supported_list_locked_and_reset(fake_nvml):
 
 
 def test_memory_clock_is_locked_to_the_highest_supported_one(fake_nvml):
-    nvml = fake_nvml([FakeGpu(name="NVIDIA A40", mem_clocks=[5001, 7251, 405], graphics_clocks=[1740, 1500, 1005])],
-                     privileged=True)
+    nvml = fake_nvml([FakeGpu(name="NVIDIA A40", mem_clocks=[5001, 7251, 405], graphics_clocks=[1740, 1500, 1005])], privileged=True)
     with NvmlGpus() as dev:
         assert dev.gpus[0].max_memory_clock() == 7251
         dev.lock_clocks(1005)
@@ -199,8 +202,9 @@ def test_memory_clock_is_locked_to_the_highest_supported_one(fake_nvml):
         assert dev.gpus[0].memory_clock_lockable is True
 
 
-@pytest.mark.parametrize("gpu", [FakeGpu(memory_clock_lock=False), FakeGpu(name="Tesla V100-SXM2-16GB", arch=5)],
-                         ids=["board-refuses", "volta"])
+@pytest.mark.parametrize(
+    "gpu", [FakeGpu(memory_clock_lock=False), FakeGpu(name="Tesla V100-SXM2-16GB", arch=5)], ids=["board-refuses", "volta"]
+)
 def test_gpu_that_cannot_lock_its_memory_clock_locks_the_sm_clock_alone(fake_nvml, gpu):
     fake_nvml([gpu], privileged=True)
     with NvmlGpus() as dev:
@@ -316,14 +320,17 @@ def test_restore_without_permission_keeps_the_entry(fake_nvml, caplog):
     assert len(journal_keys()) == 1
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("energy", "sometimes", "energy must be one of 'auto', 'counter', 'polling'"),
-    ("poll_interval_s", 0.0001, "poll_interval_s must be between 0.005 and 5.0"),
-    ("mig", "slice", "mig must be one of 'error', 'parent'"),
-    ("gpus", [], "at least one"),
-    ("gpus", [0, 0], "gpus lists 0 twice"),
-    ("max_power_w", -3.0, "max_power_w must be positive"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("energy", "sometimes", "energy must be one of 'auto', 'counter', 'polling'"),
+        ("poll_interval_s", 0.0001, "poll_interval_s must be between 0.005 and 5.0"),
+        ("mig", "slice", "mig must be one of 'error', 'parent'"),
+        ("gpus", [], "at least one"),
+        ("gpus", [0, 0], "gpus lists 0 twice"),
+        ("max_power_w", -3.0, "max_power_w must be positive"),
+    ],
+)
 def test_options_say_the_allowed_values(field, value, message):
     with pytest.raises(ValueError, match=message):
         NvmlOptions(**{field: value})
@@ -340,8 +347,11 @@ def test_zeus_fake_nvml_selects_the_simulated_driver_without_touching_pynvml(tmp
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     path = tmp_path / "drv.json"
     monkeypatch.setenv(fake_pynvml.ENV, str(path))
-    with pytest.raises(DeviceError, match=r"simulated NVIDIA driver \$ZEUS_FAKE_NVML=.*drv.json cannot start .*"
-                                          r"python -m zeus_plugins_nvml.fake_pynvml .*drv.json --privileged"):
+    with pytest.raises(
+        DeviceError,
+        match=r"simulated NVIDIA driver \$ZEUS_FAKE_NVML=.*drv.json cannot start .*"
+        r"python -m zeus_plugins_nvml.fake_pynvml .*drv.json --privileged",
+    ):
         NvmlGpus()
     fake_pynvml.main([str(path), "--gpus", "2", "--privileged", "--graphics-clocks", "1005,1410"])
     assert "simulated driver with 2 GPU(s)" in capsys.readouterr().out
@@ -353,11 +363,14 @@ def test_zeus_fake_nvml_selects_the_simulated_driver_without_touching_pynvml(tmp
     assert fake_pynvml.read_state(path)["gpus"][1]["locked_clocks"] is None
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--gpus", "0"], "--gpus must be at least 1"),
-    (["--graphics-clocks", "1410,fast"], "--graphics-clocks must be comma-separated integers"),
-    (["--graphics-clocks", "0"], "--graphics-clocks needs positive clocks"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--gpus", "0"], "--gpus must be at least 1"),
+        (["--graphics-clocks", "1410,fast"], "--graphics-clocks must be comma-separated integers"),
+        (["--graphics-clocks", "0"], "--graphics-clocks needs positive clocks"),
+    ],
+)
 def test_fake_driver_cli_rejects_bad_arguments(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as e:
         fake_pynvml.main([str(tmp_path / "d.json"), *args])

@@ -9,11 +9,13 @@ from zeus_plugins_nvml.fake_pynvml import FakeGpu
 
 def test_power_domains_are_nvmls_field_values_where_the_gpu_has_them(fake_nvml, monkeypatch):
     monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # three models: CUDA numbers them as NVML does
-    fake_nvml([
-        FakeGpu(name="NVIDIA H100 80GB HBM3", demand_w=520.0, max_limit_w=700.0, default_limit_w=700.0, memory_power_w=61.5),
-        FakeGpu(demand_w=230.5),  # an A100: no memory domain
-        FakeGpu(name="Tesla V100", arch=4, demand_w=120.0, power_fields=False),  # a driver without the power fields
-    ])
+    fake_nvml(
+        [
+            FakeGpu(name="NVIDIA H100 80GB HBM3", demand_w=520.0, max_limit_w=700.0, default_limit_w=700.0, memory_power_w=61.5),
+            FakeGpu(demand_w=230.5),  # an A100: no memory domain
+            FakeGpu(name="Tesla V100", arch=4, demand_w=120.0, power_fields=False),  # a driver without the power fields
+        ]
+    )
     with NvmlGpus() as dev:
         assert isinstance(dev, PowerDomainReadings)
         assert dev.read_power_domains() == {

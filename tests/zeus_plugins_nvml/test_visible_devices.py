@@ -57,11 +57,14 @@ def test_invalid_entry_ends_the_list_like_cuda(fake_nvml, monkeypatch):
         NvmlGpus().close()
 
 
-@pytest.mark.parametrize("value,message", [
-    ("", "set to an empty string"),
-    ("-1", "makes no GPU visible: entry '-1'"),
-    ("abc", "not an index, GPU-<uuid> or MIG-<uuid>"),
-])
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ("", "set to an empty string"),
+        ("-1", "makes no GPU visible: entry '-1'"),
+        ("abc", "not an index, GPU-<uuid> or MIG-<uuid>"),
+    ],
+)
 def test_no_visible_gpu_is_an_error_with_the_fix(fake_nvml, monkeypatch, value, message):
     fake_nvml(2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
@@ -72,7 +75,9 @@ def test_no_visible_gpu_is_an_error_with_the_fix(fake_nvml, monkeypatch, value, 
 def test_gpus_option_out_of_range_names_the_visible_range(fake_nvml, monkeypatch):
     fake_nvml(4)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    with pytest.raises(DeviceError, match=r"gpus \[2\] are not CUDA-visible: CUDA sees 2 GPU\(s\), indices 0..1 \(CUDA_VISIBLE_DEVICES='2,3'\)"):
+    with pytest.raises(
+        DeviceError, match=r"gpus \[2\] are not CUDA-visible: CUDA sees 2 GPU\(s\), indices 0..1 \(CUDA_VISIBLE_DEVICES='2,3'\)"
+    ):
         NvmlGpus(NvmlOptions(gpus=[0, 2]))
 
 

@@ -196,7 +196,6 @@ def nvml_clocks(driver_path: str, index: int = 0):
     return (sm[1] if sm else None), (mem[1] if mem else None)
 
 
-
 def free_port() -> int:
     """A TCP port free on loopback now (for a plan server a test starts)."""
     import socket

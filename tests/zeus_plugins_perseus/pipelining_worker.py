@@ -75,8 +75,9 @@ def main() -> None:
     torch.manual_seed(rank)
     torch.set_num_threads(1)
     short = args.fail_at is not None or args.kill_at is not None  # a dead peer must fail the others quickly
-    dist.init_process_group("gloo", store=dist.FileStore(args.store, world), rank=rank, world_size=world,
-                            timeout=timedelta(seconds=5 if short else 120))
+    dist.init_process_group(
+        "gloo", store=dist.FileStore(args.store, world), rank=rank, world_size=world, timeout=timedelta(seconds=5 if short else 120)
+    )
     last = rank == world - 1
     module = torch.nn.Linear(WIDTH, 1) if last else torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU())
     clocks = functools.partial(nvml_clocks, args.nvml, rank)
@@ -94,11 +95,13 @@ def main() -> None:
     def record(run, kind):
         """Inside perseus_pipeline's wrapper (installed later, around this one): what the driver holds
         when the instruction's computation starts."""
+
         def instruction(chunk, *a, **k):
             seen.append([kind, int(chunk), *clocks()])
             if kind == "backward" and kill["armed"]:
                 os.kill(os.getpid(), signal.SIGKILL)  # mid-instruction, its clock locked
             return run(chunk, *a, **k)
+
         return instruction
 
     stage.forward_one_chunk = record(stage.forward_one_chunk, "forward")
@@ -132,8 +135,9 @@ def main() -> None:
 
     token = os.environ.get("ZEUS_PERSEUS_TOKEN")
     if args.profile_steps:
-        profiler = OnlineProfiler(nvml_device(args.nvml, [rank]), rank, frequencies=[1410, 1200, 1000, 800],
-                                  warmup_steps=0, profile_steps=1)
+        profiler = OnlineProfiler(
+            nvml_device(args.nvml, [rank]), rank, frequencies=[1410, 1200, 1000, 800], warmup_steps=0, profile_steps=1
+        )
         with perseus_pipeline(schedule, hooks=profiler):
             for _ in range(args.profile_steps):
                 run_step()

@@ -16,10 +16,14 @@ def profile(stages, fwd=(1.0, 1.0), bwd=(2.0, 3.0), slow=(500, 1.5)):
 
 def test_two_stages_one_microbatch_by_hand():
     dag = build_dag("1f1b", 2, 1)
-    p = InstructionProfile.from_rows([
-        (0, "forward", 1000, 1.0, 10.0), (0, "backward", 1000, 2.0, 20.0),
-        (1, "forward", 1000, 0.5, 5.0), (1, "backward", 1000, 1.5, 12.0),
-    ])
+    p = InstructionProfile.from_rows(
+        [
+            (0, "forward", 1000, 1.0, 10.0),
+            (0, "backward", 1000, 2.0, 20.0),
+            (1, "forward", 1000, 0.5, 5.0),
+            (1, "backward", 1000, 1.5, 12.0),
+        ]
+    )
     t, e = emulate(dag, p, np.full((1, dag.n_ops), 1000), blocking_power_w=2.0)
     # F(0) 1 -> F(1) 0.5 -> B(1) 1.5 -> B(0) 2 ; energy 47 J computing + 2 W x (2 x 5 s - 5 s busy)
     assert t[0] == pytest.approx(5.0)

@@ -71,8 +71,7 @@ def _random_case(rng, n):
     """A random DAG of ``n`` ops (several sources and sinks) and random options per op."""
     edges = [(a, b) for a in range(n) for b in range(a + 1, n) if rng.random() < 0.35]
     ops = tuple(Op(0, "forward", i) for i in range(n))
-    dag = PipelineDAG(schedule="random", stages=1, microbatches=n, ops=ops,
-                      edges=np.asarray(edges, dtype=np.int64).reshape(-1, 2))
+    dag = PipelineDAG(schedule="random", stages=1, microbatches=n, ops=ops, edges=np.asarray(edges, dtype=np.int64).reshape(-1, 2))
     opts = []
     for _ in range(n):
         k = int(rng.integers(1, 7))
@@ -171,8 +170,7 @@ def test_every_real_time_plan_at_least_as_good_as_the_cold_lp_plan_here(gpt3_a10
     for k, lim in enumerate(limits):
         dur, _ = planner.lp.solve(lim)
         choice = planner.repair(np.maximum((planner.op_t <= (dur + 1e-9)[:, None]).sum(axis=1) - 1, 0), lim)
-        cold = planner.finish(choice, lim) if k == 0 else reclaim_slack(dag, prof, planner.op_f[rows, choice][None],
-                                                                         83.64)[0]
+        cold = planner.finish(choice, lim) if k == 0 else reclaim_slack(dag, prof, planner.op_f[rows, choice][None], 83.64)[0]
         t, e = emulate(dag, prof, cold[None], 83.64)
         ok = ps.emulated_energy_j[ps.emulated_time_s <= lim * (1 + 1e-12)]
         assert ok.size and ok.min() <= e[0] + 1e-9, f"limit {lim:.5f}: {ok.min():.3f} J > cold LP's {e[0]:.3f} J"
@@ -348,8 +346,7 @@ def test_the_chosen_limit_is_checked_against_a_cold_lp():
     plain = plan_frontier(prof, 2, 4, "1f1b", 0.001, BLOCKING)
     deadline = float(plain.emulated_time_s[len(plain) // 2])
     checked = plan_frontier(prof, 2, 4, "1f1b", 0.001, BLOCKING, deadline_s=deadline)
-    _, (cold,) = emulate(checked.dag, prof, ExactPlanner(checked.dag, prof, BLOCKING).highs_plan(deadline)[None],
-                         BLOCKING)
+    _, (cold,) = emulate(checked.dag, prof, ExactPlanner(checked.dag, prof, BLOCKING).highs_plan(deadline)[None], BLOCKING)
     k_plain, k = plain.choose(deadline_s=deadline), checked.choose(deadline_s=deadline)
     assert checked.emulated_time_s[k] <= deadline and checked.emulated_energy_j[k] <= cold
     assert checked.emulated_energy_j[k] < plain.emulated_energy_j[k_plain]

@@ -10,12 +10,18 @@ from filesystems import small_fs
 
 def test_plan_files_on_a_full_disk_are_an_error_naming_the_file_not_a_traceback(tmp_path, gpt3_a100):
     job = tmp_path / "job.toml"
-    job.write_text(f'[job]\nname = "p"\n\n[frequency_plan]\nplugin = "perseus"\nprofile = "{gpt3_a100}"\n'
-                   "microbatches = 3\nblocking_power_w = 83.64\n")
+    job.write_text(
+        f'[job]\nname = "p"\n\n[frequency_plan]\nplugin = "perseus"\nprofile = "{gpt3_a100}"\nmicrobatches = 3\nblocking_power_w = 83.64\n'
+    )
     with small_fs("96k") as disk:  # room for frontier.csv and some of the 141 plan files (about 2 kB each)
         out = disk / "out"
-        r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "run", str(job), "--output", str(out)],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--output", str(out)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 1, r.stderr
         message = " ".join(r.stderr.split())
         assert "Traceback" not in r.stderr and "the disk is full" in message, message

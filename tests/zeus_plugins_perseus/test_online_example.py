@@ -36,8 +36,13 @@ def test_online_profiler_example_profiles_both_stages_and_feeds_the_planner(repo
 
     # stage 0 in a fresh process, exactly as a user runs it
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    p = subprocess.run([sys.executable, "-m", "zeus_core.cli", "run", str(example / "job.toml"), "--output", str(tmp_path / "s0")],
-                       capture_output=True, text=True, timeout=300, env=env)
+    p = subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", "run", str(example / "job.toml"), "--output", str(tmp_path / "s0")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     # stage 1 in-process (same CLI, cheaper)
     reg = zreg.load()
@@ -67,8 +72,7 @@ def test_online_profiler_example_profiles_both_stages_and_feeds_the_planner(repo
         w = csv.writer(f)
         w.writerow(header)
         w.writerows(merged)
-    r = run_cli(reg, "run", str(example / "plan.toml"), "--set", f"frequency_plan.profile={profile}",
-                "--output", str(tmp_path / "plans"))
+    r = run_cli(reg, "run", str(example / "plan.toml"), "--set", f"frequency_plan.profile={profile}", "--output", str(tmp_path / "plans"))
     assert r.exit_code == 0, r.output
     _, frontier = read_rows(tmp_path / "plans" / "frontier.csv")
     assert len(frontier) >= 1

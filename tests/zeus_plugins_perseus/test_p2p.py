@@ -38,8 +38,7 @@ def test_rank0_blocks_for_the_duration_and_reports_its_power(tmp_path):
     keep rank 0 from opening it until rank 1's sleep has begun)."""
     pytest.importorskip("torch")
     record = tmp_path / "times.json"
-    r = p2p.measure_blocking_power(functools.partial(TimedDevice, 70.38, str(record)), duration_s=0.6, backend="gloo",
-                                   timeout_s=120)
+    r = p2p.measure_blocking_power(functools.partial(TimedDevice, 70.38, str(record)), duration_s=0.6, backend="gloo", timeout_s=120)
     times = json.loads(record.read_text())
     assert times["window_end"] - times["built"] >= 0.6  # rank 0 waited for rank 1's send
     assert 0 < r.seconds <= times["window_end"] - times["built"]

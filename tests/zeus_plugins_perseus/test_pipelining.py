@@ -45,9 +45,16 @@ def driver_for(nvml_driver, ranks):
 def start_ranks(tmp_path, world, args, env=None):
     env = dict(os.environ, OMP_NUM_THREADS="1", **(env or {}))
     common = ["--world", str(world), "--store", str(tmp_path / "store"), "--out", str(tmp_path), *args]
-    return [subprocess.Popen([sys.executable, str(HERE / "pipelining_worker.py"), "--rank", str(r), *common],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            for r in range(world)]
+    return [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "pipelining_worker.py"), "--rank", str(r), *common],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(world)
+    ]
 
 
 def finish(procs, timeout=240):
@@ -60,7 +67,7 @@ def record(tmp_path, rank):
 
 
 def steps_of(seen, per_step):
-    return [seen[i:i + per_step] for i in range(0, len(seen), per_step)]
+    return [seen[i : i + per_step] for i in range(0, len(seen), per_step)]
 
 
 def plan_file(tmp_path, stages, mbs, schedule, name):
@@ -83,16 +90,51 @@ def test_schedule_1f1b_two_ranks_plan_server_online_profile_and_a_failing_step(t
     driver = driver_for(nvml_driver, 2)
     port, token = free_port(), "tok-pipelining-0123456789"
     server = subprocess.Popen(
-        [sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--port", str(port),
-         "--profile", str(profile.to_csv(tmp_path / "profile.csv")), "--blocking-power-w", str(BLOCKING),
-         "--log-level", "warning"],
-        env=dict(os.environ, ZEUS_PERSEUS_TOKEN=token), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "zeus_core.cli",
+            "perseus",
+            "serve",
+            "--port",
+            str(port),
+            "--profile",
+            str(profile.to_csv(tmp_path / "profile.csv")),
+            "--blocking-power-w",
+            str(BLOCKING),
+            "--log-level",
+            "warning",
+        ],
+        env=dict(os.environ, ZEUS_PERSEUS_TOKEN=token),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
-        procs = start_ranks(tmp_path, 2, ["--nvml", driver, "--schedule", "1f1b", "--microbatches", str(mbs),
-                                          "--steps", str(steps), "--server", url, "--deadline", repr(deadline),
-                                          "--profile-steps", str(len(CLOCKS)), "--fail-at", str(fail_at)],
-                            env={"ZEUS_PERSEUS_TOKEN": token})
+        procs = start_ranks(
+            tmp_path,
+            2,
+            [
+                "--nvml",
+                driver,
+                "--schedule",
+                "1f1b",
+                "--microbatches",
+                str(mbs),
+                "--steps",
+                str(steps),
+                "--server",
+                url,
+                "--deadline",
+                repr(deadline),
+                "--profile-steps",
+                str(len(CLOCKS)),
+                "--fail-at",
+                str(fail_at),
+            ],
+            env={"ZEUS_PERSEUS_TOKEN": token},
+        )
         done = finish(procs)
         assert all(code == 0 for code, _ in done), "\n".join(f"--- rank {r}:\n{out}" for r, (_, out) in enumerate(done))
         got = [record(tmp_path, r) for r in range(2)]
@@ -112,12 +154,11 @@ def test_schedule_1f1b_two_ranks_plan_server_online_profile_and_a_failing_step(t
         # every forward and backward of every completed step ran at its planned SM clock, memory clock at max
         expect = [[i, m, f, MEM_MAX] for (i, f), m in zip(want[r], g["microbatches"])]
         assert seen[:fail_at] == [expect] * fail_at
-        assert seen[fail_at] == expect[:len(seen[fail_at])]  # the failing step, as far as it got
+        assert seen[fail_at] == expect[: len(seen[fail_at])]  # the failing step, as far as it got
         assert "injected failure" in g["error"] if r == 1 else g["error"]  # rank 0 fails on gloo
         assert g["after_error"] == [None, None] and g["after_close"] == [None, None]
         # online profiling through the same wrapper: one step per clock, each instruction measured at each
-        assert sorted({(i, f) for i, f, _, _ in g["profiled"]}) == sorted(
-            {(i, f) for i in ("forward", "backward") for f in CLOCKS})
+        assert sorted({(i, f) for i, f, _, _ in g["profiled"]}) == sorted({(i, f) for i in ("forward", "backward") for f in CLOCKS})
         assert [tuple(x[2:]) for x in g["profile_seen"]] == [(f, MEM_MAX) for f in CLOCKS for _ in range(per_step)]
         assert g["uploaded"]["stage"] == r
     assert status["profile_complete"] and status["uploaded_rows"] == 2 * 2 * len(CLOCKS)
@@ -130,9 +171,26 @@ def test_schedule_gpipe_four_ranks_plan_file_mismatch_refused_and_a_sigkilled_ra
     right = plan_file(tmp_path, 4, mbs, "gpipe-fifo", "right.json")
     wrong = plan_file(tmp_path, 4, mbs, "gpipe", "wrong.json")  # backwards last microbatch first
     driver = driver_for(nvml_driver, 4)
-    procs = start_ranks(tmp_path, 4, ["--nvml", driver, "--schedule", "gpipe", "--microbatches", str(mbs),
-                                      "--steps", "3", "--plan", str(right), "--wrong-plan", str(wrong),
-                                      "--kill-at", str(kill_at)])
+    procs = start_ranks(
+        tmp_path,
+        4,
+        [
+            "--nvml",
+            driver,
+            "--schedule",
+            "gpipe",
+            "--microbatches",
+            str(mbs),
+            "--steps",
+            "3",
+            "--plan",
+            str(right),
+            "--wrong-plan",
+            str(wrong),
+            "--kill-at",
+            str(kill_at),
+        ],
+    )
     done = finish(procs)
     assert done[1][0] == -9, done[1][1]  # rank 1 SIGKILLed itself
     assert all(code == 0 for r, (code, _) in enumerate(done) if r != 1), "\n".join(o for _, o in done)
@@ -154,7 +212,7 @@ def test_schedule_gpipe_four_ranks_plan_file_mismatch_refused_and_a_sigkilled_ra
         assert [m for _, m, _, _ in expect] == list(range(mbs)) * 2  # torch's order: backwards first microbatch first
         seen = steps_of(g["seen"], 2 * mbs)
         assert seen[:kill_at] == [expect] * kill_at
-        assert all(s == expect[:len(s)] for s in seen[kill_at:])
+        assert all(s == expect[: len(s)] for s in seen[kill_at:])
         assert g["error"] and g["after_error"] == [None, None] and g["after_close"] == [None, None]
     assert [nvml_clocks(driver, i) for i in range(4)] == [(None, None)] * 4
     assert journal_keys() == []
@@ -174,16 +232,23 @@ def test_the_readme_example_runs_as_written_on_the_simulated_driver(repo_root, t
     fake_pynvml.main([str(driver), "--gpus", "2", "--privileged", "--graphics-clocks", "1410,1200,1005,810"])
     monkeypatch.setenv("ZEUS_FAKE_NVML", str(driver))
     out = tmp_path / "out" / "torch-pipe"
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                str(example / "train.py")]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(example / "train.py")]
     p = subprocess.run([*torchrun, "--profile", str(out / "profile.csv")], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     with (out / "profile.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert sorted({(int(r["stage"]), r["instruction"], int(r["frequency"])) for r in rows}) == sorted(
-        (s, i, f) for s in (0, 1) for i in ("backward", "forward") for f in (1410, 1200, 1005, 810))
-    r = run_cli(zreg.load(), "run", str(example / "plan.toml"), "--set", f"frequency_plan.profile={out / 'profile.csv'}",
-                "--output", str(out / "plans"))
+        (s, i, f) for s in (0, 1) for i in ("backward", "forward") for f in (1410, 1200, 1005, 810)
+    )
+    r = run_cli(
+        zreg.load(),
+        "run",
+        str(example / "plan.toml"),
+        "--set",
+        f"frequency_plan.profile={out / 'profile.csv'}",
+        "--output",
+        str(out / "plans"),
+    )
     assert r.exit_code == 0, r.output
     plan = out / "plans" / "chosen_plan.json"
     p = subprocess.run([*torchrun, "--plan", str(plan)], capture_output=True, text=True, timeout=300)
@@ -207,8 +272,7 @@ def test_plans_for_another_pipeline_are_refused_before_anything_starts(tmp_path)
     try:
         stage = PipelineStage(torch.nn.Linear(2, 2), stage_index=0, num_stages=1, device=torch.device("cpu"))
         gpipe = ScheduleGPipe(stage, n_microbatches=3)
-        assert engine_order(gpipe) == [("forward", 0), ("forward", 1), ("forward", 2),
-                                       ("backward", 0), ("backward", 1), ("backward", 2)]
+        assert engine_order(gpipe) == [("forward", 0), ("forward", 1), ("forward", 2), ("backward", 0), ("backward", 1), ("backward", 2)]
         two = plan_file(tmp_path, 2, 3, "gpipe-fifo", "two.json")  # stage 0's order alone would match
         with pytest.raises(PlanMismatch, match="the plan is for 2 stages; this pipeline has 1"):
             perseus_pipeline(gpipe, two, device=dict)  # refused before the device factory is ever called
@@ -218,12 +282,10 @@ def test_plans_for_another_pipeline_are_refused_before_anything_starts(tmp_path)
             perseus_pipeline(gpipe, path, device=dict)
         with pytest.raises(ValueError, match="give a plan"):
             perseus_pipeline(gpipe)
-        stages = [PipelineStage(torch.nn.Linear(2, 2), stage_index=i, num_stages=2, device=torch.device("cpu"))
-                  for i in range(2)]
+        stages = [PipelineStage(torch.nn.Linear(2, 2), stage_index=i, num_stages=2, device=torch.device("cpu")) for i in range(2)]
         with pytest.raises(PlanMismatch, match="runs 2 stages on this rank"):
             perseus_pipeline(ScheduleInterleaved1F1B(stages, n_microbatches=2), path, device=dict)
         assert "forward_one_chunk" not in vars(stage) and "step" not in vars(gpipe)  # nothing left wrapped
-        assert engine_order(Schedule1F1B(stage, n_microbatches=2)) == [("forward", 0), ("backward", 0),
-                                                                       ("forward", 1), ("backward", 1)]
+        assert engine_order(Schedule1F1B(stage, n_microbatches=2)) == [("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1)]
     finally:
         dist.destroy_process_group()

@@ -112,8 +112,7 @@ def test_examples_validate(example):
 def dominated_rows(rows):
     """Rows another row beats on both emulated time and energy (at least as good in both, better in one)."""
     pts = [(float(r["emulated_time_s"]), float(r["emulated_energy_j"])) for r in rows]
-    return [i for i, (t, e) in enumerate(pts)
-            if any(t2 <= t and e2 <= e and (t2, e2) != (t, e) for t2, e2 in pts)]
+    return [i for i, (t, e) in enumerate(pts) if any(t2 <= t and e2 <= e and (t2, e2) != (t, e) for t2, e2 in pts)]
 
 
 @pytest.mark.parametrize("model", ["exponential", "measured"])
@@ -153,9 +152,11 @@ def test_registration_module_imports_nothing_heavy(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys, zeus_plugins_perseus.plugin as p\n"
-            "heavy = ('numpy', 'scipy', 'matplotlib', 'torch', 'fastapi', 'httpx', 'uvicorn')\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in heavy}))\n")
+    code = (
+        "import sys, zeus_plugins_perseus.plugin as p\n"
+        "heavy = ('numpy', 'scipy', 'matplotlib', 'torch', 'fastapi', 'httpx', 'uvicorn')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in heavy}))\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
@@ -190,9 +191,14 @@ def test_plan_files_are_the_single_plan_text_for_any_clocks(tmp_path, gpt3_a100)
     n = CHUNK_PLANS + 7
     rng = np.random.default_rng(3)
     clocks = rng.choice([0, 7, 42, 990, 1410, 12345], size=(n, ps.dag.n_ops))
-    many = attrs.evolve(ps, frequencies=clocks, time_units=np.resize(ps.time_units, n),
-                        planned_energy_j=np.resize(ps.planned_energy_j, n), emulated_time_s=np.resize(ps.emulated_time_s, n),
-                        emulated_energy_j=np.resize(ps.emulated_energy_j, n))
+    many = attrs.evolve(
+        ps,
+        frequencies=clocks,
+        time_units=np.resize(ps.time_units, n),
+        planned_energy_j=np.resize(ps.planned_energy_j, n),
+        emulated_time_s=np.resize(ps.emulated_time_s, n),
+        emulated_energy_j=np.resize(ps.emulated_energy_j, n),
+    )
     many.write_plans(tmp_path, range(3, n))
     assert not (tmp_path / "00002.json").exists()
     for k in range(3, n):
@@ -208,6 +214,5 @@ def test_max_gap_plans_bounds_the_real_time_plans_at_the_fast_end(tmp_path, gpt3
         assert r.exit_code == 0, r.output
         rows = read_rows(out / "frontier.csv")
         # real-time plans are the rows whose planned time is not a whole number of 1 ms units
-        runs[gap] = sum(abs(float(x["iteration_time_s"]) * 1000 - round(float(x["iteration_time_s"]) * 1000)) > 1e-6
-                        for x in rows)
+        runs[gap] = sum(abs(float(x["iteration_time_s"]) * 1000 - round(float(x["iteration_time_s"]) * 1000)) > 1e-6 for x in rows)
     assert runs[0] == 1 and runs[32] > 1  # without gap plans only the zero-slowdown plan is real-time

@@ -32,17 +32,20 @@ def test_bytes_that_are_not_utf8_name_the_file_line_and_column(tmp_path):
         read_profile(path)
 
 
-@pytest.mark.parametrize("row, message", [
-    ("0,forward,1410,0.1,20,7", r":3: the row has 6 cells but the header names 5 columns .*cell 6 \('7'\) is extra"),
-    ("0,forward,1410,0.1,0,35", r":3: the row has 6 cells .*'0,35' looks like a number written with a decimal comma"),
-    ('0,forward,1410,"0,1",20', r":3: column 'time': '0,1' is written with a decimal comma; write '0.1'"),
-    ("0,forward,1410,0.1", r":3: column 'energy' is missing: the row has 4 of the header's 5 cells"),
-    ("0,forward,1410,1e300,20", r":3: column 'time': 1e\+300 s is above 3600 s, the most one microbatch's time"),
-    ("0,forward,1410,0.1,1.7e308", r":3: column 'energy': 1.7e\+308 J is above 1e\+08 J"),
-    ("0,forward,1e300,0.1,20", r":3: column 'frequency': 1e\+300 MHz is above 100000 MHz"),
-    ("99999999,forward,1410,0.1,20", r":3: column 'stage': 1e\+08 is above 10000"),
-], ids=["extra-cell", "decimal-comma", "quoted-decimal-comma", "missing-cell", "time-1e300", "energy-1.7e308",
-        "frequency-1e300", "stage"])
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ("0,forward,1410,0.1,20,7", r":3: the row has 6 cells but the header names 5 columns .*cell 6 \('7'\) is extra"),
+        ("0,forward,1410,0.1,0,35", r":3: the row has 6 cells .*'0,35' looks like a number written with a decimal comma"),
+        ('0,forward,1410,"0,1",20', r":3: column 'time': '0,1' is written with a decimal comma; write '0.1'"),
+        ("0,forward,1410,0.1", r":3: column 'energy' is missing: the row has 4 of the header's 5 cells"),
+        ("0,forward,1410,1e300,20", r":3: column 'time': 1e\+300 s is above 3600 s, the most one microbatch's time"),
+        ("0,forward,1410,0.1,1.7e308", r":3: column 'energy': 1.7e\+308 J is above 1e\+08 J"),
+        ("0,forward,1e300,0.1,20", r":3: column 'frequency': 1e\+300 MHz is above 100000 MHz"),
+        ("99999999,forward,1410,0.1,20", r":3: column 'stage': 1e\+08 is above 10000"),
+    ],
+    ids=["extra-cell", "decimal-comma", "quoted-decimal-comma", "missing-cell", "time-1e300", "energy-1.7e308", "frequency-1e300", "stage"],
+)
 def test_wide_rows_decimal_commas_and_implausible_values_name_the_line(tmp_path, row, message):
     path = write(tmp_path, HEADER + "0,backward,1410,0.1,20\n" + row + "\n")
     with pytest.raises(ProfileError, match=rf"{path}{message}"):
@@ -51,23 +54,31 @@ def test_wide_rows_decimal_commas_and_implausible_values_name_the_line(tmp_path,
 
 def test_a_profile_past_the_size_limit(tmp_path, monkeypatch, gpt3_a100):
     monkeypatch.setenv(PROFILE_LIMIT_ENV, "0.01")
-    with pytest.raises(ProfileError, match=r"the file is 33,193 bytes, more than the 10,485 bytes .*"
-                                           r"ZEUS_MAX_PERSEUS_PROFILE_MB=<MiB>"):
+    with pytest.raises(
+        ProfileError,
+        match=r"the file is 33,193 bytes, more than the 10,485 bytes .*"
+        r"ZEUS_MAX_PERSEUS_PROFILE_MB=<MiB>",
+    ):
         read_profile(gpt3_a100)
     monkeypatch.delenv(PROFILE_LIMIT_ENV)
     assert read_profile(gpt3_a100).stages == list(range(8))
 
 
 def _zeus(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zeus_core.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    return subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )
 
 
 def _job(tmp_path: Path, profile: Path) -> Path:
     src = (REPO / "examples" / "perseus" / "gpt3_a100" / "job.toml").read_text()
     job = tmp_path / "job.toml"
-    job.write_text("\n".join(f'profile = "{profile}"' if line.strip().startswith("profile") else line
-                             for line in src.splitlines()) + "\n")
+    job.write_text("\n".join(f'profile = "{profile}"' if line.strip().startswith("profile") else line for line in src.splitlines()) + "\n")
     return job
 
 
@@ -98,8 +109,15 @@ def test_zeus_validate_names_the_file_of_bytes_that_are_not_utf8(tmp_path, gpt3_
 
 def test_option_values_whose_arithmetic_overflows_are_refused_naming_the_bound(tmp_path, gpt3_a100):
     """blocking_power_w = 1e308 broke the solver; unit_time_s = 1e300 ended the run with OverflowError."""
-    r = _zeus("validate", str(_job(tmp_path, gpt3_a100)), "--set", "frequency_plan.blocking_power_w=1e308",
-              "--set", "frequency_plan.unit_time_s=1e300", cwd=tmp_path)
+    r = _zeus(
+        "validate",
+        str(_job(tmp_path, gpt3_a100)),
+        "--set",
+        "frequency_plan.blocking_power_w=1e308",
+        "--set",
+        "frequency_plan.unit_time_s=1e300",
+        cwd=tmp_path,
+    )
     out = " ".join(r.stderr.split())
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "blocking_power_w must be between 0.0 and 10000.0 inclusive" in out and "@ $.frequency_plan.blocking_power_w" in out

@@ -101,8 +101,7 @@ def test_measured_frontier_reaches_the_fastest_clocks_of_a_noisy_profile(perseus
 
 
 def test_fastest_frequencies_pick_the_shortest_measured_time():
-    rows = [r if not (r[0] == 0 and r[1] == "backward" and r[2] == 1200) else (0, "backward", 1200, 0.038, r[4])
-            for r in two_stage_rows()]
+    rows = [r if not (r[0] == 0 and r[1] == "backward" and r[2] == 1200) else (0, "backward", 1200, 0.038, r[4]) for r in two_stage_rows()]
     prof = InstructionProfile.from_rows(rows)
     dag = build_dag("1f1b", 2, 2)
     want = [1200 if (op.stage, op.instruction) == (0, "backward") else 1410 for op in dag.ops]
@@ -190,8 +189,8 @@ def test_incremental_timeline_is_bit_for_bit_the_full_passes():
         else:
             refused += 1
             assert (tl.ef, tl.lf) == before
-        assert tl.ef == earliest_finish(lv, times)[:dag.n_ops].tolist()
-        assert tl.lf == latest_finish(lv, times, limit)[:dag.n_ops].tolist()
+        assert tl.ef == earliest_finish(lv, times)[: dag.n_ops].tolist()
+        assert tl.lf == latest_finish(lv, times, limit)[: dag.n_ops].tolist()
         assert tl.end() <= limit
     assert 0 < refused < 400
 

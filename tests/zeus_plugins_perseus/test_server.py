@@ -108,8 +108,7 @@ def test_uploaded_profiling_results_are_merged_and_planned_on():
     rows = two_stage_rows()
     for rank in range(4):
         stage = rank // 2
-        mine = [(i, f, t * (1.1 if rank % 2 else 1.0), e * (1.2 if rank % 2 else 1.0))
-                for s, i, f, t, e in rows if s == stage]
+        mine = [(i, f, t * (1.1 if rank % 2 else 1.0), e * (1.2 if rank % 2 else 1.0)) for s, i, f, t, e in rows if s == stage]
         reply = c.upload_profile(job, rank, mine)
         assert reply["stage"] == stage and reply["profile_complete"] == (rank >= 2)  # every stage covered
     merged = c.profile_csv(job).splitlines()
@@ -186,8 +185,13 @@ def test_one_rule_for_both_servers():
 
 
 def test_a_short_token_on_a_network_address_is_refused_by_the_command():
-    r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--host", "0.0.0.0", "--port", "0"],
-                       capture_output=True, text=True, timeout=60, env=dict(os.environ, ZEUS_PERSEUS_TOKEN="x"))
+    r = subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, ZEUS_PERSEUS_TOKEN="x"),
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "ZEUS_PERSEUS_TOKEN: a token is at least 16 printable ASCII characters" in r.stderr
     assert "Traceback" not in r.stderr and "plan server on" not in r.stdout
@@ -201,8 +205,13 @@ def test_port_0_names_the_port_it_listens_on():
     import httpx
 
     env = {k: v for k, v in os.environ.items() if k not in ("ZEUS_LOG_LEVEL", "ZEUS_PERSEUS_TOKEN")}
-    proc = subprocess.Popen([sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--port", "0", "--log-level", "warning"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--port", "0", "--log-level", "warning"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         line = proc.stdout.readline()
         found = re.search(r"plan server on http://127\.0\.0\.1:(\d+) ", line)
@@ -222,9 +231,25 @@ def test_zeus_perseus_serve_on_uvicorn(tmp_path):
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, ZEUS_PERSEUS_TOKEN="tok-0123456789abcdef")
     server = subprocess.Popen(
-        [sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--port", str(port), "--profile", str(prof),
-         "--blocking-power-w", str(BLOCKING), "--log-level", "warning"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "zeus_core.cli",
+            "perseus",
+            "serve",
+            "--port",
+            str(port),
+            "--profile",
+            str(prof),
+            "--blocking-power-w",
+            str(BLOCKING),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         c = PlanClient(url, token="tok-0123456789abcdef", timeout_s=10)
@@ -234,7 +259,9 @@ def test_zeus_perseus_serve_on_uvicorn(tmp_path):
                 assert c.health()["status"] == "ok"
                 break
             except PlanServerError:
-                assert server.poll() is None and time.monotonic() < deadline, server.stdout.read() if server.poll() is not None else "no answer in 30 s"
+                assert server.poll() is None and time.monotonic() < deadline, (
+                    server.stdout.read() if server.poll() is not None else "no answer in 30 s"
+                )
                 time.sleep(0.2)
         job = c.register_job(pp_degree=2, microbatches=MBS, max_slowdown=1.0)
         c.register_rank(job, rank=1, pp_rank=1)
@@ -253,6 +280,7 @@ def test_zeus_perseus_serve_on_uvicorn(tmp_path):
 
 # -- hardening: limits, NaN, bounded disk, fuzzing --
 
+
 def limited_client(dump_dir=None, **limits):
     from zeus_plugins_perseus.server.jobs import ServerLimits
 
@@ -270,25 +298,29 @@ def test_bodies_over_the_limit_are_refused_unread_and_nothing_is_kept(tmp_path):
     r = http.post("/jobs", json=big)
     assert r.status_code == 413 and len(manager) == 0 and not (tmp_path / "dump").exists()
     # declared small, streamed large: still stopped at the limit
-    r = http.post("/jobs", content=iter([b'{"pp_degree": 2, "metadata": {"a": "', b"x" * 8192, b'"}}']),
-                  headers={"content-type": "application/json"})
+    r = http.post(
+        "/jobs", content=iter([b'{"pp_degree": 2, "metadata": {"a": "', b"x" * 8192, b'"}}']), headers={"content-type": "application/json"}
+    )
     assert r.status_code == 413 and len(manager) == 0
     assert http.post("/jobs", json=JOB).status_code == 200
 
 
-@pytest.mark.parametrize("body", [
-    '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "deadline_s": NaN}',
-    '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "max_slowdown": Infinity}',
-    '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "unit_time_s": 1e-300}',
-    '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "blocking_power_w": 1e308}',
-    '{"pp_degree": 1e400, "world_size": 2, "microbatches": 4}',
-    '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "metadata": {"k": "' + "v" * 300 + '"}}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "deadline_s": NaN}',
+        '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "max_slowdown": Infinity}',
+        '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "unit_time_s": 1e-300}',
+        '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "blocking_power_w": 1e308}',
+        '{"pp_degree": 1e400, "world_size": 2, "microbatches": 4}',
+        '{"pp_degree": 2, "world_size": 2, "microbatches": 4, "metadata": {"k": "' + "v" * 300 + '"}}',
+    ],
+)
 def test_nan_infinite_and_out_of_range_values_are_422_naming_the_field(body):
     _, http = limited_client()
     r = http.post("/jobs", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 422, r.text
-    field = body.split(", ")[-1].split('"')[1] if "pp_degree\": 1e400" not in body else "pp_degree"
+    field = body.split(", ")[-1].split('"')[1] if 'pp_degree": 1e400' not in body else "pp_degree"
     assert field in r.text
 
 
@@ -296,15 +328,15 @@ def test_profile_rows_nan_or_beyond_physics_are_422_and_per_job_rows_are_bounded
     manager, http = limited_client(max_profile_rows=6)
     job = http.post("/jobs", json=JOB).json()["job_id"]
     http.post(f"/jobs/{job}/ranks", json={"rank": 0, "pp_rank": 0})
-    for row in ({"instruction": "forward", "frequency": 1410, "time": float("nan"), "energy": 1.0},
-                {"instruction": "forward", "frequency": 1410, "time": 1e300, "energy": 1.0},
-                {"instruction": "forward", "frequency": 10**12, "time": 0.1, "energy": 1.0},
-                {"instruction": "x" * 10, "frequency": 1410, "time": 0.1, "energy": 1.0}):
-        r = http.post(f"/jobs/{job}/profile", content=json.dumps({"rank": 0, "rows": [row]}),
-                      headers={"content-type": "application/json"})
+    for row in (
+        {"instruction": "forward", "frequency": 1410, "time": float("nan"), "energy": 1.0},
+        {"instruction": "forward", "frequency": 1410, "time": 1e300, "energy": 1.0},
+        {"instruction": "forward", "frequency": 10**12, "time": 0.1, "energy": 1.0},
+        {"instruction": "x" * 10, "frequency": 1410, "time": 0.1, "energy": 1.0},
+    ):
+        r = http.post(f"/jobs/{job}/profile", content=json.dumps({"rank": 0, "rows": [row]}), headers={"content-type": "application/json"})
         assert r.status_code == 422, (row, r.text)
-    rows = [{"instruction": i, "frequency": f, "time": 0.1, "energy": 1.0} for i in ("forward", "backward")
-            for f in (1410, 1200, 1000)]
+    rows = [{"instruction": i, "frequency": f, "time": 0.1, "energy": 1.0} for i in ("forward", "backward") for f in (1410, 1200, 1000)]
     assert http.post(f"/jobs/{job}/profile", json={"rank": 0, "rows": rows}).status_code == 200
     again = http.post(f"/jobs/{job}/profile", json={"rank": 0, "rows": rows[:2]})  # the same rows: replaced
     assert again.status_code == 200

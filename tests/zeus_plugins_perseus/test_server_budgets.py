@@ -34,14 +34,12 @@ BLOCKING = 83.64
 
 
 def server(gpt3_a100, **limits):
-    manager = JobManager(PlannerDefaults(profile=read_profile(gpt3_a100), blocking_power_w=BLOCKING),
-                         limits=ServerLimits(**limits))
+    manager = JobManager(PlannerDefaults(profile=read_profile(gpt3_a100), blocking_power_w=BLOCKING), limits=ServerLimits(**limits))
     return manager, fastapi_testclient.TestClient(create_app(manager), base_url="http://testserver")
 
 
 def job(http, stages=8, microbatches=12, **extra):
-    r = http.post("/jobs", json={"pp_degree": stages, "world_size": stages, "microbatches": microbatches,
-                                 "max_slowdown": 1.0, **extra})
+    r = http.post("/jobs", json={"pp_degree": stages, "world_size": stages, "microbatches": microbatches, "max_slowdown": 1.0, **extra})
     assert r.status_code == 200, r.text
     job_id = r.json()["job_id"]
     assert http.post(f"/jobs/{job_id}/ranks", json={"rank": 0, "pp_rank": 0}).status_code == 200
@@ -62,8 +60,11 @@ def test_a_profile_spanning_1e_9_to_60_s_is_refused_before_planning(gpt3_a100):
         rank = stage
         if stage:
             http.post(f"/jobs/{job_id}/ranks", json={"rank": rank, "pp_rank": stage})
-        rows = [{"instruction": inst, "frequency": f, "time": t, "energy": 1.0}
-                for inst in ("forward", "backward") for f, t in ((1410, 1e-9), (1200, 0.01), (900, 60.0))]
+        rows = [
+            {"instruction": inst, "frequency": f, "time": t, "energy": 1.0}
+            for inst in ("forward", "backward")
+            for f, t in ((1410, 1e-9), (1200, 0.01), (900, 60.0))
+        ]
         assert http.post(f"/jobs/{job_id}/profile", json={"rank": rank, "rows": rows}).status_code == 200
     started = time.monotonic()
     r = http.get(f"/jobs/{job_id}/schedule", params={"rank": 0})
@@ -138,8 +139,10 @@ def test_after_planning_the_process_is_gone_and_the_job_keeps_one_plan(gpt3_a100
     # a job this small is planned in the server's process by default: the same plan
     _, inline = server(gpt3_a100)
     again = job(inline, microbatches=4)
-    assert inline.get(f"/jobs/{again}/schedule", params={"rank": 0}).json()["schedule"] == \
-        http.get(f"/jobs/{job_id}/schedule", params={"rank": 0}).json()["schedule"]
+    assert (
+        inline.get(f"/jobs/{again}/schedule", params={"rank": 0}).json()["schedule"]
+        == http.get(f"/jobs/{job_id}/schedule", params={"rank": 0}).json()["schedule"]
+    )
 
 
 def test_256_jobs_are_not_all_held(gpt3_a100):
@@ -149,8 +152,7 @@ def test_256_jobs_are_not_all_held(gpt3_a100):
     assert codes.count(200) == 64 and codes.count(429) == 192 and len(manager) == 64
     assert "its limit (max_jobs)" in answers[-1].text
     # uploads over all jobs are bounded too
-    rows = [{"instruction": i, "frequency": 1410 - 15 * k, "time": 0.1, "energy": 1.0}
-            for i in ("forward", "backward") for k in range(30)]
+    rows = [{"instruction": i, "frequency": 1410 - 15 * k, "time": 0.1, "energy": 1.0} for i in ("forward", "backward") for k in range(30)]
     refused = None
     for r in answers[:64]:
         job_id = r.json()["job_id"]
@@ -167,9 +169,25 @@ def test_planning_ends_when_the_client_leaves(tmp_path, gpt3_a100):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "zeus_core.cli", "perseus", "serve", "--port", str(port), "--profile", str(gpt3_a100),
-         "--blocking-power-w", str(BLOCKING), "--log-level", "warning"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "zeus_core.cli",
+            "perseus",
+            "serve",
+            "--port",
+            str(port),
+            "--profile",
+            str(gpt3_a100),
+            "--blocking-power-w",
+            str(BLOCKING),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         http = httpx.Client(base_url=url, timeout=5)
         deadline = time.monotonic() + 30

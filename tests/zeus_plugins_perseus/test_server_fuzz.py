@@ -52,8 +52,7 @@ def plan_what_was_registered(body: dict, job: str) -> None:
     """Plan the fuzzed job as registered, and its planning options on the server's 2-stage profile."""
     HTTP.delete(f"/jobs/{job}")
     plan(body)
-    plan({**body, "pp_degree": 2, "world_size": 2, "dp_degree": 1, "tp_degree": 1,
-          "microbatches": 1 + body["microbatches"] % 6})
+    plan({**body, "pp_degree": 2, "world_size": 2, "dp_degree": 1, "tp_degree": 1, "microbatches": 1 + body["microbatches"] % 6})
 
 
 @schema.parametrize()
@@ -71,4 +70,3 @@ def test_the_fuzzing_reached_every_kind_of_answer():
     codes = {code for _, code in SEEN}
     assert 200 in codes and 422 in codes and 404 in codes
     assert any(kind == "plan" and code == 200 for kind, code in SEEN)
-

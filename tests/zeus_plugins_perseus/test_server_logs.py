@@ -20,8 +20,9 @@ def _server_output(*args: str) -> str:
     """What ``zeus ARGS --port P`` printed between its start and a SIGTERM after it answered."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("ZEUS_LOG_LEVEL", "ZEUS_PERSEUS_TOKEN")}
-    return output_while_answering([sys.executable, "-m", "zeus_core.cli", *args, "--port", str(port)],
-                                  f"http://127.0.0.1:{port}/health", env)
+    return output_while_answering(
+        [sys.executable, "-m", "zeus_core.cli", *args, "--port", str(port)], f"http://127.0.0.1:{port}/health", env
+    )
 
 
 def test_quiet_and_the_older_log_level():
@@ -32,6 +33,11 @@ def test_quiet_and_the_older_log_level():
 
 
 def test_a_bad_level_is_bad_input():
-    r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "perseus", "serve"], capture_output=True, text=True,
-                       env={**os.environ, "ZEUS_LOG_LEVEL": "lots"}, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", "perseus", "serve"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ZEUS_LOG_LEVEL": "lots"},
+        timeout=60,
+    )
     assert r.returncode == 2 and "ZEUS_LOG_LEVEL='lots' is not a log level" in r.stderr

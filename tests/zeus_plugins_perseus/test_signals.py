@@ -17,17 +17,24 @@ from zeus_test_helpers import ended, start
 
 def _job(tmp_path: Path, profile: Path) -> Path:
     path = tmp_path / "job.toml"
-    path.write_text(f'[job]\nname = "p"\n\n[frequency_plan]\nplugin = "perseus"\nprofile = "{profile}"\n'
-                    "microbatches = 3\nblocking_power_w = 83.64\n")
+    path.write_text(
+        f'[job]\nname = "p"\n\n[frequency_plan]\nplugin = "perseus"\nprofile = "{profile}"\nmicrobatches = 3\nblocking_power_w = 83.64\n'
+    )
     return path
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_while_plans_are_written_ends_with_its_status_and_records_what_was_written(
-        tmp_path, gpt3_a100, sig, code):
+def test_a_signal_while_plans_are_written_ends_with_its_status_and_records_what_was_written(tmp_path, gpt3_a100, sig, code):
     out = tmp_path / "out"
-    with ended(start([sys.executable, "-m", "zeus_core.cli", "run", str(_job(tmp_path, gpt3_a100)), "--output", str(out)],
-                     cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) as proc:
+    with ended(
+        start(
+            [sys.executable, "-m", "zeus_core.cli", "run", str(_job(tmp_path, gpt3_a100)), "--output", str(out)],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    ) as proc:
         deadline = time.monotonic() + 120
         while not (out / "plans").exists():  # made as the plan files start; the job ends a while after
             assert proc.poll() is None, proc.communicate()

@@ -102,8 +102,7 @@ def gpt3_problem(path, microbatches):
     from zeus_plugins_perseus.profile import read_profile
     from zeus_plugins_perseus.schedule import build_dag
 
-    return frontier_problem(build_dag("1f1b", 8, microbatches), build_specs(read_profile(path), 8, "measured", 0.001,
-                                                                           83.64))
+    return frontier_problem(build_dag("1f1b", 8, microbatches), build_specs(read_profile(path), 8, "measured", 0.001, 83.64))
 
 
 def test_a_priced_walk_gives_the_full_walks_plans_on_a_published_profile(gpt3_a100):

@@ -40,8 +40,7 @@ def test_the_server_s_disk_filling_up_mid_run_is_a_full_disk_and_the_next_run_co
         url = pg.url(db)
         at = ("--set", f'job.store="{url}"')
         with killed_at_end([]) as procs:
-            procs.append(start_run(site, job, tmp_path, *at, "--set", "job.recurrences=5000",
-                                   "--set", "workload.sleep_s=0.01"))
+            procs.append(start_run(site, job, tmp_path, *at, "--set", "job.recurrences=5000", "--set", "workload.sleep_s=0.01"))
             wait_until(lambda: _tries(url) >= 3, procs, "three tries stored")
             fill(root)
             code, _, err = finish(procs[0], timeout=300)

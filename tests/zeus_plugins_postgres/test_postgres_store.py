@@ -164,8 +164,13 @@ def test_16_processes_x_25_recurrences_of_one_job_lose_nothing(pg_url, tmp_path)
 
 
 def test_dry_run_and_messages_never_show_the_password(pg_url, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "run", str(CIFAR), "--dry-run", "--set",
-                        f'job.store="{pg_url}"'], cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "COLUMNS": "300"})
+    r = subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", "run", str(CIFAR), "--dry-run", "--set", f'job.store="{pg_url}"'],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "300"},
+    )
     assert r.returncode == 0, r.stderr
     assert PASSWORD not in r.stdout + r.stderr and "zeus:***@" in r.stdout
     plugins = subprocess.run([sys.executable, "-m", "zeus_core.cli", "plugins", "--json"], capture_output=True, text=True)
@@ -214,7 +219,7 @@ def test_the_server_stopped_mid_job_is_a_clear_exit_1_and_the_job_continues_when
         after = check_history(store, unfinished=1)
         assert store.get("runner")["next_recurrence"] == taken + 4
         account = ledger(store)
-    assert after[: len(before)] == before and {t.recurrence for t in after[len(before):]} == {taken + 1, taken + 2, taken + 3}
+    assert after[: len(before)] == before and {t.recurrence for t in after[len(before) :]} == {taken + 1, taken + 2, taken + 3}
     # The recurrence the outage stopped could not be recorded as abandoned then (the database was down); the
     # job's next run on this machine found its runner gone and recorded it.
     unreached = set(range(1, taken + 1)) - {t.recurrence for t in after if t.reached}
@@ -242,8 +247,13 @@ def test_store_commands_check_export_and_import_a_job_of_a_shared_database(pg_se
         tx.set("runner", {"next_recurrence": 2, "min_cost": 1500.0})
 
     def zeus(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "zeus_core.cli", "store", *args], capture_output=True, text=True,
-                              cwd=tmp_path, env={**os.environ, "COLUMNS": "400"})
+        return subprocess.run(
+            [sys.executable, "-m", "zeus_core.cli", "store", *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "COLUMNS": "400"},
+        )
 
     r = zeus("check", url, "--job", "a")
     assert r.returncode == 0 and "1 tries" in r.stdout and "migrated" not in r.stdout and PASSWORD not in r.stdout
@@ -261,11 +271,14 @@ def test_store_commands_check_export_and_import_a_job_of_a_shared_database(pg_se
             assert s.get("runner") == {"next_recurrence": 2, "min_cost": 1500.0}
 
 
-@pytest.mark.parametrize("url, why", [
-    ("postgresql://zeus:hunter2@[::1/zeus", "Invalid IPv6 URL"),
-    ("postgresql://zeus:hunter2@db:port/zeus", "Port could not be cast"),
-    ("postgresql://zeus:hunter2@db:99999/zeus", "Port out of range"),
-])
+@pytest.mark.parametrize(
+    "url, why",
+    [
+        ("postgresql://zeus:hunter2@[::1/zeus", "Invalid IPv6 URL"),
+        ("postgresql://zeus:hunter2@db:port/zeus", "Port could not be cast"),
+        ("postgresql://zeus:hunter2@db:99999/zeus", "Port out of range"),
+    ],
+)
 def test_a_malformed_url_is_bad_input_naming_the_field_before_anything_runs(tmp_path, url, why):
     job = run_job(url, 1, tmp_path, "--output", str(tmp_path / "out"))
     out, err = job.communicate(timeout=120)

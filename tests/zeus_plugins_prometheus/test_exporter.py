@@ -90,8 +90,12 @@ def pushgateway(tmp_path):
     port = free_port()
     # Its own persistence file: Debian's build defaults to the system's /var/lib/prometheus/pushgateway.data.
     data = tmp_path / "pushgateway.data"
-    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}", f"--persistence.file={data}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}", f"--persistence.file={data}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -121,11 +125,14 @@ def test_pushed_to_a_pushgateway_the_series_match_summary_json(pushgateway, tmp_
 
 
 def test_bad_configuration_is_bad_input_before_anything_runs(tmp_path):
-    for var, value in (("ZEUS_METRICS_ADDRESS", "not-a-port"), ("ZEUS_METRICS_LINGER", "-3"),
-                       ("ZEUS_METRICS_ADDRESS", "0.0.0.0:9464"),  # beyond this machine without a token
-                       ("ZEUS_METRICS_TOKEN", "short"),
-                       ("ZEUS_PUSHGATEWAY", "ftp://user:hunter2@gw:21"),
-                       ("ZEUS_PUSHGATEWAY", "http://user:hunter2@gw:port")):
+    for var, value in (
+        ("ZEUS_METRICS_ADDRESS", "not-a-port"),
+        ("ZEUS_METRICS_LINGER", "-3"),
+        ("ZEUS_METRICS_ADDRESS", "0.0.0.0:9464"),  # beyond this machine without a token
+        ("ZEUS_METRICS_TOKEN", "short"),
+        ("ZEUS_PUSHGATEWAY", "ftp://user:hunter2@gw:21"),
+        ("ZEUS_PUSHGATEWAY", "http://user:hunter2@gw:port"),
+    ):
         env = {**os.environ, "ZEUS_METRICS_ADDRESS": "127.0.0.1:1", var: value}
         job = run_job(str(tmp_path / "job.sqlite"), 1, tmp_path, env=env)
         out, err = job.communicate(timeout=300)

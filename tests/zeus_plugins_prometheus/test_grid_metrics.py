@@ -19,14 +19,18 @@ from zeus_plugins_prometheus import plugin as prom_plugin
 def test_carbon_and_money_series_match_summary_json(tmp_path, monkeypatch):
     lines = ["Time,Carbon Intensity"] + [f"2020-06-{1 + h // 24:02d} {h % 24:02d}:00:00,{700 if h % 5 else 80}" for h in range(96)]
     (tmp_path / "ci.csv").write_text("\n".join(lines) + "\n")
-    trace_job(tmp_path, 'carbon_intensity = "ci.csv"\ntimezone = "UTC"\nstart = "2020-06-01T00:00:00Z"\nprice = 0.21\n'
-                        'currency = "GBP"', name="grid-metrics")
+    trace_job(
+        tmp_path,
+        'carbon_intensity = "ci.csv"\ntimezone = "UTC"\nstart = "2020-06-01T00:00:00Z"\nprice = 0.21\ncurrency = "GBP"',
+        name="grid-metrics",
+    )
     port = free_port()
     monkeypatch.setenv("ZEUS_METRICS_ADDRESS", f"127.0.0.1:{port}")
     reg = grid_registry(("prometheus", prom_plugin))
     try:
-        res = CliRunner().invoke(zcli.cli, ["run", str(tmp_path / "job.toml"), "--output", str(tmp_path / "out")],
-                                 obj={"registry": reg}, catch_exceptions=False)
+        res = CliRunner().invoke(
+            zcli.cli, ["run", str(tmp_path / "job.toml"), "--output", str(tmp_path / "out")], obj={"registry": reg}, catch_exceptions=False
+        )
         assert res.exit_code == 0, res.output
         text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     finally:

@@ -51,12 +51,19 @@ def test_the_readme_cluster_commands_work_as_written(tmp_path):
     pg_env = {"PATH": env["PATH"], "LC_ALL": "C", "HOME": str(folder)}
     service = None
     try:
-        subprocess.run(start_pg, shell=True, cwd=folder, user=user, env=pg_env, check=True, capture_output=True,
-                       text=True, timeout=120)
-        service = subprocess.Popen(serve, shell=True, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True, start_new_session=True)
-        r = subprocess.run(run, shell=True, cwd=REPO, env={**env, "ZEUS_DISABLED_PLUGINS": "perseus,hetero,torch"},
-                           capture_output=True, text=True, timeout=600)
+        subprocess.run(start_pg, shell=True, cwd=folder, user=user, env=pg_env, check=True, capture_output=True, text=True, timeout=120)
+        service = subprocess.Popen(
+            serve, shell=True, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        r = subprocess.run(
+            run,
+            shell=True,
+            cwd=REPO,
+            env={**env, "ZEUS_DISABLED_PLUGINS": "perseus,hetero,torch"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         assert "recurrence 140:" in r.stdout  # the example's 140 recurrences, each printed
         import psycopg
@@ -71,6 +78,12 @@ def test_the_readme_cluster_commands_work_as_written(tmp_path):
                 service.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(service.pid, signal.SIGKILL)
-        subprocess.run([str(Path(initdb).parent / "pg_ctl"), "-D", "pgdata", "-m", "immediate", "stop"], cwd=folder,
-                       user=user, env=pg_env, capture_output=True, timeout=60)
+        subprocess.run(
+            [str(Path(initdb).parent / "pg_ctl"), "-D", "pgdata", "-m", "immediate", "stop"],
+            cwd=folder,
+            user=user,
+            env=pg_env,
+            capture_output=True,
+            timeout=60,
+        )
         shutil.rmtree(folder, ignore_errors=True)

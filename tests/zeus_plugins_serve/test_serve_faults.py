@@ -122,5 +122,4 @@ def test_a_client_that_gives_up_on_a_gone_service_leaves_its_recurrence_to_the_n
         tries = store.tries()
     unreached = set(range(1, account.begun + 1)) - {t.recurrence for t in tries if t.reached}
     assert account.open == {} and set(account.abandoned) == unreached
-    assert all("ended without a result" in a["reason"] or a["reason"].startswith("StoreUnavailable")
-               for a in account.abandoned.values())
+    assert all("ended without a result" in a["reason"] or a["reason"].startswith("StoreUnavailable") for a in account.abandoned.values())

@@ -23,8 +23,10 @@ CLIENT = "0123456789abcdef"  # the example id in the OpenAPI, registered for job
 def _setup(name: str = "fuzz") -> dict:
     return {
         "job": {"name": name, "eta_knob": 0.5, "beta_knob": "inf", "target_metric": 0.6, "max_epochs": 10},
-        "identity": {"job": {"eta_knob": 0.5, "beta_knob": "inf", "target_metric": 0.6, "higher_is_better": True,
-                             "max_epochs": 10, "processes": 1}, "batch_size": {"plugin": "fixed", "default": 32}},
+        "identity": {
+            "job": {"eta_knob": 0.5, "beta_knob": "inf", "target_metric": 0.6, "higher_is_better": True, "max_epochs": 10, "processes": 1},
+            "batch_size": {"plugin": "fixed", "default": 32},
+        },
         "batch_size": {"plugin": "fixed", "default": 32},
         "max_power_w": 300.0,
     }
@@ -56,8 +58,13 @@ def test_requests_without_the_token_or_with_a_wrong_one_are_refused(svc):
 
 def _serve(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k != "ZEUS_SERVE_TOKEN"}
-    return subprocess.run([sys.executable, "-m", "zeus_core.cli", "serve", "--port", "0", *args], capture_output=True,
-                          text=True, env={**base, **(env or {})}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", "serve", "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        timeout=timeout,
+    )
 
 
 def test_a_non_loopback_address_needs_a_token_and_a_token_must_be_long(tmp_path):
@@ -133,39 +140,82 @@ def test_bodies_over_the_limit_are_413(svc):
 
 
 def _result(**record) -> dict:
-    base = {"recurrence": 1, "try_index": 1, "batch_size": 32, "power_limit": 200.0, "epochs": 3, "time_s": 10.0,
-            "energy_j": 100.0, "cost": 50.0, "reached": True}
-    return {"session": CLIENT, "request": "r" * 12, "trial": {"recurrence": 1, "try_index": 1, "batch_size": 32},
-            "record": {**base, **record}}
+    base = {
+        "recurrence": 1,
+        "try_index": 1,
+        "batch_size": 32,
+        "power_limit": 200.0,
+        "epochs": 3,
+        "time_s": 10.0,
+        "energy_j": 100.0,
+        "cost": 50.0,
+        "reached": True,
+    }
+    return {
+        "session": CLIENT,
+        "request": "r" * 12,
+        "trial": {"recurrence": 1, "try_index": 1, "batch_size": 32},
+        "record": {**base, **record},
+    }
 
 
-@pytest.mark.parametrize("path, body, field", [
-    ("results", _result(time_s="NaN"), ["body", "record", "time_s"]),
-    ("results", _result(energy_j="Infinity"), ["body", "record", "energy_j"]),
-    ("results", _result(cost=-1.0), ["body", "record", "cost"]),
-    ("results", _result(batch_size=0), ["body", "record", "batch_size"]),
-    ("results", _result(recurrence=2**40), ["body", "record", "recurrence"]),
-    ("results", _result(power_limit=0.0), ["body", "record", "power_limit"]),
-    ("results", _result(extra={"loss": "NaN"}), ["body", "record", "extra"]),
-    ("results", _result(recurrence=2), ["body", "record", "recurrence"]),
-    ("trials", {"session": CLIENT, "request": "t" * 12, "recurrence": 0, "try_index": 1}, ["body", "recurrence"]),
-    ("trials", {"session": CLIENT, "request": "t" * 12, "recurrence": 99, "try_index": 1}, ["body", "recurrence"]),
-    ("sessions", {"client": CLIENT, "setup": {**_setup(), "max_power_w": "NaN"}}, ["body", "setup", "max_power_w"]),
-    ("sessions", {"client": CLIENT, "setup": {**_setup(), "job": {**_setup()["job"], "eta_knob": 1.5}}},
-     ["body", "setup", "job", "eta_knob"]),
-    ("sessions", {"client": CLIENT, "setup": {**_setup(), "batch_size": {"plugin": "fixed", "defualt": 32}}},
-     ["body", "setup", "batch_size", "defualt"]),
-    ("sessions", {"client": CLIENT, "setup": {**_setup(), "batch_size": {"plugin": "nope"},
-                                              "identity": {**_setup()["identity"], "batch_size": {"plugin": "nope"}}}},
-     ["body", "setup", "batch_size", "plugin"]),
-    ("sessions", {"client": CLIENT, "setup": {**_setup(), "batch_size": {"plugin": "fixed", "default": 32},
-                                              "identity": {**_setup()["identity"], "batch_size": {"plugin": "mab"}}}},
-     ["body", "setup", "identity", "batch_size", "plugin"]),
-    ("sessions", {"client": CLIENT, "setup": {**_setup(), "identity": {}}}, ["body", "setup", "identity", "job"]),
-    ("sessions", {"client": CLIENT, "setup": {**_setup(), "identity": {"job": {"eta_knob": 0.5}}}},
-     ["body", "setup", "identity", "batch_size"]),
-    ("sessions", {"client": CLIENT, "setup": _setup("other")}, ["body", "setup", "job", "name"]),
-])
+@pytest.mark.parametrize(
+    "path, body, field",
+    [
+        ("results", _result(time_s="NaN"), ["body", "record", "time_s"]),
+        ("results", _result(energy_j="Infinity"), ["body", "record", "energy_j"]),
+        ("results", _result(cost=-1.0), ["body", "record", "cost"]),
+        ("results", _result(batch_size=0), ["body", "record", "batch_size"]),
+        ("results", _result(recurrence=2**40), ["body", "record", "recurrence"]),
+        ("results", _result(power_limit=0.0), ["body", "record", "power_limit"]),
+        ("results", _result(extra={"loss": "NaN"}), ["body", "record", "extra"]),
+        ("results", _result(recurrence=2), ["body", "record", "recurrence"]),
+        ("trials", {"session": CLIENT, "request": "t" * 12, "recurrence": 0, "try_index": 1}, ["body", "recurrence"]),
+        ("trials", {"session": CLIENT, "request": "t" * 12, "recurrence": 99, "try_index": 1}, ["body", "recurrence"]),
+        ("sessions", {"client": CLIENT, "setup": {**_setup(), "max_power_w": "NaN"}}, ["body", "setup", "max_power_w"]),
+        (
+            "sessions",
+            {"client": CLIENT, "setup": {**_setup(), "job": {**_setup()["job"], "eta_knob": 1.5}}},
+            ["body", "setup", "job", "eta_knob"],
+        ),
+        (
+            "sessions",
+            {"client": CLIENT, "setup": {**_setup(), "batch_size": {"plugin": "fixed", "defualt": 32}}},
+            ["body", "setup", "batch_size", "defualt"],
+        ),
+        (
+            "sessions",
+            {
+                "client": CLIENT,
+                "setup": {
+                    **_setup(),
+                    "batch_size": {"plugin": "nope"},
+                    "identity": {**_setup()["identity"], "batch_size": {"plugin": "nope"}},
+                },
+            },
+            ["body", "setup", "batch_size", "plugin"],
+        ),
+        (
+            "sessions",
+            {
+                "client": CLIENT,
+                "setup": {
+                    **_setup(),
+                    "batch_size": {"plugin": "fixed", "default": 32},
+                    "identity": {**_setup()["identity"], "batch_size": {"plugin": "mab"}},
+                },
+            },
+            ["body", "setup", "identity", "batch_size", "plugin"],
+        ),
+        ("sessions", {"client": CLIENT, "setup": {**_setup(), "identity": {}}}, ["body", "setup", "identity", "job"]),
+        (
+            "sessions",
+            {"client": CLIENT, "setup": {**_setup(), "identity": {"job": {"eta_knob": 0.5}}}},
+            ["body", "setup", "identity", "batch_size"],
+        ),
+        ("sessions", {"client": CLIENT, "setup": _setup("other")}, ["body", "setup", "job", "name"]),
+    ],
+)
 def test_nan_inf_and_out_of_range_values_are_422_naming_the_field(svc, path, body, field):
     text = json.dumps(body).replace('"NaN"', "NaN").replace('"Infinity"', "Infinity")
     r = httpx.post(f"{svc.url}/v1/jobs/fuzz/{path}", content=text, headers={**AUTH, "Content-Type": "application/json"})
@@ -176,9 +226,25 @@ def test_nan_inf_and_out_of_range_values_are_422_naming_the_field(svc, path, bod
 
 def test_the_service_survives_fuzzing_from_its_own_openapi(svc, tmp_path):
     schemathesis = Path(sys.executable).parent / "schemathesis"
-    cmd = [str(schemathesis), "run", f"{svc.url}/openapi.json", "--checks", "not_a_server_error", "--max-time", "12",
-           "--workers", "1", "--suppress-health-check", "all", "--header", f"Authorization: Bearer {TOKEN}",
-           "--phases", "examples,coverage,fuzzing", "--seed", "1"]
+    cmd = [
+        str(schemathesis),
+        "run",
+        f"{svc.url}/openapi.json",
+        "--checks",
+        "not_a_server_error",
+        "--max-time",
+        "12",
+        "--workers",
+        "1",
+        "--suppress-health-check",
+        "all",
+        "--header",
+        f"Authorization: Bearer {TOKEN}",
+        "--phases",
+        "examples,coverage,fuzzing",
+        "--seed",
+        "1",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"})
     assert r.returncode == 0, r.stdout[-4000:]
     summary = r.stdout.split("SUMMARY")[-1].lower()
@@ -224,5 +290,6 @@ def test_a_result_is_stored_once_per_try_and_in_order(svc):
     r = c.post("/v1/jobs/dup/abandon", json={"session": client, "request": "g" * 12, "recurrence": rec, "reason": "stopped"})
     assert r.json() == {"abandoned": True}
     assert c.get("/v1/jobs/dup/state/runner:abandoned").json()["value"][str(rec)]["reason"] == "stopped"
-    assert c.post("/v1/jobs/dup/abandon", json={"session": client, "request": "h" * 12, "recurrence": rec,
-                                                "reason": "again"}).json() == {"abandoned": False}
+    assert c.post("/v1/jobs/dup/abandon", json={"session": client, "request": "h" * 12, "recurrence": rec, "reason": "again"}).json() == {
+        "abandoned": False
+    }

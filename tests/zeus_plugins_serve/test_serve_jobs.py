@@ -153,8 +153,10 @@ def _setup(job_name: str = "script") -> HistorySetup:
     from zeus_core import JobOptions
 
     job = JobOptions(name=job_name, eta_knob=0.5, beta_knob=2.0, target_metric=0.5, max_epochs=10)
-    identity = {"job": {"eta_knob": 0.5, "beta_knob": 2.0, "target_metric": 0.5, "higher_is_better": True,
-                        "max_epochs": 10, "processes": 1}, "batch_size": {"plugin": "fixed", "default": 32}}
+    identity = {
+        "job": {"eta_knob": 0.5, "beta_knob": 2.0, "target_metric": 0.5, "higher_is_better": True, "max_epochs": 10, "processes": 1},
+        "batch_size": {"plugin": "fixed", "default": 32},
+    }
     from zeus_plugins_baseline.policies import FixedBatchSize
 
     return HistorySetup.of_parts(job, identity, "fixed", FixedBatchSize.Options(default=32), max_power_w=300.0)
@@ -191,8 +193,9 @@ def test_a_batch_size_optimizer_with_a_service_url_keeps_its_history_there(tmp_p
     from zeus_core import BatchSizeOptimizer
 
     def drive(store: str) -> list[tuple[int, int, int]]:
-        bso = BatchSizeOptimizer(job="script-bso", policy="mab", batch_sizes=[32, 64, 128], default=64,
-                                 max_power_w=300.0, target_metric=1.0, store=store)
+        bso = BatchSizeOptimizer(
+            job="script-bso", policy="mab", batch_sizes=[32, 64, 128], default=64, max_power_w=300.0, target_metric=1.0, store=store
+        )
         seen = []
         for _ in range(6):
             t = bso.next()
@@ -217,8 +220,9 @@ def test_the_history_check_catches_a_try_stored_twice():
     from zeus_core import TryRecord
 
     def rec(r: int, i: int, reached: bool) -> TryRecord:
-        return TryRecord(recurrence=r, try_index=i, batch_size=32, power_limit=300.0, epochs=3, time_s=1.0,
-                         energy_j=2.0, cost=1.5, reached=reached)
+        return TryRecord(
+            recurrence=r, try_index=i, batch_size=32, power_limit=300.0, epochs=3, time_s=1.0, energy_j=2.0, cost=1.5, reached=reached
+        )
 
     class Store:
         def __init__(self, tries):
@@ -228,8 +232,11 @@ def test_the_history_check_catches_a_try_stored_twice():
             return self._tries
 
         def get(self, key):
-            return {"runner": {"next_recurrence": 2}, "policy:batch_size": {"history": [[32, 1.5]] * len(self._tries)},
-                    "policy:power": {"choices": {"32": {}}}}[key]
+            return {
+                "runner": {"next_recurrence": 2},
+                "policy:batch_size": {"history": [[32, 1.5]] * len(self._tries)},
+                "policy:power": {"choices": {"32": {}}},
+            }[key]
 
     check_history(Store([rec(1, 1, False), rec(1, 2, True)]))
     with pytest.raises(AssertionError):

@@ -36,8 +36,13 @@ def test_verbose_and_access_log_show_requests_and_quiet_does_not(tmp_path):
 
 def test_a_bad_level_is_bad_input(tmp_path):
     env = {**os.environ, "ZEUS_LOG_LEVEL": "chatty"}
-    r = subprocess.run([sys.executable, "-m", "zeus_core.cli", "serve", "--port", "0", "--store", str(tmp_path)],
-                       capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", "serve", "--port", "0", "--store", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert r.returncode == 2 and "ZEUS_LOG_LEVEL='chatty' is not a log level" in r.stderr
 
 

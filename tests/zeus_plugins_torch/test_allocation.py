@@ -84,22 +84,29 @@ log = "{log}"
 
 
 def allocation(local=LOCAL, limits=LIMITS, **extra) -> dict:
-    ranks = [{"rank": r, "gpu": f"gpu-{'AB'[r % 2]}", "local_batch": b, "power_limit": w}
-             for r, (b, w) in enumerate(zip(local, limits))]
+    ranks = [{"rank": r, "gpu": f"gpu-{'AB'[r % 2]}", "local_batch": b, "power_limit": w} for r, (b, w) in enumerate(zip(local, limits))]
     return {"ranks": ranks, "global_batch_size": sum(local), **extra}
 
 
-def alloc_job(tmp_path, module_name, data=None, *, processes=2, workload="", batch_size='plugin = "fixed"', extra="",
-              text=None):
+def alloc_job(tmp_path, module_name, data=None, *, processes=2, workload="", batch_size='plugin = "fixed"', extra="", text=None):
     """The job, its trainer (a fresh module) and its allocation.json (``data``, or ``text`` as it is)."""
     (tmp_path / f"{module_name}.py").write_text(TRAINER)
     alloc = tmp_path / "allocation.json"
     alloc.write_text(text if text is not None else json.dumps(data if data is not None else allocation()))
-    return write_job(tmp_path / "job.toml", JOB.format(
-        processes=processes, module=module_name, allocation="allocation.json", workload=workload, steps=STEPS,
-        out=f"{tmp_path}/out-{{rank}}.json", log=f"{tmp_path}/device-{{rank}}.jsonl", batch_size=batch_size,
-        extra=extra,
-    ))
+    return write_job(
+        tmp_path / "job.toml",
+        JOB.format(
+            processes=processes,
+            module=module_name,
+            allocation="allocation.json",
+            workload=workload,
+            steps=STEPS,
+            out=f"{tmp_path}/out-{{rank}}.json",
+            log=f"{tmp_path}/device-{{rank}}.jsonl",
+            batch_size=batch_size,
+            extra=extra,
+        ),
+    )
 
 
 def device_log(tmp_path, rank):
@@ -120,14 +127,14 @@ def single_process_params(local=None) -> np.ndarray:
     model = ns["make_model"]()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for i in range(STEPS):
-        xb, yb = x[i * B:(i + 1) * B], y[i * B:(i + 1) * B]
+        xb, yb = x[i * B : (i + 1) * B], y[i * B : (i + 1) * B]
         opt.zero_grad()
         if local is None:
             torch.nn.functional.mse_loss(model(xb), yb).backward()
         else:
             start = 0
             for b in local:
-                (torch.nn.functional.mse_loss(model(xb[start:start + b]), yb[start:start + b]) / len(local)).backward()
+                (torch.nn.functional.mse_loss(model(xb[start : start + b]), yb[start : start + b]) / len(local)).backward()
                 start += b
         opt.step()
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
@@ -148,8 +155,7 @@ def test_two_ranks_train_by_the_allocation(tmp_path, registry, module_name):
     assert [o["shard"] for o in outs] == [[0, 60], [60, 96]]
     # Each device held its allocated limit (set once, not rank 0's) and was put back; no power policy acted.
     for r in range(2):
-        assert device_log(tmp_path, r) == [{"rank": r, "event": "set", "w": float(LIMITS[r])},
-                                           {"rank": r, "event": "restore", "w": 300.0}]
+        assert device_log(tmp_path, r) == [{"rank": r, "event": "set", "w": float(LIMITS[r])}, {"rank": r, "event": "restore", "w": 300.0}]
     # The step equals one process's step on the global batch; plain DDP averaging would not.
     expected = single_process_params()
     for r, out in enumerate(outs):
@@ -165,8 +171,7 @@ def test_two_ranks_train_by_the_allocation(tmp_path, registry, module_name):
 
 def test_a_policy_choosing_another_batch_fails_before_training(tmp_path, registry, module_name):
     # One process, one rank: the single-process path; the test policy ignores the workload's offer.
-    path = alloc_job(tmp_path, module_name, allocation([32], [200]), processes=1,
-                     batch_size='plugin = "always"\nsize = 48')
+    path = alloc_job(tmp_path, module_name, allocation([32], [200]), processes=1, batch_size='plugin = "always"\nsize = 48')
     result = run_cli(registry, "run", str(path))
     assert result.exit_code == 1
     out = " ".join(result.output.split())
@@ -188,23 +193,58 @@ BAD = [
     ("not JSON", "{ranks: [", {}, ["allocation.json: not valid JSON (line 1, column 2"]),
     ("not an allocation", {"method": "optimal"}, {}, ['has neither "ranks"', 'nor "gpus"']),
     ("bad field", allocation([20, 0], [250, 150]), {}, ["$.ranks[1].local_batch: must be a positive integer, got 0"]),
-    ("several bad fields", {"ranks": [{"rank": 0, "local_batch": 20.5, "power_limit": 250}, {"rank": 3, "local_batch": 12}]},
-     {}, ["$.ranks[0].local_batch: must be a positive integer, got 20.5",
-          "$.ranks[1].rank: is 3, expected 1", "$.ranks[1]: missing 'power_limit'"]),
-    ("inconsistent global batch", allocation(global_batch_size=40), {},
-     ["$.global_batch_size: is 40 but the ranks' local batches [20, 12] sum to 32"]),
-    ("ranks and gpus disagree", allocation(gpus=[{"name": "gpu-A", "count": 2, "local_batch": 16, "power_limit": 200}]), {},
-     ["$.ranks[0]: is gpu-A batch 20 at 250 W but $.gpus gives rank 0 gpu-A batch 16 at 200 W"]),
-    ("rank count", allocation([10, 10, 12], [250, 150, 150]), {},
-     ["allocates 3 ranks (local batches [10, 10, 12]) but job.processes = 2; set job.processes = 3"]),
-    ("batch-size policy", None, {"batch_size": 'plugin = "fixed"\ndefault = 64'},
-     ["batch_size.default = 64, but the allocation fixes the global batch at 32; remove batch_size.default"]),
-    ("workload batch sizes", None, {"workload": "batch_sizes = [16, 32]"},
-     ["workload.batch_sizes = [16, 32], but the allocation fixes the global batch at 32"]),
-    ("power policy", None, {"extra": '[power]\nplugin = "fixed"\nlimit_w = 200'},
-     ["[power] plugin 'fixed': the allocation sets every rank's power limit", "remove the [power] table"]),
-    ("rank 0 limit out of range", allocation([20, 12], [50, 150]), {},
-     ["rank 0 a power limit of 50 W, outside the range [100, 300] W of device 'wall' (rank 0)"]),
+    (
+        "several bad fields",
+        {"ranks": [{"rank": 0, "local_batch": 20.5, "power_limit": 250}, {"rank": 3, "local_batch": 12}]},
+        {},
+        [
+            "$.ranks[0].local_batch: must be a positive integer, got 20.5",
+            "$.ranks[1].rank: is 3, expected 1",
+            "$.ranks[1]: missing 'power_limit'",
+        ],
+    ),
+    (
+        "inconsistent global batch",
+        allocation(global_batch_size=40),
+        {},
+        ["$.global_batch_size: is 40 but the ranks' local batches [20, 12] sum to 32"],
+    ),
+    (
+        "ranks and gpus disagree",
+        allocation(gpus=[{"name": "gpu-A", "count": 2, "local_batch": 16, "power_limit": 200}]),
+        {},
+        ["$.ranks[0]: is gpu-A batch 20 at 250 W but $.gpus gives rank 0 gpu-A batch 16 at 200 W"],
+    ),
+    (
+        "rank count",
+        allocation([10, 10, 12], [250, 150, 150]),
+        {},
+        ["allocates 3 ranks (local batches [10, 10, 12]) but job.processes = 2; set job.processes = 3"],
+    ),
+    (
+        "batch-size policy",
+        None,
+        {"batch_size": 'plugin = "fixed"\ndefault = 64'},
+        ["batch_size.default = 64, but the allocation fixes the global batch at 32; remove batch_size.default"],
+    ),
+    (
+        "workload batch sizes",
+        None,
+        {"workload": "batch_sizes = [16, 32]"},
+        ["workload.batch_sizes = [16, 32], but the allocation fixes the global batch at 32"],
+    ),
+    (
+        "power policy",
+        None,
+        {"extra": '[power]\nplugin = "fixed"\nlimit_w = 200'},
+        ["[power] plugin 'fixed': the allocation sets every rank's power limit", "remove the [power] table"],
+    ),
+    (
+        "rank 0 limit out of range",
+        allocation([20, 12], [50, 150]),
+        {},
+        ["rank 0 a power limit of 50 W, outside the range [100, 300] W of device 'wall' (rank 0)"],
+    ),
 ]
 
 
@@ -244,13 +284,13 @@ def test_the_option_is_validated(tmp_path, registry, module_name):
     assert "allocation must not be empty" in result.output and "$.workload.allocation" in result.output
 
 
-def test_an_allocation_the_hetero_allocator_wrote_trains_the_torch_workload(tmp_path, registry, module_name, repo_root,
-                                                                            shared_data):
+def test_an_allocation_the_hetero_allocator_wrote_trains_the_torch_workload(tmp_path, registry, module_name, repo_root, shared_data):
     """The contract between two plugins that never import each other: what ``[allocation]
     plugin = "hetero"`` writes is what ``[workload] allocation`` trains by."""
     allocator_job = repo_root / "examples" / "hetero" / "cifar100_a10_t4" / "job.toml"
-    result = run_cli(registry, "run", str(allocator_job), "--output", str(tmp_path / "plan"),
-                     "--set", f"job.store={tmp_path / 'plan.sqlite'}")
+    result = run_cli(
+        registry, "run", str(allocator_job), "--output", str(tmp_path / "plan"), "--set", f"job.store={tmp_path / 'plan.sqlite'}"
+    )
     assert result.exit_code == 0, result.output
     written = (tmp_path / "plan" / "allocation.json").read_text()
     gpus = json.loads(written)["gpus"]  # one A10 and one T4: two ranks

@@ -21,7 +21,9 @@ def my_train(batch_size, zeus):
 
 
 def test_run_job_drives_the_users_own_function(tmp_path):
-    job = write_job(tmp_path / "job.toml", """
+    job = write_job(
+        tmp_path / "job.toml",
+        """
         [job]
         recurrences = 2
         target_metric = 1.0
@@ -33,7 +35,8 @@ def test_run_job_drives_the_users_own_function(tmp_path):
         [batch_size]
         plugin = "fixed"
         default = 8
-    """)
+    """,
+    )
     SEEN.clear()
     summary = run_job(job, my_train)
     assert SEEN == [(1, 8, True), (2, 8, True)]
@@ -47,8 +50,7 @@ def rec(recurrence, bs, cost, reached=True, try_index=1):
 
 
 def test_comparison_uses_the_reached_tries_per_batch_size():
-    records = [rec(1, 32, 100.0), rec(2, 64, 80.0, reached=False), rec(2, 16, 60.0, try_index=2),
-               rec(3, 16, 40.0), rec(4, 16, 50.0)]
+    records = [rec(1, 32, 100.0), rec(2, 64, 80.0, reached=False), rec(2, 16, 60.0, try_index=2), rec(3, 16, 40.0), rec(4, 16, 50.0)]
     c = compare(records, default_batch_size=32)
     assert c.recurrences == 4
     assert c.method["cost"] == pytest.approx(330.0)

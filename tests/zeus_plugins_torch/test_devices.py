@@ -113,8 +113,12 @@ def test_the_view_offers_rank_0s_capabilities_and_the_summed_power():
     assert local.closed
 
 
-ALLOCATION = {"ranks": [{"rank": 0, "gpu": "A10", "local_batch": 20, "power_limit": 250},
-                        {"rank": 1, "gpu": "T4", "local_batch": 12, "power_limit": 150}]}
+ALLOCATION = {
+    "ranks": [
+        {"rank": 0, "gpu": "A10", "local_batch": 20, "power_limit": 250},
+        {"rank": 1, "gpu": "T4", "local_batch": 12, "power_limit": 150},
+    ]
+}
 
 
 def test_under_an_allocation_power_control_is_the_allocated_limit_only():

@@ -13,10 +13,25 @@ def test_example_job_trains_and_prints_the_comparison(repo_root, tmp_path):
     reg = load_plugins()
     assert run_cli(reg, "validate", str(job)).exit_code == 0
     result = run_cli(
-        reg, "run", str(job), "--output", str(tmp_path / "out"),
-        "--set", f"job.store={tmp_path / 'state.sqlite'}", "--set", "job.recurrences=2", "--set", "job.target_metric=0.5",
-        "--set", "workload.args.train_samples=512", "--set", "workload.args.val_samples=256", "--set", "workload.args.width=32",
-        "--set", "workload.args.lr=0.003",
+        reg,
+        "run",
+        str(job),
+        "--output",
+        str(tmp_path / "out"),
+        "--set",
+        f"job.store={tmp_path / 'state.sqlite'}",
+        "--set",
+        "job.recurrences=2",
+        "--set",
+        "job.target_metric=0.5",
+        "--set",
+        "workload.args.train_samples=512",
+        "--set",
+        "workload.args.val_samples=256",
+        "--set",
+        "workload.args.width=32",
+        "--set",
+        "workload.args.lr=0.003",
     )
     assert result.exit_code == 0, result.output
     tries = Store(tmp_path / "state.sqlite").tries()

@@ -13,8 +13,16 @@ from zeus_plugins_torch.loop import LocalDriver, SyncedPolicy, ZeusLoop, split_b
 
 def make_loop(device, policy=None, *, target=0.9, max_epochs=10, cost_bound=math.inf, batch_size=32, **kw):
     job = JobOptions(name="t", target_metric=target, max_epochs=max_epochs)
-    session = RunSession(job=job, batch_size=batch_size, recurrence=1, try_index=1, cost_bound=cost_bound,
-                         devices=device, monitor=Monitor(device, sync="none"), power_policy=policy)
+    session = RunSession(
+        job=job,
+        batch_size=batch_size,
+        recurrence=1,
+        try_index=1,
+        cost_bound=cost_bound,
+        devices=device,
+        monitor=Monitor(device, sync="none"),
+        power_policy=policy,
+    )
     return session, ZeusLoop(LocalDriver(session), batch_size=batch_size, base_batch_size=kw.pop("base", None), **kw)
 
 
@@ -101,9 +109,18 @@ def test_policy_acts_between_iterations_synchronised(device):
             events.append(("step", epoch, b))
         zeus.report_metric(0.0)
     assert events == [
-        ("fetch", 0), ("sync",), ("policy", 0, 2), ("step", 1, 0),
-        ("fetch", 1), ("sync",), ("policy", 1, 2), ("step", 1, 1),
-        ("fetch", 0), ("step", 2, 0), ("fetch", 1), ("step", 2, 1),
+        ("fetch", 0),
+        ("sync",),
+        ("policy", 0, 2),
+        ("step", 1, 0),
+        ("fetch", 1),
+        ("sync",),
+        ("policy", 1, 2),
+        ("step", 1, 1),
+        ("fetch", 0),
+        ("step", 2, 0),
+        ("fetch", 1),
+        ("step", 2, 1),
     ]
     assert session.epoch_profiled == [True, False]
     assert policy.inner.epochs_ended == [1, 2]  # the session's calls reach the wrapped policy

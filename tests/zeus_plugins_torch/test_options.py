@@ -38,7 +38,10 @@ def validate(registry, tmp_path, workload: str) -> tuple[int, str]:
 
 
 def test_every_bad_option_is_named_with_its_path_and_fix(registry, tmp_path):
-    code, out = validate(registry, tmp_path, """
+    code, out = validate(
+        registry,
+        tmp_path,
+        """
         entry = "my-train:run"
         batch_sizes = [32, 0, 64]
         default_batch_size = 0
@@ -47,7 +50,8 @@ def test_every_bad_option_is_named_with_its_path_and_fix(registry, tmp_path):
         threads = -1
         timeout_s = inf
         allocation = "  "
-    """)
+    """,
+    )
     assert code == 2
     for field, message in [
         ("entry", "entry must look like 'package.module:function', got 'my-train:run'"),

@@ -46,10 +46,17 @@ limit_w = 200
 def ddp_job(tmp_path, module, recurrences=2, args="", beta="inf"):
     # beta = inf by default: real wall time on a shared machine varies, and a
     # slow second recurrence must not be stopped early where a test expects it to reach.
-    return write_job(tmp_path / "job.toml", JOB.format(
-        recurrences=recurrences, module=module, out=f"{tmp_path}/out-{{rank}}.jsonl", beta=beta,
-        log=f"{tmp_path}/device-{{rank}}.jsonl", args=args,
-    ))
+    return write_job(
+        tmp_path / "job.toml",
+        JOB.format(
+            recurrences=recurrences,
+            module=module,
+            out=f"{tmp_path}/out-{{rank}}.jsonl",
+            beta=beta,
+            log=f"{tmp_path}/device-{{rank}}.jsonl",
+            args=args,
+        ),
+    )
 
 
 def lines(path):

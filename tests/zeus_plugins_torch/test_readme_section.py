@@ -48,12 +48,10 @@ def test_every_example_runs_as_written(tmp_path):
             (tmp_path / name).write_text(body)
         else:
             shell.append(body.replace("/tmp/zeus-fake-nvml.json", str(driver)))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_", "ZEUS_FAKE", "RANK", "WORLD_SIZE",
-                                                                      "LOCAL_", "MASTER_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_", "ZEUS_FAKE", "RANK", "WORLD_SIZE", "LOCAL_", "MASTER_"))}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env["OMP_NUM_THREADS"] = "1"
-    p = subprocess.run(["bash", "-c", "\n".join(shell)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=600)
+    p = subprocess.run(["bash", "-c", "\n".join(shell)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     out = p.stdout
     assert p.returncode == 0, out[-3000:] + p.stderr[-6000:]
     assert re.search(r"0\.5\d s, [\d.]+ J on GPU 0", out), out

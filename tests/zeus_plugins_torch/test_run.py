@@ -36,8 +36,9 @@ default = {batch_size}
 
 
 def job(tmp_path, module, *, recurrences=2, batch_size=32, workload="", args=""):
-    return write_job(tmp_path / "job.toml", JOB.format(recurrences=recurrences, module=module, batch_size=batch_size,
-                                                          workload=workload, args=args))
+    return write_job(
+        tmp_path / "job.toml", JOB.format(recurrences=recurrences, module=module, batch_size=batch_size, workload=workload, args=args)
+    )
 
 
 def test_trains_to_the_target_each_recurrence(tmp_path, registry, write_trainer):
@@ -87,8 +88,19 @@ def test_how_the_job_runs_is_not_what_it_learned(tmp_path, registry, write_train
     # change; a different learning-rate rule is another problem, and it is refused.
     path = job(tmp_path, write_trainer(tmp_path), recurrences=1)
     assert run_cli(registry, "run", str(path), "--set", "job.beta_knob=inf").exit_code == 0
-    result = run_cli(registry, "run", str(path), "--set", "job.beta_knob=inf", "--set", "workload.timeout_s=30",
-                     "--set", 'workload.python_path=[".", "lib"]', "--set", "workload.seed_each_try=false")
+    result = run_cli(
+        registry,
+        "run",
+        str(path),
+        "--set",
+        "job.beta_knob=inf",
+        "--set",
+        "workload.timeout_s=30",
+        "--set",
+        'workload.python_path=[".", "lib"]',
+        "--set",
+        "workload.seed_each_try=false",
+    )
     assert result.exit_code == 0, result.output
     result = run_cli(registry, "run", str(path), "--set", "job.beta_knob=inf", "--set", 'workload.lr_scaling="none"')
     assert result.exit_code == 2 and "workload.lr_scaling" in result.output and "--fresh" in result.output

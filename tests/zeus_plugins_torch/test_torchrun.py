@@ -75,7 +75,11 @@ def test_two_ranks_on_one_machine_are_one_job_from_a_script_and_from_run_job(tmp
     (tmp_path / "launched.toml").write_text(LAUNCHED.format(out=tmp_path))
     p = subprocess.run(
         torchrun("--standalone", "--nproc-per-node=2", str(HERE / "torchrun_worker.py"), str(tmp_path)),
-        env=launcher_env(driver, HERE), cwd=tmp_path, capture_output=True, text=True, timeout=240,
+        env=launcher_env(driver, HERE),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-6000:]
     assert limits(driver) == [400.0, 400.0]  # every device put back
@@ -104,7 +108,7 @@ def test_two_ranks_on_one_machine_are_one_job_from_a_script_and_from_run_job(tmp
         assert t.power_limit == seen[0][k]["steps"][-1][1]
 
 
-ALLOCATED_TRAINER = textwrap.dedent('''
+ALLOCATED_TRAINER = textwrap.dedent("""
     import json, os
     import torch
     from allocation_model import make_data, make_model
@@ -127,7 +131,7 @@ ALLOCATED_TRAINER = textwrap.dedent('''
         with open(zeus.args["out"].format(rank=zeus.rank), "w") as f:
             json.dump({"local_batch_size": batch_size, "held": held, "node": os.environ["CUDA_VISIBLE_DEVICES"],
                        "params": torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()}, f)
-''')
+""")
 
 ALLOCATED = """
 [job]
@@ -161,17 +165,31 @@ def test_two_machines_train_one_job_by_a_zeus2_allocation(tmp_path, monkeypatch)
     equals one process's step on the whole batch."""
     driver = fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=2)
     (tmp_path / "alloc_trainer.py").write_text(ALLOCATED_TRAINER)
-    ranks = [{"rank": 0, "gpu": "A10", "local_batch": 3, "power_limit": 300},
-             {"rank": 1, "gpu": "T4", "local_batch": 5, "power_limit": 200}]
+    ranks = [
+        {"rank": 0, "gpu": "A10", "local_batch": 3, "power_limit": 300},
+        {"rank": 1, "gpu": "T4", "local_batch": 5, "power_limit": 200},
+    ]
     (tmp_path / "allocation.json").write_text(json.dumps({"ranks": ranks, "global_batch_size": 8}))
     (tmp_path / "job.toml").write_text(ALLOCATED.format(out=tmp_path))
     port = _free_port()
     nodes = [
         subprocess.Popen(
-            torchrun("--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",
-                      "--rdzv-id=zeus-across", "--no-python", str(Path(sys.executable).parent / "zeus"), "run", "job.toml"),
-            env=launcher_env(driver, HERE, CUDA_VISIBLE_DEVICES=str(node)), cwd=tmp_path, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
+            torchrun(
+                "--nnodes=2",
+                "--nproc-per-node=1",
+                "--rdzv-backend=c10d",
+                f"--rdzv-endpoint=127.0.0.1:{port}",
+                "--rdzv-id=zeus-across",
+                "--no-python",
+                str(Path(sys.executable).parent / "zeus"),
+                "run",
+                "job.toml",
+            ),
+            env=launcher_env(driver, HERE, CUDA_VISIBLE_DEVICES=str(node)),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         for node in (0, 1)
     ]
@@ -205,8 +223,14 @@ DYING = textwrap.dedent("""
 def test_a_rank_that_dies_stops_the_job_and_every_device_is_restored(tmp_path, monkeypatch):
     driver = fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=2)
     (tmp_path / "dying.py").write_text(DYING)
-    p = subprocess.run(torchrun("--standalone", "--nproc-per-node=2", "dying.py"), env=launcher_env(driver, HERE), cwd=tmp_path,
-                       capture_output=True, text=True, timeout=180)
+    p = subprocess.run(
+        torchrun("--standalone", "--nproc-per-node=2", "dying.py"),
+        env=launcher_env(driver, HERE),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert p.returncode != 0 and "exitcode  : 3" in p.stderr + p.stdout, p.stderr[-4000:]
     from zeus_core import ZeusMonitor
 
@@ -219,8 +243,10 @@ def test_a_job_with_no_way_to_succeed_is_refused_before_it_trains(tmp_path, regi
 
     module = write_trainer(tmp_path)
     job = tmp_path / "job.toml"
-    job.write_text(f'[job]\nname = "nogoal"\n[workload]\nplugin = "torch"\nentry = "{module}:train"\n'
-                   'batch_sizes = [8]\n[device]\nplugin = "wall"\n[batch_size]\nplugin = "fixed"\ndefault = 8\n')
+    job.write_text(
+        f'[job]\nname = "nogoal"\n[workload]\nplugin = "torch"\nentry = "{module}:train"\n'
+        'batch_sizes = [8]\n[device]\nplugin = "wall"\n[batch_size]\nplugin = "fixed"\ndefault = 8\n'
+    )
     r = run_cli(registry, "run", str(job))
     assert r.exit_code == 2
     assert "job.target_metric is not set, so no try can reach the target" in r.output

@@ -36,9 +36,11 @@ def test_uneven_batches_match_the_single_process_step(tmp_path):
     world = len(LOCAL_BATCHES)
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), str(r), str(world), str(tmp_path / "store"), str(tmp_path),
-             ",".join(map(str, LOCAL_BATCHES))],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [sys.executable, str(WORKER), str(r), str(world), str(tmp_path / "store"), str(tmp_path), ",".join(map(str, LOCAL_BATCHES))],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         for r in range(world)
     ]
@@ -63,7 +65,7 @@ def test_uneven_batches_match_the_single_process_step(tmp_path):
     start = 0
     for b in LOCAL_BATCHES:
         model.zero_grad()
-        torch.nn.functional.mse_loss(model(x[start:start + b]), y[start:start + b]).backward()
+        torch.nn.functional.mse_loss(model(x[start : start + b]), y[start : start + b]).backward()
         grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
         start += b
     averaged = torch.cat([p.detach().reshape(-1) for p in model.parameters()]) - 0.1 * torch.stack(grads).mean(0)

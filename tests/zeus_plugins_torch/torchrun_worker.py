@@ -19,14 +19,12 @@ out = Path(sys.argv[1])
 rank = int(os.environ["RANK"])
 store = out / "scripted.sqlite"
 with ZeusMonitor(cpu_indices=[]) as monitor:
-    bso = BatchSizeOptimizer(job="scripted", policy="mab", batch_sizes=[16, 32, 64], default=32, monitor=monitor,
-                             store=store)
+    bso = BatchSizeOptimizer(job="scripted", policy="mab", batch_sizes=[16, 32, 64], default=32, monitor=monitor, store=store)
     tries = []
     for _ in range(2):
         trial = bso.next()
         steps = []
-        with PowerLimitOptimizer(monitor, "jit", job="scripted", options=QUICK_JIT, batch_size=trial.batch_size,
-                                 store=store) as plo:
+        with PowerLimitOptimizer(monitor, "jit", job="scripted", options=QUICK_JIT, batch_size=trial.batch_size, store=store) as plo:
             monitor.begin_window("try")
             for _ in range(2):
                 plo.on_epoch_begin()

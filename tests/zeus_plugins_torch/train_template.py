@@ -1,4 +1,5 @@
 """The training function the tests copy next to their job files (a fresh module name per test)."""
+
 import json
 import os
 
@@ -9,6 +10,7 @@ def make_data(seed, n=512, d=8):
     w = torch.randn(d, generator=torch.Generator().manual_seed(1234))
     x = torch.randn(n, d, generator=torch.Generator().manual_seed(seed))
     return x, (x @ w > 0).long()
+
 
 def train(batch_size, zeus):
     """Logistic regression to a validation accuracy; zeus.args steer the test cases."""
@@ -27,7 +29,7 @@ def train(batch_size, zeus):
     seen = []
     for epoch in zeus.epochs():
         perm = torch.randperm(len(x))
-        batches = [perm[i:i + batch_size] for i in range(0, len(x) - batch_size + 1, batch_size)]
+        batches = [perm[i : i + batch_size] for i in range(0, len(x) - batch_size + 1, batch_size)]
         for b in zeus.iterate(batches):
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(x[b]), y[b]).backward()
@@ -42,9 +44,16 @@ def train(batch_size, zeus):
     out = a.get("out")
     if out:
         rec = {
-            "rank": zeus.rank, "world_size": zeus.world_size, "recurrence": zeus.recurrence,
-            "batch_size": zeus.batch_size, "local_batch_size": batch_size, "lr_factor": factor,
-            "epochs": seen, "reached": zeus.reached, "stopped": zeus.stopped, "metric": zeus.metric,
+            "rank": zeus.rank,
+            "world_size": zeus.world_size,
+            "recurrence": zeus.recurrence,
+            "batch_size": zeus.batch_size,
+            "local_batch_size": batch_size,
+            "lr_factor": factor,
+            "epochs": seen,
+            "reached": zeus.reached,
+            "stopped": zeus.stopped,
+            "metric": zeus.metric,
             "local": [[m.time, m.total_system_energy] for m in zeus.local_measurements],
         }
         with open(out.format(rank=zeus.rank), "a") as f:

@@ -66,8 +66,9 @@ def test_outputs_per_group_and_total_against_default_and_oracle(run):
     # the unit-suffixed columns come after the contract's own and repeat them
     header = (out / "tries.csv").read_text().splitlines()[0].split(",")
     assert header[-3:] == ["start_time_s", "end_time_s", "power_limit_w"] and header.index("cost") == len(header) - 4
-    assert all((t["start_time_s"], t["end_time_s"], t["power_limit_w"]) == (t["start_time"], t["end_time"], t["power_limit"])
-               for t in tries)
+    assert all(
+        (t["start_time_s"], t["end_time_s"], t["power_limit_w"]) == (t["start_time"], t["end_time"], t["power_limit"]) for t in tries
+    )
     assert (out / "energy_over_time.png").read_bytes()[:4] == b"\x89PNG"
     assert "rule paper" in output and "rule improved" in output and "oracle" in output
 

@@ -50,7 +50,13 @@ def test_fetch_from_a_loopback_server(server, tmp_path, shared_data):
     out = tmp_path / "traces"
     res = CliRunner().invoke(traces_group, ["fetch", "--out", str(out), "--base-url", server], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    for name in ("summary_train.csv", "summary_power_v100.csv", "summary_power_a40.csv", "summary_power_p100.csv", "summary_power_rtx6000.csv"):
+    for name in (
+        "summary_train.csv",
+        "summary_power_v100.csv",
+        "summary_power_a40.csv",
+        "summary_power_p100.csv",
+        "summary_power_rtx6000.csv",
+    ):
         assert (out / name).read_bytes() == (shared_data / "zeus_nsdi23" / name).read_bytes()
     assert len(read_train(out / "summary_train.csv")) == 3759 and read_power(out / "summary_power_p100.csv")
 

@@ -31,8 +31,11 @@ def test_synth_into_a_disk_that_fills_up_names_the_file(tmp_path):
         r = invoke("synth", "--out", str(root))
         assert r.exit_code == 1, r.output
         assert "Traceback" not in r.output and not isinstance(r.exception, OSError)
-        found = re.search(rf"Error: {re.escape(str(root))}/(\S+): cannot write it \(No space left on device\); "
-                          r"nothing was written to it: the disk is full", r.output)
+        found = re.search(
+            rf"Error: {re.escape(str(root))}/(\S+): cannot write it \(No space left on device\); "
+            r"nothing was written to it: the disk is full",
+            r.output,
+        )
         assert found, r.output
         left = _files(root)
         assert found.group(1) in whole and found.group(1) not in left
@@ -55,8 +58,9 @@ def test_alibaba_synth_on_a_full_disk_writes_nothing():
         out = root / "groups.csv"
         r = invoke("alibaba-synth", "--out", str(out))
         assert r.exit_code == 1, r.output
-        assert (f"Error: --out {out}: cannot write it (No space left on device); nothing was written to it: "
-                "the disk is full") in r.output.replace("\n", " ")
+        assert (
+            f"Error: --out {out}: cannot write it (No space left on device); nothing was written to it: the disk is full"
+        ) in r.output.replace("\n", " ")
         assert "Traceback" not in r.output and not isinstance(r.exception, OSError)
         assert list(root.iterdir()) == []  # no half file, no temporary one
 

@@ -43,17 +43,32 @@ def test_a_byte_order_mark_is_read_as_nothing(tmp_path):
     assert read_train(p)[0].dataset == "c"
 
 
-@pytest.mark.parametrize("row, message", [
-    ("c,n,8,sgd,100,1.0,90,7\n", r":2: the row has 8 cells but the header names 7 columns .*cell 8 \('7'\) is extra"),
-    ("c,n,8,sgd,100,1.0,0,35\n", r":2: the row has 8 cells .* '0,35' looks like a number written with a decimal comma: write '0.35'"),
-    ("c,n,8,sgd,100,1.0\n", r":2: column 'average_power' is missing: the row has 6 of the header's 7 cells"),
-    ('c,n,8,sgd,100,1.0,"0,35"\n', r":2: column 'average_power': '0,35' is written with a decimal comma; write '0.35'"),
-    ("c,n,8,sgd,100,1e300,90\n", r":2: column 'time_per_epoch': 1e\+300 s is above 1e\+07 s, the most an epoch's time can plausibly be"),
-    ("c,n,8,sgd,1.7e308,1.0,90\n", r":2: column 'power_limit': 1.7e\+308 W is above 10000 W"),
-    ("c,n,8,sgd,100,1.0,1e400\n", r":2: column 'average_power': '1e400' is infinite"),
-    ('c,n,8,sgd,100,1.0,"' + "9" * 200_000 + '"\n', r":2: a trace CSV cannot be read as CSV there \(field larger than field limit"),
-], ids=["extra-cell", "decimal-comma", "missing-cell", "quoted-decimal-comma", "time-1e300", "limit-1.7e308",
-        "infinite", "cell-past-csv-limit"])
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ("c,n,8,sgd,100,1.0,90,7\n", r":2: the row has 8 cells but the header names 7 columns .*cell 8 \('7'\) is extra"),
+        ("c,n,8,sgd,100,1.0,0,35\n", r":2: the row has 8 cells .* '0,35' looks like a number written with a decimal comma: write '0.35'"),
+        ("c,n,8,sgd,100,1.0\n", r":2: column 'average_power' is missing: the row has 6 of the header's 7 cells"),
+        ('c,n,8,sgd,100,1.0,"0,35"\n', r":2: column 'average_power': '0,35' is written with a decimal comma; write '0.35'"),
+        (
+            "c,n,8,sgd,100,1e300,90\n",
+            r":2: column 'time_per_epoch': 1e\+300 s is above 1e\+07 s, the most an epoch's time can plausibly be",
+        ),
+        ("c,n,8,sgd,1.7e308,1.0,90\n", r":2: column 'power_limit': 1.7e\+308 W is above 10000 W"),
+        ("c,n,8,sgd,100,1.0,1e400\n", r":2: column 'average_power': '1e400' is infinite"),
+        ('c,n,8,sgd,100,1.0,"' + "9" * 200_000 + '"\n', r":2: a trace CSV cannot be read as CSV there \(field larger than field limit"),
+    ],
+    ids=[
+        "extra-cell",
+        "decimal-comma",
+        "missing-cell",
+        "quoted-decimal-comma",
+        "time-1e300",
+        "limit-1.7e308",
+        "infinite",
+        "cell-past-csv-limit",
+    ],
+)
 def test_rows_too_wide_or_narrow_decimal_commas_and_implausible_values(tmp_path, row, message):
     p = write(tmp_path / "summary_power_v100.csv", POWER_HEADER + row)
     with pytest.raises(TraceError, match=message):
@@ -73,8 +88,11 @@ def test_files_past_the_size_limit_are_refused_before_they_are_read(tmp_path, mo
     p = write(tmp_path / "summary_power_v100.csv", POWER_HEADER + "c,n,8,sgd,100,1.0,90\n" * 30_000)
     assert len(read_power(p)) == 30_000  # 1 MiB: under the default limit
     monkeypatch.setenv(TRACE_LIMIT_ENV, "0.5")
-    with pytest.raises(TraceError, match=r"summary_power_v100.csv: the file is [\d,]+ bytes, more than the 524,288 bytes "
-                                         r"\(0.5 MiB\) a trace CSV may be; .*raise the limit: ZEUS_MAX_TRACE_MB=<MiB>"):
+    with pytest.raises(
+        TraceError,
+        match=r"summary_power_v100.csv: the file is [\d,]+ bytes, more than the 524,288 bytes "
+        r"\(0.5 MiB\) a trace CSV may be; .*raise the limit: ZEUS_MAX_TRACE_MB=<MiB>",
+    ):
         read_power(p)
     monkeypatch.setenv(TRACE_LIMIT_ENV, "many")
     with pytest.raises(TraceError, match=r"ZEUS_MAX_TRACE_MB='many': expected a number of MiB"):
@@ -99,8 +117,14 @@ def test_a_synthetic_marker_nested_deep_or_not_utf8(tmp_path):
 
 
 def _zeus(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zeus_core.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    return subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )
 
 
 def test_zeus_validate_refuses_a_bad_trace_and_a_bad_group_file_with_exit_2_and_no_traceback(tmp_path, shared_data):

@@ -83,10 +83,31 @@ def test_the_simulator_charges_every_try_as_zeus_run_does_on_the_trace_device(re
     simulated clock) and the simulator (profiling epoch, then the rest, try after try) agree."""
     de = shared_data / "carbon_intensity" / "de_2020.csv"
     out = tmp_path / "out"
-    res = CliRunner().invoke(zcli.cli, [
-        "run", str(EXAMPLES / "squad.toml"), "--set", "job.recurrences=12", "--set", "job.seed=3", "--set", "device.gpu=p100",
-        "--set", f'job.store="{tmp_path / "s.sqlite"}"', "--set", f'grid.carbon_intensity="{de}"', "--set", 'grid.timezone="UTC"',
-        "--set", 'grid.start="2020-05-01T00:00:00Z"', "--output", str(out)], obj={"registry": reg}, catch_exceptions=False)
+    res = CliRunner().invoke(
+        zcli.cli,
+        [
+            "run",
+            str(EXAMPLES / "squad.toml"),
+            "--set",
+            "job.recurrences=12",
+            "--set",
+            "job.seed=3",
+            "--set",
+            "device.gpu=p100",
+            "--set",
+            f'job.store="{tmp_path / "s.sqlite"}"',
+            "--set",
+            f'grid.carbon_intensity="{de}"',
+            "--set",
+            'grid.timezone="UTC"',
+            "--set",
+            'grid.start="2020-05-01T00:00:00Z"',
+            "--output",
+            str(out),
+        ],
+        obj={"registry": reg},
+        catch_exceptions=False,
+    )
     assert res.exit_code == 0, res.output
     wt = load_workload_trace(TraceWorkloadOptions(dataset="squad", model="bert_base_uncased", optimizer="adamw"), "p100", 84.0, EXAMPLES)
     job = JobOptions(name="x", recurrences=12, seed=3, eta_knob=0.5, beta_knob=2.0, target_metric=84.0, max_epochs=6)
@@ -125,8 +146,12 @@ def test_the_alibaba_replay_charges_each_try_over_its_time_in_the_cluster(reg, t
     runs = {}
     for name, more in (("plain", []), ("constant", ["--set", "grid.carbon_intensity=300"])):
         out = tmp_path / name
-        res = CliRunner().invoke(zcli.cli, [*args, *more, "--set", f'job.store="{tmp_path / name}.sqlite"', "--output", str(out)],
-                                 obj={"registry": reg}, catch_exceptions=False)
+        res = CliRunner().invoke(
+            zcli.cli,
+            [*args, *more, "--set", f'job.store="{tmp_path / name}.sqlite"', "--output", str(out)],
+            obj={"registry": reg},
+            catch_exceptions=False,
+        )
         assert res.exit_code == 0, res.output
         runs[name] = out
     plain, const = runs["plain"], runs["constant"]
@@ -151,9 +176,22 @@ def test_the_alibaba_replay_charges_each_try_over_its_time_in_the_cluster(reg, t
     days = [900.0] * 24 * 3 + [50.0] * 24 * 400
     csv_path = series(tmp_path, days)
     out = tmp_path / "stepped"
-    res = CliRunner().invoke(zcli.cli, [*args, "--set", f'grid.carbon_intensity="{csv_path}"', "--set", 'grid.start="2020-06-01T00:00:00Z"',
-                                        "--set", f'job.store="{tmp_path / "stepped.sqlite"}"', "--output", str(out)],
-                             obj={"registry": reg}, catch_exceptions=False)
+    res = CliRunner().invoke(
+        zcli.cli,
+        [
+            *args,
+            "--set",
+            f'grid.carbon_intensity="{csv_path}"',
+            "--set",
+            'grid.start="2020-06-01T00:00:00Z"',
+            "--set",
+            f'job.store="{tmp_path / "stepped.sqlite"}"',
+            "--output",
+            str(out),
+        ],
+        obj={"registry": reg},
+        catch_exceptions=False,
+    )
     assert res.exit_code == 0, res.output
     tries = table((out / "tries.csv").read_text())
     t_first = min(float(t["start_time_s"]) for t in tries)
@@ -167,16 +205,29 @@ def test_a_replay_longer_than_its_series_is_refused_naming_the_time_and_the_try(
     csv_path = series(tmp_path, [300.0] * 48)  # two days from 2020-06-01
     grid = ["--set", f'grid.carbon_intensity="{csv_path}"', "--set", 'grid.start="2020-06-01T00:00:00Z"']
     out = tmp_path / "t.csv"
-    res = CliRunner().invoke(sweep_cmd, [str(EXAMPLES / "imagenet.toml"), "--set", "job.recurrences=5", *grid,
-                                         "--output", str(out), "--workers", "1"])
+    res = CliRunner().invoke(
+        sweep_cmd, [str(EXAMPLES / "imagenet.toml"), "--set", "job.recurrences=5", *grid, "--output", str(out), "--workers", "1"]
+    )
     assert res.exit_code == 2, res.output
     assert "has no value for 2020-06-03T00:00:00Z" in res.output and re.search(r"when recurrence \d+, try \d+ runs", res.output)
     assert "set [grid] start earlier" in res.output and not out.exists()
 
     out = tmp_path / "alibaba"
-    res = CliRunner().invoke(zcli.cli, ["run", str(ALIBABA), "--set", "profiler.synthetic_groups=3", *grid,
-                                        "--set", f'job.store="{tmp_path / "a.sqlite"}"', "--output", str(out)],
-                             obj={"registry": reg})
+    res = CliRunner().invoke(
+        zcli.cli,
+        [
+            "run",
+            str(ALIBABA),
+            "--set",
+            "profiler.synthetic_groups=3",
+            *grid,
+            "--set",
+            f'job.store="{tmp_path / "a.sqlite"}"',
+            "--output",
+            str(out),
+        ],
+        obj={"registry": reg},
+    )
     assert res.exit_code == 2, res.output
     assert "has no value for 2020-06-03T00:00:00Z" in res.output and re.search(r"group \w+, job \d+, try \d+ runs", res.output)
     assert not out.exists() or not any(out.iterdir())  # nothing written

@@ -39,16 +39,22 @@ def test_reads_any_file_in_the_format_sorted_and_ignoring_extra_columns(tmp_path
     assert out.read_text().splitlines()[0] == ",".join(GROUP_COLUMNS)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("group,start_time,dataset,runtime_ratio\na,0,cifar100,1\n", r"g\.csv:1: missing column 'end_time'"),
-    (HEADER + "a,0,20,cifar100,1,u\na,30,30,cifar100,1,u\n", r"g\.csv:3: column 'end_time': 30 is not after start_time 30"),
-    (HEADER + "a,0,20,mnist,1,u\n", r"g\.csv:2: column 'dataset': unknown dataset 'mnist'; the replay knows cifar100, squad"),
-    (HEADER + "a,0,20,cifar100,nan,u\n", r"g\.csv:2: column 'runtime_ratio' is NaN"),
-    (HEADER + "a,NaN,20,cifar100,1,u\n", r"g\.csv:2: column 'start_time' is NaN"),
-    (HEADER + "a,0,20,cifar100,0,u\n", r"g\.csv:2: column 'runtime_ratio': 0 must be positive"),
-    (HEADER + "a,0,20,cifar100,1,u\na,5,20,squad,1,u\n", r"g\.csv:3: column 'dataset': group 'a' is 'squad' here but 'cifar100' at line 2"),
-    (HEADER, r"g\.csv: no data rows"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("group,start_time,dataset,runtime_ratio\na,0,cifar100,1\n", r"g\.csv:1: missing column 'end_time'"),
+        (HEADER + "a,0,20,cifar100,1,u\na,30,30,cifar100,1,u\n", r"g\.csv:3: column 'end_time': 30 is not after start_time 30"),
+        (HEADER + "a,0,20,mnist,1,u\n", r"g\.csv:2: column 'dataset': unknown dataset 'mnist'; the replay knows cifar100, squad"),
+        (HEADER + "a,0,20,cifar100,nan,u\n", r"g\.csv:2: column 'runtime_ratio' is NaN"),
+        (HEADER + "a,NaN,20,cifar100,1,u\n", r"g\.csv:2: column 'start_time' is NaN"),
+        (HEADER + "a,0,20,cifar100,0,u\n", r"g\.csv:2: column 'runtime_ratio': 0 must be positive"),
+        (
+            HEADER + "a,0,20,cifar100,1,u\na,5,20,squad,1,u\n",
+            r"g\.csv:3: column 'dataset': group 'a' is 'squad' here but 'cifar100' at line 2",
+        ),
+        (HEADER, r"g\.csv: no data rows"),
+    ],
+)
 def test_bad_files_name_file_line_and_column(tmp_path, text, message):
     p = tmp_path / "g.csv"
     p.write_text(text)
@@ -56,11 +62,14 @@ def test_bad_files_name_file_line_and_column(tmp_path, text, message):
         read_groups(p, ["cifar100", "squad"])
 
 
-@pytest.mark.parametrize("bad, where", [
-    ("a,0,20,cifar100,1\na,40,30,cifar100,1\n", "g.csv:3: column 'end_time': 30 is not after start_time 40"),
-    ("a,0,20,mnist,1\n", "g.csv:2: column 'dataset': unknown dataset 'mnist'"),
-    ("a,0,nan,cifar100,1\n", "g.csv:2: column 'end_time' is NaN"),
-])
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        ("a,0,20,cifar100,1\na,40,30,cifar100,1\n", "g.csv:3: column 'end_time': 30 is not after start_time 40"),
+        ("a,0,20,mnist,1\n", "g.csv:2: column 'dataset': unknown dataset 'mnist'"),
+        ("a,0,nan,cifar100,1\n", "g.csv:2: column 'end_time' is NaN"),
+    ],
+)
 def test_zeus_validate_and_run_exit_2_on_a_bad_group_file(tmp_path, bad, where, reg):
     (tmp_path / "g.csv").write_text("group,start_time,end_time,dataset,runtime_ratio\n" + bad)
     job = tmp_path / "job.toml"
@@ -100,6 +109,7 @@ def test_alibaba_synth_command_writes_a_readable_file_marked_synthetic(tmp_path)
     res = CliRunner().invoke(traces_group, ["alibaba-synth", "--out", str(out), "--groups", "7", "--seed", "2"], catch_exceptions=False)
     assert res.exit_code == 0 and "synthetic" in res.output
     assert out.read_text().splitlines()[0] == ",".join(GROUP_COLUMNS) + ",pattern"
+
     def plain(groups):
         return sorted((g.id, g.dataset, [(j.start, j.end, j.runtime_ratio) for j in g.jobs]) for g in groups)
 

@@ -82,18 +82,30 @@ def replay(trace, rule, sizes=(16, 8, 8)):
 
 
 def rows(result):
-    return [(t.record.recurrence, t.record.try_index, t.start, t.end, t.in_flight, t.chooser, t.record.batch_size,
-             t.record.reached, round(t.record.cost, 6)) for t in result.tries]
+    return [
+        (
+            t.record.recurrence,
+            t.record.try_index,
+            t.start,
+            t.end,
+            t.in_flight,
+            t.chooser,
+            t.record.batch_size,
+            t.record.reached,
+            round(t.record.cost, 6),
+        )
+        for t in result.tries
+    ]
 
 
 def test_paper_rule_by_hand(trace):
     r, policy, seeds = replay(trace, "paper")
     # (job, try, start, end, others in flight, chosen by, batch size, reached, cost), in order of end time
     assert rows(r) == [
-        (2, 1, 10, 50, 1, "best-known", 8, True, 5225.0),   # nothing reached yet: the default
-        (1, 1, 0, 100, 0, "policy", 16, False, 5805.0),     # max_epochs, no bound yet
+        (2, 1, 10, 50, 1, "best-known", 8, True, 5225.0),  # nothing reached yet: the default
+        (1, 1, 0, 100, 0, "policy", 16, False, 5805.0),  # max_epochs, no bound yet
         (3, 1, 60, 200, 1, "best-known", 8, True, 5220.0),  # 8 already profiled
-        (1, 2, 100, 200, 1, "best-known", 8, True, 5220.0), # retry while job 3 runs: not the policy's
+        (1, 2, 100, 200, 1, "best-known", 8, True, 5220.0),  # retry while job 3 runs: not the policy's
         (4, 1, 300, 400, 0, "policy", 8, True, 5220.0),
     ]
     # The policy saw its own tries only, each before its next choice; job 4 sees the cheapest single run.
@@ -118,19 +130,27 @@ def test_improved_rule_asks_the_policy_when_none_of_its_own_tries_runs(trace):
         (2, 1, "best-known", 8),  # the policy's job 1 is in flight
         (1, 1, "policy", 16),
         (3, 1, "best-known", 8),
-        (1, 2, "policy", 8),      # job 3 runs, but it is not the policy's: the policy chooses the retry
+        (1, 2, "policy", 8),  # job 3 runs, but it is not the policy's: the policy chooses the retry
         (4, 1, "policy", 8),
     ]
     assert [e[:3] for e in policy.events] == [
-        ("choose", 1, 1), ("observe", 1, 1), ("choose", 1, 2), ("observe", 1, 2), ("choose", 4, 1), ("observe", 4, 1),
+        ("choose", 1, 1),
+        ("observe", 1, 1),
+        ("choose", 1, 2),
+        ("observe", 1, 2),
+        ("choose", 4, 1),
+        ("observe", 4, 1),
     ]
     # The retry's context had the cheapest run so far (job 2's 5225) as its early-stop reference.
     assert policy.events[2][4] == 5225.0
 
 
 def test_a_job_that_never_reaches_the_target_names_its_group(trace):
-    with pytest.raises(SimulationError, match=r"^in-flight rule 'improved': group g \(d\), job 1: no try reached the target in 2 "
-                                              r"tries \(batch sizes \[16, 16\]\)"):
+    with pytest.raises(
+        SimulationError,
+        match=r"^in-flight rule 'improved': group g \(d\), job 1: no try reached the target in 2 "
+        r"tries \(batch sizes \[16, 16\]\)",
+    ):
         replay_group(GROUP, trace, lambda _s: Scripted([16] * 9), job(max_tries=2), 8, "improved")
 
 

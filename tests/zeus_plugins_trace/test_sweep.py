@@ -44,8 +44,10 @@ def test_axes():
 def test_pool_table_single_job_points(tmp_path):
     rows = sweep(SINGLE, SINGLE_ARGS, tmp_path / "t.csv", "--workers", "2")
     assert [(r["point"], r["device.gpu"], r["job.seed"], r["kind"], r["workload"]) for r in rows] == [
-        ("1", "v100", "1", "single", "cifar100"), ("2", "v100", "2", "single", "cifar100"),
-        ("3", "a40", "1", "single", "cifar100"), ("4", "a40", "2", "single", "cifar100"),
+        ("1", "v100", "1", "single", "cifar100"),
+        ("2", "v100", "2", "single", "cifar100"),
+        ("3", "a40", "1", "single", "cifar100"),
+        ("4", "a40", "2", "single", "cifar100"),
     ]
     assert all(r["gpu"] == r["device.gpu"] and r["recurrences"] == "15" for r in rows)
     # each row is the fast simulator's run of that point
@@ -62,8 +64,7 @@ def test_pool_table_single_job_points(tmp_path):
 
 def test_bad_points_are_refused_before_anything_runs(tmp_path):
     out = tmp_path / "t.csv"
-    res = CliRunner().invoke(sweep_cmd, [str(SINGLE), "--axis", "job.eta_knob=0.5,1.5", "--axis", "device.gpu=v100",
-                                         "--output", str(out)])
+    res = CliRunner().invoke(sweep_cmd, [str(SINGLE), "--axis", "job.eta_knob=0.5,1.5", "--axis", "device.gpu=v100", "--output", str(out)])
     assert res.exit_code == 2 and "point job.eta_knob=1.5, device.gpu='v100'" in res.output
     assert "eta" in res.output and "@ $.job.eta_knob" in res.output and not out.exists()
     res = CliRunner().invoke(sweep_cmd, [str(SINGLE), "--axis", "job.seed=3..1", "--output", str(out)])
@@ -90,9 +91,22 @@ def ray_head():
     temp = tempfile.mkdtemp(prefix="zray")
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     proc = start(  # SIGINT at its default in ray, whatever this test runner was started with: it stops ray below
-        [str(ray_bin), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
-         "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env,
+        [
+            str(ray_bin),
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            f"--temp-dir={temp}",
+            "--disable-usage-stats",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
     )
     try:
         deadline = time.monotonic() + 60
@@ -125,7 +139,10 @@ def test_ray_gives_the_pool_table(tmp_path, ray_head):
     assert pool_single[1].read_text() == pool_single[0].read_text()
     rows = sweep(ALIBABA, ALIBABA_ARGS, pool_alibaba[0], "--workers", "2")
     assert [(r["job.eta_knob"], r["kind"], r["rule"]) for r in rows] == [
-        ("0.3", "alibaba", "paper"), ("0.3", "alibaba", "improved"), ("0.7", "alibaba", "paper"), ("0.7", "alibaba", "improved"),
+        ("0.3", "alibaba", "paper"),
+        ("0.3", "alibaba", "improved"),
+        ("0.7", "alibaba", "paper"),
+        ("0.7", "alibaba", "improved"),
     ]
     sweep(ALIBABA, ALIBABA_ARGS, pool_alibaba[1], "--executor", "ray", "--ray-address", ray_head)
     assert pool_alibaba[1].read_text() == pool_alibaba[0].read_text()
@@ -137,10 +154,14 @@ def test_a_ray_address_where_nothing_listens_is_exit_2_at_once_naming_that_addre
     """Ray would retry for minutes, printing the address it resolved; the sweep says what it was given."""
     address = form.format(host="127.0.0.1", port=_free_port())
     start = time.monotonic()
-    res = CliRunner().invoke(sweep_cmd, [str(SINGLE), "--axis", "job.seed=1..2", "--output", str(tmp_path / "t.csv"),
-                                         "--executor", "ray", "--ray-address", address])
+    res = CliRunner().invoke(
+        sweep_cmd,
+        [str(SINGLE), "--axis", "job.seed=1..2", "--output", str(tmp_path / "t.csv"), "--executor", "ray", "--ray-address", address],
+    )
     assert res.exit_code == 2 and f"--ray-address {address}: nothing accepts connections at 127.0.0.1:" in res.output, res.output
     assert "Connection refused" in res.output and time.monotonic() - start < 60 and not (tmp_path / "t.csv").exists()
-    res = CliRunner().invoke(sweep_cmd, [str(SINGLE), "--axis", "job.seed=1..2", "--output", str(tmp_path / "t.csv"),
-                                         "--executor", "ray", "--ray-address", "head-node"])
+    res = CliRunner().invoke(
+        sweep_cmd,
+        [str(SINGLE), "--axis", "job.seed=1..2", "--output", str(tmp_path / "t.csv"), "--executor", "ray", "--ray-address", "head-node"],
+    )
     assert res.exit_code == 2 and "expected HOST:PORT" in res.output

@@ -24,8 +24,18 @@ from zeus_plugins_trace.tracesets import load_workload_trace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "zeus_nsdi23"
 CONTRACT = (
-    "job.recurrences", "job.seed", "job.eta_knob", "job.beta_knob", "job.target_metric", "job.max_epochs",
-    "workload.traces", "workload.dataset", "workload.model", "workload.optimizer", "device.gpu", "batch_size.default",
+    "job.recurrences",
+    "job.seed",
+    "job.eta_knob",
+    "job.beta_knob",
+    "job.target_metric",
+    "job.max_epochs",
+    "workload.traces",
+    "workload.dataset",
+    "workload.model",
+    "workload.optimizer",
+    "device.gpu",
+    "batch_size.default",
 )
 
 
@@ -45,8 +55,17 @@ def rows(path):
 
 def test_main_job_on_synthetic_trace_writes_baselines_and_plots(reg, tmp_path):
     out = tmp_path / "out"
-    res = zeus(reg, "run", str(EXAMPLES / "cifar100.toml"), "--set", "job.recurrences=25",
-               "--set", f'job.store="{tmp_path / "s.sqlite"}"', "--output", str(out))
+    res = zeus(
+        reg,
+        "run",
+        str(EXAMPLES / "cifar100.toml"),
+        "--set",
+        "job.recurrences=25",
+        "--set",
+        f'job.store="{tmp_path / "s.sqlite"}"',
+        "--output",
+        str(out),
+    )
     assert res.exit_code == 0, res.output
     assert "SYNTHETIC" in res.output and "regret" in res.output
     summary = json.loads((out / "summary.json").read_text())
@@ -66,8 +85,19 @@ def test_every_example_accepts_the_contract_keys_on_public_traces(reg, tmp_path,
     for key in CONTRACT:
         section, field = key.split(".")
         assert f"\n{field} = " in text.split(f"[{section}]")[1].split("\n[")[0], f"{name}.toml lacks {key}"
-    res = zeus(reg, "run", str(EXAMPLES / f"{name}.toml"), "--set", "job.recurrences=2", "--set", "device.gpu=a40",
-               "--set", f'workload.traces="{shared_data / "zeus_nsdi23"}"', "--set", f'job.store="{tmp_path / "s.sqlite"}"')
+    res = zeus(
+        reg,
+        "run",
+        str(EXAMPLES / f"{name}.toml"),
+        "--set",
+        "job.recurrences=2",
+        "--set",
+        "device.gpu=a40",
+        "--set",
+        f'workload.traces="{shared_data / "zeus_nsdi23"}"',
+        "--set",
+        f'job.store="{tmp_path / "s.sqlite"}"',
+    )
     assert res.exit_code == 0, res.output
     assert "SYNTHETIC" not in res.output and "on a40" in res.output
 
@@ -75,7 +105,16 @@ def test_every_example_accepts_the_contract_keys_on_public_traces(reg, tmp_path,
 def test_runner_matches_fast_simulator_exactly(reg, tmp_path):
     """The runner (epoch by epoch, JIT windows, store) and the array simulator agree try by try."""
     out = tmp_path / "out"
-    args = ["--set", "job.recurrences=40", "--set", "job.seed=3", "--set", "device.gpu=p100", "--set", f'job.store="{tmp_path / "s.sqlite"}"']
+    args = [
+        "--set",
+        "job.recurrences=40",
+        "--set",
+        "job.seed=3",
+        "--set",
+        "device.gpu=p100",
+        "--set",
+        f'job.store="{tmp_path / "s.sqlite"}"',
+    ]
     res = zeus(reg, "run", str(EXAMPLES / "squad.toml"), *args, "--output", str(out))
     assert res.exit_code == 0, res.output
     wt = load_workload_trace(TraceWorkloadOptions(dataset="squad", model="bert_base_uncased", optimizer="adamw"), "p100", 84.0, EXAMPLES)
@@ -87,7 +126,11 @@ def test_runner_matches_fast_simulator_exactly(reg, tmp_path):
     assert len(got) == len(sim.records)
     for a, b in zip(got, sim.records):
         assert (int(a["batch_size"]), float(a["power_limit"]), int(a["epochs"]), a["reached"]) == (
-            b.batch_size, b.power_limit, b.epochs, str(b.reached))
+            b.batch_size,
+            b.power_limit,
+            b.epochs,
+            str(b.reached),
+        )
         assert float(a["cost"]) == pytest.approx(b.cost, rel=1e-9)
 
 
@@ -113,5 +156,7 @@ def test_one_recurrence_at_a_time_equals_one_long_run(reg, tmp_path):
 def test_trace_workload_errors_say_what_to_do(reg, tmp_path):
     res = zeus(reg, "run", str(EXAMPLES / "cifar100.toml"), "--set", "device.gpu=h100", "--set", f'job.store="{tmp_path / "s.sqlite"}"')
     assert res.exit_code == 2 and "unknown GPU 'h100'" in res.output
-    res = zeus(reg, "run", str(EXAMPLES / "cifar100.toml"), "--set", 'workload.traces="nowhere"', "--set", f'job.store="{tmp_path / "s.sqlite"}"')
+    res = zeus(
+        reg, "run", str(EXAMPLES / "cifar100.toml"), "--set", 'workload.traces="nowhere"', "--set", f'job.store="{tmp_path / "s.sqlite"}"'
+    )
     assert res.exit_code == 2 and "zeus traces synth --out" in res.output

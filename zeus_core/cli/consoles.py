@@ -108,10 +108,20 @@ def verbosity_options(command: F) -> F:
     consoles as soon as they are parsed; a command with another default level (a server's)
     reads :func:`requested_level` with its own default.
     """
-    command = click.option("-q", "--quiet", count=True, expose_value=False, callback=_counted("quiet"),
-                           help="Log less, one level a -q; at error and above (zeus -q) only errors show: "
-                                "no tables, no progress.")(command)
-    command = click.option("-v", "--verbose", count=True, expose_value=False, callback=_counted("verbose"),
-                           help=f"Log more, one level a -v (info, then debug); or set ${logs.ENV} to "
-                                f"{'|'.join(logs.LEVELS)}.")(command)
+    command = click.option(
+        "-q",
+        "--quiet",
+        count=True,
+        expose_value=False,
+        callback=_counted("quiet"),
+        help="Log less, one level a -q; at error and above (zeus -q) only errors show: no tables, no progress.",
+    )(command)
+    command = click.option(
+        "-v",
+        "--verbose",
+        count=True,
+        expose_value=False,
+        callback=_counted("verbose"),
+        help=f"Log more, one level a -v (info, then debug); or set ${logs.ENV} to {'|'.join(logs.LEVELS)}.",
+    )(command)
     return command

@@ -87,9 +87,18 @@ SCHEMA = 1
 
 #: environment variables that change what zeus sees or uses, shown where set
 ENVIRONMENT = (
-    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ROCM_PATH",
-    "ZEUS_DAEMON_SOCKET", GPU_DEVICE_ENV, "ZEUS_STATE_DIR", "ZEUS_DISABLED_PLUGINS",
-    "ZEUS_FAKE_NVML", "ZEUS_FAKE_AMDSMI", "ZEUS_FAKE_APPLE_SILICON",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "ROCM_PATH",
+    "ZEUS_DAEMON_SOCKET",
+    GPU_DEVICE_ENV,
+    "ZEUS_STATE_DIR",
+    "ZEUS_DISABLED_PLUGINS",
+    "ZEUS_FAKE_NVML",
+    "ZEUS_FAKE_AMDSMI",
+    "ZEUS_FAKE_APPLE_SILICON",
 )
 
 
@@ -205,8 +214,10 @@ def torch_versions() -> dict[str, str | None] | None:
         value = getattr(node, "value", None)
         if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
             values[target.id] = value.value
-    return {key: (None if values.get(name) is None else str(values[name]))
-            for key, name in (("version", "__version__"), ("cuda", "cuda"), ("hip", "hip"), ("rocm", "rocm"))}
+    return {
+        key: (None if values.get(name) is None else str(values[name]))
+        for key, name in (("version", "__version__"), ("cuda", "cuda"), ("hip", "hip"), ("rocm", "rocm"))
+    }
 
 
 def rocm_version() -> dict[str, str] | None:
@@ -280,20 +291,25 @@ def describe_devices(group: Any) -> list[dict[str, Any]]:
         if limit is not None:
             lo_hi, currents, shared = limit
             current = currents.get(name, shared)
-            power_limit = {"min_w": None if lo_hi is None else float(lo_hi[0]), "max_w": None if lo_hi is None else float(lo_hi[1]),
-                           "current_w": None if current is None else float(current)}
+            power_limit = {
+                "min_w": None if lo_hi is None else float(lo_hi[0]),
+                "max_w": None if lo_hi is None else float(lo_hi[1]),
+                "current_w": None if current is None else float(current),
+            }
         via = vias.get(name)
-        out.append({
-            "name": name,
-            "model": models.get(name),
-            "energy_source": sources.get(name),
-            "power_limit": power_limit,
-            "clocks": clocks,
-            "changes": _changes(via, limit is not None or clocks is not None),
-            "via": via,
-            "power_domains": dict(domains.get(name, {})),
-            "temperature_c": temps.get(name),
-        })
+        out.append(
+            {
+                "name": name,
+                "model": models.get(name),
+                "energy_source": sources.get(name),
+                "power_limit": power_limit,
+                "clocks": clocks,
+                "changes": _changes(via, limit is not None or clocks is not None),
+                "via": via,
+                "power_domains": dict(domains.get(name, {})),
+                "temperature_c": temps.get(name),
+            }
+        )
     return out
 
 
@@ -301,9 +317,16 @@ def describe_plugin(reg: Registry, probe: Probe) -> dict[str, Any]:
     r = reg.get("device", probe.plugin)
     dist, version = reg.distribution_of(r.plugin)
     entry: dict[str, Any] = {
-        "name": probe.plugin, "distribution": dist, "version": version, "measures": sorted(r.measures),
-        "status": probe.status, "reason": probe.reason, "simulated": probe.simulated,
-        "drivers": {}, "max_power_w": None, "devices": [],
+        "name": probe.plugin,
+        "distribution": dist,
+        "version": version,
+        "measures": sorted(r.measures),
+        "status": probe.status,
+        "reason": probe.reason,
+        "simulated": probe.simulated,
+        "drivers": {},
+        "max_power_w": None,
+        "devices": [],
     }
     g = probe.group
     if g is not None:
@@ -321,8 +344,10 @@ def gpu_choice(reg: Registry, probes: list[Probe]) -> dict[str, Any]:
     named = os.environ.get(GPU_DEVICE_ENV)
     if named:
         ok = named in measuring
-        return {"plugin": named if ok else None,
-                "why": f"{GPU_DEVICE_ENV}={named}" + ("" if ok else ", which names no installed plugin that measures GPUs")}
+        return {
+            "plugin": named if ok else None,
+            "why": f"{GPU_DEVICE_ENV}={named}" + ("" if ok else ", which names no installed plugin that measures GPUs"),
+        }
     if len(found) == 1:
         return {"plugin": found[0], "why": "the one plugin whose GPUs open here"}
     if not found:
@@ -343,8 +368,11 @@ def machine_report(reg: Registry, probes: list[Probe]) -> dict[str, Any]:
         "torch": torch_versions(),
         "rocm": rocm_version(),
         "environment": {k: os.environ[k] for k in ENVIRONMENT if k in os.environ},
-        "privileges": {"root": os.geteuid() == 0, "cap_sys_admin": has_capability(CAP_SYS_ADMIN),
-                       "cap_dac_override": has_capability(CAP_DAC_OVERRIDE)},
+        "privileges": {
+            "root": os.geteuid() == 0,
+            "cap_sys_admin": has_capability(CAP_SYS_ADMIN),
+            "cap_dac_override": has_capability(CAP_DAC_OVERRIDE),
+        },
         "daemon": daemon_status(),
         "gpu_device": gpu_choice(reg, probes),
         "plugins": [describe_plugin(reg, p) for p in probes],
@@ -420,8 +448,13 @@ def print_report(report: dict[str, Any], console: Console) -> None:
 @click.command("env")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object, of the shape the README documents (schema 1).")
 @click.option("--device", "-d", "devices", multiple=True, metavar="NAME", help="Device plugin to describe (repeatable); default every one.")
-@click.option("--set", "sets", multiple=True, metavar="DEVICE.KEY=VALUE",
-              help="A device option, as in job.toml's [device] table, e.g. jetson.sysfs_root=/host/sys.")
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="DEVICE.KEY=VALUE",
+    help="A device option, as in job.toml's [device] table, e.g. jetson.sysfs_root=/host/sys.",
+)
 def env_command(as_json: bool, devices: tuple[str, ...], sets: tuple[str, ...]) -> None:
     """Show what this machine offers: each device plugin, its devices, what this process may change, versions."""
     console = make_console()

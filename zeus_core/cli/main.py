@@ -135,8 +135,14 @@ class ZeusGroup(click.Group):
 
 @click.group(cls=ZeusGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @verbosity_options
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-              help="Show the version of zeus-core and of every registered plugin.")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version of zeus-core and of every registered plugin.",
+)
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Measure and cut the GPU energy of DNN training, one plugin at a time."""
@@ -151,7 +157,10 @@ def _restore_left_behind(reg: Registry) -> None:
     except Exception as e:  # noqa: BLE001 - never block the command on this
         logging.getLogger("zeus.journal").error(
             "could not check the settings journal %s: %s (the command goes on; if the file is damaged, move it "
-            "aside: the settings it records are then not put back by zeus)", journal_path(), e)
+            "aside: the settings it records are then not put back by zeus)",
+            journal_path(),
+            e,
+        )
 
 
 # --------------------------------------------------------------------------- plugins
@@ -233,12 +242,11 @@ def _dry_run(spec) -> None:
 def _recurrence_line(rec: int, records: list) -> str:
     last = records[-1]
     cost = sum(r.cost for r in records if r.epochs > 0)
-    tries = " ".join(
-        f"{r.batch_size}@{'-' if r.power_limit is None else f'{r.power_limit:g}W'}{'' if r.reached else '✗'}"
-        for r in records
+    tries = " ".join(f"{r.batch_size}@{'-' if r.power_limit is None else f'{r.power_limit:g}W'}{'' if r.reached else '✗'}" for r in records)
+    return (
+        f"recurrence {rec}: {tries}  epochs={sum(r.epochs for r in records)} "
+        f"cost={cost:,.1f} {'reached' if last.reached else 'not reached'}"
     )
-    return (f"recurrence {rec}: {tries}  epochs={sum(r.epochs for r in records)} "
-            f"cost={cost:,.1f} {'reached' if last.reached else 'not reached'}")
 
 
 def _closing_table(summary: JobSummary) -> Table:
@@ -251,8 +259,18 @@ def _closing_table(summary: JobSummary) -> Table:
     table = Table(title=f"job {summary.job!r}: {summary.recurrences} recurrences{begun}, {summary.tries} tries")
     # A job charged against the grid shows its emissions and money next to its energy.
     grid = [(key, label) for key, label in _grid_labels(summary) if key in summary.grid]
-    for col in ("recurrence", "tries", "batch size", "power limit (W)", "epochs", "time (s)", "energy (J)",
-                *(label for _, label in grid), "cost", "reached"):
+    for col in (
+        "recurrence",
+        "tries",
+        "batch size",
+        "power limit (W)",
+        "epochs",
+        "time (s)",
+        "energy (J)",
+        *(label for _, label in grid),
+        "cost",
+        "reached",
+    ):
         table.add_column(col, justify="right")
     recs = sorted(by_rec)
     shown = recs[-25:]
@@ -262,24 +280,37 @@ def _closing_table(summary: JobSummary) -> Table:
         rs = by_rec[rec]
         last = rs[-1]
         table.add_row(
-            str(rec), str(len(rs)), str(last.batch_size),
+            str(rec),
+            str(len(rs)),
+            str(last.batch_size),
             "-" if last.power_limit is None else f"{last.power_limit:g}",
             str(sum(r.epochs for r in rs)),
-            f"{sum(r.time_s for r in rs):,.1f}", f"{sum(r.energy_j for r in rs):,.1f}",
+            f"{sum(r.time_s for r in rs):,.1f}",
+            f"{sum(r.energy_j for r in rs):,.1f}",
             *(_grid_cell(rs, key) for key, _ in grid),
-            f"{sum(r.cost for r in rs):,.1f}", "yes" if last.reached else "no",
+            f"{sum(r.cost for r in rs):,.1f}",
+            "yes" if last.reached else "no",
         )
     table.add_section()
-    table.add_row("total", str(summary.tries), "", "", str(sum(r.epochs for r in summary.records)),
-                  f"{summary.time_s:,.1f}", f"{summary.energy_j:,.1f}", *(_grid_text(key, summary.grid[key]) for key, _ in grid),
-                  f"{summary.cost:,.1f}", "")
+    table.add_row(
+        "total",
+        str(summary.tries),
+        "",
+        "",
+        str(sum(r.epochs for r in summary.records)),
+        f"{summary.time_s:,.1f}",
+        f"{summary.energy_j:,.1f}",
+        *(_grid_text(key, summary.grid[key]) for key, _ in grid),
+        f"{summary.cost:,.1f}",
+        "",
+    )
     return table
 
 
 def _grid_labels(summary: JobSummary) -> list[tuple[str, str]]:
     """(column, table heading) of the summary's grid totals: emissions, then money."""
     out = [("carbon_g", "carbon (gCO2eq)")]
-    out += [(key, f"cost ({key[len('cost_'):].upper()})") for key in summary.grid if key.startswith("cost_")]
+    out += [(key, f"cost ({key[len('cost_') :].upper()})") for key in summary.grid if key.startswith("cost_")]
     return out
 
 
@@ -295,8 +326,7 @@ def _grid_text(key: str, value: float) -> str:
     return f"{value:,.1f}" if key == "carbon_g" else f"{value:,.2f}"
 
 
-def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str, started: datetime,
-                   fresh: bool = False) -> list[Path]:
+def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str, started: datetime, fresh: bool = False) -> list[Path]:
     """recurrences.csv, summary.json (with the provenance of ``zeus <command>``, begun at ``started``), the parts'
     files; ``fresh``: then the files an earlier command recorded here and this one did not write are removed
     (the rule above :func:`_recorded_outputs`). summary.json is written last, since it records the others,
@@ -332,9 +362,14 @@ def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str,
         mine = _files_written(out, [*written, out / "summary.json", *(parts_wrote if done else [out])], stamp)
         kept = set() if fresh and done else {f for f in earlier if (out / f).is_file()}  # removed below, or still there
         body = summary.to_json()
-        body[PROVENANCE] = provenance(registry(), command=command, started=started,
-                                      device_spec=runner.spec.parts.get("device"), device=runner.parts.get("device"),
-                                      outputs=sorted(mine | kept))
+        body[PROVENANCE] = provenance(
+            registry(),
+            command=command,
+            started=started,
+            device_spec=runner.spec.parts.get("device"),
+            device=runner.parts.get("device"),
+            outputs=sorted(mine | kept),
+        )
         with _signals_held():  # a signal meanwhile is taken once summary.json is whole
             write_atomic(out / "summary.json", json.dumps(body, indent=2, allow_nan=False, default=str) + "\n")
     written.append(out / "summary.json")
@@ -563,16 +598,20 @@ def _continuing_line(runner: Runner, fresh: bool) -> str | None:
     if account.begun <= 0:
         return None
     n = runner.spec.job.recurrences
-    return (f"continuing job {runner.spec.job.name!r}: its store {runner.store.location} holds recurrences 1-{account.begun}"
-            f"{_since(account.first_began)}; this run adds {n} more (from {account.begun + 1} on); "
-            "`zeus run --fresh` starts the job over")
+    return (
+        f"continuing job {runner.spec.job.name!r}: its store {runner.store.location} holds recurrences 1-{account.begun}"
+        f"{_since(account.first_began)}; this run adds {n} more (from {account.begun + 1} on); "
+        "`zeus run --fresh` starts the job over"
+    )
 
 
 def _so_far_line(summary: JobSummary) -> str:
     """What this command ran against what the job holds (the table and the files cover the whole job)."""
-    so_far = f"the job so far: {summary.recurrences} recurrence{'s' if summary.recurrences != 1 else ''}" \
-             f"{_since(summary.first_began)}, {summary.tries} {'try' if summary.tries == 1 else 'tries'} (the table and the files " \
-             "cover all of them)"
+    so_far = (
+        f"the job so far: {summary.recurrences} recurrence{'s' if summary.recurrences != 1 else ''}"
+        f"{_since(summary.first_began)}, {summary.tries} {'try' if summary.tries == 1 else 'tries'} (the table and the files "
+        "cover all of them)"
+    )
     if summary.this_run is None:
         return f"this command ran nothing; {so_far}"
     tries = summary.this_run.tries
@@ -587,13 +626,14 @@ def _account_lines(summary: JobSummary) -> list[str]:
         more = f" (and {len(summary.abandoned) - 10} earlier)" if len(summary.abandoned) > 10 else ""
         lines.append(f"{len(summary.abandoned)} recurrence{'s' if len(summary.abandoned) != 1 else ''} abandoned{more}: {shown}")
     if summary.open:
-        lines.append(f"{len(summary.open)} recurrence{'s' if len(summary.open) != 1 else ''} open (begun, not ended: running, "
-                     f"or its runner was lost on another machine): {', '.join(map(str, summary.open[-10:]))}")
+        lines.append(
+            f"{len(summary.open)} recurrence{'s' if len(summary.open) != 1 else ''} open (begun, not ended: running, "
+            f"or its runner was lost on another machine): {', '.join(map(str, summary.open[-10:]))}"
+        )
     return lines
 
 
-def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: str, started: datetime,
-            fresh: bool = False) -> int:
+def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: str, started: datetime, fresh: bool = False) -> int:
     """The closing table, the parts' reports, and every output file; the exit status: EXIT_FAILED where an
     output could not be written (a full or read-only disk, an I/O error: said per file, the results stay in
     the store, and ``zeus report`` writes them again)."""
@@ -613,11 +653,13 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: s
         failed = [e]  # summary.json is written after another file failed, and may fail too: both are said
         while isinstance(failed[0].__context__, OSError) and len(failed) < 3:
             failed.insert(0, failed[0].__context__)
-        again = " (the results are in the job's store: `zeus report JOB_FILE --output DIR` writes them again)" \
-            if "workload" in runner.parts else ""
+        again = (
+            " (the results are in the job's store: `zeus report JOB_FILE --output DIR` writes them again)"
+            if "workload" in runner.parts
+            else ""
+        )
         named = [f for f in failed if f.filename is not None] or [e]
-        said = cannot_write(named[0]) + "".join(f"; {f.filename} could not be written either ({f.strerror or f})"
-                                                for f in named[1:])
+        said = cannot_write(named[0]) + "".join(f"; {f.filename} could not be written either ({f.strerror or f})" for f in named[1:])
         err_console.print(f"[bold red]error:[/] the outputs are not all written: {escape(said)}{escape(again)}")
         return EXIT_FAILED
     for p in written:
@@ -628,16 +670,25 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: s
 @cli.command("run")
 @click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, e.g. job.recurrences=5.")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
-              help="Write recurrences.csv, summary.json and plugin outputs here.")
+@click.option(
+    "--output", "-o", type=click.Path(file_okay=False, path_type=Path), help="Write recurrences.csv, summary.json and plugin outputs here."
+)
 @click.option("--dry-run", is_flag=True, help="Print the resolved configuration and where each value came from; run nothing.")
-@click.option("--fresh", is_flag=True, help="Forget what the job's store learned (in the job's first write) and start over; "
-                                           "in --output, remove the files an earlier zeus command wrote there and this run "
-                                           "did not (only those its summary.json records). Refused while other runners of "
-                                           "the job are in the middle of a recurrence (see --wait).")
-@click.option("--wait", is_flag=True, help="With --fresh: instead of refusing while other runners of the job are in the "
-                                          "middle of a recurrence, wait until none is, then start over (those runners "
-                                          "stop at their next step: their history is gone).")
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Forget what the job's store learned (in the job's first write) and start over; "
+    "in --output, remove the files an earlier zeus command wrote there and this run "
+    "did not (only those its summary.json records). Refused while other runners of "
+    "the job are in the middle of a recurrence (see --wait).",
+)
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="With --fresh: instead of refusing while other runners of the job are in the "
+    "middle of a recurrence, wait until none is, then start over (those runners "
+    "stop at their next step: their history is gone).",
+)
 def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run: bool, fresh: bool, wait: bool) -> None:
     """Run a job: compose the chosen plugins and run its recurrences.
 
@@ -666,8 +717,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             interrupts.uninstall()
 
 
-def _run_and_finish(runner: Runner, spec, output: Path | None, fresh: bool, started: datetime,
-                    interrupts: _Interrupts) -> None:
+def _run_and_finish(runner: Runner, spec, output: Path | None, fresh: bool, started: datetime, interrupts: _Interrupts) -> None:
     """``zeus run`` once the runner is made, with ``interrupts`` installed throughout: a signal while the
     outputs are written stops the writing, summary.json records what was written, and the exit status is
     the signal's; one while the devices are restored waits for them."""
@@ -683,8 +733,9 @@ def _run_and_finish(runner: Runner, spec, output: Path | None, fresh: bool, star
         line = _continuing_line(runner, fresh)
         if line:
             console.print(escape(line), highlight=False, soft_wrap=True)
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console, transient=True) as progress:
+        with Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True
+        ) as progress:
             total = spec.job.recurrences if "workload" in runner.parts else 1
             task = progress.add_task(f"{spec.job.name}", total=total)
 
@@ -700,8 +751,9 @@ def _run_and_finish(runner: Runner, spec, output: Path | None, fresh: bool, star
         partial = e.partial
     except (KeyboardInterrupt, _Terminated) as e:
         signum = _stopped_by(e)
-        err_console.print(f"[bold red]interrupted[/] by {signum.name}: stopping; devices are being "
-                          "restored; outputs of the finished recurrences follow")
+        err_console.print(
+            f"[bold red]interrupted[/] by {signum.name}: stopping; devices are being restored; outputs of the finished recurrences follow"
+        )
         code = SIGNAL_EXIT[signum]
     finally:
         with interrupts.deferring():
@@ -726,8 +778,7 @@ def _run_and_finish(runner: Runner, spec, output: Path | None, fresh: bool, star
         code = code or finished
     except (KeyboardInterrupt, _Terminated) as e:
         signum = _stopped_by(e)
-        err_console.print(f"[bold red]interrupted[/] by {signum.name} while the outputs were written: "
-                          "summary.json records those written")
+        err_console.print(f"[bold red]interrupted[/] by {signum.name} while the outputs were written: summary.json records those written")
         code = SIGNAL_EXIT[signum]
     sys.exit(code)
 
@@ -735,8 +786,12 @@ def _run_and_finish(runner: Runner, spec, output: Path | None, fresh: bool, star
 @cli.command("report")
 @click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value, as for zeus run.")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
-              help="Write recurrences.csv, summary.json and the parts' outputs here.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write recurrences.csv, summary.json and the parts' outputs here.",
+)
 def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> None:
     """Report what a job's store holds, and write its output files, without running anything.
 
@@ -759,8 +814,9 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     assert store is not None  # zeus report runs one process: rank 0, which opens the store
     if store.info.tries == 0:  # refused before --output is made: nothing left behind
         runner.close()
-        fail(f"the store {store.location} holds no results of job {spec.job.name!r} yet; run it first "
-             f"(zeus run {job_file})", EXIT_BAD_INPUT)
+        fail(
+            f"the store {store.location} holds no results of job {spec.job.name!r} yet; run it first (zeus run {job_file})", EXIT_BAD_INPUT
+        )
     try:
         _check_output(output)
     except SystemExit:
@@ -774,8 +830,6 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     finally:
         runner.close()
     sys.exit(_finish(runner, summary, output, "report", started))
-
-
 
 
 # --------------------------------------------------------------------------- entry point

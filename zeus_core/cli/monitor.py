@@ -110,8 +110,10 @@ class Sampler:
         group's values empty and is kept in :attr:`read_errors`."""
         for plugin, g in self.groups:
             names = g.names
-            readers = (("temperatures", TemperatureReadings, lambda g=g: g.read_temperatures(), self.temperature),
-                       ("power domains", PowerDomainReadings, lambda g=g: g.read_power_domains(), self.domains))
+            readers = (
+                ("temperatures", TemperatureReadings, lambda g=g: g.read_temperatures(), self.temperature),
+                ("power domains", PowerDomainReadings, lambda g=g: g.read_power_domains(), self.domains),
+            )
             for what, capability, read, into in readers:
                 if not isinstance(g, capability):
                     continue
@@ -281,12 +283,24 @@ def _close_groups(opened: list[tuple[str, Any]], err: Any) -> None:
 
 
 @click.command("monitor")
-@click.option("--device", "-d", "devices", multiple=True, metavar="NAME",
-              help="Device plugin to show (repeatable); default every device this machine can open.")
-@click.option("--set", "sets", multiple=True, metavar="DEVICE.KEY=VALUE",
-              help="A device option, as in job.toml's [device] table, e.g. cpu-estimate.tdp_w=120.")
-@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 3600),
-              help="Seconds between samples and table refreshes.")
+@click.option(
+    "--device",
+    "-d",
+    "devices",
+    multiple=True,
+    metavar="NAME",
+    help="Device plugin to show (repeatable); default every device this machine can open.",
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="DEVICE.KEY=VALUE",
+    help="A device option, as in job.toml's [device] table, e.g. cpu-estimate.tdp_w=120.",
+)
+@click.option(
+    "--interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 3600), help="Seconds between samples and table refreshes."
+)
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), help="Write every sample to this CSV file.")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds (default: until Ctrl-C).")
 def monitor_command(
@@ -378,9 +392,10 @@ def monitor_command(
     if any(src == "estimate" for _, _, src in sampler.rows):
         console.print("[yellow]estimate[/]: not measured but modelled (e.g. TDP x utilisation)")
     if write_error is not None:
-        err.print(f"[bold red]error:[/] {escape(cannot_write(write_error, f'--csv {csv_path}'))} "
-                  f"(monitoring stopped after {sampler.elapsed:.1f} s)")
+        err.print(
+            f"[bold red]error:[/] {escape(cannot_write(write_error, f'--csv {csv_path}'))} "
+            f"(monitoring stopped after {sampler.elapsed:.1f} s)"
+        )
         sys.exit(1)
     if csv_path:
         console.print(f"wrote {escape(str(csv_path))}")
-

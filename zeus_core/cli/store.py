@@ -68,13 +68,19 @@ def _not_empty(store: str, version: int) -> None:
     """An empty file is no store yet, as a missing one is (the rule of
     :func:`zeus_core.engine.stores.sqlite.is_empty`): nothing to check or export, exit 2."""
     if scheme_of(store) is None and version == 0:
-        _fail(f"{store}: an empty file, which is no store yet (a job's first write makes it one, as for a path with no "
-              "file): nothing to check; point at the job's store")
+        _fail(
+            f"{store}: an empty file, which is no store yet (a job's first write makes it one, as for a path with no "
+            "file): nothing to check; point at the job's store"
+        )
 
 
 #: ``--job``: which job, in a store that holds many (a database, ``zeus serve``).
-_job_option = click.option("--job", "job", metavar="NAME", help="The job's name (job.name), for a store many jobs share "
-                                                                "(postgresql://..., http://... of zeus serve).")
+_job_option = click.option(
+    "--job",
+    "job",
+    metavar="NAME",
+    help="The job's name (job.name), for a store many jobs share (postgresql://..., http://... of zeus serve).",
+)
 
 
 def export_store(store: JobStore) -> dict[str, Any]:
@@ -95,7 +101,7 @@ def export_store(store: JobStore) -> dict[str, Any]:
 def _records(data: Any, source: str) -> tuple[dict | None, dict, list[TryRecord]]:
     """Check an export file's content; every problem names where it is."""
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
-        raise ValueError(f"{source}: not a `zeus store export` file (no \"format\": \"{EXPORT_FORMAT}\")")
+        raise ValueError(f'{source}: not a `zeus store export` file (no "format": "{EXPORT_FORMAT}")')
     if data.get("version") != EXPORT_VERSION:
         raise ValueError(f"{source}: export version {data.get('version')!r}; this zeus-core reads version {EXPORT_VERSION}")
     identity, state, tries = data.get("identity"), data.get("state", {}), data.get("tries", [])
@@ -151,18 +157,27 @@ def check_cmd(store: str, job: str | None) -> None:
         opened.close()
     _not_empty(store, info.version)
     older = scheme_of(store) is None and info.version < SCHEMA_VERSION  # the SQLite schema this core writes
-    console.print(f"[green]ok[/] {escape(opened.location)}: zeus store, schema {info.version}"
-                  f"{' (migrated to ' + str(SCHEMA_VERSION) + ' at its next write)' if older else ''}, "
-                  f"{info.tries} tries, integrity and contents checked")
+    console.print(
+        f"[green]ok[/] {escape(opened.location)}: zeus store, schema {info.version}"
+        f"{' (migrated to ' + str(SCHEMA_VERSION) + ' at its next write)' if older else ''}, "
+        f"{info.tries} tries, integrity and contents checked"
+    )
     if account is not None and account.begun:
-        console.print(f"recurrences: {account.begun} begun, {len(account.abandoned)} abandoned, {len(account.open)} open"
-                      + "".join(f"\n  abandoned {n}: {escape(str(a.get('reason')))}" for n, a in list(account.abandoned.items())[-10:]),
-                      highlight=False, soft_wrap=True)
+        console.print(
+            f"recurrences: {account.begun} begun, {len(account.abandoned)} abandoned, {len(account.open)} open"
+            + "".join(f"\n  abandoned {n}: {escape(str(a.get('reason')))}" for n, a in list(account.abandoned.items())[-10:]),
+            highlight=False,
+            soft_wrap=True,
+        )
     if info.identity is None:
         if info.tries or (account is not None and account.begun):
-            console.print(f"identity: none recorded: the store was written by a zeus-core from before stores recorded "
-                          f"the job's identity, so which setup (GPU, options) its {info.tries} tries are of cannot be "
-                          "checked; the job's next run records its own, with a warning", highlight=False, soft_wrap=True)
+            console.print(
+                f"identity: none recorded: the store was written by a zeus-core from before stores recorded "
+                f"the job's identity, so which setup (GPU, options) its {info.tries} tries are of cannot be "
+                "checked; the job's next run records its own, with a warning",
+                highlight=False,
+                soft_wrap=True,
+            )
         else:
             console.print("identity: none recorded (no recurrence has run)")
         return
@@ -190,8 +205,10 @@ def export_cmd(store: str, output: Path | None, job: str | None) -> None:
         try:
             write_atomic(output, text)
         except OSError as e:
-            _fail(f"--output {output}: cannot write it ({e.strerror or e}); nothing was written: give a path in a "
-                  "folder that exists and you may write to")
+            _fail(
+                f"--output {output}: cannot write it ({e.strerror or e}); nothing was written: give a path in a "
+                "folder that exists and you may write to"
+            )
         err_console.print(f"wrote {escape(str(output))} ({len(data['tries'])} tries)")
 
 
@@ -225,8 +242,10 @@ def import_cmd(export_file: Path, store: str, job: str | None) -> None:
             target.remove_if_created()
         if isinstance(e, StoreWriteFailed):
             what = _IMPORT_REFUSED.get(e.kind, _IMPORT_REFUSED["io"])
-            err_console.print(f"[bold red]error:[/] {escape(target.location)}: cannot import into it: {what[0]} "
-                              f"({escape(e.detail)}); nothing was imported, and no file is left behind: {what[1]}")
+            err_console.print(
+                f"[bold red]error:[/] {escape(target.location)}: cannot import into it: {what[0]} "
+                f"({escape(e.detail)}); nothing was imported, and no file is left behind: {what[1]}"
+            )
             sys.exit(e.exit_code)
         if isinstance(e, StoreError):
             _store_failed(e)

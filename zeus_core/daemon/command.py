@@ -93,8 +93,15 @@ def run_daemon(config_path: Path, check: bool = False, level: int = logging.INFO
 
 
 @click.command("daemon", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar=CONFIG_ENV,
-              default=DEFAULT_CONFIG, show_default=True, help=f"The daemon's TOML configuration (or ${CONFIG_ENV}).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar=CONFIG_ENV,
+    default=DEFAULT_CONFIG,
+    show_default=True,
+    help=f"The daemon's TOML configuration (or ${CONFIG_ENV}).",
+)
 @click.option("--check", is_flag=True, help="Check the configuration and open the served devices, then exit without serving.")
 @verbosity_options
 def daemon_command(config_path: Path, check: bool) -> None:

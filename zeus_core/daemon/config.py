@@ -48,15 +48,14 @@ def _absolute(_inst, attribute, value):
 
 def _log(_inst, attribute, value):
     if value not in ("stderr", "none") and not os.path.isabs(value):
-        raise ValueError(f'{attribute.name} must be "stderr" (systemd\'s journal picks it up), "none", or an absolute '
-                         f'file path, got {value!r}')
+        raise ValueError(
+            f'{attribute.name} must be "stderr" (systemd\'s journal picks it up), "none", or an absolute file path, got {value!r}'
+        )
 
 
 def _max_clients(_inst, attribute, value):
     if not 1 <= value <= 4096:
         raise ValueError(f"{attribute.name} must be between 1 and 4096 (one thread each), got {value}")
-
-
 
 
 def _first_frame(_inst, attribute, value):
@@ -181,8 +180,12 @@ def read_config(path: str | os.PathLike[str]) -> tuple[DaemonConfig | None, list
         known = installed_entry_points()
         for i, name in enumerate(plugins):
             if isinstance(name, str) and name not in known:
-                problems.append(Problem(("plugins", i), f"no installed zeus plugin named {name!r}{suggest(name, known)}; "
-                                                        f"installed: {', '.join(known) or 'none'}"))
+                problems.append(
+                    Problem(
+                        ("plugins", i),
+                        f"no installed zeus plugin named {name!r}{suggest(name, known)}; installed: {', '.join(known) or 'none'}",
+                    )
+                )
     return (cfg if not problems else None), problems, lines, raw
 
 
@@ -199,8 +202,13 @@ def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lin
             else:
                 ids.add(got)  # type: ignore[arg-type]
     if not cfg.allow_users and not cfg.allow_groups:
-        problems.append(Problem(("allow_groups",), "allow_users and allow_groups are both empty, so only root could use the "
-                                                   'daemon; allow the training users, e.g. allow_groups = ["zeus"]'))
+        problems.append(
+            Problem(
+                ("allow_groups",),
+                "allow_users and allow_groups are both empty, so only root could use the "
+                'daemon; allow the training users, e.g. allow_groups = ["zeus"]',
+            )
+        )
     owner, gid_sock = os.geteuid(), os.getegid()
     if cfg.socket_owner is not None:
         uid, err = _account(cfg.socket_owner, "user")
@@ -220,15 +228,20 @@ def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lin
     services: dict[str, Any] = {}
     if not isinstance(cfg.serve, dict) or not cfg.serve:
         names = ", ".join(sorted(service_options)) or f"none (install a device plugin, e.g. {catalog.hint('service', 'nvml')})"
-        problems.append(Problem(("serve",), "the daemon serves nothing: add a [serve.<name>] table per service to serve; "
-                                            f"installed services: {names}"))
+        problems.append(
+            Problem(("serve",), f"the daemon serves nothing: add a [serve.<name>] table per service to serve; installed services: {names}")
+        )
     else:
         for name, table in cfg.serve.items():
             if name not in service_options:
                 hint = suggest(name, service_options)
                 installed = ", ".join(sorted(service_options)) or "none"
-                problems.append(Problem(("serve", name), f"unknown service {name!r}{hint}; installed services: {installed} "
-                                                         "(from the plugins loaded: see the plugins key)"))
+                problems.append(
+                    Problem(
+                        ("serve", name),
+                        f"unknown service {name!r}{hint}; installed services: {installed} (from the plugins loaded: see the plugins key)",
+                    )
+                )
                 continue
             opts = structure(service_options[name], table, ("serve", name), problems)
             if opts is not None:

@@ -209,9 +209,7 @@ class Holds:
             return "restored"
         if holders:
             other = next(iter(holders.values()))
-            raise Refused(
-                f"{key} is held by {other}; it goes back to its original when every client holding it disconnects"
-            )
+            raise Refused(f"{key} is held by {other}; it goes back to its original when every client holding it disconnects")
         if reset is None:
             return "unchanged"
         reset()
@@ -353,8 +351,14 @@ class Daemon:
         assert self._listener is not None
         log.info(
             "serving %s on %s (owner %d, group %d, mode %04o) for uids %s and gids %s; pid %d",
-            ", ".join(sorted(self.operations)), self.config.raw.socket, self.config.socket_uid, self.config.socket_gid,
-            self.config.socket_mode, sorted(self.config.allowed_uids), sorted(self.config.allowed_gids), os.getpid(),
+            ", ".join(sorted(self.operations)),
+            self.config.raw.socket,
+            self.config.socket_uid,
+            self.config.socket_gid,
+            self.config.socket_mode,
+            sorted(self.config.allowed_uids),
+            sorted(self.config.allowed_gids),
+            os.getpid(),
         )
         try:
             while not self._stop.is_set():
@@ -386,9 +390,17 @@ class Daemon:
         cfg = self.config.raw
         if not self.allowed(uid, gid):
             self.refused("forbidden", uid, f"refused pid {pid} uid {uid} ({user}) gid {gid}: not in allow_users or allow_groups")
-            self._send_and_close(conn, error_reply(None, "forbidden", (
-                f"uid {uid} ({user}) may not use this daemon: the administrator adds the user to allow_users, or one "
-                f"of its groups to allow_groups, in {self.config.path}")))
+            self._send_and_close(
+                conn,
+                error_reply(
+                    None,
+                    "forbidden",
+                    (
+                        f"uid {uid} ({user}) may not use this daemon: the administrator adds the user to allow_users, or one "
+                        f"of its groups to allow_groups, in {self.config.path}"
+                    ),
+                ),
+            )
             return
         with self._lock:
             total = len(self._sessions)
@@ -402,10 +414,13 @@ class Daemon:
                 session = None
         if session is None:
             if mine >= per_user:
-                self.refused("busy", uid, f"refused pid {pid} uid {uid} ({user}): it holds {mine} connections already "
-                                          "(max_clients_per_user)")
-                why = (f"uid {uid} ({user}) holds {mine} connections to this daemon already (max_clients_per_user); close "
-                       "one, or ask the administrator to raise max_clients_per_user")
+                self.refused(
+                    "busy", uid, f"refused pid {pid} uid {uid} ({user}): it holds {mine} connections already (max_clients_per_user)"
+                )
+                why = (
+                    f"uid {uid} ({user}) holds {mine} connections to this daemon already (max_clients_per_user); close "
+                    "one, or ask the administrator to raise max_clients_per_user"
+                )
             else:
                 self.refused("busy", uid, f"refused pid {pid} uid {uid} ({user}): {total} clients already (max_clients)")
                 why = f"the daemon serves {cfg.max_clients} clients already (max_clients); try again later"
@@ -463,8 +478,12 @@ class Daemon:
                     conn.settimeout(self.config.raw.first_frame_timeout_s)
                 body = read_frame(conn, FRAME_TIMEOUT_S)
             except TimeoutError:
-                self.refused("silent", session.uid, f"closed {session}: no request within "
-                                                    f"{self.config.raw.first_frame_timeout_s:g} s of connecting (first_frame_timeout_s)")
+                self.refused(
+                    "silent",
+                    session.uid,
+                    f"closed {session}: no request within "
+                    f"{self.config.raw.first_frame_timeout_s:g} s of connecting (first_frame_timeout_s)",
+                )
                 self._send(conn, error_reply(None, "timeout", "no request within first_frame_timeout_s of connecting"))
                 return
             except FrameError as e:
@@ -503,8 +522,9 @@ class Daemon:
     def dispatch(self, session: Session, msg: dict[str, Any]) -> dict[str, Any]:
         """The reply to one request. Never raises: every failure is an error reply."""
         req_id = msg.get("id")
-        if not (req_id is None or (isinstance(req_id, int) and not isinstance(req_id, bool))
-                or (isinstance(req_id, str) and len(req_id) <= 64)):
+        if not (
+            req_id is None or (isinstance(req_id, int) and not isinstance(req_id, bool)) or (isinstance(req_id, str) and len(req_id) <= 64)
+        ):
             return error_reply(None, "bad_request", "id must be an integer or a string of at most 64 characters")
         extra = sorted(set(msg) - {"id", "op", "args"})
         if extra:
@@ -528,8 +548,9 @@ class Daemon:
         if parsed is None:
             text = "; ".join(f"{p.message} @ {p.jsonpath()}" for p in problems)
             log.warning("%s: %s refused, invalid arguments: %s", session, op, text)
-            return error_reply(req_id, "invalid_arguments", f"{op}: {text}",
-                               {"problems": [{"path": p.jsonpath(), "message": p.message} for p in problems]})
+            return error_reply(
+                req_id, "invalid_arguments", f"{op}: {text}", {"problems": [{"path": p.jsonpath(), "message": p.message} for p in problems]}
+            )
         method = getattr(self.services[service_name], operation.method)
         level = logging.INFO if operation.changes else logging.DEBUG
         try:
@@ -557,11 +578,14 @@ class Daemon:
     def _unknown(self, req_id: Any, op: str) -> dict[str, Any]:
         service = op.partition(".")[0]
         if service in self.registry.services and service not in self.services:
-            return error_reply(req_id, "refused", (
-                f"{op}: this daemon does not serve {service!r} (its configuration {self.config.path} has no "
-                f"[serve.{service}] table)"))
-        return error_reply(req_id, "unknown_operation",
-                           f"unknown operation {op!r}; this daemon serves: {', '.join(sorted(self.operations)) or 'nothing'}")
+            return error_reply(
+                req_id,
+                "refused",
+                (f"{op}: this daemon does not serve {service!r} (its configuration {self.config.path} has no [serve.{service}] table)"),
+            )
+        return error_reply(
+            req_id, "unknown_operation", f"unknown operation {op!r}; this daemon serves: {', '.join(sorted(self.operations)) or 'nothing'}"
+        )
 
     def hello(self, session: Session) -> dict[str, Any]:
         return {

@@ -91,9 +91,7 @@ class Operation:
     changes: bool = True
 
 
-def operation(
-    args: type | None = None, *, name: str | None = None, changes: bool = True, help: str = ""
-) -> Callable[[Callable], Callable]:
+def operation(args: type | None = None, *, name: str | None = None, changes: bool = True, help: str = "") -> Callable[[Callable], Callable]:
     """Mark a service method as an operation clients may call (``<service>.<name>``).
 
     ``changes=False`` marks a read (RAPL counters): the daemon logs it at debug

@@ -31,8 +31,14 @@ class WrappingCounter:
     """
 
     def __init__(
-        self, name: str, read: Callable[[], int], range_counts: int, joules_per_count: float, max_w: float,
-        *, resets: bool = False,
+        self,
+        name: str,
+        read: Callable[[], int],
+        range_counts: int,
+        joules_per_count: float,
+        max_w: float,
+        *,
+        resets: bool = False,
     ) -> None:
         if range_counts <= 0:
             raise ValueError(f"{name}: a counter's range must be positive, got {range_counts}")
@@ -56,8 +62,7 @@ class WrappingCounter:
         else:
             wrapped = raw + self.range_counts - self._last
             possible = not self.resets_checked or (
-                self._last < self.range_counts
-                and wrapped * self.joules_per_count <= self.max_w * max(now - self._last_t, 1e-3)
+                self._last < self.range_counts and wrapped * self.joules_per_count <= self.max_w * max(now - self._last_t, 1e-3)
             )
             if possible:
                 self._total += wrapped

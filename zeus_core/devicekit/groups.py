@@ -103,8 +103,9 @@ class GpuGroup(ClosedOnExit):
         ranges = self._ranges()
         lo, hi = max(lo for lo, _ in ranges.values()), min(hi for _, hi in ranges.values())
         if lo > hi:
-            raise DeviceError(f"the GPUs' {self.limit_name} ranges do not overlap: {ranges}; give each GPU its own "
-                              f"{self.limit_name} (set_power_limits)")
+            raise DeviceError(
+                f"the GPUs' {self.limit_name} ranges do not overlap: {ranges}; give each GPU its own {self.limit_name} (set_power_limits)"
+            )
         return lo, hi
 
     def power_limits(self) -> dict[str, float]:
@@ -128,8 +129,10 @@ class GpuGroup(ClosedOnExit):
         ranges = self._ranges()
         outside = {n: w for n, w in watts.items() if not ranges[n][0] <= w <= ranges[n][1]}
         if outside:
-            raise ValueError(f"{self.limit_name}s outside their GPU's range: " + "; ".join(
-                f"{n} {w:g} W (range {ranges[n][0]:g} to {ranges[n][1]:g} W)" for n, w in outside.items()))
+            raise ValueError(
+                f"{self.limit_name}s outside their GPU's range: "
+                + "; ".join(f"{n} {w:g} W (range {ranges[n][0]:g} to {ranges[n][1]:g} W)" for n, w in outside.items())
+            )
         for g in self.gpus:
             if g.name in watts:
                 g.set_power_limit(watts[g.name])

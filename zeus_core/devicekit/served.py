@@ -32,7 +32,10 @@ def all_or_list(example: str) -> Callable[[Any, Any, Any], None]:
 
 
 def select_gpus(
-    wanted: Any, everything: dict[str, tuple[int, Any]], lookup: Callable[[Any], str | None], missing: Callable[[Any], str],
+    wanted: Any,
+    everything: dict[str, tuple[int, Any]],
+    lookup: Callable[[Any], str | None],
+    missing: Callable[[Any], str],
 ) -> dict[str, tuple[int, Any]]:
     """The served GPUs, UUID -> (index, handle): every GPU for ``"all"``, else each entry of
     ``wanted`` that ``lookup`` resolves to a UUID of ``everything``. An entry it does not
@@ -67,8 +70,10 @@ class ServedGpus:
         """The vendor handle of GPU ``uuid``; :class:`~zeus_core.daemon.Refused` if it is not served."""
         got = self.gpus.get(uuid)
         if got is None:
-            raise Refused(f"GPU {uuid} is not served by this daemon (it serves {', '.join(self.gpus)}); the administrator "
-                          f"lists it in [{self.section}] gpus")
+            raise Refused(
+                f"GPU {uuid} is not served by this daemon (it serves {', '.join(self.gpus)}); the administrator "
+                f"lists it in [{self.section}] gpus"
+            )
         return got[1]
 
     def __str__(self) -> str:

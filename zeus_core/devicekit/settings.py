@@ -43,8 +43,9 @@ class SettingsPath:
     driver's exception.
     """
 
-    def __init__(self, owner: str, restorer: Callable[[str, Any], Any], socket_option: str | None, capability: int,
-                 errors: DriverErrors) -> None:
+    def __init__(
+        self, owner: str, restorer: Callable[[str, Any], Any], socket_option: str | None, capability: int, errors: DriverErrors
+    ) -> None:
         self.socket = socket_path(socket_option)
         self.privileged = has_capability(capability)
         #: ``local`` or ``daemon``: where the next change goes
@@ -71,6 +72,7 @@ class SettingsPath:
     def change(self, key: str, original: Any, apply: Callable[[], None], daemon: DaemonCall, undo: DaemonCall) -> None:
         """Make a change: ``apply()`` here with ``original`` journaled first, or ``daemon`` through the
         daemon (``undo`` puts it back there). The driver's errors propagate as its exceptions."""
+
         def journaled() -> None:
             with self.guard.changing(key, original):
                 apply()

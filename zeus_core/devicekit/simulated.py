@@ -171,14 +171,16 @@ def command_line(module: str, what: str, env: str, setters: str, capability: str
     simulated driver state (``what``: "NVIDIA driver") that zeus then uses with ``$<env>=PATH``;
     ``setters`` names what the privilege allows ("setters", "power caps"), ``capability`` what the
     real driver checks. A driver adds its own options, then :func:`parse_command_line`."""
-    p = argparse.ArgumentParser(prog=f"python -m {module}",
-                                description=f"Write the state of a simulated {what}; then run zeus with {env}=PATH to use it.")
+    p = argparse.ArgumentParser(
+        prog=f"python -m {module}", description=f"Write the state of a simulated {what}; then run zeus with {env}=PATH to use it."
+    )
     p.add_argument("path", help="driver state file to write (replaced if it exists)")
     p.add_argument("--gpus", type=int, default=1, help="number of simulated GPUs (default 1)")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--privileged", action="store_true", help=f"let every process change {setters}; default: none may")
-    who.add_argument("--root-only", action="store_true", help=f"let only a process holding {capability} (root) change {setters}, "
-                                                                "like the real driver")
+    who.add_argument(
+        "--root-only", action="store_true", help=f"let only a process holding {capability} (root) change {setters}, like the real driver"
+    )
     return p
 
 

@@ -67,7 +67,13 @@ class OptionsError(BadInput):
 
 
 def part_spec(
-    registry: Registry, section: str, plugin: Any, table: Any, *, what: str, root: tuple = ("options",),
+    registry: Registry,
+    section: str,
+    plugin: Any,
+    table: Any,
+    *,
+    what: str,
+    root: tuple = ("options",),
     converter: cattrs.Converter | None = None,
 ) -> PartSpec:
     """The ``section`` part named ``plugin`` with its options ``table`` (a ``job.toml`` table without
@@ -172,7 +178,11 @@ class Assembly:
         self.labels = dict(labels or {})
         self.fit_fix = fit_fix
         self.context = BuildContext(
-            spec, store, console or Console(stderr=True), registry, parts=dict(parts or {}),
+            spec,
+            store,
+            console or Console(stderr=True),
+            registry,
+            parts=dict(parts or {}),
             group=group if group.world_size > 1 else None,
         )
         #: What this job optimises: declared by the options, plus the built parts' facts.
@@ -181,8 +191,14 @@ class Assembly:
 
     @classmethod
     def for_job(
-        cls, spec: JobSpec, registry: Registry, *, console: Console | None = None, store: JobStore | None = None,
-        group: ProcessGroup | None = None, fresh: bool = False,
+        cls,
+        spec: JobSpec,
+        registry: Registry,
+        *,
+        console: Console | None = None,
+        store: JobStore | None = None,
+        group: ProcessGroup | None = None,
+        fresh: bool = False,
     ) -> Assembly:
         """A job file's assembly: the ranks a launcher started join (``job.processes`` is their
         number) and rank 0 opens the job's store; every other rank keeps none."""
@@ -299,8 +315,7 @@ class Assembly:
             return
         if self.fit_fix:
             names = ", ".join(cap.__name__ for cap in missing)
-            raise PartMismatch(f"{self.label(section)} needs a device with {names}, and the monitor's devices have none; "
-                               f"{self.fit_fix}")
+            raise PartMismatch(f"{self.label(section)} needs a device with {names}, and the monitor's devices have none; {self.fit_fix}")
         if device is None:
             raise PartMismatch(f"[{section}] plugin {plugin!r} needs a [device], and the job has none")
         dev_name = self.plugin_of("device")
@@ -374,9 +389,16 @@ class Assembly:
         store = self.store
         if isinstance(store, ServesHistory) and "batch_size" in self.spec.parts:
             bs = self.spec.parts["batch_size"]
-            setup = HistorySetup.of_parts(self.spec.job, self.identity, bs.plugin, bs.options,
-                                          max_power_w=self._max_power_w(max_power_w), device=self.parts.get("device"),
-                                          workload=self.parts.get("workload"), fresh=self.fresh)
+            setup = HistorySetup.of_parts(
+                self.spec.job,
+                self.identity,
+                bs.plugin,
+                bs.options,
+                max_power_w=self._max_power_w(max_power_w),
+                device=self.parts.get("device"),
+                workload=self.parts.get("workload"),
+                fresh=self.fresh,
+            )
             return store.history_service(setup, power_policy=self.parts.get("power"))
         return self.local_history(max_power_w=max_power_w)
 
@@ -388,10 +410,15 @@ class Assembly:
         workload: Any = self.parts.get("workload")
         offers = isinstance(workload, OffersBatchSizes)
         return History(
-            self.spec.job, store, self.parts.get("batch_size"), identity=self.identity, max_power_w=self._max_power_w(max_power_w),
+            self.spec.job,
+            store,
+            self.parts.get("batch_size"),
+            identity=self.identity,
+            max_power_w=self._max_power_w(max_power_w),
             batch_sizes=[int(b) for b in workload.batch_sizes] if offers and workload.batch_sizes is not None else None,
             default_batch_size=workload.default_batch_size if offers else None,
-            power_policy=self.parts.get("power"), fresh=self.fresh,
+            power_policy=self.parts.get("power"),
+            fresh=self.fresh,
         )
 
     def _max_power_w(self, given: float | None) -> float:
@@ -566,8 +593,7 @@ def build_history(setup: HistorySetup, store: JobStore, registry: Registry | Non
     table = dict(setup.batch_size)
     plugin = str(table.pop("plugin"))
     try:
-        ps = part_spec(registry, "batch_size", plugin, table, what=f"batch_size.plugin {plugin!r}", root=("batch_size",),
-                       converter=WIRE)
+        ps = part_spec(registry, "batch_size", plugin, table, what=f"batch_size.plugin {plugin!r}", root=("batch_size",), converter=WIRE)
     except OptionsError as e:
         raise SetupError([(p.path, p.message) for p in e.problems]) from None
     except BadInput:
@@ -578,18 +604,30 @@ def build_history(setup: HistorySetup, store: JobStore, registry: Registry | Non
     said = {section: setup.identity.get(section, {}) for section in resolved}
     diffs = differences(said, resolved)
     if diffs:
-        raise SetupError([
-            (("identity",) + tuple(d.key.split(".")), f"the identity says {d.stored!r} but the options resolve to {d.current!r} "
-             "here (a client and a service with different plugin versions?)")
-            for d in diffs
-        ])
-    device = (_PredictingClientDevice(setup.max_power_w, setup.predictions) if setup.predictions is not None
-              else _ClientDevice(setup.max_power_w))
+        raise SetupError(
+            [
+                (
+                    ("identity",) + tuple(d.key.split(".")),
+                    f"the identity says {d.stored!r} but the options resolve to {d.current!r} "
+                    "here (a client and a service with different plugin versions?)",
+                )
+                for d in diffs
+            ]
+        )
+    device = (
+        _PredictingClientDevice(setup.max_power_w, setup.predictions) if setup.predictions is not None else _ClientDevice(setup.max_power_w)
+    )
     spec = JobSpec(path=Path(f"{setup.job.name}.toml"), job=setup.job, parts={"batch_size": ps}, raw={}, overrides={}, lines={})
-    assembly = Assembly(spec, registry, store=store, console=console,
-                        parts={"device": device, "workload": _ClientWorkload(setup.batch_sizes, setup.default_batch_size)},
-                        identity=setup.identity, fresh=setup.fresh,
-                        labels={"batch_size": f"plugin {plugin!r} refused the options"})
+    assembly = Assembly(
+        spec,
+        registry,
+        store=store,
+        console=console,
+        parts={"device": device, "workload": _ClientWorkload(setup.batch_sizes, setup.default_batch_size)},
+        identity=setup.identity,
+        fresh=setup.fresh,
+        labels={"batch_size": f"plugin {plugin!r} refused the options"},
+    )
     assembly.check_identity()
     try:
         assembly.build(("batch_size",))

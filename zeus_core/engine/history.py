@@ -122,8 +122,11 @@ class TryRecorded(BadInput):
 
     def __init__(self, recurrence: int, try_index: int, recorded: list[tuple[int, bool]]) -> None:
         ended = next((i for i, reached in recorded if reached), None)
-        why = (f"try {try_index} of recurrence {recurrence} has its result already" if ended is None or ended == try_index
-               else f"recurrence {recurrence} reached the target in try {ended} already")
+        why = (
+            f"try {try_index} of recurrence {recurrence} has its result already"
+            if ended is None or ended == try_index
+            else f"recurrence {recurrence} reached the target in try {ended} already"
+        )
         super().__init__(f"{why}; nothing was stored (each try is recorded once)")
 
 
@@ -350,8 +353,12 @@ class History:
                     raise
                 if not said:
                     shown = ", ".join(f"recurrence {rec} ({describe(owner)})" for rec, owner in sorted(e.live.items())[:10])
-                    log.warning("%s: --fresh --wait: waiting for the job's other runners to end their recurrences (%s); "
-                                "the job starts over once none is open", self.store.location, shown)
+                    log.warning(
+                        "%s: --fresh --wait: waiting for the job's other runners to end their recurrences (%s); "
+                        "the job starts over once none is open",
+                        self.store.location,
+                        shown,
+                    )
                     said = True
                 time.sleep(WAIT_POLL_S)
 
@@ -432,6 +439,7 @@ class History:
         other live runners hold open recurrences, :class:`FreshRefused`, or waiting for them to end
         with ``wait``); a later call in another history (started over by another process since)
         raises :class:`HistoryCleared`."""
+
         def begin(tx: StoreTransaction) -> tuple[int, str | None]:
             joined = self._claim(tx, owner)
             self._sweep(tx)
@@ -448,6 +456,7 @@ class History:
         if tx is not None:  # the caller's transaction: it commits (or not) with whatever else it holds
             rec, joined = begin(tx)
         else:
+
             def own() -> tuple[int, str | None]:
                 with self.store.transaction() as t:
                     return begin(t)
@@ -509,8 +518,9 @@ class History:
             except ZeusError:
                 raise
             except Exception as e:  # the policy's own failure, said as such rather than as a traceback
-                raise RunFailed(f"recurrence {recurrence}, try {try_index}: the batch-size policy could not choose: "
-                                f"{type(e).__name__}: {e}") from e
+                raise RunFailed(
+                    f"recurrence {recurrence}, try {try_index}: the batch-size policy could not choose: {type(e).__name__}: {e}"
+                ) from e
             # A policy may stop its own exploratory tries sooner than beta x min cost.
             own_bound = policy.try_cost_bound(ctx, batch_size) if isinstance(policy, TryCostBound) else None
             self._save_batch_size_state(tx)
@@ -548,14 +558,18 @@ class History:
             self._same_history(tx, record.recurrence)
             begun = self.next_recurrence(tx=tx) - 1
             if record.recurrence > begun:
-                raise RunFailed(f"{self.store.location}: recurrence {record.recurrence} was not begun in the job's history "
-                                f"(it has {begun}): its result is not stored; the history was started over since?")
+                raise RunFailed(
+                    f"{self.store.location}: recurrence {record.recurrence} was not begun in the job's history "
+                    f"(it has {begun}): its result is not stored; the history was started over since?"
+                )
             recorded = tx.tries_of(record.recurrence)  # a try is stored once, and in order
             if any(i == record.try_index or reached for i, reached in recorded):
                 raise TryRecorded(record.recurrence, record.try_index, recorded)
             if record.try_index != len(recorded) + 1:
-                raise BadInput(f"recurrence {record.recurrence}: try {record.try_index} cannot follow try {len(recorded)}; "
-                               "a recurrence's tries are recorded in order, each once")
+                raise BadInput(
+                    f"recurrence {record.recurrence}: try {record.try_index} cannot follow try {len(recorded)}; "
+                    "a recurrence's tries are recorded in order, each once"
+                )
             if power_update is not None:  # then: a stale state changes nothing, not even in memory
                 state, expected = power_update
                 current = tx.get(POWER_KEY)
@@ -604,7 +618,10 @@ def _warn_unchecked_history(location: str, tx: StoreTransaction, identity: dict[
         "%s holds a history (%d recurrences) from a zeus-core that did not record the job's identity: it cannot be "
         "checked that it is of this setup%s, and from now on the store records this one. If the history was learned "
         "on another GPU or with other options, start over with `zeus run --fresh`, or give this job its own job.store",
-        location, begun, this)
+        location,
+        begun,
+        this,
+    )
 
 
 def gone_reason(owner: Any) -> str | None:

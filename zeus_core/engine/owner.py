@@ -36,7 +36,7 @@ def _start_ticks(pid: int) -> int | None:
     except OSError:
         return None
     try:  # the command name (field 2) may hold spaces and parentheses: count from the last ')'
-        return int(text[text.rindex(")") + 2:].split()[19])
+        return int(text[text.rindex(")") + 2 :].split()[19])
     except (ValueError, IndexError):
         return None
 

@@ -333,8 +333,9 @@ class Follower:
     :meth:`receive` for a part's own ops, :meth:`follow` for the result of a decision.
     """
 
-    def __init__(self, group: ProcessGroup, devices: Any = None, monitor: Monitor | None = None,
-                 handlers: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, group: ProcessGroup, devices: Any = None, monitor: Monitor | None = None, handlers: dict[str, Any] | None = None
+    ) -> None:
         self.group = group
         self.devices = devices
         self.monitor = monitor
@@ -343,8 +344,10 @@ class Follower:
 
     def _limit(self, watts: float) -> None:
         if not isinstance(self.devices, PowerLimitControl):
-            raise DeviceError(f"rank 0 set a power limit of {watts:g} W, which rank {self.group.rank} cannot follow: "
-                              "its devices have no power limit control; give every rank the same kind of device")
+            raise DeviceError(
+                f"rank 0 set a power limit of {watts:g} W, which rank {self.group.rank} cannot follow: "
+                "its devices have no power limit control; give every rank the same kind of device"
+            )
         self.devices.set_power_limit(watts)
 
     def _begin(self, name: str) -> None:
@@ -383,6 +386,20 @@ class Follower:
 
 
 __all__ = [
-    "SINGLE", "Follower", "LeaderFailed", "MirroredDevices", "MirroredMonitor", "ProcessGroup", "ProtocolError", "SingleProcess",
-    "agree", "all_ok", "combine_measurements", "decide", "launched_local_rank", "launched_world_size", "lead", "process_group",
+    "SINGLE",
+    "Follower",
+    "LeaderFailed",
+    "MirroredDevices",
+    "MirroredMonitor",
+    "ProcessGroup",
+    "ProtocolError",
+    "SingleProcess",
+    "agree",
+    "all_ok",
+    "combine_measurements",
+    "decide",
+    "launched_local_rank",
+    "launched_world_size",
+    "lead",
+    "process_group",
 ]

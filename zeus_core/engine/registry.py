@@ -102,8 +102,9 @@ def _check_options(opts: Any, kind: str, name: str, measures: dict[str, str | No
         fields = {f.name for f in attrs.fields(opts)}
         unknown = sorted(o for o in measures.values() if o is not None and o not in fields)
         if unknown:
-            raise PluginError(f"{who} registered device {name!r} with measures={measures!r}, but its "
-                              f"options have no {', '.join(map(repr, unknown))}")
+            raise PluginError(
+                f"{who} registered device {name!r} with measures={measures!r}, but its options have no {', '.join(map(repr, unknown))}"
+            )
 
 
 @attrs.frozen
@@ -278,13 +279,18 @@ class Registry:
         table = self.parts[kind] if table is None else table
 
         def register(
-            name: str, factory: Callable[..., Any], options: type | str | None = None, help: str = "", default: bool = False,
+            name: str,
+            factory: Callable[..., Any],
+            options: type | str | None = None,
+            help: str = "",
+            default: bool = False,
             measures: dict[str, str | None] | None = None,
         ) -> None:
             if not isinstance(name, str) or not name or name != name.strip():
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid {kind} name {name!r}")
             if measures is not None and (
-                kind != "device" or not isinstance(measures, dict)
+                kind != "device"
+                or not isinstance(measures, dict)
                 or not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in measures.items())
             ):
                 raise PluginError(
@@ -333,7 +339,6 @@ class Registry:
 
         return register
 
-
     def _store_registrar(self, plugin_name: str):
         dist = self.distribution_of(plugin_name)[0]
 
@@ -357,28 +362,33 @@ class Registry:
 
         return register
 
-
     def _grid_registrar(self, plugin_name: str):
         dist = self.distribution_of(plugin_name)[0]
 
         def register(scheme: str, opener: Callable[..., Any], help: str = "", suffixes: Iterable[str] = ()) -> None:
             if not isinstance(scheme, str) or not scheme.isascii() or not scheme.replace("-", "").isalnum() or len(scheme) < 2:
-                raise PluginError(f"plugin {plugin_name!r} ({dist}) registered an invalid grid source scheme {scheme!r} "
-                                  "(letters, digits and '-', at least two)")
+                raise PluginError(
+                    f"plugin {plugin_name!r} ({dist}) registered an invalid grid source scheme {scheme!r} "
+                    "(letters, digits and '-', at least two)"
+                )
             if not callable(opener):
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered grid source {scheme!r} with a non-callable opener")
             ends = tuple(str(s).lower() for s in suffixes)
             if any(not s.startswith(".") for s in ends):
-                raise PluginError(f"plugin {plugin_name!r} ({dist}) registered grid source {scheme!r} with suffixes "
-                                  f"{list(ends)!r}: each starts with a dot ('.csv')")
+                raise PluginError(
+                    f"plugin {plugin_name!r} ({dist}) registered grid source {scheme!r} with suffixes "
+                    f"{list(ends)!r}: each starts with a dot ('.csv')"
+                )
             key = scheme.lower()
             _refuse_twice(self.grid_sources, key, "grid source", plugin_name, dist)
             for s in ends:
                 other = next((g for g in self.grid_sources.values() if s in g.suffixes), None)
                 if other is not None:
-                    raise PluginError(f"files ending in {s} are read by two grid sources: {other.scheme!r} (plugin "
-                                      f"{other.plugin!r}) and {key!r} (plugin {plugin_name!r}); uninstall one, or block "
-                                      f"one with ZEUS_DISABLED_PLUGINS={plugin_name}")
+                    raise PluginError(
+                        f"files ending in {s} are read by two grid sources: {other.scheme!r} (plugin "
+                        f"{other.plugin!r}) and {key!r} (plugin {plugin_name!r}); uninstall one, or block "
+                        f"one with ZEUS_DISABLED_PLUGINS={plugin_name}"
+                    )
             self.grid_sources[key] = GridSource(key, opener, plugin_name, dist, help, ends)
 
         return register
@@ -392,6 +402,7 @@ def _refuse_twice(table: dict[str, Any], key: str, what: str, plugin_name: str, 
             f"{what} {key!r} is registered twice: by plugin {prev.plugin!r} ({prev.distribution}) and by "
             f"plugin {plugin_name!r} ({dist}); uninstall one, or block one with ZEUS_DISABLED_PLUGINS={plugin_name}"
         )
+
 
 def _trace(pm: pluggy.PluginManager) -> None:
     from rich.console import Console
@@ -420,9 +431,7 @@ def privileged_operations(services: dict[str, Registration]) -> list[str]:
     return sorted(f"{name}.{op}" for name, r in services.items() for op in operations_of(r.factory))
 
 
-def load(
-    extra_plugins: Iterable[tuple[str, object]] = (), entry_points: bool = True, only: Iterable[str] | None = None
-) -> Registry:
+def load(extra_plugins: Iterable[tuple[str, object]] = (), entry_points: bool = True, only: Iterable[str] | None = None) -> Registry:
     """Discover plugins and build the registries.
 
     ``extra_plugins`` are (name, module-or-object) pairs registered after the
@@ -459,8 +468,7 @@ def load(
         pm.check_pending()
     except pluggy.PluginValidationError as e:
         raise PluginError(
-            f"plugin {e.plugin!r} implements a hook zeus does not define: {e}. "
-            "Check the hook's name against zeus_core/hookspecs.py"
+            f"plugin {e.plugin!r} implements a hook zeus does not define: {e}. Check the hook's name against zeus_core/hookspecs.py"
         ) from e
     reg._collect()
     return reg
@@ -475,5 +483,3 @@ def get_registry(refresh: bool = False) -> Registry:
     if _cached is None or refresh:
         _cached = load()
     return _cached
-
-

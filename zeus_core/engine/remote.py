@@ -170,9 +170,9 @@ class HistorySetup:
             "max_power_w": self.max_power_w,
             "batch_sizes": self.batch_sizes,
             "default_batch_size": self.default_batch_size,
-            "predictions": None if self.predictions is None else {
-                str(b): [[p.power_limit, p.time_s, p.energy_j] for p in preds] for b, preds in sorted(self.predictions.items())
-            },
+            "predictions": None
+            if self.predictions is None
+            else {str(b): [[p.power_limit, p.time_s, p.energy_j] for p in preds] for b, preds in sorted(self.predictions.items())},
             "fresh": self.fresh,
         }
 
@@ -203,8 +203,10 @@ class HistorySetup:
             # What the store learns and checks every later client against: never nothing.
             for section in ("job", "batch_size"):
                 if not identity.get(section):
-                    bad(("identity", section), f"the identity must declare the job's [{section}] (what it optimises), "
-                                               "as zeus_core.identity writes it")
+                    bad(
+                        ("identity", section),
+                        f"the identity must declare the job's [{section}] (what it optimises), as zeus_core.identity writes it",
+                    )
         table = data.get("batch_size")
         if "batch_size" in data:
             if not isinstance(table, dict):
@@ -215,8 +217,10 @@ class HistorySetup:
                 _check_finite(table, ("batch_size",), bad)
                 said = identity.get("batch_size") if isinstance(identity, dict) else None
                 if isinstance(said, dict) and said and said.get("plugin") != table["plugin"]:
-                    bad(("identity", "batch_size", "plugin"), f"must name the batch-size plugin of the setup, "
-                                                              f"{table['plugin']!r}; got {said.get('plugin')!r}")
+                    bad(
+                        ("identity", "batch_size", "plugin"),
+                        f"must name the batch-size plugin of the setup, {table['plugin']!r}; got {said.get('plugin')!r}",
+                    )
         max_power: Any = data.get("max_power_w")
         if "max_power_w" in data and not (_number(max_power, lo=0.0, strict=True) and max_power <= MAX_WATTS):
             bad(("max_power_w",), f"must be a number of watts in (0, {MAX_WATTS:g}], got {max_power!r}")
@@ -263,7 +267,7 @@ def _check_finite(value: Any, path: tuple, bad, depth: int = 0) -> None:
     if depth > 32:
         bad(path, "nested too deeply (more than 32 levels)")
     elif isinstance(value, float) and not math.isfinite(value):
-        bad(path, f"must be a finite number, got {value!r} (write infinity as the string \"inf\")")
+        bad(path, f'must be a finite number, got {value!r} (write infinity as the string "inf")')
     elif isinstance(value, dict):
         for k, v in value.items():
             _check_finite(v, path + (str(k),), bad, depth + 1)
@@ -287,8 +291,10 @@ def _predictions(raw: Any, bad) -> dict[int, list[EpochPrediction]] | None:
         if not (isinstance(key, str) and key.isdigit() and _count(int(key))):
             bad(path, f"a batch size must be a whole number in 1..{MAX_COUNT}")
             continue
-        if not isinstance(rows, list) or len(rows) > MAX_LIST or not all(
-            isinstance(r, list) and len(r) == 3 and _number(r[0], strict=True) and _number(r[1]) and _number(r[2]) for r in rows
+        if (
+            not isinstance(rows, list)
+            or len(rows) > MAX_LIST
+            or not all(isinstance(r, list) and len(r) == 3 and _number(r[0], strict=True) and _number(r[1]) and _number(r[2]) for r in rows)
         ):
             bad(path, f"must list up to {MAX_LIST} [power_limit > 0, time_s >= 0, energy_j >= 0] triples of finite numbers")
             continue

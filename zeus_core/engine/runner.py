@@ -65,8 +65,14 @@ class Runner:
     """Runs a validated job: its parts come from one :class:`~zeus_core.engine.assembly.Assembly`."""
 
     def __init__(
-        self, spec: JobSpec, registry: Registry, console: Console | None = None, store: JobStore | None = None,
-        fresh: bool = False, group: ProcessGroup | None = None, wait: bool = False,
+        self,
+        spec: JobSpec,
+        registry: Registry,
+        console: Console | None = None,
+        store: JobStore | None = None,
+        fresh: bool = False,
+        group: ProcessGroup | None = None,
+        wait: bool = False,
     ) -> None:
         self.spec = spec
         self.registry = registry
@@ -157,8 +163,12 @@ class Runner:
             self.parts["workload"].serve_rank()
             return JobSummary(job=self.spec.job.name, recurrences=0, tries=0, energy_j=0.0, time_s=0.0, cost=0.0, knobs={})
         self.hook.zeus_on_job_start(job=self.spec.job, context=self.ctx)
-        log.info("job %r: planning, then %d recurrence(s) with %s", self.spec.job.name, self.spec.job.recurrences,
-                 ", ".join(f"{s}={p.plugin}" for s, p in self.spec.parts.items()))
+        log.info(
+            "job %r: planning, then %d recurrence(s) with %s",
+            self.spec.job.name,
+            self.spec.job.recurrences,
+            ", ".join(f"{s}={p.plugin}" for s, p in self.spec.parts.items()),
+        )
         self.plan()
         self.began = []
         if "workload" in self.parts:
@@ -189,8 +199,11 @@ class Runner:
         try:
             self.history.abandon(rec, stop_reason(e))
         except Exception as failed:  # noqa: BLE001 - the store is what failed, most likely; the run's error stands
-            log.warning("recurrence %d is left open (it could not be recorded as abandoned: %s); the job's next run "
-                        "on this machine records it", rec, str(failed)[:300])
+            log.warning(
+                "recurrence %d is left open (it could not be recorded as abandoned: %s); the job's next run on this machine records it",
+                rec,
+                str(failed)[:300],
+            )
 
     def _tries_of(self, rec: int) -> tuple[int, list[TryRecord]]:
         job = self.spec.job
@@ -272,9 +285,7 @@ class Runner:
             cost=session.cost(energy_j, time_s),
             reached=session.reached,
             stopped=stopped,
-            extra={k: v for k, v in session.extra.items()} | (
-                {"metric": session.metric} if session.metric is not None else {}
-            ),
+            extra={k: v for k, v in session.extra.items()} | ({"metric": session.metric} if session.metric is not None else {}),
             steady_cost=session.steady_cost(),
         )
         if session.grid_meter is not None:
@@ -283,8 +294,18 @@ class Runner:
                 record.extra[GRID_KEY] = figures
             if session.grid_meter.held_s > 0:
                 record.extra["grid_held_s"] = session.grid_meter.held_s
-        log.debug("recurrence %d, try %d: batch size %d at %s W, %d epoch(s), %.6g s, %.6g J, cost %.6g, %s", rec, try_index,
-                  batch_size, record.power_limit, record.epochs, time_s, energy_j, record.cost, "reached" if record.reached else stopped)
+        log.debug(
+            "recurrence %d, try %d: batch size %d at %s W, %d epoch(s), %.6g s, %.6g J, cost %.6g, %s",
+            rec,
+            try_index,
+            batch_size,
+            record.power_limit,
+            record.epochs,
+            time_s,
+            energy_j,
+            record.cost,
+            "reached" if record.reached else stopped,
+        )
         return record
 
     # -- results --

@@ -66,8 +66,15 @@ def open_grid(options: GridOptions, registry: Registry, job_dir: Path) -> Grid:
         if source is None:  # "constant" (a number) with no source for it installed
             problems.append((quantity, f"no grid source {scheme!r} is installed to read {value!r}{_install_hint(scheme)}"))
             continue
-        request = SourceRequest(quantity=quantity, job_dir=job_dir, zone=zone, currency=options.currency.upper(),
-                                max_gap_s=options.max_gap_s, timeout_s=options.timeout_s, refresh_s=options.refresh_s)
+        request = SourceRequest(
+            quantity=quantity,
+            job_dir=job_dir,
+            zone=zone,
+            currency=options.currency.upper(),
+            max_gap_s=options.max_gap_s,
+            timeout_s=options.timeout_s,
+            refresh_s=options.refresh_s,
+        )
         try:
             signals[quantity] = source.opener(spec, request)
         except (ValueError, OSError) as e:
@@ -78,8 +85,13 @@ def open_grid(options: GridOptions, registry: Registry, job_dir: Path) -> Grid:
             if isinstance(signal, TimeSeries):
                 first, last = signal.span()
                 if not first <= start < last:
-                    problems.append(("start", f"{options.start} ({show_time(start)}) is outside {quantity}'s series "
-                                              f"{where} ({show_time(first)} to {show_time(last)})"))
+                    problems.append(
+                        (
+                            "start",
+                            f"{options.start} ({show_time(start)}) is outside {quantity}'s series "
+                            f"{where} ({show_time(first)} to {show_time(last)})",
+                        )
+                    )
     if problems:
         raise GridError(problems)
     return Grid(carbon=signals.get(CARBON), price=signals.get(PRICE), currency=options.currency.upper(), start=start)

@@ -91,7 +91,6 @@ class JobError(BadInput):
         return out
 
 
-
 # --------------------------------------------------------------------------- structuring
 
 
@@ -283,8 +282,11 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
         raise JobError(source, [Problem((), f"cannot read the job file: {e.strerror or e}")]) from e
     except UnicodeDecodeError as e:
         line = e.object.count(b"\n", 0, e.start) + 1
-        raise JobError(source, [Problem((), f"byte {e.object[e.start]:#04x} is not UTF-8; a job file is TOML, which is "
-                                            "UTF-8 text: save it as UTF-8")], {(): line}) from None
+        raise JobError(
+            source,
+            [Problem((), f"byte {e.object[e.start]:#04x} is not UTF-8; a job file is TOML, which is UTF-8 text: save it as UTF-8")],
+            {(): line},
+        ) from None
     except ValueError as e:  # too large
         raise JobError(source, [Problem((), str(e))]) from None
     try:
@@ -298,8 +300,9 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
         line = lineno
         raise JobError(source, [Problem((), f"invalid TOML: {msg}")], {(): line}) from e
     except RecursionError:  # tables or arrays nested hundreds deep
-        raise JobError(source, [Problem((), f"tables or arrays nested more than {MAX_DEPTH} levels deep; a job file "
-                                            f"nests at most {MAX_DEPTH}")]) from None
+        raise JobError(
+            source, [Problem((), f"tables or arrays nested more than {MAX_DEPTH} levels deep; a job file nests at most {MAX_DEPTH}")]
+        ) from None
     lines = line_index(text)
     shape = shape_problems(raw_file)
     if shape:
@@ -323,8 +326,10 @@ def read_bounded(path: Path, limit: int | None = None) -> bytes:
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size > limit:
-            raise ValueError(f"the file is {size:,} bytes; a job file is at most {limit:,} bytes (1 MiB): "
-                             "keep data (traces, profiles, arrays of values) in the files its options name")
+            raise ValueError(
+                f"the file is {size:,} bytes; a job file is at most {limit:,} bytes (1 MiB): "
+                "keep data (traces, profiles, arrays of values) in the files its options name"
+            )
         data = f.read(limit + 1)
     if len(data) > limit:
         raise ValueError(f"the file is more than {limit:,} bytes; a job file is at most {limit:,} bytes (1 MiB)")
@@ -345,8 +350,13 @@ def shape_problems(raw: dict[str, Any]) -> list[Problem]:
             stack.extend((v, path + (k,), depth + 1) for k, v in node.items())
         elif isinstance(node, list):
             if len(node) > MAX_ARRAY:
-                problems.append(Problem(path, f"an array of {len(node):,} values; a job file's arrays hold at most "
-                                              f"{MAX_ARRAY:,} (keep data in the files its options name)"))
+                problems.append(
+                    Problem(
+                        path,
+                        f"an array of {len(node):,} values; a job file's arrays hold at most "
+                        f"{MAX_ARRAY:,} (keep data in the files its options name)",
+                    )
+                )
                 continue
             stack.extend((v, path + (i,), depth + 1) for i, v in enumerate(node))
     return problems
@@ -430,16 +440,29 @@ def validate(
             problems.append(Problem((needed,), f"a job with [workload] needs a [{needed}] table naming one of: {installed}"))
     if "workload" not in raw and not any(s in raw for s in PLAN_ORDER):
         has = [f"[{s}]" for s in PART_SECTIONS if s in raw]
-        problems.append(Problem(("workload",), (
-            f"the job has {' and '.join(has)} but " if has else "the job has ") + "no [workload] and no planner: nothing to "
-            "run. Add a [workload] table (with [device] and [batch_size]) naming what trains, or a planner "
-            "section ([allocation], [frequency_plan], [profiler])"))
+        problems.append(
+            Problem(
+                ("workload",),
+                (f"the job has {' and '.join(has)} but " if has else "the job has ") + "no [workload] and no planner: nothing to "
+                "run. Add a [workload] table (with [device] and [batch_size]) naming what trains, or a planner "
+                "section ([allocation], [frequency_plan], [profiler])",
+            )
+        )
     file_problems, deferred = _file_problems(parts, job, path.parent)  # of every part whose own options are valid
     problems += file_problems
     spec = None
     if job is not None:
-        spec = JobSpec(path=path, job=job, parts=parts, raw=raw, overrides=overrides, lines=lines,
-                       raw_file=raw_file if raw_file is not None else raw, deferred=deferred, grid=grid)
+        spec = JobSpec(
+            path=path,
+            job=job,
+            parts=parts,
+            raw=raw,
+            overrides=overrides,
+            lines=lines,
+            raw_file=raw_file if raw_file is not None else raw,
+            deferred=deferred,
+            grid=grid,
+        )
         problems += _store_problems(spec, registry, complete=not problems)
     problems = [attrs.evolve(p, origin=_origin(overrides, p.path)) for p in problems]
     if problems:

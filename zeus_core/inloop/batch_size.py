@@ -42,7 +42,6 @@ def counted_energy(m: Measurement) -> float:
     return m.total_gpu_energy if m.gpu_energy else m.total_system_energy
 
 
-
 class BatchSizeTry:
     """One try as a script sees it: train at :attr:`batch_size` until the target, or until
     :meth:`should_stop` says the try can no longer pay off."""
@@ -97,8 +96,10 @@ class BatchSizeTry:
         return self.stopped is not None
 
     def __repr__(self) -> str:
-        return (f"BatchSizeTry(recurrence={self.recurrence}, try_index={self.try_index}, batch_size={self.batch_size}, "
-                f"cost_bound={self.cost_bound:g})")
+        return (
+            f"BatchSizeTry(recurrence={self.recurrence}, try_index={self.try_index}, batch_size={self.batch_size}, "
+            f"cost_bound={self.cost_bound:g})"
+        )
 
 
 class UserLoop:
@@ -168,7 +169,7 @@ class BatchSizeOptimizer:
         registry: Registry | None = None,
     ) -> None:
         if job is None:
-            raise ValueError("job must name the job (its recurrences share one history), e.g. job=\"resnet-cifar\"")
+            raise ValueError('job must name the job (its recurrences share one history), e.g. job="resnet-cifar"')
         sizes = _batch_sizes(batch_sizes)
         if default is not None and (isinstance(default, bool) or not isinstance(default, int) or default <= 0):
             raise ValueError(f"default must be a positive whole batch size, got {default!r}")
@@ -180,8 +181,13 @@ class BatchSizeOptimizer:
             raise ValueError(f"monitor must be a zeus_core.ZeusMonitor, got {type(monitor).__name__}")
         if history is not None and not isinstance(history, JobHistory):
             raise ValueError("history must be a zeus_core.engine.history.JobHistory (begin_recurrence, next_try, record)")
-        knobs: dict[str, Any] = {"eta_knob": eta_knob, "beta_knob": beta_knob, "higher_is_better": higher_is_better,
-                                 "max_tries": max_tries, "seed": seed}
+        knobs: dict[str, Any] = {
+            "eta_knob": eta_knob,
+            "beta_knob": beta_knob,
+            "higher_is_better": higher_is_better,
+            "max_tries": max_tries,
+            "seed": seed,
+        }
         if target_metric is not None:
             knobs["target_metric"] = target_metric
         if max_epochs is not None:
@@ -196,9 +202,22 @@ class BatchSizeOptimizer:
         self.job = jobopts
         self.max_epochs = max_epochs
         self.target_metric = target_metric
-        agree(group, {"job": job, "policy": policy, "options": options, "batch_sizes": sizes, "default": default,
-                      "eta_knob": eta_knob, "beta_knob": beta_knob, "target_metric": target_metric,
-                      "max_epochs": max_epochs, "max_tries": max_tries}, "BatchSizeOptimizer")
+        agree(
+            group,
+            {
+                "job": job,
+                "policy": policy,
+                "options": options,
+                "batch_sizes": sizes,
+                "default": default,
+                "eta_knob": eta_knob,
+                "beta_knob": beta_knob,
+                "target_metric": target_metric,
+                "max_epochs": max_epochs,
+                "max_tries": max_tries,
+            },
+            "BatchSizeOptimizer",
+        )
         local_power, device_identity = self._power(monitor, max_power_w, reg)
         powers = group.gather(local_power)
         self.max_power_w = float(group.broadcast(sum(powers) if powers else 0.0))
@@ -212,17 +231,30 @@ class BatchSizeOptimizer:
         self.policy = None
         if group.rank != 0:
             return
-        keys = ("eta_knob", "beta_knob", "higher_is_better", "processes") + (
-            ("target_metric",) if target_metric is not None else ()) + (("max_epochs",) if max_epochs is not None else ())
+        keys = (
+            ("eta_knob", "beta_knob", "higher_is_better", "processes")
+            + (("target_metric",) if target_metric is not None else ())
+            + (("max_epochs",) if max_epochs is not None else ())
+        )
         identity: dict[str, Any] = {
             "job": job_identity(jobopts, keys),
             "workload": {"batch_sizes": sizes or [], "default_batch_size": default},
         }
         if device_identity is not None:
             identity["device"] = device_identity
-        assembly = script_assembly(reg, jobopts, "batch_size", policy, options, arg="policy",
-                                   parts={"workload": UserLoop(sizes, default)}, identity=identity, group=group,
-                                   store=store, fresh=fresh)
+        assembly = script_assembly(
+            reg,
+            jobopts,
+            "batch_size",
+            policy,
+            options,
+            arg="policy",
+            parts={"workload": UserLoop(sizes, default)},
+            identity=identity,
+            group=group,
+            store=store,
+            fresh=fresh,
+        )
         self.policy = assembly.parts["batch_size"]
         self.identity = assembly.identity
         if history is not None:
@@ -321,8 +353,10 @@ class BatchSizeOptimizer:
             assert parts is not None and self._pending is not None and self.history is not None
             split = sorted({p["reached"] for p in parts})
             if len(split) > 1:
-                raise ValueError(f"the ranks disagree whether try {trial.try_index} reached the target: "
-                                 f"{[p['reached'] for p in parts]} by rank; report the same reached= on every rank")
+                raise ValueError(
+                    f"the ranks disagree whether try {trial.try_index} reached the target: "
+                    f"{[p['reached'] for p in parts]} by rank; report the same reached= on every rank"
+                )
             energy = float(sum(p["energy_j"] for p in parts))
             seconds = float(max(p["time_s"] for p in parts))
             n = trial.epochs if epochs is None else int(epochs)
@@ -330,9 +364,17 @@ class BatchSizeOptimizer:
             if steady is not None:
                 details["steady_cost"] = steady
             rec = TryRecord(
-                recurrence=trial.recurrence, try_index=trial.try_index, batch_size=trial.batch_size,
-                power_limit=power_limit, epochs=n, time_s=seconds, energy_j=energy, cost=self.cost(energy, seconds),
-                reached=bool(reached), stopped=None if reached else (trial.stopped or "ended"), extra=details,
+                recurrence=trial.recurrence,
+                try_index=trial.try_index,
+                batch_size=trial.batch_size,
+                power_limit=power_limit,
+                epochs=n,
+                time_s=seconds,
+                energy_j=energy,
+                cost=self.cost(energy, seconds),
+                reached=bool(reached),
+                stopped=None if reached else (trial.stopped or "ended"),
+                extra=details,
                 steady_cost=steady,
             )
             self._cost_acc += rec.cost  # a try that never ran reports (about) nothing

@@ -101,12 +101,21 @@ class _GridWindows:
 
     quantity = CARBON
 
-    def __init__(self, monitor: Monitor | None, grid: dict[str, Any], gpu_indices: Any, cpu_indices: Any,
-                 sync_execution_with: Any, poll: bool, registry: Any) -> None:
+    def __init__(
+        self,
+        monitor: Monitor | None,
+        grid: dict[str, Any],
+        gpu_indices: Any,
+        cpu_indices: Any,
+        sync_execution_with: Any,
+        poll: bool,
+        registry: Any,
+    ) -> None:
         self._owns = monitor is None
         if monitor is None:
-            monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices, sync_execution_with=sync_execution_with,
-                                  registry=registry)
+            monitor = ZeusMonitor(
+                gpu_indices=gpu_indices, cpu_indices=cpu_indices, sync_execution_with=sync_execution_with, registry=registry
+            )
         elif not isinstance(monitor, Monitor):
             raise ValueError(f"monitor must be a zeus_core.ZeusMonitor (or Monitor), got {type(monitor).__name__}")
         self.monitor = monitor
@@ -239,9 +248,18 @@ class CarbonEmissionMonitor(_GridWindows):
 
     quantity = CARBON
 
-    def __init__(self, monitor: Monitor | None = None, *, carbon_intensity: Any, gpu_indices: list[int] | None = None,
-                 cpu_indices: list[int] | None = None, sync_execution_with: Any = "torch", grid: dict[str, Any] | None = None,
-                 poll: bool = True, registry: Any = None) -> None:
+    def __init__(
+        self,
+        monitor: Monitor | None = None,
+        *,
+        carbon_intensity: Any,
+        gpu_indices: list[int] | None = None,
+        cpu_indices: list[int] | None = None,
+        sync_execution_with: Any = "torch",
+        grid: dict[str, Any] | None = None,
+        poll: bool = True,
+        registry: Any = None,
+    ) -> None:
         table = {**dict(grid or {}), "carbon_intensity": carbon_intensity}
         super().__init__(monitor, table, gpu_indices, cpu_indices, sync_execution_with, poll, registry)
 
@@ -251,9 +269,17 @@ class CarbonEmissionMonitor(_GridWindows):
         gpu, cpu, dram = self._keyed(m, amounts)
         carbon, mean = self._total(m, amounts, means)
         return CarbonEmissionMeasurement(
-            time=m.time, gpu_energy=m.gpu_energy, gpu_carbon_emission=gpu, cpu_energy=m.cpu_energy,
-            cpu_carbon_emission=cpu, dram_energy=m.dram_energy, dram_carbon_emission=dram,
-            energy_j=m.total_system_energy, carbon_g=carbon, carbon_intensity_g_per_kwh=mean, measurement=m,
+            time=m.time,
+            gpu_energy=m.gpu_energy,
+            gpu_carbon_emission=gpu,
+            cpu_energy=m.cpu_energy,
+            cpu_carbon_emission=cpu,
+            dram_energy=m.dram_energy,
+            dram_carbon_emission=dram,
+            energy_j=m.total_system_energy,
+            carbon_g=carbon,
+            carbon_intensity_g_per_kwh=mean,
+            measurement=m,
         )
 
 
@@ -266,9 +292,19 @@ class EnergyCostMonitor(_GridWindows):
 
     quantity = PRICE
 
-    def __init__(self, monitor: Monitor | None = None, *, price: Any, currency: str, gpu_indices: list[int] | None = None,
-                 cpu_indices: list[int] | None = None, sync_execution_with: Any = "torch", grid: dict[str, Any] | None = None,
-                 poll: bool = True, registry: Any = None) -> None:
+    def __init__(
+        self,
+        monitor: Monitor | None = None,
+        *,
+        price: Any,
+        currency: str,
+        gpu_indices: list[int] | None = None,
+        cpu_indices: list[int] | None = None,
+        sync_execution_with: Any = "torch",
+        grid: dict[str, Any] | None = None,
+        poll: bool = True,
+        registry: Any = None,
+    ) -> None:
         table = {**dict(grid or {}), "price": price, "currency": currency}
         super().__init__(monitor, table, gpu_indices, cpu_indices, sync_execution_with, poll, registry)
 
@@ -278,9 +314,18 @@ class EnergyCostMonitor(_GridWindows):
         gpu, cpu, dram = self._keyed(m, amounts)
         cost, mean = self._total(m, amounts, means)
         return EnergyCostMeasurement(
-            time=m.time, gpu_energy=m.gpu_energy, gpu_energy_cost=gpu, cpu_energy=m.cpu_energy, cpu_energy_cost=cpu,
-            dram_energy=m.dram_energy, dram_energy_cost=dram, energy_j=m.total_system_energy, cost=cost,
-            currency=self.grid.currency, price_per_kwh=mean, measurement=m,
+            time=m.time,
+            gpu_energy=m.gpu_energy,
+            gpu_energy_cost=gpu,
+            cpu_energy=m.cpu_energy,
+            cpu_energy_cost=cpu,
+            dram_energy=m.dram_energy,
+            dram_energy_cost=dram,
+            energy_j=m.total_system_energy,
+            cost=cost,
+            currency=self.grid.currency,
+            price_per_kwh=mean,
+            measurement=m,
         )
 
 

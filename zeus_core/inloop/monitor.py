@@ -112,14 +112,15 @@ def open_gpus(registry: Registry, indices: list[int] | None, console: Console, *
         first = opened[0][0]
         raise DeviceOpenError(
             f"GPUs of {len(opened)} device plugins open on this machine: {found}. zeus measures the GPUs of one plugin and "
-            f"does not guess which: name it, with ZeusMonitor(device=\"{first}\") or {GPU_DEVICE_ENV}={first}"
+            f'does not guess which: name it, with ZeusMonitor(device="{first}") or {GPU_DEVICE_ENV}={first}'
         )
     choice.opened = opened[0] if opened else None
     return choice
 
 
-def open_named(registry: Registry, name: str, options: dict[str, Any], console: Console,
-               gpu: list[int] | None = None, cpu: list[int] | None = None) -> Opened:
+def open_named(
+    registry: Registry, name: str, options: dict[str, Any], console: Console, gpu: list[int] | None = None, cpu: list[int] | None = None
+) -> Opened:
     """Device plugin ``name`` opened with ``options`` (its ``[device]`` table), the GPU and CPU indices
     given to the options its registration says select them; :class:`DeviceOpenError` naming what is wrong."""
     known = registry.names("device")
@@ -210,7 +211,7 @@ class ZeusMonitor(Monitor):
         if options is not None and not isinstance(options, dict):
             raise ValueError(f"options must be a dict (a [device] table without plugin), got {type(options).__name__}")
         if options and device is None:
-            raise ValueError("options= configures the plugin named by device=; pass device=\"<plugin>\" too")
+            raise ValueError('options= configures the plugin named by device=; pass device="<plugin>" too')
         self.registry = reg = registry if registry is not None else get_registry()
         restore_pending(reg.restorers)  # settings a killed zeus process left changed go back first
         self._console = Console(stderr=True)

@@ -142,10 +142,11 @@ class PowerLimitOptimizer:
         self.group = group = process_group(group, reg)
         self.job = script_job(job, eta_knob=eta, beta_knob=math.inf, processes=group.world_size)
         self.batch_size = batch_size or 0
-        agree(group, {"job": job, "policy": policy, "options": options, "batch_size": batch_size, "eta_knob": eta},
-              "PowerLimitOptimizer")
-        found = monitor.controllable() if isinstance(monitor, ZeusMonitor) else (
-            (monitor.devices, None) if isinstance(monitor.devices, PowerLimitControl) else None
+        agree(group, {"job": job, "policy": policy, "options": options, "batch_size": batch_size, "eta_knob": eta}, "PowerLimitOptimizer")
+        found = (
+            monitor.controllable()
+            if isinstance(monitor, ZeusMonitor)
+            else ((monitor.devices, None) if isinstance(monitor.devices, PowerLimitControl) else None)
         )
         if found is None:
             names = ", ".join(monitor.devices.names) or "nothing"
@@ -162,8 +163,17 @@ class PowerLimitOptimizer:
         if device_identity is not None:
             identity["device"] = device_identity
         assembly = script_assembly(
-            reg, self.job, "power", policy, options, arg="policy", parts={"device": self.devices}, identity=identity,
-            group=group, store=store, fresh=fresh,
+            reg,
+            self.job,
+            "power",
+            policy,
+            options,
+            arg="policy",
+            parts={"device": self.devices},
+            identity=identity,
+            group=group,
+            store=store,
+            fresh=fresh,
             fit_fix="measure a device that offers it (gpu_indices=[...] on a GPU, or device= a plugin that does)",
             grid=self.grid,
         )
@@ -194,12 +204,21 @@ class PowerLimitOptimizer:
                     raise
                 self.history = assembly.local_history(max_power_w=self.max_power_w)
             session_devices = MirroredDevices(self.devices, self.max_power_w, group)
-            session_monitor = (MirroredMonitor(session_devices, group, sync=sync) if group.world_size > 1
-                               else Monitor(session_devices, sync=sync))
+            session_monitor = (
+                MirroredMonitor(session_devices, group, sync=sync) if group.world_size > 1 else Monitor(session_devices, sync=sync)
+            )
             self.session: RunSession | None = RunSession(
-                job=self.job, batch_size=self.batch_size, recurrence=0, try_index=1, cost_bound=math.inf,
-                devices=session_devices, monitor=session_monitor, power_policy=self.policy,
-                rank=group.rank, world_size=group.world_size, grid=self.grid,
+                job=self.job,
+                batch_size=self.batch_size,
+                recurrence=0,
+                try_index=1,
+                cost_bound=math.inf,
+                devices=session_devices,
+                monitor=session_monitor,
+                power_policy=self.policy,
+                rank=group.rank,
+                world_size=group.world_size,
+                grid=self.grid,
             )
             self._follower = None
         else:
@@ -254,8 +273,7 @@ class PowerLimitOptimizer:
     def _end_epoch(self, steps: int) -> EpochLog:
         session = self._lead_session()
         m = session.end_epoch(steps)
-        log = EpochLog(time_s=m.time, energy_j=m.total_system_energy, cost=session.epoch_costs[-1],
-                       power_limit=session.power_limit)
+        log = EpochLog(time_s=m.time, energy_j=m.total_system_energy, cost=session.epoch_costs[-1], power_limit=session.power_limit)
         if session.epoch_grid:  # with grid=: carbon_g (and cost_<currency>) next to energy_j
             grid = session.epoch_grid[-1]
             log["grid"] = dict(grid)

@@ -62,8 +62,18 @@ def script_assembly(
     if store is not None:
         spec.job.store = str(store)
     identity = {**identity, section: {"plugin": plugin, **option_identity(ps.options)}}
-    assembly = Assembly(spec, registry, console=Console(stderr=True), parts=parts, identity=identity, group=group,
-                        fresh=fresh, fixes=SCRIPT_FIXES, labels={section: label}, fit_fix=fit_fix)
+    assembly = Assembly(
+        spec,
+        registry,
+        console=Console(stderr=True),
+        parts=parts,
+        identity=identity,
+        group=group,
+        fresh=fresh,
+        fixes=SCRIPT_FIXES,
+        labels={section: label},
+        fit_fix=fit_fix,
+    )
     assembly.context.grid = grid
     return assembly.build((section,))
 
@@ -87,8 +97,10 @@ def script_grid(table: Any, registry: Registry, devices: Any) -> Any:
             raise BadInput("grid: " + "; ".join(f"{p.message} @ {p.jsonpath()}" for p in problems))
         grid = open_grid(options, registry, Path.cwd())
     else:
-        raise BadInput(f"grid must be a [grid] table (a dict such as {{'carbon_intensity': 'electricitymaps:DE'}}) or a "
-                       f"zeus_core.grid.Grid, got {type(table).__name__}")
+        raise BadInput(
+            f"grid must be a [grid] table (a dict such as {{'carbon_intensity': 'electricitymaps:DE'}}) or a "
+            f"zeus_core.grid.Grid, got {type(table).__name__}"
+        )
     try:
         grid.bind(devices)
     except ValueError as e:

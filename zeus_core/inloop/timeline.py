@@ -188,7 +188,7 @@ class Timeline:
 
 
 def _gpu_index(name: str) -> int | None:
-    rest = name[len(_GPU_PREFIX):] if name.startswith(_GPU_PREFIX) else ""
+    rest = name[len(_GPU_PREFIX) :] if name.startswith(_GPU_PREFIX) else ""
     return int(rest) if rest.isdigit() else None
 
 
@@ -198,8 +198,15 @@ class _Sampling:
     #: what the monitor reads, for messages
     what = "readings"
 
-    def __init__(self, gpu_indices: list[int] | None, update_period: float, max_samples: int | None, device: Any,
-                 options: dict[str, Any] | None, registry: Any) -> None:
+    def __init__(
+        self,
+        gpu_indices: list[int] | None,
+        update_period: float,
+        max_samples: int | None,
+        device: Any,
+        options: dict[str, Any] | None,
+        registry: Any,
+    ) -> None:
         from zeus_core.engine.registry import get_registry
 
         if gpu_indices is not None and not gpu_indices:
@@ -211,7 +218,7 @@ class _Sampling:
         if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 2:
             raise ValueError(f"max_samples_per_gpu must be an integer of at least 2 (None: {DEFAULT_MAX_SAMPLES}), got {max_samples!r}")
         if options is not None and not isinstance(device, str):
-            raise ValueError("options= configures the plugin named by device=; pass device=\"<plugin>\" too")
+            raise ValueError('options= configures the plugin named by device=; pass device="<plugin>" too')
         self.update_period = float(update_period)
         self.max_samples = capacity
         self._lock = threading.Lock()
@@ -223,8 +230,10 @@ class _Sampling:
             if device is None:
                 choice = open_gpus(reg, gpus, console)
                 if choice.opened is None:
-                    raise DeviceOpenError(f"no GPU could be opened ({choice.why() or 'no installed device plugin measures GPUs'}); "
-                                          "name another device plugin with device=")
+                    raise DeviceOpenError(
+                        f"no GPU could be opened ({choice.why() or 'no installed device plugin measures GPUs'}); "
+                        "name another device plugin with device="
+                    )
                 opened = choice.opened
             else:
                 opened = open_named(reg, device, dict(options or {}), console, gpus)
@@ -340,8 +349,7 @@ class _Sampling:
         """(index, name) of the GPUs a GPU-keyed query covers."""
         gpus = [(i, n) for n in self.names if (i := _gpu_index(n)) is not None]
         if not gpus:
-            raise ValueError(f"this monitor has no GPU (devices named gpu<i>); its devices are {', '.join(self.names)}: "
-                             "query them by name")
+            raise ValueError(f"this monitor has no GPU (devices named gpu<i>); its devices are {', '.join(self.names)}: query them by name")
         if gpu_index is None:
             return gpus
         chosen = [(i, n) for i, n in gpus if i == gpu_index]
@@ -414,8 +422,10 @@ class PowerMonitor(_Sampling):
 
     def _check(self, group: Any) -> None:
         if not isinstance(group, (PowerDomainReadings, PowerReadings)):
-            raise DeviceError(f"{self._label()} cannot give power over time: it reads no power (neither PowerDomainReadings "
-                              "nor PowerReadings); its energy is measured by ZeusMonitor's windows")
+            raise DeviceError(
+                f"{self._label()} cannot give power over time: it reads no power (neither PowerDomainReadings "
+                "nor PowerReadings); its energy is measured by ZeusMonitor's windows"
+            )
         self._domains = isinstance(group, PowerDomainReadings)
         if self._wanted is not None:  # every domain asked for must be one the devices read
             if isinstance(group, PowerDomainReadings):
@@ -447,8 +457,9 @@ class PowerMonitor(_Sampling):
         for d in ENERGY_DOMAINS:
             if d in self.quantities[name]:
                 return d
-        raise ValueError(f"{name} reads only {', '.join(self.quantities[name])}, not the device's whole power; "
-                         "name the domain to integrate")
+        raise ValueError(
+            f"{name} reads only {', '.join(self.quantities[name])}, not the device's whole power; name the domain to integrate"
+        )
 
     # -- by device name --
 
@@ -474,23 +485,23 @@ class PowerMonitor(_Sampling):
     def power(self, at: float | None = None, domain: Any = None) -> dict[str, float]:
         """Watts of every monitored device at the reading nearest to ``at`` (None: the latest)."""
         with self._lock:
-            return {n: v for n in self.names
-                    if (v := self._timeline(n, self._energy_domain(n, domain)).nearest(at)) is not None}
+            return {n: v for n in self.names if (v := self._timeline(n, self._energy_domain(n, domain)).nearest(at)) is not None}
 
     # -- upstream's, by GPU index --
 
-    def get_power_timeline(self, power_domain: Any, gpu_index: int | None = None, start_time: float | None = None,
-                           end_time: float | None = None) -> dict[int, list[tuple[float, float]]]:
+    def get_power_timeline(
+        self, power_domain: Any, gpu_index: int | None = None, start_time: float | None = None, end_time: float | None = None
+    ) -> dict[int, list[tuple[float, float]]]:
         """``{gpu index: [(time, W), ...]}`` in ``power_domain``, between the two times (None: open)."""
         d = _domain(power_domain)
         if d not in self.measurement_domains:
             raise ValueError(f"power domain {d} is not being monitored; monitored domains: {self.measurement_domains}")
         with self._lock:
-            return {i: self._timelines[(n, d)].points(start_time, end_time)
-                    for i, n in self._gpus(gpu_index) if (n, d) in self._timelines}
+            return {i: self._timelines[(n, d)].points(start_time, end_time) for i, n in self._gpus(gpu_index) if (n, d) in self._timelines}
 
-    def get_all_power_timelines(self, gpu_index: int | None = None, start_time: float | None = None,
-                                end_time: float | None = None) -> dict[str, dict[int, list[tuple[float, float]]]]:
+    def get_all_power_timelines(
+        self, gpu_index: int | None = None, start_time: float | None = None, end_time: float | None = None
+    ) -> dict[str, dict[int, list[tuple[float, float]]]]:
         """``{domain: {gpu index: [(time, W), ...]}}`` for every monitored domain."""
         return {d: self.get_power_timeline(d, gpu_index, start_time, end_time) for d in self.measurement_domains}
 
@@ -557,8 +568,9 @@ class TemperatureMonitor(_Sampling):
 
     # -- upstream's, by GPU index --
 
-    def get_temperature_timeline(self, gpu_index: int | None = None, start_time: float | None = None,
-                                 end_time: float | None = None) -> dict[int, list[tuple[float, float]]]:
+    def get_temperature_timeline(
+        self, gpu_index: int | None = None, start_time: float | None = None, end_time: float | None = None
+    ) -> dict[int, list[tuple[float, float]]]:
         """``{gpu index: [(time, °C), ...]}`` between the two times (None: open)."""
         with self._lock:
             return {i: self._timelines[(n, "temperature")].points(start_time, end_time) for i, n in self._gpus(gpu_index)}

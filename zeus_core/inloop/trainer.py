@@ -88,7 +88,7 @@ class TrainerHooks:
         if trial is not None and not isinstance(trial, BatchSizeTry):
             raise ValueError(f"trial must be what bso.next() returned, got {type(trial).__name__}")
         if metric is not None and not (isinstance(metric, str) and metric):
-            raise ValueError(f"metric must name an evaluation metric of the trainer (e.g. \"eval_accuracy\"), got {metric!r}")
+            raise ValueError(f'metric must name an evaluation metric of the trainer (e.g. "eval_accuracy"), got {metric!r}')
         self.target = target_metric if target_metric is not None else (bso.target_metric if bso is not None else None)
         self.higher_is_better = (
             higher_is_better if higher_is_better is not None else (bso.job.higher_is_better if bso is not None else True)
@@ -97,7 +97,7 @@ class TrainerHooks:
             missing = " and ".join(x for x, v in (("target_metric=", self.target), ("metric=", metric)) if v is None)
             raise ValueError(
                 f"the batch-size optimizer's try can never reach its target, so it would be retried until the job "
-                f"fails: pass {missing} (the evaluation metric's name in the trainer, e.g. metric=\"eval_accuracy\", "
+                f'fails: pass {missing} (the evaluation metric\'s name in the trainer, e.g. metric="eval_accuracy", '
                 "and the value training must reach)"
             )
         if trial is not None:
@@ -140,9 +140,16 @@ class TrainerHooks:
             self.monitor = ZeusMonitor(registry=self.registry)
         monitor = self.monitor
         if self.power is not None:
-            self.plo = PowerLimitOptimizer(self.monitor, self.power, self.job, options=self.power_options,
-                                           batch_size=self.batch_size, eta_knob=self.eta_knob, store=self.store,
-                                           registry=self.registry)
+            self.plo = PowerLimitOptimizer(
+                self.monitor,
+                self.power,
+                self.job,
+                options=self.power_options,
+                batch_size=self.batch_size,
+                eta_knob=self.eta_knob,
+                store=self.store,
+                registry=self.registry,
+            )
         monitor.begin_window(RUN, restart=True)
         self._running = True
 
@@ -183,9 +190,7 @@ class TrainerHooks:
         if self.metric is None:
             return None
         if self.metric not in metrics:
-            raise ValueError(
-                f"no metric {self.metric!r} among the trainer's ({', '.join(sorted(metrics)) or 'none'}); {fix}"
-            )
+            raise ValueError(f"no metric {self.metric!r} among the trainer's ({', '.join(sorted(metrics)) or 'none'}); {fix}")
         return float(metrics[self.metric])
 
     def on_evaluate(self, metric: float | None) -> bool:
@@ -213,8 +218,12 @@ class TrainerHooks:
                 self.plo.close()
             if self.bso is not None and self.trial is not None:
                 self.record = self.bso.report(
-                    self.trial, energy_j=counted_energy(so_far), time_s=so_far.time, reached=self.reached,
-                    metric=self.last_metric, power=self.plo,
+                    self.trial,
+                    energy_j=counted_energy(so_far),
+                    time_s=so_far.time,
+                    reached=self.reached,
+                    metric=self.last_metric,
+                    power=self.plo,
                     epochs=self.trial.epochs or len(self.epochs),
                 )
         finally:

@@ -87,10 +87,7 @@ class AllocatorPart:
                 "batch_granularity": p.granularity,
                 "allreduce_time_s": p.allreduce_time_s,
                 "ranks": self.ranks(),
-                "baselines": {
-                    name: (a.to_json() if isinstance(a, Allocation) else {"unavailable": a})
-                    for name, a in self.others.items()
-                },
+                "baselines": {name: (a.to_json() if isinstance(a, Allocation) else {"unavailable": a}) for name, a in self.others.items()},
             }
         )
         return out
@@ -102,8 +99,7 @@ class AllocatorPart:
         a = self.allocation
         return {
             "method": a.method,
-            "gpus": [{"name": c.name, "count": c.count, "local_batch": c.local_batch, "power_limit": c.power_limit}
-                     for c in a.choices],
+            "gpus": [{"name": c.name, "count": c.count, "local_batch": c.local_batch, "power_limit": c.power_limit} for c in a.choices],
             "iteration_time_s": a.iteration_time_s,
             "iteration_energy_j": a.iteration_energy_j,
             "cost": a.cost,
@@ -127,8 +123,7 @@ def ranks(allocation: Allocation) -> list[dict]:
     out = []
     for c in allocation.choices:
         for _ in range(c.count):
-            out.append({"rank": len(out), "gpu": c.name, "local_batch": c.local_batch,
-                        "power_limit": c.to_json()["power_limit"]})
+            out.append({"rank": len(out), "gpu": c.name, "local_batch": c.local_batch, "power_limit": c.to_json()["power_limit"]})
     return out
 
 

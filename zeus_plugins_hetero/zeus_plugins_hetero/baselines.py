@@ -37,8 +37,7 @@ def even_batch(problem: Problem) -> int:
         prof = gpu.profile
         if not prof.min_batch <= b <= prof.max_batch:
             raise InfeasibleError(
-                f"an even split gives {gpu.name} a local batch of {b}, outside its profile "
-                f"[{prof.min_batch}, {prof.max_batch}]"
+                f"an even split gives {gpu.name} a local batch of {b}, outside its profile [{prof.min_batch}, {prof.max_batch}]"
             )
     return b
 

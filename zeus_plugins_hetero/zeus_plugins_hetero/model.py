@@ -47,9 +47,7 @@ class GpuType:
         if self.count < 1:
             raise HeteroError(f"GPU type {self.name!r}: count must be at least 1, got {self.count}")
         if not (self.idle_power_w >= 0 and math.isfinite(self.idle_power_w)):
-            raise HeteroError(
-                f"GPU type {self.name!r}: idle_power_w must be a finite number >= 0, got {self.idle_power_w}"
-            )
+            raise HeteroError(f"GPU type {self.name!r}: idle_power_w must be a finite number >= 0, got {self.idle_power_w}")
 
 
 @dataclass(frozen=True)
@@ -184,10 +182,7 @@ def evaluate(problem: Problem, batches: Sequence[int], limits: Sequence[float], 
         raise HeteroError(f"need one batch and one limit per GPU type ({len(problem.gpus)})")
     total = sum(g.count * int(b) for g, b in zip(problem.gpus, batches))
     if total != problem.global_batch:
-        raise InfeasibleError(
-            f"local batches {list(map(int, batches))} give a global batch of {total}, "
-            f"not {problem.global_batch}"
-        )
+        raise InfeasibleError(f"local batches {list(map(int, batches))} give a global batch of {total}, not {problem.global_batch}")
     times, energies = [], []
     for g, b, p in zip(problem.gpus, batches, limits):
         hits = np.flatnonzero(g.profile.power_limits == float(p))
@@ -197,12 +192,9 @@ def evaluate(problem: Problem, batches: Sequence[int], limits: Sequence[float], 
         times.append(float(t[0, hits[0]]))
         energies.append(float(e[0, hits[0]]))
     step = max(times) + problem.allreduce_time_s
-    energy = sum(
-        g.count * (e + g.idle_power_w * (step - t)) for g, t, e in zip(problem.gpus, times, energies)
-    )
+    energy = sum(g.count * (e + g.idle_power_w * (step - t)) for g, t, e in zip(problem.gpus, times, energies))
     cost = float(zeus_cost(energy, step, problem.eta, problem.max_power_w))
     choices = tuple(
-        TypeChoice(g.name, g.count, int(b), float(p), t, e)
-        for g, b, p, t, e in zip(problem.gpus, batches, limits, times, energies)
+        TypeChoice(g.name, g.count, int(b), float(p), t, e) for g, b, p, t, e in zip(problem.gpus, batches, limits, times, energies)
     )
     return Allocation(method, choices, float(step), float(energy), cost, problem.objective)

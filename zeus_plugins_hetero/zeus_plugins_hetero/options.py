@@ -23,7 +23,6 @@ says the allowed range on its own; a cross-field problem (two types with one
 name) is checked on the list.
 """
 
-
 import attrs
 
 from zeus_core import FileChecks
@@ -64,8 +63,9 @@ class HeteroOptions:
     global_batch_size: int = attrs.field(validator=at_least(1))
     gpus: list[GpuTypeOptions] = attrs.field(validator=_gpu_list)
     batch_granularity: int = attrs.field(default=1, validator=at_least(1))
-    allreduce_time_s: float = attrs.field(default=0.0, validator=between(0.0, MAX_ALLREDUCE_TIME_S, hint=(
-        "seconds one step's all-reduce takes")))
+    allreduce_time_s: float = attrs.field(
+        default=0.0, validator=between(0.0, MAX_ALLREDUCE_TIME_S, hint=("seconds one step's all-reduce takes"))
+    )
     objective: str = attrs.field(default="zeus-cost", validator=one_of(*OBJECTIVES))
     eta_knob: float | None = attrs.field(default=None, validator=attrs.validators.optional(between(0.0, 1.0)))
     max_slowdown: float = attrs.field(default=1.1, validator=[finite, at_least(1, hint="1.1 allows 10% slower steps")])

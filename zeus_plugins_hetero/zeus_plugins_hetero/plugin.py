@@ -36,13 +36,25 @@ def make_power_sweep(options: PowerSweepOptions, context: BuildContext):
 
 @hookimpl
 def zeus_register_allocators(register):
-    register("hetero", make_hetero, options="zeus_plugins_hetero.options:HeteroOptions",
-             help="Exact per-type local batch and power limit over heterogeneous GPUs (Zeus^2 step model).")
-    register("even", make_even, options="zeus_plugins_hetero.options:HeteroOptions",
-             help="Even split of the global batch, best profiled power limits (the prototype's baseline).")
+    register(
+        "hetero",
+        make_hetero,
+        options="zeus_plugins_hetero.options:HeteroOptions",
+        help="Exact per-type local batch and power limit over heterogeneous GPUs (Zeus^2 step model).",
+    )
+    register(
+        "even",
+        make_even,
+        options="zeus_plugins_hetero.options:HeteroOptions",
+        help="Even split of the global batch, best profiled power limits (the prototype's baseline).",
+    )
 
 
 @hookimpl
 def zeus_register_profilers(register):
-    register("power-sweep", make_power_sweep, options="zeus_plugins_hetero.options:PowerSweepOptions",
-             help="Time and energy per (local batch, power limit) on the job's device, in the Zeus^2 profile format.")
+    register(
+        "power-sweep",
+        make_power_sweep,
+        options="zeus_plugins_hetero.options:PowerSweepOptions",
+        help="Time and energy per (local batch, power limit) on the job's device, in the Zeus^2 profile format.",
+    )

@@ -109,9 +109,7 @@ class Profile:
         """
         errors: list[str] = []
         if not isinstance(data, Mapping):
-            raise ProfileError(
-                f"{source}: $: expected an object keyed by batch size, got {type(data).__name__}"
-            )
+            raise ProfileError(f"{source}: $: expected an object keyed by batch size, got {type(data).__name__}")
         if not data:
             raise ProfileError(f"{source}: $: the profile has no batch sizes")
         rows: dict[int, dict[float, tuple[float, float]]] = {}
@@ -152,8 +150,7 @@ class Profile:
                     else:
                         high, unit, what = BOUNDS[name]
                         try:
-                            values[name] = float(check_range(value, f"{at}.{name}", high=high, unit=unit, what=what,
-                                                             error=ProfileError))
+                            values[name] = float(check_range(value, f"{at}.{name}", high=high, unit=unit, what=what, error=ProfileError))
                         except ProfileError as e:
                             errors.append(str(e))
                 if len(values) < len(FIELDS):
@@ -186,9 +183,7 @@ class Profile:
         if len(errors) == 1:
             raise ProfileError(f"{source}: {errors[0]}")
         if errors:
-            raise ProfileError(
-                f"{len(errors)} problems in profile {source}:\n" + "\n".join(f"  {source}: {e}" for e in errors)
-            )
+            raise ProfileError(f"{len(errors)} problems in profile {source}:\n" + "\n".join(f"  {source}: {e}" for e in errors))
         batches = sorted(rows)
         limits = sorted(rows[batches[0]], reverse=True)
         time = np.array([[rows[b][p][0] for p in limits] for b in batches])

@@ -90,8 +90,7 @@ class PowerSweep:
                 try:
                     step = self.step_factory(b, devices) if _takes_devices(self.step_factory) else self.step_factory(b)
                 except Exception as exc:
-                    raise RunFailed(f"power-sweep: the step factory failed for batch size {b}: "
-                                    f"{type(exc).__name__}: {exc}") from exc
+                    raise RunFailed(f"power-sweep: the step factory failed for batch size {b}: {type(exc).__name__}: {exc}") from exc
                 for j, limit in enumerate(self.limits):
                     devices.set_power_limit(limit)
                     try:
@@ -103,8 +102,7 @@ class PowerSweep:
                         m = monitor.end_window("power-sweep")
                     except Exception as exc:
                         monitor.reset_windows()
-                        raise RunFailed(f"power-sweep: a step failed at batch size {b}, {limit:g} W: "
-                                        f"{type(exc).__name__}: {exc}") from exc
+                        raise RunFailed(f"power-sweep: a step failed at batch size {b}, {limit:g} W: {type(exc).__name__}: {exc}") from exc
                     time[i, j] = m.time
                     energy[i, j] = sum(m.energy[n] for n in self.names)
         finally:

@@ -73,9 +73,7 @@ def _prepare(problem: Problem, weight: float, restrict: Restriction | None) -> _
     for table in tables:
         unit = math.gcd(unit, *map(int, table.batches))
     positions = [g.count * t.batches // unit for g, t in zip(problem.gpus, tables)]
-    sep = [
-        weight * g.count * (t.energy - g.idle_power_w * t.time) for g, t in zip(problem.gpus, tables)
-    ]
+    sep = [weight * g.count * (t.energy - g.idle_power_w * t.time) for g, t in zip(problem.gpus, tables)]
     mins = [int(p.min()) for p in positions]
     maxs = [int(p.max()) for p in positions]
     rest_min = [sum(mins[k + 1 :]) for k in range(len(tables))]
@@ -291,7 +289,4 @@ def _infeasibility_message(problem: Problem, prep: _Prepared, restrict: Restrict
             "(try a batch_granularity that divides the global batch, or another global batch)"
         )
     scope = " with the options this baseline allows" if restrict else ""
-    return (
-        f"no allocation reaches global_batch_size {problem.global_batch}{scope}: {why}; "
-        + "; ".join(parts)
-    )
+    return f"no allocation reaches global_batch_size {problem.global_batch}{scope}: {why}; " + "; ".join(parts)

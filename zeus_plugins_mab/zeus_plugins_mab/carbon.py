@@ -49,9 +49,11 @@ class CarbonAwarePolicy(JitPowerPolicy):
     def __init__(self, options: CarbonAwareOptions, job_eta: float, grid: Grid | None) -> None:
         super().__init__(options, job_eta)
         if grid is None or grid.carbon is None:
-            raise ValueError('the carbon-aware policy follows the grid\'s carbon intensity: add [grid] carbon_intensity '
-                             '= a number, a CSV file or a live source such as "electricitymaps:DE" (or, in a script, '
-                             'grid={"carbon_intensity": ...})')
+            raise ValueError(
+                "the carbon-aware policy follows the grid's carbon intensity: add [grid] carbon_intensity "
+                '= a number, a CSV file or a live source such as "electricitymaps:DE" (or, in a script, '
+                'grid={"carbon_intensity": ...})'
+            )
         if grid.clock is None:
             raise ValueError("the job's grid is not placed on the device's clock (build the device first)")
         self.options: CarbonAwareOptions = options

@@ -137,8 +137,7 @@ class Steering:
         t = self.budget * (1.0 - self.debt / self.horizon_s)
         return float(min(max(t, self.hull.time[0]), self.hull.time[-1]))
 
-    def choose(self, intensities: Sequence[float], weights: Sequence[float], forecast: float,
-               period_s: float = math.inf) -> int:
+    def choose(self, intensities: Sequence[float], weights: Sequence[float], forecast: float, period_s: float = math.inf) -> int:
         """The hull vertex for the coming period (lasting ``period_s``), whose intensity is forecast as
         ``forecast``; recent ``intensities`` (lasting ``weights``) set the multiplier. A vertex slower
         than the budget runs only on time saved before, and :attr:`lasts_s` says for how long (the run

@@ -43,8 +43,9 @@ class RunResult:
     trace: tuple[tuple[float, float, float], ...] = ()
 
 
-def replay(signal: GridSignal, start: float, profile: Mapping[float, tuple[float, float]], epochs: float,
-           rule: Rule, keep_trace: bool = False) -> RunResult:
+def replay(
+    signal: GridSignal, start: float, profile: Mapping[float, tuple[float, float]], epochs: float, rule: Rule, keep_trace: bool = False
+) -> RunResult:
     """Run ``epochs`` epochs from ``start``: ``rule(now)`` gives the limit and until when it holds."""
     now, work = float(start), 0.0
     elapsed = 0.0  # kept apart from ``now``: at 1.6e9 s, a Unix time cannot add a few microseconds
@@ -78,8 +79,9 @@ def hold(limit: float) -> Rule:
     return lambda now: (limit, math.inf, math.nan)
 
 
-def carbon_aware(signal: GridSignal, profile: Mapping[float, tuple[float, float]], budget: float, window_s: float,
-                 horizon_s: float) -> Rule:
+def carbon_aware(
+    signal: GridSignal, profile: Mapping[float, tuple[float, float]], budget: float, window_s: float, horizon_s: float
+) -> Rule:
     """The carbon-aware policy's rule over ``profile`` with time ``budget`` per epoch (its state is the rule's)."""
     hull = Hull.of(profile)
     steering = Steering(hull, budget, horizon_s=horizon_s)

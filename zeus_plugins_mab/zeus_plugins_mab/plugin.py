@@ -46,14 +46,26 @@ def make_carbon_aware(options: CarbonAwareOptions, context: BuildContext) -> Car
 
 @hookimpl
 def zeus_register_batch_size_policies(register):
-    register("mab", make_mab, options="zeus_plugins_mab.options:MabOptions",
-             help="Zeus: exploration + Thompson sampling over batch sizes (variant improved or paper).")
+    register(
+        "mab",
+        make_mab,
+        options="zeus_plugins_mab.options:MabOptions",
+        help="Zeus: exploration + Thompson sampling over batch sizes (variant improved or paper).",
+    )
 
 
 @hookimpl
 def zeus_register_power_policies(register):
-    register("jit", make_jit, options="zeus_plugins_mab.options:JitOptions",
-             help="Zeus: profile each power limit in the first epoch, hold the cheapest.")
-    register("carbon-aware", make_carbon_aware, options="zeus_plugins_mab.options:CarbonAwareOptions",
-             help="The JIT's profile, then per grid period a lower limit while the grid is dirty, a higher one while clean, "
-                  "in the carbon-blind JIT's time (reads [grid]).")
+    register(
+        "jit",
+        make_jit,
+        options="zeus_plugins_mab.options:JitOptions",
+        help="Zeus: profile each power limit in the first epoch, hold the cheapest.",
+    )
+    register(
+        "carbon-aware",
+        make_carbon_aware,
+        options="zeus_plugins_mab.options:CarbonAwareOptions",
+        help="The JIT's profile, then per grid period a lower limit while the grid is dirty, a higher one while clean, "
+        "in the carbon-blind JIT's time (reads [grid]).",
+    )

@@ -190,8 +190,9 @@ class MabPolicy:
             )
         wanted = sorted(set(self.options.batch_sizes))
         if wanted and state["batch_sizes"] is not None and wanted != state["batch_sizes"]:
-            raise ValueError(f"the store holds a mab state for batch sizes {state['batch_sizes']}, "
-                             f"but the job lists {wanted}; {START_OVER}")
+            raise ValueError(
+                f"the store holds a mab state for batch sizes {state['batch_sizes']}, but the job lists {wanted}; {START_OVER}"
+            )
         if "explorer" not in state:
             state = _upgrade(state)
         self.batch_sizes = state["batch_sizes"]

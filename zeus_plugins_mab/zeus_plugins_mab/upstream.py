@@ -47,11 +47,16 @@ from zeus_core.selection import Energy, MaxSlowdownConstraint, OptimumSelector, 
 BUILT_IN = (ZeusCost, Energy, Time, MaxSlowdownConstraint)
 
 
-def _jit_options(selector: OptimumSelector, wait_steps: int, warmup_steps: int, profile_steps: int,
-                 pl_step: float) -> tuple[dict[str, Any], float]:
+def _jit_options(
+    selector: OptimumSelector, wait_steps: int, warmup_steps: int, profile_steps: int, pl_step: float
+) -> tuple[dict[str, Any], float]:
     """The ``jit`` table and eta for an upstream selector (built-in ones by option, others by ``selector``)."""
-    options: dict[str, Any] = {"wait_iters": wait_steps, "warmup_iters": warmup_steps, "measure_iters": profile_steps,
-                               "step_w": float(pl_step)}
+    options: dict[str, Any] = {
+        "wait_iters": wait_steps,
+        "warmup_iters": warmup_steps,
+        "measure_iters": profile_steps,
+        "step_w": float(pl_step),
+    }
     eta = 0.5
     if type(selector) is ZeusCost:
         eta = selector.eta_knob
@@ -81,8 +86,12 @@ class GlobalPowerLimitOptimizer:
         store: str | Path | None = None,
         batch_size: int | None = None,
     ) -> None:
-        for name, value, low in (("wait_steps", wait_steps, 0), ("warmup_steps", warmup_steps, 0),
-                                 ("profile_steps", profile_steps, 1), ("pl_step", pl_step, 1)):
+        for name, value, low in (
+            ("wait_steps", wait_steps, 0),
+            ("warmup_steps", warmup_steps, 0),
+            ("profile_steps", profile_steps, 1),
+            ("pl_step", pl_step, 1),
+        ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
                 raise ValueError(f"{name} must be {'positive' if low else 'non-negative'}, got {value!r}")
         selector = optimum_selector if optimum_selector is not None else ZeusCost(eta_knob=0.5)
@@ -98,8 +107,7 @@ class GlobalPowerLimitOptimizer:
         if self.profile_path is not None and self.profile_path.exists():
             state = {"choices": {self._key: self._load_profile(self.profile_path, monitor)}}
         self._saved = state is not None
-        self.plo = PowerLimitOptimizer(monitor, "jit", job, options=options, eta_knob=eta, batch_size=batch_size,
-                                       store=store, state=state)
+        self.plo = PowerLimitOptimizer(monitor, "jit", job, options=options, eta_knob=eta, batch_size=batch_size, store=store, state=state)
         self.monitor = monitor
         if type(selector) not in BUILT_IN:  # the user's own: asked through the policy's selector
             self.plo.policy.selector = self._custom
@@ -129,9 +137,13 @@ class GlobalPowerLimitOptimizer:
         row = next((m for m in rows if float(m.power_limit) == chosen), None)
         if row is None:
             raise ValueError(f"profile_path {path}: the selector chose {chosen:g} W, which the profile does not list")
-        return {"power_limit": chosen, "cost_per_iteration": zeus_cost(row.energy / n, row.time / n, self.eta, top),
-                "iterations_per_epoch": None, "loaded": str(path),
-                "profile": {str(float(m.power_limit)): [m.time / n, m.energy / n] for m in rows}}
+        return {
+            "power_limit": chosen,
+            "cost_per_iteration": zeus_cost(row.energy / n, row.time / n, self.eta, top),
+            "iterations_per_epoch": None,
+            "loaded": str(path),
+            "profile": {str(float(m.power_limit)): [m.time / n, m.energy / n] for m in rows},
+        }
 
     def _custom(self, rows: list[tuple[float, float, float]]) -> float:
         n = self.profile_steps
@@ -146,13 +158,18 @@ class GlobalPowerLimitOptimizer:
         n = self.profile_steps
         profile = choice.get("profile", {})
         if self.profile_path is not None and not self._saved and profile:
-            rows = [{"power_limit": int(float(p)), "energy": e * n, "time": t * n}
-                    for p, (t, e) in sorted(profile.items(), key=lambda kv: -float(kv[0]))]
+            rows = [
+                {"power_limit": int(float(p)), "energy": e * n, "time": t * n}
+                for p, (t, e) in sorted(profile.items(), key=lambda kv: -float(kv[0]))
+            ]
             write_atomic(self.profile_path, json.dumps({"measurements": rows}, indent=4) + "\n")
             self._saved = True
-        print(f"zeus: GlobalPowerLimitOptimizer holds {choice['power_limit']:g} W "
-              f"({'loaded from ' + str(self.profile_path) if choice.get('loaded') else f'the optimum of {len(profile)} profiled limits'})",
-              file=sys.stderr, flush=True)
+        print(
+            f"zeus: GlobalPowerLimitOptimizer holds {choice['power_limit']:g} W "
+            f"({'loaded from ' + str(self.profile_path) if choice.get('loaded') else f'the optimum of {len(profile)} profiled limits'})",
+            file=sys.stderr,
+            flush=True,
+        )
 
     # -- the training loop's events --
 

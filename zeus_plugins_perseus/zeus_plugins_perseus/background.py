@@ -109,8 +109,13 @@ class Background:
     one CPU) runs every call here, when its result is asked for.
     """
 
-    def __init__(self, workers: int | None = None, cpu_s: float | None = None, memory_bytes: int | None = None,
-                 at_start: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self,
+        workers: int | None = None,
+        cpu_s: float | None = None,
+        memory_bytes: int | None = None,
+        at_start: Callable[[], Any] | None = None,
+    ) -> None:
         self.parallel = (workers is None and usable_cpus() > 1) or (workers is not None and workers > 1)
         #: the worker's budget (RLIMIT_CPU, RLIMIT_AS), set by the worker on itself before any call
         self.limits = (None if cpu_s is None else int(max(1, cpu_s)), memory_bytes)
@@ -132,10 +137,10 @@ class Background:
             # one BLAS thread and one malloc arena: no per-thread buffers (an arena reserves 64 MiB) eating the
             # address space; OpenBLAS retries a failed buffer allocation without end, so a budget spent on them
             # would end as CPU time rather than a MemoryError
-            env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                       MALLOC_ARENA_MAX="1")
-        self._proc = subprocess.Popen([sys.executable, "-m", "zeus_plugins_perseus.background"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MALLOC_ARENA_MAX="1")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "zeus_plugins_perseus.background"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
         _send(self._proc.stdin, (list(sys.path), self.limits))
         _send(self._proc.stdin, self.at_start)  # unpickled there once sys.path is the one sent
 
@@ -156,9 +161,11 @@ class Background:
                 status, value = _receive(self._proc.stdout)
             except EOFError:
                 self._proc.wait()
-                raise WorkerDied(f"a worker process of the planner ended without an answer (exit status "
-                                 f"{self._proc.returncode}: killed, or out of memory?); nothing was written: run "
-                                 "again") from None
+                raise WorkerDied(
+                    f"a worker process of the planner ended without an answer (exit status "
+                    f"{self._proc.returncode}: killed, or out of memory?); nothing was written: run "
+                    "again"
+                ) from None
             answer = value if status == "ok" else _Raised(value)
             if r is wanted:
                 return answer

@@ -32,38 +32,95 @@ def perseus_group() -> None:
 
 
 @perseus_group.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind; anything but loopback needs a token.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; anything but loopback needs a token.")
 @click.option("--port", default=7787, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--profile", type=click.Path(dir_okay=False, path_type=Path),
-              help="Profile CSV that jobs without uploaded profiling results are planned on.")
+@click.option(
+    "--profile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Profile CSV that jobs without uploaded profiling results are planned on.",
+)
 @click.option("--blocking-power-w", type=click.FloatRange(min=0), help="Default P2P blocking power (W) of jobs.")
 @click.option("--unit-time-s", default=0.001, show_default=True, type=click.FloatRange(min=0, min_open=True))
 @click.option("--model", default="measured", show_default=True, type=click.Choice(MODELS))
-@click.option("--token-file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              help="File whose first line is the bearer token (default: $ZEUS_PERSEUS_TOKEN).")
-@click.option("--dump-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Keep each job's registration, merged uploaded profile and chosen plan here.")
-@click.option("--log-level", type=click.Choice(list(LEVELS), case_sensitive=False),
-              help="The server's log level (default: info, moved by -v / -q, or $ZEUS_LOG_LEVEL); wins over both.")
-@click.option("--max-body-bytes", default=1 << 20, show_default=True, type=click.IntRange(min=1024),
-              help="Largest request body accepted (413 beyond).")
-@click.option("--max-jobs", default=64, show_default=True, type=click.IntRange(min=1),
-              help="Jobs held at once (429 beyond; idle ones are dropped first).")
-@click.option("--job-idle-s", default=7 * 86400.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Seconds after which an untouched job may be dropped.")
-@click.option("--max-instructions", default=2048, show_default=True, type=click.IntRange(min=2),
-              help="Largest 2 x stages x microbatches a job may ask to plan.")
-@click.option("--plan-cpu-s", default=120.0, show_default=True, type=click.FloatRange(min=1),
-              help="CPU seconds one job's planning may use (its process is ended past them; 422).")
-@click.option("--plan-memory-mib", default=3072, show_default=True, type=click.IntRange(min=256),
-              help="Address space (MiB) of one job's planning process (422 past it).")
-@click.option("--max-planning", default=2, show_default=True, type=click.IntRange(min=1),
-              help="Jobs planned at the same time (429 beyond).")
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="File whose first line is the bearer token (default: $ZEUS_PERSEUS_TOKEN).",
+)
+@click.option(
+    "--dump-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep each job's registration, merged uploaded profile and chosen plan here.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(list(LEVELS), case_sensitive=False),
+    help="The server's log level (default: info, moved by -v / -q, or $ZEUS_LOG_LEVEL); wins over both.",
+)
+@click.option(
+    "--max-body-bytes",
+    default=1 << 20,
+    show_default=True,
+    type=click.IntRange(min=1024),
+    help="Largest request body accepted (413 beyond).",
+)
+@click.option(
+    "--max-jobs",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Jobs held at once (429 beyond; idle ones are dropped first).",
+)
+@click.option(
+    "--job-idle-s",
+    default=7 * 86400.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds after which an untouched job may be dropped.",
+)
+@click.option(
+    "--max-instructions",
+    default=2048,
+    show_default=True,
+    type=click.IntRange(min=2),
+    help="Largest 2 x stages x microbatches a job may ask to plan.",
+)
+@click.option(
+    "--plan-cpu-s",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="CPU seconds one job's planning may use (its process is ended past them; 422).",
+)
+@click.option(
+    "--plan-memory-mib",
+    default=3072,
+    show_default=True,
+    type=click.IntRange(min=256),
+    help="Address space (MiB) of one job's planning process (422 past it).",
+)
+@click.option(
+    "--max-planning", default=2, show_default=True, type=click.IntRange(min=1), help="Jobs planned at the same time (429 beyond)."
+)
 @verbosity_options
-def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, token_file, dump_dir, log_level,
-                  max_body_bytes, max_jobs, job_idle_s, max_instructions, plan_cpu_s, plan_memory_mib,
-                  max_planning) -> None:
+def serve_command(
+    host,
+    port,
+    profile,
+    blocking_power_w,
+    unit_time_s,
+    model,
+    token_file,
+    dump_dir,
+    log_level,
+    max_body_bytes,
+    max_jobs,
+    job_idle_s,
+    max_instructions,
+    plan_cpu_s,
+    plan_memory_mib,
+    max_planning,
+) -> None:
     """Serve per-rank frequency schedules over HTTP (FastAPI on uvicorn)."""
     from zeus_plugins_perseus.profile import ProfileError, read_profile
     from zeus_plugins_perseus.server.app import create_app
@@ -85,9 +142,15 @@ def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, tok
     except (ValueError, ProfileError, OSError) as e:
         _fail(str(e))
     defaults = PlannerDefaults(profile=prof, blocking_power_w=blocking_power_w, unit_time_s=unit_time_s, model=model)
-    limits = ServerLimits(max_body_bytes=max_body_bytes, max_jobs=max_jobs, job_idle_s=job_idle_s,
-                          max_instructions=max_instructions, plan_cpu_s=plan_cpu_s,
-                          plan_memory_bytes=plan_memory_mib << 20, max_planning=max_planning)
+    limits = ServerLimits(
+        max_body_bytes=max_body_bytes,
+        max_jobs=max_jobs,
+        job_idle_s=job_idle_s,
+        max_instructions=max_instructions,
+        plan_cpu_s=plan_cpu_s,
+        plan_memory_bytes=plan_memory_mib << 20,
+        max_planning=max_planning,
+    )
     app = create_app(JobManager(defaults, dump_dir, limits), token)
     try:
         sock = bind(host, port)
@@ -96,8 +159,10 @@ def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, tok
     # the port it listens on, not the one asked for: --port 0 lets the system choose
     bound = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if ":" in host else host
-    Console(soft_wrap=True).print(f"zeus perseus plan server on http://{shown}:{bound} "
-                                  f"({'bearer token required' if token else 'no token: loopback only'})", highlight=False)
+    Console(soft_wrap=True).print(
+        f"zeus perseus plan server on http://{shown}:{bound} ({'bearer token required' if token else 'no token: loopback only'})",
+        highlight=False,
+    )
     try:
         serve(app, host, port, token, level_name(level), sock=sock)
     finally:
@@ -105,14 +170,20 @@ def serve_command(host, port, profile, blocking_power_w, unit_time_s, model, tok
 
 
 @perseus_group.command("p2p-power")
-@click.option("--device", "device_name", default="nvml", show_default=True,
-              help="Device plugin measuring rank 0's GPU (as in job.toml's [device]).")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-              help="An option of that device, as in its [device] table (repeatable).")
-@click.option("--duration", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Seconds rank 0 blocks on its receive.")
-@click.option("--backend", default="nccl", show_default=True, type=click.Choice(["nccl", "gloo"]),
-              help="nccl: two GPUs, as in training; gloo: CPU tensors.")
+@click.option(
+    "--device", "device_name", default="nvml", show_default=True, help="Device plugin measuring rank 0's GPU (as in job.toml's [device])."
+)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="An option of that device, as in its [device] table (repeatable).")
+@click.option(
+    "--duration", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True), help="Seconds rank 0 blocks on its receive."
+)
+@click.option(
+    "--backend",
+    default="nccl",
+    show_default=True,
+    type=click.Choice(["nccl", "gloo"]),
+    help="nccl: two GPUs, as in training; gloo: CPU tensors.",
+)
 @click.option("--gpus", default="0,1", show_default=True, help="CUDA indices of rank 0 and rank 1 (nccl).")
 def p2p_power_command(device_name, sets, duration, backend, gpus) -> None:
     """Measure the P2P blocking power (W): rank 0 blocks on a receive for --duration seconds."""
@@ -145,5 +216,7 @@ def p2p_power_command(device_name, sets, duration, backend, gpus) -> None:
         r = measure_blocking_power(functools.partial(open_device, device_name, options), duration, backend, pair)
     except (P2PError, ValueError) as e:
         _fail(str(e), 1)
-    console.print(f"P2P blocking power: [bold]{r.watts:.2f} W[/] ({r.joules:.1f} J over {r.seconds:.2f} s on "
-                  f"{', '.join(r.devices)}); use it as blocking_power_w")
+    console.print(
+        f"P2P blocking power: [bold]{r.watts:.2f} W[/] ({r.joules:.1f} J over {r.seconds:.2f} s on "
+        f"{', '.join(r.devices)}); use it as blocking_power_w"
+    )

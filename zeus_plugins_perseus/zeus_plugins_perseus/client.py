@@ -59,19 +59,31 @@ class PlanClient:
     def health(self) -> dict:
         return self._call("GET", "/health")
 
-    def register_job(self, *, pp_degree: int, microbatches: int, world_size: int | None = None, dp_degree: int = 1,
-                     tp_degree: int = 1, **planning: Any) -> str:
+    def register_job(
+        self, *, pp_degree: int, microbatches: int, world_size: int | None = None, dp_degree: int = 1, tp_degree: int = 1, **planning: Any
+    ) -> str:
         """Register a job; ``planning`` may hold schedule, deadline_s, max_slowdown, blocking_power_w,
         unit_time_s, model and metadata. Returns the job id every rank uses."""
-        body = {"pp_degree": pp_degree, "dp_degree": dp_degree, "tp_degree": tp_degree,
-                "world_size": world_size if world_size is not None else pp_degree * dp_degree * tp_degree,
-                "microbatches": microbatches, **{k: v for k, v in planning.items() if v is not None}}
+        body = {
+            "pp_degree": pp_degree,
+            "dp_degree": dp_degree,
+            "tp_degree": tp_degree,
+            "world_size": world_size if world_size is not None else pp_degree * dp_degree * tp_degree,
+            "microbatches": microbatches,
+            **{k: v for k, v in planning.items() if v is not None},
+        }
         return self._call("POST", "/jobs", json=body)["job_id"]
 
-    def register_rank(self, job_id: str, *, rank: int, pp_rank: int, dp_rank: int = 0, tp_rank: int = 0,
-                      available_frequencies: Iterable[int] = ()) -> dict:
-        body = {"rank": rank, "pp_rank": pp_rank, "dp_rank": dp_rank, "tp_rank": tp_rank,
-                "available_frequencies": [int(f) for f in available_frequencies]}
+    def register_rank(
+        self, job_id: str, *, rank: int, pp_rank: int, dp_rank: int = 0, tp_rank: int = 0, available_frequencies: Iterable[int] = ()
+    ) -> dict:
+        body = {
+            "rank": rank,
+            "pp_rank": pp_rank,
+            "dp_rank": dp_rank,
+            "tp_rank": tp_rank,
+            "available_frequencies": [int(f) for f in available_frequencies],
+        }
         return self._call("POST", f"/jobs/{job_id}/ranks", json=body)
 
     def schedule_info(self, job_id: str, rank: int) -> dict:
@@ -84,8 +96,10 @@ class PlanClient:
 
     def upload_profile(self, job_id: str, rank: int, rows: Iterable[tuple[str, int, float, float]]) -> dict:
         """Send this rank's measured (instruction, MHz, seconds, joules) rows (its stage is its pp_rank)."""
-        body = {"rank": rank, "rows": [{"instruction": i, "frequency": int(f), "time": float(t), "energy": float(e)}
-                                       for i, f, t, e in rows]}
+        body = {
+            "rank": rank,
+            "rows": [{"instruction": i, "frequency": int(f), "time": float(t), "energy": float(e)} for i, f, t, e in rows],
+        }
         return self._call("POST", f"/jobs/{job_id}/profile", json=body)
 
     def profile_csv(self, job_id: str) -> str:
@@ -104,8 +118,9 @@ class PlanClient:
         self.close()
 
 
-def rank_schedule(source: str | Path, *, stage: int, rank: int | None = None, job_id: str | None = None,
-                  token: str | None = None) -> list[tuple[str, int]]:
+def rank_schedule(
+    source: str | Path, *, stage: int, rank: int | None = None, job_id: str | None = None, token: str | None = None
+) -> list[tuple[str, int]]:
     """A rank's (instruction, MHz) list from a plan server URL (needs ``job_id`` and ``rank``;
     the rank must be registered) or from a plan JSON file (``plans/NNNNN.json``, ``chosen_plan.json``)."""
     text = str(source)

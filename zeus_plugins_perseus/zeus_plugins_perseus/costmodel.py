@@ -102,11 +102,7 @@ def published_candidates(times: np.ndarray, energies: np.ndarray, q: np.ndarray,
     expensive (fastest within the quantum) is kept.
     """
     order = sorted(range(len(times)), key=lambda i: -times[i])
-    kept = [
-        i
-        for i in order
-        if not any(times[j] < times[i] * noise and energies[j] < energies[i] * noise for j in order)
-    ]
+    kept = [i for i in order if not any(times[j] < times[i] * noise and energies[j] < energies[i] * noise for j in order)]
     kept.sort(key=lambda i: -energies[i])
     seen: set[int] = set()
     unique = []
@@ -130,9 +126,7 @@ def fit_exponential(x: np.ndarray, y: np.ndarray, unit: float) -> tuple[float, f
     if len(x) < 3:
         raise ValueError(f"{len(x)} Pareto-optimal option(s) are too few to fit a 3-parameter model")
     best, best_err = None, math.inf
-    grid = itertools.product(
-        [1e1, 1e2, 1e3], [-k * unit / 0.001 for k in (0.01, 0.02, 0.03, 0.04, 0.05, 0.1)], [1e1, 1e2, 1e3]
-    )
+    grid = itertools.product([1e1, 1e2, 1e3], [-k * unit / 0.001 for k in (0.01, 0.02, 0.03, 0.04, 0.05, 0.1)], [1e1, 1e2, 1e3])
     for p0 in grid:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", OptimizeWarning)
@@ -156,9 +150,7 @@ def fit_exponential(x: np.ndarray, y: np.ndarray, unit: float) -> tuple[float, f
 def exponential_spec(o: InstructionOptions, unit: float, blocking_w: float) -> OpSpec:
     q = quantise_down(o.time, unit)
     if q.min() < 1:
-        raise ProfileError(
-            f"stage {o.stage} {o.instruction}: times shorter than unit_time_s={unit} quantise to 0; use a smaller unit"
-        )
+        raise ProfileError(f"stage {o.stage} {o.instruction}: times shorter than unit_time_s={unit} quantise to 0; use a smaller unit")
     cand = published_candidates(o.time, o.energy, q, 1.0)
     if len(cand) <= 3:
         cand = published_candidates(o.time, o.energy, q, 0.95)
@@ -167,7 +159,7 @@ def exponential_spec(o: InstructionOptions, unit: float, blocking_w: float) -> O
     try:
         coef = fit_exponential(cq, eff, unit)
     except ValueError as err:
-        raise ProfileError(f"stage {o.stage} {o.instruction}: {err}; use model = \"measured\"") from None
+        raise ProfileError(f'stage {o.stage} {o.instruction}: {err}; use model = "measured"') from None
     lo, hi = int(cq.min()), int(cq.max())
     grid = np.arange(lo, hi + 1)
     costs = np.array([_exp(t, *coef) for t in grid], dtype=float)

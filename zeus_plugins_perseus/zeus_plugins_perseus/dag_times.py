@@ -112,7 +112,7 @@ def dag_levels(n: int, edges) -> DagLevels:
     bounds = np.searchsorted(lv[order], np.arange(int(lv.max(initial=-1)) + 2))
     return DagLevels(
         n_ops=n,
-        levels=tuple(order[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1)),
+        levels=tuple(order[bounds[k] : bounds[k + 1]] for k in range(len(bounds) - 1)),
         preds=_padded(preds, n),
         succs=_padded(succs, n),
         has_preds=np.array([bool(p) for p in preds], dtype=bool),

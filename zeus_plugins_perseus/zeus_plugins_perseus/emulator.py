@@ -68,9 +68,7 @@ def chunks(n: int, size: int = CHUNK_PLANS):
     return [slice(k, min(k + size, n)) for k in range(0, n, size)]
 
 
-def emulate(
-    dag: PipelineDAG, profile: InstructionProfile, freqs: np.ndarray, blocking_power_w: float
-) -> tuple[np.ndarray, np.ndarray]:
+def emulate(dag: PipelineDAG, profile: InstructionProfile, freqs: np.ndarray, blocking_power_w: float) -> tuple[np.ndarray, np.ndarray]:
     """(iteration time s, iteration energy J) of each plan ``freqs[plan, op]`` on the measured profile."""
     freqs = np.atleast_2d(freqs)
     t_iter = np.empty(len(freqs))

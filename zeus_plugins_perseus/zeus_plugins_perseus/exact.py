@@ -75,8 +75,7 @@ class ExactPlanner:
         # per op, its options padded (inf times / energies past the last)
         self.op_t, self.op_e, self.op_f = tab.t[tab.key], tab.e[tab.key], tab.f[tab.key]
         self.op_count = np.array([len(o.t) for o in op_opts])
-        self.op_units = np.where(np.isfinite(self.op_t), to_units(np.where(np.isfinite(self.op_t), self.op_t, 0.0)),
-                                 np.iinfo(np.int64).max)
+        self.op_units = np.where(np.isfinite(self.op_t), to_units(np.where(np.isfinite(self.op_t), self.op_t, 0.0)), np.iinfo(np.int64).max)
         self.t_fastest = float(iteration_time(self.levels, self.op_t[:, 0]))
         self._flow: HullFlow | None = None
         self._lp: HullLP | None = None
@@ -96,8 +95,7 @@ class ExactPlanner:
 
     def _check(self, limit_s: float) -> None:
         if limit_s < self.t_fastest * (1 - 1e-12):
-            raise ValueError(f"no plan meets {limit_s:.6f} s: every instruction at its fastest clock takes "
-                             f"{self.t_fastest:.6f} s")
+            raise ValueError(f"no plan meets {limit_s:.6f} s: every instruction at its fastest clock takes {self.t_fastest:.6f} s")
 
     def hull_energy_j(self, limit_s: float) -> float:
         """Least iteration energy on the convex hulls with every op finished by ``limit_s`` (a cold LP).
@@ -170,7 +168,7 @@ class ExactPlanner:
         level = reclaim_slack(self.dag, self.profile, self.op_f[rows[None, :], np.array(flat)], self.blocking_w)
         cands, at = [], 0
         for cs, lim in zip(repaired, limits):
-            starts = [(self.choice_of(f), None) for f in level[at:at + len(cs)]] + cs
+            starts = [(self.choice_of(f), None) for f in level[at : at + len(cs)]] + cs
             at += len(cs)
             unique: list[tuple[np.ndarray, FloatTimeline | None]] = []
             for c, tl in starts:  # the same start gives the same plan: one greedy pass each
@@ -180,7 +178,7 @@ class ExactPlanner:
         _, energy = emulate(self.dag, self.profile, np.vstack([np.array(c) for c in cands]), self.blocking_w)
         kept, at = [], 0
         for c in cands:
-            k = int(np.argmin(energy[at:at + len(c)]))  # argmin: the first on a tie
+            k = int(np.argmin(energy[at : at + len(c)]))  # argmin: the first on a tie
             kept.append((c[k], float(energy[at + k])))
             at += len(c)
         return self._handed_on(kept, limits)
@@ -212,5 +210,3 @@ class ExactPlanner:
 
     def __getstate__(self):  # a worker process rebuilds the solvers it uses
         return {**self.__dict__, "_flow": None, "_lp": None, "_passes": None}
-
-

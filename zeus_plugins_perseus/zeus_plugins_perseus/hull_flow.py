@@ -144,7 +144,6 @@ class TensionNetwork:
         xmax[n:] = np.where(f[n:] > 0, 0, -1)
         return xmin, xmax
 
-
     def _start(self, T: int) -> tuple[np.ndarray, np.ndarray]:
         """Optimal (event times, flow) at limit ``T``."""
         f = np.zeros(self.n_arcs, np.int64)
@@ -178,8 +177,9 @@ class TensionNetwork:
         capacity = np.concatenate([caps, np.full(self.n_arcs - n, big), [big] if ret else []])
         cost = np.concatenate([costs, np.zeros(self.n_arcs - n, np.int64), [T] if ret else []])
         m = min_cost_flow.SimpleMinCostFlow()
-        arcs = m.add_arcs_with_capacity_and_unit_cost(tails.astype(np.int32), heads.astype(np.int32),
-                                                      capacity.astype(np.int64), cost.astype(np.int64))
+        arcs = m.add_arcs_with_capacity_and_unit_cost(
+            tails.astype(np.int32), heads.astype(np.int32), capacity.astype(np.int64), cost.astype(np.int64)
+        )
         if T is None:
             m.set_node_supply(0, rate)
             m.set_node_supply(1, -rate)
@@ -190,7 +190,7 @@ class TensionNetwork:
         f = np.zeros(self.n_arcs, np.int64)
         k = len(op_of)
         np.add.at(f, op_of, flows[:k])
-        f[n:] = flows[k:k + self.n_arcs - n]
+        f[n:] = flows[k : k + self.n_arcs - n]
         return f
 
     def _feasible_times(self, xmin, xmax, T: int | None) -> np.ndarray:
@@ -352,8 +352,7 @@ class _MaxFlow:
         self.m = max_flow.SimpleMaxFlow()
         tails = np.concatenate([net.tail, net.head]).astype(np.int32)
         heads = np.concatenate([net.head, net.tail]).astype(np.int32)
-        self.arcs = np.asarray(self.m.add_arcs_with_capacity(tails, heads, np.zeros(len(tails), np.int64)),
-                               dtype=np.int32)
+        self.arcs = np.asarray(self.m.add_arcs_with_capacity(tails, heads, np.zeros(len(tails), np.int64)), dtype=np.int32)
         self.n_arcs = net.n_arcs
 
     def augment(self, fwd_cap: np.ndarray, bwd_cap: np.ndarray) -> np.ndarray:
@@ -363,4 +362,4 @@ class _MaxFlow:
         if status != self.m.OPTIMAL:
             raise HullFlowError(f"OR-Tools' maximum flow answered status {status}")
         flows = np.asarray(self.m.flows(self.arcs), dtype=np.int64)
-        return flows[: self.n_arcs] - flows[self.n_arcs:]
+        return flows[: self.n_arcs] - flows[self.n_arcs :]

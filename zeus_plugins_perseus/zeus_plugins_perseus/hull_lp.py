@@ -79,8 +79,7 @@ class HullLP:
             seg_edge_c += [n + k] * len(out_edges[i])
         rows = np.concatenate([edge_rows, edge_rows, op_rows, seg_edge_r, n_edges + seg_op]).astype(np.int64)
         cols = np.concatenate([e[:, 0], e[:, 1], np.arange(n), seg_edge_c, seg_cols]).astype(np.int64)
-        vals = np.concatenate([np.ones(n_edges), -np.ones(n_edges), np.ones(n), np.ones(len(seg_edge_r)),
-                               np.ones(n_seg)])
+        vals = np.concatenate([np.ones(n_edges), -np.ones(n_edges), np.ones(n), np.ones(len(seg_edge_r)), np.ones(n_seg)])
         self.A = sp.csc_array((vals, (rows, cols)), shape=(n_edges + n, n + n_seg))
         self.A.sort_indices()
         self.n_edges = n_edges
@@ -102,7 +101,7 @@ class HullLP:
         lp.col_upper_ = np.where(np.isinf(self.upper), inf, self.upper)
         lp.row_lower_ = np.full(self.A.shape[0], -inf)
         b = self.b0.copy()
-        b[self.n_edges:] += limit_s
+        b[self.n_edges :] += limit_s
         lp.row_upper_ = b
         lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
         lp.a_matrix_.start_ = self.A.indptr
@@ -119,5 +118,5 @@ class HullLP:
             raise RuntimeError(f"HiGHS could not solve the hull LP at {limit_s:.6f} s: {h.modelStatusToString(status)}")
         x = np.asarray(h.getSolution().col_value)
         dur = self.t_fast.copy()
-        np.add.at(dur, self.seg_op, x[self.n:])
+        np.add.at(dur, self.seg_op, x[self.n :])
         return dur, self.e_fast + float(h.getInfo().objective_function_value)

@@ -43,12 +43,18 @@ class PerseusOptions:
 
     profile: str = attrs.field(validator=nonempty)
     microbatches: int = attrs.field(validator=at_least(1))
-    blocking_power_w: float = attrs.field(validator=between(0.0, MAX_BLOCKING_POWER_W, hint=(
-        "watts a GPU draws while blocked on communication")))
+    blocking_power_w: float = attrs.field(
+        validator=between(0.0, MAX_BLOCKING_POWER_W, hint=("watts a GPU draws while blocked on communication"))
+    )
     stages: int | None = attrs.field(default=None, validator=optional(at_least(1)))
     schedule: str = attrs.field(default="1f1b", validator=one_of(*SCHEDULE_NAMES))
-    unit_time_s: float = attrs.field(default=0.001, validator=[positive, between(0.0, MAX_UNIT_TIME_S, hint=(
-        "the planner's time quantum; microbatch times are a fraction of a second"))])
+    unit_time_s: float = attrs.field(
+        default=0.001,
+        validator=[
+            positive,
+            between(0.0, MAX_UNIT_TIME_S, hint=("the planner's time quantum; microbatch times are a fraction of a second")),
+        ],
+    )
     model: str = attrs.field(default="measured", validator=one_of(*MODELS))
     deadline: float | None = attrs.field(default=None, validator=optional([positive, finite]))
     # 1.0: no slower than all-max clocks; 1.05: up to 5% slower

@@ -111,8 +111,11 @@ def measure_blocking_power(
     with tempfile.TemporaryDirectory(prefix="zeus-p2p-") as tmp:
         init_file = str(Path(tmp) / "rendezvous")
         procs = [
-            ctx.Process(target=_worker, args=(r, make_device, duration_s, backend, init_file, tuple(gpus), warmup_rounds, out),
-                        name=f"zeus-perseus-p2p-rank{r}")
+            ctx.Process(
+                target=_worker,
+                args=(r, make_device, duration_s, backend, init_file, tuple(gpus), warmup_rounds, out),
+                name=f"zeus-perseus-p2p-rank{r}",
+            )
             for r in range(2)
         ]
         for p in procs:

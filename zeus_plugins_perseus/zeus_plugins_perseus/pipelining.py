@@ -72,8 +72,10 @@ def engine_order(schedule: Any) -> list[tuple[str, int]]:
     name = type(schedule).__name__
     if stages is not None:
         if len(stages) != 1:
-            raise PlanMismatch(f"{name} runs {len(stages)} stages on this rank; a Perseus plan holds one ordered "
-                               "list per stage: use Schedule1F1B or ScheduleGPipe")
+            raise PlanMismatch(
+                f"{name} runs {len(stages)} stages on this rank; a Perseus plan holds one ordered "
+                "list per stage: use Schedule1F1B or ScheduleGPipe"
+            )
         raise PlanMismatch(f"{name} is not supported: use Schedule1F1B or ScheduleGPipe")
     planner = TORCH_SCHEDULES.get(name)
     if planner is None:
@@ -82,20 +84,25 @@ def engine_order(schedule: Any) -> list[tuple[str, int]]:
     return SCHEDULES[planner](stage.num_stages, schedule._n_microbatches, stage.stage_index)
 
 
-def check_plan(order: list[tuple[str, int]], planned: list[tuple[str, int]], *, stage: int, engine: str,
-               plan_schedule: str | None) -> None:
+def check_plan(order: list[tuple[str, int]], planned: list[tuple[str, int]], *, stage: int, engine: str, plan_schedule: str | None) -> None:
     """Raise :class:`PlanMismatch` where the engine's (instruction, microbatch) order leaves the plan's."""
     fix = TORCH_SCHEDULES.get(engine)
-    hint = (f"; plan with schedule = {fix!r}, the order torch's {engine} runs" if fix and fix != plan_schedule
-            else "; plan for this pipeline's stages and microbatches")
+    hint = (
+        f"; plan with schedule = {fix!r}, the order torch's {engine} runs"
+        if fix and fix != plan_schedule
+        else "; plan for this pipeline's stages and microbatches"
+    )
     made_for = f"schedule {plan_schedule!r}" if plan_schedule else "another pipeline"
     if len(order) != len(planned):
-        raise PlanMismatch(f"stage {stage}: the plan ({made_for}) has {len(planned)} instructions per step, "
-                           f"{engine} runs {len(order)} on this rank{hint}")
+        raise PlanMismatch(
+            f"stage {stage}: the plan ({made_for}) has {len(planned)} instructions per step, {engine} runs {len(order)} on this rank{hint}"
+        )
     for k, (want, got) in enumerate(zip(planned, order)):
         if want != got:
-            raise PlanMismatch(f"stage {stage}: instruction {k} of a step is the {want[0]} of microbatch {want[1]} in "
-                               f"the plan ({made_for}), but {engine} runs the {got[0]} of microbatch {got[1]} there{hint}")
+            raise PlanMismatch(
+                f"stage {stage}: instruction {k} of a step is the {want[0]} of microbatch {want[1]} in "
+                f"the plan ({made_for}), but {engine} runs the {got[0]} of microbatch {got[1]} there{hint}"
+            )
 
 
 def _plan_file(plan: str | Path | dict, stage: int) -> tuple[list[tuple[str, int]], list[int], str | None, int]:
@@ -104,14 +111,14 @@ def _plan_file(plan: str | Path | dict, stage: int) -> tuple[list[tuple[str, int
     data = plan if isinstance(plan, dict) else json.loads(Path(plan).read_text())
     stages = data.get("stages")
     if not isinstance(stages, list) or not 0 <= stage < len(stages):
-        raise PlanMismatch(f"the plan has {len(stages) if isinstance(stages, list) else 0} stage(s); this rank runs "
-                           f"stage {stage}")
+        raise PlanMismatch(f"the plan has {len(stages) if isinstance(stages, list) else 0} stage(s); this rank runs stage {stage}")
     entry = stages[stage]
     insts, mbs, freqs = entry.get("instructions"), entry.get("microbatches"), entry.get("frequencies")
-    if not (isinstance(insts, list) and isinstance(mbs, list) and isinstance(freqs, list)
-            and len(insts) == len(mbs) == len(freqs)):
-        raise PlanMismatch(f"stage {stage} of the plan needs equally long 'instructions', 'microbatches' and "
-                           "'frequencies' lists (a plan file written by zeus run)")
+    if not (isinstance(insts, list) and isinstance(mbs, list) and isinstance(freqs, list) and len(insts) == len(mbs) == len(freqs)):
+        raise PlanMismatch(
+            f"stage {stage} of the plan needs equally long 'instructions', 'microbatches' and "
+            "'frequencies' lists (a plan file written by zeus run)"
+        )
     return [(str(i), int(f)) for i, f in zip(insts, freqs)], [int(m) for m in mbs], data.get("schedule"), len(stages)
 
 
@@ -152,8 +159,7 @@ class PerseusPipeline:
         try:
             if hooks is None:
                 planned, microbatches = self._fetch_plan(plan, device, token, deadline_s, max_slowdown)
-                hooks = PerseusHooks(planned, self.controller.set_frequency, synchronize=synchronize,
-                                     microbatches=microbatches)
+                hooks = PerseusHooks(planned, self.controller.set_frequency, synchronize=synchronize, microbatches=microbatches)
             self.hooks = hooks
             self._patch()
         except BaseException:
@@ -165,8 +171,10 @@ class PerseusPipeline:
     def _start_controller(self, device: Callable[[], Any] | None) -> FrequencyController:
         if self.controller is None:
             if device is None:
-                raise ValueError("give device= (a picklable factory of the clock device, e.g. "
-                                 "functools.partial(open_device, 'nvml', {'gpus': [local_rank]})) or controller=")
+                raise ValueError(
+                    "give device= (a picklable factory of the clock device, e.g. "
+                    "functools.partial(open_device, 'nvml', {'gpus': [local_rank]})) or controller="
+                )
             self.controller = FrequencyController(device)
             self._own_controller = True
         return self.controller
@@ -184,8 +192,9 @@ class PerseusPipeline:
             planned, microbatches, plan_schedule, stages = _plan_file(plan, stage)
         if stages != self.stage.num_stages:  # other stages' orders may match, but the clocks were planned for another pipeline
             raise PlanMismatch(f"the plan is for {stages} stages; this pipeline has {self.stage.num_stages}")
-        check_plan(self.order, list(zip((i for i, _ in planned), microbatches)), stage=stage, engine=self.engine,
-                   plan_schedule=plan_schedule)
+        check_plan(
+            self.order, list(zip((i for i, _ in planned), microbatches)), stage=stage, engine=self.engine, plan_schedule=plan_schedule
+        )
         self._start_controller(device)
         return planned, microbatches
 
@@ -196,31 +205,40 @@ class PerseusPipeline:
 
         name = TORCH_SCHEDULES.get(self.engine)
         if name is None:
-            raise PlanMismatch(f"the plan server plans {sorted(SCHEDULES)}; {self.engine} is none of them "
-                               f"(supported: {', '.join(TORCH_SCHEDULES)})")
+            raise PlanMismatch(
+                f"the plan server plans {sorted(SCHEDULES)}; {self.engine} is none of them (supported: {', '.join(TORCH_SCHEDULES)})"
+            )
         st = self.stage
         self.client = PlanClient(url, token=token)
         if self.job_id is None:
             job = [None]
             if st.group_rank == 0:
-                job = [self.client.register_job(pp_degree=st.num_stages, microbatches=self.schedule._n_microbatches,
-                                                schedule=name, deadline_s=deadline_s, max_slowdown=max_slowdown,
-                                                metadata={"engine": f"torch.distributed.pipelining.{self.engine}"})]
+                job = [
+                    self.client.register_job(
+                        pp_degree=st.num_stages,
+                        microbatches=self.schedule._n_microbatches,
+                        schedule=name,
+                        deadline_s=deadline_s,
+                        max_slowdown=max_slowdown,
+                        metadata={"engine": f"torch.distributed.pipelining.{self.engine}"},
+                    )
+                ]
             group = st.group  # None: the default (world) group
             src = 0 if group is None else dist.get_global_rank(group, 0)
             dist.broadcast_object_list(job, src=src, group=group)
             self.job_id = job[0]
-        self.client.register_rank(self.job_id, rank=st.group_rank, pp_rank=st.stage_index,
-                                  available_frequencies=clocks)
+        self.client.register_rank(self.job_id, rank=st.group_rank, pp_rank=st.stage_index, available_frequencies=clocks)
         return self.client.schedule_info(self.job_id, st.group_rank)
 
     # -- wrapping the engine --
 
     def _patch(self) -> None:
         stage, schedule = self.stage, self.schedule
-        for obj, name, wrapper in ((stage, "forward_one_chunk", self._instruction(stage.forward_one_chunk, FORWARD)),
-                                   (stage, "backward_one_chunk", self._instruction(stage.backward_one_chunk, BACKWARD)),
-                                   (schedule, "step", self._step(schedule.step))):
+        for obj, name, wrapper in (
+            (stage, "forward_one_chunk", self._instruction(stage.forward_one_chunk, FORWARD)),
+            (stage, "backward_one_chunk", self._instruction(stage.backward_one_chunk, BACKWARD)),
+            (schedule, "step", self._step(schedule.step)),
+        ):
             self._patched.append((obj, name, vars(obj).get(name, _NOTHING)))  # what close() puts back
             setattr(obj, name, wrapper)
 

@@ -173,28 +173,37 @@ class PlanSet:
         idx = [self.dag.stage_ops(s) for s in range(self.dag.stages)]
         order = np.array([i for ix in idx for i in ix], dtype=np.int64)
         stage_of = np.repeat(np.arange(len(idx)), [len(ix) for ix in idx])
-        prefixes = [f'{{"stage": {json.dumps(s)}, "instructions": {json.dumps([self.dag.ops[i].instruction for i in ix])}, '
-                    f'"microbatches": {json.dumps([self.dag.ops[i].microbatch for i in ix])}, "frequencies": ['
-                    for s, ix in enumerate(idx)]
+        prefixes = [
+            f'{{"stage": {json.dumps(s)}, "instructions": {json.dumps([self.dag.ops[i].instruction for i in ix])}, '
+            f'"microbatches": {json.dumps([self.dag.ops[i].microbatch for i in ix])}, "frequencies": ['
+            for s, ix in enumerate(idx)
+        ]
         # a file: its head, then per stage (joined by ",\n  "): the stage's prefix, its clocks, "]}"
-        opening = [(',\n "stages": [\n  ' if s == 0 else "]},\n  ").encode("ascii") + prefixes[s].encode("ascii")
-                   for s in range(len(idx))]
+        opening = [(',\n "stages": [\n  ' if s == 0 else "]},\n  ").encode("ascii") + prefixes[s].encode("ascii") for s in range(len(idx))]
         closing = b"]}\n ]\n}\n"
         plans = range(len(self)) if plans is None else plans
         if not len(plans):
             return
         # the head: every key's line is the same in every plan but for the plan's own numbers
         fixed = {k: f" {json.dumps(k)}: {json.dumps(v)}" for k, v in self.plan_json(plans.start, stages=False).items()}
-        numbers = {"plan": None, "iteration_time_s": self.planned_time_s, "energy_j": self.planned_energy_j,
-                   "emulated_time_s": self.emulated_time_s, "emulated_energy_j": self.emulated_energy_j}
+        numbers = {
+            "plan": None,
+            "iteration_time_s": self.planned_time_s,
+            "energy_j": self.planned_energy_j,
+            "emulated_time_s": self.emulated_time_s,
+            "emulated_energy_j": self.emulated_energy_j,
+        }
         for part in chunks(len(plans)):
             rows = range(plans.start + part.start, plans.start + part.stop)
-            text = ClockText(self.frequencies[rows.start:rows.stop][:, order], stage_of)
-            values = {key: (list(rows) if column is None else column[rows.start:rows.stop].astype(float).tolist())
-                      for key, column in numbers.items()}
+            text = ClockText(self.frequencies[rows.start : rows.stop][:, order], stage_of)
+            values = {
+                key: (list(rows) if column is None else column[rows.start : rows.stop].astype(float).tolist())
+                for key, column in numbers.items()
+            }
             for j, k in enumerate(rows):
-                head = "{\n" + ",\n".join(line if key not in numbers else f" {json.dumps(key)}: {json.dumps(values[key][j])}"
-                                           for key, line in fixed.items())
+                head = "{\n" + ",\n".join(
+                    line if key not in numbers else f" {json.dumps(key)}: {json.dumps(values[key][j])}" for key, line in fixed.items()
+                )
                 pieces = [head.encode("ascii")]
                 for s, (a, b) in enumerate(text.spans(j)):
                     pieces += [opening[s], text.data[a:b]]
@@ -227,8 +236,8 @@ class ClockText:
         width = 2 + max((len(d) for d in digits), default=0)
         table = np.zeros((2, len(values), width), dtype=np.uint8)  # [opens its stage?, value, byte]
         for u, d in enumerate(digits):
-            table[0, u, :2 + len(d)] = np.frombuffer(b", " + d, dtype=np.uint8)
-            table[1, u, :len(d)] = np.frombuffer(d, dtype=np.uint8)
+            table[0, u, : 2 + len(d)] = np.frombuffer(b", " + d, dtype=np.uint8)
+            table[1, u, : len(d)] = np.frombuffer(d, dtype=np.uint8)
         lengths = np.array([[2 + len(d) for d in digits], [len(d) for d in digits]], dtype=np.int64)
         opens = np.r_[True, stage_of[1:] != stage_of[:-1]].astype(np.int64) if len(stage_of) else np.zeros(0, np.int64)
         fields = table[opens[None, :], inverse]  # [plan, op, byte]
@@ -263,7 +272,7 @@ def _write_pieces(path: Path, pieces: list) -> None:
         if done < size:  # a short write (a signal, a full disk): the rest one piece at a time
             rest = memoryview(b"".join(bytes(p) for p in pieces))[done:]
             while rest:
-                rest = rest[os.write(fd, rest):]
+                rest = rest[os.write(fd, rest) :]
         os.ftruncate(fd, size)
     finally:
         os.close(fd)
@@ -305,8 +314,7 @@ def frontier_problem(dag: PipelineDAG, specs: dict[tuple[int, str], OpSpec]) -> 
     keys = list(specs)
     key_index = {k: j for j, k in enumerate(keys)}
     spec_of_op = np.array([key_index[(op.stage, op.instruction)] for op in dag.ops])
-    return (dag.n_ops, dag.edges, spec_of_op, [specs[k].lo for k in keys], [specs[k].hi for k in keys],
-            [specs[k].costs for k in keys])
+    return (dag.n_ops, dag.edges, spec_of_op, [specs[k].lo for k in keys], [specs[k].hi for k in keys], [specs[k].costs for k in keys])
 
 
 def _solve(dag: PipelineDAG, specs: dict, unit_time_s: float, blocking_power_w: float, pareto_only: bool):
@@ -336,8 +344,14 @@ def _solve(dag: PipelineDAG, specs: dict, unit_time_s: float, blocking_power_w: 
 PARALLEL_MIN_OPS = 384
 
 
-def real_time_limits(dag: PipelineDAG, profile: InstructionProfile, specs: dict[tuple[int, str], OpSpec],
-                     blocking_power_w: float, unit_time_s: float, max_gap_plans: int) -> list[float]:
+def real_time_limits(
+    dag: PipelineDAG,
+    profile: InstructionProfile,
+    specs: dict[tuple[int, str], OpSpec],
+    blocking_power_w: float,
+    unit_time_s: float,
+    max_gap_plans: int,
+) -> list[float]:
     """The limits of the real-time plans, the zero-slowdown one first.
 
     The all-max-clock iteration time; when a lower clock is faster somewhere
@@ -391,20 +405,20 @@ def claim(path: Path) -> bool:
 def claimed_checks(planner: ExactPlanner, limits: list[float], folder: Path | None) -> dict[float, np.ndarray]:
     """The cold-HiGHS plan (:meth:`ExactPlanner.highs_plan`) of every limit this process claims in ``folder``
     before the other does (of all of them without a folder)."""
-    return {lim: planner.highs_plan(lim) for k, lim in enumerate(limits)
-            if folder is None or claim(folder / f"check-{k}")}
+    return {lim: planner.highs_plan(lim) for k, lim in enumerate(limits) if folder is None or claim(folder / f"check-{k}")}
 
 
-def claimed_reclaim(dag: PipelineDAG, profile: InstructionProfile, freqs: np.ndarray, blocking_power_w: float,
-                    folder: Path, parts: list[slice]) -> list[tuple[slice, np.ndarray]]:
+def claimed_reclaim(
+    dag: PipelineDAG, profile: InstructionProfile, freqs: np.ndarray, blocking_power_w: float, folder: Path, parts: list[slice]
+) -> list[tuple[slice, np.ndarray]]:
     """:func:`~zeus_plugins_perseus.reclaim.reclaim_slack` of each block of plans ``parts`` this process claims in
     ``folder`` before the other does, in the order given."""
-    return [(rows, reclaim_slack(dag, profile, freqs[rows], blocking_power_w)) for rows in parts
-            if claim(folder / f"reclaim-{rows.start}")]
+    return [(rows, reclaim_slack(dag, profile, freqs[rows], blocking_power_w)) for rows in parts if claim(folder / f"reclaim-{rows.start}")]
 
 
-def _reclaim_shared(bg: Background, folder: Path | None, dag: PipelineDAG, profile: InstructionProfile,
-                    freqs: np.ndarray, blocking_power_w: float) -> np.ndarray:
+def _reclaim_shared(
+    bg: Background, folder: Path | None, dag: PipelineDAG, profile: InstructionProfile, freqs: np.ndarray, blocking_power_w: float
+) -> np.ndarray:
     """:func:`~zeus_plugins_perseus.reclaim.reclaim_slack` of every plan, its blocks shared with the worker where
     there is one: this process takes them from the first, the worker from the last, each what the other has
     not taken. The blocks are the ones ``reclaim_slack`` uses, so the plans are the same either way."""
@@ -420,8 +434,14 @@ def _reclaim_shared(bg: Background, folder: Path | None, dag: PipelineDAG, profi
     return out
 
 
-def _better_checks(checked: dict[float, np.ndarray], emu_t: np.ndarray, emu_e: np.ndarray, dag: PipelineDAG,
-                   profile: InstructionProfile, blocking_power_w: float) -> tuple[list[float], list[np.ndarray]]:
+def _better_checks(
+    checked: dict[float, np.ndarray],
+    emu_t: np.ndarray,
+    emu_e: np.ndarray,
+    dag: PipelineDAG,
+    profile: InstructionProfile,
+    blocking_power_w: float,
+) -> tuple[list[float], list[np.ndarray]]:
     """(limits, clocks) of the cold-HiGHS plans that meet their limit with less emulated energy than every other
     plan (``emu_t``, ``emu_e``) meeting it: those are listed too, and the limit's choice is theirs."""
     limits, plans = [], []
@@ -536,8 +556,7 @@ def plan_frontier(
                 checked.update(their_checks.result())
             f_exact = real_time.result()
             et, ee = emulate(dag, profile, f_exact, blocking_power_w)
-            add_t, add_f = _better_checks(checked, np.concatenate([et, emu_t]), np.concatenate([ee, emu_e]),
-                                          dag, profile, blocking_power_w)
+            add_t, add_f = _better_checks(checked, np.concatenate([et, emu_t]), np.concatenate([ee, emu_e]), dag, profile, blocking_power_w)
             limits_all = list(limits) + add_t
             f_exact = np.vstack([f_exact] + add_f) if add_f else f_exact
             et, ee = emulate(dag, profile, f_exact, blocking_power_w)
@@ -556,8 +575,13 @@ def plan_frontier(
         listed_as = np.full(len(emu_t), -1, dtype=np.int64)
         listed_as[keep] = np.arange(len(keep))
         own = slice(n_exact, None)  # the solver's plans (after any real-time ones)
-        emitted = EmittedPlans(time_units=t_units[own], planned_energy_j=energy[own], emulated_time_s=emu_t[own],
-                               emulated_energy_j=emu_e[own], listed_as=listed_as[own])
+        emitted = EmittedPlans(
+            time_units=t_units[own],
+            planned_energy_j=energy[own],
+            emulated_time_s=emu_t[own],
+            emulated_energy_j=emu_e[own],
+            listed_as=listed_as[own],
+        )
     t_units, energy, freqs, emu_t, emu_e = t_units[keep], energy[keep], freqs[keep], emu_t[keep], emu_e[keep]
     solve_seconds = time.perf_counter() - started
     return PlanSet(

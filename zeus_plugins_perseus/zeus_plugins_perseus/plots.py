@@ -39,14 +39,13 @@ def warm_up() -> None:
 
 def figure_data(ps: PlanSet, chosen: int) -> PlanSet:
     """What the figures read of ``ps``: every plan's numbers, but only the chosen plan's clocks (row 0)."""
-    return attrs.evolve(ps, frequencies=ps.frequencies[chosen:chosen + 1])
+    return attrs.evolve(ps, frequencies=ps.frequencies[chosen : chosen + 1])
 
 
 def write_figures(ps: PlanSet, profile: InstructionProfile, chosen: int, out_dir: Path, row: int = 0) -> list[Path]:
     """``frontier.png`` and ``timeline.png`` (of the plan in row ``row`` of ``ps.frequencies``, listed as ``chosen``)."""
     out_dir = Path(out_dir)
-    return [plot_frontier(ps, out_dir / "frontier.png", chosen),
-            plot_timeline(ps, profile, chosen, out_dir / "timeline.png", row=row)]
+    return [plot_frontier(ps, out_dir / "frontier.png", chosen), plot_timeline(ps, profile, chosen, out_dir / "timeline.png", row=row)]
 
 
 def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
@@ -57,12 +56,14 @@ def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
     ax.plot(ps.emulated_time_s, ps.emulated_energy_j, ".", ms=3, color="tab:orange", label="emulated on the profile")
     ax.plot([ps.max_freq_time_s], [ps.max_freq_energy_j], "k*", ms=12, label="all max clocks")
     if chosen is not None:
-        ax.plot([ps.emulated_time_s[chosen]], [ps.emulated_energy_j[chosen]], "o", mfc="none", mec="red", ms=12,
-                label=f"chosen plan {chosen}")
+        ax.plot(
+            [ps.emulated_time_s[chosen]], [ps.emulated_energy_j[chosen]], "o", mfc="none", mec="red", ms=12, label=f"chosen plan {chosen}"
+        )
     ax.set_xlabel("iteration time (s)")
     ax.set_ylabel("iteration energy (J)")
-    ax.set_title(f"{ps.dag.stages} stages x {ps.dag.microbatches} microbatches, {ps.dag.schedule}, "
-                 f"{ps.model} model: {len(ps)} plans", fontsize=10)
+    ax.set_title(
+        f"{ps.dag.stages} stages x {ps.dag.microbatches} microbatches, {ps.dag.schedule}, {ps.model} model: {len(ps)} plans", fontsize=10
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.savefig(path, dpi=110, pil_kwargs={"compress_level": 1})
@@ -89,8 +90,10 @@ def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path, 
     # one collection for every bar: a patch per op would take seconds on large pipelines (2048 ops at 16 x 64)
     frac = np.full(len(freqs), 0.5) if hi == lo else (freqs - lo) / (hi - lo)
     y = np.array([op.stage for op in ps.dag.ops], dtype=float)
-    boxes = np.stack([np.stack([start, y - 0.4], 1), np.stack([finish, y - 0.4], 1),
-                      np.stack([finish, y + 0.4], 1), np.stack([start, y + 0.4], 1)], axis=1)
+    boxes = np.stack(
+        [np.stack([start, y - 0.4], 1), np.stack([finish, y - 0.4], 1), np.stack([finish, y + 0.4], 1), np.stack([start, y + 0.4], 1)],
+        axis=1,
+    )
     edges = ["black" if op.instruction == "backward" else "white" for op in ps.dag.ops]
     ax.add_collection(PolyCollection(boxes, facecolors=cmap(frac), edgecolors=edges, linewidths=0.5))
     ax.set_xlim(0, float(finish.max()) * 1.02)
@@ -102,8 +105,10 @@ def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path, 
     ax.set_yticklabels([f"stage {s}" for s in range(ps.dag.stages)])
     ax.invert_yaxis()
     ax.set_xlabel("time (s)")
-    ax.set_title(f"plan {k}: {ps.emulated_time_s[k]:.4f} s, {ps.emulated_energy_j[k]:,.1f} J (emulated); "
-                 "colour = SM clock, black edge = backward", fontsize=10)
+    ax.set_title(
+        f"plan {k}: {ps.emulated_time_s[k]:.4f} s, {ps.emulated_energy_j[k]:,.1f} J (emulated); colour = SM clock, black edge = backward",
+        fontsize=10,
+    )
     sm = ScalarMappable(cmap=cmap, norm=Normalize(lo, hi if hi > lo else lo + 1))
     fig.colorbar(sm, ax=ax, label="SM clock (MHz)")
     fig.savefig(path, dpi=110, pil_kwargs={"compress_level": 1})
@@ -112,8 +117,7 @@ def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path, 
 
 def frontier_rows(ps: PlanSet) -> list[tuple]:
     return [
-        (k, float(ps.planned_time_s[k]), float(ps.planned_energy_j[k]), float(ps.emulated_time_s[k]),
-         float(ps.emulated_energy_j[k]))
+        (k, float(ps.planned_time_s[k]), float(ps.planned_energy_j[k]), float(ps.emulated_time_s[k]), float(ps.emulated_energy_j[k]))
         for k in range(len(ps))
     ]
 

@@ -87,10 +87,7 @@ class PerseusPolicy:
         """Per stage, the ordered (instruction, clock) pairs of a plan (the chosen one by default)."""
         ps = self._require()
         k = self.chosen if plan is None else plan
-        return [
-            [(ps.dag.ops[i].instruction, int(ps.frequencies[k, i])) for i in ps.dag.stage_ops(s)]
-            for s in range(ps.dag.stages)
-        ]
+        return [[(ps.dag.ops[i].instruction, int(ps.frequencies[k, i])) for i in ps.dag.stage_ops(s)] for s in range(ps.dag.stages)]
 
     def summary(self, _summary: Any = None) -> dict:
         ps = self._require()
@@ -120,15 +117,21 @@ class PerseusPolicy:
         ps = self._require()
         s = self.summary()
         c = s["chosen"]
-        table = Table(title=f"Perseus: {len(ps)} plans ({ps.model} model, {ps.dag.schedule}, "
-                            f"{ps.dag.stages} stages x {ps.dag.microbatches} microbatches) in {ps.solve_seconds:.2f} s")
+        table = Table(
+            title=f"Perseus: {len(ps)} plans ({ps.model} model, {ps.dag.schedule}, "
+            f"{ps.dag.stages} stages x {ps.dag.microbatches} microbatches) in {ps.solve_seconds:.2f} s"
+        )
         for col in ("", "iteration time (s)", "energy (J)", "emulated time (s)", "emulated energy (J)"):
             table.add_column(col, justify="right" if col else "left")
         table.add_row("all max clocks", "", "", f"{ps.max_freq_time_s:.4f}", f"{ps.max_freq_energy_j:,.1f}")
-        for label, k in (("fastest plan", ps.fastest), ("least-energy plan", ps.least_energy),
-                         (f"chosen plan {c['plan']}", c["plan"])):
-            table.add_row(label, f"{ps.planned_time_s[k]:.4f}", f"{ps.planned_energy_j[k]:,.1f}",
-                          f"{ps.emulated_time_s[k]:.4f}", f"{ps.emulated_energy_j[k]:,.1f}")
+        for label, k in (("fastest plan", ps.fastest), ("least-energy plan", ps.least_energy), (f"chosen plan {c['plan']}", c["plan"])):
+            table.add_row(
+                label,
+                f"{ps.planned_time_s[k]:.4f}",
+                f"{ps.planned_energy_j[k]:,.1f}",
+                f"{ps.emulated_time_s[k]:.4f}",
+                f"{ps.emulated_energy_j[k]:,.1f}",
+            )
         console.print(table)
         verdict = "meets" if c["meets_limit"] else "[yellow]misses (no plan is fast enough; the fastest is shown)[/]"
         console.print(
@@ -150,16 +153,15 @@ class PerseusPolicy:
             written = [write_atomic(out_dir / "frontier.csv", _csv(FRONTIER_COLUMNS, rows))]
             if ps.emitted is not None:
                 em = ps.emitted
-                rows = ([repr(float(u * ps.unit_time_s)), repr(float(e)), repr(float(et)), repr(float(ee)),
-                         "" if k < 0 else int(k)]
-                        for u, e, et, ee, k in zip(em.time_units, em.planned_energy_j, em.emulated_time_s,
-                                                   em.emulated_energy_j, em.listed_as))
+                rows = (
+                    [repr(float(u * ps.unit_time_s)), repr(float(e)), repr(float(et)), repr(float(ee)), "" if k < 0 else int(k)]
+                    for u, e, et, ee, k in zip(em.time_units, em.planned_energy_j, em.emulated_time_s, em.emulated_energy_j, em.listed_as)
+                )
                 written.append(write_atomic(out_dir / "published_plans.csv", _csv(EMITTED_COLUMNS, rows)))
             figure_paths = write_figures(figure_data(ps, self.chosen), self.profile, self.chosen, out_dir)
             plan_files.result()
             written.append(plans_dir)  # one entry for the folder: hundreds of plan files would flood the listing
-            written.append(write_atomic(out_dir / "chosen_plan.json",
-                                        (plans_dir / f"{self.chosen:05d}.json").read_text()))
+            written.append(write_atomic(out_dir / "chosen_plan.json", (plans_dir / f"{self.chosen:05d}.json").read_text()))
             written += figure_paths
         except BaseException:
             bg.kill()  # a signal or an error: the worker stops writing plan files now

@@ -136,8 +136,7 @@ MAX_TIME_UNITS = 1e9
 
 def _number(text: str | None, column: str, where: str, integer: bool) -> float:
     high, unit, what = BOUNDS[column]
-    value = parse_number(text, f"{where}: column {column!r}", integer=integer, high=high, unit=unit, what=what,
-                         error=ProfileError)
+    value = parse_number(text, f"{where}: column {column!r}", integer=integer, high=high, unit=unit, what=what, error=ProfileError)
     if value < 0:
         raise ProfileError(f"{where}: column {column!r} is negative ({(text or '').strip()}); it must be >= 0")
     return value
@@ -163,14 +162,10 @@ def read_profile(path: str | Path) -> InstructionProfile:
         raise ProfileError(f"profile {str(path)!r} does not exist; give the path of a profile CSV")
     limit = data_limit(PROFILE_LIMIT, PROFILE_LIMIT_ENV, error=ProfileError)
     text = read_data_text(path, what="a Perseus profile CSV", limit=limit, env=PROFILE_LIMIT_ENV, error=ProfileError)
-    header, table = csv_table(text, path, what="a Perseus profile CSV", header_hint=",".join(REQUIRED_COLUMNS),
-                              error=ProfileError)
+    header, table = csv_table(text, path, what="a Perseus profile CSV", header_hint=",".join(REQUIRED_COLUMNS), error=ProfileError)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
-        raise ProfileError(
-            f"{path}:1: header lacks column(s) {', '.join(missing)}; "
-            f"the header must include {','.join(REQUIRED_COLUMNS)}"
-        )
+        raise ProfileError(f"{path}:1: header lacks column(s) {', '.join(missing)}; the header must include {','.join(REQUIRED_COLUMNS)}")
     index = {c: header.index(c) for c in REQUIRED_COLUMNS}
     rows = []
     seen: dict[tuple[int, str, int], int] = {}

@@ -51,8 +51,13 @@ class StageProfiler:
         self.step_factory = step_factory or load_callable(options.step, context.job_dir)
         o = options
         self.profiler = OnlineProfiler(
-            self.devices, o.stage, frequencies=o.frequencies or None, warmup_steps=o.warmup_steps,
-            profile_steps=o.profile_steps, stop_after_rises=o.stop_after_rises, min_frequency=o.min_frequency,
+            self.devices,
+            o.stage,
+            frequencies=o.frequencies or None,
+            warmup_steps=o.warmup_steps,
+            profile_steps=o.profile_steps,
+            stop_after_rises=o.stop_after_rises,
+            min_frequency=o.min_frequency,
             names=o.devices or None,
         )
         self.saved: Path | None = None
@@ -69,8 +74,10 @@ class StageProfiler:
             step = self.step_factory(p, self.devices) if takes_devices else self.step_factory(p)
             while not p.done:
                 if calls >= limit:
-                    raise RunFailed(f"perseus-stage: the sweep was not done after {calls} steps; the step must "
-                                    "call on_step_begin()/on_step_end() of the hooks it was given")
+                    raise RunFailed(
+                        f"perseus-stage: the sweep was not done after {calls} steps; the step must "
+                        "call on_step_begin()/on_step_end() of the hooks it was given"
+                    )
                 step()
                 calls += 1
         except ScheduleError as e:

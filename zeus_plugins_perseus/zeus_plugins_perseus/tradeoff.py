@@ -268,8 +268,8 @@ def solve_frontier(
     del durs
     costs = np.empty(len(durations))
     for k in range(0, len(durations), 256):  # blocks: the index arrays of all plans at once would dwarf the plans
-        block = durations[k:k + 256]
-        costs[k:k + 256] = ctab[spec[None, :], block - lo_op[None, :]].sum(axis=1)
+        block = durations[k : k + 256]
+        costs[k : k + 256] = ctab[spec[None, :], block - lo_op[None, :]].sum(axis=1)
     return Frontier(times=np.asarray(times, np.int64), durations=durations, costs=costs, phases=phases)
 
 
@@ -299,7 +299,7 @@ def _priced_start(lv, e, lo, hi, spec, mint, rate, t_max):
     rows_v, rows_g = [], []
     for j in range(len(lo)):  # per spec: its vertices (units) and the savings after each
         k = int(hi[j] - lo[j])
-        g = mint[j, 1:k + 1]
+        g = mint[j, 1 : k + 1]
         keep = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True]) if k else np.zeros(1, np.int64)
         rows_v.append(lo[j] + keep)
         rows_g.append(np.r_[g, 0][keep])
@@ -307,7 +307,7 @@ def _priced_start(lv, e, lo, hi, spec, mint, rate, t_max):
     V = np.full((len(lo), kmax), np.iinfo(np.int64).max // 4, np.int64)
     G = np.zeros((len(lo), kmax), np.int64)
     for j, (v, g) in enumerate(zip(rows_v, rows_g)):
-        V[j, :len(v)], G[j, :len(g)] = v, g
+        V[j, : len(v)], G[j, : len(g)] = v, g
     K = np.array([len(v) - 1 for v in rows_v], np.int64)
     net = TensionNetwork(lv, e, V[spec], G[spec], K[spec])
     try:
@@ -331,7 +331,7 @@ def _reachable(open_: np.ndarray, indices: np.ndarray, indptr: np.ndarray, ones:
     n_nodes = len(indptr) - 1
     before = np.zeros(len(open_) + 1, np.int32)
     np.cumsum(open_, out=before[1:])
-    reach = sp.csr_matrix((ones[:before[-1]], indices[open_], before[indptr]), shape=(n_nodes, n_nodes))
+    reach = sp.csr_matrix((ones[: before[-1]], indices[open_], before[indptr]), shape=(n_nodes, n_nodes))
     in_s = np.zeros(n_nodes, bool)
     in_s[breadth_first_order(reach, 0, directed=True, return_predecessors=False)] = True
     return in_s

@@ -159,5 +159,6 @@ class _Hooks(importlib.abc.MetaPathFinder):
         spec.loader.exec_module = exec_module
         return spec
 
+
 if os.environ.get("ZEUS_CUDA_STANDIN", "1") != "0":
     sys.meta_path.insert(0, _Hooks())

@@ -103,8 +103,10 @@ def main() -> None:
             for _ in range(args.steps):
                 step()
             clocks = sorted({f for _, f in pipe.hooks.schedule}, reverse=True)
-            print(f"rank {rank}: {pipe.hooks.steps} steps, {len(pipe.hooks.schedule)} instructions each "
-                  f"at {clocks} MHz as planned", flush=True)
+            print(
+                f"rank {rank}: {pipe.hooks.steps} steps, {len(pipe.hooks.schedule)} instructions each at {clocks} MHz as planned",
+                flush=True,
+            )
     dist.barrier()
     dist.destroy_process_group()
 

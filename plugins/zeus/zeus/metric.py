@@ -33,8 +33,15 @@ from zeus.monitor.energy import ZeusMonitor
 from zeus.monitor.power import PowerMonitor
 from zeus.utils.framework import sync_execution as sync_execution_fn
 
-__all__ = ["Metric", "EnergyHistogram", "EnergyCumulativeCounter", "PowerGauge", "MonitoringProcessState",
-           "energy_monitoring_loop", "power_monitoring_loop"]
+__all__ = [
+    "Metric",
+    "EnergyHistogram",
+    "EnergyCumulativeCounter",
+    "PowerGauge",
+    "MonitoringProcessState",
+    "energy_monitoring_loop",
+    "power_monitoring_loop",
+]
 
 _LABELS = ["window", "index"]
 
@@ -83,8 +90,7 @@ class EnergyHistogram(Metric):
         """
         for kind, buckets in (("GPU", gpu_bucket_range), ("CPU", cpu_bucket_range), ("DRAM", dram_bucket_range)):
             if not buckets:
-                raise ValueError(f"{kind} bucket range cannot be empty. Please provide a valid range or omit the "
-                                 "argument to use defaults.")
+                raise ValueError(f"{kind} bucket range cannot be empty. Please provide a valid range or omit the argument to use defaults.")
         self.gpu_bucket_range = gpu_bucket_range
         self.cpu_bucket_range = cpu_bucket_range
         self.dram_bucket_range = dram_bucket_range
@@ -94,14 +100,21 @@ class EnergyHistogram(Metric):
         self.job = job
         self.registry = CollectorRegistry()
         if gpu_indices:
-            self.gpu_histograms = Histogram("energy_monitor_gpu_energy_joules", "GPU energy consumption", _LABELS,
-                                            buckets=gpu_bucket_range, registry=self.registry)
+            self.gpu_histograms = Histogram(
+                "energy_monitor_gpu_energy_joules", "GPU energy consumption", _LABELS, buckets=gpu_bucket_range, registry=self.registry
+            )
         if cpu_indices:
-            self.cpu_histograms = Histogram("energy_monitor_cpu_energy_joules", "CPU energy consumption", _LABELS,
-                                            buckets=cpu_bucket_range, registry=self.registry)
+            self.cpu_histograms = Histogram(
+                "energy_monitor_cpu_energy_joules", "CPU energy consumption", _LABELS, buckets=cpu_bucket_range, registry=self.registry
+            )
             if _dram_measured(cpu_indices):
-                self.dram_histograms = Histogram("energy_monitor_dram_energy_joules", "DRAM energy consumption",
-                                                 _LABELS, buckets=dram_bucket_range, registry=self.registry)
+                self.dram_histograms = Histogram(
+                    "energy_monitor_dram_energy_joules",
+                    "DRAM energy consumption",
+                    _LABELS,
+                    buckets=dram_bucket_range,
+                    registry=self.registry,
+                )
         self.max_gpu_bucket, self.min_gpu_bucket = max(gpu_bucket_range), min(gpu_bucket_range)
         self.max_cpu_bucket, self.min_cpu_bucket = max(cpu_bucket_range), min(cpu_bucket_range)
         self.max_dram_bucket, self.min_dram_bucket = max(dram_bucket_range), min(dram_bucket_range)
@@ -132,11 +145,9 @@ class EnergyHistogram(Metric):
             for index, energy in values.items():
                 histogram.labels(window=name, index=index).observe(energy)
                 if energy > high:
-                    warnings.warn(f"{kind} {index} energy {energy} exceeds the maximum bucket value of {high}",
-                                  stacklevel=2)
+                    warnings.warn(f"{kind} {index} energy {energy} exceeds the maximum bucket value of {high}", stacklevel=2)
                 if energy < low:
-                    warnings.warn(f"{kind} {index} energy {energy} is below the minimum bucket value of {low}",
-                                  stacklevel=2)
+                    warnings.warn(f"{kind} {index} energy {energy} is below the minimum bucket value of {low}", stacklevel=2)
         push_to_gateway(self.pushgateway_url, job=self.job, registry=self.registry)
 
 
@@ -188,8 +199,12 @@ class EnergyCumulativeCounter(_Windows):
 
     def begin_window(self, name: str, sync_execution: bool = False) -> None:
         """Start the window's process (``energy_monitoring_loop``)."""
-        self._start(name, sync_execution, energy_monitoring_loop,
-                    (self.cpu_indices, self.gpu_indices, self.update_period, self.pushgateway_url, self.job))
+        self._start(
+            name,
+            sync_execution,
+            energy_monitoring_loop,
+            (self.cpu_indices, self.gpu_indices, self.update_period, self.pushgateway_url, self.job),
+        )
 
 
 class PowerGauge(_Windows):
@@ -211,16 +226,16 @@ class PowerGauge(_Windows):
         """
         if name in self.window_state:
             raise ValueError(f"PowerGauge metric '{name}' already exists.")
-        self._start(name, sync_execution, power_monitoring_loop,
-                    (self.gpu_indices, self.update_period, self.pushgateway_url, self.job))
+        self._start(name, sync_execution, power_monitoring_loop, (self.gpu_indices, self.update_period, self.pushgateway_url, self.job))
 
 
 def _stopped(pipe: mp.Queue) -> bool:
     return not pipe.empty()
 
 
-def energy_monitoring_loop(name: str, pipe: mp.Queue, cpu_indices: list, gpu_indices: list, update_period: int,
-                           pushgateway_url: str, job: str) -> None:
+def energy_monitoring_loop(
+    name: str, pipe: mp.Queue, cpu_indices: list, gpu_indices: list, update_period: int, pushgateway_url: str, job: str
+) -> None:
     """A window's counters: each period's energy is measured, added and pushed until ``pipe`` holds a message."""
     registry = CollectorRegistry()
     monitor = ZeusMonitor(cpu_indices=cpu_indices, gpu_indices=gpu_indices)
@@ -230,31 +245,27 @@ def energy_monitoring_loop(name: str, pipe: mp.Queue, cpu_indices: list, gpu_ind
     if monitor.cpu_indices:
         counters["cpu"] = Counter("energy_monitor_cpu_energy_joules", "CPU energy consumption", _LABELS, registry=registry)
         if _dram_measured(monitor.cpu_indices):
-            counters["dram"] = Counter("energy_monitor_dram_energy_joules", "DRAM energy consumption", _LABELS,
-                                       registry=registry)
+            counters["dram"] = Counter("energy_monitor_dram_energy_joules", "DRAM energy consumption", _LABELS, registry=registry)
     key = f"__EnergyCumulativeCounter_{name}"
     while not _stopped(pipe):
         monitor.begin_window(key, sync_execution=False)
         time.sleep(update_period)
         measurement = monitor.end_window(key, sync_execution=False)
-        for kind, values in (("gpu", measurement.gpu_energy), ("cpu", measurement.cpu_energy),
-                             ("dram", measurement.dram_energy)):
+        for kind, values in (("gpu", measurement.gpu_energy), ("cpu", measurement.cpu_energy), ("dram", measurement.dram_energy)):
             if values and kind in counters:
                 for index, energy in values.items():
                     counters[kind].labels(window=name, index=index).inc(energy)
         push_to_gateway(pushgateway_url, job=job, registry=registry)
 
 
-def power_monitoring_loop(name: str, pipe: mp.Queue, gpu_indices: list[int], update_period: int, pushgateway_url: str,
-                          job: str) -> None:
+def power_monitoring_loop(name: str, pipe: mp.Queue, gpu_indices: list[int], update_period: int, pushgateway_url: str, job: str) -> None:
     """A window's gauges: each GPU's power is set and pushed every period until ``pipe`` holds a message.
 
     A reading or a push that fails is printed and the loop goes on, as upstream's does.
     """
     monitor = PowerMonitor(gpu_indices=gpu_indices)
     registry = CollectorRegistry()
-    gauges = Gauge("power_monitor_gpu_power_watts", "Records power consumption for GPU over time", _LABELS,
-                   registry=registry)
+    gauges = Gauge("power_monitor_gpu_power_watts", "Records power consumption for GPU over time", _LABELS, registry=registry)
     while not _stopped(pipe):
         try:
             power = monitor.get_power()

@@ -78,9 +78,11 @@ class SweepResult:
     is_valid: bool
 
     def _figures(self) -> str:
-        return (f"mean={self.energy_mean:.4f} J  std={self.energy_std:.4f} J  "
-                f"temp_before={self.avg_temperature_before:.1f} \u00b0C  temp_after={self.avg_temperature_after:.1f} \u00b0C  "
-                f"[{'VALID' if self.is_valid else 'INVALID'}]")
+        return (
+            f"mean={self.energy_mean:.4f} J  std={self.energy_std:.4f} J  "
+            f"temp_before={self.avg_temperature_before:.1f} \u00b0C  temp_after={self.avg_temperature_after:.1f} \u00b0C  "
+            f"[{'VALID' if self.is_valid else 'INVALID'}]"
+        )
 
     def __str__(self) -> str:
         """One line: both durations and the figures, without the trials."""
@@ -110,8 +112,9 @@ def _sync(monitor: ZeusMonitor) -> None:
     sync_execution(monitor.gpu_indices, sync_with=monitor.sync_with)
 
 
-def _calibrate_iteration_duration(target_function: Callable[[], Any], zeus_monitor: ZeusMonitor,
-                                  num_warmup_iterations: int, num_calibration_iterations: int) -> float:
+def _calibrate_iteration_duration(
+    target_function: Callable[[], Any], zeus_monitor: ZeusMonitor, num_warmup_iterations: int, num_calibration_iterations: int
+) -> float:
     """Seconds one call of ``target_function`` takes (after ``num_warmup_iterations`` calls), the
     slowest rank's, timed over ``num_calibration_iterations`` calls."""
     for _ in range(num_warmup_iterations):
@@ -134,8 +137,14 @@ def _mean_temperature(zeus_monitor: ZeusMonitor) -> float:
     return sum(readings) / len(readings)
 
 
-def _run_trial(target_function: Callable[[], Any], zeus_monitor: ZeusMonitor, cooldown_duration: float,
-               measurement_duration: float, num_warmup_iterations: int, iteration_duration: float) -> TrialResult:
+def _run_trial(
+    target_function: Callable[[], Any],
+    zeus_monitor: ZeusMonitor,
+    cooldown_duration: float,
+    measurement_duration: float,
+    num_warmup_iterations: int,
+    iteration_duration: float,
+) -> TrialResult:
     """Cool down, warm up, then measure enough iterations to fill ``measurement_duration``."""
     iterations = max(1, math.ceil(measurement_duration / iteration_duration))
     if cooldown_duration > 0:
@@ -153,29 +162,49 @@ def _run_trial(target_function: Callable[[], Any], zeus_monitor: ZeusMonitor, co
     [elapsed] = all_reduce([measured.time], "max")
     [before_sum, after_sum] = all_reduce([before, after], "sum")
     ranks = get_world_size()
-    return TrialResult(energy_per_iter=energy / iterations, time_per_iter=elapsed / iterations, total_energy=energy,
-                       total_time=elapsed, iterations=iterations, temperature_before=before_sum / ranks,
-                       temperature_after=after_sum / ranks)
+    return TrialResult(
+        energy_per_iter=energy / iterations,
+        time_per_iter=elapsed / iterations,
+        total_energy=energy,
+        total_time=elapsed,
+        iterations=iterations,
+        temperature_before=before_sum / ranks,
+        temperature_after=after_sum / ranks,
+    )
 
 
-def _summarize(measurement_duration: float, cooldown_duration: float, trials: list[TrialResult],
-               trial_stddev_threshold: float) -> SweepResult:
+def _summarize(
+    measurement_duration: float, cooldown_duration: float, trials: list[TrialResult], trial_stddev_threshold: float
+) -> SweepResult:
     per_iter = [t.energy_per_iter for t in trials]
     n = len(trials)
     spread = statistics.stdev(per_iter) if n >= 2 else 0.0
     return SweepResult(
-        measurement_duration=measurement_duration, cooldown_duration=cooldown_duration, trials=trials,
-        energy_mean=statistics.mean(per_iter), energy_std=spread,
+        measurement_duration=measurement_duration,
+        cooldown_duration=cooldown_duration,
+        trials=trials,
+        energy_mean=statistics.mean(per_iter),
+        energy_std=spread,
         avg_temperature_before=sum(t.temperature_before for t in trials) / n,
         avg_temperature_after=sum(t.temperature_after for t in trials) / n,
-        avg_total_time=sum(t.total_time for t in trials) / n, avg_total_energy=sum(t.total_energy for t in trials) / n,
+        avg_total_time=sum(t.total_time for t in trials) / n,
+        avg_total_energy=sum(t.total_energy for t in trials) / n,
         is_valid=spread < trial_stddev_threshold,
     )
 
 
-def _sweep(target_function: Callable[[], Any], zeus_monitor: ZeusMonitor, sweep_values: list[float], fixed_value: float,
-           sweep_type: SweepType, num_trials: int, num_warmup_trials: int, trial_stddev_threshold: float,
-           num_warmup_iterations: int, iteration_duration: float) -> SweepReport:
+def _sweep(
+    target_function: Callable[[], Any],
+    zeus_monitor: ZeusMonitor,
+    sweep_values: list[float],
+    fixed_value: float,
+    sweep_type: SweepType,
+    num_trials: int,
+    num_warmup_trials: int,
+    trial_stddev_threshold: float,
+    num_warmup_iterations: int,
+    iteration_duration: float,
+) -> SweepReport:
     """Warm-up trials (no cooldown, no warm-up iterations, the longest measurement), then ``num_trials``
     trials per swept value."""
     cooldowns = sweep_type == "cooldown_duration"
@@ -190,8 +219,7 @@ def _sweep(target_function: Callable[[], Any], zeus_monitor: ZeusMonitor, sweep_
         _log("Starting %s=%.1f s  [%d trials]", sweep_type, value, num_trials)
         trials = []
         for i in range(num_trials):
-            trials.append(_run_trial(target_function, zeus_monitor, cooldown, measurement, num_warmup_iterations,
-                                     iteration_duration))
+            trials.append(_run_trial(target_function, zeus_monitor, cooldown, measurement, num_warmup_iterations, iteration_duration))
             _log("Trial %d/%d done", i + 1, num_trials)
         entries.append(_summarize(measurement, cooldown, trials, trial_stddev_threshold))
     fixed = "measurement_duration" if cooldowns else "cooldown_duration"
@@ -212,10 +240,19 @@ def profile_measurement_duration(
 ) -> SweepReport:
     """Sweep the measurement duration (s; default 1 to 10) with ``cooldown_duration`` fixed.
     ``iteration_duration`` (s): skip the calibration."""
-    return _profile_one(target_function, zeus_monitor, "measurement_duration",
-                        measurement_duration_search_range or DEFAULT_SEARCH_RANGE, cooldown_duration, num_trials,
-                        num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, num_calibration_iterations,
-                        iteration_duration)
+    return _profile_one(
+        target_function,
+        zeus_monitor,
+        "measurement_duration",
+        measurement_duration_search_range or DEFAULT_SEARCH_RANGE,
+        cooldown_duration,
+        num_trials,
+        num_warmup_trials,
+        trial_stddev_threshold,
+        num_warmup_iterations,
+        num_calibration_iterations,
+        iteration_duration,
+    )
 
 
 def profile_cooldown_duration(
@@ -232,25 +269,52 @@ def profile_cooldown_duration(
 ) -> SweepReport:
     """Sweep the cooldown duration (s; default 1 to 10) with ``measurement_duration`` fixed.
     ``iteration_duration`` (s): skip the calibration."""
-    return _profile_one(target_function, zeus_monitor, "cooldown_duration",
-                        cooldown_duration_search_range or DEFAULT_SEARCH_RANGE, measurement_duration, num_trials,
-                        num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, num_calibration_iterations,
-                        iteration_duration)
+    return _profile_one(
+        target_function,
+        zeus_monitor,
+        "cooldown_duration",
+        cooldown_duration_search_range or DEFAULT_SEARCH_RANGE,
+        measurement_duration,
+        num_trials,
+        num_warmup_trials,
+        trial_stddev_threshold,
+        num_warmup_iterations,
+        num_calibration_iterations,
+        iteration_duration,
+    )
 
 
-def _profile_one(target_function: Callable[[], Any], zeus_monitor: ZeusMonitor, sweep_type: str, values: list[float],
-                 fixed_value: float, num_trials: int, num_warmup_trials: int, trial_stddev_threshold: float,
-                 num_warmup_iterations: int, num_calibration_iterations: int,
-                 iteration_duration: float | None) -> SweepReport:
+def _profile_one(
+    target_function: Callable[[], Any],
+    zeus_monitor: ZeusMonitor,
+    sweep_type: str,
+    values: list[float],
+    fixed_value: float,
+    num_trials: int,
+    num_warmup_trials: int,
+    trial_stddev_threshold: float,
+    num_warmup_iterations: int,
+    num_calibration_iterations: int,
+    iteration_duration: float | None,
+) -> SweepReport:
     """One of the two sweeps (``sweep_type``), the other duration held at ``fixed_value``; calibrated here
     unless ``iteration_duration`` is given."""
     if iteration_duration is None:
-        iteration_duration = _calibrate_iteration_duration(target_function, zeus_monitor, num_warmup_iterations,
-                                                           num_calibration_iterations)
+        iteration_duration = _calibrate_iteration_duration(target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations)
     other = "cooldown" if sweep_type == "measurement_duration" else "measurement"
     _log("Sweeping %s (%s fixed at %.1f s)", sweep_type, other, fixed_value)
-    report = _sweep(target_function, zeus_monitor, values, fixed_value, sweep_type, num_trials,
-                    num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, iteration_duration)
+    report = _sweep(
+        target_function,
+        zeus_monitor,
+        values,
+        fixed_value,
+        sweep_type,
+        num_trials,
+        num_warmup_trials,
+        trial_stddev_threshold,
+        num_warmup_iterations,
+        iteration_duration,
+    )
     _log("%s", report)
     return report
 
@@ -273,13 +337,27 @@ def profile_parameters(
     cooldowns = cooldown_duration_search_range or DEFAULT_SEARCH_RANGE
     iteration = _calibrate_iteration_duration(target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations)
     first = profile_measurement_duration(
-        target_function, zeus_monitor, measurements, cooldown_duration=max(cooldowns), num_trials=num_trials,
-        num_warmup_trials=num_warmup_trials, trial_stddev_threshold=trial_stddev_threshold,
-        num_warmup_iterations=num_warmup_iterations, iteration_duration=iteration)
+        target_function,
+        zeus_monitor,
+        measurements,
+        cooldown_duration=max(cooldowns),
+        num_trials=num_trials,
+        num_warmup_trials=num_warmup_trials,
+        trial_stddev_threshold=trial_stddev_threshold,
+        num_warmup_iterations=num_warmup_iterations,
+        iteration_duration=iteration,
+    )
     second = profile_cooldown_duration(
-        target_function, zeus_monitor, cooldowns, measurement_duration=max(measurements), num_trials=num_trials,
-        num_warmup_trials=0, trial_stddev_threshold=trial_stddev_threshold,
-        num_warmup_iterations=num_warmup_iterations, iteration_duration=iteration)
+        target_function,
+        zeus_monitor,
+        cooldowns,
+        measurement_duration=max(measurements),
+        num_trials=num_trials,
+        num_warmup_trials=0,
+        trial_stddev_threshold=trial_stddev_threshold,
+        num_warmup_iterations=num_warmup_iterations,
+        iteration_duration=iteration,
+    )
     return first, second
 
 
@@ -304,6 +382,11 @@ def measure(
 
 
 __all__ = [
-    "SweepReport", "SweepResult", "TrialResult", "measure", "profile_cooldown_duration", "profile_measurement_duration",
+    "SweepReport",
+    "SweepResult",
+    "TrialResult",
+    "measure",
+    "profile_cooldown_duration",
+    "profile_measurement_duration",
     "profile_parameters",
 ]

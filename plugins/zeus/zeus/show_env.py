@@ -128,8 +128,10 @@ def _soc() -> str:
     if "available." not in text:
         text += "  No SoC available.\n"
         if platform.system() == "Darwin" and platform.machine() in ("arm64", "aarch64") and "apple-silicon" not in names:
-            text += ("\nThis appears to be an Apple Silicon device, but it wasn't picked up by Zeus.\n"
-                     "Have you installed the Apple Silicon device plugin?\n    pip install zeus-plugins-apple-silicon\n")
+            text += (
+                "\nThis appears to be an Apple Silicon device, but it wasn't picked up by Zeus.\n"
+                "Have you installed the Apple Silicon device plugin?\n    pip install zeus-plugins-apple-silicon\n"
+            )
     return text
 
 

@@ -69,11 +69,15 @@ def driver_errors(smi: Any) -> DriverErrors:
     """amdsmi's failures: ``AmdSmiLibraryException`` with an ``amdsmi_status_t`` code, sent back by
     ``zeus daemon`` as ``amdsmi_error``."""
     return DriverErrors(
-        library="amdsmi", exception=smi.AmdSmiLibraryException, code=lambda e: e.get_error_code(),
-        rebuild=smi.AmdSmiLibraryException, status=lambda e: e.get_error_info(),
+        library="amdsmi",
+        exception=smi.AmdSmiLibraryException,
+        code=lambda e: e.get_error_code(),
+        rebuild=smi.AmdSmiLibraryException,
+        status=lambda e: e.get_error_info(),
         no_permission=lambda e: e.get_error_code() == STATUS_NO_PERM,
         not_supported=lambda e: e.get_error_code() == STATUS_NOT_SUPPORTED,
-        detail_key="amdsmi_error", permission_fix=PERMISSION_FIX,
+        detail_key="amdsmi_error",
+        permission_fix=PERMISSION_FIX,
     )
 
 
@@ -145,6 +149,7 @@ def restore_setting(key: str, original: Any) -> None:
             set_cap(smi, handle_by_uuid(smi, parts[1]), int(original))
         except smi.AmdSmiLibraryException as e:
             if e.get_error_code() == STATUS_NO_PERM:
-                raise DeviceError(f"cannot restore the power cap of GPU {parts[1]}: amdsmi refused (no permission). "
-                                  f"{PERMISSION_FIX}") from None
+                raise DeviceError(
+                    f"cannot restore the power cap of GPU {parts[1]}: amdsmi refused (no permission). {PERMISSION_FIX}"
+                ) from None
             raise

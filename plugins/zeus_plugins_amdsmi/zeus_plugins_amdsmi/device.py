@@ -129,14 +129,18 @@ class AmdGpu(DriverDevice):
             return
         try:
             self._settings.change(
-                key_for(self.uuid), current, lambda: set_cap(self._smi, self.handle, microwatts),
+                key_for(self.uuid),
+                current,
+                lambda: set_cap(self._smi, self.handle, microwatts),
                 ("amdsmi.set_power_cap", {"gpu": self.uuid, "microwatts": microwatts}),
                 ("amdsmi.reset_power_cap", {"gpu": self.uuid}),
             )
         except self._smi.AmdSmiLibraryException as e:
             if e.get_error_code() == STATUS_INVAL:
-                raise DeviceError(f"cannot set the power cap of {self.label} to {watts:g} W: amdsmi refused it as invalid "
-                                  f"(its range is {lo:g} to {hi:g} W)") from None
+                raise DeviceError(
+                    f"cannot set the power cap of {self.label} to {watts:g} W: amdsmi refused it as invalid "
+                    f"(its range is {lo:g} to {hi:g} W)"
+                ) from None
             raise self.explain("set the power cap", e) from None
 
 
@@ -164,8 +168,10 @@ class AmdGpus(GpuGroup):
                     f"or unset {FAKE_ENV} to use the real driver"
                 ) from None
             error = DeviceAbsent if e.get_error_code() in _NO_DRIVER else DeviceError
-            raise error(f"amdsmi cannot start ({e.get_error_info()}): is the amdgpu driver loaded? "
-                        'Measure the CPU instead with [device] plugin = "rapl" or "cpu-estimate"') from None
+            raise error(
+                f"amdsmi cannot start ({e.get_error_info()}): is the amdgpu driver loaded? "
+                'Measure the CPU instead with [device] plugin = "rapl" or "cpu-estimate"'
+            ) from None
         try:
             self._setup(options)
         except BaseException:
@@ -185,8 +191,9 @@ class AmdGpus(GpuGroup):
         if options.gpus is not None:
             bad = [i for i in options.gpus if i >= len(refs)]
             if bad:
-                raise DeviceError(f"gpus {bad} are not HIP-visible: HIP sees {len(refs)} GPU(s), indices 0..{len(refs) - 1}"
-                                  + _visibility_note())
+                raise DeviceError(
+                    f"gpus {bad} are not HIP-visible: HIP sees {len(refs)} GPU(s), indices 0..{len(refs) - 1}" + _visibility_note()
+                )
             refs = [refs[i] for i in options.gpus]
         self.settings = SettingsPath(OWNER, restore_setting, options.daemon_socket, CAP_DAC_OVERRIDE, driver_errors(smi))
         gpus = [AmdGpu(smi, r, self.settings) for r in refs]
@@ -211,16 +218,25 @@ class AmdGpus(GpuGroup):
         cap is a counter reset, not a wrap."""
         smi = self._smi
         resolution_uj = float(smi.amdsmi_get_energy_count(g.handle)["counter_resolution"])
-        return WrappingCounter(g.name, lambda: int(smi.amdsmi_get_energy_count(g.handle)["energy_accumulator"]), WRAP_COUNTS,
-                               resolution_uj / 1e6, 2 * self._cap_or(g, ASSUMED_MAX_W / 2), resets=True)
+        return WrappingCounter(
+            g.name,
+            lambda: int(smi.amdsmi_get_energy_count(g.handle)["energy_accumulator"]),
+            WRAP_COUNTS,
+            resolution_uj / 1e6,
+            2 * self._cap_or(g, ASSUMED_MAX_W / 2),
+            resets=True,
+        )
 
     def _measurable(self, gpus: list[AmdGpu], explicit: bool) -> list[AmdGpu]:
         """The GPUs that report power. One that reads 0 W with a still accumulator reports nothing
         (the odd die of an MI250X): an error if asked for by index, else left out with a warning."""
         silent = [g for g in gpus if (d := g.power_domains()) and not any(d.values()) and not _moves(g)]
         for g in silent:
-            hint = (f" {g.model} is a dual-die GPU: the die before it reports the power and energy of both; measure "
-                    "that one" if "MI250" in g.model else "")
+            hint = (
+                f" {g.model} is a dual-die GPU: the die before it reports the power and energy of both; measure that one"
+                if "MI250" in g.model
+                else ""
+            )
             msg = f"{g.label} reports no power (0 W, its energy accumulator still).{hint}"
             if explicit:
                 raise DeviceError(msg + "; leave it out of gpus")
@@ -234,7 +250,7 @@ class AmdGpus(GpuGroup):
         if options.energy == "polling":
             silent = [g.label for g in self.gpus if g.read_power() is None]
             if silent:
-                raise DeviceError(f"{silent[0]} reports no power to poll (amdsmi: N/A); use energy = \"auto\"")
+                raise DeviceError(f'{silent[0]} reports no power to poll (amdsmi: N/A); use energy = "auto"')
             return {g.name: "polling" for g in self.gpus}
         probes = {g.name: (g.counts, g.read_power) for g in self.gpus}
         try:
@@ -246,8 +262,10 @@ class AmdGpus(GpuGroup):
         if bad and options.energy == "counter":
             name, why = next(iter(bad.items()))
             g = next(g for g in self.gpus if g.name == name)
-            raise DeviceError(f"{g.label} cannot be measured by its energy accumulator: {why}. "
-                              'Use energy = "auto" (polled power where the accumulator fails) or "polling"')
+            raise DeviceError(
+                f"{g.label} cannot be measured by its energy accumulator: {why}. "
+                'Use energy = "auto" (polled power where the accumulator fails) or "polling"'
+            )
         for name, why in bad.items():
             g = next(g for g in self.gpus if g.name == name)
             if g.read_power() is None:

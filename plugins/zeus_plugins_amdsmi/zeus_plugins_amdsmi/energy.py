@@ -53,6 +53,8 @@ def check_counters(probes: dict[str, Probe], seconds: float) -> dict[str, str]:
             continue  # nothing to compare with: a moving accumulator is trusted
         watts = sum(powers) / len(powers)
         if not 0.25 <= measured / (watts * elapsed) <= 4.0:
-            bad[name] = (f"its energy accumulator counted {measured:.3g} J in {elapsed:.2f} s while the GPU reported "
-                         f"{watts:.0f} W ({watts * elapsed:.3g} J)")
+            bad[name] = (
+                f"its energy accumulator counted {measured:.3g} J in {elapsed:.2f} s while the GPU reported "
+                f"{watts:.0f} W ({watts * elapsed:.3g} J)"
+            )
     return bad

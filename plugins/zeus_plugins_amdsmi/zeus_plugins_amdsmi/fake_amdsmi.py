@@ -206,8 +206,9 @@ class FakeAmdGpu:
     cap_history_w: list[float] = attrs.field(factory=list)  # every cap set, in order (for tests)
 
 
-def create(path: str | os.PathLike[str], gpus: list[FakeAmdGpu] | int = 1, privileged: bool | str = False,
-           driver_version: str = "6.10.5") -> Path:
+def create(
+    path: str | os.PathLike[str], gpus: list[FakeAmdGpu] | int = 1, privileged: bool | str = False, driver_version: str = "6.10.5"
+) -> Path:
     """Write a driver state with ``gpus`` (a count of default MI300X or a list) and return its path."""
     simulated.check_privilege_mode(privileged)
     if isinstance(gpus, int):
@@ -216,9 +217,9 @@ def create(path: str | os.PathLike[str], gpus: list[FakeAmdGpu] | int = 1, privi
     for i, g in enumerate(gpus):
         if g.counter_bits not in (32, 64):
             raise ValueError(f"counter_bits must be 32 or 64, got {g.counter_bits}")
-        g.uuid = g.uuid or f"{0x74a1 + i:08x}-0000-1000-80a0-e6b1e97b{i:04x}"
-        g.hip_uuid = g.hip_uuid or f"GPU-{0x3c2b4d5e6f70 + i:016x}"
-        g.bdf = g.bdf or f"0000:{0x0c + 0x10 * i:02x}:00.0"
+        g.uuid = g.uuid or f"{0x74A1 + i:08x}-0000-1000-80a0-e6b1e97b{i:04x}"
+        g.hip_uuid = g.hip_uuid or f"GPU-{0x3C2B4D5E6F70 + i:016x}"
+        g.bdf = g.bdf or f"0000:{0x0C + 0x10 * i:02x}:00.0"
         g.hip_id = i if g.hip_id is None else g.hip_id
         g.cap_w = g.default_cap_w if g.cap_w is None else g.cap_w
         g.anchor_t = now if g.anchor_t is None else g.anchor_t
@@ -236,8 +237,11 @@ def install(path: str | os.PathLike[str], monkeypatch: Any = None) -> Any:
 
 
 # No state (or no $ZEUS_FAKE_AMDSMI): no driver loaded.
-_shared = simulated.SharedState(ENV, unset=lambda: AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED),
-                                missing=lambda: AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED))
+_shared = simulated.SharedState(
+    ENV,
+    unset=lambda: AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED),
+    missing=lambda: AmdSmiLibraryException(AMDSMI_STATUS_DRIVER_NOT_LOADED),
+)
 _read = _shared.read
 _changing = _shared.changing
 
@@ -345,16 +349,30 @@ def amdsmi_get_gpu_device_bdf(processor_handle: Any) -> str:
 
 def amdsmi_get_gpu_enumeration_info(processor_handle: Any) -> dict[str, Any]:
     g = _gpu(processor_handle)
-    return {"drm_render": 128 + processor_handle.index, "drm_card": processor_handle.index, "hsa_id": g["hip_id"] + 1,
-            "hip_id": g["hip_id"], "hip_uuid": g["hip_uuid"]}
+    return {
+        "drm_render": 128 + processor_handle.index,
+        "drm_card": processor_handle.index,
+        "hsa_id": g["hip_id"] + 1,
+        "hip_id": g["hip_id"],
+        "hip_uuid": g["hip_uuid"],
+    }
 
 
 def amdsmi_get_gpu_asic_info(processor_handle: Any) -> dict[str, Any]:
     g = _gpu(processor_handle)
-    return {"market_name": g["market_name"], "vendor_id": "0x1002", "vendor_name": "Advanced Micro Devices Inc. [AMD/ATI]",
-            "subvendor_id": "0x1002", "device_id": "0x74a1", "rev_id": "0x00",
-            "asic_serial": f"0x{0xA1B2C3D4 + processor_handle.index:016X}",
-            "oam_id": processor_handle.index, "num_compute_units": 304, "target_graphics_version": "gfx942", "subsystem_id": "0x74a1"}
+    return {
+        "market_name": g["market_name"],
+        "vendor_id": "0x1002",
+        "vendor_name": "Advanced Micro Devices Inc. [AMD/ATI]",
+        "subvendor_id": "0x1002",
+        "device_id": "0x74a1",
+        "rev_id": "0x00",
+        "asic_serial": f"0x{0xA1B2C3D4 + processor_handle.index:016X}",
+        "oam_id": processor_handle.index,
+        "num_compute_units": 304,
+        "target_graphics_version": "gfx942",
+        "subsystem_id": "0x74a1",
+    }
 
 
 def amdsmi_get_gpu_driver_info(processor_handle: Any) -> dict[str, str]:
@@ -373,7 +391,9 @@ def amdsmi_get_power_info(processor_handle: Any) -> dict[str, Any]:
         "socket_power": watts,
         "current_socket_power": watts if g["reports_instant"] else "N/A",
         "average_socket_power": watts if g["reports_average"] else "N/A",
-        "gfx_voltage": 800, "soc_voltage": 750, "mem_voltage": 1100,
+        "gfx_voltage": 800,
+        "soc_voltage": 750,
+        "mem_voltage": 1100,
         "power_limit": int(g["cap_w"] * 1e6),
     }
 
@@ -387,14 +407,18 @@ def amdsmi_get_energy_count(processor_handle: Any) -> dict[str, Any]:
     else:
         scale = g["counter_scale"] if g["counter_mode"] == "scaled" else 1.0
         counts = g["counter_start"] + int(_true_uj(g, now) * scale / res)
-    return {"energy_accumulator": counts % (1 << g["counter_bits"]), "counter_resolution": res,
-            "timestamp": int(now * 1e9)}
+    return {"energy_accumulator": counts % (1 << g["counter_bits"]), "counter_resolution": res, "timestamp": int(now * 1e9)}
 
 
 def amdsmi_get_power_cap_info(processor_handle: Any) -> dict[str, int]:
     g = _gpu(processor_handle)
-    return {"power_cap": int(round(g["cap_w"] * 1e6)), "default_power_cap": int(round(g["default_cap_w"] * 1e6)),
-            "dpm_cap": 2100, "min_power_cap": int(round(g["min_cap_w"] * 1e6)), "max_power_cap": int(round(g["max_cap_w"] * 1e6))}
+    return {
+        "power_cap": int(round(g["cap_w"] * 1e6)),
+        "default_power_cap": int(round(g["default_cap_w"] * 1e6)),
+        "dpm_cap": 2100,
+        "min_power_cap": int(round(g["min_cap_w"] * 1e6)),
+        "max_power_cap": int(round(g["max_cap_w"] * 1e6)),
+    }
 
 
 def amdsmi_set_power_cap(processor_handle: Any, sensor_ind: int, cap: int) -> None:
@@ -433,11 +457,11 @@ __getattr__ = simulated.unsimulated(__name__, "amdsmi_")  # anything not simulat
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m zeus_plugins_amdsmi.fake_amdsmi PATH``: write a simulated driver state."""
-    p = simulated.command_line("zeus_plugins_amdsmi.fake_amdsmi", "AMD GPU driver (MI300X GPUs)", ENV, "power caps",
-                               "CAP_DAC_OVERRIDE")
+    p = simulated.command_line("zeus_plugins_amdsmi.fake_amdsmi", "AMD GPU driver (MI300X GPUs)", ENV, "power caps", "CAP_DAC_OVERRIDE")
     p.add_argument("--demand-w", type=float, default=500.0, help="power each GPU draws without a cap (W)")
-    p.add_argument("--counter", choices=("ok", "frozen"), default="ok",
-                   help="frozen: the energy accumulator never moves (zeus then polls power)")
+    p.add_argument(
+        "--counter", choices=("ok", "frozen"), default="ok", help="frozen: the energy accumulator never moves (zeus then polls power)"
+    )
     p.add_argument("--counter-bits", type=int, choices=(32, 64), default=64, help="width of the energy accumulator")
     a, privileged = simulated.parse_command_line(p, argv)
     if a.demand_w <= 0:

@@ -24,7 +24,8 @@ class AmdsmiOptions:
     """
 
     gpus: list[int] | None = attrs.field(
-        default=None, validator=distinct_numbers(0, what="HIP-visible GPU indices (0, 1, ...); leave gpus out for all GPUs"))
+        default=None, validator=distinct_numbers(0, what="HIP-visible GPU indices (0, 1, ...); leave gpus out for all GPUs")
+    )
     energy: str = attrs.field(default="auto", validator=one_of("auto", "counter", "polling"), metadata=NOT_IDENTITY)
     counter_check_s: float = attrs.field(default=0.5, validator=between(0.02, 10.0), metadata=NOT_IDENTITY)
     poll_interval_s: float = attrs.field(default=0.1, validator=between(0.005, 5.0), metadata=NOT_IDENTITY)

@@ -82,8 +82,10 @@ class AmdsmiService(GpuService):
             caps = smi.amdsmi_get_power_cap_info(h)
             lo, hi = caps["min_power_cap"], caps["max_power_cap"]
             if not lo <= args.microwatts <= hi:
-                raise Refused(f"{args.microwatts} µW is outside the power-cap range of GPU {args.gpu}: {lo} to {hi} µW "
-                              f"({lo / 1e6:g} to {hi / 1e6:g} W)")
+                raise Refused(
+                    f"{args.microwatts} µW is outside the power-cap range of GPU {args.gpu}: {lo} to {hi} µW "
+                    f"({lo / 1e6:g} to {hi / 1e6:g} W)"
+                )
             current = caps["power_cap"]
             # Even at the same value: the client now holds the cap, so another client leaving
             # cannot put it back under it.

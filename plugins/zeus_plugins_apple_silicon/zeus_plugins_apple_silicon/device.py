@@ -33,8 +33,9 @@ class AppleSilicon(ClosedOnExit):
         try:
             self._monitor = module.AppleEnergyMonitor()
         except RuntimeError as e:
-            raise DeviceError(f"zeus_apple_silicon cannot read the energy channels ({e}); IOReport is available on "
-                              "macOS on Apple Silicon (M1 and newer)") from None
+            raise DeviceError(
+                f"zeus_apple_silicon cannot read the energy channels ({e}); IOReport is available on macOS on Apple Silicon (M1 and newer)"
+            ) from None
         first = self._monitor.get_cumulative_energy()
         self._fields = {name: field for name, field in CHANNELS.items() if getattr(first, field) is not None}
         if not self._fields:

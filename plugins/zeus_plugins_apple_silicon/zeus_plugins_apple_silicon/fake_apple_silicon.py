@@ -30,27 +30,40 @@ from typing import Any
 
 ENV = "ZEUS_FAKE_APPLE_SILICON"
 
-SCALAR_FIELDS = ("cpu_total_mj", "efficiency_core_manager_mj", "performance_core_manager_mj", "dram_mj", "gpu_mj",
-                 "gpu_sram_mj", "ane_mj")
+SCALAR_FIELDS = ("cpu_total_mj", "efficiency_core_manager_mj", "performance_core_manager_mj", "dram_mj", "gpu_mj", "gpu_sram_mj", "ane_mj")
 LIST_FIELDS = ("efficiency_cores_mj", "performance_cores_mj", "efficiency_cluster_mj", "performance_cluster_mj")
 
 #: an M2 Max at a light load (W); GPU SRAM is not reported on it
 M2_MAX = {
-    "cpu_total_mj": 6.0, "efficiency_cores_mj": [0.25] * 4, "performance_cores_mj": [0.6] * 8,
-    "efficiency_cluster_mj": [1.2], "performance_cluster_mj": [4.6], "efficiency_core_manager_mj": 0.05,
-    "performance_core_manager_mj": 0.15, "dram_mj": 1.5, "gpu_mj": 12.0, "gpu_sram_mj": None, "ane_mj": 0.5,
+    "cpu_total_mj": 6.0,
+    "efficiency_cores_mj": [0.25] * 4,
+    "performance_cores_mj": [0.6] * 8,
+    "efficiency_cluster_mj": [1.2],
+    "performance_cluster_mj": [4.6],
+    "efficiency_core_manager_mj": 0.05,
+    "performance_core_manager_mj": 0.15,
+    "dram_mj": 1.5,
+    "gpu_mj": 12.0,
+    "gpu_sram_mj": None,
+    "ane_mj": 0.5,
 }
 
 
-def create(path: str | os.PathLike[str], watts: dict[str, Any] | None = None, chip: str = "Apple M2 Max",
-           subscribe_fails: bool = False) -> Path:
+def create(
+    path: str | os.PathLike[str], watts: dict[str, Any] | None = None, chip: str = "Apple M2 Max", subscribe_fails: bool = False
+) -> Path:
     """Write a state: ``watts`` maps AppleEnergyMetrics fields to constant power (W), None where absent."""
     watts = dict(M2_MAX if watts is None else watts)
     unknown = sorted(set(watts) - set(SCALAR_FIELDS) - set(LIST_FIELDS))
     if unknown:
         raise ValueError(f"not AppleEnergyMetrics fields: {unknown}")
-    state = {"chip": chip, "subscribe_fails": subscribe_fails, "anchor_t": time.monotonic(), "start_mj": 3_600_000_000,
-             "watts": {f: watts.get(f) for f in (*SCALAR_FIELDS, *LIST_FIELDS)}}
+    state = {
+        "chip": chip,
+        "subscribe_fails": subscribe_fails,
+        "anchor_t": time.monotonic(),
+        "start_mj": 3_600_000_000,
+        "watts": {f: watts.get(f) for f in (*SCALAR_FIELDS, *LIST_FIELDS)},
+    }
     p = Path(path)
     p.write_text(json.dumps(state))
     return p
@@ -131,8 +144,10 @@ class AppleEnergyMonitor:
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m zeus_plugins_apple_silicon.fake_apple_silicon",
-                                description=f"Write a simulated Apple Silicon energy state; then run zeus with {ENV}=PATH.")
+    p = argparse.ArgumentParser(
+        prog="python -m zeus_plugins_apple_silicon.fake_apple_silicon",
+        description=f"Write a simulated Apple Silicon energy state; then run zeus with {ENV}=PATH.",
+    )
     p.add_argument("path", help="state file to write (replaced if it exists)")
     p.add_argument("--gpu-w", type=float, default=M2_MAX["gpu_mj"], help="GPU power (W)")
     p.add_argument("--cpu-w", type=float, default=M2_MAX["cpu_total_mj"], help="CPU power (W)")

@@ -11,8 +11,9 @@ if TYPE_CHECKING:  # annotations: the options classes load with the job that use
     pass
 
 #: Apple Silicon energy (the device module loads when a job or tool opens one)
-make_apple_silicon = deferred_factory("zeus_plugins_apple_silicon.device:make_apple_silicon",
-                                      "Apple Silicon CPU, GPU, ANE and DRAM energy through zeus_apple_silicon")
+make_apple_silicon = deferred_factory(
+    "zeus_plugins_apple_silicon.device:make_apple_silicon", "Apple Silicon CPU, GPU, ANE and DRAM energy through zeus_apple_silicon"
+)
 
 
 @hookimpl

@@ -19,8 +19,9 @@ def zeus_register_batch_size_policies(register):
 
 @hookimpl
 def zeus_register_power_policies(register):
-    register("max", MaxPower, default=True,
-             help="Hold every device at its maximum power limit (no-op where limits can't be set). The default.")
+    register(
+        "max", MaxPower, default=True, help="Hold every device at its maximum power limit (no-op where limits can't be set). The default."
+    )
     register("fixed", FixedPower, options=FixedPowerOptions, help="Hold one power limit, in watts.")
 
 

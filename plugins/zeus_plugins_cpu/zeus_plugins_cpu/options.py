@@ -27,7 +27,8 @@ class RaplOptions:
     """
 
     packages: list[int] | None = attrs.field(
-        default=None, validator=distinct_numbers(0, what="CPU package indices (0, 1, ...); leave packages out for all"))
+        default=None, validator=distinct_numbers(0, what="CPU package indices (0, 1, ...); leave packages out for all")
+    )
     dram: bool = True
     powercap_root: str | None = None
     wrap_check_s: float | None = attrs.field(default=None, validator=positive_or_none)

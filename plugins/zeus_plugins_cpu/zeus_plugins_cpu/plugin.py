@@ -11,10 +11,12 @@ if TYPE_CHECKING:  # annotations: the options classes load with the job that use
     pass
 
 # The device modules load when a job or a tool opens the device.
-make_rapl = deferred_factory("zeus_plugins_cpu.rapl:make_rapl",
-                             "CPU packages and DRAM through RAPL (/sys/class/powercap), wraparound handled.")
-make_estimate = deferred_factory("zeus_plugins_cpu.estimate:make_estimate",
-                                 "CPU energy estimated as TDP x utilisation where RAPL cannot be read (marked ``estimate``).")
+make_rapl = deferred_factory(
+    "zeus_plugins_cpu.rapl:make_rapl", "CPU packages and DRAM through RAPL (/sys/class/powercap), wraparound handled."
+)
+make_estimate = deferred_factory(
+    "zeus_plugins_cpu.estimate:make_estimate", "CPU energy estimated as TDP x utilisation where RAPL cannot be read (marked ``estimate``)."
+)
 
 
 @hookimpl

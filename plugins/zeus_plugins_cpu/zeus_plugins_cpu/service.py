@@ -58,8 +58,9 @@ class RaplService:
         """A zone's energy counter and its wraparound range, in µJ."""
         zone = self.zones.get(args.zone)
         if zone is None:
-            raise Refused(f"{args.zone!r} is not a RAPL package or DRAM zone served by this daemon "
-                          f"(it serves {', '.join(sorted(self.zones))})")
+            raise Refused(
+                f"{args.zone!r} is not a RAPL package or DRAM zone served by this daemon (it serves {', '.join(sorted(self.zones))})"
+            )
         return {
             "energy_uj": int((zone / "energy_uj").read_text()),
             "max_energy_range_uj": int((zone / "max_energy_range_uj").read_text()),

@@ -22,8 +22,9 @@ class Constant:
         except ValueError:
             raise ValueError(f"constant:{spec!r} is not a number") from None
         if not math.isfinite(value) or (request.quantity == CARBON and value < 0):
-            raise ValueError(f"a constant {request.quantity} must be a finite number"
-                             f"{' >= 0' if request.quantity == CARBON else ''}, got {spec}")
+            raise ValueError(
+                f"a constant {request.quantity} must be a finite number{' >= 0' if request.quantity == CARBON else ''}, got {spec}"
+            )
         problem = grid_bound_problem(request.quantity, value)
         if problem:
             raise ValueError(f"constant:{spec}: {problem}")

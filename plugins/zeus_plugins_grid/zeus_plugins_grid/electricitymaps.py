@@ -68,8 +68,10 @@ class ElectricityMaps:
             raise ValueError(f"electricitymaps:{spec!r}: give a zone such as electricitymaps:DE or electricitymaps:US-CAL-CISO")
         token = os.environ.get(TOKEN_ENV, "").strip()
         if not token:
-            raise ValueError(f"electricitymaps:{zone} needs an API token: export {TOKEN_ENV}=... (from the Electricity "
-                             "Maps API portal), or use a CSV file or a number")
+            raise ValueError(
+                f"electricitymaps:{zone} needs an API token: export {TOKEN_ENV}=... (from the Electricity "
+                "Maps API portal), or use a CSV file or a number"
+            )
         base = os.environ.get(URL_ENV, "").strip() or DEFAULT_URL
         parts = urllib.parse.urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -118,8 +120,7 @@ class ElectricityMaps:
             money, _, energy = unit.partition("/")
             scale = {"MWh": 1e-3, "kWh": 1.0}.get(energy)
             if scale is None or money.upper() != self.currency:
-                raise ServiceError(f"a price in {unit!r}, not in {self.currency}/MWh or {self.currency}/kWh "
-                                   "([grid] currency)")
+                raise ServiceError(f"a price in {unit!r}, not in {self.currency}/MWh or {self.currency}/kWh ([grid] currency)")
             t, v = self._point(got, "value")
             points = [(t, v * scale)]
         for _, v in points:
@@ -139,8 +140,9 @@ class ElectricityMaps:
                 self._warned.discard("down")
             self._down = True
             held = f"holding the last value, {self._latest()[1]:g}" if self.known else "nothing can be charged until it answers"
-            warn_once(self._warned, "down", f"{self.source}: the service did not answer ({e}); {held}; asking again "
-                                            f"in {self.refresh_s:g} s")
+            warn_once(
+                self._warned, "down", f"{self.source}: the service did not answer ({e}); {held}; asking again in {self.refresh_s:g} s"
+            )
             return
         if self._down:
             warn_once(self._warned, "back", f"{self.source}: the service answers again")

@@ -88,7 +88,7 @@ def predict_all(starts: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def persistence(values: np.ndarray) -> np.ndarray:
-    """"The same as now": row ``i``'s forecast is row ``i-1``'s value."""
+    """ "The same as now": row ``i``'s forecast is row ``i-1``'s value."""
     out = np.asarray(values, dtype=float).copy()
     out[1:] = values[:-1]
     return out

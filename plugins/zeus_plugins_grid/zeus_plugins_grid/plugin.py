@@ -38,6 +38,9 @@ def open_electricitymaps(spec: str, request: SourceRequest):
 def zeus_register_grid_signals(register):
     register("constant", open_constant, help="A number: the same intensity (or price) at every time.")
     register("csv", open_csv, suffixes=(".csv",), help="A time series from a CSV file, each row's value until the next row.")
-    register("electricitymaps", open_electricitymaps,
-             help="Electricity Maps' live API (zone after the colon; token in ELECTRICITYMAPS_TOKEN), cached, "
-                  "holding its last value when the service is down.")
+    register(
+        "electricitymaps",
+        open_electricitymaps,
+        help="Electricity Maps' live API (zone after the colon; token in ELECTRICITYMAPS_TOKEN), cached, "
+        "holding its last value when the service is down.",
+    )

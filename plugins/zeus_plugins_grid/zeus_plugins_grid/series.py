@@ -85,9 +85,13 @@ class StepSeries:
         i = 0 if before else -1
         where = "begins" if before else "ends"
         edge = self.starts[0] if before else self.ends[-1]
-        warn_once(self._warned, where, f"{self.source} {where} at {show_time(edge)}; the time from {show_time(start)} is "
-                                      f"charged at its {'first' if before else 'last'} value, {self.values[i]:g} "
-                                      "(held; see summary.json grid.held_s)")
+        warn_once(
+            self._warned,
+            where,
+            f"{self.source} {where} at {show_time(edge)}; the time from {show_time(start)} is "
+            f"charged at its {'first' if before else 'last'} value, {self.values[i]:g} "
+            "(held; see summary.json grid.held_s)",
+        )
         return Step(float(start), float(end), float(self.values[i]), True)
 
     def steps(self, start: float, end: float) -> list[Step]:
@@ -168,8 +172,10 @@ def parse_csv(path: Path, request: SourceRequest) -> StepSeries:
     else:
         v_col = _column(header, VALUE_NAMES.get(request.quantity, ("value",)))
         if v_col is None or v_col == t_col:
-            raise ValueError(f"{name}: which column holds the {request.quantity}? The header has {header}; name one "
-                             f"{VALUE_NAMES.get(request.quantity, ('value',))[0]!r}, or keep only the time and one value column")
+            raise ValueError(
+                f"{name}: which column holds the {request.quantity}? The header has {header}; name one "
+                f"{VALUE_NAMES.get(request.quantity, ('value',))[0]!r}, or keep only the time and one value column"
+            )
     if not data:
         raise ValueError(f"{name}: no rows after the header")
     zone = request.zone
@@ -183,19 +189,22 @@ def parse_csv(path: Path, request: SourceRequest) -> StepSeries:
         t, naive = _time(text, zone, name, line, prev_naive)
         if not FIRST_TIME <= t < LAST_TIME:
             what = "not a finite number" if not math.isfinite(t) else "before 1900" if t < FIRST_TIME else "after 2200"
-            raise ValueError(f"{name}:{line}: time {text!r} is {what}; a series' times are between 1900 and 2200 "
-                             "(Unix seconds, or ISO 8601 such as 2020-06-01T00:00:00Z)")
+            raise ValueError(
+                f"{name}:{line}: time {text!r} is {what}; a series' times are between 1900 and 2200 "
+                "(Unix seconds, or ISO 8601 such as 2020-06-01T00:00:00Z)"
+            )
         if naive is not None:
             naive_seen = naive_seen or line
             prev_naive = naive
         else:
             aware_seen = aware_seen or line
         if naive_seen and aware_seen:
-            raise ValueError(f"{name}:{max(naive_seen, aware_seen)}: times with and without a zone are mixed (row "
-                             f"{min(naive_seen, aware_seen)} is the other kind); write every time the same way")
+            raise ValueError(
+                f"{name}:{max(naive_seen, aware_seen)}: times with and without a zone are mixed (row "
+                f"{min(naive_seen, aware_seen)} is the other kind); write every time the same way"
+            )
         if not raw:
-            raise ValueError(f"{name}:{line}: {request.quantity} '' is not a number (an empty value is a gap: fill "
-                             "it or remove the row)")
+            raise ValueError(f"{name}:{line}: {request.quantity} '' is not a number (an empty value is a gap: fill it or remove the row)")
         if raw.lower() in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity", "+infinity"):
             raise ValueError(f"{name}:{line}: {request.quantity} is {raw}; every value must be a finite number")
         v = parse_number(raw, f"{name}:{line}: {request.quantity}", what=f"a {request.quantity.replace('_', ' ')}")
@@ -207,13 +216,17 @@ def parse_csv(path: Path, request: SourceRequest) -> StepSeries:
         if times and t <= times[-1]:
             prev = data[len(times) - 1][0]
             what = "repeats" if t == times[-1] else "is earlier than"
-            raise ValueError(f"{name}:{line}: time {text} {what} row {prev} ({show_time(times[-1])}); times must "
-                             "increase strictly (sort the file and remove duplicates)")
+            raise ValueError(
+                f"{name}:{line}: time {text} {what} row {prev} ({show_time(times[-1])}); times must "
+                "increase strictly (sort the file and remove duplicates)"
+            )
         if times and t - times[-1] > request.max_gap_s:
             prev = data[len(times) - 1][0]
-            raise ValueError(f"{name}:{line}: {(t - times[-1]) / 60:g} minutes after row {prev}, longer than "
-                             f"[grid] max_gap_s = {request.max_gap_s:g} s: fill the gap, or raise max_gap_s to let row "
-                             f"{prev}'s value hold until row {line}")
+            raise ValueError(
+                f"{name}:{line}: {(t - times[-1]) / 60:g} minutes after row {prev}, longer than "
+                f"[grid] max_gap_s = {request.max_gap_s:g} s: fill the gap, or raise max_gap_s to let row "
+                f"{prev}'s value hold until row {line}"
+            )
         times.append(t)
         values.append(v)
     starts = np.array(times)
@@ -231,18 +244,24 @@ def _time(text: str, zone, name: str, line: int, prev_naive: datetime | None) ->
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"{name}:{line}: time {text!r} is not ISO 8601 (2020-06-01 00:00:00, with an offset such as "
-                         "+01:00 or Z where the file has one) nor Unix seconds") from None
+        raise ValueError(
+            f"{name}:{line}: time {text!r} is not ISO 8601 (2020-06-01 00:00:00, with an offset such as "
+            "+01:00 or Z where the file has one) nor Unix seconds"
+        ) from None
     if dt.tzinfo is not None:
         return dt.timestamp(), None
     if zone is None:
-        raise ValueError(f"{name}:{line}: time {text!r} has no time zone: set [grid] timezone to the zone the file's "
-                         "times are in (\"UTC\", \"Europe/Berlin\", \"+01:00\"), or write times with an offset")
+        raise ValueError(
+            f"{name}:{line}: time {text!r} has no time zone: set [grid] timezone to the zone the file's "
+            'times are in ("UTC", "Europe/Berlin", "+01:00"), or write times with an offset'
+        )
     local = dt.replace(tzinfo=zone)
     t = local.timestamp()
     if datetime.fromtimestamp(t, zone).replace(tzinfo=None) != dt:
-        raise ValueError(f"{name}:{line}: time {text} does not exist in {zone} (the clocks skip it when they go "
-                         "forward): are the file's times in another zone? set [grid] timezone (\"UTC\", \"+01:00\")")
+        raise ValueError(
+            f"{name}:{line}: time {text} does not exist in {zone} (the clocks skip it when they go "
+            'forward): are the file\'s times in another zone? set [grid] timezone ("UTC", "+01:00")'
+        )
     if prev_naive is not None and dt <= prev_naive:  # the repeated hour after clocks go back: the later one
         later = dt.replace(tzinfo=zone, fold=1).timestamp()
         if later != t:

@@ -70,10 +70,16 @@ class ZeusCallback(TrainerCallbackMixin, TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         record = self.hooks.on_train_end()
         if record is not None:
-            state.log_history.append({
-                "zeus/try_energy_j": record.energy_j, "zeus/try_time_s": record.time_s, "zeus/try_cost": record.cost,
-                "zeus/batch_size": record.batch_size, "zeus/reached": record.reached, "step": state.global_step,
-            })
+            state.log_history.append(
+                {
+                    "zeus/try_energy_j": record.energy_j,
+                    "zeus/try_time_s": record.time_s,
+                    "zeus/try_cost": record.cost,
+                    "zeus/batch_size": record.batch_size,
+                    "zeus/reached": record.reached,
+                    "step": state.global_step,
+                }
+            )
 
 
 class HFGlobalPowerLimitOptimizer(ZeusCallback):
@@ -82,14 +88,22 @@ class HFGlobalPowerLimitOptimizer(ZeusCallback):
     (``warmup_steps``, ``profile_steps``, ``pl_step``, ``wait_steps``; ``optimum_selector`` is the
     default cost at ``eta_knob`` 0.5; for the others use ``ZeusCallback(power_options=...)``)."""
 
-    def __init__(self, monitor: Monitor, optimum_selector: Any = None, wait_steps: int = 1, warmup_steps: int = 10,
-                 profile_steps: int = 40, pl_step: int = 25, profile_path: str | Path | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        monitor: Monitor,
+        optimum_selector: Any = None,
+        wait_steps: int = 1,
+        warmup_steps: int = 10,
+        profile_steps: int = 40,
+        pl_step: int = 25,
+        profile_path: str | Path | None = None,
+        **kwargs: Any,
+    ) -> None:
         if optimum_selector is not None or profile_path is not None:
             raise ValueError(
                 "HFGlobalPowerLimitOptimizer here takes no optimum_selector or profile_path: pass "
-                "ZeusCallback(power_options={\"select\": \"energy\"|\"time\"|\"max-slowdown\", ...}) and job= to keep "
+                'ZeusCallback(power_options={"select": "energy"|"time"|"max-slowdown", ...}) and job= to keep '
                 "the choice in the job's store"
             )
-        options = {"wait_iters": wait_steps, "warmup_iters": warmup_steps, "measure_iters": profile_steps,
-                   "step_w": float(pl_step)}
+        options = {"wait_iters": wait_steps, "warmup_iters": warmup_steps, "measure_iters": profile_steps, "step_w": float(pl_step)}
         super().__init__(monitor, power="jit", power_options=options, **kwargs)

@@ -52,8 +52,14 @@ HWMON_RAILS: dict[str, float | None] = {"VDD_IN": 7.5, "VDD_CPU_GPU_CV": 2.5, "V
 IIO_RAILS: dict[str, float | None] = {"GPU": 4.0, "CPU": 2.0, "SOC": 1.5, "CV": 0.5, "VDDRQ": 0.8, "SYS5V": 9.5}
 #: AGX Orin as mainline's tegra234-p3701.dtsi describes it: 2 mΩ shunts, VIN_SYS_5V0 left out of the
 #: summation (``ti,summation-disable``), the second chip's channels 1 and 3 disconnected
-AGX_ORIN_RAILS: dict[str, float | None] = {"VDD_GPU_SOC": 9.0, "VDD_CPU_CV": 3.2, "VIN_SYS_5V0": 4.4,
-                                           "#off1": None, "VDDQ_VDD2_1V8AO": 1.1, "#off2": None}
+AGX_ORIN_RAILS: dict[str, float | None] = {
+    "VDD_GPU_SOC": 9.0,
+    "VDD_CPU_CV": 3.2,
+    "VIN_SYS_5V0": 4.4,
+    "#off1": None,
+    "VDDQ_VDD2_1V8AO": 1.1,
+    "#off2": None,
+}
 AGX_ORIN_SHUNT_UOHM, AGX_ORIN_SUMMATION_DISABLE = 2000, ("VIN_SYS_5V0",)
 AGX_ORIN_MODEL = "NVIDIA Jetson AGX Orin Developer Kit"
 BUS_MV = 5000
@@ -113,11 +119,20 @@ def update_interval_ms(enabled: int, samples: int = SAMPLES, conversion_us: int 
     return _round_closest(enabled * samples * 2 * conversion_us, 1000)
 
 
-def write_tree(root: str | Path, layout: str = "hwmon", rails: dict[str, float | None] | None = None,
-               power_files: bool = True, model: str | None = None, thermal: dict[str, float] | None = None,
-               *, shunt_uohm: int | dict[str, int] = SHUNT_UOHM, samples: int = SAMPLES,
-               conversion_us: int = CONVERSION_US, summation_disable: tuple[str, ...] = (),
-               quantize: bool = False) -> Path:
+def write_tree(
+    root: str | Path,
+    layout: str = "hwmon",
+    rails: dict[str, float | None] | None = None,
+    power_files: bool = True,
+    model: str | None = None,
+    thermal: dict[str, float] | None = None,
+    *,
+    shunt_uohm: int | dict[str, int] = SHUNT_UOHM,
+    samples: int = SAMPLES,
+    conversion_us: int = CONVERSION_US,
+    summation_disable: tuple[str, ...] = (),
+    quantize: bool = False,
+) -> Path:
     """Write the tree under ``root`` and return ``root``. ``rails``: label -> watts, three per chip
     (``NC`` fills an unused channel the way NVIDIA's L4T device trees label it; ``None`` and ``#`` labels:
     see the module). ``power_files`` (iio only): write ``in_power<i>_input`` too (older kernels lack it,
@@ -140,7 +155,7 @@ def write_tree(root: str | Path, layout: str = "hwmon", rails: dict[str, float |
     labels = list(rails.items())
     for chip_no in range(0, max(1, len(labels)), 3):
         chip = driver / f"1-{0x40 + chip_no // 3:04x}"
-        group = labels[chip_no:chip_no + 3]
+        group = labels[chip_no : chip_no + 3]
         if layout == "hwmon":
             folder = chip / "hwmon" / f"hwmon{3 + chip_no // 3}"
             _write_hwmon_chip(folder, chip.name, root, group, shunt_uohm, samples, conversion_us, summation_disable, quantize)
@@ -176,17 +191,32 @@ def _mohm(shunt_uohm: int | dict[str, int]) -> int:
     return max(1, first // 1000)
 
 
-def _write_hwmon_chip(folder: Path, chip: str, root: Path, group: list[tuple[str, float | None]],
-                      shunt_uohm: int | dict[str, int], samples: int, conversion_us: int,
-                      summation_disable: tuple[str, ...], quantize: bool) -> None:
+def _write_hwmon_chip(
+    folder: Path,
+    chip: str,
+    root: Path,
+    group: list[tuple[str, float | None]],
+    shunt_uohm: int | dict[str, int],
+    samples: int,
+    conversion_us: int,
+    summation_disable: tuple[str, ...],
+    quantize: bool,
+) -> None:
     _write(folder / "name", "ina3221")  # devm_hwmon_device_register_with_info(dev, client->name, ...)
     channels: list[dict[str, Any]] = []
     for ch in range(1, 4):
         label, watts = group[ch - 1] if ch <= len(group) else ("#unused", None)
         disconnected = label.startswith("#") and watts is None
         resistor = shunt_uohm if isinstance(shunt_uohm, int) else shunt_uohm.get(label, SHUNT_UOHM)
-        channels.append({"label": None if label.startswith("#") else label, "enabled": watts is not None,
-                         "disconnected": disconnected, "shunt_uohm": resistor, "summed": label not in summation_disable})
+        channels.append(
+            {
+                "label": None if label.startswith("#") else label,
+                "enabled": watts is not None,
+                "disconnected": disconnected,
+                "shunt_uohm": resistor,
+                "summed": label not in summation_disable,
+            }
+        )
         # ina3221_is_visible: in<i>_label only where the device tree gives a label
         if not label.startswith("#"):
             _write(folder / f"in{ch}_label", label)
@@ -227,9 +257,9 @@ def _rail_files(root: Path) -> dict[str, list[tuple[str, Path, str]]]:
     drivers = root / "bus" / "i2c" / "drivers"
     for f in sorted(drivers.glob("ina3221/*/hwmon/hwmon*/in*_label")):
         if f.name != "in7_label":  # the summation channel is no rail
-            out.setdefault(f.read_text().strip(), []).append(("hwmon", f.parent, f.name[2:-len("_label")]))
+            out.setdefault(f.read_text().strip(), []).append(("hwmon", f.parent, f.name[2 : -len("_label")]))
     for f in sorted(drivers.glob("ina3221x/*/iio:device*/rail_name_*")):
-        out.setdefault(f.read_text().strip(), []).append(("iio", f.parent, f.name[len("rail_name_"):]))
+        out.setdefault(f.read_text().strip(), []).append(("iio", f.parent, f.name[len("rail_name_") :]))
     return out
 
 
@@ -296,16 +326,29 @@ def _write_summation(root: Path, folder: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m zeus_plugins_jetson.fake_sysfs",
-                                description="Write a simulated Jetson sysfs tree; then use it with "
-                                            "zeus monitor -d jetson --set jetson.sysfs_root=DIR")
+    p = argparse.ArgumentParser(
+        prog="python -m zeus_plugins_jetson.fake_sysfs",
+        description="Write a simulated Jetson sysfs tree; then use it with zeus monitor -d jetson --set jetson.sysfs_root=DIR",
+    )
     p.add_argument("dir", help="folder to write the tree into (created)")
-    p.add_argument("--layout", choices=("hwmon", "iio"), default="hwmon",
-                   help="hwmon: driver ina3221 (Orin, newer L4T); iio: driver ina3221x (TX2, Xavier)")
-    p.add_argument("--rail", action="append", default=[], metavar="LABEL=WATTS",
-                   help="a rail and its power (repeatable); default: a typical board of the layout")
-    p.add_argument("--agx-orin", action="store_true",
-                   help="hwmon: AGX Orin as mainline Linux describes it (two chips, disconnected channels, 2 mOhm shunts)")
+    p.add_argument(
+        "--layout",
+        choices=("hwmon", "iio"),
+        default="hwmon",
+        help="hwmon: driver ina3221 (Orin, newer L4T); iio: driver ina3221x (TX2, Xavier)",
+    )
+    p.add_argument(
+        "--rail",
+        action="append",
+        default=[],
+        metavar="LABEL=WATTS",
+        help="a rail and its power (repeatable); default: a typical board of the layout",
+    )
+    p.add_argument(
+        "--agx-orin",
+        action="store_true",
+        help="hwmon: AGX Orin as mainline Linux describes it (two chips, disconnected channels, 2 mOhm shunts)",
+    )
     p.add_argument("--quantize", action="store_true", help="currents in the chip's 40 uV shunt steps, as on a board")
     p.add_argument("--no-power-files", action="store_true", help="iio: omit in_power<i>_input (power = voltage x current)")
     a = p.parse_args(argv)
@@ -323,8 +366,15 @@ def main(argv: list[str] | None = None) -> None:
     if a.agx_orin:
         if a.layout != "hwmon" or rails:
             p.error("--agx-orin writes its own hwmon rails: no --rail, no --layout iio")
-        root = write_tree(a.dir, "hwmon", AGX_ORIN_RAILS, model=AGX_ORIN_MODEL, shunt_uohm=AGX_ORIN_SHUNT_UOHM,
-                          summation_disable=AGX_ORIN_SUMMATION_DISABLE, quantize=a.quantize)
+        root = write_tree(
+            a.dir,
+            "hwmon",
+            AGX_ORIN_RAILS,
+            model=AGX_ORIN_MODEL,
+            shunt_uohm=AGX_ORIN_SHUNT_UOHM,
+            summation_disable=AGX_ORIN_SUMMATION_DISABLE,
+            quantize=a.quantize,
+        )
     else:
         root = write_tree(a.dir, a.layout, rails or None, power_files=not a.no_power_files, quantize=a.quantize)
     print(f"simulated Jetson ({a.layout} layout) in {root}; use it with --set jetson.sysfs_root={Path(root).resolve()}")

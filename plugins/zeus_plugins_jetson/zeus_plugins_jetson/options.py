@@ -12,7 +12,7 @@ def _rails(_inst, attribute, value):
     if value is None:
         return
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ValueError(f"{attribute.name} must be a non-empty list of rail names (e.g. [\"VDD_IN\", \"VDD_GPU_SOC\"]), got {value!r}")
+        raise ValueError(f'{attribute.name} must be a non-empty list of rail names (e.g. ["VDD_IN", "VDD_GPU_SOC"]), got {value!r}')
 
 
 @attrs.define

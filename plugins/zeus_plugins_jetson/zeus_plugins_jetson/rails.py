@@ -108,13 +108,17 @@ def read_number(path: Path) -> float:
     try:
         text = _read_text(path).strip()
     except PermissionError:
-        raise DeviceError(f"cannot read {path}: permission denied. Run zeus as root or make the INA3221 files "
-                          f"readable (sudo chmod o+r {path.parent}/*_input)") from None
+        raise DeviceError(
+            f"cannot read {path}: permission denied. Run zeus as root or make the INA3221 files "
+            f"readable (sudo chmod o+r {path.parent}/*_input)"
+        ) from None
     except OSError as e:
         if e.errno == errno.ENODATA:
-            raise DeviceError(f"cannot read {path}: no data (ENODATA): the INA3221 driver answers so for a channel "
-                              "switched off (in<i>_enable 0), and for the summation channel when the summed "
-                              "channels' shunt resistors differ") from None
+            raise DeviceError(
+                f"cannot read {path}: no data (ENODATA): the INA3221 driver answers so for a channel "
+                "switched off (in<i>_enable 0), and for the summation channel when the summed "
+                "channels' shunt resistors differ"
+            ) from None
         raise DeviceError(f"cannot read {path}: {e.strerror or e}") from None
     try:
         return float(text)
@@ -163,17 +167,28 @@ def _label(path: Path) -> str:
 def _iio_rails(folder: Path, chip: str) -> list[Rail]:
     out = []
     for label_file in sorted(folder.glob("rail_name_*")):
-        idx = label_file.name[len("rail_name_"):]
+        idx = label_file.name[len("rail_name_") :]
         label = _label(label_file)
         if not label or label.upper() in _NOT_A_RAIL:
             continue
         power = folder / f"in_power{idx}_input"
         volt, curr = folder / f"in_voltage{idx}_input", folder / f"in_current{idx}_input"
         if not power.exists() and not (volt.exists() and curr.exists()):
-            raise DeviceError(f"rail {label} ({label_file}) has neither {power.name} nor both {volt.name} and {curr.name}: "
-                              "the INA3221 driver exposes no reading for it")
-        out.append(Rail(rail_name(label), label, _role(label), chip, power if power.exists() else None,
-                        None if power.exists() else volt, None if power.exists() else curr))
+            raise DeviceError(
+                f"rail {label} ({label_file}) has neither {power.name} nor both {volt.name} and {curr.name}: "
+                "the INA3221 driver exposes no reading for it"
+            )
+        out.append(
+            Rail(
+                rail_name(label),
+                label,
+                _role(label),
+                chip,
+                power if power.exists() else None,
+                None if power.exists() else volt,
+                None if power.exists() else curr,
+            )
+        )
     return out
 
 
@@ -201,11 +216,25 @@ def _hwmon_rails(folder: Path, chip: str) -> list[Rail]:
             continue  # switched off (or disconnected in the device tree): its inputs answer ENODATA
         missing = [p.name for p in (volt, curr) if not p.exists()]
         if missing:
-            raise DeviceError(f"rail {label} ({label_file if label_file.exists() else volt}) has no "
-                              f"{' or '.join(missing)}: the INA3221 driver exposes no reading for it")
+            raise DeviceError(
+                f"rail {label} ({label_file if label_file.exists() else volt}) has no "
+                f"{' or '.join(missing)}: the INA3221 driver exposes no reading for it"
+            )
         shunt = _optional_number(folder / f"shunt{idx}_resistor")
-        out.append(Rail(rail_name(label), label, _role(label), chip, None, volt, curr, interval_s,
-                        None if samples is None else int(samples), None if shunt is None else int(shunt)))
+        out.append(
+            Rail(
+                rail_name(label),
+                label,
+                _role(label),
+                chip,
+                None,
+                volt,
+                curr,
+                interval_s,
+                None if samples is None else int(samples),
+                None if shunt is None else int(shunt),
+            )
+        )
     return out
 
 
@@ -215,8 +244,12 @@ def _hwmon_folders(chip: Path) -> list[Path]:
 
 def _chips(root: Path) -> list[tuple[str, Path]]:
     drivers = root / "bus" / "i2c" / "drivers"
-    return [(d, chip) for d in DRIVERS if (drivers / d).is_dir()
-            for chip in sorted(p for p in (drivers / d).iterdir() if _CHIP.fullmatch(p.name) and p.is_dir())]
+    return [
+        (d, chip)
+        for d in DRIVERS
+        if (drivers / d).is_dir()
+        for chip in sorted(p for p in (drivers / d).iterdir() if _CHIP.fullmatch(p.name) and p.is_dir())
+    ]
 
 
 @attrs.frozen
@@ -271,8 +304,10 @@ def discover(root: Path) -> list[Rail]:
         for folder in _hwmon_folders(chip):
             rails += _hwmon_rails(folder, chip.name)
     if not rails:
-        raise DeviceError(f"the INA3221 driver in {', '.join(map(str, found))} lists no connected rail "
-                          "(no rail_name_<i> or in<i>_label other than NC, no channel switched on)")
+        raise DeviceError(
+            f"the INA3221 driver in {', '.join(map(str, found))} lists no connected rail "
+            "(no rail_name_<i> or in<i>_label other than NC, no channel switched on)"
+        )
     names = [r.name for r in rails]
     return [attrs.evolve(r, name=f"{r.name}_{r.chip.replace('-', '_')}") if names.count(r.name) > 1 else r for r in rails]
 

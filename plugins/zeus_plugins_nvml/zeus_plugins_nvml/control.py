@@ -67,10 +67,15 @@ def driver_errors(nvml: Any) -> DriverErrors:
     """NVML's failures: ``NVMLError`` subclasses carrying an ``NVML_ERROR_*`` code (``value``), sent
     back by ``zeus daemon`` as ``nvml_error``."""
     return DriverErrors(
-        library="NVML", exception=nvml.NVMLError, code=lambda e: e.value, rebuild=nvml.NVMLError, status=str,
+        library="NVML",
+        exception=nvml.NVMLError,
+        code=lambda e: e.value,
+        rebuild=nvml.NVMLError,
+        status=str,
         no_permission=lambda e: isinstance(e, nvml.NVMLError_NoPermission),
         not_supported=lambda e: isinstance(e, nvml.NVMLError_NotSupported),
-        detail_key="nvml_error", permission_fix=PERMISSION_FIX,
+        detail_key="nvml_error",
+        permission_fix=PERMISSION_FIX,
     )
 
 

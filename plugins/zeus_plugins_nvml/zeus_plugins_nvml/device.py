@@ -67,8 +67,11 @@ class NvmlGpu(DriverDevice):
         """Set ``setting`` to ``value`` here (``original`` journaled first) or through the daemon; NVML errors propagate."""
         set_op, reset_op = DAEMON_OPS[setting]
         self._settings.change(
-            key_for(self.uuid, setting), original, lambda: apply(self._nvml, self.handle, setting, value),
-            (set_op, {"gpu": self.uuid, **daemon_args(setting, value)}), (reset_op, {"gpu": self.uuid}),
+            key_for(self.uuid, setting),
+            original,
+            lambda: apply(self._nvml, self.handle, setting, value),
+            (set_op, {"gpu": self.uuid, **daemon_args(setting, value)}),
+            (reset_op, {"gpu": self.uuid}),
         )
 
     def _require_whole_gpu(self, action: str) -> None:
@@ -178,8 +181,11 @@ class NvmlGpu(DriverDevice):
         """Put ``setting`` back through the journal if this process changed it, else reset it directly.
         False if the GPU answered NotSupported and ``unsupported_ok`` (nothing to reset)."""
         try:
-            self._settings.reset(key_for(self.uuid, setting), lambda: apply(self._nvml, self.handle, setting, None),
-                                 (DAEMON_OPS[setting][1], {"gpu": self.uuid}))
+            self._settings.reset(
+                key_for(self.uuid, setting),
+                lambda: apply(self._nvml, self.handle, setting, None),
+                (DAEMON_OPS[setting][1], {"gpu": self.uuid}),
+            )
         except self._nvml.NVMLError_NotSupported as e:
             if unsupported_ok:
                 return False
@@ -203,8 +209,15 @@ class NvmlGpu(DriverDevice):
 
     def supported_graphics_clocks(self, memory_mhz: int) -> list[int]:
         """SM clocks (MHz) the GPU supports at memory clock ``memory_mhz``, in NVML's order."""
-        return [int(c) for c in self.call(f"read the SM clocks supported at {memory_mhz} MHz memory clock",
-                                          self._nvml.nvmlDeviceGetSupportedGraphicsClocks, self.handle, int(memory_mhz))]
+        return [
+            int(c)
+            for c in self.call(
+                f"read the SM clocks supported at {memory_mhz} MHz memory clock",
+                self._nvml.nvmlDeviceGetSupportedGraphicsClocks,
+                self.handle,
+                int(memory_mhz),
+            )
+        ]
 
     def lock_clock_range(self, min_mhz: int, max_mhz: int) -> None:
         """Lock the SM clock to ``[min_mhz, max_mhz]`` (journaled; the memory clock is left alone)."""
@@ -303,14 +316,14 @@ class NvmlGpus(GpuGroup):
             v = slices[0]
             raise DeviceError(
                 f"CUDA device {v.cuda_index} is MIG slice {v.mig_uuid} of GPU {v.uuid}. NVML measures the power and "
-                "energy of whole GPUs only, so a slice cannot be measured on its own. Set mig = \"parent\" in "
+                'energy of whole GPUs only, so a slice cannot be measured on its own. Set mig = "parent" in '
                 "[device] to measure the whole GPU (which includes the other slices' load), or use a GPU without MIG"
             )
         parents = [v.uuid for v in visible]
         dup = sorted({u for u in parents if parents.count(u) > 1})
         if dup:
             raise DeviceError(
-                f"several visible MIG slices live on GPU {dup[0]}; with mig = \"parent\" each would count the whole "
+                f'several visible MIG slices live on GPU {dup[0]}; with mig = "parent" each would count the whole '
                 "GPU's energy. Make one slice per GPU visible (CUDA_VISIBLE_DEVICES)"
             )
 
@@ -351,9 +364,7 @@ class NvmlGpus(GpuGroup):
                 try:
                     total += self._nvml.nvmlDeviceGetEnforcedPowerLimit(g.handle) / 1000.0
                 except self._nvml.NVMLError:
-                    raise DeviceError(
-                        f"cannot read the maximum power limit of {g.label}; set max_power_w in [device]"
-                    ) from None
+                    raise DeviceError(f"cannot read the maximum power limit of {g.label}; set max_power_w in [device]") from None
         return total
 
     # -- measurement --
@@ -440,7 +451,6 @@ class NvmlGpus(GpuGroup):
             self._nvml.nvmlShutdown()
         except self._nvml.NVMLError:
             pass
-
 
 
 def _text(value: str | bytes) -> str:

@@ -139,8 +139,9 @@ def install(path: str | os.PathLike[str], monkeypatch: Any = None) -> types.Modu
 
 # No $ZEUS_FAKE_NVML: no library; no state there: no driver loaded. Threads of one process
 # share the parsed state, as they share a real driver.
-_shared = simulated.SharedState(ENV, unset=lambda: _err(_real.NVML_ERROR_LIBRARY_NOT_FOUND),
-                                missing=lambda: _err(_real.NVML_ERROR_DRIVER_NOT_LOADED))
+_shared = simulated.SharedState(
+    ENV, unset=lambda: _err(_real.NVML_ERROR_LIBRARY_NOT_FOUND), missing=lambda: _err(_real.NVML_ERROR_DRIVER_NOT_LOADED)
+)
 _state = _shared.read
 _mutate = _shared.changing
 _thread_lock = threading.RLock()  # the init count
@@ -480,8 +481,9 @@ __getattr__ = simulated.unsimulated(__name__, "nvml")  # anything not simulated 
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m zeus_plugins_nvml.fake_pynvml PATH``: write a simulated driver state."""
-    p = simulated.command_line("zeus_plugins_nvml.fake_pynvml", "NVIDIA driver (A100 GPUs)", ENV, "power limits and clocks",
-                               "CAP_SYS_ADMIN")
+    p = simulated.command_line(
+        "zeus_plugins_nvml.fake_pynvml", "NVIDIA driver (A100 GPUs)", ENV, "power limits and clocks", "CAP_SYS_ADMIN"
+    )
     p.add_argument("--graphics-clocks", help="comma-separated SM clocks in MHz (default 1410 down to 210 in 15 MHz steps)")
     p.add_argument("--demand-w", type=float, default=250.0, help="power each GPU draws at its highest clock (W)")
     a, privileged = simulated.parse_command_line(p, argv)
@@ -500,4 +502,3 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-

@@ -121,8 +121,9 @@ class NvmlService(GpuService):
         with self._errors.served("set the power limit", f"GPU {args.gpu}"):
             lo, hi = nvml.nvmlDeviceGetPowerManagementLimitConstraints(h)
             if not lo <= args.milliwatts <= hi:
-                raise Refused(f"{args.milliwatts / 1000:g} W is outside the power-limit range of GPU {args.gpu}: "
-                              f"{lo / 1000:g} to {hi / 1000:g} W")
+                raise Refused(
+                    f"{args.milliwatts / 1000:g} W is outside the power-limit range of GPU {args.gpu}: {lo / 1000:g} to {hi / 1000:g} W"
+                )
             current = nvml.nvmlDeviceGetPowerManagementLimit(h)
             # Even at the same value: the client now holds the limit, so another client leaving
             # cannot put it back under it.

@@ -89,8 +89,7 @@ def visible_gpus(nvml: Any, env: str | None) -> list[VisibleGpu]:
         return [VisibleGpu(i, i, uuid, h) for i, uuid, h in gpus]
     if not env.strip():
         raise VisibleDevicesError(
-            "CUDA_VISIBLE_DEVICES is set to an empty string, so CUDA sees no GPU; "
-            "unset it or list GPUs (e.g. CUDA_VISIBLE_DEVICES=0,1)"
+            "CUDA_VISIBLE_DEVICES is set to an empty string, so CUDA sees no GPU; unset it or list GPUs (e.g. CUDA_VISIBLE_DEVICES=0,1)"
         )
     out: list[VisibleGpu] = []
     seen: set[str] = set()

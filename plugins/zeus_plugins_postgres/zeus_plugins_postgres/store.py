@@ -81,16 +81,19 @@ _OWN_PARAMS = ("schema", "reconnect_s")
 #: What libpq says (no SQLSTATE comes with a failed connection) when the server *refused* a
 #: connection: wrong password, unknown user or database, no pg_hba.conf entry. Not "unavailable".
 _REFUSED_CONNECT = {
-    "authentication failed": "28P01", "pg_hba.conf": "28000", "role \"": "28000",
-    "database \"": "3D000", "permission denied": "42501", "invalid ": "08P01",
+    "authentication failed": "28P01",
+    "pg_hba.conf": "28000",
+    'role "': "28000",
+    'database "': "3D000",
+    "permission denied": "42501",
+    "invalid ": "08P01",
 }
 #: SQLSTATEs of a server whose disk refused a write (full; an I/O error): the store is fine, exit 1.
 _DISK = {"53100": "the database server's disk is full", "58030": "the database server's disk reported an I/O error"}
 #: SQLSTATEs of a server that is there but cannot take connections now.
 _NOT_NOW = {"57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004"}
 
-_TRY_COLUMNS = ("recurrence, try_index, batch_size, power_limit, epochs, time_s, energy_j, cost, reached, stopped, extra,"
-                " steady_cost")
+_TRY_COLUMNS = "recurrence, try_index, batch_size, power_limit, epochs, time_s, energy_j, cost, reached, stopped, extra, steady_cost"
 
 
 def split_location(location: str) -> tuple[str, str, float]:
@@ -104,8 +107,10 @@ def split_location(location: str) -> tuple[str, str, float]:
     rest = [(k, v) for k, v in query if k not in _OWN_PARAMS]
     schema = own.get("schema", "zeus")
     if not _SCHEMA_NAME.match(schema):
-        raise StoreError(f"job.store {mask(location)}: schema {schema!r} is not a plain PostgreSQL name "
-                         "(letters, digits and _, not starting with a digit)")
+        raise StoreError(
+            f"job.store {mask(location)}: schema {schema!r} is not a plain PostgreSQL name "
+            "(letters, digits and _, not starting with a digit)"
+        )
     try:
         reconnect_s = float(own.get("reconnect_s", "10"))
         if not 0 <= reconnect_s <= 3600:
@@ -147,8 +152,9 @@ class PgTransaction:
         return None if row is None or row[0] is None else json.loads(row[0])
 
     def set_identity(self, identity: dict[str, Any]) -> None:
-        self._execute("UPDATE {schema}.jobs SET identity = %s WHERE job = %s",
-                      (json.dumps(identity, allow_nan=False, sort_keys=True), self._job))
+        self._execute(
+            "UPDATE {schema}.jobs SET identity = %s WHERE job = %s", (json.dumps(identity, allow_nan=False, sort_keys=True), self._job)
+        )
 
     def add_try(self, r: TryRecord) -> int:
         row = self._execute(
@@ -156,17 +162,29 @@ class PgTransaction:
             " cost, reached, stopped, extra, created, steady_cost) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
             " RETURNING id",
             (
-                self._job, int(r.recurrence), int(r.try_index), int(r.batch_size),
-                None if r.power_limit is None else float(r.power_limit), int(r.epochs), float(r.time_s),
-                float(r.energy_j), float(r.cost), bool(r.reached), r.stopped, json.dumps(r.extra, allow_nan=False),
-                time.time(), None if r.steady_cost is None else float(r.steady_cost),
+                self._job,
+                int(r.recurrence),
+                int(r.try_index),
+                int(r.batch_size),
+                None if r.power_limit is None else float(r.power_limit),
+                int(r.epochs),
+                float(r.time_s),
+                float(r.energy_j),
+                float(r.cost),
+                bool(r.reached),
+                r.stopped,
+                json.dumps(r.extra, allow_nan=False),
+                time.time(),
+                None if r.steady_cost is None else float(r.steady_cost),
             ),
         ).fetchone()
         return int(row[0])
 
     def tries_of(self, recurrence: int) -> list[tuple[int, bool]]:
-        rows = self._execute("SELECT try_index, reached FROM {schema}.tries WHERE job = %s AND recurrence = %s "
-                             "ORDER BY try_index", (self._job, int(recurrence))).fetchall()
+        rows = self._execute(
+            "SELECT try_index, reached FROM {schema}.tries WHERE job = %s AND recurrence = %s ORDER BY try_index",
+            (self._job, int(recurrence)),
+        ).fetchall()
         return [(int(i), bool(r)) for i, r in rows]
 
     def clear(self) -> None:
@@ -184,8 +202,17 @@ def _key(key: str) -> str:
 
 def _record(r: tuple) -> TryRecord:
     return TryRecord(
-        recurrence=int(r[0]), try_index=int(r[1]), batch_size=int(r[2]), power_limit=r[3], epochs=int(r[4]),
-        time_s=r[5], energy_j=r[6], cost=r[7], reached=bool(r[8]), stopped=r[9], extra=json.loads(r[10]),
+        recurrence=int(r[0]),
+        try_index=int(r[1]),
+        batch_size=int(r[2]),
+        power_limit=r[3],
+        epochs=int(r[4]),
+        time_s=r[5],
+        energy_j=r[6],
+        cost=r[7],
+        reached=bool(r[8]),
+        stopped=r[9],
+        extra=json.loads(r[10]),
         steady_cost=r[11],
     )
 
@@ -196,8 +223,10 @@ class PostgresStore:
     def __init__(self, location: str, job: str | None, timeout_s: float = 60.0) -> None:
         self.location = mask(location)
         if not job:
-            raise StoreError(f"job.store {self.location}: a PostgreSQL store holds many jobs, and no job name was given "
-                             "(zeus run gives job.name; a script passes job=...)")
+            raise StoreError(
+                f"job.store {self.location}: a PostgreSQL store holds many jobs, and no job name was given "
+                "(zeus run gives job.name; a script passes job=...)"
+            )
         self.job = job
         self.timeout_s = timeout_s
         self._url, self.schema, self.reconnect_s = split_location(location)
@@ -223,7 +252,8 @@ class PostgresStore:
                 f"{self._where()}: {_DISK[state]} while {doing} ({text}). The store is not damaged: nothing of the "
                 "unfinished transaction was stored, and what was committed before is kept. Free space on the server "
                 "(or ask its administrator to), then run again: the next run continues",
-                kind="full" if state == "53100" else "io", detail=text,
+                kind="full" if state == "53100" else "io",
+                detail=text,
             )
         if state is None and isinstance(e, psycopg.OperationalError):
             state = next((code for words, code in _REFUSED_CONNECT.items() if words in text), None)
@@ -240,8 +270,10 @@ class PostgresStore:
         elif state == "55P03":
             fix = f"Another runner of the job held it longer than {self.timeout_s:g} s; try again"
         elif state == "42501":
-            fix = (f"Let this user create the schema (GRANT CREATE ON DATABASE ...), or have an administrator create "
-                   f"schema {self.schema} for it")
+            fix = (
+                f"Let this user create the schema (GRANT CREATE ON DATABASE ...), or have an administrator create "
+                f"schema {self.schema} for it"
+            )
         else:
             fix = "Check job.store and the server's log"
         return StoreError(f"{self._where()}: the database refused {doing}: {text}. {fix}")
@@ -295,9 +327,10 @@ class PostgresStore:
                 row = conn.execute(self._q("SELECT identity FROM {schema}.jobs WHERE job = %s"), (self.job,)).fetchone()
                 problems = self._content_problems(conn, None if row is None else row[0])
                 if problems:
-                    raise self._refuse(f"the job's rows are damaged ({'; '.join(problems)})",
-                                       "Restore the schema from a backup, or start the job over with `zeus run --fresh` "
-                                       "(or give it another job.name)")
+                    raise self._refuse(
+                        f"the job's rows are damaged ({'; '.join(problems)})",
+                        "Restore the schema from a backup, or start the job over with `zeus run --fresh` (or give it another job.name)",
+                    )
                 identity = None if row is None or row[0] is None else json.loads(row[0])
                 tries = conn.execute(self._q("SELECT count(*) FROM {schema}.tries WHERE job = %s"), (self.job,)).fetchone()[0]
                 return StoreInfo(version, identity, int(tries))
@@ -308,9 +341,12 @@ class PostgresStore:
 
     def _content_problems(self, conn: psycopg.Connection, identity: Any) -> list[str]:
         """The job's identity, state and tries as the core's checks want them (every row read)."""
-        columns = {r[0] for r in conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = 'tries'",
-            (self.schema,))}
+        columns = {
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = 'tries'", (self.schema,)
+            )
+        }
         lacking = sorted(set(TRY_FIELDS) - columns)
         if lacking:
             return [f"table tries lacks the columns {', '.join(lacking)}"]
@@ -320,25 +356,26 @@ class PostgresStore:
 
     def _version(self, conn: psycopg.Connection) -> int:
         """The schema's version (0: no schema, or an empty one, yet); refuses one that is not zeus's or is newer."""
-        tables = {r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (self.schema,))}
+        tables = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (self.schema,))}
         if not tables:
             return 0
         if "meta" not in tables:
             raise self._refuse(
                 f"schema {self.schema} holds tables that are not a zeus store ({', '.join(sorted(tables)[:8])})",
-                "Point job.store at another database, or another schema with ?schema=NAME (zeus never adopts "
-                "tables it did not create)",
+                "Point job.store at another database, or another schema with ?schema=NAME (zeus never adopts tables it did not create)",
             )
         meta = dict(conn.execute(self._q("SELECT key, value FROM {schema}.meta")).fetchall())
         if meta.get("application") != APPLICATION:
-            raise self._refuse(f"schema {self.schema} has a meta table that is not zeus's",
-                               "Point job.store at another database, or another schema with ?schema=NAME")
+            raise self._refuse(
+                f"schema {self.schema} has a meta table that is not zeus's",
+                "Point job.store at another database, or another schema with ?schema=NAME",
+            )
         try:
             version = int(meta.get("schema_version", ""))
         except ValueError:
-            raise self._refuse(f"schema {self.schema} has no readable schema_version",
-                               "Restore it from a backup, or use another schema") from None
+            raise self._refuse(
+                f"schema {self.schema} has no readable schema_version", "Restore it from a backup, or use another schema"
+            ) from None
         if version > SCHEMA_VERSION:
             raise self._refuse(
                 f"was written by a newer zeus-plugins-postgres (schema {version}; this one reads up to {SCHEMA_VERSION})",
@@ -346,8 +383,10 @@ class PostgresStore:
             )
         missing = _REQUIRED - tables
         if missing:
-            raise self._refuse(f"schema {self.schema} lacks the tables {', '.join(sorted(missing))} (damaged)",
-                               "Restore it from a backup, or use another schema")
+            raise self._refuse(
+                f"schema {self.schema} lacks the tables {', '.join(sorted(missing))} (damaged)",
+                "Restore it from a backup, or use another schema",
+            )
         return version
 
     def _ensure_schema(self, conn: psycopg.Connection) -> None:
@@ -361,8 +400,10 @@ class PostgresStore:
                 conn.execute(self._q("CREATE SCHEMA IF NOT EXISTS {schema}"))
                 for statement in _TABLES:
                     conn.execute(self._q(statement))
-                conn.execute(self._q("INSERT INTO {schema}.meta (key, value) VALUES ('application', %s), "
-                                     "('schema_version', %s)"), (APPLICATION, str(SCHEMA_VERSION)))
+                conn.execute(
+                    self._q("INSERT INTO {schema}.meta (key, value) VALUES ('application', %s), ('schema_version', %s)"),
+                    (APPLICATION, str(SCHEMA_VERSION)),
+                )
             else:
                 while version < SCHEMA_VERSION:
                     for statement in MIGRATIONS[version]:
@@ -386,8 +427,9 @@ class PostgresStore:
                 conn.execute(f"BEGIN; SET LOCAL lock_timeout = '{int(self.timeout_s * 1000)}ms'")
                 lock = self._q("SELECT 1 FROM {schema}.jobs WHERE job = %s FOR UPDATE")
                 if conn.execute(lock, (self.job,)).fetchone() is None:
-                    conn.execute(self._q("INSERT INTO {schema}.jobs (job, created) VALUES (%s, %s) ON CONFLICT DO NOTHING"),
-                                 (self.job, time.time()))
+                    conn.execute(
+                        self._q("INSERT INTO {schema}.jobs (job, created) VALUES (%s, %s) ON CONFLICT DO NOTHING"), (self.job, time.time())
+                    )
                     conn.execute(lock, (self.job,))
                 return conn
             except StoreUnavailable:
@@ -464,8 +506,7 @@ class PostgresStore:
         return {k: json.loads(v) for k, v in rows}
 
     def tries(self) -> list[TryRecord]:
-        rows = self._read(f"SELECT {_TRY_COLUMNS} FROM {{schema}}.tries WHERE job = %s ORDER BY recurrence, try_index, id",
-                          (self.job,))
+        rows = self._read(f"SELECT {_TRY_COLUMNS} FROM {{schema}}.tries WHERE job = %s ORDER BY recurrence, try_index, id", (self.job,))
         return [_record(r) for r in rows]
 
     def clear(self) -> None:

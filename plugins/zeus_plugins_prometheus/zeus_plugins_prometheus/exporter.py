@@ -76,19 +76,24 @@ class Exporter:
             )
         }
         self.job_batch_size = Gauge("zeus_job_batch_size", "The job's chosen batch size (summary.json knobs)", L, registry=r)
-        self.job_power_limit = Gauge("zeus_job_power_limit_watts", "The job's chosen power limit (summary.json knobs)", L,
-                                     registry=r)
-        self.carbon = Counter("zeus_carbon_grams", "Emissions of the tries (gCO2eq), charged against [grid] over time",
-                              L, registry=r)
+        self.job_power_limit = Gauge("zeus_job_power_limit_watts", "The job's chosen power limit (summary.json knobs)", L, registry=r)
+        self.carbon = Counter("zeus_carbon_grams", "Emissions of the tries (gCO2eq), charged against [grid] over time", L, registry=r)
         # a gauge, not a counter: a price may be negative (day-ahead markets), so the sum may go down
-        self.money = Gauge("zeus_energy_cost", "Energy cost of the tries of this process, charged against [grid] price "
-                           "over time", L + ["currency"], registry=r)
-        self.intensity = Gauge("zeus_carbon_intensity_grams_per_kwh",
-                               "Mean carbon intensity the last try was charged at (gCO2eq/kWh)", L, registry=r)
-        self.job_carbon = Gauge("zeus_job_carbon_grams", "The job's emissions over every try in its store (gCO2eq), as "
-                                "summary.json", L, registry=r)
-        self.job_money = Gauge("zeus_job_energy_cost", "The job's energy cost over every try in its store, as summary.json",
-                               L + ["currency"], registry=r)
+        self.money = Gauge(
+            "zeus_energy_cost",
+            "Energy cost of the tries of this process, charged against [grid] price over time",
+            L + ["currency"],
+            registry=r,
+        )
+        self.intensity = Gauge(
+            "zeus_carbon_intensity_grams_per_kwh", "Mean carbon intensity the last try was charged at (gCO2eq/kWh)", L, registry=r
+        )
+        self.job_carbon = Gauge(
+            "zeus_job_carbon_grams", "The job's emissions over every try in its store (gCO2eq), as summary.json", L, registry=r
+        )
+        self.job_money = Gauge(
+            "zeus_job_energy_cost", "The job's energy cost over every try in its store, as summary.json", L + ["currency"], registry=r
+        )
         self._warned: set[str] = set()
         self._server = None
         self._ended = False
@@ -97,8 +102,7 @@ class Exporter:
                 self._server = _serve_metrics(config.host, config.port, r, config.token)
                 atexit.register(self._linger_then_close)
             except OSError as e:
-                self._warn("serve", f"cannot serve /metrics on {config.host}:{config.port} ({e.strerror or e}); "
-                                    "the job runs without it")
+                self._warn("serve", f"cannot serve /metrics on {config.host}:{config.port} ({e.strerror or e}); the job runs without it")
         self._push_handler = default_handler
         self._gateway = None
         if config.pushgateway:
@@ -144,7 +148,7 @@ class Exporter:
             elif key == INTENSITY_COLUMN:
                 self.intensity.labels(self.job).set(float(value))
             elif key.startswith("cost_"):
-                self.money.labels(self.job, key[len("cost_"):].upper()).inc(float(value))
+                self.money.labels(self.job, key[len("cost_") :].upper()).inc(float(value))
 
     def recurrence_end(self, recurrence: int, records: list) -> None:
         self.recurrences.labels(self.job).inc()
@@ -157,7 +161,7 @@ class Exporter:
             if key == CARBON_COLUMN:
                 self.job_carbon.labels(self.job).set(float(value))
             elif key.startswith("cost_"):
-                self.job_money.labels(self.job, key[len("cost_"):].upper()).set(float(value))
+                self.job_money.labels(self.job, key[len("cost_") :].upper()).set(float(value))
         knobs = summary.knobs or {}
         if knobs.get("batch_size") is not None:
             self.job_batch_size.labels(self.job).set(knobs["batch_size"])
@@ -172,8 +176,14 @@ class Exporter:
         if self._gateway is None:
             return
         try:
-            push_to_gateway(self._gateway, job="zeus", registry=self.registry, timeout=5, handler=self._push_handler,
-                            grouping_key={"zeus_job": self.job, "instance": self.config.instance})
+            push_to_gateway(
+                self._gateway,
+                job="zeus",
+                registry=self.registry,
+                timeout=5,
+                handler=self._push_handler,
+                grouping_key={"zeus_job": self.job, "instance": self.config.instance},
+            )
         except Exception as e:  # noqa: BLE001 - an observer never fails the job
             self._warn("push", f"cannot push to {self.config.pushgateway} ({type(e).__name__}: {e}); the job goes on")
 

@@ -58,34 +58,39 @@ def read_config(env: dict[str, str]) -> ExporterConfig | None:
     if address:
         m = _HOSTPORT.match(address)
         if not m or not 0 < int(m.group("port")) < 65536:
-            raise PartMismatch(f"ZEUS_METRICS_ADDRESS={address!r}: expected [HOST:]PORT, such as 9464 or 127.0.0.1:9464 "
-                               "(0.0.0.0:9464 to be scraped from other machines)")
+            raise PartMismatch(
+                f"ZEUS_METRICS_ADDRESS={address!r}: expected [HOST:]PORT, such as 9464 or 127.0.0.1:9464 "
+                "(0.0.0.0:9464 to be scraped from other machines)"
+            )
         host = (m.group("host") or "127.0.0.1").strip("[]")
         port = int(m.group("port"))
     token = env.get("ZEUS_METRICS_TOKEN", "").strip() or None
     if token is not None and len(token) < 16:
-        raise PartMismatch("ZEUS_METRICS_TOKEN: at least 16 characters (python -c 'import secrets; "
-                           "print(secrets.token_urlsafe(24))' makes one)")
+        raise PartMismatch(
+            "ZEUS_METRICS_TOKEN: at least 16 characters (python -c 'import secrets; print(secrets.token_urlsafe(24))' makes one)"
+        )
     if host is not None and not _loopback(host) and token is None:
-        raise PartMismatch(f"ZEUS_METRICS_ADDRESS={address!r} serves /metrics beyond this machine: set "
-                           "ZEUS_METRICS_TOKEN too (scrapes then send Authorization: Bearer TOKEN), or serve on "
-                           "127.0.0.1")
+        raise PartMismatch(
+            f"ZEUS_METRICS_ADDRESS={address!r} serves /metrics beyond this machine: set "
+            "ZEUS_METRICS_TOKEN too (scrapes then send Authorization: Bearer TOKEN), or serve on "
+            "127.0.0.1"
+        )
     linger_text = env.get("ZEUS_METRICS_LINGER", "0").strip() or "0"
     try:
         linger = float(linger_text)
         if not math.isfinite(linger) or not 0 <= linger <= 3600:
             raise ValueError
     except ValueError:
-        raise PartMismatch(f"ZEUS_METRICS_LINGER={linger_text!r}: expected seconds in 0..3600 to keep /metrics up "
-                           "after the job ends") from None
+        raise PartMismatch(
+            f"ZEUS_METRICS_LINGER={linger_text!r}: expected seconds in 0..3600 to keep /metrics up after the job ends"
+        ) from None
     if gateway:
         try:
             parts = parse_url(gateway)
         except ValueError as e:
             raise PartMismatch(f"ZEUS_PUSHGATEWAY: {e}: expected an http(s) URL such as http://pushgateway:9091") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise PartMismatch(f"ZEUS_PUSHGATEWAY={mask(gateway)!r}: expected an http(s) URL such as "
-                               "http://pushgateway:9091")
+            raise PartMismatch(f"ZEUS_PUSHGATEWAY={mask(gateway)!r}: expected an http(s) URL such as http://pushgateway:9091")
     instance = env.get("ZEUS_PUSHGATEWAY_INSTANCE", "").strip()
     if not instance:
         import socket

@@ -102,7 +102,8 @@ class SetupIn(Model):
     batch_sizes: JsonValue = Field(None, description="null or the distinct batch sizes the workload offers", examples=[[32, 64]])
     default_batch_size: JsonValue = Field(None, description="null or the workload's default batch size", examples=[32])
     predictions: JsonValue = Field(
-        None, description="null or batch size -> [[power_limit, time_s, energy_j], ...]: the device's epoch predictions")
+        None, description="null or batch size -> [[power_limit, time_s, energy_j], ...]: the device's epoch predictions"
+    )
     fresh: JsonValue = Field(False, description="forget what the store learned, in the job's first write")
 
 
@@ -116,8 +117,11 @@ class SessionIn(Model):
 class SessionOut(Model):
     session: str
     next_recurrence: int
-    open: dict[str, Any] = Field(default_factory=dict, description="recurrences begun and not ended, with the process that "
-                                 "began each (a client records those of its machine whose process is gone as abandoned)")
+    open: dict[str, Any] = Field(
+        default_factory=dict,
+        description="recurrences begun and not ended, with the process that "
+        "began each (a client records those of its machine whose process is gone as abandoned)",
+    )
 
 
 class StepIn(Model):
@@ -138,8 +142,9 @@ class Owner(Model):
 
 
 class RecurrenceIn(StepIn):
-    owner: Owner | None = Field(None, description="the client's process, so that a recurrence it leaves open when it "
-                                                  "is killed can be recorded as abandoned")
+    owner: Owner | None = Field(
+        None, description="the client's process, so that a recurrence it leaves open when it is killed can be recorded as abandoned"
+    )
 
 
 class RecurrenceOut(Model):
@@ -261,4 +266,3 @@ class TxCommitIn(ClientStepIn):
 
 class Committed(Model):
     committed: bool = True
-

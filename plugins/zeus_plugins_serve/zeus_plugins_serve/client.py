@@ -103,8 +103,12 @@ class ServiceClient:
         token = url_token or os.environ.get("ZEUS_SERVE_TOKEN") or None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-        self.http = httpx.Client(base_url=self.base, headers=headers, transport=transport,
-                                 timeout=httpx.Timeout(connect=5.0, read=timeout_s + 60.0, write=30.0, pool=30.0))
+        self.http = httpx.Client(
+            base_url=self.base,
+            headers=headers,
+            transport=transport,
+            timeout=httpx.Timeout(connect=5.0, read=timeout_s + 60.0, write=30.0, pool=30.0),
+        )
 
     def close(self) -> None:
         self.http.close()
@@ -126,8 +130,9 @@ class ServiceClient:
         while True:
             why = None
             try:
-                r = self.http.request(method, path, content=content,
-                                      headers={"Content-Type": "application/json"} if content is not None else None)
+                r = self.http.request(
+                    method, path, content=content, headers={"Content-Type": "application/json"} if content is not None else None
+                )
             except httpx.TransportError as e:
                 why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             else:
@@ -142,9 +147,14 @@ class ServiceClient:
                 )
             if now - warned >= WARN_EVERY_S:
                 warned = now
-                log.warning("%s: zeus serve has not answered for %.0f s (%s); still trying%s (Ctrl-C to stop; ?retry_s=N "
-                            "on job.store gives up after N s)", self.location, now - start, mask(why)[:200],
-                            "" if math.isinf(retry_s) else f" for up to {retry_s:g} s")
+                log.warning(
+                    "%s: zeus serve has not answered for %.0f s (%s); still trying%s (Ctrl-C to stop; ?retry_s=N "
+                    "on job.store gives up after N s)",
+                    self.location,
+                    now - start,
+                    mask(why)[:200],
+                    "" if math.isinf(retry_s) else f" for up to {retry_s:g} s",
+                )
             time.sleep(delay * random.uniform(0.5, 1.5))
             delay = min(delay * 2, 2.0)
 
@@ -156,8 +166,10 @@ class ServiceClient:
                 raise StoreError(f"{self.location}: not a zeus serve endpoint (its answer is not JSON)") from None
         detail = _detail(r)
         if r.status_code == 401:
-            raise StoreError(f"{self.location}: zeus serve refused the token ({detail}). Set ZEUS_SERVE_TOKEN to the "
-                             "service's token (or put it in the URL as http://:TOKEN@host:port)")
+            raise StoreError(
+                f"{self.location}: zeus serve refused the token ({detail}). Set ZEUS_SERVE_TOKEN to the "
+                "service's token (or put it in the URL as http://:TOKEN@host:port)"
+            )
         body = _json(r)
         if r.status_code == 404 and body.get("code") == "unknown_session":
             raise _UnknownSession()
@@ -232,10 +244,16 @@ class RemoteTransaction:
 
     def commit(self) -> None:
         """Raises :class:`TransactionConflict` when a read is out of date or the hold is gone (nothing written)."""
-        self._s.client.call("POST", f"{self._s.path}/transactions/{self._tx}/commit", {
-            "client": self._s.client_id, "request": _new_id(),
-            "reads": {k: digest for k, (_, digest) in self._read.items()}, "set": self._writes,
-        })
+        self._s.client.call(
+            "POST",
+            f"{self._s.path}/transactions/{self._tx}/commit",
+            {
+                "client": self._s.client_id,
+                "request": _new_id(),
+                "reads": {k: digest for k, (_, digest) in self._read.items()},
+                "set": self._writes,
+            },
+        )
 
 
 class ServiceStore:
@@ -347,8 +365,9 @@ class RemoteTrials:
                 self.registered = False  # the service restarted: describe the job again, same request
                 forgotten += 1
                 if forgotten >= 100:
-                    raise StoreUnavailable(f"{self.store.location}: zeus serve forgot this client's session 100 times in "
-                                           "a row; is it restarting in a loop?") from None
+                    raise StoreUnavailable(
+                        f"{self.store.location}: zeus serve forgot this client's session 100 times in a row; is it restarting in a loop?"
+                    ) from None
                 time.sleep(min(0.05 * forgotten, 1.0))
 
     def begin_recurrence(self) -> int:
@@ -361,8 +380,9 @@ class RemoteTrials:
 
     def abandon(self, recurrence: int, reason: str) -> bool:
         """Record ``recurrence`` as abandoned (a run that stops: waits at most CLOSING_RETRY_S for the service)."""
-        got = self._step("abandon", {"recurrence": int(recurrence), "reason": str(reason)[:500]},
-                         retry_s=min(self.store.client.retry_s, CLOSING_RETRY_S))
+        got = self._step(
+            "abandon", {"recurrence": int(recurrence), "reason": str(reason)[:500]}, retry_s=min(self.store.client.retry_s, CLOSING_RETRY_S)
+        )
         return bool(got.get("abandoned"))
 
     def next_try(self, recurrence: int, try_index: int) -> TryPlan:
@@ -376,17 +396,27 @@ class RemoteTrials:
         self._committed = {(recurrence, try_index): (committed, got["power_digest"])}
         s = self.setup
         min_cost = math.inf if got["min_cost"] is None else float(got["min_cost"])
-        ctx = PolicyContext(job=s.job, recurrence=recurrence, try_index=try_index, min_cost=min_cost,
-                            batch_sizes=None if s.batch_sizes is None else list(s.batch_sizes),
-                            default_batch_size=s.default_batch_size, max_power_w=s.max_power_w)
+        ctx = PolicyContext(
+            job=s.job,
+            recurrence=recurrence,
+            try_index=try_index,
+            min_cost=min_cost,
+            batch_sizes=None if s.batch_sizes is None else list(s.batch_sizes),
+            default_batch_size=s.default_batch_size,
+            max_power_w=s.max_power_w,
+        )
         bound = math.inf if got["cost_bound"] is None else float(got["cost_bound"])
         return TryPlan(recurrence, try_index, int(got["batch_size"]), bound, ctx, base)
 
     def record(self, trial: TryPlan, record: TryRecord, recurrence_cost: float | None = None) -> None:
         min_cost = trial.context.min_cost
         body: dict[str, Any] = {
-            "trial": {"recurrence": trial.recurrence, "try_index": trial.try_index, "batch_size": trial.batch_size,
-                      "min_cost": None if not math.isfinite(min_cost) else min_cost},
+            "trial": {
+                "recurrence": trial.recurrence,
+                "try_index": trial.try_index,
+                "batch_size": trial.batch_size,
+                "min_cost": None if not math.isfinite(min_cost) else min_cost,
+            },
             "record": _record_json(record),
             "recurrence_cost": recurrence_cost,
         }
@@ -406,8 +436,7 @@ class RemoteTrials:
                 theirs, digest = c.body["power_state"], c.body["power_digest"]
                 time.sleep(min(0.005 * attempt, 0.2) * random.uniform(0.5, 1.5))
         else:
-            raise TransactionConflict(f"{self.store.location}: the power state changed under this client 1000 times in a "
-                                      "row; try again")
+            raise TransactionConflict(f"{self.store.location}: the power state changed under this client 1000 times in a row; try again")
         if changed and merged is not mine:
             power.set_state(merged)
 
@@ -420,8 +449,16 @@ class RemoteTrials:
 
 def _record_json(r: TryRecord) -> dict:
     return {
-        "recurrence": r.recurrence, "try_index": r.try_index, "batch_size": int(r.batch_size),
-        "power_limit": None if r.power_limit is None else float(r.power_limit), "epochs": int(r.epochs),
-        "time_s": float(r.time_s), "energy_j": float(r.energy_j), "cost": float(r.cost), "reached": bool(r.reached),
-        "stopped": r.stopped, "extra": r.extra, "steady_cost": None if r.steady_cost is None else float(r.steady_cost),
+        "recurrence": r.recurrence,
+        "try_index": r.try_index,
+        "batch_size": int(r.batch_size),
+        "power_limit": None if r.power_limit is None else float(r.power_limit),
+        "epochs": int(r.epochs),
+        "time_s": float(r.time_s),
+        "energy_j": float(r.energy_j),
+        "cost": float(r.cost),
+        "reached": bool(r.reached),
+        "stopped": r.stopped,
+        "extra": r.extra,
+        "steady_cost": None if r.steady_cost is None else float(r.steady_cost),
     }

@@ -63,8 +63,7 @@ def _check_store(store: str) -> str:
         reg = get_registry()
         if scheme not in reg.stores:
             hint = " (pip install zeus-plugins-postgres)" if scheme in ("postgresql", "postgres") else ""
-            _fail(f"--store {mask(store)}: no installed plugin serves {scheme}:// stores{hint}; "
-                  f"installed: {', '.join(sorted(reg.stores))}")
+            _fail(f"--store {mask(store)}: no installed plugin serves {scheme}:// stores{hint}; installed: {', '.join(sorted(reg.stores))}")
         if scheme in ("http", "https"):
             _fail(f"--store {mask(store)}: a service in front of another service; give the database's URL or a folder")
         try:
@@ -99,21 +98,38 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 @click.command("serve")
-@click.option("--store", default=".zeus", show_default=True, metavar="URL|FOLDER",
-              help="Where jobs' state lives: a store URL many jobs share (postgresql://...), or a folder of SQLite files, "
-                   "one per job (<folder>/<job>.sqlite, as zeus run's default).")
+@click.option(
+    "--store",
+    default=".zeus",
+    show_default=True,
+    metavar="URL|FOLDER",
+    help="Where jobs' state lives: a store URL many jobs share (postgresql://...), or a folder of SQLite files, "
+    "one per job (<folder>/<job>.sqlite, as zeus run's default).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; any other than loopback needs a token.")
 @click.option("--port", default=8020, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one, printed).")
-@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path),
-              help="A file holding the bearer token clients must send (default: $ZEUS_SERVE_TOKEN; none: no token).")
-@click.option("--max-body", default=1 << 20, show_default=True, type=click.IntRange(1024, 1 << 30),
-              help="Largest request body in bytes (larger: 413).")
-@click.option("--lease-s", default=10.0, show_default=True, type=click.FloatRange(0.1, 3600),
-              help="How long a client's transaction over a part's state holds the job without a request (a killed client's ends then).")
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A file holding the bearer token clients must send (default: $ZEUS_SERVE_TOKEN; none: no token).",
+)
+@click.option(
+    "--max-body",
+    default=1 << 20,
+    show_default=True,
+    type=click.IntRange(1024, 1 << 30),
+    help="Largest request body in bytes (larger: 413).",
+)
+@click.option(
+    "--lease-s",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 3600),
+    help="How long a client's transaction over a part's state holds the job without a request (a killed client's ends then).",
+)
 @click.option("--access-log", is_flag=True, help="Log every request (as -v does, at any level).")
 @verbosity_options
-def serve_command(store: str, host: str, port: int, token_file: Path | None, max_body: int, lease_s: float,
-                  access_log: bool) -> None:
+def serve_command(store: str, host: str, port: int, token_file: Path | None, max_body: int, lease_s: float, access_log: bool) -> None:
     """Serve jobs' trials over HTTP: jobs register, ask for their next trial, report results, read their history.
 
     Clients: `zeus run` with job.store = "http://HOST:PORT" (and ZEUS_SERVE_TOKEN), or a script's optimizer
@@ -126,9 +142,11 @@ def serve_command(store: str, host: str, port: int, token_file: Path | None, max
     level = requested_level(click.get_current_context())
     token = read_token(token_file)
     if token is None and not is_loopback(host):
-        _fail(f"refusing to listen on {host} without a token: anyone who reaches it could read and change every "
-              "job's history. Set ZEUS_SERVE_TOKEN (or --token-file) to a secret, and the same on the clients; "
-              "or listen on 127.0.0.1")
+        _fail(
+            f"refusing to listen on {host} without a token: anyone who reaches it could read and change every "
+            "job's history. Set ZEUS_SERVE_TOKEN (or --token-file) to a secret, and the same on the clients; "
+            "or listen on 127.0.0.1"
+        )
     location = _check_store(store)
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
@@ -140,10 +158,18 @@ def serve_command(store: str, host: str, port: int, token_file: Path | None, max
     app = create_app(location, token=token, max_body=max_body, version=version("zeus-plugins-serve"), lease_s=lease_s)
     shown = f"[{host}]" if ":" in host else host
     # where it listens is what this command gives (the port --port 0 chose): printed at any level
-    err.print(f"zeus serve: listening on http://{shown}:{bound} (store {escape(mask(location))}; "
-              f"{'bearer token required' if token else 'no token: loopback only'})", highlight=False)
-    config = uvicorn.Config(app, log_level=level_name(level), access_log=access_log or level <= logging.INFO,
-                            timeout_keep_alive=30, timeout_graceful_shutdown=10)
+    err.print(
+        f"zeus serve: listening on http://{shown}:{bound} (store {escape(mask(location))}; "
+        f"{'bearer token required' if token else 'no token: loopback only'})",
+        highlight=False,
+    )
+    config = uvicorn.Config(
+        app,
+        log_level=level_name(level),
+        access_log=access_log or level <= logging.INFO,
+        timeout_keep_alive=30,
+        timeout_graceful_shutdown=10,
+    )
     if access_log:  # its records are info: shown whatever the level of the rest
         logging.getLogger("uvicorn.access").setLevel(min(level, logging.INFO))
     server = uvicorn.Server(config)

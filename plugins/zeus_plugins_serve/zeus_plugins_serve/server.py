@@ -135,8 +135,7 @@ class RemoteLock:
 
     def taken_from(self, tx: str) -> bool:
         """``tx`` was granted here, and another transaction holds the lock now, within its lease."""
-        return (tx in self.granted and self.holder is not None and self.holder != tx
-                and asyncio.get_running_loop().time() < self.deadline)
+        return tx in self.granted and self.holder is not None and self.holder != tx and asyncio.get_running_loop().time() < self.deadline
 
     def renew(self, tx: str) -> None:
         if self.holder == tx:
@@ -286,8 +285,9 @@ def _replay(logged: Any, op: str, request: str) -> Any:
     if not isinstance(logged, dict) or logged.get("request") != request:
         return None
     if logged.get("op") != op:
-        raise _unprocessable([(("request",), f"request id {request} was already used for another step ({logged.get('op')}); "
-                                             "every step needs its own id")])
+        raise _unprocessable(
+            [(("request",), f"request id {request} was already used for another step ({logged.get('op')}); every step needs its own id")]
+        )
     return logged["response"]
 
 
@@ -317,10 +317,12 @@ def _step(hub: Hub, session: Session, request: str, op: str, do: Callable[[Histo
     return fn
 
 
-def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, registry: Any = None, version: str = "",
-               lease_s: float = LEASE_S) -> FastAPI:
+def create_app(
+    store: str, token: str | None = None, max_body: int = 1 << 20, registry: Any = None, version: str = "", lease_s: float = LEASE_S
+) -> FastAPI:
     """The service's ASGI app over ``store`` (a store URL, or a folder of SQLite files)."""
     hub = Hub(store, registry, lease_s)
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         try:
@@ -347,8 +349,9 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
             return
         given = (credentials.credentials if credentials is not None else "").encode()
         if credentials is None or credentials.scheme.lower() != "bearer" or not hmac.compare_digest(given, expected):
-            raise HTTPException(401, "a valid bearer token is required (Authorization: Bearer <token>)",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                401, "a valid bearer token is required (Authorization: Bearer <token>)", headers={"WWW-Authenticate": "Bearer"}
+            )
 
     @app.exception_handler(Problem)
     async def _problem(_request: Request, e: Problem) -> JSONResponse:
@@ -383,8 +386,9 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
         def fn(entry: JobEntry) -> api.JobInfo:
             store = entry.open()
             state = store.get("runner") or {}
-            return api.JobInfo(job=job, identity=store.identity(), tries=len(store.tries()),
-                               next_recurrence=int(state.get("next_recurrence", 1)))
+            return api.JobInfo(
+                job=job, identity=store.identity(), tries=len(store.tries()), next_recurrence=int(state.get("next_recurrence", 1))
+            )
 
         return await hub.run(job, fn)
 
@@ -398,8 +402,9 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
         except SetupError as e:
             raise _unprocessable(e.problems, prefix=("body", "setup")) from None
         if setup.job.name != job:
-            raise _unprocessable([(("job", "name"), f"the setup is of job {setup.job.name!r}, the path names {job!r}")],
-                                 prefix=("body", "setup"))
+            raise _unprocessable(
+                [(("job", "name"), f"the setup is of job {setup.job.name!r}, the path names {job!r}")], prefix=("body", "setup")
+            )
         session = Session(body.client, job, setup)
 
         def fn(entry: JobEntry) -> api.SessionOut:
@@ -418,8 +423,9 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
         client's process (``owner``) until a try reaches the target or the recurrence is abandoned."""
         session = hub.session(job_name(job), body.session)
         owner = None if body.owner is None else body.owner.model_dump(exclude_none=True)
-        return await hub.run(job, _step(hub, session, body.request, "recurrence",
-                                           lambda t, tx: {"recurrence": t.begin_recurrence(tx=tx, owner=owner)}))
+        return await hub.run(
+            job, _step(hub, session, body.request, "recurrence", lambda t, tx: {"recurrence": t.begin_recurrence(tx=tx, owner=owner)})
+        )
 
     @app.post("/v1/jobs/{job}/abandon", response_model=api.AbandonOut, tags=["trials"], **v1)
     async def abandon(job: JobParam, body: api.AbandonIn) -> dict:
@@ -444,22 +450,34 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
                 raise _unprocessable([(("recurrence",), f"recurrence {body.recurrence} was not begun (POST .../recurrences)")])
             trial = t.next_try(body.recurrence, body.try_index, tx=tx)
             return {
-                "recurrence": trial.recurrence, "try_index": trial.try_index, "batch_size": trial.batch_size,
-                "cost_bound": _finite_or_none(trial.cost_bound), "min_cost": _finite_or_none(trial.context.min_cost),
-                "power_state": trial.power_base, "power_digest": state_digest(trial.power_base),
+                "recurrence": trial.recurrence,
+                "try_index": trial.try_index,
+                "batch_size": trial.batch_size,
+                "cost_bound": _finite_or_none(trial.cost_bound),
+                "min_cost": _finite_or_none(trial.context.min_cost),
+                "power_state": trial.power_base,
+                "power_digest": state_digest(trial.power_base),
             }
 
         return await hub.run(job, _step(hub, session, body.request, "trial", do))
 
-    @app.post("/v1/jobs/{job}/results", response_model=api.ResultOut, tags=["trials"], dependencies=v1["dependencies"],
-              responses={**v1["responses"], 409: {"model": api.PowerConflict, "description": "the power state changed: merge again"}})
+    @app.post(
+        "/v1/jobs/{job}/results",
+        response_model=api.ResultOut,
+        tags=["trials"],
+        dependencies=v1["dependencies"],
+        responses={**v1["responses"], 409: {"model": api.PowerConflict, "description": "the power state changed: merge again"}},
+    )
     async def record(job: JobParam, body: api.ResultIn) -> Any:
         """Store a try's result with what the policies learned, in one transaction (the power state only
         if the committed one is still the one the client merged onto, else 409 with the current one)."""
         session = hub.session(job_name(job), body.session)
         ref, rec = body.trial, body.record
-        wrong = [(("record", k), f"must equal trial.{k} ({getattr(ref, k)})") for k in ("recurrence", "try_index", "batch_size")
-                 if getattr(rec, k) != getattr(ref, k)]
+        wrong = [
+            (("record", k), f"must equal trial.{k} ({getattr(ref, k)})")
+            for k in ("recurrence", "try_index", "batch_size")
+            if getattr(rec, k) != getattr(ref, k)
+        ]
         if wrong:
             raise _unprocessable(wrong)
         record_ = TryRecord(**rec.model_dump())
@@ -468,8 +486,9 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
             if ref.recurrence >= t.next_recurrence(tx=tx):
                 raise _unprocessable([(("trial", "recurrence"), f"recurrence {ref.recurrence} was not begun")])
             min_cost = math.inf if ref.min_cost is None else ref.min_cost
-            trial = TryPlan(ref.recurrence, ref.try_index, ref.batch_size, math.inf,
-                          t.policy_context(ref.recurrence, ref.try_index, min_cost))
+            trial = TryPlan(
+                ref.recurrence, ref.try_index, ref.batch_size, math.inf, t.policy_context(ref.recurrence, ref.try_index, min_cost)
+            )
             update = None if body.power is None else (body.power.state, body.power.expected)
             try:
                 t.record(trial, record_, recurrence_cost=body.recurrence_cost, tx=tx, power_update=update)
@@ -545,10 +564,16 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
         lock.renew(tx)
         return await get_state(job, body.key)
 
-    @app.post("/v1/jobs/{job}/transactions/{tx}/commit", response_model=api.Committed, tags=["state"],
-              dependencies=v1["dependencies"],
-              responses={**v1["responses"], 409: {"description": "a value read in the transaction changed meanwhile, "
-                                                                 "or another transaction holds the job's state"}})
+    @app.post(
+        "/v1/jobs/{job}/transactions/{tx}/commit",
+        response_model=api.Committed,
+        tags=["state"],
+        dependencies=v1["dependencies"],
+        responses={
+            **v1["responses"],
+            409: {"description": "a value read in the transaction changed meanwhile, or another transaction holds the job's state"},
+        },
+    )
     async def transaction_commit(job: JobParam, tx: str, body: api.TxCommitIn) -> dict:
         """Write ``set`` if every key read still has the digest it had (one transaction), and let go."""
         job = job_name(job)
@@ -568,13 +593,16 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
                 if not known:
                     raise _unknown_transaction(tx)
                 if taken:
-                    raise Problem(409, f"transaction {tx!r} went {hub.lease_s:g} s without a request and another "
-                                       "one holds this job's state now (its lease ran out); nothing was written, "
-                                       "open a new transaction", code="not_held")
+                    raise Problem(
+                        409,
+                        f"transaction {tx!r} went {hub.lease_s:g} s without a request and another "
+                        "one holds this job's state now (its lease ran out); nothing was written, "
+                        "open a new transaction",
+                        code="not_held",
+                    )
                 for key, digest in body.reads.items():
                     if state_digest(t.get(key)) != digest:
-                        raise Problem(409, f"state {key!r} changed since this transaction read it; nothing was written",
-                                      code="conflict")
+                        raise Problem(409, f"state {key!r} changed since this transaction read it; nothing was written", code="conflict")
                 for key, value in body.set.items():
                     t.set(key, value)
                 t.set(_log_key(body.client), {"op": "commit", "request": body.request, "response": {"committed": True}})
@@ -595,8 +623,12 @@ def create_app(store: str, token: str | None = None, max_body: int = 1 << 20, re
 
 
 def _unknown_transaction(tx: str) -> Problem:
-    return Problem(409, f"transaction {tx[:64]!r} was not granted by this service (it restarted since, which "
-                        "forgets every transaction); nothing was written: open a new one", code="unknown_transaction")
+    return Problem(
+        409,
+        f"transaction {tx[:64]!r} was not granted by this service (it restarted since, which "
+        "forgets every transaction); nothing was written: open a new one",
+        code="unknown_transaction",
+    )
 
 
 def _key(key: str, loc: tuple) -> str:
@@ -609,9 +641,18 @@ def _key(key: str, loc: tuple) -> str:
 
 def _try_json(r: TryRecord) -> dict:
     return {
-        "recurrence": r.recurrence, "try_index": r.try_index, "batch_size": r.batch_size, "power_limit": r.power_limit,
-        "epochs": r.epochs, "time_s": r.time_s, "energy_j": r.energy_j, "cost": r.cost, "reached": r.reached,
-        "stopped": r.stopped, "extra": r.extra, "steady_cost": r.steady_cost,
+        "recurrence": r.recurrence,
+        "try_index": r.try_index,
+        "batch_size": r.batch_size,
+        "power_limit": r.power_limit,
+        "epochs": r.epochs,
+        "time_s": r.time_s,
+        "energy_j": r.energy_j,
+        "cost": r.cost,
+        "reached": r.reached,
+        "stopped": r.stopped,
+        "extra": r.extra,
+        "steady_cost": r.steady_cost,
     }
 
 
@@ -648,4 +689,3 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
-

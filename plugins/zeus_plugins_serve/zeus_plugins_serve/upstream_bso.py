@@ -100,14 +100,25 @@ class UpstreamReport(BaseModel):
 def setup_of(job: UpstreamJob) -> HistorySetup:
     """The zeus job an upstream registration describes (its store, policy and identity)."""
     options = JobOptions(
-        name=job.job_id or "", eta_knob=job.eta_knob, beta_knob=math.inf if job.beta_knob is None else max(job.beta_knob, 1.0),
-        target_metric=job.target_metric, higher_is_better=job.higher_is_better_metric, max_epochs=job.max_epochs,
+        name=job.job_id or "",
+        eta_knob=job.eta_knob,
+        beta_knob=math.inf if job.beta_knob is None else max(job.beta_knob, 1.0),
+        target_metric=job.target_metric,
+        higher_is_better=job.higher_is_better_metric,
+        max_epochs=job.max_epochs,
         seed=job.mab_seed or 0,
     )
     policy = {
-        "plugin": POLICY, "variant": "paper", "batch_sizes": job.batch_sizes, "default": job.default_batch_size,
-        "prior_mean": job.mab_prior_mean, "prior_precision": job.mab_prior_precision, "window": job.window_size,
-        "seed": job.mab_seed, "pruning_rounds": max(job.num_pruning_rounds, 1), "num_exploration": job.mab_num_explorations,
+        "plugin": POLICY,
+        "variant": "paper",
+        "batch_sizes": job.batch_sizes,
+        "default": job.default_batch_size,
+        "prior_mean": job.mab_prior_mean,
+        "prior_precision": job.mab_prior_precision,
+        "window": job.window_size,
+        "seed": job.mab_seed,
+        "pruning_rounds": max(job.num_pruning_rounds, 1),
+        "num_exploration": job.mab_num_explorations,
     }
     identity = {"gpu_model": job.gpu_model, "number_of_gpus": job.number_of_gpus}
     return HistorySetup(options, identity, policy, job.max_power, job.batch_sizes, job.default_batch_size)
@@ -211,15 +222,20 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
         epochs, time_s, energy_j = (last.current_epoch, last.time, last.energy) if last else (0, 0.0, 0.0)
         spec = session.setup
         cost = float(zeus_cost(energy_j, time_s, spec.job.eta_knob, spec.max_power_w))
-        record = TryRecord(trial.plan.recurrence, trial.plan.try_index, trial.plan.batch_size, None, epochs, time_s, energy_j,
-                           cost, reached, stopped)
+        record = TryRecord(
+            trial.plan.recurrence, trial.plan.try_index, trial.plan.batch_size, None, epochs, time_s, energy_j, cost, reached, stopped
+        )
         previous = sum(r.cost for r in history.history() if r.recurrence == trial.plan.recurrence)
         try:
             history.record(trial.plan, record, recurrence_cost=previous + cost if reached else None)
         except RuntimeError as e:  # the policy cannot learn this try (e.g. pruning goes one batch size at a time)
             session.trials = None  # it may hold what was rolled back: built again on the next request
-            raise problem(409, f"the job's batch-size policy cannot take trial {trial.number}'s result: {e}. While it prunes "
-                               "batch sizes, run the trials of one job one after another", code="policy_refused") from None
+            raise problem(
+                409,
+                f"the job's batch-size policy cannot take trial {trial.number}'s result: {e}. While it prunes "
+                "batch sizes, run the trials of one job one after another",
+                code="policy_refused",
+            ) from None
         trial.recorded = True
         ended[(job_id, trial.number)] = reached
         while len(ended) > MAX_ENDED:
@@ -235,11 +251,18 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
         trial = trials.get((body.job_id, body.trial_number))
         converged = trial.converged if trial is not None else ended.get((body.job_id, body.trial_number))
         if converged is not None:
-            return {"stop_train": True, "converged": converged,
-                    "message": f"Result for this trial({body.trial_number}) is already reported."}
+            return {
+                "stop_train": True,
+                "converged": converged,
+                "message": f"Result for this trial({body.trial_number}) is already reported.",
+            }
         if trial is None or trial.plan.batch_size != body.batch_size:
-            raise problem(404, f"trial {body.trial_number} of job {body.job_id!r} at batch size {body.batch_size} is not in "
-                               "progress here (begun before a restart of the service?): relaunch the training", code="unknown_trial")
+            raise problem(
+                404,
+                f"trial {body.trial_number} of job {body.job_id!r} at batch size {body.batch_size} is not in "
+                "progress here (begun before a restart of the service?): relaunch the training",
+                code="unknown_trial",
+            )
         job = session.setup.job
         trial.last = body
         cost = float(zeus_cost(body.energy, body.time, job.eta_knob, session.setup.max_power_w))
@@ -247,8 +270,12 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
         if reached:
             answer = (True, True, f"Target metric {job.target_metric} reached in {body.current_epoch} epoch(s).")
         elif cost > trial.plan.cost_bound:
-            answer = (True, False, f"Cost {cost:.6g} exceeded the early-stop threshold {trial.plan.cost_bound:.6g} "
-                                   f"(beta_knob x the cheapest training so far).")
+            answer = (
+                True,
+                False,
+                f"Cost {cost:.6g} exceeded the early-stop threshold {trial.plan.cost_bound:.6g} "
+                f"(beta_knob x the cheapest training so far).",
+            )
         elif body.current_epoch >= job.max_epochs:
             answer = (True, False, f"Reached max_epochs {job.max_epochs} without reaching the target metric {job.target_metric}.")
         else:
@@ -269,6 +296,8 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
         trial = trials.pop((body.job_id, body.trial_number), None)
         if trial is not None and not trial.recorded:
             session = session_of(body.job_id)
-            await hub.run(job_name(body.job_id), lambda entry: _record(entry, session, body.job_id, trial, False,
-                                                                      "early-stop" if trial.last else "never-ran"))
+            await hub.run(
+                job_name(body.job_id),
+                lambda entry: _record(entry, session, body.job_id, trial, False, "early-stop" if trial.last else "never-ran"),
+            )
         return {"ended": body.trial_number}

@@ -9,7 +9,7 @@ def resolve_accelerator(accelerator: str) -> str:
     if accelerator == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if accelerator == "cuda" and not torch.cuda.is_available():
-        raise ValueError("accelerator = \"cuda\" but torch sees no CUDA device; use \"cpu\" or \"auto\"")
+        raise ValueError('accelerator = "cuda" but torch sees no CUDA device; use "cpu" or "auto"')
     return accelerator
 
 

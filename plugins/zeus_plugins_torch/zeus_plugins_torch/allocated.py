@@ -84,8 +84,7 @@ def _batch_size_policy_conflicts(context: BuildContext, global_batch: int) -> li
     sizes = table.get("batch_sizes")
     if isinstance(sizes, list) and sizes and sizes != [global_batch]:
         out.append(
-            f"batch_size.batch_sizes = {sizes}, but the allocation fixes the global batch at {global_batch}; "
-            "remove batch_size.batch_sizes"
+            f"batch_size.batch_sizes = {sizes}, but the allocation fixes the global batch at {global_batch}; remove batch_size.batch_sizes"
         )
     return out
 
@@ -95,7 +94,7 @@ def check_batch_size(batch_size: int, plan: AllocationPlan, policy: str) -> None
     if int(batch_size) != plan.global_batch:
         raise ValueError(
             f"the [batch_size] policy {policy!r} chose batch size {batch_size}, but workload.allocation "
-            f"({plan.source}) fixes the global batch at {plan.global_batch}; use [batch_size] plugin = \"fixed\" "
+            f'({plan.source}) fixes the global batch at {plan.global_batch}; use [batch_size] plugin = "fixed" '
             "without a default, or allocate for that batch size"
         )
 

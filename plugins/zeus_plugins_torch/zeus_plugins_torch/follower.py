@@ -158,8 +158,17 @@ class ServingRank:
     rank's allocated limit (set at its first try), and rank 0 sends no limits.
     """
 
-    def __init__(self, group: ProcessGroup, job: Any, options: Any, device: Any, fn: Any, accelerator: str,
-                 allocation: AllocationPlan | None = None, holder: LimitHolder | None = None) -> None:
+    def __init__(
+        self,
+        group: ProcessGroup,
+        job: Any,
+        options: Any,
+        device: Any,
+        fn: Any,
+        accelerator: str,
+        allocation: AllocationPlan | None = None,
+        holder: LimitHolder | None = None,
+    ) -> None:
         self.group = group
         self.job = job
         self.options = options
@@ -185,9 +194,17 @@ class ServingRank:
                 torch.manual_seed(seed)
             driver = FollowerDriver(self)
             loop = ZeusLoop(
-                driver, batch_size=batch_size, base_batch_size=self.options.default_batch_size,
-                lr_scaling=self.options.lr_scaling, rank=self.group.rank, world_size=self.group.world_size,
-                recurrence=rec, try_index=try_index, args=self.options.args, device=tdev, seed=seed,
+                driver,
+                batch_size=batch_size,
+                base_batch_size=self.options.default_batch_size,
+                lr_scaling=self.options.lr_scaling,
+                rank=self.group.rank,
+                world_size=self.group.world_size,
+                recurrence=rec,
+                try_index=try_index,
+                args=self.options.args,
+                device=tdev,
+                seed=seed,
                 allocation=self.allocation,
             )
             self.monitor.begin_window("run", restart=True)
@@ -200,8 +217,7 @@ class ServingRank:
 
 def follower_main(cfg: FollowerConfig, queue: Any) -> None:
     """Entry point of a spawned rank: rebuild the device, join the group, serve tries."""
-    os.environ.update(RANK=str(cfg.rank), LOCAL_RANK=str(cfg.rank), WORLD_SIZE=str(cfg.world_size),
-                      LOCAL_WORLD_SIZE=str(cfg.world_size))
+    os.environ.update(RANK=str(cfg.rank), LOCAL_RANK=str(cfg.rank), WORLD_SIZE=str(cfg.world_size), LOCAL_WORLD_SIZE=str(cfg.world_size))
     if cfg.cuda_visible is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cfg.cuda_visible
     from rich.console import Console
@@ -225,8 +241,9 @@ def follower_main(cfg: FollowerConfig, queue: Any) -> None:
         if cfg.allocation is not None:  # checked now, set before the first try
             holder = LimitHolder(device, cfg.allocation, cfg.rank, f"device {part.plugin!r} (rank {cfg.rank})")
         queue.put(("ready", cfg.rank, float(device.max_power_w)))
-        dist.init_process_group(cfg.backend, init_method=cfg.init_method, rank=cfg.rank, world_size=cfg.world_size,
-                                timeout=timedelta(seconds=cfg.timeout_s))
+        dist.init_process_group(
+            cfg.backend, init_method=cfg.init_method, rank=cfg.rank, world_size=cfg.world_size, timeout=timedelta(seconds=cfg.timeout_s)
+        )
         joined = True
         group = TorchProcessGroup(timeout=cfg.timeout_s)
         ServingRank(group, spec.job, options, device, fn, cfg.accelerator, cfg.allocation, holder).serve()

@@ -65,13 +65,13 @@ class _Slot:
     def pack(self, data: bytes) -> None:
         _HEAD.pack_into(self.view, 0, len(data))
         head = data[:_ROOM]
-        self.view[_HEAD.size:_HEAD.size + len(head)] = head
+        self.view[_HEAD.size : _HEAD.size + len(head)] = head
 
     def length(self) -> int:
         return _HEAD.unpack_from(self.view, 0)[0]
 
     def head(self, n: int) -> bytes:
-        return bytes(self.view[_HEAD.size:_HEAD.size + min(n, _ROOM)])
+        return bytes(self.view[_HEAD.size : _HEAD.size + min(n, _ROOM)])
 
 
 def _encode(obj: Any) -> bytes:
@@ -111,8 +111,11 @@ class TorchProcessGroup:
             dist.broadcast(slot.tensor, group_src=0, group=self.gloo)
             n = slot.length()
             if n > _ROOM:
-                rest = torch.frombuffer(bytearray(data[_ROOM:]), dtype=torch.uint8) if self.rank == 0 else \
-                    torch.empty(n - _ROOM, dtype=torch.uint8)
+                rest = (
+                    torch.frombuffer(bytearray(data[_ROOM:]), dtype=torch.uint8)
+                    if self.rank == 0
+                    else torch.empty(n - _ROOM, dtype=torch.uint8)
+                )
                 dist.broadcast(rest, group_src=0, group=self.gloo)
                 if self.rank != 0:
                     data = slot.head(n) + rest.numpy().tobytes()

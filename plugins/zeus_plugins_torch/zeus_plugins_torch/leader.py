@@ -116,8 +116,9 @@ class _WholeTry:
 class Leader:
     """Rank 0: starts the other ranks, runs each try with them, and tears the group down."""
 
-    def __init__(self, context: BuildContext, options: Any, accelerator: str, threads: int,
-                 allocation: AllocationPlan | None = None) -> None:
+    def __init__(
+        self, context: BuildContext, options: Any, accelerator: str, threads: int, allocation: AllocationPlan | None = None
+    ) -> None:
         self.world_size = int(context.job.processes)
         self.allocation = allocation
         self.options = options
@@ -151,8 +152,7 @@ class Leader:
             cuda_visible = [x.strip() for x in env.split(",") if x.strip()] if env else [str(i) for i in range(torch.cuda.device_count())]
             if len(cuda_visible) < self.world_size:
                 raise ValueError(
-                    f"job.processes = {self.world_size} but only {len(cuda_visible)} CUDA devices are visible; "
-                    "one process per device"
+                    f"job.processes = {self.world_size} but only {len(cuda_visible)} CUDA devices are visible; one process per device"
                 )
         extra = _extra_plugin_modules(self.registry, self.spec.parts["device"].plugin)
         return [
@@ -189,7 +189,10 @@ class Leader:
                 self.procs.append(p)
             powers = self._wait_ready()
             dist.init_process_group(
-                self.backend, init_method=init_method, rank=0, world_size=self.world_size,
+                self.backend,
+                init_method=init_method,
+                rank=0,
+                world_size=self.world_size,
                 timeout=timedelta(seconds=self.options.timeout_s),
             )
             self._joined = True
@@ -329,8 +332,10 @@ class Leader:
         if self.attached:  # the launcher owns the ranks: it stops them and prints each one's error
             if not is_secondary(error):
                 return None
-            return (f"rank 0 lost contact with the other ranks: {describe(error)}; a rank failed or was killed "
-                    "(the launcher prints each rank's error), and every rank restores its own device as it stops")
+            return (
+                f"rank 0 lost contact with the other ranks: {describe(error)}; a rank failed or was killed "
+                "(the launcher prints each rank's error), and every rank restores its own device as it stops"
+            )
         pids = {rank: p.pid for rank, p in enumerate(self.procs, start=1)}
         reports = self._teardown()
         codes = {rank: p.exitcode for rank, p in enumerate(self.procs, start=1)}

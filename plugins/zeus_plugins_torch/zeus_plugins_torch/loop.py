@@ -238,9 +238,7 @@ class ZeusLoop:
             try:
                 count = len(iterable)  # type: ignore[arg-type]
             except TypeError:
-                raise ValueError(
-                    f"zeus.iterate: a {type(iterable).__name__} has no len(); pass count=<batches in this epoch>"
-                ) from None
+                raise ValueError(f"zeus.iterate: a {type(iterable).__name__} has no len(); pass count=<batches in this epoch>") from None
         return self._driver.iterate(iterable, int(count))
 
     def iterations(self, count: int) -> Iterator[int]:
@@ -286,9 +284,7 @@ class ZeusLoop:
 
     def _base(self) -> int:
         if self.base_batch_size is None:
-            raise ValueError(
-                "learning-rate scaling needs the batch size the learning rate was tuned for: set workload.default_batch_size"
-            )
+            raise ValueError("learning-rate scaling needs the batch size the learning rate was tuned for: set workload.default_batch_size")
         return self.base_batch_size
 
     def _rule(self, optimizer: Any = None) -> str:
@@ -296,8 +292,8 @@ class ZeusLoop:
             return self.lr_scaling
         if optimizer is None:
             raise ValueError(
-                "workload.lr_scaling is \"auto\": pass the optimizer (or its name, e.g. \"adam\") to scale_lr, "
-                "or set lr_scaling to \"sqrt\", \"linear\" or \"none\""
+                'workload.lr_scaling is "auto": pass the optimizer (or its name, e.g. "adam") to scale_lr, '
+                'or set lr_scaling to "sqrt", "linear" or "none"'
             )
         return _lr.rule_for(optimizer)
 

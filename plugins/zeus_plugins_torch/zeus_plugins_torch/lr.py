@@ -36,14 +36,14 @@ def rule_for(optimizer: Any) -> str:
         return "linear"
     raise ValueError(
         f"no learning-rate scaling rule is known for optimizer {name!r}; "
-        "set workload.lr_scaling to \"sqrt\" (adaptive optimisers) or \"linear\" (SGD-type), or \"none\""
+        'set workload.lr_scaling to "sqrt" (adaptive optimisers) or "linear" (SGD-type), or "none"'
     )
 
 
 def lr_factor(batch_size: int, base_batch_size: int, rule: str) -> float:
     """How much to multiply a learning rate tuned at ``base_batch_size`` by at ``batch_size``."""
     if rule not in ("sqrt", "linear", "none"):
-        raise ValueError(f"lr scaling rule must be \"sqrt\", \"linear\" or \"none\", got {rule!r}")
+        raise ValueError(f'lr scaling rule must be "sqrt", "linear" or "none", got {rule!r}')
     if not (batch_size > 0 and base_batch_size > 0):
         raise ValueError(f"batch sizes must be positive, got {batch_size!r} and base {base_batch_size!r}")
     ratio = batch_size / base_batch_size

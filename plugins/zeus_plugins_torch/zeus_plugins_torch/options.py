@@ -49,9 +49,7 @@ class TorchWorkloadOptions:
 
     entry: str = attrs.field(validator=callable_spec(files=False))
     args: dict[str, Any] = attrs.field(factory=dict)
-    batch_sizes: list[int] = attrs.field(
-        factory=list, validator=distinct_numbers(1, what="batch sizes", allow_empty=True)
-    )
+    batch_sizes: list[int] = attrs.field(factory=list, validator=distinct_numbers(1, what="batch sizes", allow_empty=True))
     default_batch_size: int | None = attrs.field(default=None, validator=optional(positive))
     lr_scaling: str = attrs.field(default="auto", validator=one_of(*RULES))
     python_path: list[str] = attrs.field(factory=lambda: ["."], metadata=NOT_IDENTITY)

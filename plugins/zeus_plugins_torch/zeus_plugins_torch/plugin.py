@@ -29,7 +29,7 @@ def zeus_register_workloads(register):
         "torch",
         make_torch_workload,
         options="zeus_plugins_torch.options:TorchWorkloadOptions",
-        help="Real PyTorch training: entry = \"module:function\" called as function(batch_size, zeus) each try.",
+        help='Real PyTorch training: entry = "module:function" called as function(batch_size, zeus) each try.',
     )
 
 

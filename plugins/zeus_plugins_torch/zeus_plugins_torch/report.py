@@ -54,8 +54,13 @@ def per_batch_size(records: list[Any]) -> dict[int, FixedKnob]:
         n = len(rs)
         limits = {r.power_limit for r in rs}
         out[bs] = FixedKnob(
-            name=str(bs), batch_size=bs, power_limit=limits.pop() if len(limits) == 1 else None, tries=n,
-            energy_j=sum(r.energy_j for r in rs) / n, time_s=sum(r.time_s for r in rs) / n, cost=sum(r.cost for r in rs) / n,
+            name=str(bs),
+            batch_size=bs,
+            power_limit=limits.pop() if len(limits) == 1 else None,
+            tries=n,
+            energy_j=sum(r.energy_j for r in rs) / n,
+            time_s=sum(r.time_s for r in rs) / n,
+            cost=sum(r.cost for r in rs) / n,
         )
     return out
 
@@ -95,17 +100,23 @@ def print_table(console: Any, c: Comparison) -> None:
     for knob in (c.default, c.best):
         if knob is not None:
             limit = "" if knob.power_limit is None else f" @ {knob.power_limit:g} W"
-            rows.append(Row(knob.name, f"{knob.batch_size}{limit} ({knob.tries} tr{'y' if knob.tries == 1 else 'ies'})",
-                            knob.totals(n)))
-    console.print(comparison_table(
-        f"{n} recurrences against fixed batch sizes, measured by this job's reached tries", rows,
-        base=c.default.totals(n) if c.default else None, reference=c.best.totals(n) if c.best else None,
-        reference_label="regret vs best", decimals=1,
-    ))
+            rows.append(Row(knob.name, f"{knob.batch_size}{limit} ({knob.tries} tr{'y' if knob.tries == 1 else 'ies'})", knob.totals(n)))
+    console.print(
+        comparison_table(
+            f"{n} recurrences against fixed batch sizes, measured by this job's reached tries",
+            rows,
+            base=c.default.totals(n) if c.default else None,
+            reference=c.best.totals(n) if c.best else None,
+            reference_label="regret vs best",
+            decimals=1,
+        )
+    )
     if c.default is None:
         console.print("the default batch size never reached the target in this job, so there is no default row")
-    console.print("baselines: mean of this job's reached tries at that batch size x recurrences; "
-                  "savings are against the default, regret is the extra cost over the best fixed batch size")
+    console.print(
+        "baselines: mean of this job's reached tries at that batch size x recurrences; "
+        "savings are against the default, regret is the extra cost over the best fixed batch size"
+    )
 
 
 def print_allocation(console: Any, plan: Any) -> None:

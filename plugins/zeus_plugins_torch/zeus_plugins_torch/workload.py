@@ -99,8 +99,7 @@ class TorchWorkload:
         from zeus_plugins_torch.follower import ServingRank
 
         assert self.group is not None  # built under a launcher
-        ServingRank(self.group, self.job, self.options, self.local_device, self.fn, self.accelerator,
-                    self.allocation, self.holder).serve()
+        ServingRank(self.group, self.job, self.options, self.local_device, self.fn, self.accelerator, self.allocation, self.holder).serve()
 
     def _loop(self, driver: Any, session: RunSession, seed: int) -> ZeusLoop:
         return ZeusLoop(

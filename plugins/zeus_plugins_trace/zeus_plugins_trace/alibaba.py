@@ -133,8 +133,12 @@ class AlibabaReplay:
                 self.results += done
                 self.rules.append(rule)
         if failed:
-            kept = (f"; the results of the rule{'s' if len(self.rules) > 1 else ''} that finished "
-                    f"({', '.join(repr(r) for r in self.rules)}) are reported and written (--output)" if self.rules else "")
+            kept = (
+                f"; the results of the rule{'s' if len(self.rules) > 1 else ''} that finished "
+                f"({', '.join(repr(r) for r in self.rules)}) are reported and written (--output)"
+                if self.rules
+                else ""
+            )
             error = PartMismatch("[profiler] plugin 'alibaba': " + "; ".join(failed) + kept)
             error.partial = bool(self.rules)
             self._charge(ctx.grid)
@@ -147,15 +151,22 @@ class AlibabaReplay:
             return
         origin = replay_start(grid) - min(j.start for g in self.groups for j in g.jobs)
         tries = [(r, t) for r in self.results for t in r.tries]
-        cols = replay_columns(grid, [origin + t.start for _, t in tries], [origin + t.end for _, t in tries],
-                              [t.energy_j for _, t in tries], [t.energy_j for _, t in tries],
-                              name=lambda k: f"rule {tries[k][0].rule}, group {tries[k][0].group}, job {tries[k][1].record.recurrence}, "
-                                             f"try {tries[k][1].record.try_index}")
+        cols = replay_columns(
+            grid,
+            [origin + t.start for _, t in tries],
+            [origin + t.end for _, t in tries],
+            [t.energy_j for _, t in tries],
+            [t.energy_j for _, t in tries],
+            name=lambda k: (
+                f"rule {tries[k][0].rule}, group {tries[k][0].group}, job {tries[k][1].record.recurrence}, "
+                f"try {tries[k][1].record.try_index}"
+            ),
+        )
         values = {c: v.tolist() for c, v in cols.items()}
         flat = [{c: v[k] for c, v in values.items()} for k in range(len(tries))]
         self.try_grid, at = [], 0
         for r in self.results:
-            self.try_grid.append(flat[at:at + len(r.tries)])
+            self.try_grid.append(flat[at : at + len(r.tries)])
             at += len(r.tries)
         # The baselines over each job's time, at their expected energy (the same for every rule: the first's groups).
         first = [r for r in self.results if r.rule == self.results[0].rule]
@@ -165,9 +176,15 @@ class AlibabaReplay:
         for which in ("default", "oracle"):
             per_job = [(first[n].default if which == "default" else first[n].oracle).energy_j * j.runtime_ratio for n, j in jobs]
             energy = [r.baseline_totals(which)["energy_j"] for r in first]
-            got = replay_columns(grid, [origin + j.start for _, j in jobs], [origin + j.end for _, j in jobs], per_job,
-                                 energy, [n for n, _ in jobs],
-                                 name=lambda n, which=which: f"group {first[n].group} ({which}, over its jobs' times)")
+            got = replay_columns(
+                grid,
+                [origin + j.start for _, j in jobs],
+                [origin + j.end for _, j in jobs],
+                per_job,
+                energy,
+                [n for n, _ in jobs],
+                name=lambda n, which=which: f"group {first[n].group} ({which}, over its jobs' times)",
+            )
             for n, r in enumerate(first):
                 self.baseline_grid[r.group][which] = {c: float(v[n]) for c, v in got.items()}
         self.grid = grid
@@ -205,17 +222,34 @@ class AlibabaReplay:
             return []
         if name in ("default", "oracle"):
             first = [r for r in self.results if r.rule == self.rules[0]]
-            return [TryRecord(0, 0, 0, None, 0, b["time_s"], b["energy_j"], b["cost"], True,
-                              extra={GRID_KEY: self.baseline_grid[r.group][name]})
-                    for r in first for b in (r.baseline_totals(name),)]
+            return [
+                TryRecord(
+                    0, 0, 0, None, 0, b["time_s"], b["energy_j"], b["cost"], True, extra={GRID_KEY: self.baseline_grid[r.group][name]}
+                )
+                for r in first
+                for b in (r.baseline_totals(name),)
+            ]
         out = []
         for m, r in enumerate(self.results):
             if r.rule != name or (n is not None and m != n):
                 continue
             for t, cols in zip(r.tries, self.try_grid[m]):
                 rec = t.record
-                out.append(TryRecord(rec.recurrence, rec.try_index, rec.batch_size, rec.power_limit, rec.epochs, t.time_s,
-                                     t.energy_j, t.cost, rec.reached, rec.stopped, extra={GRID_KEY: cols}))
+                out.append(
+                    TryRecord(
+                        rec.recurrence,
+                        rec.try_index,
+                        rec.batch_size,
+                        rec.power_limit,
+                        rec.epochs,
+                        t.time_s,
+                        t.energy_j,
+                        t.cost,
+                        rec.reached,
+                        rec.stopped,
+                        extra={GRID_KEY: cols},
+                    )
+                )
         return out
 
     def group_totals(self, n: int) -> dict[str, float]:
@@ -242,8 +276,11 @@ class AlibabaReplay:
             "default": totals["default"],
             "oracle": totals["oracle"],
             "rules": {
-                rule: {**totals[rule], "vs_default": savings(totals[rule], totals["default"]),
-                       "vs_oracle": savings(totals[rule], totals["oracle"])}
+                rule: {
+                    **totals[rule],
+                    "vs_default": savings(totals[rule], totals["default"]),
+                    "vs_oracle": savings(totals[rule], totals["oracle"]),
+                }
                 for rule in self.rules
             },
         }
@@ -254,14 +291,19 @@ class AlibabaReplay:
         trace = "synthetic trace" if self.synthetic_traces else f"trace {self.options.traces}"
         how = {"paper": "policy when nothing in flight", "improved": "policy when none of its own in flight"}
         rows = [ComparisonRow(f"rule {rule}", f"{how[rule]}; others: cheapest run", totals[rule]) for rule in self.rules]
-        rows += [ComparisonRow("default", "user's batch size, max power (expected)", totals["default"]),
-                 ComparisonRow("oracle", "best fixed knobs (expected)", totals["oracle"])]
-        console.print(comparison_table(
-            f"{len(self.groups)} {kind}groups, {sum(len(g.jobs) for g in self.groups)} jobs on {self.gpu} ({trace})",
-            rows, base=totals["default"], reference=totals["oracle"],
-        ))
-        console.print("savings are against the default; regret is the extra cost over the oracle; "
-                      "per group: group_results.csv (--output)")
+        rows += [
+            ComparisonRow("default", "user's batch size, max power (expected)", totals["default"]),
+            ComparisonRow("oracle", "best fixed knobs (expected)", totals["oracle"]),
+        ]
+        console.print(
+            comparison_table(
+                f"{len(self.groups)} {kind}groups, {sum(len(g.jobs) for g in self.groups)} jobs on {self.gpu} ({trace})",
+                rows,
+                base=totals["default"],
+                reference=totals["oracle"],
+            )
+        )
+        console.print("savings are against the default; regret is the extra cost over the oracle; per group: group_results.csv (--output)")
         for k in self.grid_keys:
             unit = "kg CO2eq" if k == "carbon_g" else (self.grid.currency if self.grid is not None else "")
             scale = 1e-3 if k == "carbon_g" else 1.0
@@ -272,9 +314,11 @@ class AlibabaReplay:
     def write_outputs(self, out_dir: Path, _job: JobSummary | None = None) -> list[Path]:
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        written = [write_atomic(out_dir / "groups.csv", groups_csv(self.groups, self.extra)),
-                   write_atomic(out_dir / "group_results.csv", self._group_results_csv()),
-                   write_atomic(out_dir / "tries.csv", self._tries_csv())]
+        written = [
+            write_atomic(out_dir / "groups.csv", groups_csv(self.groups, self.extra)),
+            write_atomic(out_dir / "group_results.csv", self._group_results_csv()),
+            write_atomic(out_dir / "tries.csv", self._tries_csv()),
+        ]
         written.append(self._plot(out_dir / "energy_over_time.png"))
         return written
 
@@ -282,37 +326,121 @@ class AlibabaReplay:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         keys = self.grid_keys  # with a grid: carbon_g, cost_<currency>, then the baselines', after the others
-        w.writerow(["rule", "group", "dataset", "jobs", "tries", "policy_tries", "energy_j", "time_s", "cost",
-                    "default_energy_j", "default_time_s", "default_cost", "oracle_energy_j", "oracle_time_s", "oracle_cost",
-                    "cost_saved_vs_default", "regret_vs_oracle", *keys, *(f"default_{k}" for k in keys),
-                    *(f"oracle_{k}" for k in keys)])
+        w.writerow(
+            [
+                "rule",
+                "group",
+                "dataset",
+                "jobs",
+                "tries",
+                "policy_tries",
+                "energy_j",
+                "time_s",
+                "cost",
+                "default_energy_j",
+                "default_time_s",
+                "default_cost",
+                "oracle_energy_j",
+                "oracle_time_s",
+                "oracle_cost",
+                "cost_saved_vs_default",
+                "regret_vs_oracle",
+                *keys,
+                *(f"default_{k}" for k in keys),
+                *(f"oracle_{k}" for k in keys),
+            ]
+        )
         for n, r in enumerate(self.results):
             t, d, o = self.group_totals(n), self.baseline_totals(r, "default"), self.baseline_totals(r, "oracle")
-            w.writerow([r.rule, r.group, r.dataset, r.jobs, len(r.tries), sum(x.chooser == "policy" for x in r.tries),
-                        *(repr(v) for v in (t["energy_j"], t["time_s"], t["cost"], d["energy_j"], d["time_s"], d["cost"],
-                                            o["energy_j"], o["time_s"], o["cost"], savings(t, d)["cost_saved"],
-                                            savings(t, o)["regret"], *(x[k] for x in (t, d, o) for k in keys)))])
+            w.writerow(
+                [
+                    r.rule,
+                    r.group,
+                    r.dataset,
+                    r.jobs,
+                    len(r.tries),
+                    sum(x.chooser == "policy" for x in r.tries),
+                    *(
+                        repr(v)
+                        for v in (
+                            t["energy_j"],
+                            t["time_s"],
+                            t["cost"],
+                            d["energy_j"],
+                            d["time_s"],
+                            d["cost"],
+                            o["energy_j"],
+                            o["time_s"],
+                            o["cost"],
+                            savings(t, d)["cost_saved"],
+                            savings(t, o)["regret"],
+                            *(x[k] for x in (t, d, o) for k in keys),
+                        )
+                    ),
+                ]
+            )
         return buf.getvalue()
 
     def _tries_csv(self) -> str:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["rule", "group", "job", "try", "start_time", "end_time", "in_flight", "chosen_by", "batch_size",
-                    "power_limit", "epochs", "reached", "stopped", "runtime_ratio", "energy_j", "time_s", "cost",
-                    # the same quantities again under names that say their units (after the others: a contract)
-                    "start_time_s", "end_time_s", "power_limit_w",
-                    # with a grid: the try's emissions and energy cost, and the mean intensity and price they were charged at
-                    *(self.try_grid[0][0] if self.try_grid and self.try_grid[0] else ())])
+        w.writerow(
+            [
+                "rule",
+                "group",
+                "job",
+                "try",
+                "start_time",
+                "end_time",
+                "in_flight",
+                "chosen_by",
+                "batch_size",
+                "power_limit",
+                "epochs",
+                "reached",
+                "stopped",
+                "runtime_ratio",
+                "energy_j",
+                "time_s",
+                "cost",
+                # the same quantities again under names that say their units (after the others: a contract)
+                "start_time_s",
+                "end_time_s",
+                "power_limit_w",
+                # with a grid: the try's emissions and energy cost, and the mean intensity and price they were charged at
+                *(self.try_grid[0][0] if self.try_grid and self.try_grid[0] else ()),
+            ]
+        )
         for n, r in enumerate(self.results):
             charged = self.try_grid[n] if self.try_grid else [{}] * len(r.tries)
-            order = sorted(range(len(r.tries)), key=lambda i: (r.tries[i].start, r.tries[i].record.recurrence,
-                                                               r.tries[i].record.try_index))
+            order = sorted(range(len(r.tries)), key=lambda i: (r.tries[i].start, r.tries[i].record.recurrence, r.tries[i].record.try_index))
             for i in order:
                 t, rec = r.tries[i], r.tries[i].record
-                w.writerow([r.rule, r.group, rec.recurrence, rec.try_index, repr(t.start), repr(t.end), t.in_flight, t.chooser,
-                            rec.batch_size, rec.power_limit, rec.epochs, rec.reached, rec.stopped or "", repr(t.runtime_ratio),
-                            repr(t.energy_j), repr(t.time_s), repr(t.cost), repr(t.start), repr(t.end), rec.power_limit,
-                            *(repr(v) for v in charged[i].values())])
+                w.writerow(
+                    [
+                        r.rule,
+                        r.group,
+                        rec.recurrence,
+                        rec.try_index,
+                        repr(t.start),
+                        repr(t.end),
+                        t.in_flight,
+                        t.chooser,
+                        rec.batch_size,
+                        rec.power_limit,
+                        rec.epochs,
+                        rec.reached,
+                        rec.stopped or "",
+                        repr(t.runtime_ratio),
+                        repr(t.energy_j),
+                        repr(t.time_s),
+                        repr(t.cost),
+                        repr(t.start),
+                        repr(t.end),
+                        rec.power_limit,
+                        *(repr(v) for v in charged[i].values()),
+                    ]
+                )
         return buf.getvalue()
 
     def _plot(self, path: Path) -> Path:

@@ -55,8 +55,10 @@ def alibaba_synth_cmd(out: Path, groups: int, seed: int) -> None:
     except OSError as e:  # a full or read-only disk: nothing was written to --out
         raise click.ClickException(cannot_write(e, f"--out {out}")) from None
     console.print(f"wrote {escape(str(path))}")
-    console.print("[yellow]synthetic[/]: arrival and overlap patterns from a parametric model "
-                  "(zeus_plugins_trace.groupsynth), not the Alibaba trace; its pattern column says which")
+    console.print(
+        "[yellow]synthetic[/]: arrival and overlap patterns from a parametric model "
+        "(zeus_plugins_trace.groupsynth), not the Alibaba trace; its pattern column says which"
+    )
 
 
 def fetch(out: Path, base_url: str = DEFAULT_BASE_URL, gpus: tuple[str, ...] = GPUS, timeout: float = 60.0) -> list[Path]:

@@ -11,8 +11,10 @@ POWER_PATTERN = "summary_power_{gpu}.csv"
 
 def missing_folder(folder) -> str:
     """What to say about a trace folder that does not exist (validation and loading alike)."""
-    return (f"trace folder {folder} does not exist; create one with `zeus traces synth --out {folder}` "
-            f"or `zeus traces fetch --out {folder}`, or set workload.traces = \"synthetic\"")
+    return (
+        f"trace folder {folder} does not exist; create one with `zeus traces synth --out {folder}` "
+        f'or `zeus traces fetch --out {folder}`, or set workload.traces = "synthetic"'
+    )
 
 
 def trace_folder(files: FileChecks, traces: str):

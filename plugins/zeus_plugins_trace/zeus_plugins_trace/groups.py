@@ -83,9 +83,7 @@ def read_groups(path: str | Path, datasets: Iterable[str] | None = None) -> list
         start = _number(path, line, "start_time", r["start_time"])
         end = _number(path, line, "end_time", r["end_time"])
         if not end > start:
-            raise TraceError(
-                f"{_where(path, line, 'end_time')}: {end:g} is not after start_time {start:g}; a job ends after it starts"
-            )
+            raise TraceError(f"{_where(path, line, 'end_time')}: {end:g} is not after start_time {start:g}; a job ends after it starts")
         ratio = _positive(path, line, "runtime_ratio", _number(path, line, "runtime_ratio", r["runtime_ratio"]))
         jobs.setdefault(gid, []).append(GroupJob(start, end, ratio, line))
     if not jobs:

@@ -38,20 +38,32 @@ def make_alibaba(options: AlibabaReplayOptions, context):
 
 @hookimpl
 def zeus_register_devices(register):
-    register("trace", make_device, options="zeus_plugins_trace.options:TraceDeviceOptions",
-             help="A simulated GPU replaying a Zeus NSDI'23 power trace.")
+    register(
+        "trace",
+        make_device,
+        options="zeus_plugins_trace.options:TraceDeviceOptions",
+        help="A simulated GPU replaying a Zeus NSDI'23 power trace.",
+    )
 
 
 @hookimpl
 def zeus_register_workloads(register):
-    register("trace", make_workload, options="zeus_plugins_trace.options:TraceWorkloadOptions",
-             help="Replays seeded runs of a Zeus NSDI'23 train trace.")
+    register(
+        "trace",
+        make_workload,
+        options="zeus_plugins_trace.options:TraceWorkloadOptions",
+        help="Replays seeded runs of a Zeus NSDI'23 train trace.",
+    )
 
 
 @hookimpl
 def zeus_register_profilers(register):
-    register("alibaba", make_alibaba, options="zeus_plugins_trace.options:AlibabaReplayOptions",
-             help="Replays recurring groups of a cluster (Alibaba format) whose jobs overlap, per in-flight rule, on the trace device.")
+    register(
+        "alibaba",
+        make_alibaba,
+        options="zeus_plugins_trace.options:AlibabaReplayOptions",
+        help="Replays recurring groups of a cluster (Alibaba format) whose jobs overlap, per in-flight rule, on the trace device.",
+    )
 
 
 @hookimpl

@@ -201,6 +201,12 @@ def replay_group(
     reap(math.inf)
     ratio_sum = float(sum(j.runtime_ratio for j in group.jobs))
     return GroupResult(
-        group.id, group.dataset, rule, len(group.jobs), tuple(done),
-        baselines.default(wt, job.eta_knob, job.max_epochs, b0), baselines.oracle(wt, job.eta_knob, job.max_epochs), ratio_sum,
+        group.id,
+        group.dataset,
+        rule,
+        len(group.jobs),
+        tuple(done),
+        baselines.default(wt, job.eta_knob, job.max_epochs, b0),
+        baselines.oracle(wt, job.eta_knob, job.max_epochs),
+        ratio_sum,
     )

@@ -65,12 +65,18 @@ def print_table(console: Any, c: Comparison) -> None:
     n = c.recurrences
     kind = "SYNTHETIC trace" if c.synthetic else "trace"
     rows = [Row("the job so far", "(chosen per recurrence)", c.method)]
-    rows += [Row(b.name, f"{b.batch_size} @ {b.power_limit:g} W",
-                 {"energy_j": b.energy_j * n, "time_s": b.time_s * n, "cost": b.cost * n}) for b in (c.default, c.oracle)]
-    console.print(comparison_table(
-        f"{n} recurrences on {c.gpu} ({kind}: {c.trace}) against baselines by expected cost",
-        rows, base=rows[1].totals, reference=rows[2].totals,
-    ))
+    rows += [
+        Row(b.name, f"{b.batch_size} @ {b.power_limit:g} W", {"energy_j": b.energy_j * n, "time_s": b.time_s * n, "cost": b.cost * n})
+        for b in (c.default, c.oracle)
+    ]
+    console.print(
+        comparison_table(
+            f"{n} recurrences on {c.gpu} ({kind}: {c.trace}) against baselines by expected cost",
+            rows,
+            base=rows[1].totals,
+            reference=rows[2].totals,
+        )
+    )
     console.print("savings are against the default; regret is the extra cost over the oracle")
 
 

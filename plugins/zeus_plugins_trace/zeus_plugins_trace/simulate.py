@@ -262,8 +262,15 @@ def charge_grid(records: list[TryRecord], tries: Tries, grid: Grid) -> None:
         else:
             intervals.append((k, t0, t0 + r.time_s, r.energy_j))
     owners, starts, ends, joules = zip(*intervals)
-    cols = replay_columns(grid, starts, ends, joules, [r.energy_j for r in records], owners,
-                          name=lambda k: f"recurrence {records[k].recurrence}, try {records[k].try_index}")
+    cols = replay_columns(
+        grid,
+        starts,
+        ends,
+        joules,
+        [r.energy_j for r in records],
+        owners,
+        name=lambda k: f"recurrence {records[k].recurrence}, try {records[k].try_index}",
+    )
     values = {c: v.tolist() for c, v in cols.items()}
     for k, r in enumerate(records):
         r.extra[GRID_KEY] = {c: v[k] for c, v in values.items()}

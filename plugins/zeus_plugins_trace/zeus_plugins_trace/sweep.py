@@ -35,8 +35,22 @@ from typing import Any
 import click
 
 EXECUTORS = ("pool", "ray")
-RESULT_COLUMNS = ("kind", "rule", "gpu", "workload", "recurrences", "tries", "energy_j", "time_s", "cost",
-                  "default_cost", "oracle_cost", "energy_saved", "cost_saved", "regret")
+RESULT_COLUMNS = (
+    "kind",
+    "rule",
+    "gpu",
+    "workload",
+    "recurrences",
+    "tries",
+    "energy_j",
+    "time_s",
+    "cost",
+    "default_cost",
+    "oracle_cost",
+    "energy_saved",
+    "cost_saved",
+    "regret",
+)
 
 
 class SweepError(click.ClickException):
@@ -122,15 +136,32 @@ def run_point(job_file: str, overrides: list[str]) -> list[dict[str, Any]]:
     raise ValueError('zeus sweep simulates trace jobs: the job needs [workload] plugin = "trace" or [profiler] plugin = "alibaba"')
 
 
-def _row(kind: str, rule: str, gpu: str, workload: str, recurrences: int, tries: int,
-         method: dict[str, float], default: dict[str, float], oracle: dict[str, float]) -> dict[str, Any]:
+def _row(
+    kind: str,
+    rule: str,
+    gpu: str,
+    workload: str,
+    recurrences: int,
+    tries: int,
+    method: dict[str, float],
+    default: dict[str, float],
+    oracle: dict[str, float],
+) -> dict[str, Any]:
     from zeus_core import savings
 
     against_default = savings(method, default)
     return {
-        "kind": kind, "rule": rule, "gpu": gpu, "workload": workload, "recurrences": recurrences, "tries": tries,
-        "energy_j": method["energy_j"], "time_s": method["time_s"], "cost": method["cost"],
-        "default_cost": default["cost"], "oracle_cost": oracle["cost"],
+        "kind": kind,
+        "rule": rule,
+        "gpu": gpu,
+        "workload": workload,
+        "recurrences": recurrences,
+        "tries": tries,
+        "energy_j": method["energy_j"],
+        "time_s": method["time_s"],
+        "cost": method["cost"],
+        "default_cost": default["cost"],
+        "oracle_cost": oracle["cost"],
         "energy_saved": against_default["energy_saved"],
         "cost_saved": against_default["cost_saved"],
         "regret": savings(method, oracle)["regret"],
@@ -142,8 +173,9 @@ def _single_rows(ctx: Any) -> list[dict[str, Any]]:
     from zeus_plugins_trace.simulate import simulate
 
     spec, workload, policy = ctx.spec, ctx.parts["workload"], ctx.parts["batch_size"]
-    result = simulate(workload.trace, policy, spec.job, default_batch_size=workload.default_batch_size,
-                      batch_sizes=workload.batch_sizes, grid=ctx.grid)
+    result = simulate(
+        workload.trace, policy, spec.job, default_batch_size=workload.default_batch_size, batch_sizes=workload.batch_sizes, grid=ctx.grid
+    )
     c = compare(workload.trace, SimpleNamespace(records=result.records), spec.job, workload._default_batch_size())
     n = c.recurrences
     base = {k: getattr(c.default, k) * n for k in ("energy_j", "time_s", "cost")}
@@ -164,8 +196,17 @@ def _replay_rows(replay: Any, ctx: Any) -> list[dict[str, Any]]:
     datasets = "+".join(sorted({g.dataset for g in replay.groups}))
     rows = []
     for rule in replay.options.inflight:
-        row = _row("alibaba", rule, s["gpu"], datasets, s["jobs"], sum(len(r.tries) for r in replay.results if r.rule == rule),
-                   s["rules"][rule], s["default"], s["oracle"])
+        row = _row(
+            "alibaba",
+            rule,
+            s["gpu"],
+            datasets,
+            s["jobs"],
+            sum(len(r.tries) for r in replay.results if r.rule == rule),
+            s["rules"][rule],
+            s["default"],
+            s["oracle"],
+        )
         row.update({k: s["rules"][rule][k] for k in replay.grid_keys})  # carbon_g, cost_<currency> with a [grid]
         rows.append(row)
     return rows
@@ -193,7 +234,7 @@ def check_ray_address(address: str | None, timeout_s: float = RAY_PROBE_S) -> No
     instead of the one given. None (Ray starts a local cluster) and ``auto`` (Ray finds one) are Ray's."""
     if address is None or address == "auto":
         return
-    rest = address[len("ray://"):] if address.startswith("ray://") else address
+    rest = address[len("ray://") :] if address.startswith("ray://") else address
     host, sep, port_text = rest.rpartition(":")
     host = host.strip("[]")
     try:
@@ -201,8 +242,10 @@ def check_ray_address(address: str | None, timeout_s: float = RAY_PROBE_S) -> No
         if not sep or not host or not 0 < port < 65536:
             raise ValueError
     except ValueError:
-        raise SweepError(f"--ray-address {address!r}: expected HOST:PORT (the head node's GCS address, such as "
-                         "10.0.0.5:6379), ray://HOST:PORT (Ray Client), or auto") from None
+        raise SweepError(
+            f"--ray-address {address!r}: expected HOST:PORT (the head node's GCS address, such as "
+            "10.0.0.5:6379), ray://HOST:PORT (Ray Client), or auto"
+        ) from None
     try:
         with socket.create_connection((host, port), timeout=timeout_s):
             pass
@@ -247,8 +290,16 @@ def table_csv(axes: list[tuple[str, list[Any]]], rows: list[tuple[dict[str, Any]
     return buf.getvalue()
 
 
-def sweep(job_file: Path, axes: list[tuple[str, list[Any]]], sets: tuple[str, ...] = (), *, executor: str = "pool",
-          workers: int | None = None, ray_address: str | None = None, progress: Callable[[int], None] | None = None) -> str:
+def sweep(
+    job_file: Path,
+    axes: list[tuple[str, list[Any]]],
+    sets: tuple[str, ...] = (),
+    *,
+    executor: str = "pool",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> str:
     """Run every point and return the table (CSV text). Raises SweepError for a bad point."""
     from zeus_core.engine.registry import get_registry
     from zeus_core.engine.validation import JobError, load_job
@@ -285,16 +336,21 @@ def sweep(job_file: Path, axes: list[tuple[str, list[Any]]], sets: tuple[str, ..
 
 @click.command("sweep")
 @click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--axis", "axes", multiple=True, metavar="KEY=V1,V2|KEY=A..B",
-              help="A dimension of the grid: a dotted key of the job file and its values (repeatable).")
+@click.option(
+    "--axis",
+    "axes",
+    multiple=True,
+    metavar="KEY=V1,V2|KEY=A..B",
+    help="A dimension of the grid: a dotted key of the job file and its values (repeatable).",
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a value at every point, as for zeus run.")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The table to write (CSV).")
-@click.option("--executor", type=click.Choice(EXECUTORS), default="pool", show_default=True,
-              help="A local process pool, or a Ray cluster.")
+@click.option("--executor", type=click.Choice(EXECUTORS), default="pool", show_default=True, help="A local process pool, or a Ray cluster.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Processes of the local pool (default: the CPU count).")
 @click.option("--ray-address", default=None, help="Ray cluster to join (HOST:PORT or auto); none: Ray starts a local one.")
-def sweep_cmd(job_file: Path, axes: tuple[str, ...], sets: tuple[str, ...], output: Path, executor: str,
-              workers: int | None, ray_address: str | None) -> None:
+def sweep_cmd(
+    job_file: Path, axes: tuple[str, ...], sets: tuple[str, ...], output: Path, executor: str, workers: int | None, ray_address: str | None
+) -> None:
     """Simulate a trace job at every point of a grid of overrides; write one table.
 
     Exit status: 0 done, 1 a point failed while simulating, 2 bad input (nothing run).
@@ -316,8 +372,9 @@ def sweep_cmd(job_file: Path, axes: tuple[str, ...], sets: tuple[str, ...], outp
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(f"sweep ({executor})", total=n)
         try:
-            text = sweep(job_file, parsed, sets, executor=executor, workers=workers, ray_address=ray_address,
-                         progress=lambda _i: bar.advance(task))
+            text = sweep(
+                job_file, parsed, sets, executor=executor, workers=workers, ray_address=ray_address, progress=lambda _i: bar.advance(task)
+            )
         except SweepError:
             raise
         except Exception as e:  # a point that failed while simulating

@@ -86,8 +86,17 @@ def _where(path: Path, line: int, column: str) -> str:
 
 def _number(path: Path, line: int, column: str, text: str, *, integer: bool = False, nan_ok: bool = False) -> float:
     high, unit, what = BOUNDS.get(column, (None, "", "a value"))
-    return parse_number(text, _where(path, line, column), integer=integer, nan_ok=nan_ok, high=high,
-                        low=None if high is None else -high, unit=unit, what=what, error=TraceError)
+    return parse_number(
+        text,
+        _where(path, line, column),
+        integer=integer,
+        nan_ok=nan_ok,
+        high=high,
+        low=None if high is None else -high,
+        unit=unit,
+        what=what,
+        error=TraceError,
+    )
 
 
 def _positive(path: Path, line: int, column: str, value: float) -> float:
@@ -103,15 +112,15 @@ def _text(path: Path, line: int, column: str, text: str) -> str:
     return text
 
 
-def read_trace_text(path: Path, what: str = "a trace CSV", limit_env: str = TRACE_LIMIT_ENV,
-                    default_limit: int = TRACE_LIMIT) -> str:
+def read_trace_text(path: Path, what: str = "a trace CSV", limit_env: str = TRACE_LIMIT_ENV, default_limit: int = TRACE_LIMIT) -> str:
     """The text of a trace file: UTF-8, at most its kind's size limit (TraceError naming file and line)."""
     limit = data_limit(default_limit, limit_env, error=TraceError)
     return read_data_text(path, what=what, limit=limit, env=limit_env, error=TraceError)
 
 
-def _rows(path: Path, required: tuple[str, ...], what: str = "a trace CSV", limit_env: str = TRACE_LIMIT_ENV,
-          default_limit: int = TRACE_LIMIT) -> Iterable[tuple[int, dict[str, str]]]:
+def _rows(
+    path: Path, required: tuple[str, ...], what: str = "a trace CSV", limit_env: str = TRACE_LIMIT_ENV, default_limit: int = TRACE_LIMIT
+) -> Iterable[tuple[int, dict[str, str]]]:
     """(line number, row) of a CSV file, after checking its header; every row as wide as the header."""
     text = read_trace_text(path, what, limit_env, default_limit)
     header, rows = csv_table(text, path, what=what, header_hint=", ".join(required), error=TraceError)
@@ -202,16 +211,14 @@ def load_traces(folder: str | Path, gpu: str) -> TraceSet:
     if not power_path.exists():
         have = gpus_in(folder)
         raise TraceError(
-            f"{power_path}: unknown GPU {gpu!r}: {folder} has power traces for "
-            f"{', '.join(have) or 'no GPU'} (files {POWER_PATTERN})"
+            f"{power_path}: unknown GPU {gpu!r}: {folder} has power traces for {', '.join(have) or 'no GPU'} (files {POWER_PATTERN})"
         )
     marker = folder / SYNTHETIC_MARKER
     model: dict = {}
     if marker.exists():
         model = json_document(read_trace_text(marker, "a synthetic trace's parameters (JSON)"), marker, error=TraceError)
         if not isinstance(model, dict):
-            raise TraceError(f"{marker}:1: expected a JSON object of the synthetic model's parameters, "
-                             f"got {type(model).__name__}")
+            raise TraceError(f"{marker}:1: expected a JSON object of the synthetic model's parameters, got {type(model).__name__}")
     return TraceSet(str(folder), gpu, read_train(folder / TRAIN_FILE), read_power(power_path), marker.exists(), model)
 
 

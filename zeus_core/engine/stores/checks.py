@@ -19,8 +19,20 @@ from typing import Any
 from zeus_core.engine.statekeys import ABANDONED_KEY, HISTORY_KEY, OPEN_KEY, RUNNER_KEY
 
 #: What a stored try row holds, in this order (the columns every backend reads).
-TRY_FIELDS = ("recurrence", "try_index", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached",
-              "stopped", "extra", "steady_cost")
+TRY_FIELDS = (
+    "recurrence",
+    "try_index",
+    "batch_size",
+    "power_limit",
+    "epochs",
+    "time_s",
+    "energy_j",
+    "cost",
+    "reached",
+    "stopped",
+    "extra",
+    "steady_cost",
+)
 #: Stop after this many problems: enough to say what is wrong.
 MAX_PROBLEMS = 5
 
@@ -77,7 +89,9 @@ def state_problems(state: dict[str, Any]) -> tuple[list[str], int | None]:
     if mark is not None and not (isinstance(mark, dict) and isinstance(mark.get("id"), str)):
         problems.append(f"state {HISTORY_KEY!r} is not {{id, at, by}}")
     shapes: dict[str, dict[str, type | tuple[type, ...]]] = {
-        OPEN_KEY: {"owner": dict, "began": (int, float)}, ABANDONED_KEY: {"reason": str, "at": (int, float)}}
+        OPEN_KEY: {"owner": dict, "began": (int, float)},
+        ABANDONED_KEY: {"reason": str, "at": (int, float)},
+    }
     for key, fields in shapes.items():
         if key in state:
             found = _recurrence_map(state[key], key, fields)
@@ -85,8 +99,9 @@ def state_problems(state: dict[str, Any]) -> tuple[list[str], int | None]:
             if not found and next_recurrence is not None:
                 beyond = [int(r) for r in state[key] if int(r) >= next_recurrence]
                 if beyond:
-                    problems.append(f"state {key!r} names recurrence {beyond[0]}, which was never begun "
-                                    f"(next_recurrence is {next_recurrence})")
+                    problems.append(
+                        f"state {key!r} names recurrence {beyond[0]}, which was never begun (next_recurrence is {next_recurrence})"
+                    )
     return problems, next_recurrence
 
 

@@ -53,7 +53,11 @@ def scheme_of(location: str) -> str | None:
 
 
 def open_store(
-    location: str | Path, registry: Registry, timeout_s: float = 60.0, *, job: str | None = None,
+    location: str | Path,
+    registry: Registry,
+    timeout_s: float = 60.0,
+    *,
+    job: str | None = None,
     read_only: bool = False,
 ) -> JobStore:
     """The store at ``location`` (a path: SQLite; a URL: the backend its scheme names) of
@@ -82,4 +86,3 @@ def open_store(
         return backend.opener(location, timeout_s, job=job)
     except StoreError as e:
         raise type(e)(mask(str(e))) from None
-

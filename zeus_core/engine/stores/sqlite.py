@@ -96,11 +96,28 @@ MIGRATIONS: dict[int, list[str]] = {
 #: Tables a version-1 store (unmarked) has; a file with them is recognised as zeus's.
 _LEGACY_TABLES = {"meta", "state", "tries", "journal"}
 #: The columns each table of a store of each version has (a missing one is damage).
-_TRY_COLUMNS_V1 = {"id", "recurrence", "try_index", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost",
-                   "reached", "stopped", "extra", "created"}
+_TRY_COLUMNS_V1 = {
+    "id",
+    "recurrence",
+    "try_index",
+    "batch_size",
+    "power_limit",
+    "epochs",
+    "time_s",
+    "energy_j",
+    "cost",
+    "reached",
+    "stopped",
+    "extra",
+    "created",
+}
 _COLUMNS: dict[int, dict[str, set[str]]] = {
-    1: {"meta": {"key", "value"}, "state": {"key", "value", "version"}, "tries": _TRY_COLUMNS_V1,
-        "journal": {"id", "owner", "key", "original", "pid", "created"}},
+    1: {
+        "meta": {"key", "value"},
+        "state": {"key", "value", "version"},
+        "tries": _TRY_COLUMNS_V1,
+        "journal": {"id", "owner", "key", "original", "pid", "created"},
+    },
 }
 _COLUMNS[2] = {**_COLUMNS[1], "tries": _TRY_COLUMNS_V1 | {"steady_cost"}}
 
@@ -130,8 +147,7 @@ class Transaction:
     def set(self, key: str, value: Any) -> None:
         text = json.dumps(value, allow_nan=False)
         self._execute(
-            "INSERT INTO state (key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = version + 1",
+            "INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value, version = version + 1",
             (key, text),
         )
 
@@ -169,8 +185,7 @@ class Transaction:
         return cur.lastrowid
 
     def tries_of(self, recurrence: int) -> list[tuple[int, bool]]:
-        rows = self._execute("SELECT try_index, reached FROM tries WHERE recurrence = ? ORDER BY try_index",
-                             (int(recurrence),)).fetchall()
+        rows = self._execute("SELECT try_index, reached FROM tries WHERE recurrence = ? ORDER BY try_index", (int(recurrence),)).fetchall()
         return [(int(i), bool(r)) for i, r in rows]
 
     def clear(self) -> None:
@@ -186,7 +201,8 @@ def _refuse(path: Path, what: str, fix: str) -> StoreError:
 
 def _damaged(path: Path, what: str) -> StoreError:
     return _refuse(
-        path, f"is damaged ({what})",
+        path,
+        f"is damaged ({what})",
         f"Move it aside (mv {path} {path}.damaged) and start over with `zeus run --fresh`, or rebuild it from a copy "
         "or from `zeus store export` JSON with `zeus store import`",
     )
@@ -244,26 +260,34 @@ def _write_failure(path: Path, e: BaseException) -> StoreWriteFailed | None:
     free = _free_bytes(folder)
     said = f"SQLite: {e}" if isinstance(e, sqlite3.Error) else (e.strerror or str(e))
     full = code == _SQLITE_FULL or os_errno in (errno.ENOSPC, errno.EDQUOT)
-    if not full and (code == _SQLITE_READONLY or os_errno in (errno.EROFS, errno.EACCES, errno.EPERM)
-                     or _read_only_fs(folder) or (code == _SQLITE_CANTOPEN and not os.access(folder, os.W_OK))):
+    if not full and (
+        code == _SQLITE_READONLY
+        or os_errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+        or _read_only_fs(folder)
+        or (code == _SQLITE_CANTOPEN and not os.access(folder, os.W_OK))
+    ):
         return StoreWriteFailed(
             f"{path}: cannot write it: it is on a read-only file system, or this user may not write it or its folder "
             f"({said}). Nothing was written. Run the job where its store can be written (zeus store check, zeus store "
-            "export and zeus report read it where it is)", kind="read-only", detail=said,
+            "export and zeus report read it where it is)",
+            kind="read-only",
+            detail=said,
         )
     if full or (code in (_SQLITE_IOERR, _SQLITE_CANTOPEN) and _nearly_full(folder, free)):
         where = f"; {free} bytes free on the file system of {folder}" if free is not None else ""
         return StoreWriteFailed(
             f"{path}: the disk is full ({said}{where}). The store is not damaged: nothing of the unfinished transaction "
             "was stored, and what was committed before is kept. Free space and run again: the next run continues",
-            kind="full", detail=f"{said}{where}",
+            kind="full",
+            detail=f"{said}{where}",
         )
     if code == _SQLITE_CANTOPEN:
         return None
     return StoreWriteFailed(
         f"{path}: the disk reported an I/O error ({said}). Nothing of the unfinished transaction was stored, and what "
         "was committed before is kept; check the disk (dmesg, SMART), then run again: the next run continues",
-        kind="io", detail=said,
+        kind="io",
+        detail=said,
     )
 
 
@@ -280,8 +304,12 @@ def _read_only_connection(path: Path, timeout_s: float, in_place: bool) -> tuple
     uri = path.resolve().as_uri()
     wal = Path(f"{path}-wal")
     attempts: list[str] = []
-    if in_place and os.access(path, os.W_OK) and os.access(path.resolve().parent, os.W_OK | os.X_OK) \
-            and not _read_only_fs(path.resolve().parent):
+    if (
+        in_place
+        and os.access(path, os.W_OK)
+        and os.access(path.resolve().parent, os.W_OK | os.X_OK)
+        and not _read_only_fs(path.resolve().parent)
+    ):
         attempts.append("")
     if not in_place and not wal.exists():  # nothing else to read: the file alone (no -wal/-shm made beside it)
         attempts.append("?mode=ro&immutable=1")
@@ -369,7 +397,8 @@ def inspect_store(path: str | os.PathLike[str], verify: bool = True, creatable: 
             version = int(row[0]) if row else 1
         if version > SCHEMA_VERSION:
             raise _refuse(
-                path, f"was written by a newer zeus-core (store schema {version}; this one reads up to {SCHEMA_VERSION})",
+                path,
+                f"was written by a newer zeus-core (store schema {version}; this one reads up to {SCHEMA_VERSION})",
                 f"Upgrade zeus-core ({catalog.install_command(catalog.CORE, upgrade=True)}), or use another job.store",
             )
         recognised = True
@@ -383,8 +412,11 @@ def inspect_store(path: str | os.PathLike[str], verify: bool = True, creatable: 
                 problems = content_problems(
                     None if identity_row is None else identity_row[0],
                     conn.execute("SELECT key, value FROM state"),
-                    conn.execute(f"SELECT {', '.join(TRY_FIELDS)} FROM tries"
-                                 if int(version) >= 2 else f"SELECT {', '.join(TRY_FIELDS[:-1])}, NULL FROM tries"),
+                    conn.execute(
+                        f"SELECT {', '.join(TRY_FIELDS)} FROM tries"
+                        if int(version) >= 2
+                        else f"SELECT {', '.join(TRY_FIELDS[:-1])}, NULL FROM tries"
+                    ),
                 )
             if problems:
                 raise _damaged(path, "; ".join(problems))
@@ -413,8 +445,7 @@ def _layout_problems(conn: sqlite3.Connection, version: int, tables: set[str]) -
     expected = _COLUMNS[min(max(version, 1), SCHEMA_VERSION)]
     missing = sorted(set(expected) - tables)
     if missing:
-        return [f"its schema's table{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                f"{'are' if len(missing) > 1 else 'is'} missing"]
+        return [f"its schema's table{'s' if len(missing) > 1 else ''} {', '.join(missing)} {'are' if len(missing) > 1 else 'is'} missing"]
     problems = []
     for table, columns in expected.items():
         have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
@@ -448,8 +479,7 @@ class Store:
     (exit 1), not damage: the store keeps what was committed before.
     """
 
-    def __init__(self, path: str | os.PathLike[str], timeout_s: float = 60.0, verify: bool = True,
-                 read_only: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str], timeout_s: float = 60.0, verify: bool = True, read_only: bool = False) -> None:
         self.path = Path(path)
         self.location = str(self.path)
         self.timeout_s = timeout_s
@@ -585,8 +615,7 @@ class Store:
             raise
         except (sqlite3.DatabaseError, ValueError) as e:
             if isinstance(e, sqlite3.OperationalError) and is_busy(e):
-                raise StoreError(f"{self.path}: another process held the store longer than {self.timeout_s:g} s ({e}); "
-                                 "try again") from e
+                raise StoreError(f"{self.path}: another process held the store longer than {self.timeout_s:g} s ({e}); try again") from e
             failure = _write_failure(self.path, e)
             if failure is not None:  # the file system, not the store: never "damaged"
                 raise failure from e
@@ -678,5 +707,5 @@ def open_sqlite(location: str, timeout_s: float = 60.0, job: str | None = None, 
     """The ``sqlite`` store backend: a path, or a ``sqlite:///path`` URL. A file holds one
     job, so ``job`` (the job's name, which names the default file) is not needed.
     ``read_only``: a store that is only read (:class:`Store`)."""
-    path = location[len("sqlite://"):] if location.lower().startswith("sqlite://") else location
+    path = location[len("sqlite://") :] if location.lower().startswith("sqlite://") else location
     return Store(path, timeout_s=timeout_s, read_only=read_only)

@@ -53,8 +53,9 @@ def _serve(make_device: Callable[[], Any], requests: Connection, replies: Connec
         device = make_device()
         for needed in ("lock_clocks", "reset_clocks"):
             if not callable(getattr(device, needed, None)):
-                raise ControllerError(f"device {type(device).__name__} cannot {needed.replace('_', ' ')}; "
-                                      "Perseus needs a device plugin with SM clock control")
+                raise ControllerError(
+                    f"device {type(device).__name__} cannot {needed.replace('_', ' ')}; Perseus needs a device plugin with SM clock control"
+                )
         listed = getattr(device, "supported_clocks", None)
         replies.send(("ready", [int(c) for c in listed()] if callable(listed) else None))
         current = None
@@ -118,7 +119,8 @@ class FrequencyController:
         from_child, child_out = os.pipe()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "zeus_plugins_perseus.runtime.controller_process", str(child_in), str(child_out)],
-            pass_fds=(child_in, child_out), stdin=subprocess.DEVNULL,
+            pass_fds=(child_in, child_out),
+            stdin=subprocess.DEVNULL,
         )
         os.close(child_in)
         os.close(child_out)

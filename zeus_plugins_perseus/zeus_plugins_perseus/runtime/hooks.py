@@ -81,8 +81,10 @@ class PerseusHooks:
         if want != name:
             raise ScheduleError(f"instruction {self._pos} of the step is {want!r} in the plan, but the engine ran {name!r}")
         if microbatch is not None and self.microbatches is not None and self.microbatches[self._pos] != microbatch:
-            raise ScheduleError(f"instruction {self._pos} of the step is the {want} of microbatch "
-                                f"{self.microbatches[self._pos]} in the plan, but the engine ran microbatch {microbatch}")
+            raise ScheduleError(
+                f"instruction {self._pos} of the step is the {want} of microbatch "
+                f"{self.microbatches[self._pos]} in the plan, but the engine ran microbatch {microbatch}"
+            )
         if self._sync is not None:
             self._sync()  # the previous instruction's kernels finish at their own clock
         self._set(mhz)
@@ -107,9 +109,7 @@ class PerseusHooks:
 
     def on_step_end(self) -> None:
         if self._pos != len(self.schedule):
-            raise ScheduleError(
-                f"the step ended after {self._pos} of the plan's {len(self.schedule)} instructions"
-            )
+            raise ScheduleError(f"the step ended after {self._pos} of the plan's {len(self.schedule)} instructions")
         self._in_step = False
         self.steps += 1
         self.last_step_times = self._times

@@ -50,8 +50,10 @@ class OnlineProfiler:
         self._set = set_frequency or getattr(devices, "lock_clocks", None)
         self._reset = reset or getattr(devices, "reset_clocks", None)
         if not callable(self._set) or not callable(self._reset):
-            raise ValueError(f"device {type(devices).__name__} cannot lock and reset SM clocks; "
-                             "online profiling needs a device plugin with clock control")
+            raise ValueError(
+                f"device {type(devices).__name__} cannot lock and reset SM clocks; "
+                "online profiling needs a device plugin with clock control"
+            )
         if frequencies is None:
             listed = getattr(devices, "supported_clocks", None)
             if not callable(listed):
@@ -149,8 +151,9 @@ class OnlineProfiler:
     def _next_frequency(self) -> None:
         mhz = self.frequencies[self._index]
         if not self._means(mhz):
-            raise ScheduleError(f"no instruction was measured at {mhz} MHz: the engine must call "
-                                "on_instruction_begin/end around every forward and backward")
+            raise ScheduleError(
+                f"no instruction was measured at {mhz} MHz: the engine must call on_instruction_begin/end around every forward and backward"
+            )
         if self._index > 0 and self.stop_after_rises:
             now, before = self._means(mhz), self._means(self.frequencies[self._index - 1])
             common = [i for i in now if i in before]

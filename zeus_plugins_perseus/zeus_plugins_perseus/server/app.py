@@ -78,7 +78,8 @@ class RankInfo(_Strict):
     dp_rank: _Rank = 0
     tp_rank: _Rank = 0
     available_frequencies: list[Annotated[int, _MHZ]] = Field(
-        default_factory=list, max_length=1024, description="SM clocks (MHz) the GPU supports")
+        default_factory=list, max_length=1024, description="SM clocks (MHz) the GPU supports"
+    )
 
 
 class ProfileRow(_Strict):
@@ -119,8 +120,12 @@ def create_app(manager: JobManager, token: str | None = None) -> FastAPI:
                 headers={"WWW-Authenticate": "Bearer"},
             )
 
-    app = FastAPI(title="zeus perseus plan server", version=str(API_VERSION), dependencies=[Depends(authorize)],
-                  max_body_size=manager.limits.max_body_bytes)
+    app = FastAPI(
+        title="zeus perseus plan server",
+        version=str(API_VERSION),
+        dependencies=[Depends(authorize)],
+        max_body_size=manager.limits.max_body_bytes,
+    )
     app.state.manager = manager
 
     @app.exception_handler(RequestValidationError)

@@ -113,8 +113,17 @@ class PlannerDefaults:
     model: str = "measured"
 
 
-def plan_job(profile: InstructionProfile, stages: int, microbatches: int, schedule: str, unit_time_s: float,
-             blocking_power_w: float, model: str, deadline_s: float | None, max_slowdown: float | None) -> dict:
+def plan_job(
+    profile: InstructionProfile,
+    stages: int,
+    microbatches: int,
+    schedule: str,
+    unit_time_s: float,
+    blocking_power_w: float,
+    model: str,
+    deadline_s: float | None,
+    max_slowdown: float | None,
+) -> dict:
     """Plan a job and keep what the server answers with: the chosen plan and the frontier's numbers.
 
     Runs in the job's planning process; the frontier itself (thousands of
@@ -122,14 +131,29 @@ def plan_job(profile: InstructionProfile, stages: int, microbatches: int, schedu
     """
     from zeus_plugins_perseus.planner import plan_frontier, plan_text
 
-    ps = plan_frontier(profile, stages=stages, microbatches=microbatches, schedule=schedule, unit_time_s=unit_time_s,
-                       blocking_power_w=blocking_power_w, model=model, workers=1, deadline_s=deadline_s,
-                       max_slowdown=max_slowdown)
+    ps = plan_frontier(
+        profile,
+        stages=stages,
+        microbatches=microbatches,
+        schedule=schedule,
+        unit_time_s=unit_time_s,
+        blocking_power_w=blocking_power_w,
+        model=model,
+        workers=1,
+        deadline_s=deadline_s,
+        max_slowdown=max_slowdown,
+    )
     k = ps.choose(deadline_s=deadline_s, max_slowdown=max_slowdown)
     plan = ps.plan_json(k)
-    return {**plan, "plans": len(ps), "limit_s": ps.limit_s(deadline_s, max_slowdown),
-            "meets_limit": ps.meets(k, deadline_s, max_slowdown), "max_frequency_time_s": ps.max_freq_time_s,
-            "max_frequency_energy_j": ps.max_freq_energy_j, "plan_text": plan_text(plan)}
+    return {
+        **plan,
+        "plans": len(ps),
+        "limit_s": ps.limit_s(deadline_s, max_slowdown),
+        "meets_limit": ps.meets(k, deadline_s, max_slowdown),
+        "max_frequency_time_s": ps.max_freq_time_s,
+        "max_frequency_energy_j": ps.max_freq_energy_j,
+        "plan_text": plan_text(plan),
+    }
 
 
 class Planning:
@@ -140,8 +164,9 @@ class Planning:
         self.cancelled = False
         self.waiters = 0  # clients of schedule_async waiting for it
         # inline: planned by the first waiter's thread (a small job: see ServerLimits.inline_frontier_cells)
-        self._worker = Background(workers=1) if inline else Background(
-            workers=2, cpu_s=limits.plan_cpu_s, memory_bytes=limits.plan_memory_bytes)
+        self._worker = (
+            Background(workers=1) if inline else Background(workers=2, cpu_s=limits.plan_cpu_s, memory_bytes=limits.plan_memory_bytes)
+        )
         self._result = self._worker.submit(plan_job, *args)
         self._lock = threading.Lock()
         self._outcome: Any = None
@@ -170,19 +195,26 @@ def _planning_error(job: Job, planning: Planning, error: BaseException) -> JobEr
     """The 4xx answer for a planning that ended without a plan."""
     lim = planning.limits
     if planning.cancelled:
-        return Conflict(f"planning job {job.job_id} was cancelled: the job was deleted, got new profiling results, "
-                        "or every client waiting for it left")
+        return Conflict(
+            f"planning job {job.job_id} was cancelled: the job was deleted, got new profiling results, or every client waiting for it left"
+        )
     if isinstance(error, WorkerDied):
         status = planning.exit_status
         if status in (-signal.SIGXCPU, -signal.SIGKILL):
-            return TooLarge(f"planning job {job.job_id} used up this server's budget of {lim.plan_cpu_s:g} CPU-seconds "
-                            "per job (plan_cpu_s): register with a larger unit_time_s or fewer microbatches")
-        return TooLarge(f"planning job {job.job_id} ended without a plan (exit status {status}), past this server's "
-                        f"budget of {lim.plan_memory_bytes >> 20} MiB per job (plan_memory_bytes)?")
+            return TooLarge(
+                f"planning job {job.job_id} used up this server's budget of {lim.plan_cpu_s:g} CPU-seconds "
+                "per job (plan_cpu_s): register with a larger unit_time_s or fewer microbatches"
+            )
+        return TooLarge(
+            f"planning job {job.job_id} ended without a plan (exit status {status}), past this server's "
+            f"budget of {lim.plan_memory_bytes >> 20} MiB per job (plan_memory_bytes)?"
+        )
     if isinstance(error, MemoryError) or (isinstance(error, OSError) and error.errno == errno.ENOMEM):
-        return TooLarge(f"planning job {job.job_id} needs more than this server's budget of "
-                        f"{lim.plan_memory_bytes >> 20} MiB per job (plan_memory_bytes): register with a larger "
-                        "unit_time_s or fewer microbatches")
+        return TooLarge(
+            f"planning job {job.job_id} needs more than this server's budget of "
+            f"{lim.plan_memory_bytes >> 20} MiB per job (plan_memory_bytes): register with a larger "
+            "unit_time_s or fewer microbatches"
+        )
     return Conflict(f"cannot plan job {job.job_id} on the {planning.source} profile: {error}")
 
 
@@ -223,8 +255,9 @@ class Job:
 class JobManager:
     """Thread-safe registry of jobs (FastAPI runs plain ``def`` endpoints in a thread pool)."""
 
-    def __init__(self, defaults: PlannerDefaults | None = None, dump_dir: str | Path | None = None,
-                 limits: ServerLimits | None = None) -> None:
+    def __init__(
+        self, defaults: PlannerDefaults | None = None, dump_dir: str | Path | None = None, limits: ServerLimits | None = None
+    ) -> None:
         self.defaults = defaults or PlannerDefaults()
         self.limits = limits or ServerLimits()
         self.dump_dir = Path(dump_dir) if dump_dir is not None else None
@@ -243,20 +276,27 @@ class JobManager:
         if spec.get("deadline_s") is not None and spec.get("max_slowdown") is not None:
             raise JobError("give deadline_s or max_slowdown, not both")
         lim = self.limits
-        for key, value, most in (("pp_degree", pp, lim.max_stages), ("microbatches", spec["microbatches"], lim.max_microbatches),
-                                 ("world_size", spec["world_size"], lim.max_world_size)):
+        for key, value, most in (
+            ("pp_degree", pp, lim.max_stages),
+            ("microbatches", spec["microbatches"], lim.max_microbatches),
+            ("world_size", spec["world_size"], lim.max_world_size),
+        ):
             if value > most:
                 raise TooLarge(f"{key} {value} is above this server's limit of {most}")
         if 2 * pp * spec["microbatches"] > lim.max_instructions:
-            raise TooLarge(f"{pp} stages x {spec['microbatches']} microbatches make {2 * pp * spec['microbatches']} "
-                           f"instructions per iteration, above this server's limit of {lim.max_instructions}")
+            raise TooLarge(
+                f"{pp} stages x {spec['microbatches']} microbatches make {2 * pp * spec['microbatches']} "
+                f"instructions per iteration, above this server's limit of {lim.max_instructions}"
+            )
         job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-pp{pp}-dp{dp}-tp{tp}-{secrets.token_hex(4)}"
         with self._lock:
             if len(self._jobs) >= lim.max_jobs:
                 self._drop_idle()
             if len(self._jobs) >= lim.max_jobs:
-                raise TooMany(f"the server holds {len(self._jobs)} jobs, its limit (max_jobs); DELETE /jobs/{{id}} of finished "
-                              f"jobs, or wait: jobs idle for {lim.job_idle_s:g} s are dropped")
+                raise TooMany(
+                    f"the server holds {len(self._jobs)} jobs, its limit (max_jobs); DELETE /jobs/{{id}} of finished "
+                    f"jobs, or wait: jobs idle for {lim.job_idle_s:g} s are dropped"
+                )
             self._jobs[job_id] = Job(job_id, dict(spec))
         self._dump(job_id, "job.json", json.dumps(spec, indent=1))
         return job_id
@@ -302,8 +342,9 @@ class JobManager:
             for other in job.ranks.values():
                 same = all(other[k] == info[k] for k in ("pp_rank", "dp_rank", "tp_rank"))
                 if same and other["rank"] != info["rank"]:
-                    raise Conflict(f"rank {other['rank']} already holds pp/dp/tp ranks "
-                                   f"{info['pp_rank']}/{info['dp_rank']}/{info['tp_rank']}")
+                    raise Conflict(
+                        f"rank {other['rank']} already holds pp/dp/tp ranks {info['pp_rank']}/{info['dp_rank']}/{info['tp_rank']}"
+                    )
             job.ranks[info["rank"]] = dict(info)
             return {"job_id": job_id, "registered": len(job.ranks), "world_size": s["world_size"]}
 
@@ -319,15 +360,18 @@ class JobManager:
             new_keys = {(stage, r["instruction"], int(r["frequency"])) for r in rows} - job.uploads.keys()
             held = sum(len(j.uploads) for j in list(self._jobs.values()))
             if held + len(new_keys) > self.limits.max_total_profile_rows:
-                raise TooMany(f"the server holds {held} uploaded profile rows over all jobs; {len(new_keys)} more would "
-                              f"pass its limit of {self.limits.max_total_profile_rows} (max_total_profile_rows): "
-                              "DELETE /jobs/{id} of finished jobs")
+                raise TooMany(
+                    f"the server holds {held} uploaded profile rows over all jobs; {len(new_keys)} more would "
+                    f"pass its limit of {self.limits.max_total_profile_rows} (max_total_profile_rows): "
+                    "DELETE /jobs/{id} of finished jobs"
+                )
             if len(job.uploads) + len(new_keys) > self.limits.max_profile_rows:
-                raise TooLarge(f"job {job_id} would hold {len(job.uploads) + len(new_keys)} profile rows, above this "
-                               f"server's limit of {self.limits.max_profile_rows} (one per stage, instruction and clock)")
+                raise TooLarge(
+                    f"job {job_id} would hold {len(job.uploads) + len(new_keys)} profile rows, above this "
+                    f"server's limit of {self.limits.max_profile_rows} (one per stage, instruction and clock)"
+                )
             for r in rows:
-                job.uploads.setdefault((stage, r["instruction"], int(r["frequency"])), {})[rank] = (
-                    float(r["time"]), float(r["energy"]))
+                job.uploads.setdefault((stage, r["instruction"], int(r["frequency"])), {})[rank] = (float(r["time"]), float(r["energy"]))
             self._cancel(job)  # replan on the new data
             job.plan, job.plan_source = None, None
             complete = job.uploaded_profile()
@@ -352,38 +396,54 @@ class JobManager:
         source = "uploaded"
         if profile is None:
             if d.profile is None:
-                raise Conflict("no profile to plan from: upload profiling results for every stage "
-                               "(POST /jobs/{id}/profile) or start the server with --profile")
+                raise Conflict(
+                    "no profile to plan from: upload profiling results for every stage "
+                    "(POST /jobs/{id}/profile) or start the server with --profile"
+                )
             profile, source = d.profile, "server"
         blocking = s.get("blocking_power_w")
         blocking = d.blocking_power_w if blocking is None else blocking
         if blocking is None:
-            raise JobError("blocking_power_w is unknown: give it when registering the job or start the server "
-                           "with --blocking-power-w")
+            raise JobError("blocking_power_w is unknown: give it when registering the job or start the server with --blocking-power-w")
         unit = s.get("unit_time_s") or d.unit_time_s
         lim = self.limits
         slowest = max(float(o.time.max()) for o in profile.options.values())
         if slowest / unit > lim.max_units_per_instruction:
-            raise TooLarge(f"an instruction of the {source} profile takes {slowest:g} s, "
-                           f"{slowest / unit:.0f} units of unit_time_s = {unit:g} s; this server plans at most "
-                           f"{lim.max_units_per_instruction} per instruction (max_units_per_instruction): register "
-                           "with a larger unit_time_s")
+            raise TooLarge(
+                f"an instruction of the {source} profile takes {slowest:g} s, "
+                f"{slowest / unit:.0f} units of unit_time_s = {unit:g} s; this server plans at most "
+                f"{lim.max_units_per_instruction} per instruction (max_units_per_instruction): register "
+                "with a larger unit_time_s"
+            )
         try:
             profile.check_stages(job.stages, (FORWARD, BACKWARD))
         except ValueError as e:
             raise Conflict(f"cannot plan job {job.job_id} on the {source} profile: {e}") from None
         dag = build_dag(s["schedule"], job.stages, s["microbatches"])
-        units = [[math.ceil(round(float(t) / unit, 6)) for t in (o.time.min(), o.time.max())]
-                 for o in (profile.get(op.stage, op.instruction) for op in dag.ops)]
+        units = [
+            [math.ceil(round(float(t) / unit, 6)) for t in (o.time.min(), o.time.max())]
+            for o in (profile.get(op.stage, op.instruction) for op in dag.ops)
+        ]
         lo, hi = (np.array(col, dtype=np.int64) for col in zip(*units))
         cells = (int(iteration_time(dag.levels, hi)) - int(iteration_time(dag.levels, lo)) + 1) * dag.n_ops
         if cells > lim.max_frontier_cells:
-            raise TooLarge(f"the quantised frontier of job {job.job_id} on the {source} profile would hold {cells:,} "
-                           f"cells (iteration-time units from all slowest to all fastest clocks x instructions), "
-                           f"above this server's limit of {lim.max_frontier_cells:,} (max_frontier_cells): register "
-                           "with a larger unit_time_s or fewer microbatches")
-        args = (profile, job.stages, s["microbatches"], s["schedule"], unit, blocking, s.get("model") or d.model,
-                s.get("deadline_s"), s.get("max_slowdown"))
+            raise TooLarge(
+                f"the quantised frontier of job {job.job_id} on the {source} profile would hold {cells:,} "
+                f"cells (iteration-time units from all slowest to all fastest clocks x instructions), "
+                f"above this server's limit of {lim.max_frontier_cells:,} (max_frontier_cells): register "
+                "with a larger unit_time_s or fewer microbatches"
+            )
+        args = (
+            profile,
+            job.stages,
+            s["microbatches"],
+            s["schedule"],
+            unit,
+            blocking,
+            s.get("model") or d.model,
+            s.get("deadline_s"),
+            s.get("max_slowdown"),
+        )
         return args, source, cells <= lim.inline_frontier_cells
 
     def _start_planning(self, job: Job) -> Planning | None:
@@ -475,8 +535,10 @@ class JobManager:
         available = set(info.get("available_frequencies") or ())
         missing = sorted({f for f in freqs if available and f not in available}, reverse=True)
         if missing:
-            raise Conflict(f"the plan needs clocks {missing} MHz that rank {rank}'s GPU does not support; "
-                           "profile this GPU model or plan with its own profile")
+            raise Conflict(
+                f"the plan needs clocks {missing} MHz that rank {rank}'s GPU does not support; "
+                "profile this GPU model or plan with its own profile"
+            )
         return {
             "rank": rank,
             "stage": stage,

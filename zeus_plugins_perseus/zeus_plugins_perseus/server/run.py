@@ -70,8 +70,9 @@ def bind(host: str = "127.0.0.1", port: int = 7787) -> socket.socket:
     return sock
 
 
-def serve(app, host: str = "127.0.0.1", port: int = 7787, token: str | None = None, log_level: str = "info",
-          sock: socket.socket | None = None) -> None:
+def serve(
+    app, host: str = "127.0.0.1", port: int = 7787, token: str | None = None, log_level: str = "info", sock: socket.socket | None = None
+) -> None:
     """Run ``app`` on uvicorn until interrupted (SIGINT / SIGTERM end it cleanly), on ``sock`` when given
     (bound by :func:`bind`), else on a socket bound to ``host:port`` here; exit 1 when it cannot start."""
     import uvicorn

@@ -41,8 +41,11 @@ def _alias(new_name: str, old_name: str, target: Callable[..., Any]) -> Callable
         nonlocal warned
         if not warned:
             warned = True
-            warnings.warn(f"'{old_name}' is deprecated and will be removed in a future version. Use '{new_name}' instead.",
-                          DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                f"'{old_name}' is deprecated and will be removed in a future version. Use '{new_name}' instead.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         return getattr(self, new_name)(*args, **kwargs)
 
     # The alias is neither marked again nor abstract: subclasses implement only the new name.

@@ -36,8 +36,11 @@ def _named(values: dict[int, float]) -> dict[str, float]:
     return {f"GPU{i}": v for i, v in values.items()}
 
 
-def power(gpu_indices: list[int] | None = None, update_period: float = 1.0,
-          power_domain: Literal["device_instant", "device_average", "memory_average"] = "device_instant") -> None:
+def power(
+    gpu_indices: list[int] | None = None,
+    update_period: float = 1.0,
+    power_domain: Literal["device_instant", "device_average", "memory_average"] = "device_instant",
+) -> None:
     """Print the GPUs' power in ``power_domain`` every ``update_period`` s; at Ctrl-C the total time and energy."""
     monitor = PowerMonitor(gpu_indices=gpu_indices, update_period=update_period)
     start = time.time()
@@ -59,17 +62,22 @@ def power(gpu_indices: list[int] | None = None, update_period: float = 1.0,
 def build_parser() -> argparse.ArgumentParser:
     """Upstream's arguments: ``energy`` and ``power`` subcommands."""
     parser = argparse.ArgumentParser(prog="python -m zeus.monitor", description="Zeus Monitor CLI")
-    commands = parser.add_subparsers(dest="subcommand", required=True,
-                                     help="The subcommand to run. See `python -m zeus.monitor <subcommand> --help`.")
+    commands = parser.add_subparsers(
+        dest="subcommand", required=True, help="The subcommand to run. See `python -m zeus.monitor <subcommand> --help`."
+    )
     energy_parser = commands.add_parser("energy", help="Measure the time and energy consumption of specified GPU indices.")
     power_parser = commands.add_parser(
-        "power", help="Monitor the power consumption of specified GPU indices, and compute total energy on exit (CTRL+C).")
+        "power", help="Monitor the power consumption of specified GPU indices, and compute total energy on exit (CTRL+C)."
+    )
     for sub in (energy_parser, power_parser):
-        sub.add_argument("--gpu-indices", nargs="+", type=int,
-                         help="Indices of GPUs to monitor. If omitted, all GPUs will be monitored.")
+        sub.add_argument("--gpu-indices", nargs="+", type=int, help="Indices of GPUs to monitor. If omitted, all GPUs will be monitored.")
     power_parser.add_argument("--update-period", type=float, default=1.0, help="The time between power measurements in seconds.")
-    power_parser.add_argument("--power-domain", choices=DOMAINS, default="device_instant",
-                              help="The power domain to query. On GPUs that do not support instant power, use 'device_average'.")
+    power_parser.add_argument(
+        "--power-domain",
+        choices=DOMAINS,
+        default="device_instant",
+        help="The power domain to query. On GPUs that do not support instant power, use 'device_average'.",
+    )
     return parser
 
 

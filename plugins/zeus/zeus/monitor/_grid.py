@@ -79,8 +79,7 @@ class HourlySignal:
         nearest = max(before) if before else min(self.known)
         if not self._warned:
             self._warned = True
-            logger.warning("%s: no value for %s; charging the one of %s (held)", self.source, show_time(start),
-                           show_time(nearest))
+            logger.warning("%s: no value for %s; charging the one of %s (held)", self.source, show_time(start), show_time(nearest))
         return self.known[nearest], True
 
     def steps(self, start: float, end: float) -> list[Step]:
@@ -160,8 +159,16 @@ class Ledger:
         return out["gpu"], out["cpu"], out["dram"]
 
 
-def poll_windows(command_q: Any, finished_q: Any, monitor: Any, ledger: Ledger, clock: Callable[[], datetime],
-                 period: timedelta, refresh: Callable[[], None] | None = None, refresh_every: int = 0) -> None:
+def poll_windows(
+    command_q: Any,
+    finished_q: Any,
+    monitor: Any,
+    ledger: Ledger,
+    clock: Callable[[], datetime],
+    period: timedelta,
+    refresh: Callable[[], None] | None = None,
+    refresh_every: int = 0,
+) -> None:
     """The window loop (see the module). ``clock()`` is the time now (UTC); ``refresh`` asks the provider
     again at every window's end and every ``refresh_every`` periods (0: never on its own)."""
     keys: set[str] = set()
@@ -233,8 +240,9 @@ class ChargedWindows:
         if len(self.current_keys) == 1:  # the loop ends when its last window does: a new one, on new queues
             self.command_q = queue.Queue()
             self.finished_q = queue.Queue()
-            self.polling_process = threading.Thread(target=self._loop(), name="zeus-grid-windows", daemon=True,
-                                                    args=(self.command_q, self.finished_q, *self._loop_args()))
+            self.polling_process = threading.Thread(
+                target=self._loop(), name="zeus-grid-windows", daemon=True, args=(self.command_q, self.finished_q, *self._loop_args())
+            )
             self.polling_process.start()
         self.command_q.put((Op.BEGIN, key))
 

@@ -73,15 +73,18 @@ class ElectrictyMapsClient(CarbonIntensityProvider):
     ``"direct"`` or ``"lifecycle"`` emissions.
     """
 
-    def __init__(self, location: tuple[float, float], estimate: bool = False,
-                 emission_factor_type: Literal["direct", "lifecycle"] = "direct") -> None:
+    def __init__(
+        self, location: tuple[float, float], estimate: bool = False, emission_factor_type: Literal["direct", "lifecycle"] = "direct"
+    ) -> None:
         self.lat, self.long = location
         self.estimate = estimate
         self.emission_factor_type = emission_factor_type
 
     def _ask(self, what: str, which: str) -> tuple[Any, str]:
-        url = (f"{ELECTRICITY_MAPS_URL}/v3/carbon-intensity/{what}?lat={self.lat}&lon={self.long}"
-               f"&disableEstimations={not self.estimate}&emissionFactorType={self.emission_factor_type}")
+        url = (
+            f"{ELECTRICITY_MAPS_URL}/v3/carbon-intensity/{what}?lat={self.lat}&lon={self.long}"
+            f"&disableEstimations={not self.estimate}&emissionFactorType={self.emission_factor_type}"
+        )
         token = os.environ.get(TOKEN_ENV, "").strip()
         try:
             resp = requests.get(url, headers={"auth-token": token} if token else {}, timeout=TIMEOUT_S)
@@ -95,7 +98,8 @@ class ElectrictyMapsClient(CarbonIntensityProvider):
     def _not_found(self, which: str, text: str) -> ZeusCarbonIntensityNotFoundError:
         return ZeusCarbonIntensityNotFoundError(
             f"{which.capitalize()} carbon intensity measurement not found at `({self.lat}, {self.long})` with estimate set "
-            f"to `{self.estimate}` and emission_factor_type set to `{self.emission_factor_type}`\nJSON Response: {text}")
+            f"to `{self.estimate}` and emission_factor_type set to `{self.emission_factor_type}`\nJSON Response: {text}"
+        )
 
     def get_current_carbon_intensity(self) -> float:
         """The latest value; :class:`ZeusCarbonIntensityNotFoundError` when the service has none."""
@@ -140,14 +144,14 @@ def _signal(source: Any) -> tuple[GridSignal, timedelta, int]:
     return source, timedelta(hours=1), 0
 
 
-def _polling_process(command_q: Any, finished_q: Any, gpu_indices: list[int], cpu_indices: list[int],
-                     carbon_intensity_provider: Any) -> None:
+def _polling_process(
+    command_q: Any, finished_q: Any, gpu_indices: list[int], cpu_indices: list[int], carbon_intensity_provider: Any
+) -> None:
     """The window loop (upstream's name; a thread here): per hour readings, charged at each hour's intensity."""
     signal, period, refresh_every = _signal(carbon_intensity_provider)
     refresh = getattr(signal, "refresh", None)
     monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices)
-    poll_windows(command_q, finished_q, monitor, Ledger(signal, CARBON, period), lambda: datetime.now(UTC),
-                 period, refresh, refresh_every)
+    poll_windows(command_q, finished_q, monitor, Ledger(signal, CARBON, period), lambda: datetime.now(UTC), period, refresh, refresh_every)
 
 
 @dataclass
@@ -172,8 +176,13 @@ class CarbonEmissionMonitor(ChargedWindows):
     ``ZeusMonitor``'s.
     """
 
-    def __init__(self, carbon_intensity_provider: Any, gpu_indices: list[int] | None = None,
-                 cpu_indices: list[int] | None = None, sync_execution_with: Literal["torch", "jax", "cupy"] = "torch") -> None:
+    def __init__(
+        self,
+        carbon_intensity_provider: Any,
+        gpu_indices: list[int] | None = None,
+        cpu_indices: list[int] | None = None,
+        sync_execution_with: Literal["torch", "jax", "cupy"] = "torch",
+    ) -> None:
         if not isinstance(carbon_intensity_provider, (CarbonIntensityProvider, GridSignal)):
             carbon_intensity_provider = open_grid_value(carbon_intensity_provider, CARBON)
         self.carbon_intensity_provider = carbon_intensity_provider
@@ -188,12 +197,23 @@ class CarbonEmissionMonitor(ChargedWindows):
     def end_window(self, key: str, sync_execution: bool = True) -> CarbonEmissionMeasurement:
         """End window ``key``: its time, energy and emissions."""
         m, (gpu, cpu, dram) = self._end(key, sync_execution)
-        return CarbonEmissionMeasurement(time=m.time, gpu_energy=m.gpu_energy, gpu_carbon_emission=gpu, cpu_energy=m.cpu_energy,
-                                         cpu_carbon_emission=cpu or None, dram_energy=m.dram_energy,
-                                         dram_carbon_emission=dram or None)
+        return CarbonEmissionMeasurement(
+            time=m.time,
+            gpu_energy=m.gpu_energy,
+            gpu_carbon_emission=gpu,
+            cpu_energy=m.cpu_energy,
+            cpu_carbon_emission=cpu or None,
+            dram_energy=m.dram_energy,
+            dram_carbon_emission=dram or None,
+        )
 
 
 __all__ = [
-    "CarbonEmissionMeasurement", "CarbonEmissionMonitor", "CarbonIntensityProvider", "ElectrictyMapsClient", "Op",
-    "ZeusCarbonIntensityHTTPError", "ZeusCarbonIntensityNotFoundError",
+    "CarbonEmissionMeasurement",
+    "CarbonEmissionMonitor",
+    "CarbonIntensityProvider",
+    "ElectrictyMapsClient",
+    "Op",
+    "ZeusCarbonIntensityHTTPError",
+    "ZeusCarbonIntensityNotFoundError",
 ]

@@ -83,8 +83,9 @@ def _infer_counter_update_period_single(gpu_index: int) -> float:
         read = method
         break
     if read is None:
-        logger.warning("Neither instant nor average power available for GPU %d. "
-                       "Using conservative default update period of 0.1s", gpu_index)
+        logger.warning(
+            "Neither instant nor average power available for GPU %d. Using conservative default update period of 0.1s", gpu_index
+        )
         return 0.2  # halved by the caller
     samples = [(time.time(), read(gpu_index)) for _ in range(COUNTER_PROBE_SAMPLES)][10:]
     changes = []
@@ -171,9 +172,12 @@ class PowerMonitor(_core.PowerMonitor):
             except ZeusBaseGPUError:
                 update_period = SLOWEST_INFERRED_PERIOD_S  # the engine says below why the GPUs do not open
         elif update_period < 0.05:
-            logger.warning("An update period of %g might be too fast, which may lead to unexpected errors (e.g., "
-                           "NotSupported) and/or zero values being returned. If you see these, consider increasing "
-                           "to >= 0.05.", update_period)
+            logger.warning(
+                "An update period of %g might be too fast, which may lead to unexpected errors (e.g., "
+                "NotSupported) and/or zero values being returned. If you see these, consider increasing "
+                "to >= 0.05.",
+                update_period,
+            )
         try:
             # the core keeps every domain read; the upstream domains asked for are checked below
             super().__init__(gpu_indices, update_period, max_samples_per_gpu, None, **engine)
@@ -186,13 +190,16 @@ class PowerMonitor(_core.PowerMonitor):
             for domain in wanted:
                 if domain not in supported:
                     self.stop()
-                    raise ValueError(f"Requested power domain {domain.value} is not supported by the current GPUs. "
-                                     f"Supported domains are: {[d.value for d in supported]}")
+                    raise ValueError(
+                        f"Requested power domain {domain.value} is not supported by the current GPUs. "
+                        f"Supported domains are: {[d.value for d in supported]}"
+                    )
         self._upstream_domains = supported if wanted is None else wanted
         logger.info("Monitoring power usage of GPUs %s", self.gpu_indices)
         if PowerDomain.DEVICE_INSTANT not in self._upstream_domains:
-            logger.warning("PowerDomain.DEVICE_INSTANT is not being monitored. "
-                           "Pass a monitored domain to the `power_domain` parameter of `get_power`.")
+            logger.warning(
+                "PowerDomain.DEVICE_INSTANT is not being monitored. Pass a monitored domain to the `power_domain` parameter of `get_power`."
+            )
 
     # -- upstream's domains over the core's --
 
@@ -213,14 +220,19 @@ class PowerMonitor(_core.PowerMonitor):
     def _monitored(self, power_domain: Any, extra: str = "") -> PowerDomain:
         domain = _as_domain(power_domain)
         if domain not in self.measurement_domains:
-            raise ValueError(f"Power domain {domain.value} is not being monitored. "
-                             f"Monitored domains: {[d.value for d in self.measurement_domains]}.{extra}")
+            raise ValueError(
+                f"Power domain {domain.value} is not being monitored. "
+                f"Monitored domains: {[d.value for d in self.measurement_domains]}.{extra}"
+            )
         return domain
 
     # -- upstream's queries, keyed by GPU index --
 
     def get_power_timeline(
-        self, power_domain: DomainName, gpu_index: int | None = None, start_time: float | None = None,
+        self,
+        power_domain: DomainName,
+        gpu_index: int | None = None,
+        start_time: float | None = None,
         end_time: float | None = None,
     ) -> dict[int, list[tuple[float, float]]]:
         """``{gpu index: [(time, W), ...]}`` of ``power_domain`` between the two ``time.time()`` stamps
@@ -237,13 +249,19 @@ class PowerMonitor(_core.PowerMonitor):
         return out
 
     def get_all_power_timelines(
-        self, gpu_index: int | None = None, start_time: float | None = None, end_time: float | None = None,
+        self,
+        gpu_index: int | None = None,
+        start_time: float | None = None,
+        end_time: float | None = None,
     ) -> dict[str, dict[int, list[tuple[float, float]]]]:
         """``{"device_instant" | "device_average" | "memory_average": {gpu index: [(time, W), ...]}}``."""
         return {d.value: self.get_power_timeline(d, gpu_index, start_time, end_time) for d in self.measurement_domains}
 
     def get_energy(
-        self, start_time: float, end_time: float, power_domain: DomainName | None = None,
+        self,
+        start_time: float,
+        end_time: float,
+        power_domain: DomainName | None = None,
     ) -> dict[int, float] | None:
         """``{gpu index: J}`` from ``start_time`` to ``end_time``: ``power_domain``'s power (None:
         ``DEVICE_INSTANT`` where monitored, else ``DEVICE_AVERAGE``) integrated by the trapezoid
@@ -254,8 +272,9 @@ class PowerMonitor(_core.PowerMonitor):
             elif PowerDomain.DEVICE_AVERAGE in self.measurement_domains:
                 domain = PowerDomain.DEVICE_AVERAGE
             else:
-                raise ValueError("Neither PowerDomain.DEVICE_INSTANT nor PowerDomain.DEVICE_AVERAGE is being monitored. "
-                                 "Cannot compute energy usage.")
+                raise ValueError(
+                    "Neither PowerDomain.DEVICE_INSTANT nor PowerDomain.DEVICE_AVERAGE is being monitored. Cannot compute energy usage."
+                )
         else:
             domain = self._monitored(power_domain)
         held = self._held_until()
@@ -271,7 +290,9 @@ class PowerMonitor(_core.PowerMonitor):
         return out or None
 
     def get_power(
-        self, time: float | None = None, power_domain: DomainName = PowerDomain.DEVICE_INSTANT,
+        self,
+        time: float | None = None,
+        power_domain: DomainName = PowerDomain.DEVICE_INSTANT,
     ) -> dict[int, float] | None:
         """``{gpu index: W}`` of ``power_domain`` at the reading nearest to ``time`` (None: the latest);
         None where a GPU has no reading yet."""

@@ -79,8 +79,13 @@ class OpenEIClient(ElectricityPriceProvider):
     ``Industrial`` or ``Lighting``; ``radius``: miles searched around the location.
     """
 
-    def __init__(self, location: tuple[float, float], label: str,
-                 sector: Literal["Residential", "Commercial", "Industrial", "Lighting"] = "Residential", radius: int = 0) -> None:
+    def __init__(
+        self,
+        location: tuple[float, float],
+        label: str,
+        sector: Literal["Residential", "Commercial", "Industrial", "Lighting"] = "Residential",
+        radius: int = 0,
+    ) -> None:
         self.lat, self.long = location
         self.label = label
         self.sector = sector
@@ -92,17 +97,24 @@ class OpenEIClient(ElectricityPriceProvider):
 
     def get_current_electricity_prices(self) -> dict[str, list]:
         """The rate's tiers and schedules; :class:`ZeusElectricityPriceNotFoundError` when there is none."""
-        url = (f"{OPENEI_URL}?version=latest&format=json&api_key={OPENEI_KEY}&lat={self.lat}&lon={self.long}"
-               f"&radius={self.radius}&detail=full&sector={self.sector}")
+        url = (
+            f"{OPENEI_URL}?version=latest&format=json&api_key={OPENEI_KEY}&lat={self.lat}&lon={self.long}"
+            f"&radius={self.radius}&detail=full&sector={self.sector}"
+        )
         try:
             data = requests.get(url, timeout=TIMEOUT_S).json()
         except requests.exceptions.RequestException as e:  # a body that is not JSON included
             raise ZeusElectricityPriceHTTPError(f"Failed to retrieve current electricity price measurement: {e}") from e
         if "label" not in json.dumps(data):
             raise ZeusElectricityPriceNotFoundError(f"No rates found for lat, lon: [{self.lat}, {self.long}].")
-        fields = {name: self.search_json(data, "label", self.label, field) for name, field in (
-            ("energy_rate_structure", "energyratestructure"), ("energy_weekday_schedule", "energyweekdayschedule"),
-            ("energy_weekend_schedule", "energyweekendschedule"))}
+        fields = {
+            name: self.search_json(data, "label", self.label, field)
+            for name, field in (
+                ("energy_rate_structure", "energyratestructure"),
+                ("energy_weekday_schedule", "energyweekdayschedule"),
+                ("energy_weekend_schedule", "energyweekendschedule"),
+            )
+        }
         if not all(found and found[0] for found in fields.values()):
             raise ZeusElectricityPriceNotFoundError(f"No rates found for the label: {self.label}.")
         return {name: found[0] for name, found in fields.items()}
@@ -147,8 +159,9 @@ def _signal(source: Any, currency: str = "") -> GridSignal:
     return open_grid_value(source, PRICE, currency)
 
 
-def _polling_process(command_q: Any, finished_q: Any, gpu_indices: list[int], cpu_indices: list[int],
-                     electricity_price_provider: Any) -> None:
+def _polling_process(
+    command_q: Any, finished_q: Any, gpu_indices: list[int], cpu_indices: list[int], electricity_price_provider: Any
+) -> None:
     """The window loop (upstream's name; a thread here): per hour readings, charged at each hour's price."""
     try:
         signal = _signal(electricity_price_provider)
@@ -182,13 +195,21 @@ class EnergyCostMonitor(ChargedWindows):
     ``approx_instant_energy``, as upstream.
     """
 
-    def __init__(self, electricity_price_provider: Any, gpu_indices: list[int] | None = None,
-                 cpu_indices: list[int] | None = None, sync_execution_with: Literal["torch", "jax", "cupy"] = "torch",
-                 currency: str = "") -> None:
+    def __init__(
+        self,
+        electricity_price_provider: Any,
+        gpu_indices: list[int] | None = None,
+        cpu_indices: list[int] | None = None,
+        sync_execution_with: Literal["torch", "jax", "cupy"] = "torch",
+        currency: str = "",
+    ) -> None:
         self.electricity_price_provider = electricity_price_provider
         self.signal = _signal(electricity_price_provider, currency)
-        super().__init__(ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices, sync_execution_with=sync_execution_with,
-                                     approx_instant_energy=True))
+        super().__init__(
+            ZeusMonitor(
+                gpu_indices=gpu_indices, cpu_indices=cpu_indices, sync_execution_with=sync_execution_with, approx_instant_energy=True
+            )
+        )
 
     def _loop(self) -> Any:
         return _polling_process
@@ -199,11 +220,24 @@ class EnergyCostMonitor(ChargedWindows):
     def end_window(self, key: str, sync_execution: bool = True) -> EnergyCostMeasurement:
         """End window ``key``: its time, energy and cost."""
         m, (gpu, cpu, dram) = self._end(key, sync_execution)
-        return EnergyCostMeasurement(time=m.time, gpu_energy=m.gpu_energy, gpu_energy_cost=gpu, cpu_energy=m.cpu_energy,
-                                     cpu_energy_cost=cpu or None, dram_energy=m.dram_energy, dram_energy_cost=dram or None)
+        return EnergyCostMeasurement(
+            time=m.time,
+            gpu_energy=m.gpu_energy,
+            gpu_energy_cost=gpu,
+            cpu_energy=m.cpu_energy,
+            cpu_energy_cost=cpu or None,
+            dram_energy=m.dram_energy,
+            dram_energy_cost=dram or None,
+        )
 
 
 __all__ = [
-    "ElectricityPriceProvider", "EnergyCostMeasurement", "EnergyCostMonitor", "OpenEIClient", "Op",
-    "ZeusElectricityPriceHTTPError", "ZeusElectricityPriceNotFoundError", "get_time_info",
+    "ElectricityPriceProvider",
+    "EnergyCostMeasurement",
+    "EnergyCostMonitor",
+    "OpenEIClient",
+    "Op",
+    "ZeusElectricityPriceHTTPError",
+    "ZeusElectricityPriceNotFoundError",
+    "get_time_info",
 ]

@@ -36,8 +36,9 @@ class TemperatureMonitor(_core.TemperatureMonitor):
     GPUs of more than one model are a ``ZeusGPUHeterogeneousError``, as upstream.
     """
 
-    def __init__(self, gpu_indices: list[int] | None = None, update_period: float = 1.0,
-                 max_samples_per_gpu: int | None = None, **engine: Any) -> None:
+    def __init__(
+        self, gpu_indices: list[int] | None = None, update_period: float = 1.0, max_samples_per_gpu: int | None = None, **engine: Any
+    ) -> None:
         warn_if_global_in_subprocess(self)
         if gpu_indices is not None and not gpu_indices:
             raise ValueError("`gpu_indices` must be either `None` or non-empty")
@@ -50,12 +51,18 @@ class TemperatureMonitor(_core.TemperatureMonitor):
             raise translate(e) from e
 
     def get_temperature_timeline(  # type: ignore[override]
-        self, gpu_index: int | None = None, start_time: float | None = None, end_time: float | None = None,
+        self,
+        gpu_index: int | None = None,
+        start_time: float | None = None,
+        end_time: float | None = None,
     ) -> dict[int, list[tuple[float, int]]]:
         """``{gpu index: [(time, °C), ...]}`` between the two ``time.time()`` stamps (None: open)."""
         with self._lock:
-            return {i: [(t, int(round(c))) for t, c in self._timelines[(n, "temperature")].points(start_time, end_time)]
-                    for i, n in self._gpus(None) if gpu_index is None or i == gpu_index}
+            return {
+                i: [(t, int(round(c))) for t, c in self._timelines[(n, "temperature")].points(start_time, end_time)]
+                for i, n in self._gpus(None)
+                if gpu_index is None or i == gpu_index
+            }
 
     def get_temperature(self, time: float | None = None) -> dict[int, int] | None:  # type: ignore[override]
         """``{gpu index: °C}`` at the reading nearest to ``time`` (None: the latest); None where a GPU has none."""

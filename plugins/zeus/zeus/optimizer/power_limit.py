@@ -118,8 +118,10 @@ class GlobalPowerLimitOptimizer(Callback):
         self.pl_step = pl_step * 1000
         self.profile_path = Path(profile_path) if profile_path is not None else None
         if is_distributed() and len(monitor.gpu_indices) > 1:
-            logger.warning("Distributed training with %d GPUs per monitor: monitor one GPU per rank; the optimizer "
-                           "all-reduces over ranks.", len(monitor.gpu_indices))
+            logger.warning(
+                "Distributed training with %d GPUs per monitor: monitor one GPU per rank; the optimizer all-reduces over ranks.",
+                len(monitor.gpu_indices),
+            )
         gpus = get_gpus(ensure_homogeneous=True)
         ranges = [gpus.get_power_management_limit_constraints(i) for i in monitor.gpu_indices]
         if any(r != ranges[0] for r in ranges):
@@ -188,11 +190,13 @@ class GlobalPowerLimitOptimizer(Callback):
 
     def _measured(self, limit: int) -> None:
         m = self.monitor.end_window(_window(limit))
-        self.measurements.append(PowerLimitMeasurement(
-            power_limit=limit // 1000,
-            energy=sum(all_reduce(list(m.gpu_energy.values()), operation="sum")),
-            time=max(all_reduce([m.time], operation="max")),
-        ))
+        self.measurements.append(
+            PowerLimitMeasurement(
+                power_limit=limit // 1000,
+                energy=sum(all_reduce(list(m.gpu_energy.values()), operation="sum")),
+                time=max(all_reduce([m.time], operation="max")),
+            )
+        )
         position = self.power_limits.index(limit)
         if position == len(self.power_limits) - 1:
             self.state = Done(optimal_power_limit=self._optimal_power_limit())
@@ -246,8 +250,9 @@ def _hf_callback() -> type:
         ) -> None:
             if base is object:
                 raise ImportError("The transformers package is not installed. Please install it to use the HFGlobalPowerLimitOptimizer.")
-            self.optimizer = GlobalPowerLimitOptimizer(monitor, optimum_selector, wait_steps, warmup_steps, profile_steps,
-                                                       pl_step, profile_path)
+            self.optimizer = GlobalPowerLimitOptimizer(
+                monitor, optimum_selector, wait_steps, warmup_steps, profile_steps, pl_step, profile_path
+            )
 
         def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.optimizer.on_epoch_end()
@@ -275,6 +280,16 @@ if TYPE_CHECKING:
 
 
 __all__ = [
-    "Done", "Energy", "GlobalPowerLimitOptimizer", "HFGlobalPowerLimitOptimizer", "MaxSlowdownConstraint", "OptimumSelector",
-    "PowerLimitMeasurement", "Profiling", "Ready", "Time", "Warmup", "ZeusCost",
+    "Done",
+    "Energy",
+    "GlobalPowerLimitOptimizer",
+    "HFGlobalPowerLimitOptimizer",
+    "MaxSlowdownConstraint",
+    "OptimumSelector",
+    "PowerLimitMeasurement",
+    "Profiling",
+    "Ready",
+    "Time",
+    "Warmup",
+    "ZeusCost",
 ]

@@ -43,7 +43,7 @@ class ReplayZeusMonitor(ZeusMonitor):
         self.log_file: Any = open(log_file)  # noqa: SIM115 - read row by row, closed by close()
         header = self.log_file.readline().strip()
         if gpu_indices is None:
-            gpu_indices = [int(column.split("_")[0][len("gpu"):]) for column in header.split(",")[3:] if column]
+            gpu_indices = [int(column.split("_")[0][len("gpu") :]) for column in header.split(",")[3:] if column]
         self.gpu_indices = list(gpu_indices)
         self.nvml_gpu_indices = self.gpu_indices
         self.cpu_indices: list[int] = []

@@ -88,8 +88,7 @@ def get_current_rapl_zone_id(pid: int | Literal["current"] = "current") -> int:
         if name in names:
             return int(number)
     raise ZeusRAPLNotSupportedError(
-        f"no RAPL package zone under {root} is named {' or '.join(sorted(names))} "
-        f"(process {pid} last ran on CPU {cpu}, package {package})"
+        f"no RAPL package zone under {root} is named {' or '.join(sorted(names))} (process {pid} last ran on CPU {cpu}, package {package})"
     )
 
 
@@ -110,6 +109,14 @@ class RAPLCPUs(CPUs):
 
 
 __all__ = [
-    "CONTAINER_RAPL_DIR", "RAPLCPU", "RAPLCPUs", "RAPL_DIR", "ZeusRAPLFileInitError", "ZeusRAPLNotSupportedError",
-    "ZeusRAPLPermissionError", "get_current_cpu_index", "get_current_rapl_zone_id", "rapl_is_available",
+    "CONTAINER_RAPL_DIR",
+    "RAPLCPU",
+    "RAPLCPUs",
+    "RAPL_DIR",
+    "ZeusRAPLFileInitError",
+    "ZeusRAPLNotSupportedError",
+    "ZeusRAPLPermissionError",
+    "get_current_cpu_index",
+    "get_current_rapl_zone_id",
+    "rapl_is_available",
 ]

@@ -115,7 +115,9 @@ class GPU(metaclass=DeprecatedAliasABCMeta):
         warnings.warn(
             "Changing a GPU's power limit or clocks needs SYS_ADMIN privileges (root, or the CAP_SYS_ADMIN "
             "capability), which this process lacks; set ZEUS_DAEMON_SOCKET to a running `zeus daemon` to "
-            "make the change through it.", stacklevel=3)
+            "make the change through it.",
+            stacklevel=3,
+        )
         self._disable_sys_admin_warning = True
 
     def _leave(self, fn: Callable[..., Any], *args: Any) -> None:
@@ -197,8 +199,9 @@ class GPU(metaclass=DeprecatedAliasABCMeta):
         elif min_clock_mhz == max_clock_mhz:
             self._leave(self._need(ClockControl, "lock its SM clock").lock_clocks, min_clock_mhz)
         else:
-            raise ZeusGPUNotSupportedError(f"GPU {self.gpu_index} ({self.plugin}) locks its SM clock to one value only, "
-                                           f"not {min_clock_mhz}..{max_clock_mhz} MHz")
+            raise ZeusGPUNotSupportedError(
+                f"GPU {self.gpu_index} ({self.plugin}) locks its SM clock to one value only, not {min_clock_mhz}..{max_clock_mhz} MHz"
+            )
 
     @deprecated_alias("resetGpuLockedClocks")
     def reset_gpu_locked_clocks(self, block: bool = True) -> None:
@@ -281,8 +284,9 @@ class GPUs:
         self._count: int | None = None
         self._disable_sys_admin_warning = False
         if not self._registry.measuring("gpu"):
-            raise ZeusGPUInitError("No GPU device plugin is installed: "
-                                   "pip install zeus-plugins-nvml (NVIDIA) or zeus-plugins-amdsmi (AMD).")
+            raise ZeusGPUInitError(
+                "No GPU device plugin is installed: pip install zeus-plugins-nvml (NVIDIA) or zeus-plugins-amdsmi (AMD)."
+            )
         if ensure_homogeneous:
             self._ensure_homogeneous()
 
@@ -337,7 +341,6 @@ class GPUs:
         for gpu in self._gpus.values():
             gpu.close()
         self._gpus.clear()
-
 
 
 def _per_gpu(name: str) -> Callable[..., Any]:

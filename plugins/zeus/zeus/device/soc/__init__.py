@@ -29,6 +29,15 @@ def get_soc() -> SoC:
 
 
 __all__ = [
-    "AppleSilicon", "EmptySoC", "Jetson", "SoC", "SoCMeasurement", "ZeusAppleInitError", "ZeusJetsonInitError",
-    "ZeusSoCInitError", "apple_silicon_is_available", "get_soc", "jetson_is_available",
+    "AppleSilicon",
+    "EmptySoC",
+    "Jetson",
+    "SoC",
+    "SoCMeasurement",
+    "ZeusAppleInitError",
+    "ZeusJetsonInitError",
+    "ZeusSoCInitError",
+    "apple_silicon_is_available",
+    "get_soc",
+    "jetson_is_available",
 ]

@@ -115,8 +115,15 @@ class BatchSizeOptimizer(Callback):
         m = self.monitor.end_window(WINDOW)
         self.running_time += m.time
         self.consumed_energy += m.total_energy
-        result = TrainingResult(job_id=self.job.job_id, batch_size=self.current_batch_size, trial_number=self.trial_number,
-                                time=self.running_time, energy=self.consumed_energy, metric=metric, current_epoch=self.cur_epoch)
+        result = TrainingResult(
+            job_id=self.job.job_id,
+            batch_size=self.current_batch_size,
+            trial_number=self.trial_number,
+            time=self.running_time,
+            energy=self.consumed_energy,
+            metric=metric,
+            current_epoch=self.cur_epoch,
+        )
         res = self._send("post", REPORT_RESULT_URL, content=result.model_dump_json())
         answer = ReportResponse.model_validate(res.json())
         if not answer.stop_train:

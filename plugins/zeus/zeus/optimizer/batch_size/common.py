@@ -75,7 +75,6 @@ class JobParams(_Pydantic1Spellings):
         return self
 
 
-
 class GpuConfig(_Pydantic1Spellings):
     """The GPUs of the training: their summed maximum power, count and model."""
 
@@ -110,7 +109,6 @@ class TrialId(_Pydantic1Spellings):
     job_id: str
     batch_size: int
     trial_number: int
-
 
 
 class TrainingResult(TrialId):

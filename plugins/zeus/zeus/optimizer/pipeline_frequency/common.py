@@ -98,14 +98,14 @@ class JobInfo(BaseModel):
 
     @model_validator(mode="after")
     def _check_world_size(self) -> JobInfo:
-        assert self.pp_degree * self.dp_degree * self.tp_degree == self.world_size, (
-            "world_size must be pp_degree x dp_degree x tp_degree")
+        assert self.pp_degree * self.dp_degree * self.tp_degree == self.world_size, "world_size must be pp_degree x dp_degree x tp_degree"
         return self
 
     def set_job_id(self, scheduler_name: str) -> None:
         """Generate and set the job ID (upstream's format: time, degrees, scheduler, metadata)."""
-        job_id = "+".join([datetime.now().strftime("%F-%H-%M-%S"), f"dp{self.dp_degree}", f"pp{self.pp_degree}",
-                           f"tp{self.tp_degree}", scheduler_name])
+        job_id = "+".join(
+            [datetime.now().strftime("%F-%H-%M-%S"), f"dp{self.dp_degree}", f"pp{self.pp_degree}", f"tp{self.tp_degree}", scheduler_name]
+        )
         if self.job_metadata:
             job_id += f"+{self.job_metadata}"
         # bypasses the "must be empty" check, which is about what clients send

@@ -111,8 +111,9 @@ class PipelineFrequencyOptimizer(Callback):
         from zeus_plugins_perseus.runtime.profiler import OnlineProfiler
 
         # upstream's checks of the degrees (world_size = pp x dp x tp), before anything starts
-        self.job_info = JobInfo(pp_degree=pp_degree, dp_degree=dp_degree, tp_degree=tp_degree,
-                                world_size=world_size, job_metadata=job_metadata)
+        self.job_info = JobInfo(
+            pp_degree=pp_degree, dp_degree=dp_degree, tp_degree=tp_degree, world_size=world_size, job_metadata=job_metadata
+        )
         self.server_url = server_url
         self.rank = rank
         self.dp_rank = dp_rank
@@ -128,18 +129,23 @@ class PipelineFrequencyOptimizer(Callback):
             torch.cuda.set_device(device_id)
         self.frequency_controller = FrequencyController(device_id=device_id)
         freqs = self.frequency_controller.supported_frequencies
-        self.rank_info = RankInfo(rank=rank, dp_rank=dp_rank, pp_rank=pp_rank, tp_rank=tp_rank,
-                                  available_frequencies=freqs)
+        self.rank_info = RankInfo(rank=rank, dp_rank=dp_rank, pp_rank=pp_rank, tp_rank=tp_rank, available_frequencies=freqs)
         self._client = PlanClient(server_url, token=token if token is not None else os.environ.get(TOKEN_ENV))
 
         #: the instruction profiler of the sweep (None with ``profile=False``)
         self.profiler: Any = None
         if profile:
             self.profiler = OnlineProfiler(
-                gpus._gpu(device_id).group, stage=pp_rank, frequencies=frequencies or freqs,
-                warmup_steps=warmup_steps, profile_steps=profile_steps, stop_after_rises=stop_after_rises,
-                min_frequency=min_frequency, set_frequency=self.frequency_controller.set_frequency,
-                reset=self.frequency_controller.reset)
+                gpus._gpu(device_id).group,
+                stage=pp_rank,
+                frequencies=frequencies or freqs,
+                warmup_steps=warmup_steps,
+                profile_steps=profile_steps,
+                stop_after_rises=stop_after_rises,
+                min_frequency=min_frequency,
+                set_frequency=self.frequency_controller.set_frequency,
+                reset=self.frequency_controller.reset,
+            )
         #: (instruction, MHz) of one iteration, from the server; None until planned
         self.freq_schedule: list[tuple[str, int]] | None = None
         self.freq_schedule_iter: Any = None
@@ -171,8 +177,7 @@ class PipelineFrequencyOptimizer(Callback):
         if self.planned:
             item = next(self.freq_schedule_iter, None)
             if item is not None:
-                raise RuntimeError("PFO server returned more frequencies than expected. "
-                                   f"Next expected instruction and frequency is {item}")
+                raise RuntimeError(f"PFO server returned more frequencies than expected. Next expected instruction and frequency is {item}")
             self.freq_schedule_iter = iter(self.freq_schedule)
             return
         if not self._in_step:
@@ -181,8 +186,10 @@ class PipelineFrequencyOptimizer(Callback):
         if self.profiler is not None:
             self.profiler.on_step_end()
         if self._order and self._step_order != self._order:
-            raise RuntimeError(f"rank {self.rank} ran {self._step_order} in this step but {self._order} in the "
-                               "one before: a pipeline step must run the same instructions each time")
+            raise RuntimeError(
+                f"rank {self.rank} ran {self._step_order} in this step but {self._order} in the "
+                "one before: a pipeline step must run the same instructions each time"
+            )
         self._order = self._step_order
         import torch.distributed as dist
 
@@ -232,21 +239,32 @@ class PipelineFrequencyOptimizer(Callback):
         microbatches = self._order.count("forward")
         name, problem = self._schedule_name, None
         if name is None:
-            fits = [s for s, order_of in SCHEDULES.items()
-                    if all(o == [i for i, _ in order_of(self.job_info.pp_degree, microbatches, stage)] for stage, o in orders)]
+            fits = [
+                s
+                for s, order_of in SCHEDULES.items()
+                if all(o == [i for i, _ in order_of(self.job_info.pp_degree, microbatches, stage)] for stage, o in orders)
+            ]
             if fits:
                 name = fits[0]
             else:
-                problem = (f"the instructions the ranks ran ({orders[:4]}{'...' if world > 4 else ''}) follow none of the "
-                           f"schedules {sorted(SCHEDULES)} with {microbatches} microbatches; pass schedule=")
+                problem = (
+                    f"the instructions the ranks ran ({orders[:4]}{'...' if world > 4 else ''}) follow none of the "
+                    f"schedules {sorted(SCHEDULES)} with {microbatches} microbatches; pass schedule="
+                )
         job_id, error = None, problem
         if self.rank == 0 and problem is None:
             try:
                 metadata = {"job_metadata": self.job_info.job_metadata} if self.job_info.job_metadata else None
                 job_id = self._client.register_job(
-                    pp_degree=self.job_info.pp_degree, dp_degree=self.job_info.dp_degree,
-                    tp_degree=self.job_info.tp_degree, world_size=self.job_info.world_size,
-                    microbatches=microbatches, schedule=name, metadata=metadata, **self._planning)
+                    pp_degree=self.job_info.pp_degree,
+                    dp_degree=self.job_info.dp_degree,
+                    tp_degree=self.job_info.tp_degree,
+                    world_size=self.job_info.world_size,
+                    microbatches=microbatches,
+                    schedule=name,
+                    metadata=metadata,
+                    **self._planning,
+                )
             except Exception as e:  # noqa: BLE001 - every rank raises it below
                 error = str(e)
         shared = [job_id, error]
@@ -255,9 +273,14 @@ class PipelineFrequencyOptimizer(Callback):
         if error is not None or self.job_id is None:
             raise RuntimeError(f"Failed to register the job with the plan server: {error}")
         try:
-            self._client.register_rank(self.job_id, rank=self.rank, pp_rank=self.pp_rank, dp_rank=self.dp_rank,
-                                       tp_rank=self.tp_rank,
-                                       available_frequencies=self.rank_info.available_frequencies)
+            self._client.register_rank(
+                self.job_id,
+                rank=self.rank,
+                pp_rank=self.pp_rank,
+                dp_rank=self.dp_rank,
+                tp_rank=self.tp_rank,
+                available_frequencies=self.rank_info.available_frequencies,
+            )
             if self.profiler is not None:
                 self._client.upload_profile(self.job_id, self.rank, self.profiler.measurements())
             error = None
@@ -270,7 +293,8 @@ class PipelineFrequencyOptimizer(Callback):
         self.schedule_info = self._client.schedule_info(self.job_id, self.rank)
         schedule = [(str(i), int(f)) for i, f in self.schedule_info["schedule"]]
         if [i for i, _ in schedule] != self._order:
-            raise RuntimeError(f"PFO server returned a schedule of {[i for i, _ in schedule]} for rank {self.rank}, "
-                               f"which runs {self._order}")
+            raise RuntimeError(
+                f"PFO server returned a schedule of {[i for i, _ in schedule]} for rank {self.rank}, which runs {self._order}"
+            )
         self.freq_schedule = schedule
         self.freq_schedule_iter = iter(schedule)

@@ -37,27 +37,39 @@ def create_app_from_settings(settings: PFOServerSettings, token: str | None = No
 
     args = dict(settings.scheduler_args)
     if "solution_path" in args:
-        raise ValueError("solution_path: this server does not evaluate plan files; it plans each job with the "
-                         "Perseus planner (give 'profile' and 'blocking_power_w' in ZEUS_PFO_SCHEDULER_ARGS)")
+        raise ValueError(
+            "solution_path: this server does not evaluate plan files; it plans each job with the "
+            "Perseus planner (give 'profile' and 'blocking_power_w' in ZEUS_PFO_SCHEDULER_ARGS)"
+        )
     unknown = sorted(set(args) - set(PLANNER_KEYS))
     if unknown:
         raise ValueError(f"ZEUS_PFO_SCHEDULER_ARGS: unknown key(s) {unknown}; known: {list(PLANNER_KEYS)}")
     if token is not None and (problem := token_problem(token)) is not None:
         raise ValueError(f"$ZEUS_PERSEUS_TOKEN: {problem}")
     profile = read_profile(args["profile"]) if args.get("profile") else None
-    defaults = PlannerDefaults(profile=profile, blocking_power_w=args.get("blocking_power_w"),
-                               unit_time_s=float(args.get("unit_time_s", 0.001)), model=args.get("model", "measured"))
+    defaults = PlannerDefaults(
+        profile=profile,
+        blocking_power_w=args.get("blocking_power_w"),
+        unit_time_s=float(args.get("unit_time_s", 0.001)),
+        model=args.get("model", "measured"),
+    )
     limits = ServerLimits(job_idle_s=float(settings.max_job_idle_time))
     app = create_app(JobManager(defaults, settings.dump_dir if settings.dump_data else None, limits), token)
     if token is None:
+
         @app.middleware("http")
         async def loopback_only(request: Request, call_next):
             client = request.client.host if request.client is not None else ""
             if not is_loopback(client):
-                return JSONResponse(status_code=403, content={
-                    "detail": "this plan server has no token, so it answers loopback clients only; "
-                              "set $ZEUS_PERSEUS_TOKEN where it starts"})
+                return JSONResponse(
+                    status_code=403,
+                    content={
+                        "detail": "this plan server has no token, so it answers loopback clients only; "
+                        "set $ZEUS_PERSEUS_TOKEN where it starts"
+                    },
+                )
             return await call_next(request)
+
     return app
 
 
