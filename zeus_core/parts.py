@@ -479,6 +479,24 @@ class Reports(Protocol):
 
 
 @runtime_checkable
+class Compares(Protocol):
+    """Any part that knows what the job's recurrences would have spent under fixed choices (the
+    default knobs, the oracle's): the closing verdict of ``zeus run`` and ``zeus report`` states the
+    job's energy, time and cost against them. Each is named (``default``, ``oracle``, ``best fixed``)
+    and holds ``energy_j``, ``time_s`` and ``cost`` over the same recurrences as the job's totals;
+    a choice not known (the default never reached the target) is left out.
+
+    Example::
+
+        def baselines(self, job: JobSummary) -> dict[str, dict[str, float]]:
+            n = job.recurrences
+            return {"default": {"energy_j": 9e5 * n, "time_s": 3600.0 * n, "cost": 1.2e6 * n}}
+    """
+
+    def baselines(self, job: JobSummary) -> dict[str, dict[str, float]]: ...
+
+
+@runtime_checkable
 class WritesOutputs(Protocol):
     """Any part: writes its files under ``--output`` (through
     :func:`~zeus_core.files.write_atomic`) and returns their paths.
@@ -540,6 +558,7 @@ PART_CAPABILITIES: tuple[type, ...] = (
     WritesFiles,
     Summarizes,
     Reports,
+    Compares,
     WritesOutputs,
     Closeable,
 )

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.markup import escape
 
-from zeus_core.cli.consoles import make_console, verbosity_options
+from zeus_core.cli.consoles import make_console, requested_level, verbosity_options
 from zeus_core.engine.registry import CORE_PLUGIN, Registry, get_registry
 from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, RunFailed, ZeusError
 from zeus_core.files import cannot_write, write_atomic
@@ -39,6 +39,7 @@ from zeus_core.results import JobSummary, try_columns
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from rich.console import Console
     from rich.table import Table
 
     from zeus_core.engine.runner import Runner
@@ -247,6 +248,51 @@ def _recurrence_line(rec: int, records: list) -> str:
         f"recurrence {rec}: {tries}  epochs={sum(r.epochs for r in records)} "
         f"cost={cost:,.1f} {'reached' if last.reached else 'not reached'}"
     )
+
+
+class RunProgress:
+    """The progress of ``zeus run``: on a terminal, one live line (a bar, the count, the time, the last
+    recurrence) that is gone when the run ends; with ``full_lines`` (output piped, ``-v``) one line per
+    recurrence, kept, and no bar."""
+
+    def __init__(self, console: Console, name: str, total: int, full_lines: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.full_lines = full_lines
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[last]}"),
+            console=console,
+            transient=True,
+            disable=full_lines,
+        )
+        self.task = self.progress.add_task(name, total=total, last="")
+
+    def __enter__(self) -> RunProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def on_progress(self, kind: str, info: dict[str, Any]) -> None:
+        """The runner's progress callback: a recurrence ended."""
+        line = _recurrence_line(info["recurrence"], info["records"])
+        if self.full_lines:
+            self.console.print(escape(line), highlight=False, soft_wrap=True)
+        self.advance(last=escape(line))
+
+    def advance(self, last: str = "") -> None:
+        self.progress.update(self.task, advance=1, last=last)
+
+
+def _full_lines() -> bool:
+    """Whether ``zeus run`` prints a line per recurrence: output that is not a terminal, or ``-v`` (info or below)."""
+    return not console.is_terminal or requested_level(click.get_current_context()) < logging.WARNING
 
 
 def _closing_table(summary: JobSummary) -> Table:
@@ -646,6 +692,7 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: s
         if isinstance(part, Reports):
             part.report(console, summary)
     if output is None:
+        _print_verdict(runner, summary, None)
         return EXIT_OK
     try:
         written = _write_outputs(runner, summary, output, command, started, fresh)
@@ -661,10 +708,28 @@ def _finish(runner: Runner, summary: JobSummary, output: Path | None, command: s
         named = [f for f in failed if f.filename is not None] or [e]
         said = cannot_write(named[0]) + "".join(f"; {f.filename} could not be written either ({f.strerror or f})" for f in named[1:])
         err_console.print(f"[bold red]error:[/] the outputs are not all written: {escape(said)}{escape(again)}")
+        _print_verdict(runner, summary, None)
         return EXIT_FAILED
     for p in written:
         console.print(f"wrote {escape(str(p))}")
+    _print_verdict(runner, summary, [p for p in written if p.name in ("summary.json", "recurrences.csv")])
     return EXIT_OK
+
+
+def _print_verdict(runner: Runner, summary: JobSummary, files: list[Path] | None) -> None:
+    """The last thing ``zeus run`` and ``zeus report`` print: the result in human units (:mod:`zeus_core.verdict`),
+    and where its exact figures are."""
+    from rich.text import Text
+
+    from zeus_core.verdict import verdict_of
+
+    verdict = verdict_of(summary, runner.parts.values(), eta=runner.spec.job.eta_knob)
+    if verdict is None:
+        return
+    console.print()
+    console.print(verdict.renderable())
+    if files:
+        console.print(Text(f"(exact figures: {', '.join(map(str, files))})", style="dim"))
 
 
 @cli.command("run")
@@ -721,8 +786,6 @@ def _run_and_finish(runner: Runner, spec, output: Path | None, fresh: bool, star
     """``zeus run`` once the runner is made, with ``interrupts`` installed throughout: a signal while the
     outputs are written stops the writing, summary.json records what was written, and the exit status is
     the signal's; one while the devices are restored waits for them."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from zeus_core.engine.stores.protocol import StoreError
 
     code = EXIT_OK
@@ -733,19 +796,11 @@ def _run_and_finish(runner: Runner, spec, output: Path | None, fresh: bool, star
         line = _continuing_line(runner, fresh)
         if line:
             console.print(escape(line), highlight=False, soft_wrap=True)
-        with Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=True
-        ) as progress:
-            total = spec.job.recurrences if "workload" in runner.parts else 1
-            task = progress.add_task(f"{spec.job.name}", total=total)
-
-            def on_progress(kind: str, info: dict[str, Any]) -> None:
-                progress.console.print(escape(_recurrence_line(info["recurrence"], info["records"])), highlight=False, soft_wrap=True)
-                progress.advance(task)
-
-            summary = runner.run(progress=on_progress)
+        total = spec.job.recurrences if "workload" in runner.parts else 1
+        with RunProgress(console, spec.job.name, total, full_lines=_full_lines()) as progress:
+            summary = runner.run(progress=progress.on_progress)
             if "workload" not in runner.parts:
-                progress.advance(task)
+                progress.advance()
     except ZeusError as e:
         code = report_error(e)
         partial = e.partial

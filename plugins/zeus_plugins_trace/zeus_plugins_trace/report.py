@@ -40,6 +40,11 @@ class Comparison:
             "vs_oracle": baselines.compare(self.method, self.oracle, n),
         }
 
+    def totals(self) -> dict[str, dict[str, float]]:
+        """Each baseline's expected energy, time and cost over the run's recurrences, by name."""
+        n = self.recurrences
+        return {b.name: {"energy_j": b.energy_j * n, "time_s": b.time_s * n, "cost": b.cost * n} for b in (self.default, self.oracle)}
+
 
 def compare(trace: WorkloadTrace, summary: Any, job: Any, default_batch_size: int) -> Comparison:
     records = summary.records
@@ -65,10 +70,8 @@ def print_table(console: Any, c: Comparison) -> None:
     n = c.recurrences
     kind = "SYNTHETIC trace" if c.synthetic else "trace"
     rows = [Row("the job so far", "(chosen per recurrence)", c.method)]
-    rows += [
-        Row(b.name, f"{b.batch_size} @ {b.power_limit:g} W", {"energy_j": b.energy_j * n, "time_s": b.time_s * n, "cost": b.cost * n})
-        for b in (c.default, c.oracle)
-    ]
+    totals = c.totals()
+    rows += [Row(b.name, f"{b.batch_size} @ {b.power_limit:g} W", totals[b.name]) for b in (c.default, c.oracle)]
     console.print(
         comparison_table(
             f"{n} recurrences on {c.gpu} ({kind}: {c.trace}) against baselines by expected cost",

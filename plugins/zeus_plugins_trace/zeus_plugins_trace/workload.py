@@ -135,6 +135,10 @@ class TraceWorkload:
         if summary.records:
             report.print_table(console, self.comparison(summary))
 
+    def baselines(self, summary: JobSummary) -> dict[str, dict[str, float]]:
+        """The default's and the oracle's expected totals over the job's recurrences (the verdict's reference)."""
+        return self.comparison(summary).totals() if summary.records else {}
+
     def write_outputs(self, out_dir: Path, summary: JobSummary) -> list[Path]:
         if not summary.records:
             return []
