@@ -33,13 +33,29 @@ validate`` first uses the part, so that no command loads every plugin's options.
 Event hooks (``zeus_on_*``) are for observers (loggers, exporters, plots).
 They must not change the run; their return values are ignored.
 
+Every hook is typed here, as pytest types its hooks: the ``register`` callbacks are
+the protocols of this module (``RegisterPart`` for the part kinds and privileged
+services, ``RegisterRestorer``, ``RegisterStore``, ``RegisterProcessGroup``,
+``RegisterGridSignal``), which an implementation may use in its annotations
+(``def zeus_register_devices(register: RegisterPart) -> None``).
+
 ``docs/hooks.md`` is generated from this module (``python -m zeus_core.docgen``);
 a test fails when it is stale or a hook has no example.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
 import pluggy
+
+if TYPE_CHECKING:  # annotations only: the face's names (importing zeus_core imports this module first)
+    import click
+
+    from zeus_core import BuildContext, JobOptions, JobSummary, Measurement, TryRecord
+    from zeus_core.engine.stores.protocol import JobStore
+    from zeus_core.grid import GridSignal, SourceRequest
 
 PROJECT = "zeus"
 
@@ -59,11 +75,57 @@ PART_KINDS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# --- what the registration hooks are called with ---------------------------------
+# The ``register`` callbacks, as a plugin's hook implementation may annotate them
+# (``def zeus_register_devices(register: RegisterPart) -> None``).
+
+
+class RegisterPart(Protocol):
+    """``register`` of the hooks that register parts, and of ``zeus_register_privileged_operations``."""
+
+    def __call__(
+        self,
+        name: str,
+        factory: Callable[..., Any],
+        options: type | str | None = None,
+        help: str = "",
+        default: bool = False,
+        measures: dict[str, str | None] | None = None,
+    ) -> None: ...
+
+
+class RegisterRestorer(Protocol):
+    """``register`` of ``zeus_register_restorers``: ``restore(key, original)`` puts a journaled setting back."""
+
+    def __call__(self, owner: str, restore: Callable[[str, Any], object]) -> None: ...
+
+
+class RegisterStore(Protocol):
+    """``register`` of ``zeus_register_stores``: ``opener(location, timeout_s, job=name)`` opens a store."""
+
+    def __call__(self, scheme: str, opener: Callable[..., JobStore], help: str = "") -> None: ...
+
+
+class RegisterProcessGroup(Protocol):
+    """``register`` of ``zeus_register_process_groups``: ``join()`` returns a
+    :class:`zeus_core.engine.ranks.ProcessGroup` or None."""
+
+    def __call__(self, name: str, join: Callable[[], Any], help: str = "") -> None: ...
+
+
+class RegisterGridSignal(Protocol):
+    """``register`` of ``zeus_register_grid_signals``: ``opener(spec, request)`` opens a signal."""
+
+    def __call__(
+        self, scheme: str, opener: Callable[[str, SourceRequest], GridSignal], help: str = "", suffixes: Iterable[str] = ()
+    ) -> None: ...
+
+
 # --- registration hooks -------------------------------------------------------
 
 
 @hookspec
-def zeus_register_devices(register):
+def zeus_register_devices(register: RegisterPart) -> None:
     """Register measurement and control backends (``nvml``, ``rapl``, ``cpu-estimate``, ``trace``).
 
     A device part is a :class:`zeus_core.DeviceGroup`: it reads cumulative energy
@@ -88,7 +150,7 @@ def zeus_register_devices(register):
 
 
 @hookspec
-def zeus_register_workloads(register):
+def zeus_register_workloads(register: RegisterPart) -> None:
     """Register what is trained (``torch``, ``trace``).
 
     A workload part is a :class:`zeus_core.Workload`: its ``run(session)`` trains
@@ -104,7 +166,7 @@ def zeus_register_workloads(register):
 
 
 @hookspec
-def zeus_register_profilers(register):
+def zeus_register_profilers(register: RegisterPart) -> None:
     """Register sweeps that produce time/energy tables (``power-sweep``, ``perseus-stage``).
 
     A profiler part is a :class:`zeus_core.Planner`: it runs once before the
@@ -119,7 +181,7 @@ def zeus_register_profilers(register):
 
 
 @hookspec
-def zeus_register_batch_size_policies(register):
+def zeus_register_batch_size_policies(register: RegisterPart) -> None:
     """Register policies that choose the batch size of each try (``fixed``, ``mab``).
 
     A batch-size policy is a :class:`zeus_core.BatchSizePolicy`; it may stop its
@@ -134,7 +196,7 @@ def zeus_register_batch_size_policies(register):
 
 
 @hookspec
-def zeus_register_power_policies(register):
+def zeus_register_power_policies(register: RegisterPart) -> None:
     """Register policies that choose the power limit devices run at (``max``, ``fixed``, ``jit``).
 
     A power policy is a :class:`zeus_core.PowerPolicy`; it declares the device
@@ -150,7 +212,7 @@ def zeus_register_power_policies(register):
 
 
 @hookspec
-def zeus_register_allocators(register):
+def zeus_register_allocators(register: RegisterPart) -> None:
     """Register allocators of per-device local batch and power limit over mixed GPUs (``even``, ``hetero``).
 
     An allocator is a :class:`zeus_core.Planner`; a data-parallel workload trains
@@ -165,7 +227,7 @@ def zeus_register_allocators(register):
 
 
 @hookspec
-def zeus_register_frequency_plan_policies(register):
+def zeus_register_frequency_plan_policies(register: RegisterPart) -> None:
     """Register policies that give each pipeline instruction an SM clock (``max``, ``perseus``).
 
     A frequency-plan policy is a :class:`zeus_core.Planner` that may lock clocks
@@ -180,7 +242,7 @@ def zeus_register_frequency_plan_policies(register):
 
 
 @hookspec
-def zeus_register_commands(cli):
+def zeus_register_commands(cli: click.Group) -> None:
     """Add subcommands to the ``zeus`` command line; ``cli`` is the root ``click.Group``.
 
     Import what the command needs inside it, not at module level, so that other
@@ -198,7 +260,7 @@ def zeus_register_commands(cli):
 
 
 @hookspec
-def zeus_register_restorers(register):
+def zeus_register_restorers(register: RegisterRestorer) -> None:
     """Register functions that undo a device setting recorded in the journal.
 
     ``register(owner, restore)`` where ``restore(key, original)`` puts device
@@ -216,7 +278,7 @@ def zeus_register_restorers(register):
 
 
 @hookspec
-def zeus_register_stores(register):
+def zeus_register_stores(register: RegisterStore) -> None:
     """Register backends of the job store, by URL scheme: ``job.store = "postgresql://..."``.
 
     ``register(scheme, opener, help="...")`` where ``opener(location, timeout_s, job=name)``
@@ -245,7 +307,7 @@ def zeus_register_stores(register):
 
 
 @hookspec
-def zeus_register_process_groups(register):
+def zeus_register_process_groups(register: RegisterProcessGroup) -> None:
     """Register how the ranks of one job reach each other when a launcher started them
     (``torchrun``, SLURM's ``srun``, ``torch.multiprocessing``).
 
@@ -267,7 +329,7 @@ def zeus_register_process_groups(register):
 
 
 @hookspec
-def zeus_register_grid_signals(register):
+def zeus_register_grid_signals(register: RegisterGridSignal) -> None:
     """Register sources of grid signals (carbon intensity, electricity price), by scheme:
     ``[grid] carbon_intensity = "electricitymaps:DE"``.
 
@@ -293,7 +355,7 @@ def zeus_register_grid_signals(register):
 
 
 @hookspec
-def zeus_register_privileged_operations(register):
+def zeus_register_privileged_operations(register: RegisterPart) -> None:
     """Register services whose operations ``zeus daemon`` performs for unprivileged clients.
 
     ``register(name, service_class, options=OptionsClass)``. The daemon builds
@@ -323,7 +385,7 @@ def zeus_register_privileged_operations(register):
 
 
 @hookspec
-def zeus_on_job_start(job, context):
+def zeus_on_job_start(job: JobOptions, context: BuildContext) -> None:
     """Called once after the parts are built and before the first recurrence, with the
     ``[job]`` options (:class:`zeus_core.JobOptions`) and the :class:`zeus_core.BuildContext`.
 
@@ -336,7 +398,7 @@ def zeus_on_job_start(job, context):
 
 
 @hookspec
-def zeus_on_measurement(name, measurement):
+def zeus_on_measurement(name: str, measurement: Measurement) -> None:
     """Called when a measurement window named ``name`` ends, with its :class:`zeus_core.Measurement`.
 
     Example::
@@ -349,7 +411,7 @@ def zeus_on_measurement(name, measurement):
 
 
 @hookspec
-def zeus_on_try_end(record):
+def zeus_on_try_end(record: TryRecord) -> None:
     """Called after each try (one training run) with its :class:`zeus_core.TryRecord`.
 
     Example::
@@ -361,7 +423,7 @@ def zeus_on_try_end(record):
 
 
 @hookspec
-def zeus_on_recurrence_end(recurrence, records):
+def zeus_on_recurrence_end(recurrence: int, records: list[TryRecord]) -> None:
     """Called when recurrence number ``recurrence`` ends, with the list of its :class:`zeus_core.TryRecord` s.
 
     Example::
@@ -373,7 +435,7 @@ def zeus_on_recurrence_end(recurrence, records):
 
 
 @hookspec
-def zeus_on_job_end(summary):
+def zeus_on_job_end(summary: JobSummary) -> None:
     """Called once when the job ends, with the :class:`zeus_core.JobSummary`.
 
     Example::

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zeus_core.hookspecs import hookimpl
+from zeus_core.hookspecs import RegisterStore, hookimpl
 
 if TYPE_CHECKING:
     from zeus_core.engine.stores.sqlite import Store
@@ -20,5 +20,5 @@ def open_sqlite(location: str, timeout_s: float = 60.0, job: str | None = None, 
 
 
 @hookimpl
-def zeus_register_stores(register):
+def zeus_register_stores(register: RegisterStore) -> None:
     register("sqlite", open_sqlite, help="A SQLite file (the default: a job.store without a scheme is a path).")

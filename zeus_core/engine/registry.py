@@ -14,7 +14,7 @@ distributions; a hook implementation without a matching spec (a typo such as
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -265,7 +265,7 @@ class Registry:
             if caller is not None:
                 caller(register=self._grid_registrar(plugin_name))
 
-    def _caller_for(self, hook_name: str, plugin: object, plugins: list[tuple[str, object]]):
+    def _caller_for(self, hook_name: str, plugin: object, plugins: list[tuple[str, object]]) -> pluggy.HookCaller | None:
         impls = getattr(self.pm.hook, hook_name).get_hookimpls()
         if not any(i.plugin is plugin for i in impls):
             return None
@@ -274,7 +274,7 @@ class Registry:
         # ZEUS_TRACE_PLUGINS monitoring working for these calls.
         return self.pm.subset_hook_caller(hook_name, remove_plugins=others)
 
-    def _registrar(self, kind: str, plugin_name: str, table: dict[str, Registration] | None = None):
+    def _registrar(self, kind: str, plugin_name: str, table: dict[str, Registration] | None = None) -> hookspecs.RegisterPart:
         dist = self.distribution_of(plugin_name)[0]
         table = self.parts[kind] if table is None else table
 
@@ -327,7 +327,7 @@ class Registry:
 
         return register
 
-    def _restorer_registrar(self, plugin_name: str):
+    def _restorer_registrar(self, plugin_name: str) -> hookspecs.RegisterRestorer:
         def register(owner: str, restore: Callable[[str, Any], Any]) -> None:
             if owner in self.restorers:
                 raise PluginError(f"restorer {owner!r} is registered twice (second by plugin {plugin_name!r})")
@@ -339,7 +339,7 @@ class Registry:
 
         return register
 
-    def _store_registrar(self, plugin_name: str):
+    def _store_registrar(self, plugin_name: str) -> hookspecs.RegisterStore:
         dist = self.distribution_of(plugin_name)[0]
 
         def register(scheme: str, opener: Callable[..., Any], help: str = "") -> None:
@@ -351,7 +351,7 @@ class Registry:
 
         return register
 
-    def _group_registrar(self, plugin_name: str):
+    def _group_registrar(self, plugin_name: str) -> hookspecs.RegisterProcessGroup:
         dist = self.distribution_of(plugin_name)[0]
 
         def register(name: str, join: Callable[[], Any], help: str = "") -> None:
@@ -362,7 +362,7 @@ class Registry:
 
         return register
 
-    def _grid_registrar(self, plugin_name: str):
+    def _grid_registrar(self, plugin_name: str) -> hookspecs.RegisterGridSignal:
         dist = self.distribution_of(plugin_name)[0]
 
         def register(scheme: str, opener: Callable[..., Any], help: str = "", suffixes: Iterable[str] = ()) -> None:
@@ -409,10 +409,10 @@ def _trace(pm: pluggy.PluginManager) -> None:
 
     err = Console(stderr=True)
 
-    def before(hook_name, hook_impls, kwargs):
+    def before(hook_name: str, hook_impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
         err.print(f"[dim]zeus hook[/] {hook_name} -> {[i.plugin_name for i in hook_impls]} kwargs={list(kwargs)}")
 
-    def after(outcome, hook_name, hook_impls, kwargs):
+    def after(outcome: pluggy.Result[Any], hook_name: str, hook_impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
         try:
             result = outcome.get_result()
         except BaseException as e:  # noqa: BLE001 - only reported here
