@@ -381,11 +381,12 @@ class Assembly:
 
     # -- history --
 
-    def history(self, *, max_power_w: float | None = None) -> HistoryService:
+    def history(self, *, max_power_w: float | None = None, wait: bool = False) -> HistoryService:
         """Where the job's tries are kept: the service the store is, when it runs the batch-size
         policy itself (the power policy stays here, where the device is), else a
         :class:`~zeus_core.engine.history.History` over the store. ``max_power_w``: the cost
-        metric's (default: the device's)."""
+        metric's (default: the device's); ``wait``: a ``fresh`` start waits for the job's other
+        live runners to end their recurrences instead of refusing (``zeus run --fresh --wait``)."""
         store = self.store
         if isinstance(store, ServesHistory) and "batch_size" in self.spec.parts:
             bs = self.spec.parts["batch_size"]
@@ -398,11 +399,12 @@ class Assembly:
                 device=self.parts.get("device"),
                 workload=self.parts.get("workload"),
                 fresh=self.fresh,
+                wait=wait,
             )
             return store.history_service(setup, power_policy=self.parts.get("power"))
-        return self.local_history(max_power_w=max_power_w)
+        return self.local_history(max_power_w=max_power_w, wait=wait)
 
-    def local_history(self, *, max_power_w: float | None = None) -> History:
+    def local_history(self, *, max_power_w: float | None = None, wait: bool = False) -> History:
         """The job's :class:`~zeus_core.engine.history.History` over its store, in this process."""
         store = self.store
         if store is None:
@@ -419,6 +421,7 @@ class Assembly:
             default_batch_size=workload.default_batch_size if offers else None,
             power_policy=self.parts.get("power"),
             fresh=self.fresh,
+            wait=wait,
         )
 
     def _max_power_w(self, given: float | None) -> float:

@@ -46,7 +46,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -178,6 +178,29 @@ def live_runners(tx: StoreTransaction) -> dict[int, Any]:
         if gone_reason(owner) is None:
             live[int(rec)] = owner
     return live
+
+
+def claim_waiting(location: str, claim: Callable[[], Any], wait: bool) -> Any:
+    """``claim()`` (a step that claims a job's store, starting it over); while it is refused by live
+    runners (:class:`FreshRefused`) and ``wait`` is set, ask again every :data:`WAIT_POLL_S` seconds.
+    A local :class:`History`'s and a service's client's (``zeus run --fresh --wait``)."""
+    said = False
+    while True:
+        try:
+            return claim()
+        except FreshRefused as e:
+            if not wait:
+                raise
+            if not said:
+                shown = ", ".join(f"recurrence {rec} ({describe(owner)})" for rec, owner in sorted(e.live.items())[:10])
+                log.warning(
+                    "%s: --fresh --wait: waiting for the job's other runners to end their recurrences (%s); "
+                    "the job starts over once none is open",
+                    location,
+                    shown,
+                )
+                said = True
+            time.sleep(WAIT_POLL_S)
 
 
 class StalePowerState(RunFailed):
@@ -342,25 +365,8 @@ class History:
         return _history_id(tx) == self._history and self.next_recurrence(tx=tx) > self._began
 
     def _claim_waiting(self, claim: Any) -> Any:
-        """``claim()`` (a transaction that claims the store); while it is refused by live runners and
-        ``wait`` is set, look again every :data:`WAIT_POLL_S` seconds."""
-        said = False
-        while True:
-            try:
-                return claim()
-            except FreshRefused as e:
-                if not self.wait:
-                    raise
-                if not said:
-                    shown = ", ".join(f"recurrence {rec} ({describe(owner)})" for rec, owner in sorted(e.live.items())[:10])
-                    log.warning(
-                        "%s: --fresh --wait: waiting for the job's other runners to end their recurrences (%s); "
-                        "the job starts over once none is open",
-                        self.store.location,
-                        shown,
-                    )
-                    said = True
-                time.sleep(WAIT_POLL_S)
+        """``claim()`` (a transaction that claims the store), waiting for live runners with ``wait``."""
+        return claim_waiting(self.store.location, claim, self.wait)
 
     # -- policy state --
 

@@ -119,6 +119,9 @@ class HistorySetup:
     #: batch size -> the device's predictions of one epoch at each power limit
     predictions: dict[int, list[EpochPrediction]] | None = None
     fresh: bool = False
+    #: A ``fresh`` start that the service refuses while other live runners hold open recurrences is
+    #: asked again until it is taken (``zeus run --fresh --wait``): the client's to do, not on the wire.
+    wait: bool = False
 
     @classmethod
     def of_parts(
@@ -132,6 +135,7 @@ class HistorySetup:
         device: Any = None,
         workload: Any = None,
         fresh: bool = False,
+        wait: bool = False,
     ) -> HistorySetup:
         """The setup of a job whose parts were built here (the runner's, a script optimizer's)."""
         batch_sizes = default = None
@@ -158,6 +162,7 @@ class HistorySetup:
             default_batch_size=None if default is None else int(default),
             predictions=predictions,
             fresh=fresh,
+            wait=wait,
         )
 
     def to_json(self) -> dict[str, Any]:

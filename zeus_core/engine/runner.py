@@ -120,9 +120,7 @@ class Runner:
             self.monitor = Monitor(self.parts["device"], on_measurement=self._on_measurement)
         self.assembly.check_identity()
         if "workload" in self.parts:
-            self.history = self.assembly.history()
-            if isinstance(self.history, History):
-                self.history.wait = self.wait
+            self.history = self.assembly.history(wait=self.wait)
             if isinstance(self.history, History) and not self.fresh:
                 # A stored state its policy cannot read refuses the store now, before the first write.
                 load_policy_states(self.history.store, self.parts.get("batch_size"), self.parts.get("power"))

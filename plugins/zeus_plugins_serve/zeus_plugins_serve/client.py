@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlunsplit
 import httpx
 
 from zeus_core import PolicyContext, RunFailed, TryRecord
-from zeus_core.engine.history import TryPlan, gone_reason, merge_power_state
+from zeus_core.engine.history import FreshRefused, TryPlan, claim_waiting, gone_reason, merge_power_state
 from zeus_core.engine.owner import this_process
 from zeus_core.engine.remote import HistorySetup
 from zeus_core.engine.stores.locations import mask, parse_url
@@ -177,6 +177,9 @@ class ServiceClient:
             raise _Conflict(body)
         if r.status_code == 409 and body.get("code") in _CONFLICT_CODES:
             raise TransactionConflict(f"{self.location}: {mask(detail)}")
+        if r.status_code == 409 and body.get("code") == "fresh_refused":
+            live = body.get("live") if isinstance(body.get("live"), dict) else {}
+            raise FreshRefused(self.location, {int(rec): owner for rec, owner in live.items() if str(rec).isdigit()})
         if r.status_code == 409 and body.get("code") == "policy_failed":
             raise RunFailed(f"{self.location}: {mask(detail)}")
         if r.status_code == 404:
@@ -374,7 +377,8 @@ class RemoteTrials:
         while self._gone:
             rec, why = self._gone.popitem()
             self._step("abandon", {"recurrence": rec, "reason": why})
-        got = self._step("recurrences", {"owner": this_process()})
+        # --fresh --wait: a start over the service refuses while other runners hold open recurrences is asked again
+        got = claim_waiting(self.store.location, lambda: self._step("recurrences", {"owner": this_process()}), self.setup.wait)
         self.fresh = False  # the first write is done
         return int(got["recurrence"])
 

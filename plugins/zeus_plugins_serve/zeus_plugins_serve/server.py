@@ -42,7 +42,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from zeus_core import JobOptions, RunFailed, TryRecord
 from zeus_core.engine.assembly import build_history
-from zeus_core.engine.history import History, StalePowerState, TryPlan, TryRecorded, state_digest
+from zeus_core.engine.history import FreshRefused, History, StalePowerState, TryPlan, TryRecorded, state_digest
 from zeus_core.engine.registry import Registry, get_registry
 from zeus_core.engine.remote import HistorySetup, SetupError
 from zeus_core.engine.statekeys import OPEN_KEY
@@ -268,6 +268,9 @@ def _answering(fn: Callable[[JobEntry], Any], entry: JobEntry) -> Any:
         raise
     except RunFailed as e:  # the job's own policy failed (it could not choose): the client's run fails with it
         raise Problem(409, mask(str(e)), code="policy_failed") from None
+    except FreshRefused as e:  # a --fresh client while other runners hold open recurrences: it may wait and ask again
+        live = {str(rec): owner for rec, owner in e.live.items()}
+        raise Problem(409, mask(str(e)), code="fresh_refused", live=live) from None
     except ValueError as e:  # a policy that refuses the stored state (another setup), a value a store refuses
         raise Problem(409, f"the job's policy or store refused: {mask(str(e))}", code="refused") from None
 
