@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
+
+#: Scalars or numpy arrays: what zeus_cost takes, it returns.
+_Amount = TypeVar("_Amount", float, "np.ndarray")
 
 
 def check_eta(eta: float) -> float:
@@ -24,7 +27,7 @@ def check_eta(eta: float) -> float:
     return float(eta)
 
 
-def zeus_cost(energy_j, time_s, eta: float, max_power_w: float):
+def zeus_cost(energy_j: _Amount, time_s: _Amount, eta: float, max_power_w: float) -> _Amount:
     """Cost of spending ``energy_j`` joules over ``time_s`` seconds.
 
     Works on scalars and numpy arrays alike (broadcasting).

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+#: What attrs calls as a field's validator: ``check(instance, attribute, value)``, raising ValueError.
+Validator = Callable[[Any, Any, Any], None]
 
 
 def positive(_inst: Any, attribute: Any, value: Any) -> None:
@@ -42,7 +45,7 @@ def nonempty(_inst: Any, attribute: Any, value: Any) -> None:
         raise ValueError(f"{attribute.name} must not be empty")
 
 
-def at_least(lo: float, hint: str = ""):
+def at_least(lo: float, hint: str = "") -> Validator:
     """value >= lo (NaN fails); ``hint`` adds what the bound means, e.g. "inf disables early stopping"."""
     extra = f" ({hint})" if hint else ""
 
@@ -53,7 +56,7 @@ def at_least(lo: float, hint: str = ""):
     return check
 
 
-def between(lo: float, hi: float, hint: str = ""):
+def between(lo: float, hi: float, hint: str = "") -> Validator:
     """lo <= value <= hi (NaN fails); ``hint`` adds why the bounds are what they are."""
     extra = f" ({hint})" if hint else ""
 
@@ -64,7 +67,7 @@ def between(lo: float, hi: float, hint: str = ""):
     return check
 
 
-def one_of(*choices: Any):
+def one_of(*choices: Any) -> Validator:
     """value in choices."""
 
     def check(_inst: Any, attribute: Any, value: Any) -> None:
@@ -83,7 +86,7 @@ def positive_list(_inst: Any, attribute: Any, value: Iterable[Any] | None) -> No
         raise ValueError(f"{attribute.name} must be a non-empty list of positive numbers, got {items!r}")
 
 
-def distinct_numbers(minimum: float, *, what: str, allow_empty: bool = False):
+def distinct_numbers(minimum: float, *, what: str, allow_empty: bool = False) -> Validator:
     """None, or a list of distinct numbers, each at least ``minimum`` (finite); ``what``
     says what they are in the message ("batch sizes", "CUDA-visible GPU indices (0, 1, ...)").
     An empty list is refused unless ``allow_empty``."""
@@ -104,7 +107,7 @@ def distinct_numbers(minimum: float, *, what: str, allow_empty: bool = False):
     return check
 
 
-def callable_spec(*, files: bool = True):
+def callable_spec(*, files: bool = True) -> Validator:
     """A user function named as ``"package.module:function"`` (or ``"file.py:function"`` when
     ``files``), as :func:`zeus_core.loading.load_callable` takes it."""
     forms = "'package.module:function' or 'file.py:function'" if files else "'package.module:function'"

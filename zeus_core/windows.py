@@ -20,6 +20,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any, cast
 
 from zeus_core.device import DeviceGroup, GpuSync, PowerReadings
@@ -344,7 +345,7 @@ class Window(contextlib.ContextDecorator):
         self.monitor.begin_window(self.name, self.sync_execution)
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if exc_type is not None:
             self.monitor.end_window(self.name, cancel=True)
             return None

@@ -17,7 +17,7 @@ import os
 import re
 import tomllib
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +98,8 @@ def make_converter() -> cattrs.Converter:
     """A cattrs converter that refuses silent coercions (1.5 -> int, "3" -> float)."""
     conv = cattrs.Converter(forbid_extra_keys=True)
 
-    def strict(kind, accept):
-        def hook(value, _type):
+    def strict(kind: type, accept: type | tuple[type, ...]) -> Callable[[Any, Any], Any]:
+        def hook(value: Any, _type: Any) -> Any:
             if isinstance(value, bool) and kind is not bool:
                 raise TypeError(f"expected {kind.__name__}, got a boolean")
             if not isinstance(value, accept):
@@ -128,7 +128,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
-def suggest(word: str, choices) -> str:
+def suggest(word: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -148,7 +148,7 @@ def _leaf_error(e: BaseException, tp: Any) -> str:
     return f"invalid value, expected {_type_name(tp)}" + (f" ({msg})" if msg else "")
 
 
-def structure(cls: type, data: Any, path: tuple, problems: list[Problem], conv: cattrs.Converter = _CONVERTER):
+def structure(cls: type, data: Any, path: tuple, problems: list[Problem], conv: cattrs.Converter = _CONVERTER) -> Any:
     """Structure ``data`` into attrs class ``cls``, appending every problem found.
 
     Returns the instance, or None when there were problems.
@@ -191,7 +191,7 @@ def structure(cls: type, data: Any, path: tuple, problems: list[Problem], conv: 
 _FAILED = object()
 
 
-def _structure_value(tp: Any, value: Any, path: tuple, problems: list[Problem], conv: cattrs.Converter):
+def _structure_value(tp: Any, value: Any, path: tuple, problems: list[Problem], conv: cattrs.Converter) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if attrs.has(tp):
@@ -518,24 +518,28 @@ def _store_problems(spec: JobSpec, registry: Registry, complete: bool) -> list[P
     return []
 
 
-def resolved_values(spec: JobSpec) -> list[tuple[str, Any, str]]:
-    """Every resolved value as (jsonpath, value, provenance), for ``--dry-run``."""
-    out: list[tuple[str, Any, str]] = []
+def resolved_values(spec: JobSpec) -> list[tuple[str, Any, str, str | None]]:
+    """Every resolved value as (jsonpath, value, provenance, what an unset default stands for or None), for
+    ``--dry-run`` (:mod:`zeus_core.unset`)."""
+    from zeus_core.unset import describe
 
-    def walk(obj: Any, path: tuple) -> None:
+    out: list[tuple[str, Any, str, str | None]] = []
+
+    def walk(obj: Any, path: tuple, field: Any = None) -> None:
         if attrs.has(type(obj)):
             for f in attrs.fields(type(obj)):
-                walk(getattr(obj, f.name), path + (f.name,))
+                walk(getattr(obj, f.name), path + (f.name,), f)
         elif isinstance(obj, list) and obj and attrs.has(type(obj[0])):
             for i, item in enumerate(obj):
                 walk(item, path + (i,))
         else:
-            out.append((Problem(path, "").jsonpath(), obj, spec.provenance(path)))
+            meaning = describe(field, obj, spec.job) if field is not None else None
+            out.append((Problem(path, "").jsonpath(), obj, spec.provenance(path), meaning))
 
     walk(spec.job, (CORE_SECTION,))
     if spec.grid is not None:
         walk(spec.grid, (GRID_SECTION,))
     for section, part in spec.parts.items():
-        out.append((f"$.{section}.plugin", part.plugin, spec.provenance((section, "plugin"))))
+        out.append((f"$.{section}.plugin", part.plugin, spec.provenance((section, "plugin")), None))
         walk(part.options, (section,))
     return out
