@@ -41,24 +41,24 @@ DEFAULT_SOCKET = "/run/zeus/daemon.sock"
 DEFAULT_JOURNAL_DIR = "/var/lib/zeus-daemon"
 
 
-def _absolute(_inst, attribute, value):
+def _absolute(_inst: Any, attribute: Any, value: Any) -> None:
     if not os.path.isabs(value):
         raise ValueError(f"{attribute.name} must be an absolute path (the daemon's working folder is not yours), got {value!r}")
 
 
-def _log(_inst, attribute, value):
+def _log(_inst: Any, attribute: Any, value: Any) -> None:
     if value not in ("stderr", "none") and not os.path.isabs(value):
         raise ValueError(
             f'{attribute.name} must be "stderr" (systemd\'s journal picks it up), "none", or an absolute file path, got {value!r}'
         )
 
 
-def _max_clients(_inst, attribute, value):
+def _max_clients(_inst: Any, attribute: Any, value: Any) -> None:
     if not 1 <= value <= 4096:
         raise ValueError(f"{attribute.name} must be between 1 and 4096 (one thread each), got {value}")
 
 
-def _first_frame(_inst, attribute, value):
+def _first_frame(_inst: Any, attribute: Any, value: Any) -> None:
     if not 0.1 <= value <= 600:
         raise ValueError(f"{attribute.name} must be between 0.1 and 600 seconds, got {value}")
 

@@ -27,6 +27,7 @@ builds the policy with the service's registry and returns the job's
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
@@ -267,7 +268,7 @@ def _count(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_COUNT
 
 
-def _check_finite(value: Any, path: tuple, bad, depth: int = 0) -> None:
+def _check_finite(value: Any, path: tuple, bad: Callable[[tuple, str], None], depth: int = 0) -> None:
     """Every number in a JSON value is finite (``"inf"`` strings are how infinity travels)."""
     if depth > 32:
         bad(path, "nested too deeply (more than 32 levels)")
@@ -281,7 +282,7 @@ def _check_finite(value: Any, path: tuple, bad, depth: int = 0) -> None:
             _check_finite(v, path + (i,), bad, depth + 1)
 
 
-def _predictions(raw: Any, bad) -> dict[int, list[EpochPrediction]] | None:
+def _predictions(raw: Any, bad: Callable[[tuple, str], None]) -> dict[int, list[EpochPrediction]] | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):

@@ -33,6 +33,7 @@ from typing import Any
 
 from rich.console import Console
 
+from zeus_core.contexts import BuildContext
 from zeus_core.engine.assembly import Assembly
 from zeus_core.engine.history import History, HistoryService, TryPlan, ledger, load_policy_states
 from zeus_core.engine.ranks import ProcessGroup
@@ -104,7 +105,7 @@ class Runner:
         return self.assembly.leads
 
     @property
-    def ctx(self):
+    def ctx(self) -> BuildContext:
         return self.assembly.context
 
     # -- building --
