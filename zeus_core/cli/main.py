@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from rich.markup import escape
@@ -38,12 +38,14 @@ from zeus_core.results import JobSummary, try_columns
 # commands, so that ``zeus --help`` and ``zeus plugins`` start fast.
 if TYPE_CHECKING:
     from datetime import datetime
+    from types import FrameType
 
     from rich.console import Console
     from rich.table import Table
 
     from zeus_core.engine.runner import Runner
     from zeus_core.engine.validation import JobError
+    from zeus_core.job import JobSpec
 
 console = make_console()
 err_console = make_console(stderr=True)
@@ -211,7 +213,7 @@ def validate_cmd(job_file: Path, sets: tuple[str, ...]) -> None:
     _print_deferred(spec)
 
 
-def _print_deferred(spec) -> None:
+def _print_deferred(spec: JobSpec) -> None:
     """What validation left to the run: files an earlier part writes, a store server that is down,
     a store that learned another job (the run then needs ``--fresh``)."""
     for note in spec.deferred:
@@ -221,7 +223,7 @@ def _print_deferred(spec) -> None:
 # --------------------------------------------------------------------------- run
 
 
-def _dry_run(spec) -> None:
+def _dry_run(spec: JobSpec) -> None:
     from rich.table import Table
 
     from zeus_core.engine.stores.locations import mask
@@ -513,7 +515,7 @@ class _Terminated(BaseException):
         self.signum = signum
 
 
-def _on_signal(signum, _frame):
+def _on_signal(signum: int, _frame: FrameType | None) -> NoReturn:
     raise _Terminated(signum)
 
 
@@ -608,7 +610,7 @@ def _check_output(output: Path | None) -> None:
         fail(f"--output {output}: cannot write there ({e.strerror or e}); choose a folder you can write", EXIT_BAD_INPUT)
 
 
-def _load(job_file: Path, sets: tuple[str, ...]):
+def _load(job_file: Path, sets: tuple[str, ...]) -> JobSpec:
     from zeus_core.engine.validation import JobError, load_job
 
     try:
@@ -618,7 +620,7 @@ def _load(job_file: Path, sets: tuple[str, ...]):
         sys.exit(EXIT_BAD_INPUT)
 
 
-def _make_runner(spec, fresh: bool = False, wait: bool = False, store: Any = None) -> Runner:
+def _make_runner(spec: JobSpec, fresh: bool = False, wait: bool = False, store: Any = None) -> Runner:
     from zeus_core.engine.runner import Runner
 
     try:
@@ -782,7 +784,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             interrupts.uninstall()
 
 
-def _run_and_finish(runner: Runner, spec, output: Path | None, fresh: bool, started: datetime, interrupts: _Interrupts) -> None:
+def _run_and_finish(runner: Runner, spec: JobSpec, output: Path | None, fresh: bool, started: datetime, interrupts: _Interrupts) -> None:
     """``zeus run`` once the runner is made, with ``interrupts`` installed throughout: a signal while the
     outputs are written stops the writing, summary.json records what was written, and the exit status is
     the signal's; one while the devices are restored waits for them."""
