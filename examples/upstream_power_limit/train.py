@@ -31,7 +31,7 @@ train_dataloader = DataLoader(TensorDataset(torch.randn(256, 32), torch.randint(
 
 # Upstream's example from here on.
 # Data parallel training with four GPUs.
-monitor = ZeusMonitor(gpu_indices=[0, 1, 2, 3])
+monitor = ZeusMonitor(gpu_indices=[0,1,2,3])
 plo = GlobalPowerLimitOptimizer(monitor)
 
 for _epoch in range(100):

@@ -124,3 +124,55 @@ def test_selectors_map_onto_the_policy_and_a_custom_one_chooses(tmp_path, monkey
         MaxSlowdownConstraint(0.5)
     rows = [PowerLimitMeasurement(300, 30.0, 1.0), PowerLimitMeasurement(200, 22.0, 1.15), PowerLimitMeasurement(100, 15.0, 1.6)]
     assert (Energy().select(rows), Time().select(rows), MaxSlowdownConstraint(1.2).select(rows)) == (100, 300, 200)
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (
+            b'{"measurements": [{"power_limit": 300, "energy": 1\xe9, "time": 1.0}]}',
+            r"profile\.json:1: byte 0xe9 at column 51 is not UTF-8",
+        ),
+        (b"[" * 100_000, r"profile\.json:1: arrays and objects nest more than 4 deep"),
+        (b'{"measurements": [{"power_limit": 300, "energy": 1e300, "time": 1.0}]}', r"\$\.measurements\[0\]\.energy: 1e\+300 J is above"),
+        (
+            b'{"measurements": [{"power_limit": 300, "energy": "0,35", "time": 1.0}]}',
+            r"\$\.measurements\[0\]\.energy: expected a number, got '0,35'",
+        ),
+        (b'{"measurements": [{"power_limit": 300, "energy": 5.0}]}', r"\$\.measurements\[0\]: missing key 'time'"),
+        (b'{"measurements": []}', r"\$\.measurements: no measurements"),
+        (
+            b'{"measurements": [{"power_limit": 300, "energy": 5, "time": 1}, {"power_limit": 300, "energy": 5, "time": 1}]}',
+            r"\$\.measurements\[1\]\.power_limit: 300 W appears twice in this list",
+        ),
+        (b'{"measurements": [{"power_limit": 300.5, "energy": 5, "time": 1}]}', r"300\.5 is not a whole number"),
+        (b'{"measurements": [{"power_limit": 300, "energy": 5, "time": 0}]}', r"\$\.measurements\[0\]\.time: must be positive"),
+        (b'{"measurements": {"power_limit": 300}}', r"expected an object with a list of measurements"),
+    ],
+    ids=["not-utf8", "nested", "overflow", "decimal-comma", "missing-cell", "empty", "twice", "fraction", "zero-time", "not-a-list"],
+)
+def test_a_bad_profile_file_is_refused_naming_the_file_and_the_record(tmp_path, monkeypatch, content, expected):
+    """Upstream's profile file is read as every data file is (zeus_core.datafiles), before any GPU is touched."""
+    fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=1)
+    profile = tmp_path / "profile.json"
+    profile.write_bytes(content)
+    with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
+        with pytest.raises(ValueError, match=expected) as got:
+            GlobalPowerLimitOptimizer(mon, profile_steps=4, profile_path=profile)
+    assert str(got.value).startswith("profile_path: ") and "remove the file to profile again" in str(got.value)
+    assert "Traceback" not in str(got.value)
+
+
+def test_a_profile_file_past_its_size_limit_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    fake_gpus(tmp_path / "nvml.json", monkeypatch, gpus=1)
+    profile = tmp_path / "profile.json"
+    row = '{"power_limit": 300, "energy": 5.0, "time": 1.0}, '
+    profile.write_text('{"measurements": [' + row * 100_000 + row[:-2] + "]}")  # 5 MB: past the 4 MiB limit
+    with ZeusMonitor(gpu_indices=[0], cpu_indices=[]) as mon:
+        with pytest.raises(
+            ValueError, match=r"more than the 4,194,304 bytes \(4 MiB\) a power-limit profile \(JSON\) may be.*ZEUS_MAX_POWER_PROFILE_MB"
+        ):
+            GlobalPowerLimitOptimizer(mon, profile_steps=4, profile_path=profile)
+        monkeypatch.setenv("ZEUS_MAX_POWER_PROFILE_MB", "8")
+        with pytest.raises(ValueError, match=r"300 W appears twice in this list"):  # read now: its records are checked
+            GlobalPowerLimitOptimizer(mon, profile_steps=4, profile_path=profile)

@@ -52,9 +52,9 @@ def test_fresh_through_the_service_is_refused_while_a_runner_holds_a_recurrence_
         code_c, _, err_c = finish(c)
         code_a, _, err_a = finish(a)
     assert code_c == 0, err_c
-    assert re.search(rf"--fresh --wait: waiting for the job's other runners to end their recurrences \(recurrence \d+ \(pid {a.pid} ", err_c), (
-        err_c
-    )
+    assert re.search(
+        rf"--fresh --wait: waiting for the job's other runners to end their recurrences \(recurrence \d+ \(pid {a.pid} ", err_c
+    ), err_c
     # A ended its run, or (C started over between two of its recurrences) stopped naming the clear
     assert code_a == 0 or (code_a == 1 and "history was cleared under this run" in err_a), err_a
     with Serve(str(tmp_path / "served"), token=TOKEN) as again:

@@ -19,16 +19,14 @@ be found and re-profiled without guessing.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from zeus_core import write_atomic
-from zeus_core.datafiles import check_range, data_limit, json_document, read_data_text
-
-FIELDS = ("power_limit", "energy", "time")
+from zeus_core.datafiles import data_limit, json_document, read_data_text
+from zeus_core.selection import check_measurements
 
 #: The largest profile file read, in bytes, unless :data:`PROFILE_LIMIT_ENV` (MiB) raises it: the
 #: published ones are at most 2.5 KiB.
@@ -36,13 +34,6 @@ PROFILE_LIMIT = 4 << 20
 PROFILE_LIMIT_ENV = "ZEUS_MAX_HETERO_PROFILE_MB"
 #: How deep a profile's arrays and objects may nest (the format nests 3).
 MAX_DEPTH = 8
-#: The plausible largest value of each field of a record (one window of ``profile_steps`` iterations),
-#: with its unit and what it is: a value past it is refused before any arithmetic on it could overflow.
-BOUNDS = {
-    "power_limit": (1e4, "W", "a GPU's power limit"),
-    "energy": (1e10, "J", "a profiling window's energy"),
-    "time": (1e6, "s", "a profiling window's time"),
-}
 #: The largest batch size a profile may name.
 MAX_BATCH = 10_000_000
 
@@ -131,44 +122,9 @@ class Profile:
             if not isinstance(records, list) or not records:
                 errors.append(f"{where}: expected a non-empty list of {{power_limit, energy, time}} records")
                 continue
-            row: dict[float, tuple[float, float]] = {}
-            for i, rec in enumerate(records):
-                at = f"{where}[{i}]"
-                if not isinstance(rec, Mapping):
-                    errors.append(f"{at}: expected an object with keys {', '.join(FIELDS)}")
-                    continue
-                values = {}
-                for name in FIELDS:
-                    if name not in rec:
-                        errors.append(f"{at}: missing key {name!r}")
-                        continue
-                    value = rec[name]
-                    if isinstance(value, bool) or not isinstance(value, (int, float)):
-                        errors.append(f"{at}.{name}: expected a number, got {_short(value)}")
-                    elif isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-                        errors.append(f"{at}.{name}: is {value}; re-profile this point or drop the record")
-                    else:
-                        high, unit, what = BOUNDS[name]
-                        try:
-                            values[name] = float(check_range(value, f"{at}.{name}", high=high, unit=unit, what=what, error=ProfileError))
-                        except ProfileError as e:
-                            errors.append(str(e))
-                if len(values) < len(FIELDS):
-                    continue
-                if values["power_limit"] <= 0:
-                    errors.append(f"{at}.power_limit: must be positive, got {values['power_limit']:g}")
-                    continue
-                if values["time"] <= 0:
-                    errors.append(f"{at}.time: must be positive, got {values['time']:g}")
-                    continue
-                if values["energy"] < 0:
-                    errors.append(f"{at}.energy: must not be negative, got {values['energy']:g}")
-                    continue
-                if values["power_limit"] in row:
-                    errors.append(f"{at}.power_limit: {values['power_limit']:g} W appears twice for this batch size")
-                    continue
-                row[values["power_limit"]] = (values["time"], values["energy"])
-            rows[batch] = row
+            measured, problems = check_measurements(records, where)
+            errors += problems
+            rows[batch] = {values["power_limit"]: (values["time"], values["energy"]) for _, values in measured}
         if not errors:
             limit_sets = {b: set(row) for b, row in rows.items()}
             everywhere = set.union(*limit_sets.values())

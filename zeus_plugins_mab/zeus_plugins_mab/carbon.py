@@ -27,7 +27,7 @@ from typing import Any
 from zeus_core import JobSummary, Session
 from zeus_core.grid import Grid
 from zeus_plugins_mab.carbon_plan import Hull, Steering, budget_of, decide
-from zeus_plugins_mab.jit import JitPowerPolicy
+from zeus_plugins_mab.jit import JitPowerPolicy, power_control
 from zeus_plugins_mab.options import CarbonAwareOptions
 
 HOUR = 3600.0
@@ -72,7 +72,7 @@ class CarbonAwarePolicy(JitPowerPolicy):
         choice = self.choices.get(str(session.batch_size))
         profile = profile_of(choice) if choice else None
         self.steering = None
-        if profile is None:  # a choice remembered without its profile: hold it (the JIT already set it)
+        if profile is None or choice is None:  # a choice remembered without its profile: hold it (the JIT already set it)
             return
         o = self.options
         hull = Hull.of(profile)
@@ -106,7 +106,7 @@ class CarbonAwarePolicy(JitPowerPolicy):
     def on_time(self, session: Session) -> None:
         steering, clock = self.steering, self.grid.clock
         assert steering is not None and clock is not None and self._profile is not None
-        devices = session.devices
+        devices = power_control(session)
         now_clock = float(devices.clock())
         if self._last is not None:
             steering.account(now_clock - self._last[0], self._last[1])

@@ -85,7 +85,7 @@ class Hull:
         return int(np.count_nonzero(self.gains * intensity > lam))
 
 
-def calibrate(hull: Hull, intensities: Sequence[float], weights: Sequence[float], budget: float) -> float:
+def calibrate(hull: Hull, intensities: Sequence[float] | np.ndarray, weights: Sequence[float] | np.ndarray, budget: float) -> float:
     """The multiplier with which periods of ``intensities`` (lasting ``weights``) keep their mean time
     per unit of work within ``budget``, emitting the least.
 
@@ -180,8 +180,8 @@ class Steering:
         x, w = x[keep], w[keep]
         if not len(k) or not len(x) or abs(self.debt) > 1e-3 * self.horizon_s:  # time owed, or saved: steer it back
             return None
-        k = int(k[0])
-        return k if self.gain(x, w, k) < MIN_GAIN else None
+        first = int(k[0])
+        return first if self.gain(x, w, first) < MIN_GAIN else None
 
     def gain(self, x: np.ndarray, w: np.ndarray, k: int) -> float:
         """How much less carbon per unit of work the multiplier's schedule over periods ``x`` (lasting ``w``)

@@ -67,7 +67,7 @@ def replay(
         work = epochs if finish else work + seconds / t_epoch
         now = end
     # charged as zeus run charges (the core's integration rule): each stretch at constant power, step by step
-    starts, ends, joules = (np.array(x, dtype=float) for x in zip(*stretches)) if stretches else ([], [], [])
+    starts, ends, joules = [np.array(x, dtype=float) for x in zip(*stretches)] if stretches else [np.array([], dtype=float)] * 3
     pieces = split(signal, starts, ends, joules)
     energy = float(np.sum(joules))
     carbon = float(np.dot(pieces.joules, pieces.value)) / JOULES_PER_KWH

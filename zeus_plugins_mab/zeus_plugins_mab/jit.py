@@ -51,6 +51,13 @@ WINDOW = "jit-power-limit"
 TIE = 1e-9
 
 
+def power_control(session: Session) -> PowerLimitControl:
+    """The session's devices, as the power-limit control ``needs_device`` has the engine check for."""
+    devices = session.devices
+    assert isinstance(devices, PowerLimitControl), "needs_device: the engine builds this policy only on such devices"
+    return devices
+
+
 @attrs.define
 class _Slot:
     """One limit's place in an epoch: set at ``start``, measure from ``start + warmup`` for ``measure`` iterations."""
@@ -120,7 +127,7 @@ class JitPowerPolicy:
 
     def begin_run(self, session: Session) -> None:
         key = str(session.batch_size)
-        devices = session.devices
+        devices = power_control(session)
         if key in self.choices:
             self._run = None
             devices.set_power_limit(self.choices[key]["power_limit"])
@@ -173,7 +180,7 @@ class JitPowerPolicy:
             self._close(session)
         for slot in run.slots:
             if iteration == slot.start:
-                session.devices.set_power_limit(slot.limit)
+                power_control(session).set_power_limit(slot.limit)
             if iteration == slot.begin:
                 session.monitor.begin_window(WINDOW)
                 run.open = slot
@@ -208,7 +215,7 @@ class JitPowerPolicy:
             self.choices[key]["profile"] = {str(p): list(v) for p, v in run.measured.items()}
         self.partial.pop(key, None)
         self.measured.pop(key, None)
-        session.devices.set_power_limit(best)
+        power_control(session).set_power_limit(best)
         self._run = None
 
     def _select(self, run: _Profile) -> float:
@@ -249,7 +256,7 @@ class JitPowerPolicy:
         if not run.remaining:
             self._decide(session)
         else:
-            session.devices.set_power_limit(run.limits[0])
+            power_control(session).set_power_limit(run.limits[0])
 
     def end_run(self, session: Session) -> None:
         run = self._run

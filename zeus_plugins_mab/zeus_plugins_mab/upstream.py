@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from zeus_core import PowerLimitOptimizer, ZeusMonitor, write_atomic, zeus_cost
+from zeus_core.datafiles import DataFileError
 from zeus_core.engine.ranks import process_group
-from zeus_core.selection import Energy, MaxSlowdownConstraint, OptimumSelector, PowerLimitMeasurement, Time, ZeusCost
+from zeus_core.selection import Energy, MaxSlowdownConstraint, OptimumSelector, PowerLimitMeasurement, Time, ZeusCost, read_power_profile
 
 BUILT_IN = (ZeusCost, Energy, Time, MaxSlowdownConstraint)
 
@@ -118,14 +119,9 @@ class GlobalPowerLimitOptimizer:
 
     def _load_profile(self, path: Path, monitor: Any) -> dict[str, Any]:
         try:
-            rows = [PowerLimitMeasurement(**m) for m in json.loads(path.read_text())["measurements"]]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ValueError(
-                f"profile_path {path}: not a power-limit profile ({type(e).__name__}: {e}); expected "
-                '{"measurements": [{"power_limit": W, "energy": J, "time": s}, ...]}; remove it to profile again'
-            ) from None
-        if not rows:
-            raise ValueError(f"profile_path {path}: no measurements; remove it to profile again")
+            rows = read_power_profile(path)
+        except DataFileError as e:
+            raise ValueError(f"profile_path: {e}\nremove the file to profile again") from None
         n = self.profile_steps
         steered = monitor.controllable() if isinstance(monitor, ZeusMonitor) else None
         # the job's maximum power, as PowerLimitOptimizer.max_power_w sums it over ranks (identical GPUs per rank)

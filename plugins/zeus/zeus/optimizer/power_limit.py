@@ -33,7 +33,8 @@ from zeus.device import get_gpus
 from zeus.device.gpu import ZeusGPUNoPermissionError
 from zeus.monitor import ZeusMonitor
 from zeus.utils.framework import all_reduce, is_distributed
-from zeus_core.selection import Energy, MaxSlowdownConstraint, OptimumSelector, PowerLimitMeasurement, Time, ZeusCost
+from zeus_core.datafiles import DataFileError
+from zeus_core.selection import Energy, MaxSlowdownConstraint, OptimumSelector, PowerLimitMeasurement, Time, ZeusCost, read_power_profile
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +82,9 @@ def _window(limit_mw: int) -> str:
 def load_profile(path: Path) -> list[PowerLimitMeasurement]:
     """The measurements of a profile file (``{"measurements": [{power_limit, energy, time}, ...]}``)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        out = [PowerLimitMeasurement(**m) for m in data["measurements"]]
-        for m in out:
-            if not (isinstance(m.power_limit, int) and m.power_limit > 0 and m.energy > 0 and m.time > 0):
-                raise ValueError(f"{m}: power_limit, energy and time must be positive")
-        return out
-    except (OSError, ValueError, TypeError, KeyError) as e:
-        raise ValueError(f"{path}: not a power-limit profile ({e}); delete it to profile again") from None
+        return read_power_profile(path, milliwatts=True)
+    except DataFileError as e:
+        raise ValueError(f"not a power-limit profile: {e}\ndelete it to profile again") from None
 
 
 class GlobalPowerLimitOptimizer(Callback):
