@@ -16,6 +16,7 @@ import attrs
 from zeus_core.cost import check_eta
 from zeus_core.hookspecs import PART_KINDS
 from zeus_core.identity import NOT_IDENTITY, option_identity
+from zeus_core.unset import unset
 from zeus_core.validators import at_least, between, finite, nonnegative, positive
 
 if TYPE_CHECKING:  # annotations only
@@ -74,7 +75,7 @@ class JobOptions:
     higher_is_better: bool = True
     max_epochs: int = attrs.field(default=100, validator=between(1, MAX_EPOCHS))
     max_tries: int = attrs.field(default=20, validator=between(1, MAX_TRIES), metadata=NOT_IDENTITY)
-    store: str = attrs.field(default="", metadata=NOT_IDENTITY)
+    store: str = attrs.field(default="", metadata=unset(".zeus/<job name>.sqlite under the current folder", metadata=NOT_IDENTITY))
     processes: int = attrs.field(default=1, validator=between(1, MAX_PROCESSES, hint="one process per device"))
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from terminal import in_terminal
 
 from zeus_core import units
 from zeus_core.verdict import Verdict
@@ -109,32 +109,6 @@ def test_zeus_run_ends_with_the_verdict_and_the_files_keep_the_exact_figures(tmp
     assert said[1:5] == [energy, time, cost, unit]  # the same verdict
 
 
-def _in_terminal(args: list[str], cwd: Path) -> str:
-    """What ``zeus`` writes to a pseudo-terminal (its stdout and stderr), to its end."""
-    leader, follower = pty.openpty()
-    env = {**os.environ, "COLUMNS": "200", "TERM": "xterm"}
-    env.pop("ZEUS_LOG_LEVEL", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "zeus_core.cli", *args], cwd=cwd, env=env, stdin=follower, stdout=follower, stderr=follower
-    )
-    os.close(follower)
-    out = b""
-    try:
-        while chunk := _read(leader):
-            out += chunk
-    finally:
-        os.close(leader)
-        assert proc.wait(timeout=180) == 0, out.decode(errors="replace")
-    return out.decode(errors="replace")
-
-
-def _read(fd: int) -> bytes:
-    try:
-        return os.read(fd, 65536)
-    except OSError:  # the other end closed (Linux: EIO)
-        return b""
-
-
 def _kept_recurrence_lines(out: str) -> list[str]:
     """Recurrence lines that stay on the screen: ended by a newline, not redrawn over (rich's live
     display rewrites its line after a carriage return and an erase)."""
@@ -143,10 +117,10 @@ def _kept_recurrence_lines(out: str) -> list[str]:
 
 def test_on_a_terminal_the_progress_is_one_live_line_and_with_v_every_line_shows(tmp_path):
     job = ("run", str(CIFAR), "--set", "job.recurrences=8")
-    live = _in_terminal([*job], tmp_path)
+    live = in_terminal([*job], tmp_path)
     assert _kept_recurrence_lines(live) == []
     assert "\x1b[2K" in live  # the live line, erased as it is redrawn and at the end
     assert "result of job 'zeus-cifar100'" in live.split("\x1b[2K")[-1]  # after the live line is gone
 
-    verbose = _in_terminal(["-v", *job, "--fresh"], tmp_path)
+    verbose = in_terminal(["-v", *job, "--fresh"], tmp_path)
     assert [line.split(":")[0] for line in _kept_recurrence_lines(verbose)] == [f"recurrence {n}" for n in range(1, 9)]

@@ -113,6 +113,16 @@ class ZeusGroup(click.Group):
                 self._add_plugin_commands(ctx)
         return super().get_command(ctx, cmd_name)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """The command; Ctrl-C in a command that does not handle it itself ends with the status that
+        names SIGINT (130), as ``zeus run`` does, not click's "Aborted!" and 1."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo(err=True)  # ends the terminal's ^C line
+            click.echo("zeus: interrupted by SIGINT", err=True)
+            ctx.exit(SIGNAL_EXIT[signal.SIGINT])
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         for name in LAZY_COMMANDS:
             if name not in self.commands:
@@ -181,12 +191,15 @@ def plugins_cmd(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([p.to_json() for p in infos], indent=2))
         return
-    table = Table(title="zeus plugins")
-    for col in ("plugin", "distribution", "version", "provides", "hooks"):
+    # One column of "label: values" lines, the hooks last, and a rule between plugins: lines of names and of
+    # hooks side by side would read as pairs, which they are not (a hook may provide several kinds, or none).
+    table = Table(title="zeus plugins", show_lines=True)
+    for col in ("plugin", "distribution", "version", "what it provides (kind: names), and the hooks it implements"):
         table.add_column(col)
     for p in infos:
-        provides = "\n".join(f"{k}: {', '.join(v)}" for k, v in p.provides.items()) or "-"
-        table.add_row(p.name, p.distribution, p.version, provides, "\n".join(p.hooks))
+        lines = [f"{k}: {escape(', '.join(v))}" for k, v in p.provides.items()]
+        lines.append(f"[dim]hooks: {escape(', '.join(p.hooks)) or '-'}[/]")
+        table.add_row(p.name, p.distribution, p.version, "\n".join(lines))
     console.print(table)
     note = privileged_path_note(registry())
     if note:
@@ -234,9 +247,9 @@ def _dry_run(spec: JobSpec) -> None:
     table.add_column("value")
     table.add_column("from")
     colors = {"default": "dim", "file": "cyan", "--set": "bold yellow"}
-    for path, value, origin in resolved_values(spec):
+    for path, value, origin, unset in resolved_values(spec):
         shown = mask(value) if isinstance(value, str) else value  # a store URL's password, a token
-        table.add_row(path, escape(repr(shown)), f"[{colors[origin]}]{origin}[/]")
+        table.add_row(path, escape(unset or repr(shown)), f"[{colors[origin]}]{origin}[/]")
     console.print(table)
     console.print(f"store: {escape(mask(spec.store_location()))}")
     _print_deferred(spec)
@@ -297,6 +310,10 @@ def _full_lines() -> bool:
     return not console.is_terminal or requested_level(click.get_current_context()) < logging.WARNING
 
 
+#: Recurrences the closing table shows on a terminal (the latest; the rest are counted in a row above them).
+TERMINAL_ROWS = 25
+
+
 def _closing_table(summary: JobSummary) -> Table:
     from rich.table import Table
 
@@ -321,7 +338,7 @@ def _closing_table(summary: JobSummary) -> Table:
     ):
         table.add_column(col, justify="right")
     recs = sorted(by_rec)
-    shown = recs[-25:]
+    shown = recs[-TERMINAL_ROWS:] if console.is_terminal else recs  # piped (CI logs, | tee): whole
     if len(recs) > len(shown):
         table.add_row(f"... {len(recs) - len(shown)} earlier", "", "", "", "", "", "", *("" for _ in grid), "", "")
     for rec in shown:
@@ -879,14 +896,40 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     except SystemExit:
         runner.close()
         raise
+    interrupts = _Interrupts().install()
     try:
-        runner.build(sections=("device", "workload", "batch_size", "power"))
-        summary = runner.summary()
-    except ZeusError as e:
-        sys.exit(report_error(e))
+        sys.exit(_report_and_finish(runner, output, started, interrupts))
     finally:
-        runner.close()
-    sys.exit(_finish(runner, summary, output, "report", started))
+        if click.get_current_context().obj.get(OWNS_PROCESS):
+            _exit_at_once_on_signals()  # the process ends next: no window where a signal kills it by default
+        else:
+            interrupts.uninstall()
+
+
+def _report_and_finish(runner: Runner, output: Path | None, started: datetime, interrupts: _Interrupts) -> int:
+    """``zeus report`` once its store is open, with ``interrupts`` installed: a signal stops it with the
+    signal's exit status (128 + its number); one while the outputs are written stops the writing, and
+    summary.json records what was written, as for ``zeus run``."""
+    writing = False
+    try:
+        try:
+            runner.build(sections=("device", "workload", "batch_size", "power"))
+            summary = runner.summary()
+        except ZeusError as e:
+            return report_error(e)
+        finally:
+            with interrupts.deferring():
+                runner.close()
+        writing = output is not None
+        code = _finish(runner, summary, output, "report", started)
+    except (KeyboardInterrupt, _Terminated) as e:
+        signum = _stopped_by(e)
+        during = " while the outputs were written: summary.json records those written" if writing else ""
+        err_console.print(f"[bold red]interrupted[/] by {signum.name}{during}")
+        return SIGNAL_EXIT[signum]
+    if interrupts.pending is not None:  # came while the parts were closed
+        return SIGNAL_EXIT[signal.Signals(interrupts.pending)]
+    return code
 
 
 # --------------------------------------------------------------------------- entry point

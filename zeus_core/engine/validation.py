@@ -518,24 +518,28 @@ def _store_problems(spec: JobSpec, registry: Registry, complete: bool) -> list[P
     return []
 
 
-def resolved_values(spec: JobSpec) -> list[tuple[str, Any, str]]:
-    """Every resolved value as (jsonpath, value, provenance), for ``--dry-run``."""
-    out: list[tuple[str, Any, str]] = []
+def resolved_values(spec: JobSpec) -> list[tuple[str, Any, str, str | None]]:
+    """Every resolved value as (jsonpath, value, provenance, what an unset default stands for or None), for
+    ``--dry-run`` (:mod:`zeus_core.unset`)."""
+    from zeus_core.unset import describe
 
-    def walk(obj: Any, path: tuple) -> None:
+    out: list[tuple[str, Any, str, str | None]] = []
+
+    def walk(obj: Any, path: tuple, field: Any = None) -> None:
         if attrs.has(type(obj)):
             for f in attrs.fields(type(obj)):
-                walk(getattr(obj, f.name), path + (f.name,))
+                walk(getattr(obj, f.name), path + (f.name,), f)
         elif isinstance(obj, list) and obj and attrs.has(type(obj[0])):
             for i, item in enumerate(obj):
                 walk(item, path + (i,))
         else:
-            out.append((Problem(path, "").jsonpath(), obj, spec.provenance(path)))
+            meaning = describe(field, obj, spec.job) if field is not None else None
+            out.append((Problem(path, "").jsonpath(), obj, spec.provenance(path), meaning))
 
     walk(spec.job, (CORE_SECTION,))
     if spec.grid is not None:
         walk(spec.grid, (GRID_SECTION,))
     for section, part in spec.parts.items():
-        out.append((f"$.{section}.plugin", part.plugin, spec.provenance((section, "plugin"))))
+        out.append((f"$.{section}.plugin", part.plugin, spec.provenance((section, "plugin")), None))
         walk(part.options, (section,))
     return out

@@ -8,6 +8,7 @@ import attrs
 from attrs.validators import optional
 
 from zeus_core import NOT_IDENTITY
+from zeus_core.unset import unset
 from zeus_core.validators import at_least, between, distinct_numbers, one_of
 
 VARIANTS = ("improved", "paper")
@@ -55,16 +56,24 @@ class MabOptions:
     """
 
     variant: str = attrs.field(default="improved", validator=one_of(*VARIANTS))
-    default: int = attrs.field(default=0, validator=at_least(0))
-    batch_sizes: list[int] = attrs.field(factory=list, validator=distinct_numbers(1, what="batch sizes", allow_empty=True))
+    default: int = attrs.field(default=0, validator=at_least(0), metadata=unset("the workload's default batch size"))
+    batch_sizes: list[int] = attrs.field(
+        factory=list, validator=distinct_numbers(1, what="batch sizes", allow_empty=True), metadata=unset("the workload's list")
+    )
     prior_mean: float = 0.0
     prior_precision: float = attrs.field(default=0.0, validator=at_least(0.0))
-    window: int = attrs.field(default=0, validator=at_least(0))
-    seed: int | None = attrs.field(default=None, metadata=NOT_IDENTITY)  # another random stream, the same problem
+    window: int = attrs.field(default=0, validator=at_least(0), metadata=unset("every observation"))
+    seed: int | None = attrs.field(
+        default=None, metadata=unset("job.seed", same_as="job.seed", metadata=NOT_IDENTITY)
+    )  # another random stream, the same problem
     pruning_rounds: int = attrs.field(default=2, validator=at_least(1))
     num_exploration: int = attrs.field(default=2, validator=at_least(0))
-    eta_knob: float | None = attrs.field(default=None, validator=optional(between(0, 1)))
-    beta_knob: float | None = attrs.field(default=None, validator=optional(at_least(1)))
+    eta_knob: float | None = attrs.field(
+        default=None, validator=optional(between(0, 1)), metadata=unset("job.eta_knob", same_as="job.eta_knob")
+    )
+    beta_knob: float | None = attrs.field(
+        default=None, validator=optional(at_least(1)), metadata=unset("job.beta_knob", same_as="job.beta_knob")
+    )
     tolerance: float = attrs.field(default=0.3, validator=at_least(0.0))
     cv0: float = attrs.field(default=0.1, validator=at_least(0.0))
     patience: int = attrs.field(default=2, validator=at_least(1))
@@ -83,7 +92,7 @@ class MabOptions:
     #: Guided exploration: stopped exploratory tries may waste at most this fraction of horizon x the best cost.
     explore_budget: float = attrs.field(default=0.05, validator=at_least(0.0))
     #: Recurrences the job is expected to have, for explore_budget (0: 2 x batch sizes x power limits).
-    horizon: int = attrs.field(default=0, validator=at_least(0))
+    horizon: int = attrs.field(default=0, validator=at_least(0), metadata=unset("2 x batch sizes x power limits"))
 
 
 @attrs.define
@@ -108,7 +117,9 @@ class JitOptions:
     warmup_iters: int = attrs.field(default=10, validator=at_least(0))
     measure_iters: int = attrs.field(default=40, validator=at_least(1))
     spread_over_epoch: bool = False
-    eta_knob: float | None = attrs.field(default=None, validator=optional(between(0, 1)))
+    eta_knob: float | None = attrs.field(
+        default=None, validator=optional(between(0, 1)), metadata=unset("job.eta_knob", same_as="job.eta_knob")
+    )
     wait_iters: int = attrs.field(default=0, validator=at_least(0))
     select: str = attrs.field(default="cost", validator=one_of(*SELECTS))
     max_slowdown: float = attrs.field(default=1.1, validator=at_least(1.0))

@@ -207,7 +207,11 @@ class MabPolicy:
         if self.explorer is not None:
             out.update(self.explorer.summary())
         if self.sampler is not None:
-            out["posterior_mean_cost"] = {str(a): -float(m) for a, m in zip(self.sampler.arms, self.sampler.posterior()[0])}
+            # null for a batch size nothing is known of (never tried, flat prior); + 0.0: never a negative zero
+            mean, sd = self.sampler.posterior()
+            out["posterior_mean_cost"] = {
+                str(a): -float(m) + 0.0 if math.isfinite(float(s)) else None for a, m, s in zip(self.sampler.arms, mean, sd)
+            }
         return out
 
 

@@ -38,7 +38,7 @@ class Pruning(SequentialExplorer):
     ``survivors`` are the batch sizes the current round walks (all of them in
     round 0); ``down``/``up`` the round's two walks, fixed when it starts;
     ``leg`` 0 (down) or 1 (up) and ``pos`` the next index in that walk;
-    ``good`` the sizes that reached the target this round, ``best_cost`` and
+    ``good`` the sizes that reached the target this round, ``round_best`` and
     ``default`` the cheapest of them (the next round's starting point).
     """
 
@@ -51,7 +51,7 @@ class Pruning(SequentialExplorer):
     leg: int = 0
     pos: int = 0
     good: list[int] = attrs.field(factory=list)
-    best_cost: float | None = None
+    round_best: float | None = None  # stored as "best_cost" (the name states have always used)
 
     name = "pruning"
 
@@ -68,7 +68,7 @@ class Pruning(SequentialExplorer):
 
     def _begin_round(self) -> None:
         self.down, self.up = round_order(self.survivors, self.default)
-        self.leg, self.pos, self.good, self.best_cost = 0, 0, [], None
+        self.leg, self.pos, self.good, self.round_best = 0, 0, [], None
         self._skip_empty()
 
     def _skip_empty(self) -> None:
@@ -107,8 +107,8 @@ class Pruning(SequentialExplorer):
             raise RuntimeError(f"pruning expected a try at batch size {expected}, got one at {batch_size}")
         if reached:
             self.good.append(expected)
-            if self.best_cost is None or cost < self.best_cost:
-                self.best_cost = float(cost)
+            if self.round_best is None or cost < self.round_best:
+                self.round_best = float(cost)
                 self.default = expected
             self.pos += 1
         else:
@@ -119,11 +119,12 @@ class Pruning(SequentialExplorer):
         self._skip_empty()
 
     def to_json(self) -> dict[str, Any]:
-        d = state_json(self)
+        # The field is stored under its old name, in its place: a method of every explorer is named best_cost.
+        d = {("best_cost" if k == "round_best" else k): v for k, v in state_json(self).items()}
         if d["best_cost"] is not None and not math.isfinite(d["best_cost"]):
             d["best_cost"] = None
         return d
 
     @classmethod
     def from_json(cls, state: dict[str, Any], env: Env) -> Pruning:
-        return cls(**state)
+        return cls(**{("round_best" if k == "best_cost" else k): v for k, v in state.items()})

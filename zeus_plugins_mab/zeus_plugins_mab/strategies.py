@@ -147,8 +147,15 @@ class SequentialExplorer(Explorer):
     try; ``survivors`` become the sampler's arms once it is done. Tries after the end
     are the sampler's alone."""
 
-    done: bool
-    survivors: list[int]
+    @property
+    def done(self) -> bool:
+        """Whether the explorer has run to its end."""
+        raise NotImplementedError
+
+    @property
+    def survivors(self) -> list[int]:
+        """The sizes kept: the sampler's arms once :attr:`done`."""
+        raise NotImplementedError
 
     def next(self) -> int | None:
         raise NotImplementedError

@@ -9,6 +9,7 @@ from __future__ import annotations
 import attrs
 
 from zeus_core import NOT_IDENTITY, FileChecks
+from zeus_core.unset import unset
 from zeus_core.validators import finite, nonempty, nonnegative, positive
 from zeus_plugins_trace.folders import trace_folder
 
@@ -43,7 +44,7 @@ class TraceWorkloadOptions:
     dataset: str = attrs.field(default="cifar100", validator=nonempty)
     model: str = attrs.field(default="shufflenetv2", validator=nonempty)
     optimizer: str = attrs.field(default="adadelta", validator=nonempty)
-    default_batch_size: int = attrs.field(default=0, validator=nonnegative)
+    default_batch_size: int = attrs.field(default=0, validator=nonnegative, metadata=unset("the paper's for the workload"))
     iterations_per_epoch: int = attrs.field(default=2520, validator=positive, metadata=NOT_IDENTITY)
     synthetic_seed: int = 0
 
