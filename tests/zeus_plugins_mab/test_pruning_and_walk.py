@@ -42,6 +42,19 @@ def test_paper_pruning_order():
     assert p.done and p.survivors == [16]
 
 
+def test_paper_pruning_names_no_best_cost_and_stores_its_rounds_cheapest_as_before():
+    # The round's cheapest cost is state; the explorer's best_cost(sampler) is the protocol's answer
+    # (None: pruning bounds no try). A field of that name used to hide the method (TypeError).
+    p = Pruning.start([8, 16, 32], 16)
+    p.observe(16, 2.5, True)
+    assert p.best_cost(None) is None
+    state = json.loads(json.dumps(p.to_json()))
+    assert state["best_cost"] == 2.5 and "round_best" not in state
+    assert list(state) == ["survivors", "default", "rounds", "round", "down", "up", "leg", "pos", "good", "best_cost"]
+    again = Pruning.from_json(state, ENV)
+    assert again.round_best == 2.5 and again.to_json() == p.to_json()
+
+
 def test_paper_pruning_rejects_out_of_order_observation():
     p = Pruning.start([8, 16, 32], 16)
     with pytest.raises(RuntimeError, match="expected a try at batch size 16"):
