@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -92,21 +93,68 @@ def run_daemon(config_path: Path, check: bool = False, level: int = logging.INFO
     return EXIT_OK
 
 
-@click.command("daemon", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    envvar=CONFIG_ENV,
-    default=DEFAULT_CONFIG,
-    show_default=True,
-    help=f"The daemon's TOML configuration (or ${CONFIG_ENV}).",
-)
+def _config_option(more: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--config``: the daemon's configuration, for the daemon and for ``token issue`` (``more`` adds to its help)."""
+    return click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar=CONFIG_ENV,
+        default=DEFAULT_CONFIG,
+        show_default=True,
+        help=f"The daemon's TOML configuration (or ${CONFIG_ENV}).{more}",
+    )
+
+
+@click.group("daemon", invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@_config_option()
 @click.option("--check", is_flag=True, help="Check the configuration and open the served devices, then exit without serving.")
 @verbosity_options
-def daemon_command(config_path: Path, check: bool) -> None:
-    """Serve device settings (power limits, clocks, RAPL reads) to unprivileged training processes; run as root."""
-    sys.exit(run_daemon(config_path, check, requested_level(click.get_current_context(), default=logging.INFO)))
+@click.pass_context
+def daemon_command(ctx: click.Context, config_path: Path, check: bool) -> None:
+    """Serve device settings (power limits, clocks, RAPL reads) to unprivileged training processes, and
+    upstream zeusd's HTTP API on the same socket (and TCP when configured); run as root."""
+    if ctx.invoked_subcommand is None:
+        sys.exit(run_daemon(config_path, check, requested_level(ctx, default=logging.INFO)))
+
+
+@daemon_command.group("token")
+def token_group() -> None:
+    """Tokens for the HTTP API (configuration: auth = true)."""
+
+
+@token_group.command("issue")
+@_config_option(" Its auth_secret_file signs the token (created 0600 when missing).")
+@click.option("--subject", required=True, help="Who the token is for (its sub claim; the daemon's log names it).")
+@click.option(
+    "--scope", "scope", required=True, help="The API groups it may call, comma-separated: gpu-read,gpu-control,cpu-read,cpu-control."
+)
+@click.option("--expires", default="7d", show_default=True, help="Its lifetime: 30m, 12h, 7d, 2w ..., or never.")
+def token_issue(config_path: Path, subject: str, scope: str, expires: str) -> None:
+    """Print a signed token for the daemon's HTTP API on stdout."""
+    from zeus_core.daemon.config import ConfigError, read_config
+    from zeus_core.daemon.tokens import issue, load_secret, parse_expiry, parse_scopes
+    from zeus_core.errors import BadInput
+
+    err = Console(stderr=True, soft_wrap=True)
+    cfg, problems, lines, _ = read_config(config_path)
+    if cfg is None:
+        _print_problems(err, ConfigError(str(config_path), problems, lines))
+        sys.exit(EXIT_BAD_CONFIG)
+    try:
+        if not subject.strip() or len(subject) > 256:
+            raise BadInput("--subject must name someone (1 to 256 characters)")
+        scopes, exp = parse_scopes(scope), parse_expiry(expires)
+        secret = load_secret(cfg.secret_path)
+    except BadInput as e:
+        err.print(f"[bold red]error:[/] {escape(str(e))}")
+        sys.exit(EXIT_BAD_CONFIG)
+    except OSError as e:
+        err.print(f"[bold red]error:[/] cannot read or create the signing secret {escape(str(cfg.secret_path))}: {escape(str(e))}")
+        sys.exit(EXIT_FAILED)
+    if not cfg.auth:
+        err.print(f"[yellow]note:[/] {escape(str(config_path))} has auth = false: the daemon does not ask for this token until auth = true")
+    click.echo(issue(secret, subject, scopes, exp))
 
 
 def main(argv: list[str]) -> None:

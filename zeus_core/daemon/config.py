@@ -17,6 +17,12 @@ the socket or touches a device. Example (``contrib/zeus-daemon.toml``)::
 
     [serve.rapl]                     # RAPL energy counters (opt in)
 
+The same socket also speaks upstream zeusd's HTTP API (:mod:`zeus_core.daemon.api`);
+``tcp = "127.0.0.1:4938"`` serves it over TCP too, ``auth = true`` requires
+signed tokens (``zeus daemon token issue``), ``enable`` lists the API groups
+served (``["gpu-read", "cpu-read"]``: monitor only), ``tls_cert`` and
+``tls_key`` put TLS on the TCP listener.
+
 A service is served only when its ``[serve.<name>]`` table is present; its
 keys are the options of the plugin's service.
 """
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import grp
 import importlib.metadata
+import ipaddress
 import os
 import pwd
 import tomllib
@@ -58,6 +65,42 @@ def _max_clients(_inst: Any, attribute: Any, value: Any) -> None:
         raise ValueError(f"{attribute.name} must be between 1 and 4096 (one thread each), got {value}")
 
 
+#: the API groups of upstream zeusd's HTTP API (``enable``); monitor-only is the two read groups
+API_GROUPS = ("gpu-read", "gpu-control", "cpu-read", "cpu-control")
+
+
+def _enable(_inst: Any, attribute: Any, value: Any) -> None:
+    bad = [g for g in value if g not in API_GROUPS]
+    if bad:
+        raise ValueError(f"{attribute.name} lists unknown API groups {bad}; the groups are {', '.join(API_GROUPS)}")
+
+
+def _tcp(_inst: Any, attribute: Any, value: Any) -> None:
+    if value is not None:
+        parse_host_port(value)
+
+
+def _optional_absolute(_inst: Any, attribute: Any, value: Any) -> None:
+    if value is not None:
+        _absolute(_inst, attribute, value)
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    """``"HOST:PORT"`` (``"[::1]:4938"`` for IPv6) as (host, port); ValueError naming the form."""
+    host, sep, port = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(
+            f'tcp must be "HOST:PORT" with a port up to 65535 (0: one the kernel picks, logged), e.g. "127.0.0.1:4938", got {value!r}'
+        )
+    return host, int(port)
+
+
+def _interval(_inst: Any, attribute: Any, value: Any) -> None:
+    if not 0.01 <= value <= 60:
+        raise ValueError(f"{attribute.name} must be between 0.01 and 60 seconds, got {value}")
+
+
 def _first_frame(_inst: Any, attribute: Any, value: Any) -> None:
     if not 0.1 <= value <= 600:
         raise ValueError(f"{attribute.name} must be between 0.1 and 600 seconds, got {value}")
@@ -83,6 +126,17 @@ class DaemonConfig:
     connection may wait before its first request (a client sends ``hello`` at once;
     after it, a connection may stay idle for as long as its training runs).
     ``serve``: one table per service to serve, holding that service's options.
+
+    The HTTP API (upstream zeusd's, :mod:`zeus_core.daemon.api`): ``tcp``:
+    ``"HOST:PORT"`` to serve it over TCP as well (absent: the Unix socket only); an address
+    other than loopback is refused unless ``auth`` is on. ``auth``: require a signed token
+    (``Authorization: Bearer``) on every route but ``/discover`` and ``/time``.
+    ``auth_secret_file``: the signing secret (default ``<journal_dir>/auth.secret``),
+    created with mode 0600 when missing. ``enable``: the API groups served (``gpu-read``,
+    ``gpu-control``, ``cpu-read``, ``cpu-control``; monitor-only is the read groups alone;
+    the private protocol's setters follow ``gpu-control`` too). ``tls_cert`` /
+    ``tls_key``: a PEM certificate and key for the TCP listener (TLS when set).
+    ``stream_interval_s``: how often a power stream polls the devices while a client listens.
     """
 
     socket: str = attrs.field(default=DEFAULT_SOCKET, validator=_absolute)
@@ -98,6 +152,17 @@ class DaemonConfig:
     max_clients_per_user: int = attrs.field(default=16, validator=_max_clients)
     first_frame_timeout_s: float = attrs.field(default=10.0, validator=_first_frame)
     serve: dict[str, Any] = attrs.field(factory=dict)
+    tcp: str | None = attrs.field(default=None, validator=_tcp)
+    auth: bool = False
+    auth_secret_file: str | None = attrs.field(default=None, validator=_optional_absolute)
+    enable: list[str] = attrs.field(factory=lambda: list(API_GROUPS), validator=_enable)
+    tls_cert: str | None = attrs.field(default=None, validator=_optional_absolute)
+    tls_key: str | None = attrs.field(default=None, validator=_optional_absolute)
+    stream_interval_s: float = attrs.field(default=0.1, validator=_interval)
+
+    @property
+    def secret_path(self) -> Path:
+        return Path(self.auth_secret_file or os.path.join(self.journal_dir, "auth.secret"))
 
 
 @attrs.frozen
@@ -153,6 +218,46 @@ def _mode(value: Any) -> tuple[int | None, str]:
     if not mode & 0o200:
         return None, f"socket_mode {value!r} ({mode:04o}) does not let the owner write: connecting to a socket needs write permission"
     return mode, ""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _http_problems(cfg: DaemonConfig) -> list[Problem]:
+    """The HTTP keys that do not fit together: another address than loopback without tokens, half a TLS pair."""
+    problems = []
+    if cfg.tcp is not None:
+        host, _ = parse_host_port(cfg.tcp)
+        if not is_loopback(host) and not cfg.auth:
+            problems.append(
+                Problem(
+                    ("tcp",),
+                    f"tcp = {cfg.tcp!r} would serve the devices to every host that reaches it without a token; "
+                    'set auth = true (and issue tokens with `zeus daemon token issue`) or bind to "127.0.0.1:PORT"',
+                )
+            )
+    if (cfg.tls_cert is None) != (cfg.tls_key is None):
+        problems.append(
+            Problem(("tls_key" if cfg.tls_key is None else "tls_cert",), "tls_cert and tls_key go together: set both or neither")
+        )
+    for key in ("tls_cert", "tls_key"):
+        value = getattr(cfg, key)
+        if value is not None and not os.path.isfile(value):
+            problems.append(
+                Problem((key,), f"{value} is not a readable file (a PEM {'certificate' if key == 'tls_cert' else 'private key'})")
+            )
+    if (cfg.tls_cert is not None) and cfg.tcp is None:
+        problems.append(
+            Problem(("tls_cert",), "TLS applies to the TCP listener, and there is none: set tcp too, or remove tls_cert and tls_key")
+        )
+    return problems
 
 
 def installed_entry_points() -> list[str]:
@@ -222,6 +327,7 @@ def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lin
             gid_sock = gid
         if err:
             problems.append(Problem(("socket_group",), err))
+    problems.extend(_http_problems(cfg))
     mode, err = _mode(cfg.socket_mode)
     if err:
         problems.append(Problem(("socket_mode",), err))

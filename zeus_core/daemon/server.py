@@ -27,6 +27,16 @@ clients on one GPU cannot undo each other's changes halfway, and the original
 comes back once, when the last of them leaves. SIGTERM, SIGINT and SIGHUP end
 the daemon cleanly: it stops accepting, ends every session (restoring), and
 removes its socket.
+
+The same socket speaks upstream zeusd's HTTP API (:mod:`zeus_core.daemon.http`,
+:mod:`zeus_core.daemon.api`): a connection whose first byte is a letter is HTTP,
+one whose first byte is zero is the private framing; both pass the same
+credential check and caps first. With ``tcp`` configured, a second listener
+serves HTTP over TCP (TLS with ``tls_cert``/``tls_key``); its connections count
+towards ``max_clients``. Settings changed over HTTP are held by the request's
+*principal* (the token's subject; without auth, the peer's uid on the Unix socket),
+a session that outlives the connections: they stay until that principal resets
+them, or the daemon stops and puts every original back.
 """
 
 from __future__ import annotations
@@ -47,7 +57,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -74,6 +84,9 @@ from zeus_core.engine.registry import Registry
 from zeus_core.engine.validation import Problem, structure
 from zeus_core.errors import DeviceError, RunFailed
 from zeus_core.journal import SettingsGuard, restore_pending
+
+if TYPE_CHECKING:  # the HTTP side (h11, PyJWT) loads when the daemon builds its services
+    from zeus_core.daemon.http import NodeApi
 
 #: how long the rest of a frame may take once its first byte arrived
 FRAME_TIMEOUT_S = 10.0
@@ -263,6 +276,21 @@ class Daemon:
         self.refused = RefusalLog()
         self._listener: socket.socket | None = None
         self._socket_ino: int | None = None
+        self._tcp_listener: socket.socket | None = None
+        self._tls: Any = None
+        #: the daemon's own reads (discovery, power streams), in the log as client #0
+        self.system_session = Session(self, 0, os.getpid(), os.geteuid(), os.getegid(), "zeus-daemon")
+        self._http_sessions: dict[str, Session] = {}
+        self.api: NodeApi | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def tcp_address(self) -> tuple[str, int] | None:
+        """(host, port) the TCP listener is bound to (the port the kernel chose for port 0), or None."""
+        return self._tcp_listener.getsockname()[:2] if self._tcp_listener is not None else None
 
     # -- start-up --
 
@@ -293,6 +321,19 @@ class Daemon:
 
             self.close_services()
             raise ConfigError(str(self.config.path), problems, self.config.lines)
+        try:
+            from zeus_core.daemon.http import NodeApi
+        except ImportError as e:  # the core without its daemon extra: the private protocol only
+            if self.config.raw.tcp or self.config.raw.auth:
+                self.close_services()
+                raise StartError(f"the HTTP API needs {e.name}: pip install 'zeus-core[daemon]'") from None
+            log.warning("the HTTP API is off: %s (pip install 'zeus-core[daemon]')", e)
+            return
+        try:
+            self.api = NodeApi(self)
+        except Exception as e:  # noqa: BLE001 - a device that cannot be described, an unreadable secret: exit 1
+            self.close_services()
+            raise StartError(f"the HTTP API cannot start: {e}") from e
 
     def bind(self) -> None:
         """Create the listening socket with its final owner, group and mode before anyone can connect."""
@@ -336,6 +377,38 @@ class Daemon:
         s.settimeout(0.2)
         self._listener = s
         self._socket_ino = path.lstat().st_ino
+        try:
+            self._bind_tcp()
+        except BaseException:
+            self._listener.close()
+            self._listener = None
+            path.unlink(missing_ok=True)
+            raise
+
+    def _bind_tcp(self) -> None:
+        from zeus_core.daemon.config import parse_host_port
+        from zeus_core.daemon.http import tls_context
+
+        raw = self.config.raw
+        if raw.tcp is None:
+            return
+        host, port = parse_host_port(raw.tcp)
+        if raw.tls_cert and raw.tls_key:
+            try:
+                self._tls = tls_context(raw.tls_cert, raw.tls_key)
+            except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+                raise StartError(f"cannot load tls_cert {raw.tls_cert} and tls_key {raw.tls_key}: {e}") from None
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            family, _, _, _, address = infos[0]
+            t = socket.socket(family, socket.SOCK_STREAM)
+            t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            t.bind(address)
+            t.listen(128)
+        except OSError as e:
+            raise StartError(f"cannot listen on tcp = {raw.tcp!r}: {e.strerror or e}") from None
+        t.settimeout(0.2)
+        self._tcp_listener = t
 
     # -- serving --
 
@@ -360,6 +433,10 @@ class Daemon:
             sorted(self.config.allowed_gids),
             os.getpid(),
         )
+        if self._tcp_listener is not None:
+            log.info("serving the HTTP API on tcp %s:%d%s", *self.tcp_address, " (TLS)" if self._tls else "")  # type: ignore[misc]
+            t = threading.Thread(target=self._accept_tcp, name="zeus-daemon-tcp", daemon=True)
+            t.start()
         try:
             while not self._stop.is_set():
                 try:
@@ -374,6 +451,66 @@ class Daemon:
                 self._start_session(conn)
         finally:
             self.shutdown()
+
+    def _accept_tcp(self) -> None:
+        listener = self._tcp_listener
+        while listener is not None and not self._stop.is_set():
+            try:
+                conn, address = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError as e:
+                if self._stop.is_set():
+                    return
+                log.error("tcp accept failed: %s", e)
+                continue
+            conn.settimeout(None)
+            with self._lock:
+                if len(self._sessions) < self.config.raw.max_clients:
+                    self._next += 1
+                    fresh = Session(self, self._next, 0, -1, -1, f"tcp {address[0]}:{address[1]}")
+                    self._sessions[fresh.number] = (fresh, conn)
+                    session: Session | None = fresh
+                else:
+                    session = None
+            if session is None:
+                self.refused("busy", -1, f"refused tcp {address[0]}: {self.config.raw.max_clients} clients already (max_clients)")
+                conn.close()
+                continue
+            t = threading.Thread(target=self._serve_tcp, args=(session, conn, address), name="zeus-daemon-client", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _serve_tcp(self, session: Session, conn: socket.socket, address: Any) -> None:
+        from zeus_core.daemon.http import HttpConnection, Peer
+
+        try:
+            if self._tls is not None:
+                conn.settimeout(self.config.raw.first_frame_timeout_s)
+                try:
+                    conn = self._tls.wrap_socket(conn, server_side=True)
+                except OSError as e:  # a client that does not speak TLS, or stalls in the handshake
+                    log.debug("tls handshake with %s failed: %s", address[0], e)
+                    return
+                with self._lock:
+                    if session.number in self._sessions:
+                        self._sessions[session.number] = (session, conn)
+            assert self.api is not None
+            HttpConnection(self.api, conn, Peer(None, 0, -1, f"{address[0]}:{address[1]}")).serve()
+        finally:
+            with self._lock:
+                self._sessions.pop(session.number, None)
+            conn.close()
+
+    def http_session(self, principal: str, peer: Any) -> Session:
+        """The session that holds what ``principal`` changes over HTTP (one per principal, for the daemon's life)."""
+        with self._lock:
+            session = self._http_sessions.get(principal)
+            if session is None:
+                self._next += 1
+                uid = -1 if peer.uid is None else peer.uid
+                session = self._http_sessions[principal] = Session(self, self._next, peer.pid, uid, peer.gid, f"{principal} over http")
+            return session
 
     def _start_session(self, conn: socket.socket) -> None:
         """Check the peer (its credentials, the allow-list, the caps) and serve it on a thread of its own;
@@ -404,7 +541,7 @@ class Daemon:
             return
         with self._lock:
             total = len(self._sessions)
-            mine = sum(1 for s, _ in self._sessions.values() if s.uid == uid)
+            mine = sum(1 for s, _ in self._sessions.values() if s.uid == uid)  # TCP connections (uid -1) count to max_clients only
             per_user = min(cfg.max_clients_per_user, cfg.max_clients)
             if total < cfg.max_clients and mine < per_user:
                 self._next += 1
@@ -457,7 +594,16 @@ class Daemon:
         # changes, and its leaving, and what is put back then, are logged at INFO.
         log.debug("%s connected", session)
         try:
-            self._session_loop(session, conn)
+            speaks = self._first_byte(conn)
+            if speaks == "http" and self.api is not None:
+                from zeus_core.daemon.http import HttpConnection, Peer
+
+                assert self.api is not None
+                HttpConnection(self.api, conn, Peer(session.uid, session.pid, session.gid, "unix")).serve()
+            elif speaks == "silent":
+                self._silent(session, conn)
+            elif speaks == "frames" or speaks == "http":  # http without the extra: the framed loop says bad_frame
+                self._session_loop(session, conn)
         finally:
             try:
                 errors = self._on_device(self.holds.release_all, session)
@@ -470,6 +616,31 @@ class Daemon:
             log.log(logging.INFO if session.changed else logging.DEBUG, "%s disconnected", session)
             conn.close()
 
+    def _first_byte(self, conn: socket.socket) -> str:
+        """What the connection speaks, from its first byte (peeked: it stays for the reader): ``http`` (a
+        method's letter), ``frames`` (a frame starts with the zero byte of its length), ``silent`` (nothing
+        within first_frame_timeout_s) or ``gone``."""
+        conn.settimeout(self.config.raw.first_frame_timeout_s)
+        try:
+            first = conn.recv(1, socket.MSG_PEEK)
+        except TimeoutError:
+            return "silent"
+        except OSError:
+            return "gone"
+        finally:
+            conn.settimeout(None)
+        if not first:
+            return "gone"
+        return "http" if first.isalpha() else "frames"
+
+    def _silent(self, session: Session, conn: socket.socket) -> None:
+        self.refused(
+            "silent",
+            session.uid,
+            f"closed {session}: no request within {self.config.raw.first_frame_timeout_s:g} s of connecting (first_frame_timeout_s)",
+        )
+        self._send(conn, error_reply(None, "timeout", "no request within first_frame_timeout_s of connecting"))
+
     def _session_loop(self, session: Session, conn: socket.socket) -> None:
         first = True
         while not self._stop.is_set():
@@ -478,13 +649,7 @@ class Daemon:
                     conn.settimeout(self.config.raw.first_frame_timeout_s)
                 body = read_frame(conn, FRAME_TIMEOUT_S)
             except TimeoutError:
-                self.refused(
-                    "silent",
-                    session.uid,
-                    f"closed {session}: no request within "
-                    f"{self.config.raw.first_frame_timeout_s:g} s of connecting (first_frame_timeout_s)",
-                )
-                self._send(conn, error_reply(None, "timeout", "no request within first_frame_timeout_s of connecting"))
+                self._silent(session, conn)
                 return
             except FrameError as e:
                 log.warning("%s sent a bad frame: %s", session, e)
@@ -539,6 +704,11 @@ class Daemon:
             return ok_reply(req_id, self.hello(session))
         if op == "ping":
             return ok_reply(req_id, {})
+        entry = self.operations.get(op)
+        if entry is not None and entry[1].changes and "gpu-control" not in self.config.raw.enable:
+            return error_reply(
+                req_id, "refused", f"{op}: this daemon only monitors (its configuration's enable lacks gpu-control): it changes no setting"
+            )
         entry = self.operations.get(op)
         if entry is None:
             return self._unknown(req_id, op)
@@ -603,6 +773,11 @@ class Daemon:
     def shutdown(self) -> None:
         """Stop accepting, end every session (restoring what it held), restore the rest, remove the socket."""
         self._stop.set()
+        if self._tcp_listener is not None:
+            self._tcp_listener.close()
+            self._tcp_listener = None
+        if self.api is not None:
+            self.api.close()  # ends the power streams (their connections close)
         if self._listener is not None:
             self._listener.close()
             self._listener = None

@@ -154,3 +154,58 @@ class NvmlService(GpuService):
     def reset_memory_clocks(self, args: GpuArgs, client: Any) -> dict[str, Any]:
         """Unlock a GPU's memory clock."""
         return self._release(args, client, "locked_memory_clocks", resettable=True)
+
+    # -- reads (the HTTP API's /gpu/get_* and stream_power; zeus_core.daemon.gpus) --
+
+    @operation(GpuArgs, changes=False)
+    def read_info(self, args: GpuArgs, client: Any) -> dict[str, Any]:
+        """A GPU's NVML index, model, PCI address and whether it counts energy."""
+        h = self.gpus.handle(args.gpu)
+        nvml = self._nvml
+        with self._errors.served("describe", f"GPU {args.gpu}"):
+            name = nvml.nvmlDeviceGetName(h)
+            try:
+                pci = nvml.nvmlDeviceGetPciInfo(h).busId
+            except (AttributeError, nvml.NVMLError):  # a driver (or the simulated one) without PCI information
+                pci = ""
+            try:
+                nvml.nvmlDeviceGetTotalEnergyConsumption(h)
+                energy = True
+            except nvml.NVMLError:
+                energy = False
+        text = lambda v: v.decode() if isinstance(v, bytes) else str(v)  # noqa: E731
+        return {"index": self.gpus.gpus[args.gpu][0], "name": text(name), "pci_address": text(pci), "cumulative_energy_available": energy}
+
+    @operation(GpuArgs, changes=False)
+    def read_power(self, args: GpuArgs, client: Any) -> dict[str, int]:
+        """A GPU's power draw now, in mW."""
+        h = self.gpus.handle(args.gpu)
+        with self._errors.served("read the power", f"GPU {args.gpu}"):
+            return {"power_mw": int(self._nvml.nvmlDeviceGetPowerUsage(h))}
+
+    @operation(GpuArgs, changes=False)
+    def read_energy(self, args: GpuArgs, client: Any) -> dict[str, int]:
+        """A GPU's energy counter since the driver loaded, in mJ."""
+        h = self.gpus.handle(args.gpu)
+        with self._errors.served("read the energy counter", f"GPU {args.gpu}"):
+            return {"energy_mj": int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h))}
+
+    @operation(GpuArgs, changes=False)
+    def read_power_limit(self, args: GpuArgs, client: Any) -> dict[str, int]:
+        """A GPU's power limit and the range it accepts, in mW."""
+        h = self.gpus.handle(args.gpu)
+        nvml = self._nvml
+        with self._errors.served("read the power limit", f"GPU {args.gpu}"):
+            lo, hi = nvml.nvmlDeviceGetPowerManagementLimitConstraints(h)
+            return {
+                "power_limit_mw": int(nvml.nvmlDeviceGetPowerManagementLimit(h)),
+                "min_power_limit_mw": int(lo),
+                "max_power_limit_mw": int(hi),
+            }
+
+    @operation(GpuArgs, changes=False)
+    def read_persistence_mode(self, args: GpuArgs, client: Any) -> dict[str, bool]:
+        """Whether a GPU's persistence mode is on."""
+        h = self.gpus.handle(args.gpu)
+        with self._errors.served("read the persistence mode", f"GPU {args.gpu}"):
+            return {"enabled": bool(self._nvml.nvmlDeviceGetPersistenceMode(h))}
