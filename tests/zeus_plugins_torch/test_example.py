@@ -1,4 +1,5 @@
-"""examples/torch_recurring runs as written (shrunk: two recurrences, small data, an easy target)."""
+"""examples/torch_recurring runs as written (shrunk: two recurrences, small data, an easy target): it shows
+the epochs of each try as they end, and writes the trace jobs' figures from its own tries."""
 
 from __future__ import annotations
 
@@ -40,3 +41,12 @@ def test_example_job_trains_and_prints_the_comparison(repo_root, tmp_path):
     assert all(t.energy_j > 0 for t in tries if t.epochs)  # cpu-estimate measured the training
     assert "against fixed batch sizes" in result.output and "best fixed" in result.output
     assert (tmp_path / "out" / "summary.json").exists()
+    # Not a terminal: a line per finished epoch (its steps: 512 samples / 16), before its recurrence's line.
+    lines = result.output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("  recurrence 1, try 1, batch 16: epoch 1: 32 steps, "))
+    assert "J" in lines[first] and "metric " in lines[first] and "(target 0.5)" in lines[first]
+    epochs = [line for line in lines if line.startswith("  recurrence 1, try 1, batch 16: epoch ")]
+    assert len(epochs) == tries[0].epochs
+    assert first < next(i for i, line in enumerate(lines) if line.startswith("recurrence 1: "))
+    for png in ("cost_per_recurrence.png", "pareto.png"):
+        assert (tmp_path / "out" / png).read_bytes()[:4] == b"\x89PNG"

@@ -27,6 +27,7 @@ from zeus_plugins_torch import lr as _lr
 if TYPE_CHECKING:  # annotations only
     from zeus_core import AllocationPlan, PowerPolicy
     from zeus_core.engine.session import RunSession
+    from zeus_plugins_torch.progress import TryProgress
 
 
 class SyncedPolicy:
@@ -191,8 +192,10 @@ class ZeusLoop:
         device: Any = "cpu",
         seed: int = 0,
         allocation: AllocationPlan | None = None,
+        progress: TryProgress | None = None,
     ) -> None:
         self._driver = driver
+        self._progress = progress
         self.batch_size = int(batch_size)
         self.base_batch_size = base_batch_size
         self.lr_scaling = lr_scaling
@@ -226,7 +229,9 @@ class ZeusLoop:
 
     def epochs(self) -> Iterator[int]:
         """Epoch numbers from 1, until the target, ``max_epochs`` or an early stop."""
-        return self._driver.epochs()
+        if self._progress is None:
+            return self._driver.epochs()
+        return self._progress.epochs(self._driver.epochs(), self._driver.measurements)
 
     def iterate(self, iterable: Iterable, count: int | None = None) -> Iterator:
         """The items of ``iterable`` (a DataLoader, a list of batches); the power policy acts between them.
@@ -239,7 +244,8 @@ class ZeusLoop:
                 count = len(iterable)  # type: ignore[arg-type]
             except TypeError:
                 raise ValueError(f"zeus.iterate: a {type(iterable).__name__} has no len(); pass count=<batches in this epoch>") from None
-        return self._driver.iterate(iterable, int(count))
+        items = self._driver.iterate(iterable, int(count))
+        return items if self._progress is None else self._progress.iterate(items, int(count))
 
     def iterations(self, count: int) -> Iterator[int]:
         """``range(count)``, with the power policy acting between iterations."""
@@ -247,7 +253,10 @@ class ZeusLoop:
 
     def report_metric(self, value: float) -> bool:
         """Report this epoch's validation metric; returns whether the target is reached."""
-        return self._driver.report_metric(float(value))
+        reached = self._driver.report_metric(float(value))
+        if self._progress is not None:
+            self._progress.reported(self.metric)
+        return reached
 
     def mark_reached(self) -> None:
         """Say the target is reached without a metric (rank 0 decides in data-parallel jobs)."""

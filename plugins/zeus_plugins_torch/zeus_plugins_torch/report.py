@@ -17,6 +17,7 @@ tries each rests on. The columns are the trace simulation's.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -25,6 +26,7 @@ from rich.table import Table
 from zeus_core import savings
 from zeus_core.comparison import Row as Row
 from zeus_core.comparison import comparison_table
+from zeus_core.plots import COST_PER_RECURRENCE, PARETO, Level, Mark, cost_per_recurrence, tradeoff
 
 
 @attrs.frozen
@@ -72,6 +74,10 @@ class Comparison:
     default: FixedKnob | None
     best: FixedKnob | None
 
+    def totals(self) -> dict[str, dict[str, float]]:
+        """Each baseline's totals over the job's recurrences, by its name (``default``, ``best fixed``)."""
+        return {k.name: k.totals(self.recurrences) for k in (self.default, self.best) if k is not None}
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"recurrences": self.recurrences, "this_run": self.method, "baselines": {}}
         for key, knob in (("default", self.default), ("best_fixed", self.best)):
@@ -96,7 +102,7 @@ def compare(records: list[Any], default_batch_size: int | None) -> Comparison:
 
 def print_table(console: Any, c: Comparison) -> None:
     n = c.recurrences
-    rows = [Row("this run", "(chosen per recurrence)", c.method)]
+    rows = [Row("the job so far", "(chosen per recurrence)", c.method)]
     for knob in (c.default, c.best):
         if knob is not None:
             limit = "" if knob.power_limit is None else f" @ {knob.power_limit:g} W"
@@ -127,3 +133,32 @@ def print_allocation(console: Any, plan: Any) -> None:
     for r in plan.ranks:
         table.add_row(str(r.rank), r.gpu or "-", str(r.local_batch), f"{r.share:.3f}", f"{r.power_limit:g}")
     console.print(table)
+
+
+def plots(out: Path, c: Comparison, records: list[Any], job: str, eta: float) -> list[Path]:
+    """``cost_per_recurrence.png`` and ``pareto.png`` under ``out``: the trace workload's figures
+    (:mod:`zeus_core.plots`) from this job's own tries, each batch size at the mean of its reached ones."""
+    fixed = [(c.default, "tab:red"), (c.best, "tab:green")]
+    levels = [Level(f"{k.name} {k.batch_size} (mean of {k.tries} reached)", k.cost, color) for k, color in fixed if k is not None]
+    written = [
+        cost_per_recurrence(
+            out / COST_PER_RECURRENCE,
+            records,
+            levels,
+            title=f"{job}: cost per recurrence (measured)",
+            ylabel=f"cost (eta = {eta:g})",
+        )
+    ]
+    knobs = per_batch_size(records)
+    written.append(
+        tradeoff(
+            out / PARETO,
+            {bs: (k.time_s, k.energy_j) for bs, k in knobs.items()},
+            marks=[Mark(k.batch_size, style, k.name) for k, style in ((c.default, "rs"), (c.best, "g^")) if k is not None],
+            chosen={bs: k.tries for bs, k in knobs.items()},
+            name=lambda bs: f"batch {bs}",
+            title=f"{job}: time-energy tradeoff (measured)",
+            points_label="batch size, mean of its reached tries",
+        )
+    )
+    return written

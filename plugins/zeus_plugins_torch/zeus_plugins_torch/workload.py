@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -16,6 +17,7 @@ from zeus_plugins_torch.entry import load_entry
 from zeus_plugins_torch.leader import Leader
 from zeus_plugins_torch.loop import LocalDriver, ZeusLoop, install_synced_policy, try_seed
 from zeus_plugins_torch.options import TorchWorkloadOptions
+from zeus_plugins_torch.progress import TryProgress
 
 if TYPE_CHECKING:  # annotations only
     from rich.console import Console
@@ -52,6 +54,7 @@ class TorchWorkload:
             )
         self.options = options
         self.job = context.job
+        self.console = context.console
         self.batch_sizes = list(options.batch_sizes) or None
         self.default_batch_size = options.default_batch_size
         self.search_path = [context.resolve_path(p) for p in options.python_path]
@@ -101,7 +104,7 @@ class TorchWorkload:
         assert self.group is not None  # built under a launcher
         ServingRank(self.group, self.job, self.options, self.local_device, self.fn, self.accelerator, self.allocation, self.holder).serve()
 
-    def _loop(self, driver: Any, session: RunSession, seed: int) -> ZeusLoop:
+    def _loop(self, driver: Any, session: RunSession, seed: int, progress: TryProgress) -> ZeusLoop:
         return ZeusLoop(
             driver,
             batch_size=session.batch_size,
@@ -115,6 +118,7 @@ class TorchWorkload:
             device=self.device,
             seed=seed,
             allocation=self.allocation,
+            progress=progress,
         )
 
     def run(self, session: RunSession) -> None:
@@ -125,12 +129,23 @@ class TorchWorkload:
             self.holder.hold()
         if self.options.seed_each_try:
             torch.manual_seed(seed)
-        if self.leader is None:
-            install_synced_policy(session)
-            loop = self._loop(LocalDriver(session), session, seed)
-            self.fn(loop.local_batch_size, loop)
-        else:
-            self.leader.run_try(session, self.fn, lambda driver: self._loop(driver, session, seed))
+        progress = TryProgress(
+            self.console,
+            recurrence=session.recurrence,
+            try_index=session.try_index,
+            batch_size=session.batch_size,
+            max_epochs=session.max_epochs,
+            target=self.job.target_metric,
+        )
+        try:
+            if self.leader is None:
+                install_synced_policy(session)
+                loop = self._loop(LocalDriver(session), session, seed, progress)
+                self.fn(loop.local_batch_size, loop)
+            else:
+                self.leader.run_try(session, self.fn, lambda driver: self._loop(driver, session, seed, progress))
+        finally:
+            progress.close()  # a try that failed leaves no live display behind its error
 
     # -- results --
 
@@ -146,6 +161,17 @@ class TorchWorkload:
         if self.allocation is not None:
             out["allocation"] = self.allocation.to_json()
         return out
+
+    def baselines(self, job: JobSummary) -> dict[str, dict[str, float]]:
+        """The default's and the best fixed batch size's totals over the job's recurrences (the verdict's reference)."""
+        return report.compare(job.records, self._default_for_report()).totals() if job.records else {}
+
+    def write_outputs(self, out_dir: Path, job: JobSummary) -> list[Path]:
+        """The trace workload's figures, from this job's measured tries."""
+        if not job.records:
+            return []
+        c = report.compare(job.records, self._default_for_report())
+        return report.plots(Path(out_dir), c, job.records, self.job.name, self.job.eta_knob)
 
     def report(self, console: Console, job: JobSummary) -> None:
         if self.allocation is not None:
