@@ -121,3 +121,22 @@ def test_a_rule_that_runs_out_of_tries_is_named_and_the_rule_that_finished_is_wr
     assert list(summary["rules"]) == ["paper"] and summary["default"]["cost"] > 0
     assert {r["rule"] for r in table(out / "tries.csv")} == {"paper"} and (out / "energy_over_time.png").exists()
     assert "rule paper" in text and "rule improved" not in text  # the closing table has the finished rule only
+
+
+def test_energy_over_time_keeps_every_rule_visible_where_they_overlap(reg, tmp_path, monkeypatch):
+    """The two rules end within a fraction of a percent: each is drawn wider and paler than the next (the
+    last on top, opaque), so neither hides the other, and the legend says each total."""
+    from zeus_plugins_trace.alibaba import AlibabaReplay
+
+    figures = []
+    draw = AlibabaReplay._figure
+    monkeypatch.setattr(AlibabaReplay, "_figure", lambda self: figures.append(draw(self)) or figures[-1])
+    res = zeus(reg, "run", str(JOB), "--output", str(tmp_path), "--set", "profiler.synthetic_groups=4")
+    assert res.exit_code == 0, res.output
+    (fig,) = figures
+    lines = {line.get_label().split(":")[0]: line for line in fig.axes[0].get_lines()}
+    paper, improved = lines["rule paper"], lines["rule improved"]
+    assert paper.get_linewidth() > improved.get_linewidth() + 2  # the one underneath shows around the one on top
+    assert paper.get_zorder() < improved.get_zorder() and (paper.get_alpha() or 1) < 1 and improved.get_alpha() in (None, 1.0)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(t.startswith("rule paper: ") and t.endswith("Wh)") for t in legend) and len(legend) == 4

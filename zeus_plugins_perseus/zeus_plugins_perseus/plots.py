@@ -9,6 +9,7 @@ imports it while its worker is still planning the real-time plans.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 import numpy as np
@@ -71,10 +72,14 @@ def plot_frontier(ps: PlanSet, path: Path, chosen: int | None = None) -> Path:
 
 
 def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path, row: int | None = None) -> Path:
-    """One row per stage: each instruction as a bar from its emulated start, coloured by its clock.
+    """One row per stage: each instruction as a bar from its emulated start, coloured by its clock
+    (:func:`timeline_figure`), written to ``path``."""
+    timeline_figure(ps, profile, k, row).savefig(path, dpi=110, pil_kwargs={"compress_level": 1})
+    return path
 
-    Plan ``k``'s clocks are ``ps.frequencies[row]`` (default: row ``k``).
-    """
+
+def timeline_figure(ps: PlanSet, profile: InstructionProfile, k: int, row: int | None = None) -> Any:
+    """The figure of :func:`plot_timeline`. Plan ``k``'s clocks are ``ps.frequencies[row]`` (default: row ``k``)."""
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.collections import PolyCollection
@@ -98,9 +103,6 @@ def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path, 
     ax.add_collection(PolyCollection(boxes, facecolors=cmap(frac), edgecolors=edges, linewidths=0.5))
     ax.set_xlim(0, float(finish.max()) * 1.02)
     ax.set_ylim(-0.6, ps.dag.stages - 0.4)
-    if ps.dag.microbatches <= 16:
-        for i, op in enumerate(ps.dag.ops):
-            ax.text((start[i] + finish[i]) / 2, op.stage, op.label, ha="center", va="center", fontsize=6, color="white")
     ax.set_yticks(range(ps.dag.stages))
     ax.set_yticklabels([f"stage {s}" for s in range(ps.dag.stages)])
     ax.invert_yaxis()
@@ -111,8 +113,27 @@ def plot_timeline(ps: PlanSet, profile: InstructionProfile, k: int, path: Path, 
     )
     sm = ScalarMappable(cmap=cmap, norm=Normalize(lo, hi if hi > lo else lo + 1))
     fig.colorbar(sm, ax=ax, label="SM clock (MHz)")
-    fig.savefig(path, dpi=110, pil_kwargs={"compress_level": 1})
-    return path
+    _label_bars(fig, ax, ps, start, finish, cmap(frac))  # after the colour bar, which narrows the axes
+    return fig
+
+
+#: Font size of the instruction labels in the timeline (points).
+LABEL_POINTS = 6
+
+
+def _label_bars(fig: Any, ax: Any, ps: PlanSet, start: np.ndarray, finish: np.ndarray, faces: np.ndarray) -> None:
+    """Each bar's instruction label (``F3``, ``B10``), where it fits inside the bar (a label wider than its bar
+    would run into the next one's), in black on light colours and white on dark ones."""
+    width_in = fig.get_figwidth() * ax.get_position().width  # the axes' width in inches
+    per_second = width_in / ax.get_xlim()[1]
+    # relative luminance (ITU-R BT.709) of each face: dark text above the middle
+    luminance = faces[:, :3] @ np.array([0.2126, 0.7152, 0.0722])
+    for i, op in enumerate(ps.dag.ops):
+        needed = (len(op.label) * 0.62 + 0.4) * LABEL_POINTS / 72  # the label's width and a margin, in inches
+        if (finish[i] - start[i]) * per_second < needed:
+            continue
+        color = "black" if luminance[i] > 0.5 else "white"
+        ax.text((start[i] + finish[i]) / 2, op.stage, op.label, ha="center", va="center", fontsize=LABEL_POINTS, color=color)
 
 
 def frontier_rows(ps: PlanSet) -> list[tuple]:

@@ -33,6 +33,7 @@ from zeus_core.comparison import comparison_table
 from zeus_core.files import atomic_path
 from zeus_core.grid import job_totals, replay_columns
 from zeus_core.results import GRID_KEY
+from zeus_core.units import energy as human_energy
 from zeus_plugins_trace.device import TraceDevice
 from zeus_plugins_trace.groups import Group, groups_csv, read_groups
 from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions
@@ -444,8 +445,16 @@ class AlibabaReplay:
         return buf.getvalue()
 
     def _plot(self, path: Path) -> Path:
+        """``energy_over_time.png``: :meth:`_figure`, written to ``path``."""
+        fig = self._figure()
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+        return path
+
+    def _figure(self) -> Any:
         """Cumulative energy over the cluster's clock: each rule's tries at their end, the
-        baselines' expected energy per job at the job's end."""
+        baselines' expected energy per job at the job's end. Rules that end close together would hide
+        one another, so each is drawn wider and paler than the next, and the legend gives each total."""
         import numpy as np
         from matplotlib.figure import Figure  # the object API: no pyplot state, the user's backend untouched
 
@@ -456,11 +465,14 @@ class AlibabaReplay:
         def draw(ends: list[float], energy: list[float], label: str, **style: Any) -> None:
             order = np.argsort(ends, kind="stable")
             x = (np.asarray(ends)[order] - t0) / 86400.0
-            ax.step(x, np.cumsum(np.asarray(energy)[order]) / 3.6e9, where="post", label=label, **style)
+            ax.step(x, np.cumsum(np.asarray(energy)[order]) / 3.6e9, where="post", label=f"{label}: {human_energy(sum(energy))}", **style)
 
-        for rule in self.rules:
+        # the first rule widest and palest, underneath; each later one narrower on top, so all stay visible
+        widths = np.linspace(4.5, 1.2, len(self.rules)) if len(self.rules) > 1 else [1.5]
+        for k, rule in enumerate(self.rules):
             tries = [t for r in self.results if r.rule == rule for t in r.tries]
-            draw([t.end for t in tries], [t.energy_j for t in tries], f"rule {rule}")
+            style = {"lw": float(widths[k]), "alpha": 0.45 if k < len(self.rules) - 1 else 1.0, "zorder": 2 + k}
+            draw([t.end for t in tries], [t.energy_j for t in tries], f"rule {rule}", **style)
         first = [r for r in self.results if r.rule == self.rules[0]]
         by_group = {g.id: g for g in self.groups}
         for which, style in (("default", {"color": "tab:red", "ls": "--"}), ("oracle", {"color": "tab:green", "ls": "--"})):
@@ -477,6 +489,4 @@ class AlibabaReplay:
         ax.set_title(f"{len(self.groups)} recurring groups on {self.gpu}{synthetic}")
         ax.legend(fontsize=8)
         fig.tight_layout()
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=110, format="png")
-        return path
+        return fig
