@@ -10,7 +10,10 @@ original setting, and puts it back when the client goes away.
 * :mod:`~zeus_core.daemon.protocol`: the wire format (length-prefixed JSON frames);
 * :mod:`~zeus_core.daemon.service`: what a plugin writes (``@operation``, ``Refused``);
 * :mod:`~zeus_core.daemon.client`: :class:`DaemonClient`, what a device uses;
-* :mod:`~zeus_core.daemon.config` and :mod:`~zeus_core.daemon.server`: the daemon itself.
+* :mod:`~zeus_core.daemon.config` and :mod:`~zeus_core.daemon.server`: the daemon itself;
+* :mod:`~zeus_core.daemon.api` (the routes), :mod:`~zeus_core.daemon.http`,
+  :mod:`~zeus_core.daemon.tokens` and :mod:`~zeus_core.daemon.streams`: upstream zeusd's
+  HTTP API on the same socket and, when configured, TCP (the ``daemon`` extra).
 
 This package's top level stays light (no registry, no job loading): device
 plugins import the client from it in every process. Its names load on first use.

@@ -444,6 +444,10 @@ class HttpConnection:
         except HttpError as e:
             self._respond(*_json(e.status, e.body, e.headers))
             return None
+        except Exception as e:  # noqa: BLE001 - a bug here must answer, and leave the daemon serving
+            log.exception("%s %s failed", method, target[:200])
+            self._respond(*_json(500, {"error": f"the daemon failed this request: {type(e).__name__}: {e}"}))
+            return None
         if route.stream:
             feed, ids = result
             self._stream(feed, ids)

@@ -26,10 +26,11 @@ constraints, a setting another client holds), ``failed`` (the driver said no;
 in the allow-list: sent once, then the connection closes) and ``busy`` (too
 many clients).
 
-Why not HTTP (upstream's ``zeusd`` speaks HTTP over a Unix socket): the
-daemon's whole surface is a dozen operations; a framed-JSON loop on the
-standard library keeps the privileged process small and its parser trivial to
-audit and fuzz.
+The same socket also speaks HTTP, upstream zeusd's API (:mod:`zeus_core.daemon.http`;
+a frame's first byte is zero, a request's a letter). The framing stays for the
+engine's own clients: one connection is one session, and whatever it changed
+goes back when it closes -- the hold that a training process needs and that
+stateless HTTP requests do not give.
 """
 
 from __future__ import annotations
