@@ -390,6 +390,46 @@ def test_a_signal_while_outputs_are_written_records_what_was_written_and_exits_1
     assert recorded == sorted(["recurrences.csv", "summary.json", *(f"toy/{i:03d}.txt" for i in range(5))]), recorded
 
 
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_zeus_report_writes_its_outputs_records_what_was_written_and_exits_128_plus_its_number(site, tmp_path, sig, code):
+    from zeus_test_helpers import TOY_JOB, ended, start, write_job
+
+    job = write_job(tmp_path / "job.toml", TOY_JOB)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    run = [sys.executable, "-m", "zeus_core.cli"]
+    hold, out = tmp_path / "release", tmp_path / "o"
+    holding = ["--set", "workload.output_files=10", "--set", f'workload.hold_outputs="{hold}"']  # the job's options: the run's too
+    done = subprocess.run(
+        [*run, "run", str(job), "--set", "job.recurrences=2", *holding], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr  # no --output: nothing held
+    cmd = [*run, "report", str(job), *holding, "--output", str(out)]
+    with ended(start(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) as proc:
+        _wait_for(Path(f"{hold}.held"), proc)  # 5 of its 10 files written, waiting
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert f"interrupted by {sig.name} while the outputs were written" in err and "Traceback" not in err and "Aborted" not in err
+    assert sorted(p.name for p in (out / "toy").iterdir()) == [f"{i:03d}.txt" for i in range(5)]
+    recorded = json.loads((out / "summary.json").read_text())["provenance"]["outputs"]
+    assert recorded == sorted(["recurrences.csv", "summary.json", *(f"toy/{i:03d}.txt" for i in range(5))]), recorded
+
+
+def test_ctrl_c_in_a_command_that_does_not_handle_it_exits_130_not_aborted(site, tmp_path):
+    """Click's own ending is "Aborted!" with exit 1; every zeus command ends on SIGINT as zeus run does."""
+    from zeus_test_helpers import ended, start
+
+    marker = tmp_path / "waiting"
+    env = dict(os.environ, PYTHONPATH=str(site))
+    cmd = [sys.executable, "-m", "zeus_core.cli", "toy-wait", str(marker)]
+    with ended(start(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) as proc:
+        _wait_for(marker, proc)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "zeus: interrupted by SIGINT" in err and "Aborted" not in err and "Traceback" not in err
+
+
 def test_store_check_export_import_round_trip(learned, job, tmp_path):
     r = zeus("store", "check", str(learned), cwd=tmp_path)
     assert r.returncode == 0, r.stderr

@@ -872,6 +872,10 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     The workload, device and policies are built (nothing is trained or changed) so
     that their tables and files come out as after ``zeus run``; planners'
     files (allocations, frequency plans, profiles) are computed by ``zeus run``.
+
+    Exit status: 0 done, 1 an output could not be written, 2 bad input or an empty
+    store, 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (summary.json records
+    the files written before the signal).
     """
     from zeus_core.provenance import now
 

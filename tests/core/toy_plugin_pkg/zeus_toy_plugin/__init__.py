@@ -188,3 +188,20 @@ def zeus_register_devices(register):
 @hookimpl
 def zeus_register_workloads(register):
     register("toy", ToyWorkload, options=ToyWorkloadOptions)
+
+
+@hookimpl
+def zeus_register_commands(cli):
+    import click
+
+    @cli.command("toy-wait")
+    @click.argument("marker")
+    def toy_wait(marker):
+        """Create MARKER, then wait (at most a minute): a command that handles no signal itself, for tests."""
+        import time
+        from pathlib import Path
+
+        Path(marker).write_text("")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
