@@ -120,7 +120,7 @@ class EvenAllocatorPart(AllocatorPart):
 
 def ranks(allocation: Allocation) -> list[dict]:
     """One entry per GPU, ranks numbered type by type in the order of ``[[allocation.gpus]]``."""
-    out = []
+    out: list[dict] = []
     for c in allocation.choices:
         for _ in range(c.count):
             out.append({"rank": len(out), "gpu": c.name, "local_batch": c.local_batch, "power_limit": c.to_json()["power_limit"]})

@@ -64,7 +64,7 @@ def enumerate_optimum(problem: Problem) -> Allocation:
     if problem.objective == "min-energy":
         fastest = min(float(step_and_energy(lt)[0].min()) for lt in limit_tuples)
         bound = problem.max_slowdown * fastest * (1 + SLOWDOWN_RTOL)
-    best = (np.inf, None, -1)
+    best: tuple[float, tuple[int, ...] | None, int] = (np.inf, None, -1)
     for lt in limit_tuples:
         step, energy = step_and_energy(lt)
         if problem.objective == "zeus-cost":
@@ -75,6 +75,7 @@ def enumerate_optimum(problem: Problem) -> Allocation:
         if values[i] < best[0]:
             best = (float(values[i]), lt, i)
     _, limit_idx, i = best
+    assert limit_idx is not None  # the fastest split meets every bound: some value is finite
     batches = [int(tables[k].batches[splits[i, k]]) for k in range(K)]
     limits = [float(tables[k].limits[limit_idx[k]]) for k in range(K)]
     return evaluate(problem, batches, limits, method="exhaustive enumeration")

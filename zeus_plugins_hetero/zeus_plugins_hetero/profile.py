@@ -128,8 +128,8 @@ class Profile:
         if not errors:
             limit_sets = {b: set(row) for b, row in rows.items()}
             everywhere = set.union(*limit_sets.values())
-            for b, limits in limit_sets.items():
-                missing = everywhere - limits
+            for b, present in limit_sets.items():
+                missing = everywhere - present
                 if missing:
                     errors.append(
                         f"$[{json.dumps(str(b))}]: no record for power limit(s) "
@@ -180,7 +180,7 @@ class Profile:
     def max_power_limit(self) -> float:
         return float(self.power_limits.max())
 
-    def per_iteration(self, batch_sizes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def per_iteration(self, batch_sizes: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-iteration (time, energy), each of shape (len(batch_sizes), n_limits).
 
         Piecewise-linear in the batch size between profiled sizes; a batch size

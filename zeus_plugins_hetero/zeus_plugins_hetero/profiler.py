@@ -26,7 +26,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from zeus_core import BuildContext, JobSummary, Monitor, PowerLimitControl, RunFailed, load_callable
+from zeus_core import BuildContext, DeviceGroup, JobSummary, Monitor, PowerLimitControl, RunFailed, load_callable
 from zeus_plugins_hetero.options import PowerSweepOptions
 from zeus_plugins_hetero.profile import Profile
 
@@ -56,11 +56,12 @@ class PowerSweep:
 
     def __init__(self, options: PowerSweepOptions, context: BuildContext, step_factory: Callable[..., Any] | None = None) -> None:
         self.options = options
-        self.devices = context.parts.get("device")
-        if self.devices is None:
+        devices: DeviceGroup | None = context.parts.get("device")
+        if devices is None:
             raise ValueError("power-sweep needs a [device] section: the device group to profile")
-        if not isinstance(self.devices, PowerLimitControl):
+        if not isinstance(devices, PowerLimitControl):
             raise ValueError("power-sweep needs a device that can set power limits (PowerLimitControl)")
+        self.devices = devices
         self.context = context
         self.step_factory = step_factory or load_callable(options.step, context.job_dir)
         if options.power_limits:

@@ -122,11 +122,11 @@ def _separable_min(prep: _Prepared, taus: np.ndarray, track: bool = False):
                 continue
             cand = acc[:, x_lo - shift - lo : x_hi - shift - lo + 1] + w[:, j : j + 1]
             dst = merged[:, x_lo - c_lo : x_hi - c_lo + 1]
-            if track:
+            if arg is not None:  # tracking
                 better = cand[0] < dst[0]
                 arg[x_lo - c_lo : x_hi - c_lo + 1][better] = j
             np.minimum(dst, cand, out=dst)
-        if track:
+        if arg is not None:  # tracking
             backs.append((arg, c_lo))
         acc, lo, hi = merged, c_lo, c_hi
 

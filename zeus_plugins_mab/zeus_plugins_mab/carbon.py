@@ -106,14 +106,14 @@ class CarbonAwarePolicy(JitPowerPolicy):
     def on_time(self, session: Session) -> None:
         steering, clock = self.steering, self.grid.clock
         assert steering is not None and clock is not None and self._profile is not None
-        devices = power_control(session)
+        devices = session.devices
         now_clock = float(devices.clock())
         if self._last is not None:
             steering.account(now_clock - self._last[0], self._last[1])
         now = clock.time_of(now_clock)
         k, forecast, end = decide(steering, self.signal, now, self.options.window_h * HOUR)
         limit = steering.hull.limits[k]
-        devices.set_power_limit(limit)
+        power_control(session).set_power_limit(limit)
         self._last = (now_clock, float(self._profile[limit][0]))
         if len(self.decisions) < MAX_LOG:
             self.decisions.append((now, forecast, limit))

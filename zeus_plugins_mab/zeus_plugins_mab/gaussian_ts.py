@@ -15,7 +15,7 @@ the ``paper`` variant's sampler (:class:`~zeus_plugins_mab.strategies.Sampler`).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -39,7 +39,7 @@ def posterior(rewards: list[float], prior_mean: float, prior_precision: float) -
 class GaussianTS(ArmRewards):
     """Thompson sampling over ``arms`` (sorted batch sizes)."""
 
-    name = "gaussian-ts"
+    name: ClassVar[str] = "gaussian-ts"
 
     def __init__(
         self,

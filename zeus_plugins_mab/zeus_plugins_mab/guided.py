@@ -282,8 +282,8 @@ class Guided(Explorer):
             return None
         assert self.env is not None and sampler is not None
         o, cv = self.env.options, sampler.cv()
-        bounds = (self._model_bound(ctx, k, best, cv), noise_bound(o.explore_bound_sds, best, cv), self._budget_bound(ctx, k, best, cv))
-        bounds = [b for b in bounds if b is not None]
+        found = (self._model_bound(ctx, k, best, cv), noise_bound(o.explore_bound_sds, best, cv), self._budget_bound(ctx, k, best, cv))
+        bounds = [b for b in found if b is not None]
         return min(bounds) if bounds else None
 
     def _model_bound(self, ctx: PolicyContext, k: int, best: float, cv: float) -> float | None:

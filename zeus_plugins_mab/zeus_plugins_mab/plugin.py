@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zeus_core import BuildContext, EpochPredictor, hookimpl
+from zeus_core import BuildContext, EpochPredictor, JobOptions, hookimpl
 
 if TYPE_CHECKING:
     from zeus_plugins_mab.carbon import CarbonAwarePolicy
     from zeus_plugins_mab.jit import JitPowerPolicy
     from zeus_plugins_mab.options import CarbonAwareOptions, JitOptions, MabOptions
     from zeus_plugins_mab.policy import MabPolicy
+
+
+def _job(context: BuildContext) -> JobOptions:
+    """The job's ``[job]`` options: a policy is built inside a job (``context.job`` is None only outside one)."""
+    assert context.job is not None, "a policy is built for a job"
+    return context.job
 
 
 def make_mab(options: MabOptions, context: BuildContext) -> MabPolicy:
@@ -27,21 +33,21 @@ def make_mab(options: MabOptions, context: BuildContext) -> MabPolicy:
 
     device = context.parts.get("device")
     predict = device.predict_epoch if isinstance(device, EpochPredictor) else None
-    return MabPolicy(options, job_seed=context.job.seed, predict_epoch=predict)
+    return MabPolicy(options, job_seed=_job(context).seed, predict_epoch=predict)
 
 
 def make_jit(options: JitOptions, context: BuildContext) -> JitPowerPolicy:
     """Zeus's JIT power policy: profile every limit in the first epoch at a batch size, hold the cheapest."""
     from zeus_plugins_mab.jit import JitPowerPolicy
 
-    return JitPowerPolicy(options, job_eta=context.job.eta_knob)
+    return JitPowerPolicy(options, job_eta=_job(context).eta_knob)
 
 
 def make_carbon_aware(options: CarbonAwareOptions, context: BuildContext) -> CarbonAwarePolicy:
     """The JIT's profile, then a limit per period of the job's [grid] carbon intensity (lower while dirty)."""
     from zeus_plugins_mab.carbon import CarbonAwarePolicy
 
-    return CarbonAwarePolicy(options, job_eta=context.job.eta_knob, grid=context.grid)
+    return CarbonAwarePolicy(options, job_eta=_job(context).eta_knob, grid=context.grid)
 
 
 @hookimpl

@@ -17,7 +17,7 @@ conjugately, as in the paper's sampler. It is the ``improved`` variant's sampler
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from zeus_plugins_mab.strategies import Env
 class RelativeTS(ArmRewards):
     """Thompson sampling over ``arms`` with a pooled relative noise."""
 
-    name = "relative-ts"
+    name: ClassVar[str] = "relative-ts"
 
     def __init__(
         self,
