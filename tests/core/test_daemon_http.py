@@ -32,6 +32,7 @@ from zeus_core.daemon import tokens
 from zeus_core.daemon.config import ConfigError, read_config, resolve
 from zeus_core.daemon.server import Daemon, log, setup_logging
 from zeus_core.engine import registry as zreg
+from zeus_core.errors import BadInput
 from zeus_plugins_nvml import fake_pynvml
 
 RANGE = 262_143_328_850
@@ -147,8 +148,8 @@ def test_every_route_over_the_unix_socket_answers_as_upstream_documents(start):
     with node.uds() as c:
         d = c.get("/discover").json()
         assert d["auth_required"] is False and d["enabled_api_groups"] == ["gpu-control", "gpu-read", "cpu-read", "cpu-control"]
-        assert [(g["id"], g["name"], g["cumulative_energy_available"]) for g in d["gpus"]] == [(0, "NVIDIA A100-SXM4-40GB", True)] * 1 + [
-            (1, "NVIDIA A100-SXM4-40GB", True)
+        assert [(g["id"], g["name"], g["cumulative_energy_available"]) for g in d["gpus"]] == [
+            (i, "NVIDIA A100-SXM4-40GB", True) for i in (0, 1)
         ]
         assert d["cpus"] == [{"id": 0, "dram_available": True}, {"id": 1, "dram_available": False}]
         assert abs(c.get("/time").json()["timestamp_ms"] - time.time() * 1000) < 60_000
@@ -312,6 +313,21 @@ def test_tokens_scopes_and_expiry_as_upstream(start):
     assert "token operator over http" in node.log()
 
 
+def test_a_signing_secret_others_can_read_is_refused(tmp_path):
+    secret = tmp_path / "auth.secret"
+    made = tokens.load_secret(secret)
+    assert secret.stat().st_mode & 0o777 == 0o600 and tokens.load_secret(secret) == made
+    claims = tokens.verify(made, tokens.issue(made, "bob", ("cpu-read",), None))
+    assert claims.as_json() == {"sub": "bob", "scopes": ["cpu-read"]}  # never expires: no exp, as upstream
+    secret.chmod(0o644)
+    with pytest.raises(BadInput, match="readable by others .* chmod 600"):
+        tokens.load_secret(secret)
+    for bad in ("7x", "-1d", "0d", "soon"):
+        with pytest.raises(BadInput, match="--expires"):
+            tokens.parse_expiry(bad)
+    assert tokens.parse_expiry("2h", now=1000) == 1000 + 7200 and tokens.parse_expiry("never") is None
+
+
 def test_monitor_only_serves_reads_and_refuses_every_change(start):
     from zeus_core.daemon import DaemonClient, DaemonError
 
@@ -419,10 +435,12 @@ def test_a_slow_client_is_dropped_while_another_keeps_receiving(start):
     with node.uds() as c, c.stream("GET", "/gpu/stream_power", params={"gpu_ids": "0"}) as r:
         lines = r.iter_lines()
         seen = 0
+        deadline = time.monotonic() + 120  # the slow client's buffers and its 64 samples fill within seconds
         for line in lines:
             seen += line.startswith("data: ")
             if "dropped it" in node.log():
                 break
+            assert time.monotonic() < deadline, "the client that does not read was never dropped"
         after = [json.loads(line.removeprefix("data: ")) for line, _ in zip((x for x in lines if x.startswith("data: ")), range(20))]
         # the good client is still served after the slow one went
     assert seen > 0 and len(after) == 20

@@ -409,6 +409,10 @@ class Daemon:
             raise StartError(f"cannot listen on tcp = {raw.tcp!r}: {e.strerror or e}") from None
         t.settimeout(0.2)
         self._tcp_listener = t
+        from zeus_core.daemon.config import is_loopback
+
+        if not is_loopback(host) and self._tls is None:
+            log.warning("tcp %s is not loopback and has no TLS: tokens cross the network in clear; set tls_cert and tls_key", raw.tcp)
 
     # -- serving --
 

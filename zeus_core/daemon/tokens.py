@@ -61,6 +61,11 @@ def load_secret(path: Path, create: bool = True) -> bytes:
         with os.fdopen(fd, "w") as f:
             f.write(text + "\n")
         return text.encode()
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise BadInput(
+            f"the signing secret {path} is readable by others (mode {mode:04o}): anyone who reads it can mint tokens; chmod 600 {path}"
+        )
     if len(text) < 32:
         raise BadInput(
             f"the signing secret in {path} is {len(text)} characters; it needs at least 32 (delete the file to have a new one made)"
