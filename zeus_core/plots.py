@@ -77,8 +77,15 @@ def cost_per_recurrence(path: Path, records: Sequence[Any], levels: Sequence[Lev
     return _save(fig, ax, title, path, legend_size=8)
 
 
-def tradeoff(
-    path: Path,
+def tradeoff(path: Path, points: Mapping[Hashable, tuple[float, float]], **how: Any) -> Path:
+    """The time-energy plane of ``points`` (:func:`tradeoff_figure`, with ``how``), written to ``path``."""
+    fig = tradeoff_figure(points, **how)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
+    return path
+
+
+def tradeoff_figure(
     points: Mapping[Hashable, tuple[float, float]],
     *,
     marks: Sequence[Mark],
@@ -89,7 +96,7 @@ def tradeoff(
     most_chosen: int = 5,
     time_label: str = "time to target (s)",
     energy_label: str = "energy to target (J)",
-) -> Path:
+) -> Figure:
     """The time-energy plane of ``points`` (key -> (time s, energy J); non-finite ones are left out),
     their Pareto frontier, each of ``marks``, and the ``most_chosen`` keys of ``chosen`` (key -> how
     often the job chose it), sized by count and labelled ``name(key) xN``; log-log."""
@@ -101,20 +108,85 @@ def tradeoff(
     e = [shown[k][1] for k in keys]
     fig = Figure(figsize=(7, 5))
     ax = fig.subplots()
-    ax.scatter(t, e, s=10, c="0.6", label=points_label)
+    ax.scatter(t, e, s=10, c="0.6", label=points_label, zorder=2)
+    # the frontier in a colour of its own, its points marked, above the points and the chosen ones: a frontier
+    # of two close points is otherwise a short black stroke under the markers
     front = pareto_frontier(t, e)
-    ax.plot([t[i] for i in front], [e[i] for i in front], "-", color="k", lw=1, label="Pareto frontier")
+    ax.plot([t[i] for i in front], [e[i] for i in front], "D-", color="tab:orange", lw=2, ms=4, label="Pareto frontier", zorder=4)
     for mark in marks:
         if mark.key in shown:
-            ax.plot(*shown[mark.key], mark.style, ms=10, mfc="none", mew=2, label=mark.label)
+            ax.plot(*shown[mark.key], mark.style, ms=11, mfc="none", mew=2, label=mark.label, zorder=5)
     top = sorted(((k, n) for k, n in chosen.items() if k in shown), key=lambda kv: -kv[1])[:most_chosen]
     most = max((n for _, n in top), default=1)
     for k, count in top:
-        ax.plot(*shown[k], "o", color="tab:blue", ms=4 + 8 * count / most, alpha=0.7)
-        ax.annotate(f"{name(k)} x{count}", shown[k], fontsize=7, xytext=(4, 4), textcoords="offset points")
-    ax.plot([], [], "o", color="tab:blue", label="chosen by this run (size: how often)")
+        ax.plot(*shown[k], "o", color="tab:blue", ms=4 + 8 * count / most, alpha=0.5, zorder=3)
+    ax.plot([], [], "o", color="tab:blue", alpha=0.5, label="chosen by this run (size: how often)")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.margins(0.12)  # room for the labels of points at the edges
+    _plain_log_ticks(ax)
     ax.set_xlabel(time_label)
     ax.set_ylabel(energy_label)
-    return _save(fig, ax, title, path, legend_size=7)
+    # the legend below the axes, where it hides no point
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
+    ax.set_title(title)
+    fig.tight_layout()
+    place_labels(fig, ax, [(shown[k], f"{name(k)} x{count}") for k, count in top])
+    return fig
+
+
+def _plain_log_ticks(ax: Axes) -> None:
+    """Log axes ticked at 1, 2 and 5 of each decade, in plain numbers (``300``, ``1,000``), the other
+    minor ticks unlabelled: the default labels every minor tick in scientific notation, and they collide."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    plain = FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1000 else f"{v:.3g}")
+    for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        lo, hi = sorted(limits)
+        # under a decade or so wide, 1-2-5 leaves one tick or none: there evenly spaced round numbers instead
+        narrow = lo > 0 and hi / lo < 8
+        axis.set_major_locator(MaxNLocator(6) if narrow else LogLocator(subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(NullFormatter())
+
+
+#: Where a point's label may go, in points from the point, tried in turn: beside it first, then further out.
+_OFFSETS = [
+    *((dx, dy) for dy in (4, -12, 14, -22) for dx in (6, -8)),
+    *((dx, dy) for dy in (26, -34, 38, -46) for dx in (16, -16)),
+]
+
+
+def place_labels(fig: Figure, ax: Axes, labels: Sequence[tuple[tuple[float, float], str]], fontsize: int = 7) -> list[Any]:
+    """Annotate each ``(point, text)`` of ``labels`` where it overlaps no label placed before it (nor leaves the
+    axes), trying the offsets of :data:`_OFFSETS` in turn; a label with no free place takes the first, with a
+    leader line to its point. Measured on the figure as it is laid out (call after ``tight_layout``)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    frame = ax.get_window_extent(renderer)
+    taken: list[Any] = []
+    placed = []
+    for point, text in labels:
+        for k, offset in enumerate([*_OFFSETS, None]):
+            last = offset is None
+            note = ax.annotate(
+                text,
+                point,
+                xytext=_OFFSETS[0] if last else offset,
+                textcoords="offset points",
+                fontsize=fontsize,
+                ha="left" if (offset or _OFFSETS[0])[0] >= 0 else "right",
+                arrowprops={"arrowstyle": "-", "color": "0.4", "lw": 0.6} if k > 1 else None,
+                zorder=6,
+            )
+            note.update_positions(renderer)
+            box = Text.get_window_extent(note, renderer)  # the text alone, not its leader line
+            free = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            if last or (free and not any(box.overlaps(b) for b in taken)):
+                taken.append(box)
+                placed.append(note)
+                break
+            note.remove()
+    return placed
