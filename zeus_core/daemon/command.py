@@ -78,6 +78,12 @@ def run_daemon(config_path: Path, check: bool = False, level: int = logging.INFO
             Console().print(
                 f"[green]ok[/] {escape(str(config_path))}: would serve {escape(', '.join(sorted(daemon.operations)))} "
                 f"on {escape(cfg.socket)}"
+                + (f", and the HTTP API ({escape(', '.join(daemon.api.enabled))}) there" if daemon.api else "")
+                + (
+                    f" and on tcp {escape(cfg.tcp)}{' with TLS' if cfg.tls_cert else ''}{', tokens required' if cfg.auth else ''}"
+                    if cfg.tcp and daemon.api
+                    else ""
+                )
             )
             daemon.close_services()
             return EXIT_OK

@@ -47,6 +47,8 @@ log = logging.getLogger("zeus.daemon")
 REQUEST_TIMEOUT_S = 10.0
 #: a stream sends a comment line this often when there is no sample, to notice a client that left
 KEEPALIVE_S = 5.0
+#: a stream whose client takes no bytes for this long is closed (samples or not)
+STREAM_SEND_TIMEOUT_S = 30.0
 #: the kernel's send buffer of a stream connection: with the sample queue, what one client may have pending
 STREAM_SNDBUF = 32 * 1024
 CONTROL_GROUPS = ("gpu-control", "cpu-control")
@@ -505,7 +507,7 @@ class HttpConnection:
             self.conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STREAM_SNDBUF)
         except OSError:
             pass
-        self.conn.settimeout(None)
+        self.conn.settimeout(STREAM_SEND_TIMEOUT_S)  # a send that cannot go out this long ends the stream
         self._send(h11.Response(status_code=200, headers=[("content-type", "text/event-stream"), ("cache-control", "no-cache")]))
 
         def drop() -> None:
