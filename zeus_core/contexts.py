@@ -13,9 +13,8 @@ from zeus_core.cost import zeus_cost
 if TYPE_CHECKING:  # annotations only
     from rich.console import Console
 
-    from zeus_core.engine.ranks import ProcessGroup
+    from zeus_core.backends import JobStore, ProcessGroup
     from zeus_core.engine.registry import Registry
-    from zeus_core.engine.stores.protocol import JobStore
     from zeus_core.grid import Grid
     from zeus_core.job import JobOptions, JobSpec
 

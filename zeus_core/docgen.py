@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import importlib.util
 import inspect
 import re
 import sys
@@ -126,28 +127,26 @@ def _signature(fn: Callable[..., Any]) -> str:
 
 
 def parts_md() -> tuple[str, list[str]]:
-    from zeus_core import device, grid, parts
-    from zeus_core.engine import history, ranks, remote
-    from zeus_core.engine.stores import protocol as stores
+    from zeus_core import backends, device, grid, parts
+    from zeus_core.engine import history, remote
 
     missing: list[str] = []
     out = ["# Parts and capabilities", "", GENERATED, ""]
     groups = (
         ("Devices", device, (device.DeviceGroup, *device.DEVICE_CAPABILITIES)),
         ("Parts", parts, (*parts.PART_PROTOCOLS, *parts.PART_CAPABILITIES)),
-        ("Stores", stores, (stores.JobStore,)),
+        ("Backends: stores and process groups", backends, (backends.JobStore, backends.ProcessGroup)),
         ("History", history, (history.JobHistory, history.HistoryService, remote.ServesHistory)),
-        ("Ranks", ranks, (ranks.ProcessGroup,)),
         ("Grid signals", grid, grid.GRID_PROTOCOLS),
     )
     for title, module, protocols in groups:
         out += [f"## {title}", "", markdown(module.__doc__ or ""), ""]
         kinds = {
             device.DeviceGroup,
-            stores.JobStore,
+            backends.JobStore,
             history.JobHistory,
             history.HistoryService,
-            ranks.ProcessGroup,
+            backends.ProcessGroup,
             grid.GridSignal,
             *parts.PART_PROTOCOLS,
         }
@@ -170,6 +169,23 @@ def _top_level_imports(init: Path) -> dict[str, str]:
             for alias in node.names:
                 found[alias.asname or alias.name] = node.module
     return found
+
+
+def _comment_doc(module: str, name: str) -> str:
+    """The ``#:`` comment lines right above ``name``'s assignment in ``module`` (how a constant or an
+    instance, which has no docstring of its own, is documented), or ``""``."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return ""
+    lines = Path(spec.origin).read_text().splitlines()
+    for i, line in enumerate(lines):
+        if re.match(rf"{re.escape(name)}\s*[:=]", line):
+            doc: list[str] = []
+            while i > 0 and lines[i - 1].startswith("#:"):
+                i -= 1
+                doc.insert(0, lines[i][2:].strip())
+            return " ".join(doc)
+    return ""
 
 
 def api_md() -> tuple[str, list[str]]:
@@ -197,7 +213,7 @@ def api_md() -> tuple[str, list[str]]:
         # Where zeus_core imports the name from: an instance (``hookimpl``) would otherwise be
         # credited to its class's module, which is a third party's and moves between its versions.
         module = imported_from.get(name) or getattr(obj, "__module__", None) or "zeus_core"
-        doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj)) else ""
+        doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj)) else _comment_doc(module, name)
         out.append(f"| `{name}` | `{module}` | {first_sentence(doc)} |")
     validators = importlib.import_module("zeus_core.validators")
     out += ["", "## `zeus_core.validators`", "", "| validator | what it checks |", "| --- | --- |"]

@@ -54,12 +54,13 @@ if TYPE_CHECKING:  # annotations only: the face's names (importing zeus_core imp
     import click
 
     from zeus_core import BuildContext, JobOptions, JobSummary, Measurement, TryRecord
-    from zeus_core.engine.stores.protocol import JobStore
+    from zeus_core.backends import JobStore
     from zeus_core.grid import GridSignal, SourceRequest
 
 PROJECT = "zeus"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
+#: The decorator that marks a plugin's functions as implementations of zeus's hooks (``@hookimpl``).
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 #: Every kind of part: its name, the hook that registers parts of that kind, and the
@@ -108,7 +109,7 @@ class RegisterStore(Protocol):
 
 class RegisterProcessGroup(Protocol):
     """``register`` of ``zeus_register_process_groups``: ``join()`` returns a
-    :class:`zeus_core.engine.ranks.ProcessGroup` or None."""
+    :class:`zeus_core.backends.ProcessGroup` or None."""
 
     def __call__(self, name: str, join: Callable[[], Any], help: str = "") -> None: ...
 
@@ -282,14 +283,14 @@ def zeus_register_stores(register: RegisterStore) -> None:
     """Register backends of the job store, by URL scheme: ``job.store = "postgresql://..."``.
 
     ``register(scheme, opener, help="...")`` where ``opener(location, timeout_s, job=name)``
-    returns a :class:`zeus_core.engine.stores.protocol.JobStore` for ``location`` (the whole URL) holding the
+    returns a :class:`zeus_core.backends.JobStore` for ``location`` (the whole URL) holding the
     job named ``job``: a server that many jobs share keeps each job's state apart by
     that name (a backend with one job per location, such as a SQLite file, may
     ignore it). Opening must not write: it reads what the store is (schema version,
     the identity of the job it learned, how many results) and raises
-    :class:`zeus_core.engine.stores.protocol.StoreError`, naming the store (credentials masked with
+    :class:`zeus_core.backends.StoreError`, naming the store (credentials masked with
     :func:`zeus_core.engine.stores.locations.mask`) and the fix, for one it cannot use, or
-    :class:`zeus_core.engine.stores.protocol.StoreUnavailable` for a server it cannot reach now. A store
+    :class:`zeus_core.backends.StoreUnavailable` for a server it cannot reach now. A store
     that runs the trial bookkeeping itself (a service) also implements
     :class:`zeus_core.engine.remote.ServesHistory`. A ``job.store`` without a scheme is a SQLite
     file (the core's own ``sqlite`` backend, registered through this hook like any
@@ -312,7 +313,7 @@ def zeus_register_process_groups(register: RegisterProcessGroup) -> None:
     (``torchrun``, SLURM's ``srun``, ``torch.multiprocessing``).
 
     ``register(name, join, help="...")`` where ``join()`` returns a
-    :class:`zeus_core.engine.ranks.ProcessGroup` when this process is one rank of several in that
+    :class:`zeus_core.backends.ProcessGroup` when this process is one rank of several in that
     framework (joining or creating its process group), and None otherwise. It is
     called once per process, before zeus decides anything: keep it cheap when there
     is nothing to join (read the environment, look in ``sys.modules``; import the

@@ -70,7 +70,7 @@ def env_with_fake(path: Path) -> dict[str, str]:
 
 
 class ThreadGroup:
-    """``n`` ranks as threads of one process: a :class:`zeus_core.engine.ranks.ProcessGroup` for tests of what
+    """``n`` ranks as threads of one process: a :class:`zeus_core.backends.ProcessGroup` for tests of what
     the ranks say to each other, without launching processes. The k-th collective of every rank
     meets in the k-th slot; a rank that left (:meth:`leave`) makes the others' next collective
     that it does not join raise ``threading.BrokenBarrierError``, as a process that exits breaks a

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from zeus_core import TryRecord
+from zeus_core.backends import StoreError
 from zeus_core.catalog import install_command
-from zeus_core.engine.stores.protocol import StoreError
 from zeus_core.engine.stores.sqlite import APPLICATION_ID, SCHEMA_VERSION, Store
 
 

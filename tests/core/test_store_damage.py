@@ -190,7 +190,7 @@ def test_an_empty_file_is_no_store_yet_for_every_command(reg, tmp_path):
 
 def test_a_store_damaged_after_it_was_opened_is_refused_mid_run_not_a_traceback(reg, learned, tmp_path):
     """Another process breaks the JSON of the runner's state while this one holds the store open."""
-    from zeus_core.engine.stores.protocol import StoreError
+    from zeus_core.backends import StoreError
 
     path = _copy(learned, tmp_path)
     with Store(path) as s:

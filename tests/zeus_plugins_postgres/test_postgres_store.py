@@ -18,10 +18,10 @@ from cluster_helpers import CIFAR, check_history, run_job
 from pg_server import PASSWORD
 
 from zeus_core import TryRecord
+from zeus_core.backends import StoreError
 from zeus_core.engine.history import ledger
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.stores.locations import open_store
-from zeus_core.engine.stores.protocol import StoreError
 
 
 def _rec(rec: int, i: int = 1, bs: int = 32) -> TryRecord:
@@ -110,7 +110,7 @@ def test_a_foreign_or_newer_schema_is_refused_unchanged_and_the_password_never_s
 
 
 def test_a_wrong_password_or_a_missing_database_is_bad_input_and_a_down_server_is_unavailable(pg_server, pg_url):
-    from zeus_core.engine.stores.protocol import StoreUnavailable
+    from zeus_core.backends import StoreUnavailable
 
     with pytest.raises(StoreError) as e:
         open_store(pg_url.replace(PASSWORD, "not-the-password"), get_registry(), job="a")

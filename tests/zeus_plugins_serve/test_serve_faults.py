@@ -15,9 +15,9 @@ import pytest
 from serve_faults import fault_run
 from serve_helpers import Serve
 
+from zeus_core.backends import TransactionConflict, transact
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.stores.locations import open_store
-from zeus_core.engine.stores.protocol import TransactionConflict, transact
 
 TOKEN = "serve-faults-token-0123456789"
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 from zeus_test_helpers import output_while_answering
 
-from zeus_core.engine.stores.protocol import StoreUnavailable
+from zeus_core.backends import StoreUnavailable
 from zeus_plugins_serve import client as service
 
 

@@ -805,7 +805,7 @@ def _run_and_finish(runner: Runner, spec: JobSpec, output: Path | None, fresh: b
     """``zeus run`` once the runner is made, with ``interrupts`` installed throughout: a signal while the
     outputs are written stops the writing, summary.json records what was written, and the exit status is
     the signal's; one while the devices are restored waits for them."""
-    from zeus_core.engine.stores.protocol import StoreError
+    from zeus_core.backends import StoreError
 
     code = EXIT_OK
     summary = None

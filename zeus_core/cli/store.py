@@ -22,10 +22,10 @@ import attrs
 import click
 from rich.markup import escape
 
+from zeus_core.backends import JobStore, StoreError, StoreWriteFailed
 from zeus_core.cli.consoles import make_console
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.stores.locations import open_store, scheme_of
-from zeus_core.engine.stores.protocol import JobStore, StoreError, StoreWriteFailed
 from zeus_core.engine.stores.sqlite import Store
 from zeus_core.files import write_atomic
 from zeus_core.results import TryRecord

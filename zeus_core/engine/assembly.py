@@ -35,14 +35,14 @@ import cattrs
 from rich.console import Console
 
 from zeus_core import catalog
+from zeus_core.backends import JobStore, ProcessGroup
 from zeus_core.contexts import BuildContext
 from zeus_core.device import EpochPrediction, NoDevices
 from zeus_core.engine.history import History, HistoryService
-from zeus_core.engine.ranks import SINGLE, ProcessGroup, launched_local_rank, process_group
+from zeus_core.engine.ranks import SINGLE, launched_local_rank, process_group
 from zeus_core.engine.registry import SECTION_KIND, Registry, get_registry
 from zeus_core.engine.remote import WIRE, HistorySetup, ServesHistory, SetupError
 from zeus_core.engine.stores.locations import open_store
-from zeus_core.engine.stores.protocol import JobStore
 from zeus_core.engine.validation import Problem, structure, suggest
 from zeus_core.errors import BadInput, PartMismatch
 from zeus_core.identity import differences, option_identity, refuse_another_job, with_facts

@@ -52,17 +52,17 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
+from zeus_core.backends import StoreError
 from zeus_core.contexts import PolicyContext
 from zeus_core.engine import statemerge
 from zeus_core.engine.owner import describe, history_mark, is_gone, this_process
 from zeus_core.engine.statekeys import ABANDONED_KEY, BATCH_SIZE_KEY, HISTORY_KEY, OPEN_KEY, POWER_KEY, RUNNER_KEY
-from zeus_core.engine.stores.protocol import StoreError
 from zeus_core.errors import BadInput, RunFailed, ZeusError
 from zeus_core.identity import merged, refuse_another_job
 from zeus_core.parts import TryCostBound
 
 if TYPE_CHECKING:  # annotations only
-    from zeus_core.engine.stores.protocol import JobStore, StoreTransaction
+    from zeus_core.backends import JobStore, StoreTransaction
     from zeus_core.job import JobOptions
     from zeus_core.parts import BatchSizePolicy, PowerPolicy
     from zeus_core.results import TryRecord
@@ -103,7 +103,7 @@ def load_policy_states(store: JobStore, batch_size_policy: Any = None, power_pol
 
 def set_policy_state(part: Any, state: Any, key: str, location: str) -> None:
     """``part.set_state(state)``; a state the policy cannot read is a store that cannot be trusted
-    (:class:`~zeus_core.engine.stores.protocol.StoreError`, exit 2), not a traceback."""
+    (:class:`~zeus_core.backends.StoreError`, exit 2), not a traceback."""
     try:
         part.set_state(state)
     except ZeusError:

@@ -45,9 +45,10 @@ import contextlib
 import os
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from zeus_core import catalog
+from zeus_core.backends import ProcessGroup
 from zeus_core.device import DEVICE_CAPABILITIES, PowerLimitControl, copy_capabilities
 from zeus_core.errors import DeviceError, RunFailed
 from zeus_core.measurement import Measurement
@@ -57,39 +58,6 @@ if TYPE_CHECKING:  # annotations only
     from zeus_core.engine.registry import Registry
 
 _GPU = re.compile(r"gpu(\d+)$")
-
-
-@runtime_checkable
-class ProcessGroup(Protocol):
-    """The ranks of one job as this process sees them: its ``rank`` (0 decides), the
-    ``world_size``, its ``local_rank`` on its machine, and two collectives every rank
-    calls at the same point of its program:
-
-    * ``broadcast(obj)``: rank 0's ``obj`` (any picklable object), returned on every rank;
-    * ``gather(obj)``: on rank 0, every rank's ``obj`` by rank; None elsewhere.
-
-    A rank that left (killed, or raised and exited) makes the others' next
-    collective raise instead of waiting forever (the group's timeout).
-
-    Example::
-
-        class Solo:
-            rank, world_size, local_rank = 0, 1, 0
-
-            def broadcast(self, obj):
-                return obj
-
-            def gather(self, obj):
-                return [obj]
-    """
-
-    rank: int
-    world_size: int
-    local_rank: int
-
-    def broadcast(self, obj: Any) -> Any: ...
-
-    def gather(self, obj: Any) -> list[Any] | None: ...
 
 
 class SingleProcess:
@@ -142,7 +110,7 @@ def process_group(group: ProcessGroup | None = None, registry: Registry | None =
     if group is not None:
         if not isinstance(group, ProcessGroup):
             raise TypeError(
-                f"group must be a zeus_core.engine.ranks.ProcessGroup (rank, world_size, local_rank, broadcast, gather), "
+                f"group must be a zeus_core.backends.ProcessGroup (rank, world_size, local_rank, broadcast, gather), "
                 f"got {type(group).__name__}"
             )
         return group

@@ -310,7 +310,7 @@ def _predictions(raw: Any, bad: Callable[[tuple, str], None]) -> dict[int, list[
 
 @runtime_checkable
 class ServesHistory(Protocol):
-    """A :class:`~zeus_core.engine.stores.protocol.JobStore` that runs the trial bookkeeping itself (a service in
+    """A :class:`~zeus_core.backends.JobStore` that runs the trial bookkeeping itself (a service in
     front of the job's state, such as ``zeus serve``): the runner and the script-level
     optimizers ask it for a :class:`HistoryService` instead of building :class:`History`.
 

@@ -33,13 +33,12 @@ from typing import Any
 
 from rich.console import Console
 
+from zeus_core.backends import JobStore, ProcessGroup
 from zeus_core.contexts import BuildContext
 from zeus_core.engine.assembly import Assembly
 from zeus_core.engine.history import History, HistoryService, TryPlan, ledger, load_policy_states
-from zeus_core.engine.ranks import ProcessGroup
 from zeus_core.engine.registry import Registry
 from zeus_core.engine.session import RunSession
-from zeus_core.engine.stores.protocol import JobStore
 from zeus_core.errors import DeviceError, PartMismatch, RunFailed
 from zeus_core.grid import job_totals, record_currency
 from zeus_core.job import BUILD_ORDER, PLAN_ORDER, JobSpec

@@ -25,9 +25,9 @@ import attrs
 import cattrs
 
 from zeus_core import catalog
+from zeus_core.backends import StoreError, StoreUnavailable
 from zeus_core.engine.registry import SECTION_KIND, Registry
 from zeus_core.engine.stores.locations import mask, open_store
-from zeus_core.engine.stores.protocol import StoreError, StoreUnavailable
 from zeus_core.engine.tomllines import find_line, line_index
 from zeus_core.errors import BadInput, PluginError
 from zeus_core.files import FileChecks

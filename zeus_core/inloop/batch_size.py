@@ -15,10 +15,11 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zeus_core.backends import ProcessGroup
 from zeus_core.cost import zeus_cost
 from zeus_core.engine.assembly import script_job
 from zeus_core.engine.history import HistoryService, JobHistory, TryPlan
-from zeus_core.engine.ranks import ProcessGroup, agree, combine_measurements, decide, process_group
+from zeus_core.engine.ranks import agree, combine_measurements, decide, process_group
 from zeus_core.engine.remote import ServesHistory
 from zeus_core.engine.session import target_reached
 from zeus_core.errors import RunFailed, ZeusError
@@ -31,8 +32,8 @@ from zeus_core.stopping import epochs_within
 from zeus_core.windows import Monitor
 
 if TYPE_CHECKING:  # annotations only
+    from zeus_core.backends import JobStore
     from zeus_core.engine.registry import Registry
-    from zeus_core.engine.stores.protocol import JobStore
     from zeus_core.inloop.power import PowerLimitOptimizer
 
 

@@ -58,11 +58,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from zeus_core import catalog
+from zeus_core.backends import ProcessGroup
 from zeus_core.cost import check_eta, zeus_cost
 from zeus_core.device import PowerLimitControl
 from zeus_core.engine.assembly import script_job
 from zeus_core.engine.history import History
-from zeus_core.engine.ranks import Follower, MirroredDevices, MirroredMonitor, ProcessGroup, agree, all_ok, lead, process_group
+from zeus_core.engine.ranks import Follower, MirroredDevices, MirroredMonitor, agree, all_ok, lead, process_group
 from zeus_core.engine.session import RunSession
 from zeus_core.errors import DeviceError
 from zeus_core.grid import CARBON_COLUMN
@@ -72,8 +73,8 @@ from zeus_core.inloop.script import job_identity, registry_or_default, script_as
 from zeus_core.windows import Monitor
 
 if TYPE_CHECKING:  # annotations only
+    from zeus_core.backends import JobStore
     from zeus_core.engine.registry import Registry
-    from zeus_core.engine.stores.protocol import JobStore
 
 
 class EpochLog(TypedDict):

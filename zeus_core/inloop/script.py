@@ -14,8 +14,8 @@ from typing import Any
 
 from rich.console import Console
 
+from zeus_core.backends import ProcessGroup
 from zeus_core.engine.assembly import Assembly, part_spec, script_spec
-from zeus_core.engine.ranks import ProcessGroup
 from zeus_core.engine.registry import Registry, get_registry
 from zeus_core.identity import option_identity
 from zeus_core.job import JobOptions

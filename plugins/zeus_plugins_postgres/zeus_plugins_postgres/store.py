@@ -17,13 +17,13 @@ The same promises as the SQLite store (``zeus_core.engine.stores.sqlite``):
 * opening writes nothing: it connects, and reads (in a read-only transaction)
   whether the schema is zeus's and which version, and the job's identity and
   results. A schema that is not zeus's, or one written by a newer zeus, is
-  refused (:class:`~zeus_core.engine.stores.protocol.StoreError`, naming the store with its password
+  refused (:class:`~zeus_core.backends.StoreError`, naming the store with its password
   masked and the fix) and left as it is;
 * the schema is created at the first write, and an older one migrated forward
   (:data:`MIGRATIONS`), in one transaction under an advisory lock, so that
   processes starting at once create it once;
 * a transaction commits all or nothing. A server that cannot be reached, or a
-  connection lost mid-transaction, is :class:`~zeus_core.engine.stores.protocol.StoreUnavailable`
+  connection lost mid-transaction, is :class:`~zeus_core.backends.StoreUnavailable`
   (``zeus run`` exits 1; the transaction was rolled back by the server, and the
   job continues from what was committed once the server is back). A connection
   found dead when a transaction *starts* (the server restarted meanwhile) is
@@ -49,9 +49,9 @@ import psycopg
 from psycopg import sql
 
 from zeus_core import TryRecord
+from zeus_core.backends import StoreError, StoreInfo, StoreUnavailable, StoreWriteFailed
 from zeus_core.engine.stores.checks import TRY_FIELDS, content_problems
 from zeus_core.engine.stores.locations import mask, parse_url
-from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreUnavailable, StoreWriteFailed
 
 APPLICATION = "zeus"
 #: The schema this plugin writes.

@@ -1,7 +1,7 @@
 """The client of ``zeus serve``: a job store at ``http://host:port`` that serves trials.
 
 ``job.store = "http://127.0.0.1:8020"`` (or ``https://``) makes the job's store
-the service: :class:`ServiceStore` is a :class:`~zeus_core.engine.stores.protocol.JobStore` (reads of
+the service: :class:`ServiceStore` is a :class:`~zeus_core.backends.JobStore` (reads of
 the job's history and state; transactions over a part's own state) and a
 :class:`~zeus_core.engine.remote.ServesHistory`, whose :class:`RemoteTrials` is what
 ``zeus run`` (and a script's optimizer) uses instead of the local
@@ -15,8 +15,8 @@ with a line on stderr every :data:`WARN_EVERY_S` seconds (``?retry_s=N``: give u
 ``N`` seconds instead, exit 1); every step carries a request id, so a retried step is
 applied once. A part's transaction that the service refuses because its reads are out
 of date, or because it lost its hold on the job's state meanwhile, is
-:class:`~zeus_core.engine.stores.protocol.TransactionConflict`: the part decides again
-(:func:`~zeus_core.engine.stores.protocol.transact`), the run goes on.
+:class:`~zeus_core.backends.TransactionConflict`: the part decides again
+(:func:`~zeus_core.backends.transact`), the run goes on.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlunsplit
 import httpx
 
 from zeus_core import PolicyContext, RunFailed, TryRecord
+from zeus_core.backends import StoreError, StoreInfo, StoreUnavailable, TransactionConflict
 from zeus_core.engine.history import FreshRefused, TryPlan, claim_waiting, gone_reason, merge_power_state
 from zeus_core.engine.owner import this_process
 from zeus_core.engine.remote import HistorySetup
 from zeus_core.engine.stores.locations import mask, parse_url
-from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreUnavailable, TransactionConflict
 
 log = logging.getLogger("zeus.serve")
 

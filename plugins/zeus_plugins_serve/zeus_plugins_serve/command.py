@@ -54,9 +54,9 @@ def read_token(token_file: Path | None) -> str | None:
 
 def _check_store(store: str) -> str:
     """The store location: a URL some installed plugin serves (opened read-only once), or a folder."""
+    from zeus_core.backends import StoreError, StoreUnavailable
     from zeus_core.engine.registry import get_registry
     from zeus_core.engine.stores.locations import mask, open_store
-    from zeus_core.engine.stores.protocol import StoreError, StoreUnavailable
 
     if "://" in store:
         scheme = store.split("://", 1)[0].lower()

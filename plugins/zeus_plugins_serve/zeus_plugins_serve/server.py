@@ -41,13 +41,13 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from zeus_core import JobOptions, RunFailed, TryRecord
+from zeus_core.backends import StoreError, StoreUnavailable
 from zeus_core.engine.assembly import build_history
 from zeus_core.engine.history import FreshRefused, History, StalePowerState, TryPlan, TryRecorded, state_digest
 from zeus_core.engine.registry import Registry, get_registry
 from zeus_core.engine.remote import HistorySetup, SetupError
 from zeus_core.engine.statekeys import OPEN_KEY
 from zeus_core.engine.stores.locations import mask, open_store
-from zeus_core.engine.stores.protocol import StoreError, StoreUnavailable
 from zeus_core.identity import IdentityMismatch
 from zeus_plugins_serve import api, upstream_bso
 

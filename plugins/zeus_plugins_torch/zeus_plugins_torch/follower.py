@@ -2,7 +2,7 @@
 
 Every rank other than 0 follows rank 0 through the core's protocol
 (:mod:`zeus_core.engine.ranks`): rank 0 broadcasts ``(op, *args)`` over the
-job's :class:`zeus_core.engine.ranks.ProcessGroup` and this rank's
+job's :class:`zeus_core.backends.ProcessGroup` and this rank's
 :class:`~zeus_core.engine.ranks.Follower` reads each one where its program is.
 The ops, in the order a try sends them (:mod:`zeus_plugins_torch.leader` sends
 them; ``limit`` and ``error`` are the core's and may come before any other):
@@ -49,7 +49,8 @@ import torch
 import torch.distributed as dist
 
 from zeus_core import AllocationPlan, Measurement, Monitor
-from zeus_core.engine.ranks import Follower, ProcessGroup
+from zeus_core.backends import ProcessGroup
+from zeus_core.engine.ranks import Follower
 from zeus_plugins_torch.accelerator import torch_device
 from zeus_plugins_torch.allocated import LimitHolder
 from zeus_plugins_torch.group import TorchProcessGroup, is_secondary

@@ -79,7 +79,7 @@ def _encode(obj: Any) -> bytes:
 
 
 class TorchProcessGroup:
-    """The ranks of the default ``torch.distributed`` group, as a :class:`zeus_core.engine.ranks.ProcessGroup`.
+    """The ranks of the default ``torch.distributed`` group, as a :class:`zeus_core.backends.ProcessGroup`.
 
     Messages travel on ``gloo``, zeus's own gloo group over every rank, pickled into
     one preallocated tensor of :data:`SLOT_BYTES` each: a message costs one collective,

@@ -54,7 +54,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from zeus_core import Measurement
-from zeus_core.engine.ranks import ProcessGroup, combine_measurements, lead
+from zeus_core.backends import ProcessGroup
+from zeus_core.engine.ranks import combine_measurements, lead
 from zeus_core.journal import restore_pending
 from zeus_plugins_torch.follower import FollowerConfig, describe, follower_main
 from zeus_plugins_torch.group import TorchProcessGroup, is_secondary

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zeus_core import BuildContext, IterationControl, JobSummary, OffersBatchSizes, Session, zeus_cost
-from zeus_core.engine.stores.protocol import transact
+from zeus_core.backends import transact
 from zeus_plugins_trace import report
 from zeus_plugins_trace.device import TraceDevice
 from zeus_plugins_trace.options import TraceWorkloadOptions

@@ -1,5 +1,5 @@
-"""Where a job's state lives: :mod:`~zeus_core.engine.stores.protocol` (what a store is and its
-errors), :mod:`~zeus_core.engine.stores.locations` (opening a store by its location, masking secrets)
+"""Where a job's state lives: what a store is and its errors are the backends' contract
+(:mod:`zeus_core.backends`); here :mod:`~zeus_core.engine.stores.locations` (opening a store by its location, masking secrets)
 and :mod:`~zeus_core.engine.stores.sqlite` (the embedded default).
 
 A job store holds what a recurring job learned (policy states, the runner's counters) and

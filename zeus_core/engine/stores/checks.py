@@ -4,7 +4,7 @@ SQLite's own page check finds a broken file; these find contents no zeus-core wr
 a damaged page, a stray ``UPDATE`` or a half-understood tool leave behind: JSON that does not
 parse, a recurrence counter that is not a positive whole number, tries whose numbers do not
 add up. A backend reads every row of the job when it opens the store and refuses it
-(:class:`~zeus_core.engine.stores.protocol.StoreError`, exit 2, naming the store) on the first
+(:class:`~zeus_core.backends.StoreError`, exit 2, naming the store) on the first
 problems found, so that nothing is ever written into a store that cannot be trusted, and
 ``zeus store check`` finds exactly what ``zeus run`` would refuse.
 """

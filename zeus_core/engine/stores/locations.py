@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, urlsplit
 
 from zeus_core import catalog
-from zeus_core.engine.stores.protocol import JobStore, StoreError
+from zeus_core.backends import JobStore, StoreError
 from zeus_core.job import URL_SCHEME
 
 if TYPE_CHECKING:  # annotations only

@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from zeus_core import catalog
+from zeus_core.backends import StoreError, StoreInfo, StoreWriteFailed
 from zeus_core.engine.stores.checks import TRY_FIELDS, content_problems, parse_json
-from zeus_core.engine.stores.protocol import StoreError, StoreInfo, StoreWriteFailed
 from zeus_core.files import connect_shared, is_busy
 from zeus_core.results import TryRecord
 
@@ -475,7 +475,7 @@ class Store:
     the file, and reads a store on read-only media.
 
     A write its file system refuses (full, read-only, an I/O error) is a
-    :class:`~zeus_core.engine.stores.protocol.StoreWriteFailed` naming the file and the fix
+    :class:`~zeus_core.backends.StoreWriteFailed` naming the file and the fix
     (exit 1), not damage: the store keeps what was committed before.
     """
 

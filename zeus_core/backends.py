@@ -1,8 +1,12 @@
-"""What a job store is, whatever holds it: :class:`JobStore`, its transactions, and its errors.
+"""The contract of the backends a plugin may provide: where a job's history is kept (a
+:class:`JobStore`, its transactions, what it holds and its errors) and the ranks of a job that
+runs as several processes (a :class:`ProcessGroup`).
 
-Every backend keeps the same promises as the SQLite one (:mod:`zeus_core.engine.stores.sqlite`):
-opening writes nothing and refuses a store it cannot trust; a transaction commits all or
-nothing; a store records the identity of the job it learned.
+A store plugin's ``zeus_open_store`` returns a :class:`JobStore`; a launcher plugin's
+``zeus_process_group`` returns a :class:`ProcessGroup`. Every store keeps the promises the SQLite
+one does: opening writes nothing and refuses a store it cannot trust; a transaction commits all
+or nothing; a store records the identity of the job it learned. This module imports nothing of
+the engine, which implements and uses these.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from zeus_core.errors import EXIT_FAILED, BadInput
 if TYPE_CHECKING:  # annotations only
     from zeus_core.results import TryRecord
 
+# --------------------------------------------------------------------------- stores
+
 
 class StoreError(BadInput):
     """The store cannot be used (not a zeus store, newer schema, damaged, unwritable, a folder).
@@ -27,23 +33,23 @@ class StoreError(BadInput):
 
 
 class StoreUnavailable(StoreError):
-    exit_code = EXIT_FAILED
-
     """The store's server cannot be reached now (down, restarting, network): a failure
     while running (exit 1), not bad input. What was committed before is kept, and
     the job continues from it once the server is back.
     """
 
-
-class StoreWriteFailed(StoreError):
     exit_code = EXIT_FAILED
 
+
+class StoreWriteFailed(StoreError):
     """The store's file system refused a write: full, read-only, or an I/O error (exit 1). The store
     is not damaged: nothing of the unfinished transaction was stored, and what was committed
     before is kept; the job continues from it once the cause is fixed. The message names the
     file, what happened and the fix (never "damaged", never ``--fresh``). ``kind``: ``full``,
     ``read-only`` or ``io``; ``detail``: what the file system or server said.
     """
+
+    exit_code = EXIT_FAILED
 
     def __init__(self, message: str, kind: str = "io", detail: str = "") -> None:
         super().__init__(message)
@@ -52,13 +58,13 @@ class StoreWriteFailed(StoreError):
 
 
 class TransactionConflict(StoreError):
-    exit_code = EXIT_FAILED
-
     """A transaction that could not commit because what it read is out of date: another runner of
     the job committed meanwhile, or the transaction lost its hold on the state (a service that
     restarted, a lease that ran out while the store could not be reached). Nothing of it was
     written; run it again on what is committed now (:func:`transact` does).
     """
+
+    exit_code = EXIT_FAILED
 
 
 T = TypeVar("T")
@@ -121,7 +127,7 @@ class JobStore(Protocol):
     """A job's store, whatever holds it.
 
     ``location`` names it in messages (credentials masked); ``info`` is what it
-    held when opened (:class:`zeus_core.engine.stores.protocol.StoreInfo`). ``transaction()``
+    held when opened (:class:`StoreInfo`). ``transaction()``
     is one atomic unit, safe against concurrent runners of the job (each
     transaction sees the latest committed state, as ``BEGIN IMMEDIATE`` does).
     Reads outside a transaction are consistent snapshots; before the first
@@ -148,3 +154,39 @@ class JobStore(Protocol):
     def tries(self) -> list[TryRecord]: ...
 
     def close(self) -> None: ...
+
+
+# --------------------------------------------------------------------------- ranks
+
+
+@runtime_checkable
+class ProcessGroup(Protocol):
+    """The ranks of one job as this process sees them: its ``rank`` (0 decides), the
+    ``world_size``, its ``local_rank`` on its machine, and two collectives every rank
+    calls at the same point of its program:
+
+    * ``broadcast(obj)``: rank 0's ``obj`` (any picklable object), returned on every rank;
+    * ``gather(obj)``: on rank 0, every rank's ``obj`` by rank; None elsewhere.
+
+    A rank that left (killed, or raised and exited) makes the others' next
+    collective raise instead of waiting forever (the group's timeout).
+
+    Example::
+
+        class Solo:
+            rank, world_size, local_rank = 0, 1, 0
+
+            def broadcast(self, obj):
+                return obj
+
+            def gather(self, obj):
+                return [obj]
+    """
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+    def broadcast(self, obj: Any) -> Any: ...
+
+    def gather(self, obj: Any) -> list[Any] | None: ...
