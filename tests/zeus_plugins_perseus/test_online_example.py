@@ -49,17 +49,20 @@ def test_online_profiler_example_profiles_both_stages_and_feeds_the_planner(repo
     r = run_cli(reg, "run", str(example / "job.toml"), "--set", "profiler.stage=1", "--output", str(tmp_path / "s1"))
     assert r.exit_code == 0, r.output
     assert "perseus-stage: stage 1" in r.output
+    assert "measured on a SIMULATED GPU ($ZEUS_FAKE_NVML): the times are this machine's" in " ".join(r.output.split())
 
     merged = []
     for stage in (0, 1):
         header, rows = read_rows(tmp_path / f"s{stage}" / "profile.csv")
-        assert header == ["stage", "instruction", "frequency", "time", "energy"]
+        # measured on the simulated driver: every row says so, after the planner's columns
+        assert header == ["stage", "instruction", "frequency", "time", "energy", "simulated"]
         for inst in ("forward", "backward"):
-            freqs = [int(f) for s, i, f, _, _ in rows if i == inst]
+            freqs = [int(f) for s, i, f, _, _, _ in rows if i == inst]
             assert freqs == [1410, 1200, 1005, 810]  # every supported clock down to min_frequency, highest first
-        assert all(int(s) == stage and float(t) > 0 and float(e) > 0 for s, _, _, t, e in rows)
+        assert all(int(s) == stage and float(t) > 0 and float(e) > 0 and sim == "ZEUS_FAKE_NVML" for s, _, _, t, e, sim in rows)
         summary = json.loads((tmp_path / f"s{stage}" / "summary.json").read_text())
         assert summary["profiler"]["frequencies"] == [1410, 1200, 1005, 810]
+        assert summary["profiler"]["simulated"] == ["ZEUS_FAKE_NVML"]
         merged += rows
     # the sweep left the simulated GPU as it found it, with nothing pending in the journal
     g = fake_pynvml.read_state(driver)["gpus"][0]
@@ -74,6 +77,14 @@ def test_online_profiler_example_profiles_both_stages_and_feeds_the_planner(repo
         w.writerows(merged)
     r = run_cli(reg, "run", str(example / "plan.toml"), "--set", f"frequency_plan.profile={profile}", "--output", str(tmp_path / "plans"))
     assert r.exit_code == 0, r.output
+    # the saving is the simulated GPU's, and the plan says so
+    said = " ".join(r.output.split())
+    assert (
+        "energy against all max clocks (emulated on a profile measured on a SIMULATED GPU (ZEUS_FAKE_NVML): not a real GPU's saving)"
+        in said
+    )
+    chosen = json.loads((tmp_path / "plans" / "summary.json").read_text())["frequency_plan"]["chosen"]
+    assert chosen["profile_simulated"] == ["ZEUS_FAKE_NVML"]
     _, frontier = read_rows(tmp_path / "plans" / "frontier.csv")
     assert len(frontier) >= 1
     plan = json.loads((tmp_path / "plans" / "plans" / "00000.json").read_text())

@@ -63,6 +63,8 @@ def test_run_writes_frontier_plans_and_figures(tmp_path, gpt3_a100):
     assert chosen["plan"] == 0 and chosen["meets_limit"]  # the real-time plan at exactly the all-max time
     assert 0.05 < chosen["energy_saving_vs_max"] < 0.5
     assert "Perseus" in r.output and "chosen plan" in r.output
+    # a published profile, measured on real GPUs: no simulated driver named
+    assert chosen["profile_simulated"] == [] and "energy against all max clocks (emulated on the profile)" in " ".join(r.output.split())
 
 
 def test_deadline_picks_least_energy_plan_that_meets_it(tmp_path, gpt3_a100):

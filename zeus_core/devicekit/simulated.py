@@ -70,6 +70,22 @@ def write_state(path: str | os.PathLike[str], state: dict) -> Path:
     return p
 
 
+#: How many times this process has read each simulated driver's state (every driver call reads it), by variable.
+_reads: dict[str, int] = {}
+
+
+def reads() -> dict[str, int]:
+    """How many times this process has read each simulated driver's state, by variable (``ZEUS_FAKE_NVML``):
+    a mark to give :func:`read_since`."""
+    return dict(_reads)
+
+
+def read_since(mark: dict[str, int]) -> list[str]:
+    """The simulated drivers called since :func:`reads` gave ``mark`` (their variables): what was measured
+    meanwhile was measured on a simulated device, not on real hardware."""
+    return sorted(env for env, n in _reads.items() if n > mark.get(env, 0))
+
+
 class SharedState:
     """The state of one simulated driver, at the path ``$<env>`` names.
 
@@ -105,6 +121,7 @@ class SharedState:
             return self._load(self.path())
 
     def _load(self, path: str) -> dict:
+        _reads[self.env] = _reads.get(self.env, 0) + 1
         c = self._cache
         if c.get("path") == path and c["gen_map"][:8] == c["gen"]:
             return c["state"]

@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from zeus_core import write_atomic
@@ -110,6 +111,8 @@ class PerseusPolicy:
                 "emulated_time_s": float(ps.emulated_time_s[k]),
                 "emulated_energy_j": float(ps.emulated_energy_j[k]),
                 "energy_saving_vs_max": 1.0 - float(ps.emulated_energy_j[k]) / ps.max_freq_energy_j,
+                # the simulated drivers the profile was measured on (empty: real hardware, or a profile that does not say)
+                "profile_simulated": list(self.profile.simulated),
             },
         }
 
@@ -134,9 +137,15 @@ class PerseusPolicy:
             )
         console.print(table)
         verdict = "meets" if c["meets_limit"] else "[yellow]misses (no plan is fast enough; the fastest is shown)[/]"
+        where = (
+            f"[yellow]emulated on a profile measured on a SIMULATED GPU[/] ({escape(', '.join(self.profile.simulated))}): "
+            "not a real GPU's saving"
+            if self.profile.simulated
+            else "emulated on the profile"
+        )
         console.print(
             f"chosen plan {c['plan']} {verdict} the limit of {c['limit_s']:.4f} s and saves "
-            f"{100 * c['energy_saving_vs_max']:.1f}% energy against all max clocks (emulated)"
+            f"{100 * c['energy_saving_vs_max']:.1f}% energy against all max clocks ({where})"
         )
 
     def write_outputs(self, out_dir: Path, _summary: Any = None) -> list[Path]:

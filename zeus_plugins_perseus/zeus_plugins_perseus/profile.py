@@ -1,7 +1,8 @@
 """Reading instruction profiles: per (stage, instruction, SM clock), one microbatch's time and energy.
 
 The CSV header names at least ``stage,instruction,frequency,time,energy`` (extra
-columns, such as Zeus' ``rank,dp_rank,pp_rank,tp_rank``, are ignored). Every
+columns, such as Zeus' ``rank,dp_rank,pp_rank,tp_rank``, are ignored, but for ``simulated``: the
+simulated drivers a row was measured on, which the plan's report names). Every
 bad value is reported with the file and its line number so that a user fixes the file
 instead of guessing which of hundreds of rows broke the plan. The file is read through
 the core's :mod:`zeus_core.datafiles`: UTF-8, at most :data:`PROFILE_LIMIT` bytes, every
@@ -51,6 +52,9 @@ class InstructionProfile:
 
     options: dict[tuple[int, str], InstructionOptions]
     source: str = "<memory>"
+    #: the simulated drivers it was measured on (their variables, ``ZEUS_FAKE_NVML``); empty: real hardware,
+    #: or not said (column ``simulated`` of the CSV, written only by a profile measured on one)
+    simulated: tuple[str, ...] = ()
 
     @property
     def stages(self) -> list[int]:
@@ -84,7 +88,9 @@ class InstructionProfile:
                 self.get(s, inst)
 
     @classmethod
-    def from_rows(cls, rows: Iterable[tuple[int, str, int, float, float]], source: str = "<memory>") -> InstructionProfile:
+    def from_rows(
+        cls, rows: Iterable[tuple[int, str, int, float, float]], source: str = "<memory>", simulated: Iterable[str] = ()
+    ) -> InstructionProfile:
         """Build from ``(stage, instruction, frequency, time, energy)`` tuples (already validated)."""
         groups: dict[tuple[int, str], list[tuple[int, float, float]]] = {}
         for stage, inst, freq, t, e in rows:
@@ -100,7 +106,7 @@ class InstructionProfile:
                 time=arr[:, 1].copy(),
                 energy=arr[:, 2].copy(),
             )
-        return cls(options=options, source=source)
+        return cls(options=options, source=source, simulated=tuple(sorted(set(simulated))))
 
     def to_csv(self, path: Path) -> Path:
         """Write in the reader's format (used by the online profiler)."""
@@ -109,10 +115,12 @@ class InstructionProfile:
         tmp = path.with_suffix(path.suffix + ".tmp")
         with tmp.open("w", newline="") as fh:
             w = csv.writer(fh)
-            w.writerow(REQUIRED_COLUMNS)
+            # a profile measured on a simulated driver says so on every row (rows of stages are merged by cat)
+            extra = [" ".join(self.simulated)] if self.simulated else []
+            w.writerow([*REQUIRED_COLUMNS, *(["simulated"] if extra else [])])
             for (stage, inst), o in sorted(self.options.items()):
                 for f, t, e in zip(o.frequency, o.time, o.energy):
-                    w.writerow([stage, inst, int(f), repr(float(t)), repr(float(e))])
+                    w.writerow([stage, inst, int(f), repr(float(t)), repr(float(e)), *extra])
         tmp.replace(path)
         return path
 
@@ -167,6 +175,8 @@ def read_profile(path: str | Path) -> InstructionProfile:
     if missing:
         raise ProfileError(f"{path}:1: header lacks column(s) {', '.join(missing)}; the header must include {','.join(REQUIRED_COLUMNS)}")
     index = {c: header.index(c) for c in REQUIRED_COLUMNS}
+    simulated_at = header.index("simulated") if "simulated" in header else None
+    simulated: set[str] = set()
     rows = []
     seen: dict[tuple[int, str, int], int] = {}
     for line, cells in table:
@@ -189,6 +199,8 @@ def read_profile(path: str | Path) -> InstructionProfile:
             )
         seen[key] = line
         rows.append((stage, inst, freq, t, e))
+        if simulated_at is not None:
+            simulated.update(cells[simulated_at].split())
     if not rows:
         raise ProfileError(f"{path}: no data rows below the header")
-    return InstructionProfile.from_rows(rows, source=str(path))
+    return InstructionProfile.from_rows(rows, source=str(path), simulated=simulated)

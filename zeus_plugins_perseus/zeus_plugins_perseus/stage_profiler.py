@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from zeus_core import BuildContext, ClockControl, JobSummary, RunFailed, load_callable
@@ -103,6 +104,7 @@ class StageProfiler:
             "frequencies": sorted({f for _, f, _, _ in m}, reverse=True),
             "steps": self.profiler.steps,
             "saved_to": None if self.saved is None else str(self.saved),
+            "simulated": self.profiler.simulated_drivers,  # the simulated drivers it measured on (empty: real hardware)
         }
 
     def report(self, console: Console, job: JobSummary) -> None:
@@ -119,3 +121,12 @@ class StageProfiler:
             cells = [f"{by[i, f][0] * 1e3:,.2f} ms / {by[i, f][1]:,.3f} J" if (i, f) in by else "" for i in insts]
             table.add_row(str(f), *cells)
         console.print(table)
+        simulated = self.profiler.simulated_drivers
+        if simulated:
+            console.print(
+                f"[yellow]measured on a SIMULATED GPU[/] ({escape(', '.join(f'${k}' for k in simulated))}): the times are "
+                "this machine's, the energies the simulated driver's, so a plan made from this profile shows the pipeline "
+                "at work, not a real GPU's saving (the profile's column 'simulated' says so to the planner)",
+                highlight=False,
+                soft_wrap=True,
+            )

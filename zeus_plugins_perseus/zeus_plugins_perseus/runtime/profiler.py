@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from zeus_core import Monitor
+from zeus_core.devicekit import simulated
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.runtime.hooks import ScheduleError
 
@@ -47,13 +48,16 @@ class OnlineProfiler:
     ) -> None:
         if warmup_steps < 0 or profile_steps < 1:
             raise ValueError(f"need warmup_steps >= 0 and profile_steps >= 1, got {warmup_steps} and {profile_steps}")
-        self._set = set_frequency or getattr(devices, "lock_clocks", None)
-        self._reset = reset or getattr(devices, "reset_clocks", None)
-        if not callable(self._set) or not callable(self._reset):
+        self._driver_mark = simulated.reads()  # the simulated drivers called from here on measured this profile
+        set_clocks = set_frequency or getattr(devices, "lock_clocks", None)
+        reset_clocks = reset or getattr(devices, "reset_clocks", None)
+        if not callable(set_clocks) or not callable(reset_clocks):
             raise ValueError(
                 f"device {type(devices).__name__} cannot lock and reset SM clocks; "
                 "online profiling needs a device plugin with clock control"
             )
+        self._set: Callable[[int], Any] = set_clocks
+        self._reset: Callable[[], Any] = reset_clocks
         if frequencies is None:
             listed = getattr(devices, "supported_clocks", None)
             if not callable(listed):
@@ -186,10 +190,17 @@ class OnlineProfiler:
         return [(self.stage, i, f, t, e) for i, f, t, e in self.measurements()]
 
     def profile(self) -> InstructionProfile:
-        return InstructionProfile.from_rows(self.rows(), source=f"online profile of stage {self.stage}")
+        """What was measured, with the simulated drivers it was measured on (none on real hardware)."""
+        return InstructionProfile.from_rows(self.rows(), source=f"online profile of stage {self.stage}", simulated=self.simulated_drivers)
+
+    @property
+    def simulated_drivers(self) -> list[str]:
+        """The simulated drivers (their variables, ``ZEUS_FAKE_NVML``) called since this profiler began."""
+        return simulated.read_since(self._driver_mark)
 
     def to_csv(self, path: str | Path) -> Path:
-        """Write ``stage,instruction,frequency,time,energy`` (the planner's input)."""
+        """Write ``stage,instruction,frequency,time,energy`` (the planner's input; ``simulated`` after them
+        where measured on a simulated driver)."""
         if not self._samples:
             raise ValueError("nothing was profiled yet")
         return self.profile().to_csv(Path(path))
