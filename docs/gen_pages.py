@@ -1,4 +1,4 @@
-"""The docs site's pages from the READMEs and the source, run by mkdocs-gen-files at build time.
+r"""The docs site's pages from the READMEs and the source, run by mkdocs-gen-files at build time.
 
 The top README is cut at its ``## `` headings into pages (PAGES, in the order a new user
 reads them); every distribution's README (its folder from ``zeus_core/catalog.toml``)
@@ -6,6 +6,11 @@ becomes ``plugins/<name>.md``; every public module of the core gets an API page 
 by mkdocstrings. Links between READMEs, and to ``docs/*.md``, are rewritten to the pages
 they became. The navigation (``SUMMARY.md``, read by mkdocs-literate-nav) is written here
 too, so a new distribution or section shows up without editing mkdocs.yml.
+
+The site reads on its own, without the repository beside it: a README link to an anchor of
+another section points to that section's page, and a code span in a table cell shows a bare
+``|`` where GitHub needs ``\|``. :func:`pages` is the whole of it, importable without MkDocs
+(``tests/core/test_docs_site.py`` checks the pages; ``docs/check_site.py`` the built site).
 """
 
 from __future__ import annotations
@@ -13,8 +18,6 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-
-import mkdocs_gen_files
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -100,46 +103,85 @@ def rewrite_links(text: str, here: str, anchors: dict[str, str]) -> str:
     return re.sub(r"\]\(([^)\s]+)\)", link, text)
 
 
-def write(path: str, text: str) -> None:
-    with mkdocs_gen_files.open(path, "w") as f:
-        f.write(text)
+def bare_table_pipes(text: str) -> str:
+    """``\\|`` -> ``|`` inside the code spans of table rows (outside fenced code).
+
+    GitHub splits a table row at every unescaped ``|``, code spans too, so the READMEs write a
+    pipe in a cell's code as ``\\|`` and GitHub shows ``|``. Python-Markdown keeps code spans
+    whole when it splits a row and would show the backslash.
+    """
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.lstrip().startswith("|"):
+            line = re.sub(r"`[^`]*`", lambda m: m.group(0).replace("\\|", "|"), line)
+        out.append(line)
+    return "\n".join(out)
 
 
-intro, parts = sections(README)
-anchors = {slug(heading): page_of(heading)[0] for heading, _ in parts}
-write("index.md", rewrite_links(intro, "index.md", anchors))
-for heading, body in parts:
-    page, _name = page_of(heading)
-    write(page, rewrite_links(f"# {heading}\n{body}", page, anchors))
+def page_text(text: str, here: str, anchors: dict[str, str]) -> str:
+    return bare_table_pipes(rewrite_links(text, here, anchors))
 
-for dist, folder in FOLDERS.items():
-    readme = REPO / folder / ("zeus_core/README.md" if folder == "." else "README.md")
-    page = plugin_page(dist)
-    write(page, rewrite_links(readme.read_text(), page, anchors))
-    mkdocs_gen_files.set_edit_path(page, readme.relative_to(REPO).as_posix())
 
-for module in API_MODULES:
-    write(f"reference/{module}.md", f"# `zeus_core.{module}`\n\n::: zeus_core.{module}\n")
+def pages() -> dict[str, tuple[str, str | None]]:
+    """Every generated page: its path -> (Markdown, the README it is edited in where it is a whole one)."""
+    intro, parts = sections(README)
+    anchors = {slug(heading): page_of(heading)[0] for heading, _ in parts}
+    out: dict[str, tuple[str, str | None]] = {"index.md": (page_text(intro, "index.md", anchors), None)}
+    for heading, body in parts:
+        page, _name = page_of(heading)
+        out[page] = (page_text(f"# {heading}\n{body}", page, anchors), None)
+    for dist, folder in FOLDERS.items():
+        readme = REPO / folder / ("zeus_core/README.md" if folder == "." else "README.md")
+        page = plugin_page(dist)
+        out[page] = (page_text(readme.read_text(), page, anchors), readme.relative_to(REPO).as_posix())
+    for module in API_MODULES:
+        out[f"reference/{module}.md"] = (f"# `zeus_core.{module}`\n\n::: zeus_core.{module}\n", None)
+    return out
 
-groups = {
-    "Getting started": ["install.md", "examples.md", "using.md", "env.md", "job-toml.md"],
-    "Guides": ["in-loop.md", "cost.md", "state.md", "cluster.md", "carbon.md", "daemon.md"],
-    "Writing a plugin": ["writing-a-plugin.md"],
-}
-titles = dict(PAGES.values())
-nav = ["* [Home](index.md)"]
-for group, pages in groups.items():
-    nav.append(f"* {group}")
-    nav += [f"    * [{titles[p]}]({p})" for p in pages]
-nav += [f"    * [{name}]({page})" for page, name in GENERATED.items()]
-nav.append("* Distributions")
-nav += [f"    * [{dist}]({plugin_page(dist)})" for dist in FOLDERS]
-nav.append("* API reference")
-nav += [f"    * [zeus_core.{m}](reference/{m}.md)" for m in API_MODULES]
-nav.append(f"* [{WRITTEN['architecture.md']}](architecture.md)")  # docs/architecture.md, written by hand
-nav.append(f"* [{titles['layout.md']}](layout.md)")
-nav.append(f"* [{WRITTEN['floors.md']}](floors.md)")  # docs/floors.md, written by hand
-missing = set(titles) - {p for pages in groups.values() for p in pages} - {"layout.md"}
-if missing:
-    raise SystemExit(f"pages in no navigation group: {sorted(missing)}")
-write("SUMMARY.md", "\n".join(nav) + "\n")
+
+def navigation() -> str:
+    """``SUMMARY.md``: the site's navigation, for mkdocs-literate-nav (not a page: docs/site_hooks.py)."""
+    groups = {
+        "Getting started": ["install.md", "examples.md", "using.md", "env.md", "job-toml.md"],
+        "Guides": ["in-loop.md", "cost.md", "state.md", "cluster.md", "carbon.md", "daemon.md"],
+        "Writing a plugin": ["writing-a-plugin.md"],
+    }
+    titles = dict(PAGES.values())
+    nav = ["* [Home](index.md)"]
+    for group, names in groups.items():
+        nav.append(f"* {group}")
+        nav += [f"    * [{titles[p]}]({p})" for p in names]
+    nav += [f"    * [{name}]({page})" for page, name in GENERATED.items()]
+    nav.append("* Distributions")
+    nav += [f"    * [{dist}]({plugin_page(dist)})" for dist in FOLDERS]
+    nav.append("* API reference")
+    nav += [f"    * [zeus_core.{m}](reference/{m}.md)" for m in API_MODULES]
+    nav.append(f"* [{WRITTEN['architecture.md']}](architecture.md)")  # docs/architecture.md, written by hand
+    nav.append(f"* [{titles['layout.md']}](layout.md)")
+    nav.append(f"* [{WRITTEN['floors.md']}](floors.md)")  # docs/floors.md, written by hand
+    missing = set(titles) - {p for names in groups.values() for p in names} - {"layout.md"}
+    if missing:
+        raise SystemExit(f"pages in no navigation group: {sorted(missing)}")
+    return "\n".join(nav) + "\n"
+
+
+#: The navigation file mkdocs.yml's literate-nav reads.
+NAV_FILE = "SUMMARY.md"
+
+
+def main() -> None:
+    import mkdocs_gen_files
+
+    for path, (text, edit) in pages().items():
+        with mkdocs_gen_files.open(path, "w") as f:
+            f.write(text)
+        if edit is not None:
+            mkdocs_gen_files.set_edit_path(path, edit)
+    with mkdocs_gen_files.open(NAV_FILE, "w") as f:
+        f.write(navigation())
+
+
+if __name__ in {"__main__", "<run_path>"}:  # run by mkdocs-gen-files (runpy.run_path), or by hand
+    main()
