@@ -92,6 +92,13 @@ def rewrite_links(text: str, here: str, anchors: dict[str, str]) -> str:
     targets = {f"docs/{name}": name for name in [*GENERATED, *WRITTEN]}
     targets.update({f"{folder}/README.md".removeprefix("./"): plugin_page(dist) for dist, folder in FOLDERS.items()})
 
+    titles = {f"docs/{name}": title for name, title in [*GENERATED.items(), *WRITTEN.items()]}
+    titles.update({f"{folder}/README.md".removeprefix("./"): dist for dist, folder in FOLDERS.items()})
+
+    def named(m: re.Match[str]) -> str:
+        """A link whose text is its repository path reads as the page's title on the site."""
+        return f"[{titles[m.group(1)]}]({m.group(1)})" if m.group(1) in titles else m.group(0)
+
     def link(m: re.Match[str]) -> str:
         target = m.group(1)
         if target.startswith("#") and anchors.get(target[1:], here) != here:
@@ -100,6 +107,7 @@ def rewrite_links(text: str, here: str, anchors: dict[str, str]) -> str:
             return f"]({up}{targets[target]})"
         return m.group(0)
 
+    text = re.sub(r"\[`?([^]`\s]+)`?\]\(\1\)", named, text)
     return re.sub(r"\]\(([^)\s]+)\)", link, text)
 
 

@@ -86,6 +86,12 @@ def test_the_examples_page_links_to_the_install_commands_it_refers_to():
     assert "[Two commands](install.md)" in PAGES["examples.md"] and "[the first command](install.md)" in PAGES["examples.md"]
 
 
+def test_a_link_named_by_its_repository_path_reads_as_the_page_title():
+    found = [f"{path}: {m}" for path, text in PAGES.items() for m in re.findall(r"\[`?(?:docs/\w+\.md|[\w/]*README\.md)`?\]\(", text)]
+    assert not found, "\n".join(found)
+    assert "[Architecture](architecture.md)" in PAGES["install.md"]
+
+
 def test_the_navigation_is_no_page_of_the_site():
     assert "SUMMARY.md" not in PAGES
     hooks = (REPO / "mkdocs.yml").read_text()
