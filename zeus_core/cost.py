@@ -43,7 +43,7 @@ def cost_per_iteration(avg_power_w: float, iter_time_s: float, eta: float, max_p
     return zeus_cost(avg_power_w * iter_time_s, iter_time_s, eta, max_power_w)
 
 
-def pareto_frontier(times: Sequence[float], energies: Sequence[float]) -> np.ndarray:
+def pareto_frontier(times: Sequence[float] | np.ndarray, energies: Sequence[float] | np.ndarray) -> np.ndarray:
     """Indices of the time-energy Pareto-optimal points, fastest first.
 
     A point is kept when no other point is at most as slow and at most as
@@ -68,7 +68,7 @@ def pareto_frontier(times: Sequence[float], energies: Sequence[float]) -> np.nda
     return np.asarray(keep, dtype=int)
 
 
-def lower_convex_hull(times: Sequence[float], energies: Sequence[float]) -> np.ndarray:
+def lower_convex_hull(times: Sequence[float] | np.ndarray, energies: Sequence[float] | np.ndarray) -> np.ndarray:
     """Indices of the points on the lower-left convex hull of the Pareto frontier, fastest first.
 
     These are the options a convex time-cost tradeoff model can use exactly.

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 _HEADER = struct.Struct("<Q")
 
@@ -38,14 +38,14 @@ def usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _send(stream: BinaryIO, obj: Any) -> None:
+def _send(stream: IO[bytes], obj: Any) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_HEADER.pack(len(data)))
     stream.write(data)
     stream.flush()
 
 
-def _receive_bytes(stream: BinaryIO) -> bytes:
+def _receive_bytes(stream: IO[bytes]) -> bytes:
     head = stream.read(_HEADER.size)
     if len(head) < _HEADER.size:
         raise EOFError
@@ -56,7 +56,7 @@ def _receive_bytes(stream: BinaryIO) -> bytes:
     return data
 
 
-def _receive(stream: BinaryIO) -> Any:
+def _receive(stream: IO[bytes]) -> Any:
     return pickle.loads(_receive_bytes(stream))
 
 
@@ -122,11 +122,17 @@ class Background:
         #: called once by the worker as soon as it starts, before its first call (the imports the calls will need,
         #: made while the caller prepares them); calls sent meanwhile are read and wait
         self.at_start = at_start
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._pending: list[Result] = []
 
     def __enter__(self) -> Background:
         return self
+
+    def _worker(self) -> tuple[subprocess.Popen[bytes], IO[bytes], IO[bytes]]:
+        """The started worker and the pipes to it (its stdin) and from it (its stdout)."""
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None, "the worker is started, with both pipes"
+        return proc, proc.stdin, proc.stdout
 
     def start(self) -> None:
         """Start the worker now (where there is one), before the first call: its start-up overlaps the caller's."""
@@ -141,15 +147,16 @@ class Background:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "zeus_plugins_perseus.background"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
         )
-        _send(self._proc.stdin, (list(sys.path), self.limits))
-        _send(self._proc.stdin, self.at_start)  # unpickled there once sys.path is the one sent
+        stdin = self._worker()[1]
+        _send(stdin, (list(sys.path), self.limits))
+        _send(stdin, self.at_start)  # unpickled there once sys.path is the one sent
 
     def submit(self, fn: Callable, *args) -> Result:
         if not self.parallel:
             return Result(None, (fn, args))
         self.start()
         r = Result(self, (fn, args))
-        _send(self._proc.stdin, (fn, args))
+        _send(self._worker()[1], (fn, args))
         self._pending.append(r)
         return r
 
@@ -157,13 +164,14 @@ class Background:
         """Read answers in submission order up to ``wanted``'s."""
         while self._pending:
             r = self._pending.pop(0)
+            proc, _, stdout = self._worker()
             try:
-                status, value = _receive(self._proc.stdout)
+                status, value = _receive(stdout)
             except EOFError:
-                self._proc.wait()
+                proc.wait()
                 raise WorkerDied(
                     f"a worker process of the planner ended without an answer (exit status "
-                    f"{self._proc.returncode}: killed, or out of memory?); nothing was written: run "
+                    f"{proc.returncode}: killed, or out of memory?); nothing was written: run "
                     "again"
                 ) from None
             answer = value if status == "ok" else _Raised(value)
@@ -186,11 +194,12 @@ class Background:
 
     def __exit__(self, *exc) -> None:
         if self._proc is not None:
-            self._proc.stdin.close()
+            proc, stdin, stdout = self._worker()
+            stdin.close()
             if exc[0] is not None:
-                self._proc.kill()
-            self._proc.wait()
-            self._proc.stdout.close()
+                proc.kill()
+            proc.wait()
+            stdout.close()
 
 
 def planner_worker() -> Background:

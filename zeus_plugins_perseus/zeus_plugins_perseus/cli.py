@@ -205,9 +205,10 @@ def p2p_power_command(device_name, sets, duration, backend, gpus) -> None:
         known = get_registry().names("device")
         if device_name not in known:
             raise ValueError(f"no device plugin named {device_name!r}; installed: {', '.join(known) or 'none'}")
-        pair = tuple(int(g) for g in gpus.split(","))
-        if len(pair) != 2:
+        indices = tuple(int(g) for g in gpus.split(","))
+        if len(indices) != 2:
             raise ValueError(f"--gpus must name two CUDA indices, e.g. 0,1; got {gpus!r}")
+        pair = (indices[0], indices[1])
     except ValueError as e:
         _fail(str(e))
     console = make_console()  # its result: silent under -q

@@ -226,7 +226,7 @@ class FloatTimeline:
     the same neighbours, so the times are bit for bit what a full pass would give.
     """
 
-    def __init__(self, links: DagLinks, times: np.ndarray, limit: float) -> None:
+    def __init__(self, links: DagLinks, times: np.ndarray | Sequence[float], limit: float) -> None:
         lv = links.lv
         n = lv.n_ops
         self.limit = float(limit)

@@ -104,7 +104,9 @@ class ExactPlanner:
         ``limit_s`` uses less energy: a bound to judge a plan at that limit by.
         """
         self._check(limit_s)
-        _, energy = self.lp.solve(limit_s)
+        solved = self.lp.solve(limit_s)
+        assert solved is not None  # _check refused a limit no plan meets
+        _, energy = solved
         return energy + self.stages * limit_s * self.blocking_w
 
     def solutions(self, limits: list[float]) -> dict[float, HullSolution]:
@@ -200,7 +202,9 @@ class ExactPlanner:
         """Durations (:data:`UNIT_S`) of the vertex a cold HiGHS solve of ``limit_s`` returns; each a tolerance
         above HiGHS's, so that a duration HiGHS puts a rounding below a measured time still fits it."""
         self._check(limit_s)
-        dur, _ = self.lp.solve(limit_s)
+        solved = self.lp.solve(limit_s)
+        assert solved is not None  # _check refused a limit no plan meets
+        dur, _ = solved
         return to_units(dur + _TOL)
 
     def highs_plan(self, limit_s: float) -> np.ndarray:

@@ -70,7 +70,7 @@ class HullLP:
         op_rows = n_edges + np.arange(n)
         seg_cols = n + np.arange(n_seg)
         # the segments of op a appear in every row of an edge leaving a, and in op a's own row
-        out_edges = [[] for _ in range(n)]
+        out_edges: list[list[int]] = [[] for _ in range(n)]
         for r, a in enumerate(e[:, 0].tolist()):
             out_edges[a].append(r)
         seg_edge_r, seg_edge_c = [], []

@@ -20,7 +20,7 @@ each states the allowed range; choosing both ``deadline`` and
 from __future__ import annotations
 
 import attrs
-from attrs.validators import optional
+from attrs.validators import and_, optional
 
 from zeus_core import FileChecks
 from zeus_core.validators import at_least, between, callable_spec, finite, nonempty, nonnegative, one_of, positive
@@ -56,7 +56,7 @@ class PerseusOptions:
         ],
     )
     model: str = attrs.field(default="measured", validator=one_of(*MODELS))
-    deadline: float | None = attrs.field(default=None, validator=optional([positive, finite]))
+    deadline: float | None = attrs.field(default=None, validator=optional(and_(positive, finite)))
     # 1.0: no slower than all-max clocks; 1.05: up to 5% slower
     max_slowdown: float | None = attrs.field(default=None, validator=optional([at_least(1), finite]))
     # measured model: real-time plans filling the gap rounding leaves at the fast end (all from one

@@ -43,11 +43,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zeus_plugins_perseus.runtime.controller import FrequencyController
 from zeus_plugins_perseus.runtime.hooks import PerseusHooks, ScheduleError
 from zeus_plugins_perseus.schedule import BACKWARD, FORWARD, SCHEDULES
+
+if TYPE_CHECKING:
+    from zeus_plugins_perseus.client import PlanClient
 
 #: torch.distributed.pipelining schedule class -> the planner's schedule of the same order
 TORCH_SCHEDULES = {"Schedule1F1B": "1f1b", "ScheduleGPipe": "gpipe-fifo"}
@@ -145,7 +148,7 @@ class PerseusPipeline:
         self.stage = schedule._stages[0] if getattr(schedule, "_stages", None) else schedule._stage
         self.engine = type(schedule).__name__
         self.order = engine_order(schedule)  # before anything is started: a refused schedule leaves nothing behind
-        self.client = None
+        self.client: PlanClient | None = None
         self.job_id = job_id
         self.controller = controller
         self._own_controller = False
@@ -159,6 +162,7 @@ class PerseusPipeline:
         try:
             if hooks is None:
                 planned, microbatches = self._fetch_plan(plan, device, token, deadline_s, max_slowdown)
+                assert self.controller is not None  # _fetch_plan started it
                 hooks = PerseusHooks(planned, self.controller.set_frequency, synchronize=synchronize, microbatches=microbatches)
             self.hooks = hooks
             self._patch()
@@ -209,12 +213,12 @@ class PerseusPipeline:
                 f"the plan server plans {sorted(SCHEDULES)}; {self.engine} is none of them (supported: {', '.join(TORCH_SCHEDULES)})"
             )
         st = self.stage
-        self.client = PlanClient(url, token=token)
+        client = self.client = PlanClient(url, token=token)
         if self.job_id is None:
             job = [None]
             if st.group_rank == 0:
                 job = [
-                    self.client.register_job(
+                    client.register_job(
                         pp_degree=st.num_stages,
                         microbatches=self.schedule._n_microbatches,
                         schedule=name,
@@ -227,8 +231,10 @@ class PerseusPipeline:
             src = 0 if group is None else dist.get_global_rank(group, 0)
             dist.broadcast_object_list(job, src=src, group=group)
             self.job_id = job[0]
-        self.client.register_rank(self.job_id, rank=st.group_rank, pp_rank=st.stage_index, available_frequencies=clocks)
-        return self.client.schedule_info(self.job_id, st.group_rank)
+        job_id = self.job_id
+        assert job_id is not None  # given, or registered by the group's rank 0 and broadcast
+        client.register_rank(job_id, rank=st.group_rank, pp_rank=st.stage_index, available_frequencies=clocks)
+        return client.schedule_info(job_id, st.group_rank)
 
     # -- wrapping the engine --
 

@@ -204,7 +204,7 @@ class PlanSet:
                 head = "{\n" + ",\n".join(
                     line if key not in numbers else f" {json.dumps(key)}: {json.dumps(values[key][j])}" for key, line in fixed.items()
                 )
-                pieces = [head.encode("ascii")]
+                pieces: list[bytes | memoryview] = [head.encode("ascii")]
                 for s, (a, b) in enumerate(text.spans(j)):
                     pieces += [opening[s], text.data[a:b]]
                 pieces.append(closing)
@@ -255,7 +255,7 @@ class ClockText:
         return self._bounds[j]
 
 
-def _write_pieces(path: Path, pieces: list) -> None:
+def _write_pieces(path: Path, pieces: list[bytes | memoryview]) -> None:
     """Write the concatenation of ``pieces`` (bytes-like) to ``path``, with one ``os.writev`` where it takes
     everything.
 
@@ -308,7 +308,9 @@ def build_specs(
     }
 
 
-def frontier_problem(dag: PipelineDAG, specs: dict[tuple[int, str], OpSpec]) -> tuple:
+def frontier_problem(
+    dag: PipelineDAG, specs: dict[tuple[int, str], OpSpec]
+) -> tuple[int, np.ndarray, np.ndarray, list[int], list[int], list[np.ndarray]]:
     """The arguments of :func:`~zeus_plugins_perseus.tradeoff.solve_frontier` for ``dag`` with ``specs``: one
     spec per (stage, instruction), shared by its ops."""
     keys = list(specs)

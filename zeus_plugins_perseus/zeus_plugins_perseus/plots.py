@@ -100,7 +100,8 @@ def timeline_figure(ps: PlanSet, profile: InstructionProfile, k: int, row: int |
         axis=1,
     )
     edges = ["black" if op.instruction == "backward" else "white" for op in ps.dag.ops]
-    ax.add_collection(PolyCollection(boxes, facecolors=cmap(frac), edgecolors=edges, linewidths=0.5))
+    # matplotlib takes an (N, 4, 2) array of boxes (its fast path); its stub types verts as a Sequence only
+    ax.add_collection(PolyCollection(boxes, facecolors=cmap(frac), edgecolors=edges, linewidths=0.5))  # type: ignore[arg-type]
     ax.set_xlim(0, float(finish.max()) * 1.02)
     ax.set_ylim(-0.6, ps.dag.stages - 0.4)
     ax.set_yticks(range(ps.dag.stages))

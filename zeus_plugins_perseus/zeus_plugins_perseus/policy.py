@@ -84,6 +84,11 @@ class PerseusPolicy:
             raise RuntimeError("plan() has not run")
         return self.plans
 
+    def _chosen(self) -> int:
+        """The chosen plan's index (plan() sets it with the plans; call :meth:`_require` first)."""
+        assert self.chosen is not None, "plan() has not run"
+        return self.chosen
+
     def frequencies(self, plan: int | None = None) -> list[list[tuple[str, int]]]:
         """Per stage, the ordered (instruction, clock) pairs of a plan (the chosen one by default)."""
         ps = self._require()
@@ -92,7 +97,7 @@ class PerseusPolicy:
 
     def summary(self, _summary: Any = None) -> dict:
         ps = self._require()
-        k = self.chosen
+        k = self._chosen()
         o = self.options
         return {
             "plans": len(ps),
@@ -167,7 +172,7 @@ class PerseusPolicy:
                     for u, e, et, ee, k in zip(em.time_units, em.planned_energy_j, em.emulated_time_s, em.emulated_energy_j, em.listed_as)
                 )
                 written.append(write_atomic(out_dir / "published_plans.csv", _csv(EMITTED_COLUMNS, rows)))
-            figure_paths = write_figures(figure_data(ps, self.chosen), self.profile, self.chosen, out_dir)
+            figure_paths = write_figures(figure_data(ps, self._chosen()), self.profile, self._chosen(), out_dir)
             plan_files.result()
             written.append(plans_dir)  # one entry for the folder: hundreds of plan files would flood the listing
             written.append(write_atomic(out_dir / "chosen_plan.json", (plans_dir / f"{self.chosen:05d}.json").read_text()))

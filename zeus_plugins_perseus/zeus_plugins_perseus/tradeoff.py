@@ -86,7 +86,7 @@ def solve_frontier(
     spec_of_op: Sequence[int] | np.ndarray,
     lo: Sequence[int],
     hi: Sequence[int],
-    cost_tables: Sequence[Sequence[float]],
+    cost_tables: Sequence[Sequence[float] | np.ndarray],
     t_stop: int | None = None,
     time_price: float | None = None,
 ) -> Frontier:

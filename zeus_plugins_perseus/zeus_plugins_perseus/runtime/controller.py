@@ -129,6 +129,7 @@ class FrequencyController:
         try:
             self._requests.send(list(sys.path))
             self._requests.send((make_device, os.getpid()))
+            detail: Any  # the SM clocks once ready, else why not
             status, detail = self._reply(start_timeout_s)
         except (OSError, EOFError) as e:
             status, detail = "error", f"{type(e).__name__}: {e}"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
@@ -39,6 +39,9 @@ from zeus_plugins_perseus.schedule import SCHEDULES
 from zeus_plugins_perseus.server.jobs import JobError, JobManager
 
 SCHEDULE_NAMES = tuple(SCHEDULES)
+#: The schedules a job may name, spelled out so that type checkers see them (the same as SCHEDULES' keys)
+ScheduleName = Literal["1f1b", "gpipe", "gpipe-fifo"]
+assert get_args(ScheduleName) == SCHEDULE_NAMES, "ScheduleName must list the schedules of zeus_plugins_perseus.schedule"
 
 API_VERSION = 1
 
@@ -63,7 +66,7 @@ class JobSpec(_Strict):
     tp_degree: _Degree = 1
     world_size: int = Field(ge=1, le=1 << 20, description="pp_degree x dp_degree x tp_degree")
     microbatches: int = Field(ge=1, le=1 << 16)
-    schedule: Literal[SCHEDULE_NAMES] = "1f1b"
+    schedule: ScheduleName = "1f1b"
     deadline_s: float | None = Field(None, gt=0, le=1e5, allow_inf_nan=False)
     max_slowdown: float | None = Field(None, ge=1, le=100, allow_inf_nan=False)
     blocking_power_w: float | None = Field(None, ge=0, le=10_000, allow_inf_nan=False)
