@@ -156,6 +156,7 @@ def plots(out: Path, c: Comparison, records: list[Any], job: str, eta: float) ->
             {bs: (k.time_s, k.energy_j) for bs, k in knobs.items()},
             marks=[Mark(k.batch_size, style, k.name) for k, style in ((c.default, "rs"), (c.best, "g^")) if k is not None],
             chosen={bs: k.tries for bs, k in knobs.items()},
+            most_chosen=len(knobs),  # a handful of batch sizes: every one it chose is labelled
             name=lambda bs: f"batch {bs}",
             title=f"{job}: time-energy tradeoff (measured)",
             points_label="batch size, mean of its reached tries",
