@@ -96,12 +96,14 @@ class AlibabaReplay:
         from zeus_core.engine.assembly import Assembly
 
         ctx = self.context
+        spec = ctx.spec
+        assert spec is not None  # a profiler is built for a job
         device = TraceDevice(TraceDeviceOptions(gpu=self.gpu))
         device.attach(wt)
 
         def make(seed: int) -> Any:
-            spec = attrs.evolve(ctx.spec, job=attrs.evolve(ctx.spec.job, seed=seed))
-            return Assembly(spec, ctx.registry, console=ctx.console, parts={"device": device}).build_part("batch_size")
+            seeded = attrs.evolve(spec, job=attrs.evolve(spec.job, seed=seed))
+            return Assembly(seeded, ctx.registry, console=ctx.console, parts={"device": device}).build_part("batch_size")
 
         return make
 
@@ -113,6 +115,7 @@ class AlibabaReplay:
             self.groups, self.extra, self.source = load_groups(self.options, ctx.job_dir)
         except TraceError as e:
             raise ValueError(str(e)) from None
+        assert ctx.spec is not None  # a profiler is built for a job
         job = ctx.spec.job
         settings = {w.dataset: w for w in self.options.workloads}
         makers = {d: self.make_policy(wt) for d, wt in traces.items()}
@@ -177,6 +180,10 @@ class AlibabaReplay:
         for which in ("default", "oracle"):
             per_job = [(first[n].default if which == "default" else first[n].oracle).energy_j * j.runtime_ratio for n, j in jobs]
             energy = [r.baseline_totals(which)["energy_j"] for r in first]
+
+            def label(n: int, which: str = which) -> str:
+                return f"group {first[n].group} ({which}, over its jobs' times)"
+
             got = replay_columns(
                 grid,
                 [origin + j.start for _, j in jobs],
@@ -184,7 +191,7 @@ class AlibabaReplay:
                 per_job,
                 energy,
                 [n for n, _ in jobs],
-                name=lambda n, which=which: f"group {first[n].group} ({which}, over its jobs' times)",
+                name=label,
             )
             for n, r in enumerate(first):
                 self.baseline_grid[r.group][which] = {c: float(v[n]) for c, v in got.items()}
@@ -475,14 +482,14 @@ class AlibabaReplay:
             draw([t.end for t in tries], [t.energy_j for t in tries], f"rule {rule}", **style)
         first = [r for r in self.results if r.rule == self.rules[0]]
         by_group = {g.id: g for g in self.groups}
-        for which, style in (("default", {"color": "tab:red", "ls": "--"}), ("oracle", {"color": "tab:green", "ls": "--"})):
+        for which, line in (("default", {"color": "tab:red", "ls": "--"}), ("oracle", {"color": "tab:green", "ls": "--"})):
             ends, energy = [], []
             for r in first:
                 b = r.default if which == "default" else r.oracle
                 for j in by_group[r.group].jobs:
                     ends.append(j.end)
                     energy.append(b.energy_j * j.runtime_ratio)
-            draw(ends, energy, f"{which} (expected)", **style)
+            draw(ends, energy, f"{which} (expected)", **line)
         ax.set_xlabel("cluster time (days)")
         ax.set_ylabel("cumulative energy (MWh)")
         synthetic = " (synthetic groups)" if self.options.groups == "synthetic" else ""

@@ -79,7 +79,8 @@ def _periodic(rng: np.random.Generator, n: int, runtime) -> list[tuple[float, fl
     fitting = [p for p in PERIODS_S if n * p <= SPAN_S] or [PERIODS_S[0]]
     period = float(rng.choice(fitting))
     t0 = float(rng.uniform(0, SPAN_S / 4))
-    out, k = [], 0
+    out: list[tuple[float, float]] = []
+    k = 0
     while len(out) < n:
         k += 1
         if rng.random() < 0.10:  # a skipped run
@@ -126,7 +127,8 @@ def synthesize(groups: int, seed: int = 0, datasets: tuple[str, ...] = tuple(MED
     if unknown:
         raise ValueError(f"the generator has no runtime for {', '.join(unknown)}; it knows {', '.join(MEDIAN_RUNTIME_S)}")
     rng = np.random.default_rng(seed)
-    names, weights = zip(*PATTERNS)
+    names = [name for name, _ in PATTERNS]
+    weights = [weight for _, weight in PATTERNS]
     drafts = []
     for k in range(groups):
         dataset = str(rng.choice(list(datasets)))

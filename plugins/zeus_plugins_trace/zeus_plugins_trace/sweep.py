@@ -261,7 +261,8 @@ def check_ray_address(address: str | None, timeout_s: float = RAY_PROBE_S) -> No
 def _run_ray(tasks: list[tuple[str, list[str]]], address: str | None, done: Callable[[int, list[dict]], None]) -> None:
     import ray
 
-    ray.init(address=address, log_to_driver=False, include_dashboard=False, logging_level="ERROR")
+    # ray takes a level's name as logging's setLevel does; its annotation says int only
+    ray.init(address=address, log_to_driver=False, include_dashboard=False, logging_level="ERROR")  # type: ignore[arg-type]
     try:
         remote = ray.remote(run_point)
         refs = {remote.remote(*t): i for i, t in enumerate(tasks)}

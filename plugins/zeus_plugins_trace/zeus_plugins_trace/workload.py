@@ -54,6 +54,7 @@ class TraceWorkload:
         device = context.parts.get("device")
         if not isinstance(device, TraceDevice):
             raise ValueError('the trace workload runs on the trace device: set [device] plugin = "trace"')
+        assert job is not None  # a workload is built for a job
         if job.target_metric is None:
             raise ValueError("set job.target_metric: the trace workload replays the epoch each run reached it")
         try:
@@ -86,6 +87,7 @@ class TraceWorkload:
             return pick
 
         # Runners sharing the job through zeus serve draw again on the latest state after a conflict.
+        assert self.store is not None  # a job's workload has the job's store
         pick = transact(self.store, draw)
         return float(paths[pick]) if pick >= 0 else float("nan")
 
