@@ -54,24 +54,27 @@ def comparison_table(
 ) -> Table:
     """A rich table of ``rows``: totals, savings against ``base`` and regret against ``reference``.
 
-    A missing ``base`` or ``reference`` (e.g. the default batch size never reached the
-    target) shows "-" in those columns.
+    The totals print in human units (``4.45 MJ (1.24 kWh)``, ``10.5 h``: :mod:`zeus_core.units`; the cost
+    is Zeus's energy-time cost, in joules); the exact figures are in the files. ``decimals`` is no longer
+    used (kept for callers). A missing ``base`` or ``reference`` (e.g. the default batch size never reached
+    the target) shows "-" in those columns.
     """
     from rich.table import Table  # the table's renderer, loaded when a table is made
 
+    from zeus_core import units
+
     table = Table(title=title)
-    for col in ("method", "knobs", "energy (J)", "time (s)", "cost", "energy saved", "time saved", "cost saved", reference_label):
+    for col in ("method", "knobs", "energy", "time", "cost (J)", "energy saved", "time saved", "cost saved", reference_label):
         table.add_column(col, justify="right")
-    fmt = f"{{:,.{decimals}f}}"
     for r in rows:
         t = r.totals
         d = savings(t, base) if base else None
         table.add_row(
             r.name,
             r.knobs,
-            fmt.format(t["energy_j"]),
-            fmt.format(t["time_s"]),
-            fmt.format(t["cost"]),
+            units.energy(t["energy_j"]),
+            units.duration(t["time_s"]),
+            units.si(t["cost"], "J"),
             *((_pct(d["energy_saved"]), _pct(d["time_saved"]), _pct(d["cost_saved"])) if d else ("-", "-", "-")),
             _pct(savings(t, reference)["regret"]) if reference else "-",
         )

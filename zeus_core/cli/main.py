@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 from rich.markup import escape
 
+from zeus_core import units
 from zeus_core.cli.consoles import make_console, requested_level, verbosity_options
 from zeus_core.engine.registry import CORE_PLUGIN, Registry, get_registry
 from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, RunFailed, ZeusError
@@ -93,7 +94,7 @@ LAZY_COMMANDS = {
     "env": "zeus_core.cli.env:env_command",
     "monitor": "zeus_core.cli.monitor:monitor_command",
     "store": "zeus_core.cli.store:store_group",
-    "daemon": "zeus_core.daemon.command:daemon_command",
+    "daemon": "zeus_core.cli.daemon:daemon_command",
 }
 #: Registries whose plugins have added their commands (``zeus_register_commands``) to the group.
 _commands_added: weakref.WeakSet[Registry] = weakref.WeakSet()
@@ -261,7 +262,7 @@ def _recurrence_line(rec: int, records: list) -> str:
     tries = " ".join(f"{r.batch_size}@{'-' if r.power_limit is None else f'{r.power_limit:g}W'}{'' if r.reached else '✗'}" for r in records)
     return (
         f"recurrence {rec}: {tries}  epochs={sum(r.epochs for r in records)} "
-        f"cost={cost:,.1f} {'reached' if last.reached else 'not reached'}"
+        f"cost={units.si(cost, 'J')} {'reached' if last.reached else 'not reached'}"
     )
 
 
@@ -330,10 +331,10 @@ def _closing_table(summary: JobSummary) -> Table:
         "batch size",
         "power limit (W)",
         "epochs",
-        "time (s)",
-        "energy (J)",
+        "time",
+        "energy",
         *(label for _, label in grid),
-        "cost",
+        "cost (J)",
         "reached",
     ):
         table.add_column(col, justify="right")
@@ -350,10 +351,10 @@ def _closing_table(summary: JobSummary) -> Table:
             str(last.batch_size),
             "-" if last.power_limit is None else f"{last.power_limit:g}",
             str(sum(r.epochs for r in rs)),
-            f"{sum(r.time_s for r in rs):,.1f}",
-            f"{sum(r.energy_j for r in rs):,.1f}",
+            units.duration(sum(r.time_s for r in rs)),
+            units.energy(sum(r.energy_j for r in rs)),
             *(_grid_cell(rs, key) for key, _ in grid),
-            f"{sum(r.cost for r in rs):,.1f}",
+            units.si(sum(r.cost for r in rs), "J"),
             "yes" if last.reached else "no",
         )
     table.add_section()
@@ -363,10 +364,10 @@ def _closing_table(summary: JobSummary) -> Table:
         "",
         "",
         str(sum(r.epochs for r in summary.records)),
-        f"{summary.time_s:,.1f}",
-        f"{summary.energy_j:,.1f}",
+        units.duration(summary.time_s),
+        units.energy(summary.energy_j),
         *(_grid_text(key, summary.grid[key]) for key, _ in grid),
-        f"{summary.cost:,.1f}",
+        units.si(summary.cost, "J"),
         "",
     )
     return table
@@ -374,7 +375,7 @@ def _closing_table(summary: JobSummary) -> Table:
 
 def _grid_labels(summary: JobSummary) -> list[tuple[str, str]]:
     """(column, table heading) of the summary's grid totals: emissions, then money."""
-    out = [("carbon_g", "carbon (gCO2eq)")]
+    out = [("carbon_g", "carbon")]
     out += [(key, f"cost ({key[len('cost_') :].upper()})") for key in summary.grid if key.startswith("cost_")]
     return out
 
@@ -387,8 +388,8 @@ def _grid_cell(records: list, key: str) -> str:
 
 
 def _grid_text(key: str, value: float) -> str:
-    """Grams to a tenth, money to the cent."""
-    return f"{value:,.1f}" if key == "carbon_g" else f"{value:,.2f}"
+    """Emissions in human units (:func:`zeus_core.units.carbon`), money to the cent."""
+    return units.carbon(value) if key == "carbon_g" else f"{value:,.2f}"
 
 
 def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str, started: datetime, fresh: bool = False) -> list[Path]:
@@ -399,8 +400,8 @@ def _write_outputs(runner: Runner, summary: JobSummary, out: Path, command: str,
     import csv
     import io
 
-    from zeus_core.provenance import KEY as PROVENANCE
-    from zeus_core.provenance import provenance
+    from zeus_core.engine.provenance import KEY as PROVENANCE
+    from zeus_core.engine.provenance import provenance
 
     out.mkdir(parents=True, exist_ok=True)
     earlier = _recorded_outputs(out)
@@ -461,7 +462,7 @@ def _signals_held() -> Iterator[None]:
 
 def _recorded_outputs(out: Path) -> set[str]:
     """The files the summary.json in ``out`` records as written by zeus (none where it records none)."""
-    from zeus_core.provenance import KEY as PROVENANCE
+    from zeus_core.engine.provenance import KEY as PROVENANCE
 
     try:
         recorded = json.loads((out / "summary.json").read_text())[PROVENANCE]["outputs"]
@@ -780,7 +781,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (devices restored, outputs of
     what finished written; a signal the run was started ignoring, as under nohup, stays ignored).
     """
-    from zeus_core.provenance import now
+    from zeus_core.engine.provenance import now
 
     started = now()
     spec = _load(job_file, sets)
@@ -877,7 +878,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     store, 130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP (summary.json records
     the files written before the signal).
     """
-    from zeus_core.provenance import now
+    from zeus_core.engine.provenance import now
 
     started = now()
     spec = _load(job_file, sets)
@@ -942,7 +943,7 @@ def _report_and_finish(runner: Runner, output: Path | None, started: datetime, i
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["daemon"]:  # the root daemon loads only the plugins it serves
-        from zeus_core.daemon.command import main as daemon_main
+        from zeus_core.cli.daemon import main as daemon_main
 
         daemon_main(args[1:])
         return
