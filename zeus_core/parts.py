@@ -497,6 +497,22 @@ class Compares(Protocol):
 
 
 @runtime_checkable
+class Concludes(Protocol):
+    """Any part whose result is not the job's tries (a planner that replays a cluster, as the Alibaba
+    simulation does): what it ran, by name (``rule paper``), each with ``energy_j``, ``time_s`` and
+    ``cost`` (``carbon_g`` too with ``[grid]``). The closing verdict of ``zeus run`` and ``zeus report``
+    states each against the part's :class:`Compares` baselines.
+
+    Example::
+
+        def concluded(self, job: JobSummary) -> dict[str, dict[str, float]]:
+            return {"replay": {"energy_j": self.energy_j, "time_s": self.time_s, "cost": self.cost}}
+    """
+
+    def concluded(self, job: JobSummary) -> dict[str, dict[str, float]]: ...
+
+
+@runtime_checkable
 class WritesOutputs(Protocol):
     """Any part: writes its files under ``--output`` (through
     :func:`~zeus_core.files.write_atomic`) and returns their paths.
@@ -559,6 +575,7 @@ PART_CAPABILITIES: tuple[type, ...] = (
     Summarizes,
     Reports,
     Compares,
+    Concludes,
     WritesOutputs,
     Closeable,
 )

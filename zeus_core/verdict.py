@@ -16,7 +16,7 @@ import attrs
 
 from zeus_core import units
 from zeus_core.comparison import TOTAL_KEYS
-from zeus_core.parts import Compares
+from zeus_core.parts import Compares, Concludes
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -37,7 +37,8 @@ def cost_unit(eta: float | None) -> str:
 
 @attrs.frozen
 class Verdict:
-    """A job's totals (the job so far) against named baselines over the same recurrences."""
+    """A job's totals (the job so far) against named baselines over the same recurrences; or, with ``what``,
+    the totals of what a part ran (``rule paper``: :class:`~zeus_core.parts.Concludes`)."""
 
     job: str
     recurrences: int
@@ -46,8 +47,11 @@ class Verdict:
     this_run: str | None = None
     grid: Mapping[str, float] = attrs.field(factory=dict)
     eta: float | None = None
+    what: str | None = None
 
     def head(self) -> str:
+        if self.what is not None:
+            return f"result of job {self.job!r}: {self.what}"
         ran = f"; this run: {self.this_run}" if self.this_run else ""
         return f"result of job {self.job!r}, the job so far ({self.recurrences} recurrence{'s' if self.recurrences != 1 else ''}{ran})"
 
@@ -83,8 +87,9 @@ class Verdict:
         body = [f"  {a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows]
         return [self.head(), *body, f"  ({cost_unit(self.eta)})"]
 
-    def renderable(self) -> RenderableType:
-        """The verdict for a rich console: its head in bold, the figures in a borderless grid."""
+    def renderable(self, unit: bool = True) -> RenderableType:
+        """The verdict for a rich console: its head in bold, the figures in a borderless grid, and (``unit``)
+        what the cost is."""
         from rich.console import Group
         from rich.markup import escape
         from rich.table import Table
@@ -96,7 +101,27 @@ class Verdict:
         grid.add_column()
         for what, amount, against in self.rows():
             grid.add_row(what, amount, escape(against))
-        return Group(Text(self.head(), style="bold"), grid, Text(f"({cost_unit(self.eta)})", style="dim"))
+        return Group(Text(self.head(), style="bold"), grid, *([Text(f"({cost_unit(self.eta)})", style="dim")] if unit else []))
+
+
+def _baselines(part: Any, summary: JobSummary) -> dict[str, Mapping[str, float]]:
+    known = part.baselines(summary) or {} if isinstance(part, Compares) else {}
+    return {name: totals for name, totals in known.items() if all(k in totals for k in TOTAL_KEYS)}
+
+
+def verdicts_of(summary: JobSummary, parts: Iterable[Any], eta: float | None = None) -> list[Verdict]:
+    """The verdicts of a job: :func:`verdict_of` where it has tries, then one for each result a part
+    concludes (:class:`~zeus_core.parts.Concludes`) against that part's baselines."""
+    parts = list(parts)
+    out = [v for v in (verdict_of(summary, parts, eta),) if v is not None]
+    for part in parts:
+        if isinstance(part, Concludes):
+            baselines = _baselines(part, summary)
+            for name, totals in (part.concluded(summary) or {}).items():
+                if all(k in totals for k in TOTAL_KEYS):
+                    grid = {k: float(v) for k, v in totals.items() if k == "carbon_g" or k.startswith("cost_")}
+                    out.append(Verdict(job=summary.job, recurrences=0, totals=totals, baselines=baselines, grid=grid, eta=eta, what=name))
+    return out
 
 
 def verdict_of(summary: JobSummary, parts: Iterable[Any], eta: float | None = None) -> Verdict | None:
@@ -106,10 +131,8 @@ def verdict_of(summary: JobSummary, parts: Iterable[Any], eta: float | None = No
         return None
     baselines: dict[str, Mapping[str, float]] = {}
     for part in parts:
-        if isinstance(part, Compares):
-            for name, totals in (part.baselines(summary) or {}).items():
-                if all(k in totals for k in TOTAL_KEYS):
-                    baselines.setdefault(name, totals)
+        for name, totals in _baselines(part, summary).items():
+            baselines.setdefault(name, totals)
     return Verdict(
         job=summary.job,
         recurrences=summary.recurrences,

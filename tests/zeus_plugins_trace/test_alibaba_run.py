@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from zeus_core import units
 from zeus_core.cli import main as zcli
 from zeus_core.engine import registry as zreg
 from zeus_plugins_mab import plugin as mab_plugin
@@ -71,6 +72,28 @@ def test_outputs_per_group_and_total_against_default_and_oracle(run):
     )
     assert (out / "energy_over_time.png").read_bytes()[:4] == b"\x89PNG"
     assert "rule paper" in output and "rule improved" in output and "oracle" in output
+
+
+def test_the_replay_ends_with_each_rules_verdict_in_human_units(run):
+    out, output = run
+    summary = json.loads((out / "summary.json").read_text())["profiler"]
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("result of job"))
+    verdict = [line.rstrip() for line in lines[start:] if line.strip()]
+    assert not [line for line in verdict if line.startswith("wrote ")]  # the verdict comes last
+    heads = [line for line in verdict if line.startswith("result of job")]
+    assert heads == [
+        f"result of job 'alibaba': rule {rule}, 6 synthetic groups of {summary['jobs']:,} jobs replayed" for rule in ("paper", "improved")
+    ]
+    paper = verdict[verdict.index(heads[0]) + 1]
+    total, default = summary["rules"]["paper"], summary["default"]
+    change = total["energy_j"] / default["energy_j"] - 1
+    assert paper.split()[:5] == ["energy", *units.energy(total["energy_j"]).split()]
+    assert (
+        f"{units.percent(abs(change))} {'less' if change < 0 else 'more'} than the default ({units.si(default['energy_j'], 'J')})" in paper
+    )
+    assert sum("energy-time cost" in line for line in verdict) == 1  # what the cost is, said once
+    assert verdict[-1] == f"(exact figures: {out / 'summary.json'})"
 
 
 def test_the_written_group_file_replays_the_same(reg, run, tmp_path):

@@ -741,13 +741,14 @@ def _print_verdict(runner: Runner, summary: JobSummary, files: list[Path] | None
     and where its exact figures are."""
     from rich.text import Text
 
-    from zeus_core.verdict import verdict_of
+    from zeus_core.verdict import verdicts_of
 
-    verdict = verdict_of(summary, runner.parts.values(), eta=runner.spec.job.eta_knob)
-    if verdict is None:
+    verdicts = verdicts_of(summary, runner.parts.values(), eta=runner.spec.job.eta_knob)
+    if not verdicts:
         return
-    console.print()
-    console.print(verdict.renderable())
+    for verdict in verdicts:
+        console.print()
+        console.print(verdict.renderable(unit=verdict is verdicts[-1]))  # what the cost is, said once
     if files:
         console.print(Text(f"(exact figures: {', '.join(map(str, files))})", style="dim"))
 

@@ -293,6 +293,18 @@ class AlibabaReplay:
             },
         }
 
+    def concluded(self, _job: JobSummary | None = None) -> dict[str, dict[str, float]]:
+        """Each rule's totals over every group, for the closing verdict (:class:`zeus_core.parts.Concludes`)."""
+        totals = self.totals()
+        kind = "synthetic " if self.options.groups == "synthetic" else ""
+        jobs = sum(len(g.jobs) for g in self.groups)
+        return {f"rule {rule}, {len(self.groups)} {kind}groups of {jobs:,} jobs replayed": totals[rule] for rule in self.rules}
+
+    def baselines(self, _job: JobSummary | None = None) -> dict[str, dict[str, float]]:
+        """The default's and the oracle's expected totals over the same jobs (:class:`zeus_core.parts.Compares`)."""
+        totals = self.totals()
+        return {"default": totals["default"], "oracle": totals["oracle"]}
+
     def report(self, console: Console, _job: JobSummary | None = None) -> None:
         totals = self.totals()
         kind = "synthetic " if self.options.groups == "synthetic" else ""
