@@ -368,7 +368,7 @@ def zeus_register_privileged_operations(register: RegisterPart) -> None:
     ``client.change(owner, key, original, apply)``, so the daemon journals the
     original under the restorer ``owner`` (``zeus_register_restorers``) and puts
     it back when the client disconnects or dies, at daemon exit, and at its next
-    start after a SIGKILL. See :mod:`zeus_core.daemon.service`. This hook is
+    start after a SIGKILL. See :mod:`zeus_core.privileged`. This hook is
     called when the services are first needed (``zeus daemon``, ``zeus plugins``),
     not at every start: import the service's module inside it.
 

@@ -220,6 +220,49 @@ def test_no_import_circle(root, package):
     assert circle is None, f"import circle in {package}: " + " -> ".join(circle)
 
 
+#: The core's layers, lowest first: a module imports only from its own layer or the ones before it
+#: (imports inside functions and for type checking count). The top-level modules are the contract,
+#: below every folder, except the face (``zeus_core`` itself, whose names load the rest on first use)
+#: and the entry points, above everything.
+CORE_LAYERS = ("contract", "engine", "daemon", "devicekit", "inloop", "cli", "face")
+FACE_MODULES = {"zeus_core", "zeus_core.__main__", "zeus_core.docgen"}
+
+
+def core_layer(module: str) -> str:
+    """The layer of a module of the core: its folder (``zeus_core.engine.stores.sqlite``: engine)."""
+    if module in FACE_MODULES:
+        return "face"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (REPO / "zeus_core" / parts[-1]).is_dir() else "contract"
+
+
+#: The upward imports still there (issue 34, item 1): the contract names the engine's plugin registry
+#: in two annotations (a part's BuildContext.registry, a PartSpec's registration). No other is allowed.
+KNOWN_UPWARD = {("zeus_core.contexts", "zeus_core.engine.registry"), ("zeus_core.job", "zeus_core.engine.registry")}
+
+
+def layer_violations(graph: dict[str, set[str]], known: frozenset | set = frozenset()) -> list[str]:
+    rank = {layer: i for i, layer in enumerate(CORE_LAYERS)}
+    return sorted(
+        f"{m} ({core_layer(m)}) imports {d} ({core_layer(d)})"
+        for m, deps in graph.items()
+        for d in deps
+        if rank[core_layer(d)] > rank[core_layer(m)] and (m, d) not in known
+    )
+
+
+def test_the_cores_folders_are_layered_downward_without_a_circle():
+    graph = import_graph(REPO, "zeus_core")
+    assert {core_layer(m) for m in graph} == set(CORE_LAYERS), "a folder of the core is in no layer: add it to CORE_LAYERS"
+    found = layer_violations(graph, KNOWN_UPWARD)
+    assert not found, "the core's folders must import downward only (CORE_LAYERS):\n" + "\n".join(found)
+
+
+def test_the_layer_check_catches_an_upward_import():
+    graph = {"zeus_core.engine.registry": {"zeus_core.daemon.server"}, "zeus_core.daemon.server": {"zeus_core.engine.registry"}}
+    assert layer_violations(graph) == ["zeus_core.engine.registry (engine) imports zeus_core.daemon.server (daemon)"]
+
+
 def test_the_circle_check_finds_one_inside_a_function(tmp_path):
     pkg = tmp_path / "pkg"
     pkg.mkdir()

@@ -15,7 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from zeus_core import logs
-from zeus_core.provenance import python_info
+from zeus_core.engine.provenance import python_info
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "examples" / "zeus_nsdi23" / "cifar100.toml"

@@ -30,7 +30,7 @@ NOT_FOR_PLUGINS = {
     "zeus_core.cli.env",
     "zeus_core.cli.monitor",
     "zeus_core.cli.store",
-    "zeus_core.daemon.command",
+    "zeus_core.cli.daemon",
     "zeus_core.daemon.config",
     "zeus_core.devicekit.groups",
     "zeus_core.windows",

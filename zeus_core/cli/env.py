@@ -359,7 +359,7 @@ def machine_report(reg: Registry, probes: list[Probe]) -> dict[str, Any]:
     """Everything ``zeus env`` says, in its JSON shape (see the module docstring)."""
     from zeus_core.daemon import CAP_SYS_ADMIN, has_capability
     from zeus_core.devicekit import CAP_DAC_OVERRIDE
-    from zeus_core.provenance import python_info
+    from zeus_core.engine.provenance import python_info
 
     return {
         "schema": SCHEMA,

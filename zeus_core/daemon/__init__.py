@@ -8,7 +8,7 @@ credentials, the arguments and the device's constraints, journals every
 original setting, and puts it back when the client goes away.
 
 * :mod:`~zeus_core.daemon.protocol`: the wire format (length-prefixed JSON frames);
-* :mod:`~zeus_core.daemon.service`: what a plugin writes (``@operation``, ``Refused``);
+* :mod:`zeus_core.privileged` (re-exported here): what a plugin writes (``@operation``, ``Refused``);
 * :mod:`~zeus_core.daemon.client`: :class:`DaemonClient`, what a device uses;
 * :mod:`~zeus_core.daemon.config` and :mod:`~zeus_core.daemon.server`: the daemon itself;
 * :mod:`~zeus_core.daemon.api` (the routes), :mod:`~zeus_core.daemon.http`,
@@ -25,7 +25,7 @@ from zeus_core.loading import lazy_exports
 
 if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
     from zeus_core.daemon.client import CAP_SYS_ADMIN, ENV, DaemonClient, DaemonError, has_capability, socket_path
-    from zeus_core.daemon.service import (
+    from zeus_core.privileged import (
         ClientSession,
         NoArgs,
         OperationFailed,

@@ -34,8 +34,8 @@ import h11
 
 from zeus_core.daemon import tokens
 from zeus_core.daemon.api import BY_PATH, MAX_REQUEST_BYTES, HttpError, Route, aggregate, parse_params, status_of
-from zeus_core.daemon.service import ClientSession
 from zeus_core.daemon.streams import PowerFeed, Subscriber
+from zeus_core.privileged import ClientSession
 
 #: the daemon (:class:`zeus_core.daemon.server.Daemon`, which imports this module) and one of its sessions
 Daemon = Any

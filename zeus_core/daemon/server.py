@@ -72,7 +72,11 @@ from zeus_core.daemon.protocol import (
     ok_reply,
     read_frame,
 )
-from zeus_core.daemon.service import (
+from zeus_core.engine.registry import Registry
+from zeus_core.engine.validation import Problem, structure
+from zeus_core.errors import DeviceError, RunFailed
+from zeus_core.journal import SettingsGuard, restore_pending
+from zeus_core.privileged import (
     Operation,
     OperationFailed,
     Refused,
@@ -80,10 +84,6 @@ from zeus_core.daemon.service import (
     ServiceContext,
     operations_of,
 )
-from zeus_core.engine.registry import Registry
-from zeus_core.engine.validation import Problem, structure
-from zeus_core.errors import DeviceError, RunFailed
-from zeus_core.journal import SettingsGuard, restore_pending
 
 if TYPE_CHECKING:  # the HTTP side (h11, PyJWT) loads when the daemon builds its services
     from zeus_core.daemon.http import NodeApi

@@ -21,8 +21,8 @@ import attrs
 import pluggy
 
 from zeus_core import hookspecs
-from zeus_core.daemon.service import operations_of
 from zeus_core.errors import PluginError
+from zeus_core.privileged import operations_of
 
 #: kind -> (registration hook, job.toml section that selects a part of this kind)
 KINDS: dict[str, tuple[str, str]] = {kind: (hook, section) for kind, hook, section in hookspecs.PART_KINDS}
