@@ -178,7 +178,9 @@ class ServiceClient:
         if r.status_code == 409 and body.get("code") in _CONFLICT_CODES:
             raise TransactionConflict(f"{self.location}: {mask(detail)}")
         if r.status_code == 409 and body.get("code") == "fresh_refused":
-            live = body.get("live") if isinstance(body.get("live"), dict) else {}
+            live = body.get("live")
+            if not isinstance(live, dict):
+                live = {}
             raise FreshRefused(self.location, {int(rec): owner for rec, owner in live.items() if str(rec).isdigit()})
         if r.status_code == 409 and body.get("code") == "policy_failed":
             raise RunFailed(f"{self.location}: {mask(detail)}")

@@ -370,7 +370,7 @@ def create_app(
 
     app.add_middleware(BodyLimit, max_bytes=max_body)
 
-    v1 = {"dependencies": [Depends(authorised)], "responses": {401: {"description": "no or wrong token"}}}
+    v1: dict[str, Any] = {"dependencies": [Depends(authorised)], "responses": {401: {"description": "no or wrong token"}}}
 
     @app.get("/healthz", response_model=api.Health, tags=["service"])
     async def health() -> api.Health:
