@@ -33,12 +33,14 @@ if TYPE_CHECKING:  # annotations only
 
 def load_allocation(options: TorchWorkloadOptions, context: BuildContext) -> AllocationPlan:
     """Read ``workload.allocation`` and check that the job fits it; ValueError (exit 2) otherwise."""
-    path = context.resolve_path(options.allocation)
+    spec, allocation = context.spec, options.allocation
+    assert spec is not None and allocation is not None  # a job's workload that names an allocation
+    path = context.resolve_path(allocation)
     try:
         plan = read_allocation(path, source=str(path))
     except AllocationError as e:
         raise ValueError(f"workload.allocation: {e}") from None
-    processes = int(context.job.processes)
+    processes = int(spec.job.processes)
     problems = []
     if plan.world_size != processes:
         problems.append(
@@ -53,9 +55,9 @@ def load_allocation(options: TorchWorkloadOptions, context: BuildContext) -> All
             f"({' + '.join(map(str, plan.local_batches))}); leave workload.batch_sizes out"
         )
     problems += _batch_size_policy_conflicts(context, B)
-    if "power" in context.spec.raw:
+    if "power" in spec.raw:
         problems.append(
-            f"[power] plugin {context.spec.parts['power'].plugin if 'power' in context.spec.parts else '?'!r}: "
+            f"[power] plugin {spec.parts['power'].plugin if 'power' in spec.parts else '?'!r}: "
             "the allocation sets every rank's power limit (allocation.json power_limit), so a power policy "
             "would fight it; remove the [power] table"
         )
@@ -73,6 +75,7 @@ def _batch_size_policy_conflicts(context: BuildContext, global_batch: int) -> li
     policy. A policy that still chooses another batch size is stopped by
     :func:`check_batch_size` before its first try trains.
     """
+    assert context.spec is not None  # a job's workload
     table = context.spec.raw.get("batch_size") or {}
     out = []
     default = table.get("default")

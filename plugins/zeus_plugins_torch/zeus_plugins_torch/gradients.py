@@ -47,16 +47,18 @@ def allreduce_weighted_gradients(
         global_batch = int(round(total.item()))
     if not 0 <= local_batch <= global_batch or global_batch <= 0:
         raise ValueError(f"local batch {local_batch} must lie in [0, global batch {global_batch}]")
+    grads = []
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
+        grads.append(p.grad)
+    flat = torch.cat([g.reshape(-1) for g in grads])
     flat.mul_(local_batch / global_batch)
     dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
     start = 0
-    for p in params:
-        n = p.grad.numel()
-        p.grad.copy_(flat[start : start + n].view_as(p.grad))
+    for g in grads:
+        n = g.numel()
+        g.copy_(flat[start : start + n].view_as(g))
         start += n
 
 

@@ -60,7 +60,8 @@ class _Slot:
 
     def __init__(self) -> None:
         self.tensor = torch.zeros(SLOT_BYTES, dtype=torch.uint8)
-        self.view = memoryview(self.tensor.numpy())
+        # ndarray has the buffer protocol; numpy's stubs declare __buffer__ for Python 3.12 and later only
+        self.view = memoryview(self.tensor.numpy())  # type: ignore[arg-type]
 
     def pack(self, data: bytes) -> None:
         _HEAD.pack_into(self.view, 0, len(data))

@@ -64,6 +64,7 @@ from zeus_plugins_torch.loop import install_synced_policy, iterate_session
 if TYPE_CHECKING:  # annotations only
     from zeus_core import AllocationPlan, BuildContext
     from zeus_core.engine.session import RunSession
+    from zeus_plugins_torch.loop import SyncedPolicy
 
 
 def _extra_plugin_modules(registry: Any, device_plugin: str) -> tuple[tuple[str, str], ...]:
@@ -120,14 +121,16 @@ class Leader:
     def __init__(
         self, context: BuildContext, options: Any, accelerator: str, threads: int, allocation: AllocationPlan | None = None
     ) -> None:
-        self.world_size = int(context.job.processes)
+        spec = context.spec
+        assert spec is not None  # built for a job
+        self.world_size = int(spec.job.processes)
         self.allocation = allocation
         self.options = options
         self.accelerator = accelerator
         self.backend = "nccl" if accelerator == "cuda" else "gloo"
         self.threads = threads
         self.registry = context.registry
-        self.spec = context.spec
+        self.spec = spec
         self.procs: list[Any] = []
         #: the ranks of the job: formed with the spawned ranks (start) or the launcher's (attach)
         self.group: ProcessGroup | None = None
@@ -373,7 +376,7 @@ class LeaderDriver:
     def __init__(self, session: RunSession, leader: Leader) -> None:
         self.session = session
         self.leader = leader
-        self.policy = None
+        self.policy: SyncedPolicy | None = None
         self.left_early = False
 
     def epochs(self):

@@ -70,7 +70,9 @@ class SyncedPolicy:
 
     def on_iteration(self, session, iteration: int) -> None:
         self.sync()
-        act = self.inner.on_iteration
+        inner = self.inner
+        assert isinstance(inner, IterationControl)  # called only once wants_iterations said so
+        act = inner.on_iteration
         if self.lead is None:
             act(session, iteration)
         else:
@@ -203,7 +205,7 @@ class ZeusLoop:
         self.world_size = world_size
         self._plan = allocation
         self.allocation = None if allocation is None else allocation.rank(rank)
-        if self.allocation is not None:
+        if allocation is not None and self.allocation is not None:
             if self.batch_size != allocation.global_batch or allocation.world_size != world_size:
                 raise ValueError(
                     f"rank {rank}: global batch {self.batch_size} over {world_size} processes does not match the "

@@ -45,15 +45,17 @@ class TorchWorkload:
     Options = TorchWorkloadOptions
 
     def __init__(self, options: TorchWorkloadOptions, context: BuildContext) -> None:
-        if context.job.target_metric is None and not options.marks_reached:
+        job, spec = context.job, context.spec
+        assert job is not None and spec is not None  # a workload is built for a job
+        if job.target_metric is None and not options.marks_reached:
             raise ValueError(
                 "job.target_metric is not set, so no try can reach the target and every try would be retried "
-                f"{context.job.max_tries} times before the job fails: set job.target_metric to the validation metric "
+                f"{job.max_tries} times before the job fails: set job.target_metric to the validation metric "
                 "the training must reach (and higher_is_better), or, if your function decides itself with "
                 "zeus.mark_reached(), set workload.marks_reached = true"
             )
         self.options = options
-        self.job = context.job
+        self.job = job
         self.console = context.console
         self.batch_sizes = list(options.batch_sizes) or None
         self.default_batch_size = options.default_batch_size
@@ -61,9 +63,9 @@ class TorchWorkload:
         self.fn = load_entry(options.entry, self.search_path)
         self.accelerator = resolve_accelerator(options.accelerator)
         self.device = torch_device(self.accelerator)
-        self.world_size = int(context.job.processes)
+        self.world_size = int(job.processes)
         self.context_parts = context.parts
-        self.spec = context.spec
+        self.spec = spec
         self.leader: Leader | None = None
         self.allocation: AllocationPlan | None = None
         self.holder: LimitHolder | None = None
@@ -76,7 +78,7 @@ class TorchWorkload:
             # The allocation fixes the global batch: the only one offered to the batch-size policy.
             self.batch_sizes = [self.allocation.global_batch]
             self.default_batch_size = self.allocation.global_batch
-            self.holder = LimitHolder(local, self.allocation, rank, f"device {context.spec.parts['device'].plugin!r} (rank {rank})")
+            self.holder = LimitHolder(local, self.allocation, rank, f"device {spec.parts['device'].plugin!r} (rank {rank})")
         self.threads = options.threads or max(1, (os.cpu_count() or 1) // self.world_size)
         if self.group is not None:  # ranks a launcher started: rank 0 leads them, the others serve it
             self.device = torch_device(self.accelerator, self.group.local_rank)
@@ -126,6 +128,7 @@ class TorchWorkload:
         if self.allocation is not None:
             # Before any rank is told to train: a policy that chose another batch fails the try here.
             check_batch_size(session.batch_size, self.allocation, self.spec.parts["batch_size"].plugin)
+            assert self.holder is not None  # made with the allocation
             self.holder.hold()
         if self.options.seed_each_try:
             torch.manual_seed(seed)
