@@ -45,6 +45,42 @@ def test_run_job_drives_the_users_own_function(tmp_path):
     assert summary.recurrences == 3 and SEEN[-1] == (3, 8, True)
 
 
+def test_run_job_writes_the_outputs_zeus_run_writes_and_fresh_starts_over_as_zeus_run_fresh(tmp_path):
+    """One owner of a job's end: run_job's output folder is what ``zeus run --output`` writes (its provenance
+    naming run_job), and ``fresh`` has zeus run's one meaning: the job starts over in its first write."""
+    import json
+
+    job = write_job(
+        tmp_path / "job.toml",
+        """
+        [job]
+        recurrences = 2
+        target_metric = 1.0
+        beta_knob = inf
+        store = "s.sqlite"
+        [device]
+        plugin = "cpu-estimate"
+        scope = "process"
+        [batch_size]
+        plugin = "fixed"
+        default = 8
+    """,
+    )
+    out = tmp_path / "out"
+    run_job(job, my_train, output=out)
+    rows = (out / "recurrences.csv").read_text().splitlines()
+    assert rows[0].startswith("recurrence,try,batch_size,power_limit") and len(rows) == 3
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["provenance"]["command"] == "zeus_plugins_torch.run_job"
+    recorded = set(summary["provenance"]["outputs"])
+    assert {"recurrences.csv", "summary.json"} <= recorded
+    assert "cost_per_recurrence.png" in recorded and (out / "cost_per_recurrence.png").exists()  # the workload's figure
+
+    summary = run_job(job, my_train, overrides=["job.recurrences=1"], fresh=True, output=out)
+    assert summary.recurrences == 1 and [r.recurrence for r in summary.records] == [1]  # started over
+    assert len((out / "recurrences.csv").read_text().splitlines()) == 2
+
+
 def rec(recurrence, bs, cost, reached=True, try_index=1):
     return TryRecord(recurrence, try_index, bs, None, 3, cost / 10, cost / 2, cost, reached)
 

@@ -97,11 +97,12 @@ def provenance(
     device: Any = None,
     outputs: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The ``provenance`` of a ``summary.json`` that ``zeus <command>`` wrote (``ended``: now); ``outputs``: the
-    files zeus has written in its folder, relative to it (``zeus run --fresh`` removes those it did not write again)."""
+    """The ``provenance`` of a ``summary.json`` that ``command`` wrote (``zeus run``, ``zeus report``, a script's
+    ``run_job``; ``ended``: now); ``outputs``: the files zeus has written in its folder, relative to it (``zeus run
+    --fresh`` removes those it did not write again)."""
     uname = platform.uname()
     return {
-        "command": f"zeus {command}",
+        "command": command,
         "versions": versions(registry),
         "python": python_info(),
         "os": {"system": uname.system, "release": uname.release, "machine": uname.machine},

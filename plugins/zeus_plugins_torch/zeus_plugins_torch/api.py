@@ -8,6 +8,8 @@ from pathlib import Path
 from rich.console import Console
 
 from zeus_core import JobSummary
+from zeus_core.engine.outputs import write_outputs
+from zeus_core.engine.provenance import now
 from zeus_core.engine.registry import get_registry
 from zeus_core.engine.runner import Runner
 from zeus_core.engine.validation import load_job
@@ -19,6 +21,7 @@ def run_job(
     *,
     overrides: Sequence[str] = (),
     fresh: bool = False,
+    output: str | Path | None = None,
     console: Console | None = None,
 ) -> JobSummary:
     """Run ``job_file``'s recurrences with ``train(batch_size, zeus)`` as the workload.
@@ -30,19 +33,25 @@ def run_job(
     (a module-level function; ``__main__`` is fine) so that the other ranks of
     a data-parallel job find it; guard the script with
     ``if __name__ == "__main__":``. Without ``train`` the job's
-    ``[workload] entry`` is used. Raises :class:`zeus_core.engine.validation.JobError` for a
-    bad job file and :class:`zeus_core.RunFailed` when a try fails.
+    ``[workload] entry`` is used. ``fresh`` starts the job over as ``zeus run --fresh`` does (in
+    the job's first write, refused while other runners are in the middle of a recurrence).
+    ``output``: a folder to write what ``zeus run --output`` writes there (``recurrences.csv``,
+    ``summary.json``, the parts' files; on rank 0). Raises
+    :class:`zeus_core.engine.validation.JobError` for a bad job file and
+    :class:`zeus_core.RunFailed` when a try fails.
     """
     sets = list(overrides)
     if train is not None:
         sets += ['workload.plugin="torch"', f'workload.entry="{train.__module__}:{train.__qualname__}"']
+    started = now()
     reg = get_registry()
     spec = load_job(job_file, reg, sets)
-    runner = Runner(spec, reg, console)
-    if fresh:
-        runner.store.clear()
+    runner = Runner(spec, reg, console, fresh=fresh)
     try:
         runner.build()
-        return runner.run()
+        summary = runner.run()
     finally:
         runner.close()
+    if output is not None and runner.leads:
+        write_outputs(runner, summary, Path(output), command="zeus_plugins_torch.run_job", started=started, fresh=fresh)
+    return summary
