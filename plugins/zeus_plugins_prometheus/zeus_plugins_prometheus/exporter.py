@@ -26,6 +26,10 @@ price may be negative),
 ``zeus_carbon_intensity_grams_per_kwh`` (the mean intensity of the last try) and, at
 the job's end, ``zeus_job_carbon_grams`` and ``zeus_job_energy_cost{currency}``.
 
+With ``ZEUS_METRICS_NAMES=dcgm`` (or ``both``), ``/metrics`` serves the job's GPUs under
+dcgm-exporter's names and labels (:mod:`zeus_plugins_prometheus.dcgm`) instead of (or next
+to) these; the Pushgateway still gets these.
+
 What goes wrong (a port taken, a Pushgateway that does not answer) is a warning of the
 ``zeus.prometheus`` logger, once per kind, and the job goes on.
 """
@@ -49,9 +53,11 @@ log = logging.getLogger("zeus.prometheus")
 
 
 class Exporter:
-    def __init__(self, config: Any, job: str) -> None:
+    def __init__(self, config: Any, job: str, dcgm: Any = None) -> None:
         self.config = config
         self.job = job
+        #: the dcgm-named series (:class:`~zeus_plugins_prometheus.dcgm.DcgmSeries`), None unless ZEUS_METRICS_NAMES asks
+        self.dcgm = dcgm
         disable_created_metrics()  # no *_created series: a job's counters start with its process
         self.registry = r = CollectorRegistry()
         L, D = ["zeus_job"], ["zeus_job", "device"]
@@ -99,7 +105,7 @@ class Exporter:
         self._ended = False
         if config.port is not None:
             try:
-                self._server = _serve_metrics(config.host, config.port, r, config.token)
+                self._server = _serve_metrics(config.host, config.port, r, config.token, config.names, dcgm)
                 atexit.register(self._linger_then_close)
             except OSError as e:
                 self._warn("serve", f"cannot serve /metrics on {config.host}:{config.port} ({e.strerror or e}); the job runs without it")
@@ -167,6 +173,8 @@ class Exporter:
             self.job_batch_size.labels(self.job).set(knobs["batch_size"])
         if knobs.get("power_limit") is not None:
             self.job_power_limit.labels(self.job).set(knobs["power_limit"])
+        if self.dcgm is not None:
+            self.dcgm.freeze()  # the devices close after this: later scrapes serve this last reading
         self._ended = True
         self.push()
 
@@ -200,15 +208,19 @@ class Exporter:
             server.server_close()
 
 
-def _serve_metrics(host: str, port: int, registry: CollectorRegistry, token: str | None) -> Any:
+def _serve_metrics(host: str, port: int, registry: CollectorRegistry, token: str | None, names: str = "zeus", dcgm: Any = None) -> Any:
     """``/metrics`` of ``registry`` on a daemon thread (prometheus_client's WSGI app), answering 401
-    to a request without ``Authorization: Bearer TOKEN`` when there is a token. The server; its
-    ``shutdown()`` stops it."""
+    to a request without ``Authorization: Bearer TOKEN`` when there is a token. With ``names``
+    ``dcgm`` or ``both``, ``dcgm``'s series (alone, or after the registry's) in the text format
+    0.0.4 whatever the scraper asks: dcgm-exporter's counters carry no ``_total``, which
+    OpenMetrics requires. The server; its ``shutdown()`` stops it."""
     import hmac
     import socket
     import threading
     from socketserver import ThreadingMixIn
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    from prometheus_client.exposition import generate_latest
 
     metrics = make_wsgi_app(registry)
     expected = None if token is None else f"Bearer {token}".encode()
@@ -218,7 +230,11 @@ def _serve_metrics(host: str, port: int, registry: CollectorRegistry, token: str
         if expected is not None and not hmac.compare_digest(given, expected):
             start_response("401 Unauthorized", [("Content-Type", "text/plain"), ("WWW-Authenticate", "Bearer")])
             return [b"a bearer token is required\n"]
-        return metrics(environ, start_response)
+        if dcgm is None or names == "zeus":
+            return metrics(environ, start_response)
+        body = (generate_latest(registry) if names == "both" else b"") + dcgm.render().encode()
+        start_response("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"), ("Content-Length", str(len(body)))])
+        return [body]
 
     class Server(ThreadingMixIn, WSGIServer):
         daemon_threads = True

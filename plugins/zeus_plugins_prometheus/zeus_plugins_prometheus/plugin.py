@@ -15,7 +15,10 @@ does nothing (and imports nothing):
   recurrence's end and at the job's end (grouped by ``zeus_job`` and
   ``instance``, the host name unless ``ZEUS_PUSHGATEWAY_INSTANCE`` says
   otherwise). ``http://user:password@host:9091`` uses basic authentication
-  (the password is never shown).
+  (the password is never shown);
+* ``ZEUS_METRICS_NAMES=zeus|dcgm|both`` (default ``zeus``): which names ``/metrics``
+  serves: this project's, dcgm-exporter's for the job's GPUs (read at each scrape,
+  :mod:`zeus_plugins_prometheus.dcgm`), or both. It needs ``ZEUS_METRICS_ADDRESS``.
 
 A value that is not one of these is bad input: the job stops before its first
 recurrence (exit 2) naming the variable and the fix. A Pushgateway that does
@@ -33,6 +36,8 @@ import attrs
 
 from zeus_core import PartMismatch, hookimpl
 
+#: the values of ZEUS_METRICS_NAMES
+NAMES = ("zeus", "dcgm", "both")
 _HOSTPORT = re.compile(r"^(?:(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):)?(?P<port>\d{1,5})$")
 
 
@@ -44,6 +49,7 @@ class ExporterConfig:
     linger_s: float = 0.0
     pushgateway: str | None = None
     instance: str = ""
+    names: str = "zeus"  # what /metrics serves: "zeus", "dcgm" or "both"
 
 
 def read_config(env: dict[str, str]) -> ExporterConfig | None:
@@ -91,12 +97,20 @@ def read_config(env: dict[str, str]) -> ExporterConfig | None:
             raise PartMismatch(f"ZEUS_PUSHGATEWAY: {e}: expected an http(s) URL such as http://pushgateway:9091") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise PartMismatch(f"ZEUS_PUSHGATEWAY={mask(gateway)!r}: expected an http(s) URL such as http://pushgateway:9091")
+    names = env.get("ZEUS_METRICS_NAMES", "").strip() or "zeus"
+    if names not in NAMES:
+        raise PartMismatch(f"ZEUS_METRICS_NAMES={names!r}: expected one of {', '.join(NAMES)} (the names /metrics serves)")
+    if names != "zeus" and port is None:
+        raise PartMismatch(
+            f"ZEUS_METRICS_NAMES={names}: dcgm-exporter's names are read from the devices at each scrape of /metrics, never "
+            "pushed; set ZEUS_METRICS_ADDRESS too (127.0.0.1:9400 is dcgm-exporter's port)"
+        )
     instance = env.get("ZEUS_PUSHGATEWAY_INSTANCE", "").strip()
     if not instance:
         import socket
 
         instance = socket.gethostname()
-    return ExporterConfig(host, port, token, linger, gateway or None, instance)
+    return ExporterConfig(host, port, token, linger, gateway or None, instance, names)
 
 
 def _loopback(host: str) -> bool:
@@ -125,7 +139,14 @@ def zeus_on_job_start(job, context):
         return
     from zeus_plugins_prometheus.exporter import Exporter
 
-    _exporter = Exporter(config, job.name)
+    dcgm = None
+    device = context.parts.get("device") if context is not None else None
+    if config.names != "zeus" and device is not None:
+        from zeus_plugins_prometheus.dcgm import DcgmSeries
+
+        spec_part = context.spec.parts.get("device") if context.spec is not None else None
+        dcgm = DcgmSeries(device, job.name, os.environ, getattr(spec_part, "plugin", None))
+    _exporter = Exporter(config, job.name, dcgm)
 
 
 @hookimpl

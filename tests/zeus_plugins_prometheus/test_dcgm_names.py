@@ -1,0 +1,218 @@
+"""dcgm-exporter's names on /metrics (``ZEUS_METRICS_NAMES``), scraped for real from a running job.
+
+The job runs ``zeus run`` on two simulated NVIDIA GPUs (``ZEUS_FAKE_NVML``) with the
+scheduler's variables set; its workload scrapes its own ``/metrics`` over loopback
+mid-epoch, between two reads of the simulated driver's energy counter, and writes the
+text down. The series must carry dcgm-exporter's names, types, units and labels, and the
+driver's values (the energy counter between the two reads: no timing luck). The Grafana
+dashboard in ``contrib/`` may use only series and labels the exporter emits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from pg_server import free_port
+from prometheus_client.parser import text_string_to_metric_families
+
+from zeus_core import PartMismatch
+from zeus_plugins_nvml import fake_pynvml
+from zeus_plugins_prometheus import dcgm
+from zeus_plugins_prometheus.plugin import read_config
+
+REPO = Path(__file__).resolve().parents[2]
+DASHBOARD = REPO / "contrib" / "grafana" / "zeus-dcgm-dashboard.json"
+
+ENTRY = """
+import json, os, time, urllib.request
+from zeus_plugins_nvml import fake_pynvml
+
+def _energy_mj():
+    return [fake_pynvml.nvmlDeviceGetTotalEnergyConsumption(fake_pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(2)]
+
+def train(batch_size, zeus):
+    port = os.environ["ZEUS_METRICS_ADDRESS"].rpartition(":")[2]
+    for _ in zeus.epochs():
+        for _ in zeus.iterate(range(20)):
+            time.sleep(0.001)
+        fake_pynvml.nvmlInit()
+        before = _energy_mj()
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+        after = _energy_mj()
+        fake_pynvml.nvmlShutdown()
+        with open(os.environ["SCRAPE_OUT"], "w") as f:
+            json.dump({"text": text, "before": before, "after": after}, f)
+        zeus.report_metric(1.0)
+"""
+
+JOB = """
+[job]
+name = "dcgm-job"
+recurrences = 1
+target_metric = 0.5
+store = "job.sqlite"
+
+[workload]
+plugin = "torch"
+entry = "scrape_entry:train"
+python_path = ["{support}"]
+batch_sizes = [32]
+default_batch_size = 32
+threads = 1
+
+[device]
+plugin = "nvml"
+gpus = [0, 1]
+
+[batch_size]
+plugin = "fixed"
+default = 32
+"""
+
+SCHEDULER = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_STEP_ID": "0",
+    "SLURM_JOB_USER": "alice",
+    "POD_NAME": "train-7f9c",
+    "POD_NAMESPACE": "research",
+    "CONTAINER_NAME": "trainer",
+    "NODE_NAME": "node-a7",
+}
+
+#: what SCHEDULER makes of the labels: dcgm-exporter's names (pod, namespace, container, hpc_job), then Slurm's
+JOB_LABELS = {
+    "pod": "train-7f9c",
+    "namespace": "research",
+    "container": "trainer",
+    "hpc_job": "4242",
+    "slurm_step": "0",
+    "slurm_user": "alice",
+}
+
+
+def _run_job(tmp_path: Path, names: str) -> tuple[dict, subprocess.CompletedProcess]:
+    gpus = [fake_pynvml.FakeGpu(demand_w=250.0, temperature_c=51), fake_pynvml.FakeGpu(demand_w=180.0, temperature_c=47)]
+    driver = fake_pynvml.create(tmp_path / "nvml.json", gpus, privileged=True)
+    (tmp_path / "scrape_entry.py").write_text(textwrap.dedent(ENTRY))
+    job = tmp_path / "job.toml"
+    job.write_text(JOB.format(support=tmp_path))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEUS_METRICS", "ZEUS_PUSHGATEWAY", "SLURM_", "POD_", "CUDA_"))}
+    env.update(SCHEDULER)
+    env.update(
+        ZEUS_FAKE_NVML=str(driver),
+        ZEUS_METRICS_ADDRESS=f"127.0.0.1:{free_port()}",
+        ZEUS_METRICS_NAMES=names,
+        SCRAPE_OUT=str(tmp_path / "scrape.json"),
+        ZEUS_DISABLED_PLUGINS="perseus,hetero,trace,cpu",
+        OMP_NUM_THREADS="1",
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--output", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return json.loads((tmp_path / "scrape.json").read_text()), r
+
+
+def test_a_running_job_serves_dcgm_exporter_names_types_units_and_labels(tmp_path):
+    scraped, _ = _run_job(tmp_path, "both")
+    text = scraped["text"]
+    # dcgm-exporter's counter is its bare name (no _total), in the text format 0.0.4
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\nDCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=" in text
+    assert "# HELP DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION Total energy consumption since boot (in mJ).\n" in text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    kinds = {name: families[name].type for name in dcgm.FIELD_NAMES}
+    assert kinds == {
+        "DCGM_FI_DEV_GPU_TEMP": "gauge",
+        "DCGM_FI_DEV_POWER_USAGE": "gauge",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter",
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT": "gauge",
+    }
+    assert "(in W)" in families["DCGM_FI_DEV_POWER_USAGE"].documentation
+    state = fake_pynvml.read_state(tmp_path / "nvml.json")["gpus"]
+    for i, g in enumerate(state):
+        want = {
+            "gpu": str(i),
+            "UUID": g["uuid"],
+            "device": f"nvidia{i}",
+            "modelName": g["name"],
+            "Hostname": "node-a7",
+            "DCGM_FI_DRIVER_VERSION": "550.54.15",
+            **JOB_LABELS,
+            "zeus_job": "dcgm-job",
+        }
+        values = {}
+        for name in dcgm.FIELD_NAMES:
+            (sample,) = [s for s in families[name].samples if s.labels["gpu"] == str(i)]
+            assert sample.name in (name, f"{name}_total") and sample.labels == want  # the parser names a counter's samples _total
+            values[name] = sample.value
+        draw = min(g["demand_w"], g["limit_w"])
+        assert values["DCGM_FI_DEV_POWER_USAGE"] == pytest.approx(draw)  # W, not mW
+        assert values["DCGM_FI_DEV_POWER_MGMT_LIMIT"] == g["limit_w"]
+        assert values["DCGM_FI_DEV_GPU_TEMP"] == g["temperature_c"]
+        # mJ since the driver loaded, as NVML's counter: read between two reads of the driver's counter
+        assert scraped["before"][i] - 1 <= values["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] <= scraped["after"][i] + 1
+    # both: the project's own series are served too, unchanged
+    assert families["zeus_device_energy_joules"].type == "counter"
+
+
+def test_names_dcgm_serves_only_dcgm_names(tmp_path):
+    scraped, _ = _run_job(tmp_path, "dcgm")
+    names = {f.name for f in text_string_to_metric_families(scraped["text"])}
+    assert names == set(dcgm.FIELD_NAMES)
+
+
+def test_the_default_keeps_todays_output_and_a_bad_value_is_bad_input():
+    assert read_config({"ZEUS_METRICS_ADDRESS": "9464"}).names == "zeus"
+    assert read_config({"ZEUS_METRICS_ADDRESS": "9464", "ZEUS_METRICS_NAMES": "both"}).names == "both"
+    with pytest.raises(PartMismatch, match=r"ZEUS_METRICS_NAMES='dcmg'.*zeus, dcgm, both"):
+        read_config({"ZEUS_METRICS_ADDRESS": "9464", "ZEUS_METRICS_NAMES": "dcmg"})
+    with pytest.raises(PartMismatch, match="ZEUS_METRICS_NAMES=dcgm.*set ZEUS_METRICS_ADDRESS"):
+        read_config({"ZEUS_PUSHGATEWAY": "http://gw:9091", "ZEUS_METRICS_NAMES": "dcgm"})
+
+
+def test_job_labels_come_from_slurm_and_the_downward_api_and_unset_ones_are_absent():
+    assert dcgm.job_labels(SCHEDULER) == JOB_LABELS
+    assert dcgm.job_labels({"SLURM_JOB_ID": " ", "POD_NAME": ""}) == {}
+    assert dcgm.hostname({"NODE_NAME": "node-a7"}) == "node-a7"
+
+
+def _exprs(node) -> list[str]:
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == "expr" and isinstance(v, str)] + [e for v in node.values() for e in _exprs(v)]
+    if isinstance(node, list):
+        return [e for v in node for e in _exprs(v)]
+    return []
+
+
+def test_the_grafana_dashboard_reads_only_what_the_exporter_emits():
+    board = json.loads(DASHBOARD.read_text())
+    assert board["title"] and board["panels"]
+    exprs = _exprs(board["panels"])
+    assert len(exprs) >= 4
+    # a series is a name before its selector: every expression here selects (by Hostname at least)
+    used = {m for e in exprs for m in re.findall(r"\b([A-Za-z_:][A-Za-z0-9_:]*)\s*\{", e)}
+    assert all(re.findall(r"\bDCGM_\w+", e) == re.findall(r"\bDCGM_\w+(?=\s*\{)", e) for e in exprs)
+    assert used and used <= set(dcgm.FIELD_NAMES), used - set(dcgm.FIELD_NAMES)
+    assert {"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"} <= used
+    labels = {label.strip() for e in exprs for group in re.findall(r"\b(?:by|without)\s*\(([^)]*)\)", e) for label in group.split(",")}
+    labels |= {m for e in exprs for m in re.findall(r"([A-Za-z_]+)\s*=~?\s*\"", e)}
+    assert labels <= set(dcgm.ALL_LABELS), labels - set(dcgm.ALL_LABELS)
+    # template variables query label values of emitted series too
+    for var in board.get("templating", {}).get("list", []):
+        query = var.get("query")
+        text = query if isinstance(query, str) else (query or {}).get("query", "")
+        if var.get("type") == "query":
+            m = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", text.strip())
+            assert m and m.group(1) in dcgm.FIELD_NAMES and m.group(2) in dcgm.ALL_LABELS, text
