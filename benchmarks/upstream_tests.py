@@ -81,16 +81,6 @@ LABELS: dict[str, tuple[str, str]] = {
         "upstream's private Apple Silicon binding (a mock of its `zeus_apple_silicon` import); zeus's apple_silicon plugin",
     ),
     "tests/device/test_deprecated_alias.py": (PRIVATE, "upstream's private device classes under the deprecated-method metaclass"),
-    "tests/utils/test_zeusd.py": (
-        NOT_IMPLEMENTED,
-        "zeus.utils.zeusd (upstream's client of its zeusd daemon) is not in"
-        " zeus-compat yet (issue 35, item 1); zeus's privileged service is"
-        " `zeus daemon`",
-    ),
-    "tests/monitor/test_power_streaming.py": (
-        NOT_IMPLEMENTED,
-        "zeus.monitor.power_streaming (PowerStreamingClient) is not in zeus-compat yet (issue 35, item 1)",
-    ),
     "tests/optimizer/batch_size/test_server.py": (
         PRIVATE,
         "upstream's batch-size server itself (its status codes,"
@@ -116,11 +106,6 @@ DIFFERENCES: list[tuple[str, str]] = []
 
 #: (test-id regex, label, reason) of single cases of otherwise passing files, labelled as files are
 CASE_LABELS: list[tuple[str, str, str]] = [
-    (
-        r"tests/device/gpu/test_amd\.py::<collection>$",
-        NOT_IMPLEMENTED,
-        "newer upstream's AMD test imports zeus.utils.zeusd, not in zeus-compat yet (issue 35, item 1)",
-    ),
     (
         r"tests/monitor/test_power\.py::test_get_(power|energy)_",
         PRIVATE,

@@ -68,6 +68,8 @@ def _isolated_state(tmp_path, monkeypatch):
     monkeypatch.delenv("ZEUS_TRACE_PLUGINS", raising=False)
     monkeypatch.delenv("ZEUS_DAEMON_SOCKET", raising=False)  # a developer's daemon must not serve the tests
     monkeypatch.delenv("ZEUSD_SOCK_PATH", raising=False)  # nor one named by upstream's variable
+    monkeypatch.delenv("ZEUSD_HOST_PORT", raising=False)  # nor a TCP one (upstream's zeusd client reads it)
+    monkeypatch.delenv("ZEUSD_TOKEN", raising=False)
     monkeypatch.chdir(tmp_path)
 
 

@@ -16,6 +16,7 @@ device group (:class:`ClockRangeControl`).
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from rich.console import Console
 from zeus.device.common import DeprecatedAliasABCMeta, _alias, deprecated_alias, deprecated_aliases, has_sys_admin
 from zeus.device.exception import *  # noqa: F403 - upstream exports the GPU errors from here
 from zeus.device.exception import (
+    ZeusBaseError,
     ZeusBaseGPUError,
     ZeusGPUHeterogeneousError,
     ZeusGPUInitError,
@@ -91,6 +93,16 @@ class GPU(metaclass=DeprecatedAliasABCMeta):
         self.group = group
         [self.name_key] = list(group.names)
         self._disable_sys_admin_warning = False
+        #: (client, the daemon's index of this GPU) where ``ZEUSD_HOST_PORT`` names a daemon that makes the changes
+        self._zeusd: tuple[Any, int] | None = None
+
+    def _through_zeusd(self, method: str, *args: Any) -> bool:
+        """Make a change through the daemon ``ZEUSD_HOST_PORT`` names (True), or say there is none (False)."""
+        if self._zeusd is None:
+            return False
+        client, index = self._zeusd
+        getattr(client, method)([index], *args)
+        return True
 
     def _call(self, fn: Any, *args: Any) -> Any:
         try:
@@ -152,6 +164,10 @@ class GPU(metaclass=DeprecatedAliasABCMeta):
     @deprecated_alias("setPowerManagementLimit")
     def set_power_management_limit(self, power_limit_mw: int, block: bool = True) -> None:
         """Set the limit (mW); it stays when the process ends, as upstream leaves it."""
+        if self._zeusd is not None and self.get_power_management_limit() == power_limit_mw:
+            return
+        if self._through_zeusd("set_power_limit", power_limit_mw, block):
+            return
         self._leave(self._need(PowerLimitControl, "set power limits").set_power_limit, power_limit_mw / 1000.0)
 
     def _set_power_limit_journaled(self, power_limit_mw: int) -> None:
@@ -165,7 +181,9 @@ class GPU(metaclass=DeprecatedAliasABCMeta):
 
     @deprecated_alias("setPersistenceMode")
     def set_persistence_mode(self, enabled: bool, block: bool = True) -> None:
-        """Persistence mode is left to the driver (zeus keeps a device open while it steers it)."""
+        """Persistence mode is left to the driver (zeus keeps a device open while it steers it), or to
+        the daemon ``ZEUSD_HOST_PORT`` names."""
+        self._through_zeusd("set_persistence_mode", enabled, block)
 
     def get_persistence_mode(self) -> bool:
         return True
@@ -194,6 +212,8 @@ class GPU(metaclass=DeprecatedAliasABCMeta):
     @deprecated_alias("setGpuLockedClocks")
     def set_gpu_locked_clocks(self, min_clock_mhz: int, max_clock_mhz: int, block: bool = True) -> None:
         """Lock the SM clock to ``[min_clock_mhz, max_clock_mhz]``; it stays locked when the process ends."""
+        if self._through_zeusd("set_gpu_locked_clocks", min_clock_mhz, max_clock_mhz, block):
+            return
         if isinstance(self.group, ClockRangeControl):
             self._leave(self.group.lock_clock_range, min_clock_mhz, max_clock_mhz)
         elif min_clock_mhz == max_clock_mhz:
@@ -206,6 +226,8 @@ class GPU(metaclass=DeprecatedAliasABCMeta):
     @deprecated_alias("resetGpuLockedClocks")
     def reset_gpu_locked_clocks(self, block: bool = True) -> None:
         """Unlock the SM clock."""
+        if self._through_zeusd("reset_gpu_locked_clocks", block):
+            return
         if isinstance(self.group, ClockRangeControl):
             self._call(self.group.reset_sm_clocks)
         else:
@@ -214,11 +236,15 @@ class GPU(metaclass=DeprecatedAliasABCMeta):
     @deprecated_alias("setMemoryLockedClocks")
     def set_memory_locked_clocks(self, min_clock_mhz: int, max_clock_mhz: int, block: bool = True) -> None:
         """Lock the memory clock to ``[min_clock_mhz, max_clock_mhz]``; it stays locked when the process ends."""
+        if self._through_zeusd("set_mem_locked_clocks", min_clock_mhz, max_clock_mhz, block):
+            return
         self._leave(self._ranges("lock its memory clock").lock_memory_clock_range, min_clock_mhz, max_clock_mhz)
 
     @deprecated_alias("resetMemoryLockedClocks")
     def reset_memory_locked_clocks(self, block: bool = True) -> None:
         """Unlock the memory clock."""
+        if self._through_zeusd("reset_mem_locked_clocks", block):
+            return
         self._call(self._ranges("unlock its memory clock").reset_memory_clocks)
 
     def reset_locked_clocks(self, block: bool = True) -> None:
@@ -272,6 +298,7 @@ class GPUs:
     """The CUDA-visible GPUs, opened one by one on first use (see the module's docstring)."""
 
     _gpu_class: type[GPU] = GPU
+    _zeusd: Any = None
 
     def __init__(self, ensure_homogeneous: bool = False, registry: Any = None) -> None:
         from zeus_core.engine.registry import get_registry
@@ -287,8 +314,41 @@ class GPUs:
             raise ZeusGPUInitError(
                 "No GPU device plugin is installed: pip install zeus-plugins-nvml (NVIDIA) or zeus-plugins-amdsmi (AMD)."
             )
+        self._zeusd = self._zeusd_from_env()
         if ensure_homogeneous:
             self._ensure_homogeneous()
+
+    @staticmethod
+    def _zeusd_from_env() -> Any:
+        """The daemon upstream's ``ZEUSD_HOST_PORT`` (with ``ZEUSD_TOKEN``) names, which makes every change
+        (``gpu-control`` required, as upstream requires it); None without one. ``ZEUSD_SOCK_PATH`` needs
+        nothing here: the device plugins reach ``zeus daemon`` on that socket themselves."""
+        from zeus.utils.zeusd import ZeusdClient, ZeusdConfig, require_capabilities
+
+        config = ZeusdConfig.from_env()
+        if config is None or config.socket_path is not None:
+            return None
+        try:
+            client = ZeusdClient(config)
+            require_capabilities(client, control_gpu=True)
+        except ZeusBaseError as e:
+            raise ZeusGPUInitError(str(e)) from e
+        return client
+
+    @staticmethod
+    def _daemon_index(index: int) -> int:
+        """The index the daemon knows GPU ``index`` by: its entry of ``CUDA_VISIBLE_DEVICES`` (or
+        ``HIP_VISIBLE_DEVICES``) where that lists indices, as upstream reads it; else ``index``."""
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+        if not visible:
+            return index
+        entries = [e.strip() for e in visible.split(",")]
+        if index < len(entries) and entries[index].isdigit():
+            return int(entries[index])
+        raise ZeusGPUInitError(
+            f"ZEUSD_HOST_PORT names a daemon, which numbers GPUs by index, but CUDA_VISIBLE_DEVICES={visible!r} does not "
+            f"give GPU {index} as one; list indices there"
+        )
 
     def _open(self, index: int) -> GPU | None:
         if index < 0:
@@ -300,7 +360,16 @@ class GPUs:
                 return None
             raise ZeusGPUInitError(f"GPU {index} could not be opened: {why}")
         name, _, group = choice.opened
-        return self._gpu_class(index, name, group)
+        gpu = self._gpu_class(index, name, group)
+        if self._zeusd is not None:
+            daemon_index = self._daemon_index(index)
+            if daemon_index not in self._zeusd.gpu_ids:
+                raise ZeusGPUInitError(
+                    f"GPU {index} is GPU {daemon_index} of this node, which the daemon at {self._zeusd.endpoint} does not serve"
+                )
+            gpu._zeusd = (self._zeusd, daemon_index)
+            gpu._disable_sys_admin_warning = True
+        return gpu
 
     def _gpu(self, index: int) -> GPU:
         gpu = self._gpus.get(index)
