@@ -21,7 +21,7 @@ options classes, ``zeus_core.datafiles`` for reading the data files a job names
 numbers), ``zeus_core.daemon`` for privileged services). The engine
 that composes parts into a running job (runner, job-file validation,
 histories, stores, ranks, the registry) lives under :mod:`zeus_core.engine`,
-which plugins use only when they must (a store backend, a trial service).
+which plugins use only when they must (a store backend, a history service).
 
 The in-loop objects, measurement windows, allocations, savings and the
 early-stopping rule load on first use, so that ``import zeus_core`` (and every

@@ -202,7 +202,7 @@ def api_md() -> tuple[str, list[str]]:
         "options classes, `zeus_core.datafiles` for reading the data files a job names, `zeus_core.daemon`",
         "for privileged services). The engine that composes parts",
         "into a running job lives under `zeus_core.engine`, which a plugin uses only when it must",
-        "(a store backend, a trial service); see its module docstrings.",
+        "(a store backend, a history service); see its module docstrings.",
         "",
         "| name | defined in | what it is |",
         "| --- | --- | --- |",

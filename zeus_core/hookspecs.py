@@ -291,7 +291,7 @@ def zeus_register_stores(register: RegisterStore) -> None:
     :class:`zeus_core.backends.StoreError`, naming the store (credentials masked with
     :func:`zeus_core.engine.stores.locations.mask`) and the fix, for one it cannot use, or
     :class:`zeus_core.backends.StoreUnavailable` for a server it cannot reach now. A store
-    that runs the trial bookkeeping itself (a service) also implements
+    that runs the try bookkeeping itself (a service) also implements
     :class:`zeus_core.engine.remote.ServesHistory`. A ``job.store`` without a scheme is a SQLite
     file (the core's own ``sqlite`` backend, registered through this hook like any
     other).

@@ -1,5 +1,5 @@
 """The engine: what composes registered parts into a running job, for the core's commands and
-for the plugins that must reach behind the contract (a store backend, a trial service, a
+for the plugins that must reach behind the contract (a store backend, a history service, a
 launcher's ranks). ``import zeus_core`` is the contract; each module here holds one step:
 
 * :mod:`~zeus_core.engine.registry`: plugins found through the ``zeus`` entry points;

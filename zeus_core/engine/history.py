@@ -1,4 +1,4 @@
-"""The bookkeeping of a recurring job over its store: recurrences, trials, and what policies learn.
+"""The bookkeeping of a recurring job over its store: recurrences, tries, and what policies learn.
 
 ``zeus run`` (the runner), a user's own loop (:class:`zeus_core.BatchSizeOptimizer`,
 :class:`zeus_core.PowerLimitOptimizer`) and the optimizer service all keep a
@@ -242,7 +242,7 @@ class JobHistory(Protocol):
             def next_try(self, recurrence, try_index) -> TryPlan:
                 return TryPlan(**self.http.post("/trials", json=[recurrence, try_index]).json())
 
-            def record(self, trial, record, recurrence_cost=None) -> None:
+            def record(self, plan, record, recurrence_cost=None) -> None:
                 self.http.post("/results", json=record.to_json())
     """
 
@@ -250,12 +250,12 @@ class JobHistory(Protocol):
 
     def next_try(self, recurrence: int, try_index: int) -> TryPlan: ...
 
-    def record(self, trial: TryPlan, record: TryRecord, recurrence_cost: float | None = None) -> None: ...
+    def record(self, plan: TryPlan, record: TryRecord, recurrence_cost: float | None = None) -> None: ...
 
 
 @runtime_checkable
 class HistoryService(JobHistory, Protocol):
-    """A recurring job's trial bookkeeping, wherever it runs: :class:`History` over the
+    """A recurring job's try bookkeeping, wherever it runs: :class:`History` over the
     job's store in this process, or a service's client (:class:`ServesHistory`): a
     :class:`JobHistory` that also reads the whole history and closes.
 
@@ -263,14 +263,14 @@ class HistoryService(JobHistory, Protocol):
 
     Example::
 
-        rec = trials.begin_recurrence()
+        rec = history.begin_recurrence()
         for try_index in range(1, job.max_tries + 1):
-            trial = trials.next_try(rec, try_index)     # batch size, cost bound
-            record = train(trial)                         # a TryRecord
-            trials.record(trial, record, recurrence_cost=cost if record.reached else None)
+            plan = history.next_try(rec, try_index)      # batch size, cost bound
+            record = train(plan)                          # a TryRecord
+            history.record(plan, record, recurrence_cost=cost if record.reached else None)
             if record.reached:
                 break
-        trials.history()                                  # every try of the job, all runners
+        history.history()                                 # every try of the job, all runners
     """
 
     def history(self) -> list[TryRecord]: ...
@@ -511,7 +511,7 @@ class History:
     def next_try(self, recurrence: int, try_index: int, *, tx: StoreTransaction | None = None) -> TryPlan:
         """The batch-size policy chooses on the latest committed state; the try's cost bound."""
         if self.policy is None:
-            raise RuntimeError("this job has no batch-size policy to choose a trial")
+            raise RuntimeError("this job has no batch-size policy to choose a try")
         policy = self.policy
         with self._transaction(tx) as tx:
             self._same_history(tx, recurrence)
@@ -541,7 +541,7 @@ class History:
 
     def record(
         self,
-        trial: TryPlan,
+        plan: TryPlan,
         record: TryRecord,
         recurrence_cost: float | None = None,
         *,
@@ -586,9 +586,9 @@ class History:
             # job each add their observation instead of overwriting the other's.
             if self.policy is not None:
                 self._load(tx, ("batch_size",))
-                self.policy.observe(trial.context, record)
+                self.policy.observe(plan.context, record)
                 self._save_batch_size_state(tx)
-            self._merge_power_state(tx, trial.power_base)
+            self._merge_power_state(tx, plan.power_base)
             tx.add_try(record)
             if record.reached and recurrence_cost is not None:
                 st = dict(tx.get(RUNNER_KEY) or _DEFAULT_RUNNER_STATE)

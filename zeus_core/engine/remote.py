@@ -1,4 +1,4 @@
-"""What a trial service needs to run a job's batch-size policy as ``zeus run`` does.
+"""What a history service needs to run a job's batch-size policy as ``zeus run`` does.
 
 A service that keeps a job's history for clients elsewhere (``zeus serve``)
 builds the job's batch-size policy itself, from the same registry and options
@@ -53,7 +53,7 @@ _KEYS = ("job", "identity", "batch_size", "max_power_w", "batch_sizes", "default
 
 
 class SetupError(BadInput):
-    """A trial setup a service cannot use: every problem, each with its path (``$.job.eta_knob``)."""
+    """A history setup a service cannot use: every problem, each with its path (``$.job.eta_knob``)."""
 
     def __init__(self, problems: list[tuple[tuple, str]]) -> None:
         self.problems = problems
@@ -108,7 +108,7 @@ def part_table(plugin: str, options: Any) -> dict[str, Any]:
 
 @attrs.define
 class HistorySetup:
-    """Everything a trial service needs to build a job's batch-size policy and keep its
+    """Everything a history service needs to build a job's batch-size policy and keep its
     history as ``zeus run`` does (see the module docstring)."""
 
     job: JobOptions
@@ -310,7 +310,7 @@ def _predictions(raw: Any, bad: Callable[[tuple, str], None]) -> dict[int, list[
 
 @runtime_checkable
 class ServesHistory(Protocol):
-    """A :class:`~zeus_core.backends.JobStore` that runs the trial bookkeeping itself (a service in
+    """A :class:`~zeus_core.backends.JobStore` that runs the try bookkeeping itself (a service in
     front of the job's state, such as ``zeus serve``): the runner and the script-level
     optimizers ask it for a :class:`HistoryService` instead of building :class:`History`.
 

@@ -209,12 +209,12 @@ class Runner:
         records: list[TryRecord] = []
         cost_acc = 0.0
         for try_index in range(1, job.max_tries + 1):
-            trial = self.history.next_try(rec, try_index)
-            record = self.run_try(trial)
+            plan = self.history.next_try(rec, try_index)
+            record = self.run_try(plan)
             records.append(record)
             if record.epochs > 0:
                 cost_acc += record.cost
-            self.history.record(trial, record, recurrence_cost=cost_acc if record.reached else None)
+            self.history.record(plan, record, recurrence_cost=cost_acc if record.reached else None)
             self.hook.zeus_on_try_end(record=record)
             if record.reached:
                 self.hook.zeus_on_recurrence_end(recurrence=rec, records=records)
@@ -226,18 +226,18 @@ class Runner:
             "or check job.target_metric"
         )
 
-    def run_try(self, trial: TryPlan) -> TryRecord:
+    def run_try(self, plan: TryPlan) -> TryRecord:
         """Train one try through a session; the result, not yet stored."""
         job = self.spec.job
         power = self.parts.get("power")
-        rec, try_index, batch_size = trial.recurrence, trial.try_index, trial.batch_size
+        rec, try_index, batch_size = plan.recurrence, plan.try_index, plan.batch_size
         assert self.monitor is not None and self.store is not None  # built by build() on rank 0
         session = RunSession(
             job=job,
             batch_size=batch_size,
             recurrence=rec,
             try_index=try_index,
-            cost_bound=trial.cost_bound,
+            cost_bound=plan.cost_bound,
             devices=self.parts["device"],
             monitor=self.monitor,
             power_policy=power,

@@ -414,13 +414,13 @@ class RemoteTrials:
         bound = math.inf if got["cost_bound"] is None else float(got["cost_bound"])
         return TryPlan(recurrence, try_index, int(got["batch_size"]), bound, ctx, base)
 
-    def record(self, trial: TryPlan, record: TryRecord, recurrence_cost: float | None = None) -> None:
-        min_cost = trial.context.min_cost
+    def record(self, plan: TryPlan, record: TryRecord, recurrence_cost: float | None = None) -> None:
+        min_cost = plan.context.min_cost
         body: dict[str, Any] = {
             "trial": {
-                "recurrence": trial.recurrence,
-                "try_index": trial.try_index,
-                "batch_size": trial.batch_size,
+                "recurrence": plan.recurrence,
+                "try_index": plan.try_index,
+                "batch_size": plan.batch_size,
                 "min_cost": None if not math.isfinite(min_cost) else min_cost,
             },
             "record": _record_json(record),
@@ -429,11 +429,11 @@ class RemoteTrials:
         power, mine, merged = self.power, None, None
         if power is not None:
             mine = power.get_state()
-        changed = mine is not None and mine != trial.power_base
-        theirs, digest = self._committed.get((trial.recurrence, trial.try_index), (None, None))
+        changed = mine is not None and mine != plan.power_base
+        theirs, digest = self._committed.get((plan.recurrence, plan.try_index), (None, None))
         for attempt in range(1, 1001):
             if changed:
-                merged = merge_power_state(trial.power_base, mine, theirs)
+                merged = merge_power_state(plan.power_base, mine, theirs)
                 body["power"] = {"state": merged, "expected": digest}
             try:
                 self._step("results", body)
