@@ -26,6 +26,14 @@ to a hidden temporary file beside it and put in place when the monitor ends
 (:func:`zeus_core.files.atomic_path`), so a reader never sees half of it; when a write fails
 (a full disk, a read-only one, an I/O error) the monitor stops, shows its summary, removes the
 temporary file and exits 1 naming the file and why.
+
+``--node HOST:PORT`` (repeatable) shows node daemons' devices instead of this machine's: each
+node's ``zeus daemon`` (or upstream zeusd) streams its GPUs' and CPUs' power over its HTTP API
+(:class:`zeus_core.daemon.nodeclient.Fleet`); a node that goes away is retried every second and
+its stream reopened, and each sample's time is put on this machine's clock by the node's offset,
+measured over ``/time`` at every (re)connection. ``--token`` (default ``$ZEUSD_TOKEN``) is shown
+to daemons that want one. Its ``--csv`` (:class:`FleetLog`) is long: a row per node and device
+at each refresh, written atomically as above.
 """
 
 from __future__ import annotations
@@ -217,7 +225,7 @@ class SampleLog:
     place by :meth:`close`; an ``OSError`` (naming ``path``) from the constructor or :meth:`write`
     means nothing was put there."""
 
-    def __init__(self, path: Path, s: Sampler) -> None:
+    def __init__(self, path: Path, s: Any) -> None:  # a Sampler (FleetLog: a FleetView)
         self._f: Any = None
         self._closed = False
         self._atomic = atomic_path(path)
@@ -274,6 +282,147 @@ class SampleLog:
         return failed if isinstance(failed, OSError) else None
 
 
+class FleetLog(SampleLog):
+    """``zeus monitor --node``'s CSV: one row per device of every node at each refresh, long format
+    (a node's devices are known only once it answers): ``time``, ``elapsed_s``, ``node``, ``device``,
+    ``state``, ``power_w``, ``energy_j``, ``sample_time`` (the latest sample's time on this
+    machine's clock, the node's clock offset corrected), ``samples``. Written as ``--csv`` is."""
+
+    def _start(self, s: Any) -> None:
+        self._w.writerow(["time", "elapsed_s", "node", "device", "state", "power_w", "energy_j", "sample_time", "samples"])
+        self._f.flush()
+
+    def write(self, s: Any) -> None:
+        now, elapsed = time.time(), time.monotonic() - s.t0
+        for node, readings in s.fleet.snapshot():
+            for device, r in sorted(readings.items()):
+                figures = [f"{r.watts:.3f}", f"{r.energy_j:.6f}", f"{r.time_s:.3f}", r.samples]
+                self._w.writerow([f"{now:.3f}", f"{elapsed:.3f}", node.name, device, node.state, *figures])
+        self._f.flush()
+
+
+class FleetView:
+    """What ``zeus monitor --node`` shows: per node and device, the live power from its stream."""
+
+    def __init__(self, fleet: Any) -> None:
+        self.fleet = fleet
+        self.t0 = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def table(self, title: str, final: bool = False) -> Table:
+        from rich.table import Table
+
+        t = Table(title=title, title_justify="left")
+        for name in ("node", "state", "clock offset", "reconnects", "device"):
+            t.add_column(name)
+        if not final:
+            t.add_column("power now", justify="right")
+        for name in ("avg power", "energy", "samples"):
+            t.add_column(name, justify="right")
+        total_p, total_e = 0.0, 0.0
+        now = time.time()
+        for node, readings in self.fleet.snapshot():
+            offset = "-" if node.offset_s is None else f"{node.offset_s * 1000:+.0f} ms"
+            reconnects = str(max(node.connections - len(node.streams), 0))
+            state = node.state if node.state != "connected" else "streaming"
+            if not readings:
+                cells = [node.name, state, offset, reconnects, escape(node.detail[:60]) or "-"]
+                t.add_row(*cells, *([""] * (len(t.columns) - len(cells))))
+                continue
+            for device, r in sorted(readings.items()):
+                fresh = now - r.time_s < 5.0
+                avg = r.energy_j / self.elapsed if self.elapsed > 0 else None
+                if fresh:
+                    total_p += r.watts
+                total_e += r.energy_j
+                cells = [node.name, state, offset, reconnects, device]
+                if not final:
+                    cells.append(f"{r.watts:.1f} W" if fresh else "-")
+                cells += ["-" if avg is None else f"{avg:.1f} W", format_joules(r.energy_j), str(r.samples)]
+                t.add_row(*cells)
+        footer = ["total", "", "", "", ""] + ([f"{total_p:.1f} W"] if not final else [])
+        footer += [f"{total_e / self.elapsed:.1f} W" if self.elapsed > 0 else "-", format_joules(total_e), ""]
+        t.add_section()
+        t.add_row(*footer, style="bold")
+        return t
+
+
+def _monitor_nodes(nodes: tuple[str, ...], token: str | None, interval: float, csv_path: Path | None, duration: float | None) -> None:
+    """``zeus monitor --node ...``: stream every node's power until Ctrl-C, SIGTERM or ``--duration``."""
+    from rich.console import Group
+    from rich.live import Live
+    from rich.text import Text
+
+    from zeus_core.daemon.nodeclient import Endpoint, Fleet
+
+    console = make_console()
+    err = make_console(stderr=True)
+    endpoints = []
+    for text in nodes:
+        try:
+            endpoints.append(Endpoint.parse(text, token))
+        except ValueError as e:
+            err.print(f"[bold red]error:[/] --node {escape(str(e))}")
+            sys.exit(2)
+    try:
+        fleet = Fleet(endpoints)
+    except ValueError as e:
+        err.print(f"[bold red]error:[/] --node: {escape(str(e))}")
+        sys.exit(2)
+    view = FleetView(fleet)
+    try:
+        log = FleetLog(csv_path, view) if csv_path else None
+    except OSError as e:
+        err.print(f"[bold red]error:[/] {escape(cannot_write(e, f'--csv {csv_path}'))}")
+        sys.exit(1)
+    fleet.start()
+    write_error: OSError | None = None
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main else None
+    hint = Text("Ctrl-C to stop", style="dim")
+    try:
+        with Live(Group(view.table("zeus monitor: connecting"), hint), console=console, auto_refresh=False, transient=True) as live:
+            next_t = view.t0 + interval
+            while duration is None or view.elapsed < duration:
+                wait = next_t - time.monotonic()
+                if duration is not None:
+                    wait = min(wait, view.t0 + duration - time.monotonic())
+                if wait > 0:
+                    time.sleep(wait)
+                next_t += interval
+                if log is not None:
+                    try:
+                        log.write(view)
+                    except OSError as e:
+                        write_error = e
+                        break
+                live.update(Group(view.table(f"zeus monitor: {len(endpoints)} node(s), {view.elapsed:.0f} s"), hint), refresh=True)
+    except (KeyboardInterrupt, _Stop):
+        pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        fleet.stop()
+        if log is not None:
+            write_error = log.close(write_error)
+    console.print(view.table(f"zeus monitor: summary over {view.elapsed:.1f} s", final=True))
+    for node in fleet.nodes:
+        if node.state in ("refused", "away") or not node.connections:
+            console.print(f"[yellow]{escape(node.name)}[/]: {escape(node.state)}: {escape(node.detail or 'never streamed')}")
+    if write_error is not None:
+        why = cannot_write(write_error, f"--csv {csv_path}")
+        err.print(f"[bold red]error:[/] {escape(why)} (monitoring stopped after {view.elapsed:.1f} s)")
+        sys.exit(1)
+    if csv_path:
+        console.print(f"wrote {escape(str(csv_path))}")
+    if not any(n.connections for n in fleet.nodes):
+        err.print("[bold red]error:[/] no node streamed; see the reasons above")
+        sys.exit(1)
+
+
 def _close_groups(opened: list[tuple[str, Any]], err: Any) -> None:
     for _, g in reversed(opened):
         try:
@@ -303,10 +452,37 @@ def _close_groups(opened: list[tuple[str, Any]], err: Any) -> None:
 )
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), help="Write every sample to this CSV file.")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds (default: until Ctrl-C).")
+@click.option(
+    "--node",
+    "nodes",
+    multiple=True,
+    metavar="HOST:PORT",
+    help="Show the live power of the node daemon there (zeus daemon or upstream zeusd; repeatable; a socket path works too) "
+    "instead of this machine's devices.",
+)
+@click.option(
+    "--token",
+    envvar="ZEUSD_TOKEN",
+    metavar="TOKEN",
+    help="The token --node daemons want (zeus daemon token issue --scope gpu-read,cpu-read); default $ZEUSD_TOKEN.",
+)
 def monitor_command(
-    devices: tuple[str, ...], sets: tuple[str, ...], interval: float, csv_path: Path | None, duration: float | None
+    devices: tuple[str, ...],
+    sets: tuple[str, ...],
+    interval: float,
+    csv_path: Path | None,
+    duration: float | None,
+    nodes: tuple[str, ...],
+    token: str | None,
 ) -> None:
     """Show live power, energy and temperature of every device; Ctrl-C ends with a summary."""
+    if nodes:
+        if devices or sets:
+            err = make_console(stderr=True)
+            err.print("[bold red]error:[/] --node shows node daemons' devices; --device and --set are for this machine's")
+            sys.exit(2)
+        _monitor_nodes(nodes, token, interval, csv_path, duration)
+        return
     from rich.console import Group
     from rich.live import Live
     from rich.text import Text
