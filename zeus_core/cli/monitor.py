@@ -43,6 +43,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -282,6 +283,19 @@ class SampleLog:
         return failed if isinstance(failed, OSError) else None
 
 
+def _ticks(t0: float, interval: float, duration: float | None, elapsed: Callable[[], float]) -> Iterator[None]:
+    """Yield every ``interval`` seconds from ``t0`` (the last one at ``duration``) while ``elapsed()`` is short of it."""
+    next_t = t0 + interval
+    while duration is None or elapsed() < duration:
+        wait = next_t - time.monotonic()
+        if duration is not None:
+            wait = min(wait, t0 + duration - time.monotonic())
+        if wait > 0:
+            time.sleep(wait)
+        next_t += interval
+        yield
+
+
 class FleetLog(SampleLog):
     """``zeus monitor --node``'s CSV: one row per device of every node at each refresh, long format
     (a node's devices are known only once it answers): ``time``, ``elapsed_s``, ``node``, ``device``,
@@ -385,14 +399,7 @@ def _monitor_nodes(nodes: tuple[str, ...], token: str | None, interval: float, c
     hint = Text("Ctrl-C to stop", style="dim")
     try:
         with Live(Group(view.table("zeus monitor: connecting"), hint), console=console, auto_refresh=False, transient=True) as live:
-            next_t = view.t0 + interval
-            while duration is None or view.elapsed < duration:
-                wait = next_t - time.monotonic()
-                if duration is not None:
-                    wait = min(wait, view.t0 + duration - time.monotonic())
-                if wait > 0:
-                    time.sleep(wait)
-                next_t += interval
+            for _ in _ticks(view.t0, interval, duration, lambda: view.elapsed):
                 if log is not None:
                     try:
                         log.write(view)
@@ -533,15 +540,8 @@ def monitor_command(
     hint = Text("Ctrl-C to stop", style="dim")
     try:
         with Live(Group(sampler.table("zeus monitor: starting"), hint), console=console, auto_refresh=False, transient=True) as live:
-            next_t = sampler.t0 + interval
-            while duration is None or sampler.elapsed < duration:
-                wait = next_t - time.monotonic()
-                if duration is not None:
-                    wait = min(wait, sampler.t0 + duration - time.monotonic())
-                if wait > 0:
-                    time.sleep(wait)
+            for _ in _ticks(sampler.t0, interval, duration, lambda: sampler.elapsed):
                 sampler.sample()
-                next_t += interval
                 if log is not None:
                     try:
                         log.write(sampler)
