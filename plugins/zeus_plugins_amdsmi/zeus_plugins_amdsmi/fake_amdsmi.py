@@ -223,7 +223,7 @@ def create(
         g.hip_id = i if g.hip_id is None else g.hip_id
         g.cap_w = g.default_cap_w if g.cap_w is None else g.cap_w
         g.anchor_t = now if g.anchor_t is None else g.anchor_t
-    hip_ids = sorted(g.hip_id for g in gpus)
+    hip_ids = sorted(g.hip_id for g in gpus if g.hip_id is not None)  # every one is set above
     if hip_ids != list(range(len(gpus))):
         raise ValueError(f"hip_id values must be 0..{len(gpus) - 1} once each, got {hip_ids}")
     state = {"driver_version": driver_version, "privileged": privileged, "gpus": [attrs.asdict(g) for g in gpus]}

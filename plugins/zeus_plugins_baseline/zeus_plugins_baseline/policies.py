@@ -55,9 +55,11 @@ class _HoldPower:
         raise NotImplementedError
 
     def begin_run(self, session: Session) -> None:
-        limit = self.target(session.devices)
+        devices = session.devices
+        limit = self.target(devices)
         if limit is not None:
-            session.devices.set_power_limit(limit)
+            assert isinstance(devices, PowerLimitControl)  # a limit is targeted only on a device that sets one (needs_device)
+            devices.set_power_limit(limit)
 
     def on_epoch_end(self, session: Session, epoch: int, measurement: Any) -> None:
         return None

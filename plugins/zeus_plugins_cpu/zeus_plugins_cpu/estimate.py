@@ -119,6 +119,7 @@ class CpuEstimate:
     def _utilisation(self, dt: float) -> dict[str, float]:
         if self.options.scope == "system":
             now = self._package_jiffies(read_proc_stat(self._proc_stat))
+            assert self._last_stat is not None  # read at the start in the system scope
             util = {}
             for p, name in zip(self._packages, self.names):
                 b0, t0 = self._last_stat[p]

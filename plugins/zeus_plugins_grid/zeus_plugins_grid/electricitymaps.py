@@ -168,7 +168,7 @@ class ElectricityMaps:
             hour = math.floor(t / HOUR) * HOUR
             value = self.known.get(hour)
             held = value is None
-            if held:  # not known: the nearest known hour before (or the first one)
+            if value is None:  # not known (held): the nearest known hour before (or the first one)
                 before = [h for h in hours if h <= hour]
                 value = self.known[before[-1] if before else hours[0]]
             stop = min(end, hour + HOUR) if hour <= latest else end  # past the latest hour: one held step

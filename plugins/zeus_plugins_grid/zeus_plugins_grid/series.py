@@ -167,6 +167,7 @@ def parse_csv(path: Path, request: SourceRequest) -> StepSeries:
     t_col = _column(header, TIME_NAMES)
     t_col = 0 if t_col is None else t_col
     others = [i for i in range(len(header)) if i != t_col]
+    v_col: int | None
     if len(others) == 1:
         v_col = others[0]
     else:

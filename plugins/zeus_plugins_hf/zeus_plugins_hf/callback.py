@@ -44,7 +44,7 @@ class ZeusCallback(TrainerCallbackMixin, TrainerCallback):
         self.hooks.on_train_begin()
 
     def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        loader = kwargs.get("train_dataloader")
+        loader: Any = kwargs.get("train_dataloader")  # None, or a loader without a length: no length (TypeError)
         steps = None
         try:
             steps = math.ceil(len(loader) / max(1, int(args.gradient_accumulation_steps)))

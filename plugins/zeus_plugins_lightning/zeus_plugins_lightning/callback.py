@@ -61,10 +61,10 @@ class ZeusCallback(TrainerCallbackMixin, Callback):
         combined = self.hooks.plo is not None and trainer.world_size > 1
         for name, value in self.hooks.on_epoch_end().items():
             pl_module.log(name, value, on_step=False, on_epoch=True, sync_dist=combined)
-        value = self.hooks.metric_in(
+        metric = self.hooks.metric_in(
             trainer.callback_metrics, "log it in validation_step (self.log(...)), or pass ZeusCallback(metric=...) one of those"
         )
-        if self.hooks.on_evaluate(value):
+        if self.hooks.on_evaluate(metric):
             trainer.should_stop = True
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:

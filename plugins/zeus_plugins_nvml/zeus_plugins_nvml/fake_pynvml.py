@@ -335,6 +335,13 @@ def nvmlDeviceGetPowerUsage(handle: _Handle) -> int:
 
 class _FieldValue:
     __slots__ = ("fieldId", "scopeId", "nvmlReturn", "value", "timestamp", "latencyUsec", "valueType")
+    fieldId: int
+    scopeId: int
+    nvmlReturn: int
+    value: Any
+    timestamp: int
+    latencyUsec: int
+    valueType: int
 
 
 def nvmlDeviceGetFieldValues(handle: _Handle, fieldIds: list) -> list:
@@ -495,7 +502,8 @@ def main(argv: list[str] | None = None) -> None:
             p.error(f"--graphics-clocks must be comma-separated integers (MHz), got {a.graphics_clocks!r}")
         if not clocks or min(clocks) <= 0:
             p.error(f"--graphics-clocks needs positive clocks, got {a.graphics_clocks!r}")
-    gpus = [FakeGpu(demand_w=a.demand_w, **({"graphics_clocks": clocks} if clocks else {})) for _ in range(a.gpus)]
+    extra: dict[str, Any] = {"graphics_clocks": clocks} if clocks else {}
+    gpus = [FakeGpu(demand_w=a.demand_w, **extra) for _ in range(a.gpus)]
     path = create(a.path, gpus, privileged=privileged)
     print(f"simulated driver with {a.gpus} GPU(s) in {path}; use it with {ENV}={Path(path).resolve()}")
 

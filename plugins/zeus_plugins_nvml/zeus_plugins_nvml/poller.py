@@ -108,6 +108,7 @@ class PowerPoller:
 
     def _read(self) -> None:
         f = self.proc.stdout
+        assert f is not None  # started with stdout=PIPE
         size = RECORD.size
         unpack = RECORD.unpack
         add = self._energy.add
@@ -143,8 +144,10 @@ class PowerPoller:
 
     def _stop_and_stderr(self) -> str:
         self.stop()
+        stderr = self.proc.stderr
+        assert stderr is not None  # started with stderr=PIPE
         try:
-            return self.proc.stderr.read().decode(errors="replace").strip()[-2000:]
+            return stderr.read().decode(errors="replace").strip()[-2000:]
         except (OSError, ValueError):
             return ""
 

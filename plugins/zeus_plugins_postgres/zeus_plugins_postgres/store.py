@@ -178,6 +178,7 @@ class PgTransaction:
                 None if r.steady_cost is None else float(r.steady_cost),
             ),
         ).fetchone()
+        assert row is not None  # INSERT ... RETURNING gives the row
         return int(row[0])
 
     def tries_of(self, recurrence: int) -> list[tuple[int, bool]]:
@@ -332,8 +333,9 @@ class PostgresStore:
                         "Restore the schema from a backup, or start the job over with `zeus run --fresh` (or give it another job.name)",
                     )
                 identity = None if row is None or row[0] is None else json.loads(row[0])
-                tries = conn.execute(self._q("SELECT count(*) FROM {schema}.tries WHERE job = %s"), (self.job,)).fetchone()[0]
-                return StoreInfo(version, identity, int(tries))
+                counted = conn.execute(self._q("SELECT count(*) FROM {schema}.tries WHERE job = %s"), (self.job,)).fetchone()
+                assert counted is not None  # count(*) gives a row
+                return StoreInfo(version, identity, int(counted[0]))
         except StoreError:
             raise
         except psycopg.Error as e:
@@ -364,7 +366,7 @@ class PostgresStore:
                 f"schema {self.schema} holds tables that are not a zeus store ({', '.join(sorted(tables)[:8])})",
                 "Point job.store at another database, or another schema with ?schema=NAME (zeus never adopts tables it did not create)",
             )
-        meta = dict(conn.execute(self._q("SELECT key, value FROM {schema}.meta")).fetchall())
+        meta: dict[str, str] = dict(conn.execute(self._q("SELECT key, value FROM {schema}.meta")).fetchall())
         if meta.get("application") != APPLICATION:
             raise self._refuse(
                 f"schema {self.schema} has a meta table that is not zeus's",
