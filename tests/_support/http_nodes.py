@@ -1,7 +1,7 @@
 """Real ``zeus daemon`` processes serving upstream zeusd's HTTP API, for tests and ``benchmarks/daemon_fleet.py``.
 
 Each :class:`HttpNode` is a folder under ``/tmp`` holding a simulated NVIDIA driver
-(``fake_pynvml``, as many GPUs as asked), a RAPL powercap tree and the daemon's configuration,
+(``fake_pynvml``, as many GPUs as asked; ``vendor="amdsmi"``: a simulated AMD one), a RAPL powercap tree and the daemon's configuration,
 and a ``zeus daemon --config`` process on its own Unix socket and a loopback TCP port. It can be
 stopped and started again on the same socket and port (a daemon restarted under its clients).
 
@@ -43,9 +43,18 @@ def free_port() -> int:
 class HttpNode:
     """One simulated node and its daemon process (not started until :meth:`start`)."""
 
-    def __init__(self, gpus: int = 2, auth: bool = False, interval_s: float = 0.05, skew_s: float = 0.0, extra: str = "") -> None:
+    def __init__(
+        self, gpus: int = 2, auth: bool = False, interval_s: float = 0.05, skew_s: float = 0.0, extra: str = "", vendor: str = "nvml"
+    ) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="zeus-http-node-"))
-        self.driver = fake_pynvml.create(self.root / "driver.json", gpus, privileged=True)
+        if vendor == "amdsmi":
+            from zeus_plugins_amdsmi import fake_amdsmi
+
+            self.driver = fake_amdsmi.create(self.root / "driver.json", gpus, privileged=True)
+            driver_env = {"ZEUS_FAKE_AMDSMI": str(self.driver)}
+        else:
+            self.driver = fake_pynvml.create(self.root / "driver.json", gpus, privileged=True)
+            driver_env = {"ZEUS_FAKE_NVML": str(self.driver)}
         self.port = free_port()
         self.socket = self.root / "d.sock"
         self.skew_s = skew_s
@@ -62,15 +71,15 @@ class HttpNode:
             allow_users = ["{os.getuid()}"]
             journal_dir = "{self.root / "journal"}"
             log = "{self.root / "d.log"}"
-            plugins = ["nvml", "cpu"]
+            plugins = ["{vendor}", "cpu"]
             stream_interval_s = {interval_s}
             tcp = "127.0.0.1:{self.port}"
             auth = {"true" if auth else "false"}
             """)
             + extra
-            + f'\n[serve.nvml]\ngpus = "all"\n\n[serve.rapl]\npowercap_root = "{self.root / "powercap"}"\n'
+            + f'\n[serve.{vendor}]\ngpus = "all"\n\n[serve.rapl]\npowercap_root = "{self.root / "powercap"}"\n'
         )
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEUS_", "ZEUSD_"))} | {"ZEUS_FAKE_NVML": str(self.driver)}
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEUS_", "ZEUSD_"))} | driver_env
 
     @property
     def address(self) -> str:

@@ -12,6 +12,13 @@ through ``client.change`` (journaled under the ``amdsmi`` restorer, the same
 crash), so the daemon puts them back when the client leaves. An amdsmi failure
 is returned with its status code (``detail.amdsmi_error``) and the client
 raises the same amdsmi exception a local call would have.
+
+The read operations (``read_info``, ``read_power``, ``read_energy``, ``read_power_limit``,
+``read_persistence_mode``) are what the daemon's HTTP API (upstream zeusd's) serves AMD GPUs
+with, as the ``nvml`` service's serve NVIDIA ones, in the API's units (mW, mJ); and
+``set_power_limit`` / ``reset_power_limit`` (mW) are the HTTP API's power-limit routes on an AMD
+GPU, the same caps as ``set_power_cap`` (µW). Persistence mode is NVML's alone: reading it is
+refused (400), as upstream zeusd answers for AMD GPUs.
 """
 
 from __future__ import annotations
@@ -38,6 +45,17 @@ class AmdsmiServeOptions:
 class PowerCap:
     gpu: str
     microwatts: int
+
+
+@attrs.define
+class PowerLimit:
+    gpu: str
+    milliwatts: int
+
+
+def _number(value: Any) -> float | None:
+    """An amdsmi reading, or None where it says ``"N/A"``."""
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 class AmdsmiService(GpuService):
@@ -98,3 +116,70 @@ class AmdsmiService(GpuService):
         self.gpus.handle(args.gpu)
         with self._errors.served("reset the power cap", f"GPU {args.gpu}"):
             return {"outcome": client.release(OWNER, key_for(args.gpu), None)}
+
+    @operation(PowerLimit)
+    def set_power_limit(self, args: PowerLimit, client: Any) -> dict[str, Any]:
+        """Set a GPU's power cap in mW (the HTTP API's unit), inside its range."""
+        return self.set_power_cap(PowerCap(args.gpu, args.milliwatts * 1000), client)
+
+    @operation(GpuArgs)
+    def reset_power_limit(self, args: GpuArgs, client: Any) -> dict[str, Any]:
+        """Put back the cap the GPU had before this client changed it."""
+        return self.reset_power_cap(args, client)
+
+    # -- reads (the HTTP API's /gpu/get_* and stream_power; zeus_core.daemon.http) --
+
+    @operation(GpuArgs, changes=False)
+    def read_info(self, args: GpuArgs, client: Any) -> dict[str, Any]:
+        """A GPU's amd-smi index, model, PCI address and whether its energy accumulator reads."""
+        index, h = self.gpus.gpus[args.gpu][0], self.gpus.handle(args.gpu)
+        smi = self._smi
+        with self._errors.served("describe", f"GPU {args.gpu}"):
+            name = str(smi.amdsmi_get_gpu_asic_info(h)["market_name"])
+            pci = str(smi.amdsmi_get_gpu_device_bdf(h)).lower()
+            try:
+                smi.amdsmi_get_energy_count(h)
+                energy = True
+            except smi.AmdSmiLibraryException:
+                energy = False
+        return {"index": index, "name": name, "pci_address": pci, "cumulative_energy_available": energy}
+
+    @operation(GpuArgs, changes=False)
+    def read_power(self, args: GpuArgs, client: Any) -> dict[str, int]:
+        """A GPU's socket power now, in mW (the instant reading where the GPU has one, else the average)."""
+        h = self.gpus.handle(args.gpu)
+        with self._errors.served("read the power", f"GPU {args.gpu}"):
+            info = self._smi.amdsmi_get_power_info(h)
+        watts = next(
+            (w for key in ("current_socket_power", "average_socket_power", "socket_power") if (w := _number(info.get(key))) is not None),
+            None,
+        )
+        if watts is None:
+            raise Refused(f"GPU {args.gpu} reports no socket power (amdsmi says N/A)")
+        return {"power_mw": int(watts * 1000)}
+
+    @operation(GpuArgs, changes=False)
+    def read_energy(self, args: GpuArgs, client: Any) -> dict[str, int]:
+        """A GPU's energy accumulator in mJ (counts times its resolution; a 32-bit one wraps, as the driver's does)."""
+        h = self.gpus.handle(args.gpu)
+        with self._errors.served("read the energy counter", f"GPU {args.gpu}"):
+            count = self._smi.amdsmi_get_energy_count(h)
+        return {"energy_mj": int(count["energy_accumulator"] * count["counter_resolution"] / 1000)}
+
+    @operation(GpuArgs, changes=False)
+    def read_power_limit(self, args: GpuArgs, client: Any) -> dict[str, int]:
+        """A GPU's power cap and the range it accepts, in mW."""
+        h = self.gpus.handle(args.gpu)
+        with self._errors.served("read the power cap", f"GPU {args.gpu}"):
+            caps = self._smi.amdsmi_get_power_cap_info(h)
+        return {
+            "power_limit_mw": caps["power_cap"] // 1000,
+            "min_power_limit_mw": caps["min_power_cap"] // 1000,
+            "max_power_limit_mw": caps["max_power_cap"] // 1000,
+        }
+
+    @operation(GpuArgs, changes=False)
+    def read_persistence_mode(self, args: GpuArgs, client: Any) -> dict[str, bool]:
+        """Refused: persistence mode is an NVML setting; AMD GPUs have none (upstream zeusd answers 400 too)."""
+        self.gpus.handle(args.gpu)
+        raise Refused(f"GPU {args.gpu} is an AMD GPU: persistence mode is an NVIDIA (NVML) setting")
