@@ -11,6 +11,8 @@ from typing import Any
 
 import attrs
 
+from zeus_core.scheduler import ordered
+
 #: Columns of ``recurrences.csv``, in order (contract: extend, never rename). A job with ``[grid]``
 #: adds the columns of :attr:`TryRecord.grid` after these (:func:`try_columns`). ``power_limit_w``
 #: repeats ``power_limit`` under a name that says its unit (watts), as ``time_s`` and ``energy_j`` do.
@@ -18,15 +20,22 @@ TRY_COLUMNS = ("recurrence", "try", "batch_size", "power_limit", "epochs", "time
 
 #: The key of ``TryRecord.extra`` under which the core keeps a try's grid columns.
 GRID_KEY = "grid"
+#: The key of ``TryRecord.extra`` under which the core keeps the scheduler's context of a try
+#: (:func:`zeus_core.scheduler.context`: Slurm job, Kubernetes pod, torchrun rank).
+SCHEDULER_KEY = "scheduler"
 
 
 def try_columns(records: list[TryRecord]) -> list[str]:
     """The columns of ``recurrences.csv`` for ``records``: :data:`TRY_COLUMNS`, then the grid
-    columns any of them has (``carbon_g``, ``carbon_intensity_g_per_kwh``, ``cost_eur``, ...)."""
+    columns any of them has (``carbon_g``, ``carbon_intensity_g_per_kwh``, ``cost_eur``, ...), then
+    the scheduler's columns any of them has (``slurm_job_id``, ``k8s_pod``, ...; none outside a
+    scheduler, so that a job's file is the same wherever it ran without one)."""
     extra: dict[str, None] = {}
+    context: set[str] = set()
     for r in records:
         extra.update(dict.fromkeys(r.grid))
-    return [*TRY_COLUMNS, *extra]
+        context.update(r.scheduler)
+    return [*TRY_COLUMNS, *extra, *ordered(context)]
 
 
 @attrs.define
@@ -66,8 +75,15 @@ class TryRecord:
         got = self.extra.get(GRID_KEY)
         return dict(got) if isinstance(got, dict) else {}
 
+    @property
+    def scheduler(self) -> dict[str, str]:
+        """The scheduler's context of the try (:func:`zeus_core.scheduler.context`: ``slurm_job_id``,
+        ``k8s_pod``, ``torch_rank``, ...), empty when it ran under none."""
+        got = self.extra.get(SCHEDULER_KEY)
+        return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else {}
+
     def row(self) -> dict[str, Any]:
-        """The ``recurrences.csv`` row of this try (its grid columns after the others)."""
+        """The ``recurrences.csv`` row of this try (its grid columns after the others, then its scheduler's)."""
         limit = "" if self.power_limit is None else self.power_limit
         return {
             "recurrence": self.recurrence,
@@ -81,6 +97,7 @@ class TryRecord:
             "reached": self.reached,
             "power_limit_w": limit,
             **self.grid,
+            **self.scheduler,
         }
 
 
@@ -166,5 +183,12 @@ class JobSummary:
             "since": _iso(self.first_began),
         }
         out["this_run"] = None if self.this_run is None else self.this_run.to_json()
+        # the schedulers' contexts the tries ran in (each distinct one once, in order), absent outside any
+        contexts: list[dict[str, str]] = []
+        for r in self.records:
+            if r.scheduler and r.scheduler not in contexts:
+                contexts.append(r.scheduler)
+        if contexts:
+            out["scheduler"] = contexts
         out.update(self.extra)
         return out

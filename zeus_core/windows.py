@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from zeus_core.device import DeviceGroup, GpuSync, PowerReadings
 from zeus_core.measurement import Measurement
+from zeus_core.scheduler import context as scheduler_context
 
 # --------------------------------------------------------------------------- device sets
 
@@ -160,15 +161,20 @@ class WindowLog:
     """CSV log of every window: ``start_time,window_name,elapsed_time,<device>_energy...,sources``.
 
     Upstream ``ZeusMonitor`` names GPU columns ``gpu<i>_energy``; this log does
-    the same for every device name. ``start_time`` is Unix time. An existing
-    log with the same header is appended to (recurrences of one job share a
-    log); one with another header is an error rather than a silently mixed file.
+    the same for every device name. ``start_time`` is Unix time. Under a
+    scheduler, its context (``context``: :func:`zeus_core.scheduler.context`,
+    ``slurm_job_id``, ``k8s_pod``, ...) follows in columns of its own after
+    ``sources``. An existing log with the same header is appended to
+    (recurrences of one job share a log); one with another header is an error
+    rather than a silently mixed file.
     """
 
-    def __init__(self, path: str | os.PathLike[str], names: Sequence[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], names: Sequence[str], context: dict[str, str] | None = None) -> None:
         self.path = Path(path)
         self.names = list(names)
-        self.header = ["start_time", "window_name", "elapsed_time", *(f"{n}_energy" for n in names), "sources"]
+        self.context = dict(context or {})
+        self._context_cells = list(self.context.values())
+        self.header = ["start_time", "window_name", "elapsed_time", *(f"{n}_energy" for n in names), "sources", *self.context]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         existing = None
         if self.path.exists() and self.path.stat().st_size > 0:
@@ -187,7 +193,8 @@ class WindowLog:
 
     def write(self, start_wall: float, name: str, m: Measurement) -> None:
         sources = ";".join(f"{n}={m.sources.get(n, '')}" for n in self.names)
-        self._w.writerow([f"{start_wall:.6f}", name, f"{m.time:.6f}", *(repr(m.energy[n]) for n in self.names), sources])
+        cells = [f"{start_wall:.6f}", name, f"{m.time:.6f}", *(repr(m.energy[n]) for n in self.names), sources]
+        self._w.writerow(cells + self._context_cells)
         self._f.flush()
 
     def close(self) -> None:
@@ -203,7 +210,9 @@ class Monitor:
     ``log_file`` appends one CSV row per window. ``approx_instant_energy``
     replaces a counter's exact 0 J over a short window (shorter than the
     counter's update period) with instant power x time, marked ``estimate``.
-    Not thread-safe: use one monitor per thread.
+    ``scheduler`` is the scheduler's context the monitor runs in (read once,
+    when it is made: :func:`zeus_core.scheduler.context`), written with every
+    window of the log. Not thread-safe: use one monitor per thread.
     """
 
     def __init__(
@@ -224,7 +233,8 @@ class Monitor:
         self._sources = dict(self.devices.energy_sources)
         # name -> (clock at begin, Unix time at begin or 0.0 without a log, energy at begin)
         self._open: dict[str, tuple[float, float, dict[str, float]]] = {}
-        self._log = WindowLog(log_file, self._names) if log_file is not None else None
+        self.scheduler = scheduler_context()
+        self._log = WindowLog(log_file, self._names, self.scheduler) if log_file is not None else None
 
     # -- windows --
 

@@ -44,7 +44,8 @@ from zeus_core.grid import job_totals, record_currency
 from zeus_core.job import BUILD_ORDER, PLAN_ORDER, JobSpec
 from zeus_core.measurement import Measurement
 from zeus_core.parts import Summarizes
-from zeus_core.results import GRID_KEY, JobSummary, ThisRun, TryRecord
+from zeus_core.results import GRID_KEY, SCHEDULER_KEY, JobSummary, ThisRun, TryRecord
+from zeus_core.scheduler import context as scheduler_context
 from zeus_core.windows import Monitor
 
 log = logging.getLogger("zeus.engine")
@@ -292,6 +293,9 @@ class Runner:
                 record.extra[GRID_KEY] = figures
             if session.grid_meter.held_s > 0:
                 record.extra["grid_held_s"] = session.grid_meter.held_s
+        context = scheduler_context()  # the Slurm job, pod or rank the try ran in
+        if context:
+            record.extra[SCHEDULER_KEY] = context
         log.debug(
             "recurrence %d, try %d: batch size %d at %s W, %d epoch(s), %.6g s, %.6g J, cost %.6g, %s",
             rec,

@@ -27,7 +27,8 @@ from zeus_core.identity import IdentityMismatch
 from zeus_core.inloop.monitor import ZeusMonitor
 from zeus_core.inloop.script import job_identity, registry_or_default, script_assembly
 from zeus_core.measurement import Measurement
-from zeus_core.results import TryRecord
+from zeus_core.results import SCHEDULER_KEY, TryRecord
+from zeus_core.scheduler import context as scheduler_context
 from zeus_core.stopping import epochs_within
 from zeus_core.windows import Monitor
 
@@ -364,6 +365,9 @@ class BatchSizeOptimizer:
             details = dict(extra or {}) | ({"metric": float(metric)} if metric is not None else {})
             if steady is not None:
                 details["steady_cost"] = steady
+            context = scheduler_context()  # the Slurm job, pod or rank the try ran in
+            if context:
+                details[SCHEDULER_KEY] = context
             rec = TryRecord(
                 recurrence=trial.recurrence,
                 try_index=trial.try_index,
