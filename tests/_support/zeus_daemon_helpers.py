@@ -189,3 +189,39 @@ def wait_until(cond, timeout_s: float = 15.0, what: str = "the condition") -> No
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(0.02)
+
+
+def serve_in_process(path: Path, level: int = 10):
+    """A daemon of the configuration at ``path`` in this process, serving on a thread: (daemon, thread).
+    Logging goes where the configuration says, from ``level``; the caller stops it (``daemon.stop()``, join)."""
+    import threading
+
+    from zeus_core.daemon.config import read_config, resolve
+    from zeus_core.daemon.server import Daemon, setup_logging
+    from zeus_core.engine import registry as zreg
+
+    cfg, problems, lines, _ = read_config(path)
+    assert cfg is not None, problems
+    reg = zreg.load(only=cfg.plugins)
+    resolved = resolve(cfg, {n: r.options for n, r in reg.services.items()}, path, lines)
+    setup_logging(cfg.log, level)
+    d = Daemon(resolved, reg)
+    d.restore_left_behind()
+    d.build_services()
+    d.bind()
+    t = threading.Thread(target=d.serve_forever, daemon=True)
+    t.start()
+    return d, t
+
+
+def stop_in_process(nodes) -> None:
+    """Stop the in-process daemons of ``nodes`` (each with ``stop()`` and its folder ``root``), remove
+    their folders, and close the daemon's log handlers."""
+    from zeus_core.daemon.server import log
+
+    for node in nodes:
+        node.stop()
+        shutil.rmtree(node.root, ignore_errors=True)
+    for h in list(log.handlers):
+        h.close()
+    log.handlers.clear()

@@ -26,12 +26,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from zeus_daemon_helpers import ZEUS, wait_until
+from zeus_daemon_helpers import ZEUS, serve_in_process, stop_in_process, wait_until
 
 from zeus_core.daemon import tokens
 from zeus_core.daemon.config import ConfigError, read_config, resolve
-from zeus_core.daemon.server import Daemon, log, setup_logging
-from zeus_core.engine import registry as zreg
+from zeus_core.daemon.server import Daemon, log
 from zeus_core.errors import BadInput
 from zeus_plugins_nvml import fake_pynvml
 
@@ -115,29 +114,13 @@ def start(monkeypatch):
         root = Path(tempfile.mkdtemp(prefix="zeus-daemon-http-"))
         driver = fake_pynvml.create(root / "driver.json", 2, privileged=True)
         monkeypatch.setenv("ZEUS_FAKE_NVML", str(driver))
-        path = _config(root, extra, _powercap(root))
-        cfg, problems, lines, _ = read_config(path)
-        assert cfg is not None, problems
-        reg = zreg.load(only=cfg.plugins)
-        resolved = resolve(cfg, {n: r.options for n, r in reg.services.items()}, path, lines)
-        setup_logging(cfg.log, 10)
-        d = Daemon(resolved, reg)
-        d.restore_left_behind()
-        d.build_services()
-        d.bind()
-        t = threading.Thread(target=d.serve_forever, daemon=True)
-        t.start()
+        d, t = serve_in_process(_config(root, extra, _powercap(root)))
         node = Node(root, d, t)
         nodes.append(node)
         return node
 
     yield run
-    for node in nodes:
-        node.stop()
-        shutil.rmtree(node.root, ignore_errors=True)
-    for h in list(log.handlers):
-        h.close()
-    log.handlers.clear()
+    stop_in_process(nodes)
 
 
 # --------------------------------------------------------------------------- routes

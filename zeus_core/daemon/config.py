@@ -21,7 +21,8 @@ The same socket also speaks upstream zeusd's HTTP API (:mod:`zeus_core.daemon.ap
 ``tcp = "127.0.0.1:4938"`` serves it over TCP too, ``auth = true`` requires
 signed tokens (``zeus daemon token issue``), ``enable`` lists the API groups
 served (``["gpu-read", "cpu-read"]``: monitor only), ``tls_cert`` and
-``tls_key`` put TLS on the TCP listener.
+``tls_key`` put TLS on the TCP listener. ``[overrides]`` runs setters as the
+commands a site allows (``sudo nvidia-smi ...``; :mod:`zeus_core.daemon.overrides`).
 
 A service is served only when its ``[serve.<name>]`` table is present; its
 keys are the options of the plugin's service.
@@ -41,6 +42,7 @@ from typing import Any
 import attrs
 
 from zeus_core import catalog
+from zeus_core.daemon.overrides import problems as override_problems
 from zeus_core.engine.tomllines import line_index
 from zeus_core.engine.validation import JobError, Problem, structure, suggest
 
@@ -137,6 +139,10 @@ class DaemonConfig:
     the private protocol's setters follow ``gpu-control`` too). ``tls_cert`` /
     ``tls_key``: a PEM certificate and key for the TCP listener (TLS when set).
     ``stream_interval_s``: how often a power stream polls the devices while a client listens.
+
+    ``overrides``: setter name -> the command (argv list, placeholders such as ``{index}``
+    and ``{watts}``) run instead of the vendor library (:mod:`zeus_core.daemon.overrides`);
+    ``override_timeout_s``: how long one may run.
     """
 
     socket: str = attrs.field(default=DEFAULT_SOCKET, validator=_absolute)
@@ -159,6 +165,8 @@ class DaemonConfig:
     tls_cert: str | None = attrs.field(default=None, validator=_optional_absolute)
     tls_key: str | None = attrs.field(default=None, validator=_optional_absolute)
     stream_interval_s: float = attrs.field(default=0.1, validator=_interval)
+    overrides: dict[str, Any] = attrs.field(factory=dict)
+    override_timeout_s: float = attrs.field(default=30.0, validator=_first_frame)  # the same bounds
 
     @property
     def secret_path(self) -> Path:
@@ -328,6 +336,7 @@ def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lin
         if err:
             problems.append(Problem(("socket_group",), err))
     problems.extend(_http_problems(cfg))
+    problems.extend(override_problems(cfg.overrides))
     mode, err = _mode(cfg.socket_mode)
     if err:
         problems.append(Problem(("socket_mode",), err))

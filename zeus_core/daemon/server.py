@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from zeus_core.daemon.config import ResolvedConfig
+from zeus_core.daemon.overrides import Overrides
 from zeus_core.daemon.protocol import (
     MAX_FRAME,
     PROTOCOL_VERSION,
@@ -160,10 +161,10 @@ class Session:
         return f"client #{self.number} (pid {self.pid}, uid {self.uid} {self.user})"
 
     def change(self, owner: str, key: str, original: Any, apply: Callable[[], Any]) -> None:
-        self.daemon.holds.change(self, owner, key, original, apply)
+        self.daemon.holds.change(self, owner, key, original, self.daemon.overrides.setter(key, apply))
 
     def release(self, owner: str, key: str, reset: Callable[[], Any] | None = None) -> str:
-        return self.daemon.holds.release(self, owner, key, reset)
+        return self.daemon.holds.release(self, owner, key, self.daemon.overrides.resetter(key, reset))
 
     def holds(self, owner: str, key: str) -> bool:
         return self.daemon.holds.held_by(self, owner, key)
@@ -266,7 +267,11 @@ class Daemon:
         self.registry = registry
         self.services: dict[str, Any] = {}
         self.operations: dict[str, tuple[str, Operation]] = {}  # "svc.op" -> (service, operation)
-        self.holds = Holds(registry.restorers, config.journal_path)
+        #: [overrides]: setters run as the site's allowed commands; the restorers put those settings back through them
+        self.overrides = Overrides(config.raw.overrides, config.raw.override_timeout_s, lambda: self.services)
+        self._restorers = self.overrides.wrap(registry.restorers)
+        self._restore_after_build = False
+        self.holds = Holds(self._restorers, config.journal_path)
         self._device = ThreadPoolExecutor(1, thread_name_prefix="zeus-daemon-device")
         self._lock = threading.Lock()  # guards the session table only
         self._stop = threading.Event()
@@ -295,10 +300,14 @@ class Daemon:
     # -- start-up --
 
     def restore_left_behind(self) -> int:
-        """Put back what a daemon killed with SIGKILL left changed (its journal)."""
+        """Put back what a daemon killed with SIGKILL left changed (its journal). With overrides, once the
+        services are built (:meth:`build_services`): an override's command names the GPU by its index."""
         path = self.config.journal_path
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return restore_pending(self.registry.restorers, path=path, logger=log)
+        if self.overrides and not self.services:
+            self._restore_after_build = True
+            return 0
+        return restore_pending(self._restorers, path=path, logger=log)
 
     def build_services(self) -> None:
         """Build every served service; ServiceConfigError becomes a config problem with its path."""
@@ -321,6 +330,9 @@ class Daemon:
 
             self.close_services()
             raise ConfigError(str(self.config.path), problems, self.config.lines)
+        if self._restore_after_build:
+            self._restore_after_build = False
+            self.restore_left_behind()
         try:
             from zeus_core.daemon.http import NodeApi
         except ImportError as e:  # the core without its daemon extra: the private protocol only
@@ -728,7 +740,7 @@ class Daemon:
         method = getattr(self.services[service_name], operation.method)
         level = logging.INFO if operation.changes else logging.DEBUG
         try:
-            result = self._on_device(method, parsed, session)
+            result = self._on_device(self.overrides.running(method), parsed, session)
         except Refused as e:
             log.warning("%s: %s %s refused: %s", session, op, args, e)
             return error_reply(req_id, "refused", f"{op}: {e}")
