@@ -212,3 +212,23 @@ def test_zeus_monitor_without_a_soc_has_none(monkeypatch):
     monitor = ZeusMonitor(gpu_indices=[], cpu_indices=[])
     monitor.begin_window("w", sync_execution=False)
     assert monitor.end_window("w", sync_execution=False).soc_energy is None
+
+
+def test_the_per_gpu_methods_type_checkers_see_are_those_gpus_has():
+    # GPUs gets gpus.<method>(gpu_index, ...) for every method of GPU at import; its TYPE_CHECKING block
+    # declares them for type checkers, and must name each one, with GPU's parameters after gpu_index.
+    import ast
+    import inspect
+
+    from zeus.device.gpu import common
+
+    tree = ast.parse(inspect.getsource(common))
+    gpus = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "GPUs")
+    block = next(n for n in gpus.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    declared = {f.name: [a.arg for a in f.args.args] for f in block.body if isinstance(f, ast.FunctionDef)}
+    methods = {n: f for n, f in vars(common.GPU).items() if not n.startswith("_") and callable(f) and n != "close"}
+    snake = {n: f for n, f in methods.items() if n.lower() == n}
+    assert set(declared) == set(snake)
+    for name, f in snake.items():
+        assert declared[name] == ["self", "gpu_index", *list(inspect.signature(f).parameters)[1:]], name
+        assert callable(getattr(GPUs, name))

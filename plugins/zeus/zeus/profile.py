@@ -287,7 +287,7 @@ def profile_cooldown_duration(
 def _profile_one(
     target_function: Callable[[], Any],
     zeus_monitor: ZeusMonitor,
-    sweep_type: str,
+    sweep_type: SweepType,
     values: list[float],
     fixed_value: float,
     num_trials: int,

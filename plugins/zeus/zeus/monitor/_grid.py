@@ -106,7 +106,9 @@ def open_grid_value(value: Any, quantity: str, currency: str = "") -> GridSignal
     from zeus_core.job import GridOptions
 
     try:
-        options = GridOptions(**{quantity: value}, **({"currency": currency} if currency else {}))
+        given: dict[str, Any] = {quantity: value}
+        extra: dict[str, Any] = {"currency": currency} if currency else {}
+        options = GridOptions(**given, **extra)
     except (TypeError, ValueError) as e:
         raise BadInput(f"{quantity} {value!r}: {e}") from None
     grid = open_grid(options, get_registry(), Path.cwd())
@@ -142,7 +144,10 @@ class Ledger:
                 slot[(kind, int(index))] = slot.get((kind, int(index)), 0.0) + float(joules)
 
     def charge(self, key: str) -> None:
-        grid = Grid(**{"carbon" if self.quantity == CARBON else "price": self.signal}, currency=self.currency)
+        if self.quantity == CARBON:
+            grid = Grid(carbon=self.signal, currency=self.currency)
+        else:
+            grid = Grid(price=self.signal, currency=self.currency)
         for start, devices in sorted(self.pending.pop(key, {}).items()):
             for device, joules in devices.items():
                 meter, total = self.meters[key].get(device) or (GridMeter(grid), 0.0)

@@ -178,6 +178,7 @@ class PipelineFrequencyOptimizer(Callback):
             item = next(self.freq_schedule_iter, None)
             if item is not None:
                 raise RuntimeError(f"PFO server returned more frequencies than expected. Next expected instruction and frequency is {item}")
+            assert self.freq_schedule is not None  # planned
             self.freq_schedule_iter = iter(self.freq_schedule)
             return
         if not self._in_step:
