@@ -257,7 +257,7 @@ class HttpTransport:
                         if not data:
                             return
                         yield data
-                except (OSError, http.client.HTTPException, ValueError) as e:  # ValueError: closed under us by close()
+                except (OSError, http.client.HTTPException, ValueError, AttributeError) as e:  # the last two: closed under us by close()
                     raise NodeError(f"the stream from {self.endpoint.name} broke: {e}") from e
 
             yield chunks()
@@ -383,6 +383,10 @@ class NodeStream:
                     return
                 log.warning("%s%s lost (%s); reconnecting in %.1f s", self.client.name, self.path, e, self.reconnect_delay_s)
                 self.on_state("lost", str(e))
+            except Exception:
+                if self.stop_event.is_set():  # closed under a read by stop(): whatever it raised, the stream is over
+                    return
+                raise
             self.stop_event.wait(self.reconnect_delay_s)
 
     def stop(self, timeout_s: float = 5.0) -> None:
