@@ -16,6 +16,8 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -97,7 +99,7 @@ JOB_LABELS = {
 }
 
 
-def _run_job(tmp_path: Path, names: str) -> tuple[dict, subprocess.CompletedProcess]:
+def _run_job(tmp_path: Path, names: str, linger: bool = False) -> dict:
     gpus = [fake_pynvml.FakeGpu(demand_w=250.0, temperature_c=51), fake_pynvml.FakeGpu(demand_w=180.0, temperature_c=47)]
     driver = fake_pynvml.create(tmp_path / "nvml.json", gpus, privileged=True)
     (tmp_path / "scrape_entry.py").write_text(textwrap.dedent(ENTRY))
@@ -113,20 +115,32 @@ def _run_job(tmp_path: Path, names: str) -> tuple[dict, subprocess.CompletedProc
         ZEUS_DISABLED_PLUGINS="perseus,hetero,trace,cpu",
         OMP_NUM_THREADS="1",
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--output", str(tmp_path / "out")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    argv = [sys.executable, "-m", "zeus_core.cli", "run", str(job), "--output", str(tmp_path / "out")]
+    if not linger:
+        r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        return json.loads((tmp_path / "scrape.json").read_text())
+    # /metrics stays up after the job's end (its outputs are written first); the devices are closed
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, env={**env, "ZEUS_METRICS_LINGER": "60"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return json.loads((tmp_path / "scrape.json").read_text()), r
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "out" / "summary.json").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                proc.communicate()[1][-3000:] if proc.poll() is not None else "timeout"
+            )
+            time.sleep(0.1)
+        port = env["ZEUS_METRICS_ADDRESS"].rpartition(":")[2]
+        after_end = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    return {**json.loads((tmp_path / "scrape.json").read_text()), "after_end": after_end}
 
 
 def test_a_running_job_serves_dcgm_exporter_names_types_units_and_labels(tmp_path):
-    scraped, _ = _run_job(tmp_path, "both")
+    scraped = _run_job(tmp_path, "both")
     text = scraped["text"]
     # dcgm-exporter's counter is its bare name (no _total), in the text format 0.0.4
     assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\nDCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=" in text
@@ -167,10 +181,23 @@ def test_a_running_job_serves_dcgm_exporter_names_types_units_and_labels(tmp_pat
     assert families["zeus_device_energy_joules"].type == "counter"
 
 
-def test_names_dcgm_serves_only_dcgm_names(tmp_path):
-    scraped, _ = _run_job(tmp_path, "dcgm")
+def _energy(text: str) -> dict[str, float]:
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]
+    return {s.labels["gpu"]: s.value for s in family.samples}
+
+
+def test_names_dcgm_serves_only_dcgm_names_and_after_the_jobs_end_its_last_reading(tmp_path, monkeypatch):
+    scraped = _run_job(tmp_path, "dcgm", linger=True)
     names = {f.name for f in text_string_to_metric_families(scraped["text"])}
     assert names == set(dcgm.FIELD_NAMES)
+    # after the end, the devices closed: the reading taken at the job's end, no later than the driver's counter now
+    assert {f.name for f in text_string_to_metric_families(scraped["after_end"])} == set(dcgm.FIELD_NAMES)
+    during, at_end = _energy(scraped["text"]), _energy(scraped["after_end"])
+    nvml = fake_pynvml.install(tmp_path / "nvml.json", monkeypatch)
+    nvml.nvmlInit()
+    now = [nvml.nvmlDeviceGetTotalEnergyConsumption(nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(2)]
+    nvml.nvmlShutdown()
+    assert all(during[str(i)] <= at_end[str(i)] <= now[i] for i in range(2)), (during, at_end, now)
 
 
 def test_the_default_keeps_todays_output_and_a_bad_value_is_bad_input():
