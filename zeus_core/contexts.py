@@ -14,9 +14,9 @@ if TYPE_CHECKING:  # annotations only
     from rich.console import Console
 
     from zeus_core.backends import JobStore, ProcessGroup
-    from zeus_core.engine.registry import Registry
     from zeus_core.grid import Grid
     from zeus_core.job import JobOptions, JobSpec
+    from zeus_core.registrations import PluginRegistry
 
 
 @attrs.define
@@ -35,7 +35,7 @@ class BuildContext:
     spec: JobSpec | None
     store: JobStore | None
     console: Console
-    registry: Registry
+    registry: PluginRegistry
     parts: dict[str, Any] = attrs.field(factory=dict)
     #: The ranks of the job when a launcher started several (``torchrun``): rank 0 runs the
     #: job, the others serve it (:class:`zeus_core.parts.ServesRanks`); None for one process.
@@ -48,7 +48,7 @@ class BuildContext:
     grid: Grid | None = None
 
     @classmethod
-    def outside_job(cls, console: Console, registry: Registry) -> BuildContext:
+    def outside_job(cls, console: Console, registry: PluginRegistry) -> BuildContext:
         return cls(None, None, console, registry)
 
     @property

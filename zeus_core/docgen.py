@@ -127,7 +127,7 @@ def _signature(fn: Callable[..., Any]) -> str:
 
 
 def parts_md() -> tuple[str, list[str]]:
-    from zeus_core import backends, device, grid, parts
+    from zeus_core import backends, device, grid, parts, registrations
     from zeus_core.engine import history, remote
 
     missing: list[str] = []
@@ -136,6 +136,7 @@ def parts_md() -> tuple[str, list[str]]:
         ("Devices", device, (device.DeviceGroup, *device.DEVICE_CAPABILITIES)),
         ("Parts", parts, (*parts.PART_PROTOCOLS, *parts.PART_CAPABILITIES)),
         ("Backends: stores and process groups", backends, (backends.JobStore, backends.ProcessGroup)),
+        ("The plugin registry", registrations, (registrations.PluginRegistry,)),
         ("History", history, (history.JobHistory, history.HistoryService, remote.ServesHistory)),
         ("Grid signals", grid, grid.GRID_PROTOCOLS),
     )
@@ -147,6 +148,7 @@ def parts_md() -> tuple[str, list[str]]:
             history.JobHistory,
             history.HistoryService,
             backends.ProcessGroup,
+            registrations.PluginRegistry,
             grid.GridSignal,
             *parts.PART_PROTOCOLS,
         }

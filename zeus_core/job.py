@@ -20,7 +20,7 @@ from zeus_core.unset import unset
 from zeus_core.validators import at_least, between, finite, nonnegative, positive
 
 if TYPE_CHECKING:  # annotations only
-    from zeus_core.engine.registry import Registration
+    from zeus_core.registrations import Registration
 
 #: The longest job name: it names a file (``.zeus/<name>.sqlite``).
 MAX_NAME = 100

@@ -236,25 +236,20 @@ def core_layer(module: str) -> str:
     return parts[1] if len(parts) > 2 or (REPO / "zeus_core" / parts[-1]).is_dir() else "contract"
 
 
-#: The upward imports still there (issue 34, item 1): the contract names the engine's plugin registry
-#: in two annotations (a part's BuildContext.registry, a PartSpec's registration). No other is allowed.
-KNOWN_UPWARD = {("zeus_core.contexts", "zeus_core.engine.registry"), ("zeus_core.job", "zeus_core.engine.registry")}
-
-
-def layer_violations(graph: dict[str, set[str]], known: frozenset | set = frozenset()) -> list[str]:
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     rank = {layer: i for i, layer in enumerate(CORE_LAYERS)}
     return sorted(
         f"{m} ({core_layer(m)}) imports {d} ({core_layer(d)})"
         for m, deps in graph.items()
         for d in deps
-        if rank[core_layer(d)] > rank[core_layer(m)] and (m, d) not in known
+        if rank[core_layer(d)] > rank[core_layer(m)]
     )
 
 
 def test_the_cores_folders_are_layered_downward_without_a_circle():
     graph = import_graph(REPO, "zeus_core")
     assert {core_layer(m) for m in graph} == set(CORE_LAYERS), "a folder of the core is in no layer: add it to CORE_LAYERS"
-    found = layer_violations(graph, KNOWN_UPWARD)
+    found = layer_violations(graph)
     assert not found, "the core's folders must import downward only (CORE_LAYERS):\n" + "\n".join(found)
 
 

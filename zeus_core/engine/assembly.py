@@ -48,6 +48,7 @@ from zeus_core.errors import BadInput, PartMismatch
 from zeus_core.identity import differences, option_identity, refuse_another_job, with_facts
 from zeus_core.job import BUILD_ORDER, JobOptions, JobSpec, PartSpec, job_name
 from zeus_core.parts import HasIdentity, NeedsDevice, OffersBatchSizes, ServesRanks
+from zeus_core.registrations import PluginRegistry
 
 log = logging.getLogger("zeus.engine")
 
@@ -115,7 +116,7 @@ def script_spec(job: JobOptions, parts: dict[str, PartSpec] | None = None) -> Jo
     return JobSpec(path=Path.cwd() / "script", job=job, parts=dict(parts or {}), raw={}, overrides={}, lines={})
 
 
-def open_job_store(spec: JobSpec, registry: Registry) -> JobStore:
+def open_job_store(spec: JobSpec, registry: PluginRegistry) -> JobStore:
     """The job's store where ``job.store`` says (relative to the job file's folder; a script's is the
     current one), or ``.zeus/<name>.sqlite``."""
     return open_store(spec.store_location(), registry, job=spec.job.name)
@@ -158,7 +159,7 @@ class Assembly:
     def __init__(
         self,
         spec: JobSpec,
-        registry: Registry,
+        registry: PluginRegistry,
         *,
         store: JobStore | None = None,
         console: Console | None = None,

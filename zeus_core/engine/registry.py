@@ -17,12 +17,12 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import attrs
 import pluggy
 
 from zeus_core import hookspecs
 from zeus_core.errors import PluginError
 from zeus_core.privileged import operations_of
+from zeus_core.registrations import GridSource, NoOptions, PluginInfo, ProcessGroupJoiner, Registration, StoreBackend, check_options
 
 #: kind -> (registration hook, job.toml section that selects a part of this kind)
 KINDS: dict[str, tuple[str, str]] = {kind: (hook, section) for kind, hook, section in hookspecs.PART_KINDS}
@@ -53,107 +53,6 @@ def name_and_version(dist: Any) -> tuple[str, str]:
     if name is None or version is None:  # metadata of another shape: as importlib.metadata reads it
         return dist.metadata["Name"], dist.version
     return name, version
-
-
-@attrs.define
-class NoOptions:
-    """Options class of factories that take no options."""
-
-
-@attrs.frozen
-class Registration:
-    """One name registered for one kind by one plugin."""
-
-    kind: str
-    name: str
-    factory: Callable[..., Any]
-    #: the options class, or where it is (``"package.module:Class"``) until it is first used
-    _options: type | str
-    plugin: str
-    distribution: str
-    help: str = ""
-    default: bool = False
-    #: devices: what the plugin measures -> the option that selects devices by index (None: all)
-    measures: dict[str, str | None] = attrs.field(factory=dict)
-
-    @property
-    def options(self) -> type:
-        """The part's options class. One registered as ``"package.module:Class"`` is imported, and
-        checked, here: when a job (or ``zeus validate``) first uses the part, not at every start;
-        what is wrong with it is a :class:`PluginError` naming the plugin."""
-        if isinstance(self._options, str):
-            from zeus_core.loading import load_callable
-
-            try:
-                found = load_callable(self._options, what=f"the options of {self.kind} {self.name!r}")
-            except ValueError as e:
-                raise PluginError(f"plugin {self.plugin!r} ({self.distribution}): {e}") from e
-            _check_options(found, self.kind, self.name, self.measures, f"plugin {self.plugin!r} ({self.distribution})")
-            object.__setattr__(self, "_options", found)
-        assert not isinstance(self._options, str)
-        return self._options
-
-
-def _check_options(opts: Any, kind: str, name: str, measures: dict[str, str | None] | None, who: str) -> None:
-    """A part's options class is an attrs class with every option its ``measures`` names."""
-    if not attrs.has(opts):
-        raise PluginError(f"{who}: the options of {kind} {name!r} must be an attrs class, got {opts!r}")
-    if measures:
-        fields = {f.name for f in attrs.fields(opts)}
-        unknown = sorted(o for o in measures.values() if o is not None and o not in fields)
-        if unknown:
-            raise PluginError(
-                f"{who} registered device {name!r} with measures={measures!r}, but its options have no {', '.join(map(repr, unknown))}"
-            )
-
-
-@attrs.frozen
-class ProcessGroupJoiner:
-    """One way ranks of a job reach each other: ``join()`` returns a process group or None."""
-
-    name: str
-    join: Callable[[], Any]
-    plugin: str
-    distribution: str
-    help: str = ""
-
-
-@attrs.frozen
-class GridSource:
-    """One source of grid signals: ``[grid]`` values ``scheme:spec`` (or a path with one of ``suffixes``)
-    are opened by ``opener(spec, request)`` (``zeus_register_grid_signals``)."""
-
-    scheme: str
-    opener: Callable[..., Any]
-    plugin: str
-    distribution: str
-    help: str = ""
-    suffixes: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class StoreBackend:
-    """One store backend: ``job.store`` URLs with ``scheme`` are opened by ``opener(location, timeout_s, job=name)``."""
-
-    scheme: str
-    opener: Callable[..., Any]
-    plugin: str
-    distribution: str
-    help: str = ""
-
-
-@attrs.define
-class PluginInfo:
-    """What ``zeus plugins`` shows for one plugin."""
-
-    name: str
-    distribution: str
-    version: str
-    hooks: list[str]
-    provides: dict[str, list[str]]
-
-    def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
 
 
 class Registry:
@@ -301,7 +200,7 @@ class Registry:
                 raise PluginError(f"plugin {plugin_name!r} ({dist}) registered {kind} {name!r} with a non-callable factory")
             opts = options if options is not None else getattr(factory, "Options", None) or NoOptions
             if not isinstance(opts, str):  # "package.module:Class": imported and checked when first used
-                _check_options(opts, kind, name, measures, f"plugin {plugin_name!r} ({dist})")
+                check_options(opts, kind, name, measures, f"plugin {plugin_name!r} ({dist})")
             if kind == "privileged_service" and not operations_of(factory):
                 raise PluginError(
                     f"plugin {plugin_name!r} ({dist}) registered privileged service {name!r}, whose class has no "

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from zeus_core import catalog
-from zeus_core.engine.registry import Registry
 from zeus_core.errors import BadInput
 from zeus_core.grid import CARBON, PRICE, Grid, SourceRequest, TimeSeries, parse_time, parse_zone, show_time, source_of
 from zeus_core.job import GRID_SECTION, GridOptions
+from zeus_core.registrations import PluginRegistry
 
 #: The distribution that provides the first-party grid sources (``zeus validate`` names it).
 _GRID_KEY = "grid_signal"
@@ -34,7 +34,7 @@ def _install_hint(scheme: str) -> str:
     return f"; it is provided by the distribution {dist!r}: {catalog.install_command(dist)}" if dist else ""
 
 
-def open_grid(options: GridOptions, registry: Registry, job_dir: Path) -> Grid:
+def open_grid(options: GridOptions, registry: PluginRegistry, job_dir: Path) -> Grid:
     """The job's signals, each opened by its registered source. Raises :class:`GridError` with
     every problem (each at its key)."""
     problems: list[tuple[str, str]] = []
@@ -97,7 +97,7 @@ def open_grid(options: GridOptions, registry: Registry, job_dir: Path) -> Grid:
     return Grid(carbon=signals.get(CARBON), price=signals.get(PRICE), currency=options.currency.upper(), start=start)
 
 
-def grid_problems(options: GridOptions, registry: Registry, job_dir: Path) -> list[tuple[str, str]]:
+def grid_problems(options: GridOptions, registry: PluginRegistry, job_dir: Path) -> list[tuple[str, str]]:
     """What :func:`open_grid` would refuse, as (key, message) pairs (for ``zeus validate``)."""
     try:
         open_grid(options, registry, job_dir)

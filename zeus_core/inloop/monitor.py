@@ -45,7 +45,8 @@ from zeus_core.measurement import Measurement
 from zeus_core.windows import DeviceSet, Monitor
 
 if TYPE_CHECKING:  # annotations only
-    from zeus_core.engine.registry import Registration, Registry
+    from zeus_core.engine.registry import Registry
+    from zeus_core.registrations import Registration
 
 #: (plugin name, identity as a ``[device]`` section declares it, device group)
 Opened = tuple[str, dict[str, Any], Any]

@@ -18,7 +18,7 @@ from zeus_core.backends import JobStore, StoreError
 from zeus_core.job import URL_SCHEME
 
 if TYPE_CHECKING:  # annotations only
-    from zeus_core.engine.registry import Registry
+    from zeus_core.registrations import PluginRegistry
 
 #: ``scheme://user:password@`` anywhere in a text (a message may quote the location).
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*:)(?P<password>[^@/\s]*)(?P<at>@)")
@@ -54,7 +54,7 @@ def scheme_of(location: str) -> str | None:
 
 def open_store(
     location: str | Path,
-    registry: Registry,
+    registry: PluginRegistry,
     timeout_s: float = 60.0,
     *,
     job: str | None = None,
