@@ -34,6 +34,7 @@ from typing import Any
 from prometheus_client.utils import floatToGoString
 
 from zeus_core.device import PerDevicePowerLimits, PowerReadings, TemperatureReadings
+from zeus_core.scheduler import context
 
 log = logging.getLogger("zeus.prometheus")
 
@@ -46,17 +47,17 @@ FIELDS: tuple[tuple[str, str, str], ...] = (
 )
 FIELD_NAMES = tuple(name for name, _, _ in FIELDS)
 
-#: label -> the environment variable it comes from: dcgm-exporter's names for Kubernetes
-#: (set by the pod's downward API: ``env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath:
-#: metadata.name}}}, ...]``) and for its HPC job mapping (Slurm's job id), then Slurm's step
-#: and user, which dcgm-exporter has no label for
+#: label -> the column of the scheduler's context (:func:`zeus_core.scheduler.context`, the one reader
+#: of Slurm's and Kubernetes' variables, which every try and window records too) it comes from:
+#: dcgm-exporter's names for Kubernetes and for its HPC job mapping (Slurm's job id), then Slurm's
+#: step and user, which dcgm-exporter has no label for
 JOB_LABELS: tuple[tuple[str, str], ...] = (
-    ("pod", "POD_NAME"),
-    ("namespace", "POD_NAMESPACE"),
-    ("container", "CONTAINER_NAME"),
-    ("hpc_job", "SLURM_JOB_ID"),
-    ("slurm_step", "SLURM_STEP_ID"),
-    ("slurm_user", "SLURM_JOB_USER"),
+    ("pod", "k8s_pod"),
+    ("namespace", "k8s_namespace"),
+    ("container", "k8s_container"),
+    ("hpc_job", "slurm_job_id"),
+    ("slurm_step", "slurm_step_id"),
+    ("slurm_user", "slurm_user"),
 )
 #: the labels of every series, in dcgm-exporter's order, then the job's
 GPU_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
@@ -66,8 +67,9 @@ _GPU_NAME = re.compile(r"^gpu(\d+)$")
 
 
 def job_labels(env: Mapping[str, str]) -> dict[str, str]:
-    """The scheduler's context of this process as labels (:data:`JOB_LABELS`); unset ones absent."""
-    return {label: env[var].strip() for label, var in JOB_LABELS if env.get(var, "").strip()}
+    """The scheduler's context of this process as labels (:data:`JOB_LABELS`); unknown ones absent."""
+    ctx = context(env)
+    return {label: ctx[column] for label, column in JOB_LABELS if ctx.get(column)}
 
 
 def hostname(env: Mapping[str, str]) -> str:
