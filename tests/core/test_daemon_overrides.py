@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+import tomllib
 from pathlib import Path
 
 import httpx
@@ -26,6 +28,7 @@ from zeus_daemon_helpers import ZEUS, serve_in_process, stop_in_process, wait_un
 
 from zeus_core.daemon import DaemonClient
 from zeus_core.daemon.config import ConfigError, read_config, resolve
+from zeus_core.daemon.overrides import problems
 from zeus_core.daemon.server import Daemon
 from zeus_core.engine import registry as zreg
 from zeus_plugins_nvml import fake_pynvml
@@ -265,3 +268,16 @@ def _answers(path: Path) -> bool:
             return c.get("/time").status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_the_documented_examples_are_valid_overrides():
+    """The commented example in contrib/zeus-daemon.toml, uncommented, and the README's, pass the checks."""
+    repo = Path(__file__).resolve().parents[2]
+    lines = (repo / "contrib" / "zeus-daemon.toml").read_text().splitlines()
+    start = lines.index("# [overrides]")
+    table = tomllib.loads("\n".join(line.removeprefix("# ").split("   #")[0] for line in lines[start : start + 4]))["overrides"]
+    readme = (repo / "README.md").read_text()
+    block = re.search(r"```toml\n(override_timeout_s = .*?)```", readme, re.S).group(1)
+    documented = tomllib.loads(block)
+    assert set(table) == {"set_power_limit", "set_gpu_locked_clocks", "reset_gpu_locked_clocks"} <= set(documented["overrides"])
+    assert problems(table) == [] and problems(documented["overrides"]) == []
