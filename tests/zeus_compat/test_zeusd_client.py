@@ -191,3 +191,22 @@ def test_the_device_layer_changes_through_the_daemon_zeusd_host_port_names(authe
     gpus.reset_gpu_locked_clocks(0)
     assert fake_pynvml.read_state(authed.driver)["gpus"][1]["locked_clocks"] is None
     assert "token trainer" in (authed.root / "d.log").read_text()  # the daemon made them, for the token's subject
+
+
+def test_the_cpus_read_through_the_daemon_zeusd_host_port_names(authed, monkeypatch):
+    import zeus.device.cpu
+    from zeus.device import get_cpus
+    from zeus.device.cpu.common import CpuDramMeasurement, ZeusCPUInitError
+    from zeus.device.cpu.rapl import ZeusdRAPLCPU
+
+    monkeypatch.setenv("ZEUSD_HOST_PORT", authed.address)
+    monkeypatch.setenv("ZEUSD_TOKEN", authed.token("gpu-read", sub="gpu-only"))
+    with pytest.raises(ZeusCPUInitError, match="lacks required scope 'cpu-read'"):
+        get_cpus()
+    zeus.device.cpu._cpus = None
+    monkeypatch.setenv("ZEUSD_TOKEN", authed.token("cpu-read", sub="cpu"))
+    cpus = get_cpus()
+    assert len(cpus) == 1 and isinstance(cpus.cpus[0], ZeusdRAPLCPU) and not cpus.supports_get_dram_energy_consumption(0)
+    assert cpus.get_total_energy_consumption(0) == CpuDramMeasurement(cpu_mj=5000.0, dram_mj=None)  # the node's 5 J counter
+    (authed.root / "powercap" / "intel-rapl:0" / "energy_uj").write_text("7500000\n")
+    assert cpus.get_total_energy_consumption(0).cpu_mj == 7500.0  # read again through the daemon, not cached

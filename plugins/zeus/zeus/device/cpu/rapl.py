@@ -11,7 +11,7 @@ from functools import lru_cache
 from glob import glob
 from typing import Any, Literal
 
-from zeus.device.cpu.common import CPU, CPUs
+from zeus.device.cpu.common import CPU, CpuDramMeasurement, CPUs, ZeusCPUInitError
 from zeus.device.exception import ZeusBaseCPUError
 
 #: where Linux exposes RAPL zones (``intel-rapl:N``), and where a container mounts them for zeus
@@ -96,15 +96,52 @@ class RAPLCPU(CPU):
     """One CPU package's RAPL counters (and its DRAM zone where it has one), in millijoules."""
 
 
+class ZeusdRAPLCPU(RAPLCPU):
+    """One package's counters read by the daemon ``ZEUSD_HOST_PORT`` names (upstream's class of the same
+    name): the daemon's µJ as mJ, raw as upstream gives them (a counter that wraps, wraps here too)."""
+
+    def __init__(self, cpu_index: int, client: Any) -> None:
+        from zeus.utils.zeusd import require_capabilities
+
+        require_capabilities(client, read_cpu=True, cpu_ids=[cpu_index])
+        self.dram_available = client.dram_available[client.cpu_ids.index(cpu_index)]
+        super().__init__(cpu_index, None, f"cpu{cpu_index}-package", f"cpu{cpu_index}-dram" if self.dram_available else None)
+        self._client = client
+
+    def get_total_energy_consumption(self) -> CpuDramMeasurement:
+        from zeus.device.exception import ZeusdError
+
+        entry = self._client.get_cpu_energy([self.index], cpu=True, dram=True)[self.index]
+        if entry.cpu_energy_uj is None:
+            raise ZeusdError(f"CPU {self.index}: the daemon at {self._client.endpoint} sent no package energy")
+        if entry.dram_energy_uj is None and self.dram_available:
+            raise ZeusdError(f"CPU {self.index}: the daemon at {self._client.endpoint} sent no DRAM energy, which /discover offered")
+        dram = entry.dram_energy_uj / 1000 if entry.dram_energy_uj is not None else None
+        return CpuDramMeasurement(entry.cpu_energy_uj / 1000, dram)
+
+
 class RAPLCPUs(CPUs):
-    """The CPU packages' RAPL counters, read by the ``rapl`` plugin only."""
+    """The CPU packages' RAPL counters, read by the ``rapl`` plugin only; or, where upstream's
+    ``ZEUSD_HOST_PORT`` (with ``ZEUSD_TOKEN``) names a daemon, by that daemon (``cpu-read`` required).
+    ``ZEUSD_SOCK_PATH`` needs nothing here: the ``rapl`` plugin reaches ``zeus daemon`` on that socket."""
 
     _cpu_class = RAPLCPU
 
     def __init__(self, registry: Any = None) -> None:
         from zeus.device.gpu.nvidia import OnePlugin
+        from zeus.exception import ZeusBaseError
+        from zeus.utils.zeusd import ZeusdClient, ZeusdConfig
         from zeus_core.engine.registry import get_registry
 
+        config = ZeusdConfig.from_env()
+        if config is not None and config.socket_path is None:
+            try:
+                client = ZeusdClient(config)
+                self._cpus = [ZeusdRAPLCPU(i, client) for i in client.cpu_ids]
+            except ZeusBaseError as e:
+                raise ZeusCPUInitError(str(e)) from e
+            self.group = None
+            return
         super().__init__(OnePlugin(registry if registry is not None else get_registry(), PLUGIN))
 
 
@@ -116,6 +153,7 @@ __all__ = [
     "ZeusRAPLFileInitError",
     "ZeusRAPLNotSupportedError",
     "ZeusRAPLPermissionError",
+    "ZeusdRAPLCPU",
     "get_current_cpu_index",
     "get_current_rapl_zone_id",
     "rapl_is_available",
