@@ -36,6 +36,7 @@ TINY_PLUGIN = '''\
 """A third party's plugin, type-checked against the installed zeus-core."""
 import attrs
 from zeus_core import BuildContext, PolicyContext, TryRecord, hookimpl, zeus_cost
+from zeus_core.hookspecs import RegisterPart
 
 
 @attrs.define
@@ -55,7 +56,7 @@ class Fixed:
 
 
 @hookimpl
-def zeus_register_batch_size_policies(register) -> None:  # type: ignore[no-untyped-def]
+def zeus_register_batch_size_policies(register: RegisterPart) -> None:
     register("tiny", Fixed, options=Options)
 '''
 
