@@ -37,9 +37,9 @@ from zeus_core.daemon.api import BY_PATH, MAX_REQUEST_BYTES, HttpError, Route, a
 from zeus_core.daemon.streams import PowerFeed, Subscriber
 from zeus_core.privileged import ClientSession
 
-#: the daemon (:class:`zeus_core.daemon.server.Daemon`, which imports this module) and one of its sessions
+#: the daemon (:class:`zeus_core.daemon.server.Daemon`, which imports this module) and one of its client connections
 Daemon = Any
-Session = ClientSession
+Connection = ClientSession
 
 log = logging.getLogger("zeus.daemon")
 
@@ -97,7 +97,7 @@ class NodeApi:
 
     # -- the devices --
 
-    def call(self, session: Session, op: str, **args: Any) -> Any:
+    def call(self, session: Connection, op: str, **args: Any) -> Any:
         """Run an operation for ``session``; HttpError with the reply's status when it fails."""
         reply = self.daemon.dispatch(session, {"op": op, "args": args})
         if not reply["ok"]:
@@ -151,7 +151,7 @@ class NodeApi:
 
     # -- the routes: each takes (session, params, claims) and returns a JSON value --
 
-    def discover(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def discover(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return {
             "gpus": [
                 {
@@ -167,45 +167,45 @@ class NodeApi:
             "auth_required": self.auth,
         }
 
-    def time(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def time(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return {"timestamp_ms": now_ms()}
 
-    def whoami(self, session: Session, params: dict[str, Any], claims: tokens.Claims) -> Any:
+    def whoami(self, session: Connection, params: dict[str, Any], claims: tokens.Claims) -> Any:
         return claims.as_json()
 
-    def _gpu_op(self, session: Session, i: int, route_op: str, **args: Any) -> Any:
+    def _gpu_op(self, session: Connection, i: int, route_op: str, **args: Any) -> Any:
         g = self.gpus[i]
         op = f"{g['service']}.{GPU_OPS[route_op]}"
         if op not in self.daemon.operations:
             raise HttpError(400, f"GPU {i} ({g['service']}) does not support {route_op}")
         return self.call(session, op, gpu=g["uuid"], **args)
 
-    def _write(self, session: Session, params: dict[str, Any], route_op: str, **args: Any) -> Any:
+    def _write(self, session: Connection, params: dict[str, Any], route_op: str, **args: Any) -> Any:
         self._each(self._gpu_write_ids(params), lambda i: self._gpu_op(session, i, route_op, **args))
         return None
 
-    def set_power_limit(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def set_power_limit(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return self._write(session, params, "set_power_limit", milliwatts=params["power_limit_mw"])
 
-    def reset_power_limit(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def reset_power_limit(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return self._write(session, params, "reset_power_limit")
 
-    def set_persistence_mode(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def set_persistence_mode(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return self._write(session, params, "set_persistence_mode", enabled=params["enabled"])
 
-    def set_gpu_locked_clocks(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def set_gpu_locked_clocks(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return self._write(session, params, "set_gpu_locked_clocks", min_mhz=params["min_clock_mhz"], max_mhz=params["max_clock_mhz"])
 
-    def reset_gpu_locked_clocks(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def reset_gpu_locked_clocks(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return self._write(session, params, "reset_gpu_locked_clocks")
 
-    def set_mem_locked_clocks(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def set_mem_locked_clocks(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return self._write(session, params, "set_mem_locked_clocks", min_mhz=params["min_clock_mhz"], max_mhz=params["max_clock_mhz"])
 
-    def reset_mem_locked_clocks(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def reset_mem_locked_clocks(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return self._write(session, params, "reset_mem_locked_clocks")
 
-    def reset_locked_clocks(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def reset_locked_clocks(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         def both(i: int) -> None:
             self._gpu_op(session, i, "reset_gpu_locked_clocks")
             self._gpu_op(session, i, "reset_mem_locked_clocks")
@@ -213,7 +213,7 @@ class NodeApi:
         self._each(self._gpu_write_ids(params), both)
         return None
 
-    def _gpu_read(self, session: Session, params: dict[str, Any], op: str, fields: tuple[str, ...]) -> Any:
+    def _gpu_read(self, session: Connection, params: dict[str, Any], op: str, fields: tuple[str, ...]) -> Any:
         def one(i: int) -> dict[str, Any]:
             g = self.gpus[i]
             result = self.call(session, f"{g['service']}.{op}", gpu=g["uuid"])
@@ -221,7 +221,7 @@ class NodeApi:
 
         return self._each(self._ids(params, "gpu_ids", self.gpus, "GPU"), one)
 
-    def gpu_energy(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def gpu_energy(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         def one(i: int) -> dict[str, Any]:
             g = self.gpus[i]
             if not g["cumulative_energy_available"]:
@@ -230,20 +230,20 @@ class NodeApi:
 
         return self._each(self._ids(params, "gpu_ids", self.gpus, "GPU"), one)
 
-    def gpu_power(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def gpu_power(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         power = self._gpu_read(session, params, "read_power", ("power_mw",))
         return {"timestamp_ms": now_ms(), "power_mw": {k: v["power_mw"] for k, v in power.items()}}
 
-    def gpu_power_limit(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def gpu_power_limit(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return self._gpu_read(session, params, "read_power_limit", ("power_limit_mw",))
 
-    def gpu_power_limit_constraints(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def gpu_power_limit_constraints(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return self._gpu_read(session, params, "read_power_limit", ("min_power_limit_mw", "max_power_limit_mw"))
 
-    def gpu_persistence_mode(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def gpu_persistence_mode(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         return self._gpu_read(session, params, "read_persistence_mode", ("enabled",))
 
-    def _rapl(self, session: Session, i: int) -> dict[str, Any]:
+    def _rapl(self, session: Connection, i: int) -> dict[str, Any]:
         """Package ``i``'s counters in µJ (``dram_energy_uj`` None without a DRAM zone), with their ranges."""
         c = self.cpus[i]
         pkg = self.call(session, f"{c['service']}.read", zone=c["zone"])
@@ -255,7 +255,7 @@ class NodeApi:
             "dram_range_uj": dram["max_energy_range_uj"] if dram else None,
         }
 
-    def cpu_energy(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def cpu_energy(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         def one(i: int) -> dict[str, Any]:
             r = self._rapl(session, i)
             return {
@@ -273,7 +273,7 @@ class NodeApi:
         delta = b - a if b >= a else b + first[f"{key}_range_uj"] - a  # the counter wrapped once
         return int(delta / 1000 / max(elapsed_s, 1e-6))
 
-    def cpu_power(self, session: Session, params: dict[str, Any], claims: Any) -> Any:
+    def cpu_power(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
         ids = self._ids(params, "cpu_ids", self.cpus, "CPU")
         first = self._each(ids, lambda i: self._rapl(session, i))
         t0 = time.monotonic()
@@ -288,10 +288,10 @@ class NodeApi:
             },
         }
 
-    def gpu_stream(self, session: Session, params: dict[str, Any], claims: Any) -> tuple[PowerFeed, list[int]]:
+    def gpu_stream(self, session: Connection, params: dict[str, Any], claims: Any) -> tuple[PowerFeed, list[int]]:
         return self.gpu_feed, self._ids(params, "gpu_ids", self.gpus, "GPU")
 
-    def cpu_stream(self, session: Session, params: dict[str, Any], claims: Any) -> tuple[PowerFeed, list[int]]:
+    def cpu_stream(self, session: Connection, params: dict[str, Any], claims: Any) -> tuple[PowerFeed, list[int]]:
         return self.cpu_feed, self._ids(params, "cpu_ids", self.cpus, "CPU")
 
     def _gpu_samples(self, ids: list[int]) -> list[tuple[int, dict[str, Any]]]:

@@ -145,7 +145,7 @@ def user_name(uid: int) -> str:
 
 
 @attrs.define(eq=False)
-class Session:
+class Connection:
     """One client connection: who it is (from the kernel) and what it holds."""
 
     daemon: Daemon
@@ -177,7 +177,7 @@ class Holds:
         self._restorers = restorers
         self._journal_path = journal_path
         self._guards: dict[str, SettingsGuard] = {}
-        self._holders: dict[tuple[str, str], dict[int, Session]] = {}
+        self._holders: dict[tuple[str, str], dict[int, Connection]] = {}
 
     def _guard(self, owner: str) -> SettingsGuard:
         guard = self._guards.get(owner)
@@ -191,7 +191,7 @@ class Holds:
             guard = self._guards[owner] = SettingsGuard(owner, restorer, journal_path=self._journal_path)
         return guard
 
-    def change(self, session: Session, owner: str, key: str, original: Any, apply: Callable[[], Any]) -> None:
+    def change(self, session: Connection, owner: str, key: str, original: Any, apply: Callable[[], Any]) -> None:
         guard = self._guard(owner)
         new = guard.record(key, original)
         try:
@@ -204,10 +204,10 @@ class Holds:
             log.info("journaled %s %s: original %r", owner, key, original)
         self._holders.setdefault((owner, key), {})[session.number] = session
 
-    def held_by(self, session: Session, owner: str, key: str) -> bool:
+    def held_by(self, session: Connection, owner: str, key: str) -> bool:
         return session.number in self._holders.get((owner, key), {})
 
-    def release(self, session: Session, owner: str, key: str, reset: Callable[[], Any] | None = None) -> str:
+    def release(self, session: Connection, owner: str, key: str, reset: Callable[[], Any] | None = None) -> str:
         """End ``session``'s hold; restore when it was the last. Returns what happened:
         ``restored``, ``held`` (others still hold it), ``reset`` (nobody held it: ``reset()`` ran)
         or ``unchanged``."""
@@ -229,7 +229,7 @@ class Holds:
         reset()
         return "reset"
 
-    def release_all(self, session: Session) -> list[str]:
+    def release_all(self, session: Connection) -> list[str]:
         """End every hold of ``session`` (it disconnected), newest first; return the failures."""
         errors = []
         for owner, key in reversed([k for k, v in self._holders.items() if session.number in v]):
@@ -275,7 +275,7 @@ class Daemon:
         self._device = ThreadPoolExecutor(1, thread_name_prefix="zeus-daemon-device")
         self._lock = threading.Lock()  # guards the session table only
         self._stop = threading.Event()
-        self._sessions: dict[int, tuple[Session, socket.socket]] = {}
+        self._sessions: dict[int, tuple[Connection, socket.socket]] = {}
         self._threads: list[threading.Thread] = []
         self._next = 0
         self.refused = RefusalLog()
@@ -284,8 +284,8 @@ class Daemon:
         self._tcp_listener: socket.socket | None = None
         self._tls: Any = None
         #: the daemon's own reads (discovery, power streams), in the log as client #0
-        self.system_session = Session(self, 0, os.getpid(), os.geteuid(), os.getegid(), "zeus-daemon")
-        self._http_sessions: dict[str, Session] = {}
+        self.system_session = Connection(self, 0, os.getpid(), os.geteuid(), os.getegid(), "zeus-daemon")
+        self._http_sessions: dict[str, Connection] = {}
         self.api: NodeApi | None = None
 
     @property
@@ -484,9 +484,9 @@ class Daemon:
             with self._lock:
                 if len(self._sessions) < self.config.raw.max_clients:
                     self._next += 1
-                    fresh = Session(self, self._next, 0, -1, -1, f"tcp {address[0]}:{address[1]}")
+                    fresh = Connection(self, self._next, 0, -1, -1, f"tcp {address[0]}:{address[1]}")
                     self._sessions[fresh.number] = (fresh, conn)
-                    session: Session | None = fresh
+                    session: Connection | None = fresh
                 else:
                     session = None
             if session is None:
@@ -497,7 +497,7 @@ class Daemon:
             self._threads.append(t)
             t.start()
 
-    def _serve_tcp(self, session: Session, conn: socket.socket, address: Any) -> None:
+    def _serve_tcp(self, session: Connection, conn: socket.socket, address: Any) -> None:
         from zeus_core.daemon.http import HttpConnection, Peer
 
         try:
@@ -518,14 +518,14 @@ class Daemon:
                 self._sessions.pop(session.number, None)
             conn.close()
 
-    def http_session(self, principal: str, peer: Any) -> Session:
+    def http_session(self, principal: str, peer: Any) -> Connection:
         """The session that holds what ``principal`` changes over HTTP (one per principal, for the daemon's life)."""
         with self._lock:
             session = self._http_sessions.get(principal)
             if session is None:
                 self._next += 1
                 uid = -1 if peer.uid is None else peer.uid
-                session = self._http_sessions[principal] = Session(self, self._next, peer.pid, uid, peer.gid, f"{principal} over http")
+                session = self._http_sessions[principal] = Connection(self, self._next, peer.pid, uid, peer.gid, f"{principal} over http")
             return session
 
     def _start_session(self, conn: socket.socket) -> None:
@@ -561,7 +561,7 @@ class Daemon:
             per_user = min(cfg.max_clients_per_user, cfg.max_clients)
             if total < cfg.max_clients and mine < per_user:
                 self._next += 1
-                session = Session(self, self._next, pid, uid, gid, user)
+                session = Connection(self, self._next, pid, uid, gid, user)
                 self._sessions[session.number] = (session, conn)
             else:
                 session = None
@@ -605,7 +605,7 @@ class Daemon:
             pass
         return bool(groups & cfg.allowed_gids)
 
-    def _serve_client(self, session: Session, conn: socket.socket) -> None:
+    def _serve_client(self, session: Connection, conn: socket.socket) -> None:
         # Connections come and go with every training process: logged at DEBUG. What a client
         # changes, and its leaving, and what is put back then, are logged at INFO.
         log.debug("%s connected", session)
@@ -649,7 +649,7 @@ class Daemon:
             return "gone"
         return "http" if first.isalpha() else "frames"
 
-    def _silent(self, session: Session, conn: socket.socket) -> None:
+    def _silent(self, session: Connection, conn: socket.socket) -> None:
         self.refused(
             "silent",
             session.uid,
@@ -657,7 +657,7 @@ class Daemon:
         )
         self._send(conn, error_reply(None, "timeout", "no request within first_frame_timeout_s of connecting"))
 
-    def _session_loop(self, session: Session, conn: socket.socket) -> None:
+    def _session_loop(self, session: Connection, conn: socket.socket) -> None:
         first = True
         while not self._stop.is_set():
             try:
@@ -700,7 +700,7 @@ class Daemon:
         except OSError:
             return False
 
-    def dispatch(self, session: Session, msg: dict[str, Any]) -> dict[str, Any]:
+    def dispatch(self, session: Connection, msg: dict[str, Any]) -> dict[str, Any]:
         """The reply to one request. Never raises: every failure is an error reply."""
         req_id = msg.get("id")
         if not (
@@ -773,7 +773,7 @@ class Daemon:
             req_id, "unknown_operation", f"unknown operation {op!r}; this daemon serves: {', '.join(sorted(self.operations)) or 'nothing'}"
         )
 
-    def hello(self, session: Session) -> dict[str, Any]:
+    def hello(self, session: Connection) -> dict[str, Any]:
         return {
             "protocol": PROTOCOL_VERSION,
             "daemon": daemon_version(),
