@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 from http_nodes import HttpNode
 
-from zeus_core.daemon.nodeclient import Endpoint, Fleet, NodeClient, NodeError
+from zeus_core.daemon.nodeclient import Endpoint, Fleet, HttpTransport, NodeClient, NodeError
 
 ZEUS = "import sys; from zeus_core.cli.main import main; main(sys.argv[1:])"
 SKEW_S = -3600.0
@@ -65,10 +67,8 @@ def test_two_nodes_one_restarted_one_with_a_skewed_clock(tmp_path):
         cmd = [sys.executable, "-c", ZEUS, "monitor", "--node", a.address, "--node", b.address, "--interval", "0.1"]
         proc = subprocess.Popen([*cmd, "--csv", str(out / "fleet.csv")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            both = lambda rows: (
-                {(r["node"], r["device"]) for r in rows} >= {(n.address, d) for n in (a, b) for d in ("gpu0", "gpu1", "cpu0")}
-            )  # noqa: E731
-            _wait_rows(out, "fleet.csv", both, proc)
+            wanted = {(n.address, d) for n in (a, b) for d in ("gpu0", "gpu1", "cpu0")}
+            _wait_rows(out, "fleet.csv", lambda rows: {(r["node"], r["device"]) for r in rows} >= wanted, proc)
             a.stop()  # node a goes away under the monitor, and comes back on the same port
             restarted = time.time()
             a.start()
@@ -128,5 +128,28 @@ def test_a_node_that_is_away_is_retried_and_a_refused_token_ends_its_stream():
         with pytest.raises(NodeError) as e:
             NodeClient(Endpoint.parse(node.address, token="not-a-token")).get("/gpu/get_power")
         assert e.value.status == 401
+    finally:
+        node.remove()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_a_node_over_tls_with_a_certificate_made_here(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    node = HttpNode(auth=True, extra=f'tls_cert = "{cert}"\ntls_key = "{key}"\n')
+    try:
+        node.start()
+        endpoint = Endpoint.parse(f"https://{node.address}", token=node.token("gpu-read"))
+        assert endpoint.tls and endpoint.host_port == node.address
+        client = NodeClient(transport=HttpTransport(endpoint, ssl_context=ssl.create_default_context(cafile=str(cert))))
+        assert set(client.get("/gpu/get_power")["power_mw"]) == {"0", "1"}
+        with pytest.raises(NodeError) as e:  # a certificate this client does not trust: no answer, said so
+            NodeClient(endpoint).get("/gpu/get_power")
+        assert e.value.status is None and "CERTIFICATE_VERIFY_FAILED" in str(e.value)
     finally:
         node.remove()
