@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # annotations only: the face's names (importing zeus_core imp
     import click
 
     from zeus_core import BuildContext, JobOptions, JobSummary, Measurement, TryRecord
-    from zeus_core.backends import JobStore
+    from zeus_core.backends import JobStore, ProcessGroup
     from zeus_core.grid import GridSignal, SourceRequest
 
 PROJECT = "zeus"
@@ -111,7 +111,7 @@ class RegisterProcessGroup(Protocol):
     """``register`` of ``zeus_register_process_groups``: ``join()`` returns a
     :class:`zeus_core.backends.ProcessGroup` or None."""
 
-    def __call__(self, name: str, join: Callable[[], Any], help: str = "") -> None: ...
+    def __call__(self, name: str, join: Callable[[], ProcessGroup | None], help: str = "") -> None: ...
 
 
 class RegisterGridSignal(Protocol):
