@@ -12,6 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from zeus_core.cli import main as zcli
+from zeus_core.device import DeviceGroup
 from zeus_core.engine import registry as zreg
 
 
@@ -139,3 +140,12 @@ def output_while_answering(cmd: list[str], url: str, env: dict[str, str], timeou
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
     return out
+
+
+def energy_window(device: DeviceGroup, seconds: float) -> tuple[dict[str, float], float]:
+    """Energy per device name over a window of about ``seconds`` (two ``read_energy`` calls), and the window's length."""
+    t0 = time.monotonic()
+    e0 = device.read_energy()
+    time.sleep(seconds)
+    e1 = device.read_energy()
+    return {n: e1[n] - e0[n] for n in e0}, time.monotonic() - t0

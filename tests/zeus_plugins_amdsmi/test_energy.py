@@ -7,6 +7,7 @@ import time
 import warnings
 
 import pytest
+from zeus_test_helpers import energy_window as window
 
 from zeus_core import (
     DeviceError,
@@ -26,15 +27,6 @@ from zeus_plugins_amdsmi.options import AmdsmiOptions
 
 def gpus(**options) -> AmdGpus:
     return AmdGpus(AmdsmiOptions(counter_check_s=options.pop("counter_check_s", 0.05), **options))
-
-
-def window(dev: AmdGpus, seconds: float) -> tuple[dict[str, float], float]:
-    """Energy per GPU over a window of about ``seconds``, and the window's length."""
-    t0 = time.monotonic()
-    e0 = dev.read_energy()
-    time.sleep(seconds)
-    e1 = dev.read_energy()
-    return {n: e1[n] - e0[n] for n in e0}, time.monotonic() - t0
 
 
 def test_accumulator_energy_is_counts_times_the_resolution(fake_amd):
@@ -82,6 +74,8 @@ def test_an_accumulator_that_goes_back_is_a_reset_not_a_wrap(fake_amd):
     [
         (FakeAmdGpu(demand_w=350.0, counter_mode="frozen"), "did not move"),
         (FakeAmdGpu(demand_w=350.0, counter_mode="scaled", counter_scale=0.1), "while the GPU reported 350 W"),
+        (FakeAmdGpu(demand_w=350.0, counter_mode="backwards"), "ran backwards"),
+        (FakeAmdGpu(demand_w=350.0, counter_mode="jump"), r"jumped by .* more than the GPU's maximum power \(750 W\) allows"),
     ],
 )
 def test_an_accumulator_that_fails_the_check_falls_back_to_polled_power(fake_amd, gpu, why):
@@ -91,7 +85,13 @@ def test_an_accumulator_that_fails_the_check_falls_back_to_polled_power(fake_amd
     with dev:
         assert dev.energy_sources == {"gpu0": "polling"}
         got, elapsed = window(dev, 0.4)
+        # what the accumulator itself says, had it been trusted: far from the 350 W drawn
+        c0 = fake_amdsmi.amdsmi_get_energy_count(dev.gpus[0].handle)
+        time.sleep(0.1)
+        c1 = fake_amdsmi.amdsmi_get_energy_count(dev.gpus[0].handle)
+    raw_w = (c1["energy_accumulator"] - c0["energy_accumulator"]) * c0["counter_resolution"] / 1e6 / 0.1
     assert got["gpu0"] == pytest.approx(350.0 * elapsed, rel=0.05)
+    assert not 350.0 / 2 <= raw_w <= 350.0 * 2, raw_w
 
     with pytest.raises(DeviceError, match=r'(?s)gpu0 \(AMD Instinct MI300X.*cannot be measured by its energy accumulator.*energy = "auto"'):
         gpus(energy="counter")

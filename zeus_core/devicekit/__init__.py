@@ -7,7 +7,8 @@ pieces; each lives here so that no two plugins hold near-copies of it:
   polls a device, and :class:`PowerIntegral`, energy from polled power;
 * :mod:`~zeus_core.devicekit.counters`: :class:`WrappingCounter`, an energy counter
   extended past its wraparounds (RAPL, a 32-bit AMD accumulator), and
-  :func:`watch_period`, how often to read such counters;
+  :func:`watch_period`, how often to read such counters; :func:`check_counters`, the check a
+  counter passes when its device opens (:class:`CounterProbe`) before it is trusted;
 * :mod:`~zeus_core.devicekit.settings`: :class:`SettingsPath`, setting changes made in
   this process (journaled) or through ``zeus daemon``;
 * :mod:`~zeus_core.devicekit.drivers`: :class:`DriverErrors` and :class:`DriverDevice`,
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 from zeus_core.loading import lazy_exports
 
 if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
-    from zeus_core.devicekit.counters import WrappingCounter, watch_period
+    from zeus_core.devicekit.counters import CounterProbe, WrappingCounter, check_counters, watch_period
     from zeus_core.devicekit.drivers import DriverDevice, DriverErrors
     from zeus_core.devicekit.groups import ClosedOnExit, GpuGroup
     from zeus_core.devicekit.polling import PowerIntegral, Sampler
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
 __all__ = [
     "CAP_DAC_OVERRIDE",
     "ClosedOnExit",
+    "CounterProbe",
     "DaemonCall",
     "DriverDevice",
     "DriverErrors",
@@ -50,6 +52,7 @@ __all__ = [
     "SettingsPath",
     "WrappingCounter",
     "all_or_list",
+    "check_counters",
     "deferred_factory",
     "select_gpus",
     "watch_period",

@@ -19,7 +19,9 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+
+import attrs
 
 
 class WrappingCounter:
@@ -97,3 +99,117 @@ def watch_period(counters: Iterable[WrappingCounter], longest_s: float = 60.0, s
     [``shortest_s``, ``longest_s``] (``longest_s`` without counters)."""
     fastest = min((c.seconds_to_wrap() for c in counters), default=4 * longest_s)
     return min(longest_s, max(shortest_s, fastest / 4))
+
+
+@attrs.frozen
+class CounterProbe:
+    """One device's hardware energy counter and power reading, as :func:`check_counters` watches them.
+
+    ``read_j()`` is the counter in joules as the driver gives it (not extended past wraps);
+    ``read_w()`` the power (W) the device reports, None where it reports none; ``max_w`` the
+    most the board can draw (0: unknown, no jump check); ``period_s`` the longest update period
+    counters of this kind have (NVIDIA: about 100 ms; AMD, RAPL: about 1 ms), below which a
+    flat counter says nothing; ``range_j`` where the counter wraps (None: never);
+    ``resolution_j`` its step.
+    """
+
+    read_j: Callable[[], float]
+    read_w: Callable[[], float | None]
+    max_w: float
+    period_s: float = 0.1
+    range_j: float | None = None
+    resolution_j: float = 0.0
+
+
+#: a device drawing at least this much (W) at every sample is "under load" for the frozen test
+BUSY_W = 5.0
+#: a counter may lag the power by this long (s) and catch up in one step without counting as a jump
+CATCH_UP_S = 1.0
+
+
+class _Watch:
+    """What :func:`check_counters` has seen of one counter."""
+
+    def __init__(self, probe: CounterProbe, t: float) -> None:
+        self.probe = probe
+        self.t0 = self.t_ref = t
+        self.last = float(probe.read_j())
+        self.offset = 0.0
+        self.changes: list[tuple[float, float]] = []  # (time, counter J) at each move seen
+        self.powers: list[tuple[float, float | None]] = []
+        self.bad: str | None = None
+
+    def observe(self, t: float, raw: float, watts: float | None, kind: str) -> None:
+        p = self.probe
+        self.powers.append((t, watts))
+        bound = p.max_w * (t - self.t_ref + max(CATCH_UP_S, 2 * p.period_s)) * 1.5 + p.resolution_j
+        if raw < self.last - p.resolution_j:
+            step = raw + (p.range_j or 0.0) - self.last  # a wrap, where the counter has a range and the step is possible
+            if p.range_j is None or self.last >= p.range_j or (p.max_w > 0 and step > bound):
+                self.bad = f"ran backwards, from {self.last:.6g} J to {raw:.6g} J"
+                return
+            self.offset += p.range_j
+        else:
+            step = raw - self.last
+        if p.max_w > 0 and step > bound:
+            self.bad = (
+                f"jumped by {step:.6g} J in {t - self.t_ref:.3f} s, more than the {kind}'s maximum power "
+                f"({p.max_w:g} W) allows ({bound:.3g} J)"
+            )
+            return
+        if raw != self.last:
+            self.changes.append((t, raw + self.offset))
+            self.t_ref = t
+        self.last = raw
+
+    def settled(self) -> bool:
+        """Decided before the time is up: found bad, or seen moving twice at a rate to compare."""
+        return self.bad is not None or (len(self.changes) >= 3 and all(w is not None for _, w in self.powers))
+
+    def verdict(self, t: float, kind: str) -> str | None:
+        if self.bad is not None:
+            return self.bad
+        p = self.probe
+        watts = [w for _, w in self.powers if w is not None]
+        busy = len(watts) == len(self.powers) > 0 and min(watts) >= BUSY_W
+        elapsed = t - self.t0
+        if not self.changes:
+            if busy and elapsed >= 3 * p.period_s:
+                return f"did not move in {elapsed:.2f} s while the {kind} reported {sum(watts) / len(watts):.0f} W"
+            return None  # idle, or too short a check for its update period: kept
+        if len(self.changes) < 2 or not busy:
+            return None
+        (ta, ja), (tb, jb) = self.changes[0], self.changes[-1]
+        inside = [w for s, w in self.powers if ta <= s <= tb and w is not None] or watts
+        mean_w = sum(inside) / len(inside)
+        counted, drawn = jb - ja, mean_w * (tb - ta)
+        if drawn > 0 and not 0.25 <= counted / drawn <= 4.0:
+            return f"counted {counted:.3g} J in {tb - ta:.2f} s while the {kind} reported {mean_w:.0f} W ({drawn:.3g} J)"
+        return None
+
+
+def check_counters(probes: Mapping[str, CounterProbe], seconds: float, kind: str = "device", step_s: float = 0.01) -> dict[str, str]:
+    """Which counters cannot be trusted, with what was seen, after watching all of them at once
+    for at most ``seconds`` (less once each is decided): one that runs backwards (a reset, a
+    firmware fault), jumps by more than its board's maximum power allows over the time since its
+    last step, does not move while the device reports load (at least :data:`BUSY_W` at every
+    sample) for three of its update periods, or counts at a rate a factor of 4 away from the
+    power reported. A check that cannot decide keeps the counter: an idle device, or a check
+    shorter than three update periods, says nothing against it. ``kind`` names the device in
+    the reasons ("GPU").
+    """
+    now = time.monotonic
+    watches = {name: _Watch(p, now()) for name, p in probes.items()}
+    deadline = now() + seconds
+    while True:
+        for w in watches.values():
+            if w.bad is None:
+                raw = float(w.probe.read_j())
+                w.observe(now(), raw, w.probe.read_w(), kind)
+        t = now()
+        if t >= deadline or all(w.settled() for w in watches.values()):
+            break
+        time.sleep(min(step_s, max(0.0, deadline - t)))
+    t = now()
+    verdicts = {name: w.verdict(t, kind) for name, w in watches.items()}
+    return {name: why for name, why in verdicts.items() if why is not None}

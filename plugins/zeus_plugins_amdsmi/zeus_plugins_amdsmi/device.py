@@ -22,12 +22,14 @@ from typing import Any
 from zeus_core import DeviceError
 from zeus_core.devicekit import (
     CAP_DAC_OVERRIDE,
+    CounterProbe,
     DriverDevice,
     GpuGroup,
     PowerIntegral,
     Sampler,
     SettingsPath,
     WrappingCounter,
+    check_counters,
     watch_period,
 )
 from zeus_core.errors import DeviceAbsent
@@ -44,7 +46,7 @@ from zeus_plugins_amdsmi.control import (
     set_cap,
     smi_module,
 )
-from zeus_plugins_amdsmi.energy import WRAP_COUNTS, check_counters
+from zeus_plugins_amdsmi.energy import WRAP_COUNTS
 from zeus_plugins_amdsmi.options import AmdsmiOptions
 from zeus_plugins_amdsmi.visible import AmdGpuRef, VisibleDevicesError, visible_gpus
 
@@ -252,9 +254,9 @@ class AmdGpus(GpuGroup):
             if silent:
                 raise DeviceError(f'{silent[0]} reports no power to poll (amdsmi: N/A); use energy = "auto"')
             return {g.name: "polling" for g in self.gpus}
-        probes = {g.name: (g.counts, g.read_power) for g in self.gpus}
         try:
-            bad = check_counters(probes, options.counter_check_s)
+            probes = {g.name: self._probe(g) for g in self.gpus}
+            bad = check_counters(probes, options.counter_check_s, kind="GPU")
         except self._smi.AmdSmiLibraryException as e:
             if options.energy == "counter" or e.get_error_code() != STATUS_NOT_SUPPORTED:
                 raise DeviceError(f"cannot read the energy accumulators ({e.get_error_info()})") from None
@@ -272,6 +274,24 @@ class AmdGpus(GpuGroup):
                 raise DeviceError(f"{g.label} cannot be measured: {why}, and it reports no power to poll")
             warnings.warn(f"{g.label}: {why}; its energy is polled power instead", stacklevel=4)
         return {g.name: "polling" if g.name in bad else "counter" for g in self.gpus}
+
+    def _probe(self, g: AmdGpu) -> CounterProbe:
+        """GPU ``g``'s accumulator and power for the check at open: it updates about every millisecond
+        and wraps at :data:`WRAP_COUNTS` where the firmware accumulates in 32 bits."""
+
+        def joules() -> float:
+            counts, resolution_uj = g.counts()
+            return counts * resolution_uj / 1e6
+
+        resolution_j = float(self._smi.amdsmi_get_energy_count(g.handle)["counter_resolution"]) / 1e6
+        return CounterProbe(
+            joules,
+            g.read_power,
+            self._cap_or(g, ASSUMED_MAX_W),
+            period_s=0.001,
+            range_j=WRAP_COUNTS * resolution_j,
+            resolution_j=resolution_j,
+        )
 
     @staticmethod
     def _cap_or(g: AmdGpu, default: float) -> float:

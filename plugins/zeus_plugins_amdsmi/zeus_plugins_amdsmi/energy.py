@@ -12,7 +12,11 @@ that step and is warned about. A 64-bit accumulator never wraps in practice.
 The device's sampler thread reads every accumulator often enough that no
 32-bit wrap goes unseen between two window edges, however long the window.
 
-Where the accumulator cannot be trusted (:func:`check_counters`), energy is
+Where the accumulator cannot be trusted (the core's
+:func:`~zeus_core.devicekit.check_counters`, run when the device opens: an
+accumulator that does not move under load, runs backwards, jumps beyond the
+board's maximum power or counts at the wrong rate, as upstream Zeus found on
+MI100/MI250/MI300X boards), energy is
 power sampled by that thread and integrated
 (:class:`~zeus_core.devicekit.PowerIntegral`). A thread rather than a process:
 each sample is one amdsmi call, which runs in C without the GIL.
@@ -20,41 +24,5 @@ each sample is one amdsmi call, which runs in C without the GIL.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 #: a 32-bit accumulator wraps at this count
 WRAP_COUNTS = 1 << 32
-
-
-Probe = tuple[Callable[[], tuple[int, float]], Callable[[], "float | None"]]
-
-
-def check_counters(probes: dict[str, Probe], seconds: float) -> dict[str, str]:
-    """Which accumulators cannot be trusted, with why: one that does not move, or that over
-    ``seconds`` disagrees by more than a factor of 4 with the power the GPU reports (upstream Zeus
-    found MI100/MI250/MI300X accumulators that stand still or count at the wrong rate). Each probe
-    is (read (counts, µJ per count), read power in W or None); all GPUs are watched at once."""
-    start = {name: (counts(), power()) for name, (counts, power) in probes.items()}
-    t0 = time.monotonic()
-    time.sleep(seconds)
-    bad: dict[str, str] = {}
-    for name, (counts, power) in probes.items():
-        (c0, res), p0 = start[name]
-        c1, _ = counts()
-        elapsed = time.monotonic() - t0
-        powers = [p for p in (p0, power()) if p is not None]
-        delta = c1 - c0 if c1 >= c0 else c1 + WRAP_COUNTS - c0
-        measured = delta * res / 1e6
-        if measured <= 0:
-            bad[name] = f"its energy accumulator did not move in {elapsed:.2f} s"
-            continue
-        if not powers or max(powers) < 1.0:
-            continue  # nothing to compare with: a moving accumulator is trusted
-        watts = sum(powers) / len(powers)
-        if not 0.25 <= measured / (watts * elapsed) <= 4.0:
-            bad[name] = (
-                f"its energy accumulator counted {measured:.3g} J in {elapsed:.2f} s while the GPU reported "
-                f"{watts:.0f} W ({watts * elapsed:.3g} J)"
-            )
-    return bad

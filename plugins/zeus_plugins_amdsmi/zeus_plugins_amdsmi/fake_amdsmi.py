@@ -23,7 +23,12 @@ package (ROCm amdsmi 7.0, ``amdsmi_interface.py`` and ``amdsmi_exception.py``):
   loses when it drops to another user);
 * the known counter faults: ``counter_mode = "frozen"`` (the accumulator never
   moves, as on some MI100/MI250 boards), ``"scaled"`` (it moves at
-  ``counter_scale`` times the true rate), and ``reports_power = false`` (the
+  ``counter_scale`` times the true rate, as upstream Zeus found on some boards),
+  ``"backwards"`` (it counts down, as a counter restarting after a driver reload
+  or GPU reset looks), ``"jump"`` (1000 times the true rate: steps beyond what
+  the board's maximum power allows, as a wrong resolution or a torn read gives;
+  upstream validates AMD counters at start for these reasons), and
+  ``reports_power = false`` (the
   odd die of a dual-die MI250X, whose power and energy its sibling reports).
 
 The driver state is a JSON file shared by every process, like a real driver: a
@@ -198,7 +203,7 @@ class FakeAmdGpu:
     counter_bits: int = 64
     counter_resolution_uj: float = 15.3
     counter_start: int = 4_000_000_000  # counts when the state is written (a driver up for a while)
-    counter_mode: str = "ok"  # "ok", "frozen" or "scaled"
+    counter_mode: str = "ok"  # "ok", "frozen", "scaled", "backwards" or "jump"
     counter_scale: float = 1.0  # with "scaled": the counter's rate against the true one
     temperatures_c: dict[str, float] = attrs.field(factory=lambda: {"hotspot": 62.0, "vram": 55.0})
     energy_uj: float = 0.0  # true energy since the state was written, at the anchor
@@ -405,7 +410,7 @@ def amdsmi_get_energy_count(processor_handle: Any) -> dict[str, Any]:
     if g["counter_mode"] == "frozen" or not g["reports_power"]:
         counts = g["counter_start"]
     else:
-        scale = g["counter_scale"] if g["counter_mode"] == "scaled" else 1.0
+        scale = {"scaled": g["counter_scale"], "backwards": -1.0, "jump": 1000.0}.get(g["counter_mode"], 1.0)
         counts = g["counter_start"] + int(_true_uj(g, now) * scale / res)
     return {"energy_accumulator": counts % (1 << g["counter_bits"]), "counter_resolution": res, "timestamp": int(now * 1e9)}
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from zeus_core import DeviceError
 from zeus_core.daemon import CAP_SYS_ADMIN
-from zeus_core.devicekit import DriverDevice, GpuGroup, SettingsPath
+from zeus_core.devicekit import CounterProbe, DriverDevice, GpuGroup, SettingsPath, check_counters
 from zeus_core.errors import DeviceAbsent
 from zeus_plugins_nvml.control import (
     DAEMON_OPS,
@@ -43,6 +43,9 @@ from zeus_plugins_nvml.control import (
 from zeus_plugins_nvml.options import NvmlOptions
 from zeus_plugins_nvml.poller import PollerError, PowerPoller
 from zeus_plugins_nvml.visible import VisibleDevicesError, VisibleGpu, visible_gpus
+
+#: NVIDIA's energy counter updates about every 100 ms (Yang et al., SC'24)
+NVML_COUNTER_PERIOD_S = 0.1
 
 
 class NvmlGpu(DriverDevice):
@@ -86,6 +89,17 @@ class NvmlGpu(DriverDevice):
     def read_power(self) -> float:
         """Instant power draw (W)."""
         return self.call("read the power", self._nvml.nvmlDeviceGetPowerUsage, self.handle) / 1000.0
+
+    def counter_j(self) -> float:
+        """The energy counter (J, from NVML's mJ)."""
+        return float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)) / 1000.0
+
+    def power_or_none(self) -> float | None:
+        """Instant power draw (W); None where NVML does not report it."""
+        try:
+            return self.read_power()
+        except DeviceError:
+            return None
 
     def power_domains(self) -> dict[str, float]:
         """NVML's power domains (W), each where the GPU reports it (one field-values call):
@@ -293,6 +307,7 @@ class NvmlGpus(GpuGroup):
         self._check_mig(visible, options.mig)
         self.settings = SettingsPath(OWNER, restore_setting, options.daemon_socket, CAP_SYS_ADMIN, driver_errors(nvml))
         self.gpus = [NvmlGpu(nvml, v, self.settings, self._source(v, options.energy)) for v in visible]
+        self._check_counters(options)
         self._warn_device_order()
         self.names = [g.name for g in self.gpus]
         self.energy_sources = {g.name: g.source for g in self.gpus}
@@ -341,6 +356,46 @@ class NvmlGpus(GpuGroup):
                     '(NVML: Not Supported; counters exist from Volta on). Use energy = "auto" or "polling"'
                 ) from None
             return "polling"
+
+    def _check_counters(self, options: NvmlOptions) -> None:
+        """Watch every counter against the power reading before trusting it (at most
+        ``counter_check_s``, all GPUs at once): one that does not move under load, runs backwards,
+        jumps beyond the board's maximum power or counts at the wrong rate is refused with a
+        warning, and that GPU's energy is polled power instead (an error with ``energy = "counter"``)."""
+        checked = [g for g in self.gpus if g.source == "counter"]
+        if not checked:
+            return
+        probes = {
+            g.name: CounterProbe(
+                g.counter_j,
+                g.power_or_none,
+                self._board_max_w(g),
+                period_s=NVML_COUNTER_PERIOD_S,
+                resolution_j=0.001,
+            )
+            for g in checked
+        }
+        bad = check_counters(probes, options.counter_check_s, kind="GPU")
+        for g in checked:
+            if g.name not in bad:
+                continue
+            if options.energy == "counter":
+                raise DeviceError(
+                    f"{g.label} cannot be measured by its energy counter: it {bad[g.name]}. "
+                    'Use energy = "auto" (polled power where the counter fails) or "polling"'
+                )
+            warnings.warn(f"{g.label}: its energy counter {bad[g.name]}; refused, its energy is polled power instead", stacklevel=4)
+            g.source = "polling"
+
+    def _board_max_w(self, g: NvmlGpu) -> float:
+        """The most GPU ``g`` may draw (its highest power limit; 0 where NVML says neither)."""
+        try:
+            return g.power_limit_range()[1]
+        except DeviceError:
+            try:
+                return self._nvml.nvmlDeviceGetEnforcedPowerLimit(g.handle) / 1000.0
+            except self._nvml.NVMLError:
+                return 0.0
 
     def _warn_device_order(self) -> None:
         models = {g.model for g in self.gpus}

@@ -7,6 +7,9 @@ code that runs on a real GPU. It behaves like the driver where that matters:
 * power in milliwatts, energy in millijoules, an energy counter that only grows;
 * ``NVMLError_NotSupported`` for the energy counter before Volta, and for power
   and energy of a MIG slice (NVML measures whole GPUs only);
+* the counter's update period (``counter_period_s``; real boards about 100 ms) and
+  its faults (``counter_quirk``: frozen, backwards, jump; :data:`COUNTER_QUIRKS`),
+  off by default;
 * ``NVMLError_NoPermission`` for every setter unless the driver state is
   ``privileged``: ``True`` (every process may, as if all ran as root),
   ``False`` (none may), or ``"root"`` (like the real driver: only a process
@@ -94,7 +97,8 @@ class FakeGpu:
     mig_slices: list[str] = attrs.field(factory=list)  # MIG UUIDs; non-empty = MIG mode on
     energy_mj: float = 1.0e9  # counter value at the anchor (a driver loaded for a while)
     anchor_t: float | None = None
-    counter_period_s: float = 0.0  # > 0: the counter only moves in steps of this period
+    counter_period_s: float = 0.0  # > 0: the counter only moves in steps of this period (real boards: about 0.1 s)
+    counter_quirk: str = ""  # "", "frozen", "backwards" or "jump": a faulty counter (see COUNTER_QUIRKS)
     temperature_c: int = 45
     power_fields: bool = True  # False: a driver without the POWER_INSTANT/AVERAGE field values (NotSupported)
     memory_power_w: float | None = None  # the memory domain (H100-class boards); None: NotSupported
@@ -154,10 +158,25 @@ def _draw_w(g: dict) -> float:
     return max(top, g["idle_w"])
 
 
+#: The counter faults ``counter_quirk`` simulates (the plugin's check at open must refuse each),
+#: and where each is seen. A missing counter is ``arch`` before Volta (NVML: NotSupported); the
+#: update period is ``counter_period_s`` and the resolution is NVML's, 1 mJ.
+COUNTER_QUIRKS = {
+    "frozen": "the counter stands still under load (a stuck firmware accumulator: upstream Zeus validates AMD counters for this)",
+    "backwards": "the counter runs backwards (a driver reload or GPU reset restarts it; a firmware fault)",
+    "jump": "the counter counts 1000 times the energy drawn (a wrong unit or a torn 64-bit read): "
+    "steps beyond what the board's maximum power allows",
+}
+
+
 def _energy_mj(g: dict, now: float) -> float:
     if g["counter_period_s"] > 0:
         now = now - (now % g["counter_period_s"])
-    return g["energy_mj"] + _draw_w(g) * 1000.0 * max(0.0, now - g["anchor_t"])
+    drawn = _draw_w(g) * 1000.0 * max(0.0, now - g["anchor_t"])
+    quirk = g.get("counter_quirk", "")
+    if quirk:
+        drawn *= {"frozen": 0.0, "backwards": -1.0, "jump": 1000.0}[quirk]
+    return g["energy_mj"] + drawn
 
 
 def _reanchor(g: dict) -> None:

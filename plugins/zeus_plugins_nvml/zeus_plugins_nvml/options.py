@@ -14,7 +14,11 @@ class NvmlOptions:
 
     ``energy``: ``auto`` (the GPU's energy counter where it has one, Volta and
     newer; polled power otherwise), ``counter`` (fail on GPUs without one) or
-    ``polling`` (always poll, e.g. to compare with the counter).
+    ``polling`` (always poll, e.g. to compare with the counter). ``counter_check_s``:
+    how long, at most, the check at open watches each counter against the power
+    reading before it is trusted (:func:`zeus_core.devicekit.check_counters`; it
+    ends sooner once decided; a check shorter than 0.3 s, three update periods,
+    cannot tell a frozen counter and keeps it).
     ``poll_interval_s``: the power poller's period. ``mig``: ``error`` (a MIG
     slice cannot be measured on its own) or ``parent`` (measure the whole GPU
     the slice lives on). ``max_power_w``: MAXPOWER of the cost metric, per GPU;
@@ -27,6 +31,7 @@ class NvmlOptions:
         default=None, validator=distinct_numbers(0, what="CUDA-visible GPU indices (0, 1, ...); leave gpus out for all GPUs")
     )
     energy: str = attrs.field(default="auto", validator=one_of("auto", "counter", "polling"), metadata=NOT_IDENTITY)
+    counter_check_s: float = attrs.field(default=0.3, validator=between(0.02, 10.0), metadata=NOT_IDENTITY)
     poll_interval_s: float = attrs.field(default=0.1, validator=between(0.005, 5.0), metadata=NOT_IDENTITY)
     mig: str = attrs.field(default="error", validator=one_of("error", "parent"))
     max_power_w: float | None = attrs.field(default=None, validator=positive_or_none)

@@ -1,0 +1,104 @@
+"""The energy counter checked when the ``nvml`` device opens (issue 37): on the simulated driver, each
+faulty counter (frozen, backwards, jumping) is refused with one warning naming the GPU and what
+was seen, and the GPU's energy is then polled power matching what it drew; a good counter (one
+that updates every 100 ms, an idle GPU) is kept. Each test also shows what the raw counter would
+have said, had the check been absent."""
+
+from __future__ import annotations
+
+import re
+import time
+import warnings
+
+import pytest
+from zeus_test_helpers import energy_window
+
+from zeus_core import DeviceError
+from zeus_plugins_nvml import fake_pynvml
+from zeus_plugins_nvml.device import NvmlGpus
+from zeus_plugins_nvml.fake_pynvml import FakeGpu
+from zeus_plugins_nvml.options import NvmlOptions
+
+
+def raw_counter_j(nvml, seconds: float) -> float:
+    """What the GPU's counter says over ``seconds``: what the device would have reported without the check."""
+    nvml.nvmlInit()
+    try:
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        c0 = nvml.nvmlDeviceGetTotalEnergyConsumption(h)
+        time.sleep(seconds)
+        return (nvml.nvmlDeviceGetTotalEnergyConsumption(h) - c0) / 1000.0
+    finally:
+        nvml.nvmlShutdown()
+
+
+@pytest.mark.parametrize(
+    ("quirk", "seen"),
+    [
+        ("frozen", r"did not move in 0\.\d+ s while the GPU reported 250 W"),
+        ("backwards", r"ran backwards, from .* J to .* J"),
+        ("jump", r"jumped by .* J in .* s, more than the GPU's maximum power \(400 W\) allows"),
+    ],
+)
+def test_a_faulty_counter_is_refused_with_one_warning_and_the_gpu_is_polled(fake_nvml, quirk, seen):
+    nvml = fake_nvml([FakeGpu(demand_w=250.0, counter_quirk=quirk)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dev = NvmlGpus(NvmlOptions(poll_interval_s=0.01), nvml)
+    ours = [w for w in caught if "energy counter" in str(w.message)]
+    assert len(ours) == 1
+    message = str(ours[0].message)
+    assert "gpu0 (NVIDIA A100-SXM4-40GB, GPU-" in message and "polled power instead" in message
+    assert re.search(seen, message), message
+    with dev:
+        assert dev.energy_sources == {"gpu0": "polling"}
+        got, elapsed = energy_window(dev, 0.4)
+    # polled power integrated: within 5% of what the GPU drew (250 W)
+    assert got["gpu0"] == pytest.approx(250.0 * elapsed, rel=0.05)
+    # the raw counter, trusted, would have reported nothing, a negative figure, or 1000 times too much
+    raw = raw_counter_j(nvml, 0.2)
+    assert not 0.5 * 250.0 * 0.2 <= raw <= 2 * 250.0 * 0.2, raw
+
+    with pytest.raises(DeviceError, match='gpu0 .*cannot be measured by its energy counter.*energy = "auto"'):
+        NvmlGpus(NvmlOptions(energy="counter"), nvml)
+
+
+def test_a_counter_that_updates_every_100_ms_is_kept_and_the_check_is_short(fake_nvml):
+    nvml = fake_nvml([FakeGpu(demand_w=300.0, counter_period_s=0.1), FakeGpu(demand_w=200.0)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dev = NvmlGpus(NvmlOptions(), nvml)
+    with dev:
+        assert dev.energy_sources == {"gpu0": "counter", "gpu1": "counter"}
+        got, elapsed = energy_window(dev, 0.5)
+    assert got["gpu0"] == pytest.approx(300.0 * elapsed, abs=300.0 * 0.1 + 1)  # within one update period
+    assert got["gpu1"] == pytest.approx(200.0 * elapsed, rel=0.03)
+
+
+def test_a_check_that_cannot_decide_keeps_the_counter(fake_nvml):
+    """An idle GPU (1 W: not load enough to expect a move) and a check shorter than three update
+    periods (0.05 s against 100 ms) say nothing against a flat counter: it is kept, no warning."""
+    nvml = fake_nvml([FakeGpu(idle_w=1.0, demand_w=0.0, counter_quirk="frozen"), FakeGpu(demand_w=250.0, counter_period_s=0.1)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with NvmlGpus(NvmlOptions(counter_check_s=0.05), nvml) as dev:
+            assert dev.energy_sources == {"gpu0": "counter", "gpu1": "counter"}
+            got, elapsed = energy_window(dev, 0.35)
+    assert got["gpu1"] == pytest.approx(250.0 * elapsed, abs=250.0 * 0.1 + 1)
+
+
+def test_a_gpu_without_a_counter_is_polled_without_a_warning(fake_nvml):
+    """Before Volta NVML answers NotSupported for the counter: polled, as always, and not 'refused'."""
+    nvml = fake_nvml([FakeGpu(arch=2, demand_w=150.0)])  # Pascal (NVML_DEVICE_ARCH_PASCAL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with NvmlGpus(NvmlOptions(poll_interval_s=0.01), nvml) as dev:
+            assert dev.energy_sources == {"gpu0": "polling"}
+            got, elapsed = energy_window(dev, 0.3)
+    assert got["gpu0"] == pytest.approx(150.0 * elapsed, rel=0.05)
+    nvml.nvmlInit()
+    try:
+        with pytest.raises(fake_pynvml._real.NVMLError_NotSupported):
+            nvml.nvmlDeviceGetTotalEnergyConsumption(nvml.nvmlDeviceGetHandleByIndex(0))
+    finally:
+        nvml.nvmlShutdown()
