@@ -14,6 +14,8 @@ original setting, and puts it back when the client goes away.
 * :mod:`~zeus_core.daemon.api` (the routes), :mod:`~zeus_core.daemon.http`,
   :mod:`~zeus_core.daemon.tokens` and :mod:`~zeus_core.daemon.streams`: upstream zeusd's
   HTTP API on the same socket and, when configured, TCP (the ``daemon`` extra).
+* :mod:`~zeus_core.daemon.nodeclient`: a client of that API, one node or a fleet of them
+  (``zeus monitor --node``, zeus-compat's ``zeus.utils.zeusd``); the standard library only.
 
 This package's top level stays light (no registry, no job loading): device
 plugins import the client from it in every process. Its names load on first use.
