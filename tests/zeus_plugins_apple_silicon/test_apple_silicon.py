@@ -8,8 +8,10 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
+from zeus_test_helpers import energy_window
 
 from zeus_core import DeviceError, HasIdentity, ZeusMonitor
 from zeus_plugins_apple_silicon import fake_apple_silicon
@@ -128,3 +130,30 @@ def test_the_readme_example_runs_as_written(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     rows = list(csv.DictReader((tmp_path / "apple.csv").open()))
     assert float(rows[-1]["gpu_energy_j"]) == pytest.approx(12.0 * float(rows[-1]["elapsed_s"]), rel=0.05)
+
+
+@pytest.mark.parametrize(("quirk", "seen"), [("backwards", "ran backwards"), ("jump", r"jumped by .* more than the chip's maximum power")])
+def test_a_channel_whose_counter_fails_the_check_is_left_out_with_one_warning(chip, quirk, seen):
+    """IOReport has no power reading to poll instead: the faulty channel is left out, the others kept;
+    trusted, its counter would have given a negative figure or 1000 times the 12 W drawn."""
+    chip(quirks={"gpu_mj": quirk})
+    with pytest.warns(UserWarning, match=rf"Apple M2 Max gpu channel \(gpu_mj\): its energy counter {seen}.*left out") as caught:
+        dev = AppleSilicon()
+    assert len([w for w in caught if "energy counter" in str(w.message)]) == 1
+    with dev:
+        assert dev.names == ["cpu", "ane", "dram"]
+        got, elapsed = energy_window(dev, 0.2)
+        raw = fake_apple_silicon.AppleEnergyMonitor()
+        g0 = raw.get_cumulative_energy().gpu_mj
+        time.sleep(0.1)
+        raw_w = (raw.get_cumulative_energy().gpu_mj - g0) / 1000.0 / 0.1
+    assert got["cpu"] == pytest.approx(M2_MAX["cpu_total_mj"] * elapsed, rel=0.1)
+    assert not 12.0 / 2 <= raw_w <= 12.0 * 2, raw_w
+
+
+def test_a_frozen_channel_cannot_be_told_from_an_idle_one_and_is_kept(chip):
+    chip(quirks={"ane_mj": "frozen"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with AppleSilicon() as dev:
+            assert dev.names == ["cpu", "gpu", "ane", "dram"]

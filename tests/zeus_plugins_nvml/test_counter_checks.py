@@ -14,6 +14,7 @@ import pytest
 from zeus_test_helpers import energy_window
 
 from zeus_core import DeviceError
+from zeus_core.devicekit import CounterProbe, check_counters
 from zeus_plugins_nvml import fake_pynvml
 from zeus_plugins_nvml.device import NvmlGpus
 from zeus_plugins_nvml.fake_pynvml import FakeGpu
@@ -102,3 +103,28 @@ def test_a_gpu_without_a_counter_is_polled_without_a_warning(fake_nvml):
             nvml.nvmlDeviceGetTotalEnergyConsumption(nvml.nvmlDeviceGetHandleByIndex(0))
     finally:
         nvml.nvmlShutdown()
+
+
+def test_an_averaged_power_reading_that_lags_a_load_step_does_not_refuse_a_good_counter(fake_nvml):
+    """Ampere-and-later boards average the default power reading over 1 s: right after the load
+    drops from 400 W to 60 W it still says about 400 W, more than four times what the counter
+    counts. The check compares with the instant field, so the counter is kept."""
+    nvml = fake_nvml([FakeGpu(demand_w=400.0, power_average_s=2.0)])
+    fake_pynvml.set_demand(0, 60.0)
+    nvml.nvmlInit()
+    try:
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        assert nvml.nvmlDeviceGetPowerUsage(h) / 1000.0 > 4 * 60.0
+        # checked against the averaged reading, the good counter would have been refused
+        averaged = CounterProbe(
+            lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0, lambda: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0, 400.0
+        )
+        assert "counted" in check_counters({"gpu0": averaged}, 0.3, kind="GPU")["gpu0"]
+    finally:
+        nvml.nvmlShutdown()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with NvmlGpus(NvmlOptions(), nvml) as dev:
+            assert dev.energy_sources == {"gpu0": "counter"}
+            got, elapsed = energy_window(dev, 0.3)
+    assert got["gpu0"] == pytest.approx(60.0 * elapsed, rel=0.05)

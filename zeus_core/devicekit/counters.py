@@ -133,7 +133,7 @@ class _Watch:
     def __init__(self, probe: CounterProbe, t: float) -> None:
         self.probe = probe
         self.t0 = self.t_ref = t
-        self.last = float(probe.read_j())
+        self.first = self.last = float(probe.read_j())
         self.offset = 0.0
         self.changes: list[tuple[float, float]] = []  # (time, counter J) at each move seen
         self.powers: list[tuple[float, float | None]] = []
@@ -155,6 +155,14 @@ class _Watch:
             self.bad = (
                 f"jumped by {step:.6g} J in {t - self.t_ref:.3f} s, more than the {kind}'s maximum power "
                 f"({p.max_w:g} W) allows ({bound:.3g} J)"
+            )
+            return
+        total = raw + self.offset - self.first
+        most = p.max_w * (t - self.t0 + max(CATCH_UP_S, 2 * p.period_s)) * 1.5 + p.resolution_j
+        if p.max_w > 0 and total > most:
+            self.bad = (
+                f"jumped by {total:.6g} J in {t - self.t0:.3f} s, more than the {kind}'s maximum power "
+                f"({p.max_w:g} W) allows ({most:.3g} J)"
             )
             return
         if raw != self.last:

@@ -11,12 +11,21 @@ one device name: ``cpu`` (all CPU clusters), ``gpu``, ``gpu-sram``, ``ane``
 from __future__ import annotations
 
 import time
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 from zeus_core import DeviceError
-from zeus_core.devicekit import ClosedOnExit
+from zeus_core.devicekit import ClosedOnExit, CounterProbe, check_counters
 from zeus_plugins_apple_silicon.control import apple_module, chip_name
 from zeus_plugins_apple_silicon.options import AppleSiliconOptions
+
+#: how long the check at open watches the channels (s): with no power reading it can only see a
+#: counter go back or jump beyond what the chip can draw
+CHECK_S = 0.2
+#: the most an Apple Silicon chip draws, for the jump check where ``max_power_w`` is unset (an M2
+#: Ultra's whole package stays under 300 W)
+CHIP_MAX_W = 500.0
 
 #: device name -> AppleEnergyMetrics field
 CHANNELS = {"cpu": "cpu_total_mj", "gpu": "gpu_mj", "gpu-sram": "gpu_sram_mj", "ane": "ane_mj", "dram": "dram_mj"}
@@ -40,10 +49,31 @@ class AppleSilicon(ClosedOnExit):
         self._fields = {name: field for name, field in CHANNELS.items() if getattr(first, field) is not None}
         if not self._fields:
             raise DeviceError("zeus_apple_silicon reports no CPU, GPU, ANE or DRAM energy on this chip")
+        self.model = chip_name(module)
+        self._check_counters(options)
         self.names = list(self._fields)
         self.energy_sources = dict.fromkeys(self.names, "counter")
         self.max_power_w = float(options.max_power_w or 0.0)
-        self.model = chip_name(module)
+
+    def _check_counters(self, options: AppleSiliconOptions) -> None:
+        """Watch every channel's counter for :data:`CHECK_S` before trusting it: one that runs backwards
+        or jumps beyond what the chip can draw is left out, with a warning. IOReport reports no power,
+        so there is nothing to poll instead, and a counter that stands still cannot be told from an
+        idle channel (the check keeps it)."""
+        max_w = options.max_power_w or CHIP_MAX_W
+        probes = {name: CounterProbe(self._channel_j(field), lambda: None, max_w, period_s=0.001) for name, field in self._fields.items()}
+        for name, why in check_counters(probes, CHECK_S, kind="chip").items():
+            warnings.warn(
+                f"{self.model or 'Apple Silicon'} {name} channel ({self._fields[name]}): its energy counter {why}; "
+                "refused, and left out: IOReport reports no power to poll instead",
+                stacklevel=4,
+            )
+            del self._fields[name]
+        if not self._fields:
+            raise DeviceError("every energy channel of this chip failed the counter check; see the warnings above")
+
+    def _channel_j(self, field: str) -> Callable[[], float]:
+        return lambda: float(getattr(self._monitor.get_cumulative_energy(), field)) / 1000.0
 
     def read_energy(self) -> dict[str, float]:
         """Joules per channel since boot (a fixed point: windows subtract it away)."""

@@ -17,7 +17,8 @@ so the plugin's own code runs on Linux. It follows the real package
 The state is a JSON file of constant power per channel (W; ``null`` = absent),
 written by :func:`create` or ``python -m zeus_plugins_apple_silicon.fake_apple_silicon PATH``;
 energy is that power times the time since the state was written, plus what the
-counters held then.
+counters held then. A channel's counter can be made faulty (``quirks``:
+:data:`COUNTER_QUIRKS`), to test the check the plugin makes when it opens.
 """
 
 from __future__ import annotations
@@ -49,20 +50,38 @@ M2_MAX = {
 }
 
 
+#: What a scalar channel's counter counts, per quirk, against the energy drawn: ``frozen`` (it
+#: stands still), ``backwards`` (it counts down, as a counter restarting or a firmware fault
+#: looks), ``jump`` (1000 times the energy drawn: steps no chip can draw, as a channel read in the
+#: wrong unit gives). IOReport has no power reading, so a frozen channel cannot be told from an
+#: idle one; the plugin's check refuses the other two.
+COUNTER_QUIRKS = {"frozen": 0.0, "backwards": -1.0, "jump": 1000.0}
+
+
 def create(
-    path: str | os.PathLike[str], watts: dict[str, Any] | None = None, chip: str = "Apple M2 Max", subscribe_fails: bool = False
+    path: str | os.PathLike[str],
+    watts: dict[str, Any] | None = None,
+    chip: str = "Apple M2 Max",
+    subscribe_fails: bool = False,
+    quirks: dict[str, str] | None = None,
 ) -> Path:
-    """Write a state: ``watts`` maps AppleEnergyMetrics fields to constant power (W), None where absent."""
+    """Write a state: ``watts`` maps AppleEnergyMetrics fields to constant power (W), None where absent;
+    ``quirks`` maps scalar fields to a counter fault of :data:`COUNTER_QUIRKS` (none by default)."""
     watts = dict(M2_MAX if watts is None else watts)
     unknown = sorted(set(watts) - set(SCALAR_FIELDS) - set(LIST_FIELDS))
     if unknown:
         raise ValueError(f"not AppleEnergyMetrics fields: {unknown}")
+    quirks = dict(quirks or {})
+    bad = sorted(f"{f}={q}" for f, q in quirks.items() if f not in SCALAR_FIELDS or q not in COUNTER_QUIRKS)
+    if bad:
+        raise ValueError(f"quirks must map scalar fields to one of {sorted(COUNTER_QUIRKS)}, got {bad}")
     state = {
         "chip": chip,
         "subscribe_fails": subscribe_fails,
         "anchor_t": time.monotonic(),
         "start_mj": 3_600_000_000,
         "watts": {f: watts.get(f) for f in (*SCALAR_FIELDS, *LIST_FIELDS)},
+        "quirks": quirks,
     }
     p = Path(path)
     p.write_text(json.dumps(state))
@@ -104,7 +123,8 @@ def _reading(state: dict, now: float) -> AppleEnergyMetrics:
         if isinstance(w, list):
             setattr(m, f, [int(state["start_mj"] + x * 1000.0 * elapsed) for x in w])
         else:
-            setattr(m, f, int(state["start_mj"] + w * 1000.0 * elapsed))
+            rate = COUNTER_QUIRKS.get(state.get("quirks", {}).get(f, ""), 1.0)
+            setattr(m, f, int(state["start_mj"] + rate * w * 1000.0 * elapsed))
     return m
 
 

@@ -94,10 +94,13 @@ class NvmlGpu(DriverDevice):
         """The energy counter (J, from NVML's mJ)."""
         return float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)) / 1000.0
 
-    def power_or_none(self) -> float | None:
-        """Instant power draw (W); None where NVML does not report it."""
+    def instant_power(self) -> float | None:
+        """The instant power draw (W): NVML's POWER_INSTANT field where the driver has it, since the
+        default reading is an average on Ampere and later (over 1 s on most boards), which lags a
+        load that just changed; else the default reading; None where NVML reports neither."""
         try:
-            return self.read_power()
+            instant = self.power_domains().get("instant")
+            return self.read_power() if instant is None else instant
         except DeviceError:
             return None
 
@@ -368,7 +371,7 @@ class NvmlGpus(GpuGroup):
         probes = {
             g.name: CounterProbe(
                 g.counter_j,
-                g.power_or_none,
+                g.instant_power,
                 self._board_max_w(g),
                 period_s=NVML_COUNTER_PERIOD_S,
                 resolution_j=0.001,

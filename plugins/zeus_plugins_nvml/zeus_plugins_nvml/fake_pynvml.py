@@ -9,6 +9,7 @@ code that runs on a real GPU. It behaves like the driver where that matters:
   and energy of a MIG slice (NVML measures whole GPUs only);
 * the counter's update period (``counter_period_s``; real boards about 100 ms) and
   its faults (``counter_quirk``: frozen, backwards, jump; :data:`COUNTER_QUIRKS`),
+  and a power reading averaged over a trailing window (``power_average_s``), all
   off by default;
 * ``NVMLError_NoPermission`` for every setter unless the driver state is
   ``privileged``: ``True`` (every process may, as if all ran as root),
@@ -99,6 +100,11 @@ class FakeGpu:
     anchor_t: float | None = None
     counter_period_s: float = 0.0  # > 0: the counter only moves in steps of this period (real boards: about 0.1 s)
     counter_quirk: str = ""  # "", "frozen", "backwards" or "jump": a faulty counter (see COUNTER_QUIRKS)
+    # > 0: nvmlDeviceGetPowerUsage and the POWER_AVERAGE field report the draw averaged over this trailing
+    # window (GA100's default reading is an average; other Ampere-and-later boards average over 1 s:
+    # Yang et al., SC'24); the POWER_INSTANT field stays instant. 0: every reading is instant.
+    power_average_s: float = 0.0
+    prev_draw_w: float | None = None  # the draw before the last change of state (what an average still holds)
     temperature_c: int = 45
     power_fields: bool = True  # False: a driver without the POWER_INSTANT/AVERAGE field values (NotSupported)
     memory_power_w: float | None = None  # the memory domain (H100-class boards); None: NotSupported
@@ -169,9 +175,8 @@ COUNTER_QUIRKS = {
 }
 
 
-def _energy_mj(g: dict, now: float) -> float:
-    if g["counter_period_s"] > 0:
-        now = now - (now % g["counter_period_s"])
+def _counted_mj(g: dict, now: float) -> float:
+    """What the counter has counted by ``now`` (the energy drawn, or what its quirk makes of it)."""
     drawn = _draw_w(g) * 1000.0 * max(0.0, now - g["anchor_t"])
     quirk = g.get("counter_quirk", "")
     if quirk:
@@ -179,10 +184,26 @@ def _energy_mj(g: dict, now: float) -> float:
     return g["energy_mj"] + drawn
 
 
+def _energy_mj(g: dict, now: float) -> float:
+    if g["counter_period_s"] > 0:
+        now = now - (now % g["counter_period_s"])
+    return _counted_mj(g, now)
+
+
+def _reading_w(g: dict) -> float:
+    """The power reading: the draw, or its average over the trailing ``power_average_s``."""
+    draw, window = _draw_w(g), g.get("power_average_s", 0.0)
+    since = time.monotonic() - g["anchor_t"]
+    if window <= 0 or g.get("prev_draw_w") is None or since >= window:
+        return draw
+    return (g["prev_draw_w"] * (window - since) + draw * since) / window
+
+
 def _reanchor(g: dict) -> None:
     """Fold the energy drawn so far into the counter before the draw changes."""
     now = time.monotonic()
-    g["energy_mj"] = g["energy_mj"] + _draw_w(g) * 1000.0 * max(0.0, now - g["anchor_t"])
+    g["energy_mj"] = _counted_mj(g, now)
+    g["prev_draw_w"] = _draw_w(g)
     g["anchor_t"] = now
 
 
@@ -349,7 +370,7 @@ def nvmlDeviceGetTotalEnergyConsumption(handle: _Handle) -> int:
 
 
 def nvmlDeviceGetPowerUsage(handle: _Handle) -> int:
-    return int(_draw_w(_gpu(handle)) * 1000)
+    return int(_reading_w(_gpu(handle)) * 1000)
 
 
 class _FieldValue:
@@ -374,7 +395,8 @@ def nvmlDeviceGetFieldValues(handle: _Handle, fieldIds: list) -> list:
         memory = g.get("memory_power_w")
         if power_field and scope == _real.NVML_POWER_SCOPE_GPU:
             v.nvmlReturn = _real.NVML_SUCCESS
-            v.value = types.SimpleNamespace(uiVal=int(_draw_w(g) * 1000))
+            watts = _draw_w(g) if fid == _real.NVML_FI_DEV_POWER_INSTANT else _reading_w(g)
+            v.value = types.SimpleNamespace(uiVal=int(watts * 1000))
         elif power_field and fid == _real.NVML_FI_DEV_POWER_AVERAGE and scope == _real.NVML_POWER_SCOPE_MEMORY and memory is not None:
             v.nvmlReturn = _real.NVML_SUCCESS
             v.value = types.SimpleNamespace(uiVal=int(memory * 1000))
