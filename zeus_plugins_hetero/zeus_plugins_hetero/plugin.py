@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeus_core import BuildContext, hookimpl
+from zeus_core.hookspecs import RegisterPart
 
 if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
     from zeus_plugins_hetero.options import HeteroOptions, PowerSweepOptions
@@ -35,7 +36,7 @@ def make_power_sweep(options: PowerSweepOptions, context: BuildContext):
 
 
 @hookimpl
-def zeus_register_allocators(register):
+def zeus_register_allocators(register: RegisterPart) -> None:
     register(
         "hetero",
         make_hetero,
@@ -51,7 +52,7 @@ def zeus_register_allocators(register):
 
 
 @hookimpl
-def zeus_register_profilers(register):
+def zeus_register_profilers(register: RegisterPart) -> None:
     register(
         "power-sweep",
         make_power_sweep,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeus_core import BuildContext, EpochPredictor, JobOptions, hookimpl
+from zeus_core.hookspecs import RegisterPart
 
 if TYPE_CHECKING:
     from zeus_plugins_mab.carbon import CarbonAwarePolicy
@@ -51,7 +52,7 @@ def make_carbon_aware(options: CarbonAwareOptions, context: BuildContext) -> Car
 
 
 @hookimpl
-def zeus_register_batch_size_policies(register):
+def zeus_register_batch_size_policies(register: RegisterPart) -> None:
     register(
         "mab",
         make_mab,
@@ -61,7 +62,7 @@ def zeus_register_batch_size_policies(register):
 
 
 @hookimpl
-def zeus_register_power_policies(register):
+def zeus_register_power_policies(register: RegisterPart) -> None:
     register(
         "jit",
         make_jit,

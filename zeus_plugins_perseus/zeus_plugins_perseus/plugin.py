@@ -13,8 +13,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from zeus_core import hookimpl
+from zeus_core.hookspecs import RegisterPart
 
 if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
+    import click
+
     from zeus_plugins_perseus.options import PerseusOptions, StageProfilerOptions
 
 
@@ -45,7 +48,7 @@ def stage_profiler(options: StageProfilerOptions, context: Any):
 
 
 @hookimpl
-def zeus_register_frequency_plan_policies(register):
+def zeus_register_frequency_plan_policies(register: RegisterPart) -> None:
     register(
         "perseus",
         perseus_policy,
@@ -55,14 +58,14 @@ def zeus_register_frequency_plan_policies(register):
 
 
 @hookimpl
-def zeus_register_commands(cli):
+def zeus_register_commands(cli: click.Group) -> None:
     from zeus_plugins_perseus.cli import perseus_group
 
     cli.add_command(perseus_group)
 
 
 @hookimpl
-def zeus_register_profilers(register):
+def zeus_register_profilers(register: RegisterPart) -> None:
     register(
         "perseus-stage",
         stage_profiler,

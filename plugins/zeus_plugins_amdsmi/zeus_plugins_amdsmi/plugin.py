@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeus_core import hookimpl
+from zeus_core.hookspecs import RegisterPart, RegisterRestorer
 from zeus_core.loading import deferred_factory
 from zeus_plugins_amdsmi.control import OWNER, restore_setting
 
@@ -16,17 +17,17 @@ make_amdsmi = deferred_factory("zeus_plugins_amdsmi.device:make_amdsmi", "AMD GP
 
 
 @hookimpl
-def zeus_register_devices(register):
+def zeus_register_devices(register: RegisterPart) -> None:
     register("amdsmi", make_amdsmi, options="zeus_plugins_amdsmi.options:AmdsmiOptions", measures={"gpu": "gpus"})
 
 
 @hookimpl
-def zeus_register_restorers(register):
+def zeus_register_restorers(register: RegisterRestorer) -> None:
     register(OWNER, restore_setting)
 
 
 @hookimpl
-def zeus_register_privileged_operations(register):
+def zeus_register_privileged_operations(register: RegisterPart) -> None:
     from zeus_plugins_amdsmi.service import AmdsmiServeOptions, AmdsmiService  # for zeus daemon (and zeus plugins) only
 
     register("amdsmi", AmdsmiService, options=AmdsmiServeOptions)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeus_core import hookimpl
+from zeus_core.hookspecs import RegisterPart
 from zeus_core.loading import deferred_factory
 
 if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
@@ -17,5 +18,5 @@ make_apple_silicon = deferred_factory(
 
 
 @hookimpl
-def zeus_register_devices(register):
+def zeus_register_devices(register: RegisterPart) -> None:
     register("apple-silicon", make_apple_silicon, options="zeus_plugins_apple_silicon.options:AppleSiliconOptions")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeus_core import hookimpl
+from zeus_core.hookspecs import RegisterPart
 from zeus_core.loading import deferred_factory
 
 if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
@@ -20,13 +21,13 @@ make_estimate = deferred_factory(
 
 
 @hookimpl
-def zeus_register_devices(register):
+def zeus_register_devices(register: RegisterPart) -> None:
     register("rapl", make_rapl, options="zeus_plugins_cpu.options:RaplOptions", measures={"cpu": "packages"})
     register("cpu-estimate", make_estimate, options="zeus_plugins_cpu.options:EstimateOptions", measures={"cpu": None})
 
 
 @hookimpl
-def zeus_register_privileged_operations(register):
+def zeus_register_privileged_operations(register: RegisterPart) -> None:
     from zeus_plugins_cpu.service import RaplServeOptions, RaplService  # for zeus daemon (and zeus plugins) only
 
     register("rapl", RaplService, options=RaplServeOptions)

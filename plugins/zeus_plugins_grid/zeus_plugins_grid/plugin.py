@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeus_core import hookimpl
+from zeus_core.hookspecs import RegisterGridSignal
 
 if TYPE_CHECKING:  # annotations only: zeus_core.grid loads with the job that reads [grid]
     from zeus_core.grid import SourceRequest
@@ -35,7 +36,7 @@ def open_electricitymaps(spec: str, request: SourceRequest):
 
 
 @hookimpl
-def zeus_register_grid_signals(register):
+def zeus_register_grid_signals(register: RegisterGridSignal) -> None:
     register("constant", open_constant, help="A number: the same intensity (or price) at every time.")
     register("csv", open_csv, suffixes=(".csv",), help="A time series from a CSV file, each row's value until the next row.")
     register(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from zeus_core import hookimpl
+from zeus_core.hookspecs import RegisterPart
 from zeus_core.loading import deferred_factory
 
 #: NVIDIA Jetson power rails (the device module loads when a job or tool opens one)
@@ -10,5 +11,5 @@ make_jetson = deferred_factory("zeus_plugins_jetson.device:make_jetson", "NVIDIA
 
 
 @hookimpl
-def zeus_register_devices(register):
+def zeus_register_devices(register: RegisterPart) -> None:
     register("jetson", make_jetson, options="zeus_plugins_jetson.options:JetsonOptions")

@@ -7,6 +7,7 @@ job opens its store.
 from __future__ import annotations
 
 from zeus_core import hookimpl
+from zeus_core.hookspecs import RegisterStore
 
 
 def open_postgres(location: str, timeout_s: float = 60.0, job: str | None = None):
@@ -17,7 +18,7 @@ def open_postgres(location: str, timeout_s: float = 60.0, job: str | None = None
 
 
 @hookimpl
-def zeus_register_stores(register):
+def zeus_register_stores(register: RegisterStore) -> None:
     help = "Jobs' state in a PostgreSQL database that many jobs and machines share (psycopg 3)."
     register("postgresql", open_postgres, help=help)
     register("postgres", open_postgres, help=help)

@@ -30,11 +30,14 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from zeus_core import PartMismatch, hookimpl
+
+if TYPE_CHECKING:  # annotations only
+    from zeus_core import BuildContext, JobOptions, JobSummary, Measurement, TryRecord
 
 #: the values of ZEUS_METRICS_NAMES
 NAMES = ("zeus", "dcgm", "both")
@@ -129,7 +132,7 @@ _exporter: Any = None
 
 
 @hookimpl
-def zeus_on_job_start(job, context):
+def zeus_on_job_start(job: JobOptions, context: BuildContext) -> None:
     global _exporter
     config = read_config(dict(os.environ))
     if _exporter is not None:
@@ -150,24 +153,24 @@ def zeus_on_job_start(job, context):
 
 
 @hookimpl
-def zeus_on_measurement(name, measurement):
+def zeus_on_measurement(name: str, measurement: Measurement) -> None:
     if _exporter is not None:
         _exporter.measurement(name, measurement)
 
 
 @hookimpl
-def zeus_on_try_end(record):
+def zeus_on_try_end(record: TryRecord) -> None:
     if _exporter is not None:
         _exporter.try_end(record)
 
 
 @hookimpl
-def zeus_on_recurrence_end(recurrence, records):
+def zeus_on_recurrence_end(recurrence: int, records: list[TryRecord]) -> None:
     if _exporter is not None:
         _exporter.recurrence_end(recurrence, records)
 
 
 @hookimpl
-def zeus_on_job_end(summary):
+def zeus_on_job_end(summary: JobSummary) -> None:
     if _exporter is not None:
         _exporter.job_end(summary)

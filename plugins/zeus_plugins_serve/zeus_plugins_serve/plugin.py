@@ -6,7 +6,13 @@ are imported when the command runs or a job opens its store.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from zeus_core import hookimpl
+from zeus_core.hookspecs import RegisterStore
+
+if TYPE_CHECKING:  # annotations only
+    import click
 
 
 def open_service(location: str, timeout_s: float = 60.0, job: str | None = None):
@@ -17,14 +23,14 @@ def open_service(location: str, timeout_s: float = 60.0, job: str | None = None)
 
 
 @hookimpl
-def zeus_register_stores(register):
+def zeus_register_stores(register: RegisterStore) -> None:
     help = "zeus serve: the service keeps the job's history and runs its batch-size policy (ZEUS_SERVE_TOKEN: its token)."
     register("http", open_service, help=help)
     register("https", open_service, help=help)
 
 
 @hookimpl
-def zeus_register_commands(cli):
+def zeus_register_commands(cli: click.Group) -> None:
     from zeus_plugins_serve.command import serve_command
 
     cli.add_command(serve_command)

@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from zeus_core import hookimpl
+from zeus_core.hookspecs import RegisterPart, RegisterProcessGroup
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core import BuildContext
@@ -24,7 +25,7 @@ def make_torch_workload(options: TorchWorkloadOptions, context: BuildContext) ->
 
 
 @hookimpl
-def zeus_register_workloads(register):
+def zeus_register_workloads(register: RegisterPart) -> None:
     register(
         "torch",
         make_torch_workload,
@@ -51,5 +52,5 @@ def join_torch_group() -> Any:
 
 
 @hookimpl
-def zeus_register_process_groups(register):
+def zeus_register_process_groups(register: RegisterProcessGroup) -> None:
     register("torch", join_torch_group, help="torch.distributed ranks (torchrun, srun, torch.multiprocessing): rank 0 decides.")

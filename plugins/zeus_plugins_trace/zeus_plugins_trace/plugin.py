@@ -10,8 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from zeus_core import hookimpl
+from zeus_core.hookspecs import RegisterPart
 
 if TYPE_CHECKING:  # annotations: the options classes load with the job that uses them
+    import click
+
     from zeus_plugins_trace.options import AlibabaReplayOptions, TraceDeviceOptions, TraceWorkloadOptions
 
 
@@ -37,7 +40,7 @@ def make_alibaba(options: AlibabaReplayOptions, context):
 
 
 @hookimpl
-def zeus_register_devices(register):
+def zeus_register_devices(register: RegisterPart) -> None:
     register(
         "trace",
         make_device,
@@ -47,7 +50,7 @@ def zeus_register_devices(register):
 
 
 @hookimpl
-def zeus_register_workloads(register):
+def zeus_register_workloads(register: RegisterPart) -> None:
     register(
         "trace",
         make_workload,
@@ -57,7 +60,7 @@ def zeus_register_workloads(register):
 
 
 @hookimpl
-def zeus_register_profilers(register):
+def zeus_register_profilers(register: RegisterPart) -> None:
     register(
         "alibaba",
         make_alibaba,
@@ -67,7 +70,7 @@ def zeus_register_profilers(register):
 
 
 @hookimpl
-def zeus_register_commands(cli):
+def zeus_register_commands(cli: click.Group) -> None:
     from zeus_plugins_trace.commands import traces_group
     from zeus_plugins_trace.sweep import sweep_cmd
 
