@@ -4,8 +4,11 @@ functions of the clock: bounded in time, and it keeps a counter it cannot judge.
 from __future__ import annotations
 
 import time
+import warnings
 
-from zeus_core.devicekit import CounterProbe, check_counters
+import pytest
+
+from zeus_core.devicekit import ConfirmedCounter, CounterProbe, check_counters
 
 
 def counter(watts: float, period_s: float = 0.0, rate: float = 1.0):
@@ -50,3 +53,38 @@ def test_a_wrap_is_not_a_backward_step_but_a_reset_is():
     assert check_counters({"a": CounterProbe(wrapping, lambda: None, 1000.0, range_j=1000.0)}, 0.1) == {}
     falling = counter(250.0, rate=-1.0)
     assert "ran backwards" in check_counters({"a": CounterProbe(falling, lambda: 250.0, 400.0)}, 0.1)["a"]
+
+
+def test_a_counter_confirmed_later_is_kept_at_its_first_move_and_its_energy_never_steps():
+    """A counter that stands still for 0.4 s (an update period longer than the check) then counts
+    250 W: polled power until it moves, then the counter on top of what was polled."""
+    start = time.monotonic()
+
+    def late() -> float:
+        t = time.monotonic() - start
+        return 1000.0 if t < 0.4 else 1000.0 + 250.0 * t
+
+    watched = ConfirmedCounter("gpu0 (test)", CounterProbe(late, lambda: 250.0, 400.0), confirm_s=2.0, poll_s=0.01)
+    try:
+        time.sleep(0.7)
+        assert watched.state == "kept" and watched.source == "counter"
+        got = watched.joules()
+        elapsed = time.monotonic() - start
+    finally:
+        watched.stop()
+    assert got == pytest.approx(250.0 * elapsed, abs=250.0 * 0.05)
+
+
+def test_a_counter_that_never_moves_under_load_is_refused_once_and_polled():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        watched = ConfirmedCounter("gpu0 (test)", CounterProbe(lambda: 5.0, lambda: 250.0, 400.0), confirm_s=0.3, poll_s=0.01)
+        try:
+            time.sleep(0.6)
+            got = watched.joules()
+        finally:
+            watched.stop()
+    ours = [str(w.message) for w in caught if "energy counter" in str(w.message)]
+    assert len(ours) == 1 and ours[0].startswith("gpu0 (test): its energy counter did not move in 0.3 s")
+    assert watched.state == "refused" and watched.source == "polling"
+    assert got == pytest.approx(250.0 * 0.6, rel=0.1)

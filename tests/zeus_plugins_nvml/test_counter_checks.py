@@ -36,7 +36,6 @@ def raw_counter_j(nvml, seconds: float) -> float:
 @pytest.mark.parametrize(
     ("quirk", "seen"),
     [
-        ("frozen", r"did not move in 0\.\d+ s while the GPU reported 250 W"),
         ("backwards", r"ran backwards, from .* J to .* J"),
         ("jump", r"jumped by .* J in .* s, more than the GPU's maximum power \(400 W\) allows"),
     ],
@@ -64,6 +63,41 @@ def test_a_faulty_counter_is_refused_with_one_warning_and_the_gpu_is_polled(fake
         NvmlGpus(NvmlOptions(energy="counter"), nvml)
 
 
+def test_a_frozen_counter_is_watched_longer_then_refused_and_its_gpu_polled_from_the_start(fake_nvml):
+    """Standing still under load during the check at open could be a counter that updates less often
+    than the check lasts: it is watched for counter_confirm_s more, its GPU's energy polled power
+    meanwhile, then refused with one warning."""
+    nvml = fake_nvml([FakeGpu(demand_w=250.0, counter_quirk="frozen")])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with NvmlGpus(NvmlOptions(poll_interval_s=0.01, counter_confirm_s=0.5), nvml) as dev:
+            assert not [w for w in caught if "energy counter" in str(w.message)]  # not refused at open
+            got, elapsed = energy_window(dev, 1.0)
+            assert dev.energy_sources == {"gpu0": "polling"}
+        ours = [str(w.message) for w in caught if "energy counter" in str(w.message)]
+    assert len(ours) == 1 and re.search(
+        r"gpu0 \(NVIDIA A100.*did not move in 0\.\d s while the device reported 250 W.*polled power", ours[0]
+    )
+    assert got["gpu0"] == pytest.approx(250.0 * elapsed, rel=0.05)
+    assert raw_counter_j(nvml, 0.2) == 0.0  # what the counter, trusted, would have reported
+    with pytest.raises(DeviceError, match='gpu0 .*cannot be measured by its energy counter: it did not move.*energy = "auto"'):
+        NvmlGpus(NvmlOptions(energy="counter"), nvml)
+
+
+def test_a_counter_that_updates_less_often_than_the_check_lasts_is_kept(fake_nvml):
+    """A 0.5 s update period against a 0.3 s check: flat during the check for some phases, but it
+    moves within the confirmation and is kept, without a warning; the energy is right throughout."""
+    nvml = fake_nvml([FakeGpu(demand_w=250.0, counter_period_s=0.5)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with NvmlGpus(NvmlOptions(poll_interval_s=0.01, counter_confirm_s=2.0), nvml) as dev:
+            got, elapsed = energy_window(dev, 1.2)
+            assert dev.energy_sources == {"gpu0": "counter"}
+            confirming = dev._confirming.get("gpu0")
+            assert confirming is None or confirming.state == "kept"
+    assert got["gpu0"] == pytest.approx(250.0 * elapsed, abs=250.0 * 0.5 + 1)  # within one update period
+
+
 def test_a_counter_that_updates_every_100_ms_is_kept_and_the_check_is_short(fake_nvml):
     nvml = fake_nvml([FakeGpu(demand_w=300.0, counter_period_s=0.1), FakeGpu(demand_w=200.0)])
     with warnings.catch_warnings():
@@ -79,6 +113,7 @@ def test_a_counter_that_updates_every_100_ms_is_kept_and_the_check_is_short(fake
 def test_a_check_that_cannot_decide_keeps_the_counter(fake_nvml):
     """An idle GPU (1 W: not load enough to expect a move) and a check shorter than three update
     periods (0.05 s against 100 ms) say nothing against a flat counter: it is kept, no warning."""
+    # gpu1's counter may not move within 0.05 s, and it is not watched longer either
     nvml = fake_nvml([FakeGpu(idle_w=1.0, demand_w=0.0, counter_quirk="frozen"), FakeGpu(demand_w=250.0, counter_period_s=0.1)])
     with warnings.catch_warnings():
         warnings.simplefilter("error")

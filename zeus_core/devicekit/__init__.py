@@ -8,7 +8,8 @@ pieces; each lives here so that no two plugins hold near-copies of it:
 * :mod:`~zeus_core.devicekit.counters`: :class:`WrappingCounter`, an energy counter
   extended past its wraparounds (RAPL, a 32-bit AMD accumulator), and
   :func:`watch_period`, how often to read such counters; :func:`check_counters`, the check a
-  counter passes when its device opens (:class:`CounterProbe`) before it is trusted;
+  counter passes when its device opens (:class:`CounterProbe`) before it is trusted, and
+  :class:`ConfirmedCounter`, one it saw stand still under load, watched longer;
 * :mod:`~zeus_core.devicekit.settings`: :class:`SettingsPath`, setting changes made in
   this process (journaled) or through ``zeus daemon``;
 * :mod:`~zeus_core.devicekit.drivers`: :class:`DriverErrors` and :class:`DriverDevice`,
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 from zeus_core.loading import lazy_exports
 
 if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
-    from zeus_core.devicekit.counters import CounterProbe, WrappingCounter, check_counters, watch_period
+    from zeus_core.devicekit.counters import ConfirmedCounter, CounterProbe, WrappingCounter, check_counters, watch_period
     from zeus_core.devicekit.drivers import DriverDevice, DriverErrors
     from zeus_core.devicekit.groups import ClosedOnExit, GpuGroup
     from zeus_core.devicekit.polling import PowerIntegral, Sampler
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
 __all__ = [
     "CAP_DAC_OVERRIDE",
     "ClosedOnExit",
+    "ConfirmedCounter",
     "CounterProbe",
     "DaemonCall",
     "DriverDevice",

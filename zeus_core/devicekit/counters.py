@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 
+from zeus_core.devicekit.polling import PowerIntegral, Sampler
+
 
 class WrappingCounter:
     """One energy counter, extended past its wraparounds; thread-safe.
@@ -138,6 +140,7 @@ class _Watch:
         self.changes: list[tuple[float, float]] = []  # (time, counter J) at each move seen
         self.powers: list[tuple[float, float | None]] = []
         self.bad: str | None = None
+        self.flat = False  # stood still under load (the verdict the caller may want confirmed)
 
     def observe(self, t: float, raw: float, watts: float | None, kind: str) -> None:
         p = self.probe
@@ -183,6 +186,7 @@ class _Watch:
         elapsed = t - self.t0
         if not self.changes:
             if busy and elapsed >= 3 * p.period_s:
+                self.flat = True
                 return f"did not move in {elapsed:.2f} s while the {kind} reported {sum(watts) / len(watts):.0f} W"
             return None  # idle, or too short a check for its update period: kept
         if len(self.changes) < 2 or not busy:
@@ -196,7 +200,9 @@ class _Watch:
         return None
 
 
-def check_counters(probes: Mapping[str, CounterProbe], seconds: float, kind: str = "device", step_s: float = 0.01) -> dict[str, str]:
+def check_counters(
+    probes: Mapping[str, CounterProbe], seconds: float, kind: str = "device", step_s: float = 0.01, confirm: set[str] | None = None
+) -> dict[str, str]:
     """Which counters cannot be trusted, with what was seen, after watching all of them at once
     for at most ``seconds`` (less once each is decided): one that runs backwards (a reset, a
     firmware fault), jumps by more than its board's maximum power allows over the time since its
@@ -204,7 +210,9 @@ def check_counters(probes: Mapping[str, CounterProbe], seconds: float, kind: str
     sample) for three of its update periods, or counts at a rate a factor of 4 away from the
     power reported. A check that cannot decide keeps the counter: an idle device, or a check
     shorter than three update periods, says nothing against it. ``kind`` names the device in
-    the reasons ("GPU").
+    the reasons ("GPU"). With a ``confirm`` set, a counter that only stood still under load is
+    not refused but named there: the caller watches it longer (:class:`ConfirmedCounter`), since
+    a counter that updates less often than the check lasts looks the same.
     """
     now = time.monotonic
     watches = {name: _Watch(p, now()) for name, p in probes.items()}
@@ -220,4 +228,71 @@ def check_counters(probes: Mapping[str, CounterProbe], seconds: float, kind: str
         time.sleep(min(step_s, max(0.0, deadline - t)))
     t = now()
     verdicts = {name: w.verdict(t, kind) for name, w in watches.items()}
+    if confirm is not None:
+        confirm.update(name for name, w in watches.items() if w.flat)
+        return {name: why for name, why in verdicts.items() if why is not None and name not in confirm}
     return {name: why for name, why in verdicts.items() if why is not None}
+
+
+class ConfirmedCounter:
+    """A counter the check at open saw stand still under load, watched further before it is trusted.
+
+    Until it is decided, energy is the device's power polled every ``poll_s`` and integrated (a
+    :class:`~zeus_core.devicekit.polling.Sampler` thread), so no window reads a frozen counter. The
+    first move of the counter that the board's maximum power allows keeps it: from then on energy
+    is what was integrated until that move plus what the counter counted since (one figure that
+    never steps). ``confirm_s`` of load (at least :data:`BUSY_W`) with no move refuses it, with one
+    warning naming the device (``label``); the polling then goes on for good. ``source`` is
+    ``"counter"`` until refused, then ``"polling"``.
+    """
+
+    def __init__(self, label: str, probe: CounterProbe, confirm_s: float = 3.0, poll_s: float = 0.05) -> None:
+        self.label = label
+        self.probe = probe
+        self.confirm_s = float(confirm_s)
+        self.source = "counter"
+        #: "pending", "kept" or "refused"
+        self.state = "pending"
+        self._lock = threading.Lock()
+        self._integral = PowerIntegral()
+        self._t = time.monotonic()
+        self._flat_j = float(probe.read_j())
+        self._busy_s = 0.0
+        self._base_j = self._counter0_j = 0.0
+        self._integral.add("e", self._t, probe.read_w() or 0.0)
+        self._sampler = Sampler(poll_s, self._tick, f"zeus-counter-confirm-{label.split()[0]}")
+
+    def _tick(self) -> None:
+        t, raw, watts = time.monotonic(), float(self.probe.read_j()), self.probe.read_w()
+        with self._lock:
+            self._integral.add("e", t, watts or 0.0)
+            if self.state != "pending":
+                return
+            dt, self._t = t - self._t, t
+            step = raw - self._flat_j
+            p = self.probe
+            if step > p.resolution_j and (p.max_w <= 0 or step <= p.max_w * (self.confirm_s + CATCH_UP_S) * 1.5):
+                self.state, self._base_j, self._counter0_j = "kept", self._integral.joules("e", t), raw
+                self._sampler.stop()
+                return
+            if (watts or 0.0) >= BUSY_W:
+                self._busy_s += dt
+            if abs(step) > p.resolution_j:
+                why = f"went from {self._flat_j:.6g} J to {raw:.6g} J after standing still under load"
+            elif self._busy_s >= self.confirm_s:
+                why = f"did not move in {self._busy_s:.1f} s while the device reported {watts or 0.0:.0f} W"
+            else:
+                return
+            self.state, self.source = "refused", "polling"
+        warnings.warn(f"{self.label}: its energy counter {why}; refused, its energy is polled power instead", stacklevel=2)
+
+    def joules(self) -> float:
+        """Energy (J) since this object was made: integrated power, or after the counter was kept,
+        that until the first move plus what the counter counted since."""
+        with self._lock:
+            if self.state == "kept":
+                return self._base_j + float(self.probe.read_j()) - self._counter0_j
+            return self._integral.joules("e", time.monotonic())
+
+    def stop(self) -> None:
+        self._sampler.stop()

@@ -27,7 +27,7 @@ from typing import Any
 
 from zeus_core import DeviceError
 from zeus_core.daemon import CAP_SYS_ADMIN
-from zeus_core.devicekit import CounterProbe, DriverDevice, GpuGroup, SettingsPath, check_counters
+from zeus_core.devicekit import ConfirmedCounter, CounterProbe, DriverDevice, GpuGroup, SettingsPath, check_counters
 from zeus_core.errors import DeviceAbsent
 from zeus_plugins_nvml.control import (
     DAEMON_OPS,
@@ -316,7 +316,7 @@ class NvmlGpus(GpuGroup):
         self.energy_sources = {g.name: g.source for g in self.gpus}
         self.sync_indices = [g.cuda_index for g in self.gpus]
         self.max_power_w = self._max_power(options.max_power_w)
-        self._counter = [(g.name, g.handle) for g in self.gpus if g.source == "counter"]
+        self._counter = [(g.name, g.handle) for g in self.gpus if g.source == "counter" and g.name not in self._confirming]
         self._get_energy = nvml.nvmlDeviceGetTotalEnergyConsumption
         polled = [g for g in self.gpus if g.source == "polling"]
         self._polled = [(g.name, slot) for slot, g in enumerate(polled)]
@@ -364,7 +364,10 @@ class NvmlGpus(GpuGroup):
         """Watch every counter against the power reading before trusting it (at most
         ``counter_check_s``, all GPUs at once): one that does not move under load, runs backwards,
         jumps beyond the board's maximum power or counts at the wrong rate is refused with a
-        warning, and that GPU's energy is polled power instead (an error with ``energy = "counter"``)."""
+        warning, and that GPU's energy is polled power instead (an error with ``energy = "counter"``).
+        One that only stood still under load is watched further (:class:`ConfirmedCounter`), since a
+        counter that updates less often than the check lasts looks the same."""
+        self._confirming: dict[str, ConfirmedCounter] = {}
         checked = [g for g in self.gpus if g.source == "counter"]
         if not checked:
             return
@@ -378,8 +381,11 @@ class NvmlGpus(GpuGroup):
             )
             for g in checked
         }
-        bad = check_counters(probes, options.counter_check_s, kind="GPU")
+        flat: set[str] | None = None if options.energy == "counter" else set()
+        bad = check_counters(probes, options.counter_check_s, kind="GPU", confirm=flat)
         for g in checked:
+            if flat and g.name in flat:
+                self._confirming[g.name] = ConfirmedCounter(g.label, probes[g.name], options.counter_confirm_s, options.poll_interval_s)
             if g.name not in bad:
                 continue
             if options.energy == "counter":
@@ -433,6 +439,9 @@ class NvmlGpus(GpuGroup):
         out = {}
         for name, h in self._counter:  # a loop, not a comprehension: called at every window edge
             out[name] = get(h) / 1000.0
+        for name, confirming in self._confirming.items():
+            out[name] = confirming.joules()
+            self.energy_sources[name] = confirming.source
         if self._poller is not None:
             now = time.monotonic()
             energy = self._poller.energy(now)  # never less than before, though a sample revises the held power
@@ -502,6 +511,8 @@ class NvmlGpus(GpuGroup):
 
     def release(self) -> None:
         """Stop the poller and release NVML (after the settings are back: :meth:`close`)."""
+        for confirming in getattr(self, "_confirming", {}).values():
+            confirming.stop()
         if self._poller is not None:
             self._poller.stop()
             self._poller = None

@@ -17,8 +17,10 @@ class NvmlOptions:
     ``polling`` (always poll, e.g. to compare with the counter). ``counter_check_s``:
     how long, at most, the check at open watches each counter against the power
     reading before it is trusted (:func:`zeus_core.devicekit.check_counters`; it
-    ends sooner once decided; a check shorter than 0.3 s, three update periods,
-    cannot tell a frozen counter and keeps it).
+    ends sooner once decided). ``counter_confirm_s``: how long a counter that
+    stood still under load during that check is watched further (its GPU's energy
+    is polled power meanwhile) before it is refused; a counter that updates less
+    often than the check lasts moves within it and is kept.
     ``poll_interval_s``: the power poller's period. ``mig``: ``error`` (a MIG
     slice cannot be measured on its own) or ``parent`` (measure the whole GPU
     the slice lives on). ``max_power_w``: MAXPOWER of the cost metric, per GPU;
@@ -32,6 +34,7 @@ class NvmlOptions:
     )
     energy: str = attrs.field(default="auto", validator=one_of("auto", "counter", "polling"), metadata=NOT_IDENTITY)
     counter_check_s: float = attrs.field(default=0.3, validator=between(0.02, 10.0), metadata=NOT_IDENTITY)
+    counter_confirm_s: float = attrs.field(default=3.0, validator=between(0.1, 60.0), metadata=NOT_IDENTITY)
     poll_interval_s: float = attrs.field(default=0.1, validator=between(0.005, 5.0), metadata=NOT_IDENTITY)
     mig: str = attrs.field(default="error", validator=one_of("error", "parent"))
     max_power_w: float | None = attrs.field(default=None, validator=positive_or_none)
