@@ -1,7 +1,7 @@
 """Write the contract's reference from its source: ``python -m zeus_core.docgen [--check]``.
 
-* ``docs/hooks.md`` from :mod:`zeus_core.hookspecs` (every hook, its arguments,
-  its docstring and example);
+* ``docs/hooks.md`` from :mod:`zeus_core.hookspecs` (every hook, its typed arguments,
+  its docstring and example; the ``register`` callbacks' protocols);
 * ``docs/parts.md`` from :mod:`zeus_core.parts`, :mod:`zeus_core.device` and
   :mod:`zeus_core.grid` (every part protocol and capability, its members and example);
 * ``docs/api.md`` from ``zeus_core.__all__`` (every public name and where it
@@ -92,10 +92,15 @@ def hooks_md() -> tuple[str, list[str]]:
         for name, fn in vars(hookspecs).items():
             if not (name.startswith(prefix) and inspect.isfunction(fn)):
                 continue
-            args = ", ".join(inspect.signature(fn).parameters)
             if not has_example(fn.__doc__):
                 missing.append(f"hook {name}")
-            parts += [f"### `{name}({args})`", "", markdown(fn.__doc__ or "(undocumented)")]
+            parts += [f"### `{name}{_signature(fn)}`", "", markdown(fn.__doc__ or "(undocumented)")]
+    parts += ["## The `register` callbacks", ""]
+    for name, proto in vars(hookspecs).items():
+        if name.startswith("Register") and inspect.isclass(proto):
+            params = list(inspect.signature(proto.__call__).parameters.values())[1:]
+            args = ", ".join(f"{p.name}: {p.annotation}" + ("" if p.default is p.empty else f" = {p.default!r}") for p in params)
+            parts += [f"### `{name}`", "", markdown(proto.__doc__ or "(undocumented)"), f"`register({args}) -> None`", ""]
     return "\n".join(parts).rstrip() + "\n", missing
 
 

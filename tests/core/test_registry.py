@@ -96,8 +96,12 @@ def test_every_hook_has_a_docstring_and_is_documented(repo_root: Path):
     assert len(specs) >= 13
     for name, fn in specs:
         assert (fn.__doc__ or "").strip(), f"hook {name} has no docstring"
-        args = ", ".join(inspect.signature(fn).parameters)
-        assert re.search(rf"^### `{name}\({re.escape(args)}\)`", docs, re.M), f"hook {name}({args}) is not documented in docs/hooks.md"
+        sig = inspect.signature(fn)
+        typed = all(p.annotation is not p.empty for p in sig.parameters.values()) and sig.return_annotation is not sig.empty
+        assert typed, f"hook {name} is not typed: annotate every parameter and the return"
+        args = ", ".join(f"{p.name}: {p.annotation}" for p in sig.parameters.values())
+        heading = f"### `{name}({args}) -> {sig.return_annotation}`"
+        assert re.search(rf"^{re.escape(heading)}$", docs, re.M), f"hook {name}({args}) is not documented in docs/hooks.md"
 
 
 def test_distribution_names_and_versions_come_from_the_metadata_headers(tmp_path):
