@@ -18,18 +18,17 @@ import os
 import signal
 import sys
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
 
 from zeus_core import units
 from zeus_core.cli.consoles import make_console, requested_level, verbosity_options
+from zeus_core.engine.lifecycle import SIGNAL_EXIT, Interrupts, Terminated, stopped_by
 from zeus_core.engine.registry import CORE_PLUGIN, Registry, get_registry
-from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, RunFailed, ZeusError
+from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, ZeusError
 from zeus_core.files import cannot_write
 from zeus_core.journal import journal_path, restore_pending
 from zeus_core.parts import Reports
@@ -39,7 +38,6 @@ from zeus_core.results import JobSummary
 # commands, so that ``zeus --help`` and ``zeus plugins`` start fast.
 if TYPE_CHECKING:
     from datetime import datetime
-    from types import FrameType
 
     from rich.console import Console
     from rich.table import Table
@@ -95,6 +93,7 @@ LAZY_COMMANDS = {
     "monitor": "zeus_core.cli.monitor:monitor_command",
     "store": "zeus_core.cli.store:store_group",
     "daemon": "zeus_core.cli.daemon:daemon_command",
+    "slurm": "zeus_core.cli.slurm:slurm_group",
 }
 #: Registries whose plugins have added their commands (``zeus_register_commands``) to the group.
 _commands_added: weakref.WeakSet[Registry] = weakref.WeakSet()
@@ -392,69 +391,6 @@ def _grid_text(key: str, value: float) -> str:
     return units.carbon(value) if key == "carbon_g" else f"{value:,.2f}"
 
 
-class _Terminated(BaseException):
-    """SIGTERM or SIGHUP, raised in the main thread so that every ``finally`` runs."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _on_signal(signum: int, _frame: FrameType | None) -> NoReturn:
-    raise _Terminated(signum)
-
-
-#: Exit status of a run stopped by a signal: 128 + the signal's number, as shells report it.
-SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
-
-
-class _Interrupts:
-    """How ``zeus run`` stops on a signal: SIGINT raises KeyboardInterrupt (as Python's own handler does),
-    SIGTERM and SIGHUP raise :class:`_Terminated`, in the main thread, so that every ``finally`` runs (devices
-    restored, outputs of what finished written). While :meth:`deferring` (devices being restored) a signal
-    is only noted in :attr:`pending`. A signal this process was started ignoring (``nohup``, a job in a
-    non-interactive shell's background) stays ignored."""
-
-    def __init__(self) -> None:
-        self.pending: int | None = None
-        self._deferred = False
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> _Interrupts:
-        for s in SIGNAL_EXIT:
-            current = signal.getsignal(s)
-            if current is not signal.SIG_IGN:
-                self._previous[s] = current
-                signal.signal(s, self._on_signal)
-        return self
-
-    def uninstall(self) -> None:
-        for s, handler in self._previous.items():
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)  # None: one set outside Python
-        self._previous = {}
-
-    def _on_signal(self, signum: int, _frame: Any) -> None:
-        if self._deferred:
-            self.pending = self.pending or signum
-            return
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise _Terminated(signum)
-
-    @contextmanager
-    def deferring(self) -> Iterator[None]:
-        self._deferred = True
-        try:
-            yield
-        finally:
-            self._deferred = False
-
-
-def _stopped_by(e: BaseException) -> signal.Signals:
-    """The signal behind a KeyboardInterrupt or :class:`_Terminated`."""
-    return signal.Signals(getattr(e, "signum", signal.SIGINT))
-
-
 #: In the click context's ``obj``: the command runs in the ``zeus`` process itself (:func:`main`), which
 #: exits when it returns (not in a caller's process, such as a test's CliRunner).
 OWNS_PROCESS = "owns_process"
@@ -662,7 +598,7 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     if wait and not fresh:
         fail("--wait waits to start the job over: it goes with --fresh", EXIT_BAD_INPUT)
     runner = _make_runner(spec, fresh=fresh, wait=wait)
-    interrupts = _Interrupts().install()
+    interrupts = Interrupts().install()
     try:
         _run_and_finish(runner, spec, output, fresh, started, interrupts)
     finally:
@@ -672,16 +608,14 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
             interrupts.uninstall()
 
 
-def _run_and_finish(runner: Runner, spec: JobSpec, output: Path | None, fresh: bool, started: datetime, interrupts: _Interrupts) -> None:
-    """``zeus run`` once the runner is made, with ``interrupts`` installed throughout: a signal while the
+def _run_and_finish(runner: Runner, spec: JobSpec, output: Path | None, fresh: bool, started: datetime, interrupts: Interrupts) -> None:
+    """``zeus run`` once the runner is made, with ``interrupts`` installed throughout (the run's life is
+    :func:`~zeus_core.engine.lifecycle.run_to_end`'s; what it says is this command's): a signal while the
     outputs are written stops the writing, summary.json records what was written, and the exit status is
     the signal's; one while the devices are restored waits for them."""
-    from zeus_core.backends import StoreError
+    from zeus_core.engine.lifecycle import run_to_end
 
-    code = EXIT_OK
-    summary = None
-    partial = False  # the run ended with an error, and what it finished is still reported and written
-    try:
+    def run() -> JobSummary:
         runner.build()
         line = _continuing_line(runner, fresh)
         if line:
@@ -691,38 +625,30 @@ def _run_and_finish(runner: Runner, spec: JobSpec, output: Path | None, fresh: b
             summary = runner.run(progress=progress.on_progress)
             if "workload" not in runner.parts:
                 progress.advance()
-    except ZeusError as e:
-        code = report_error(e)
-        partial = e.partial
-    except (KeyboardInterrupt, _Terminated) as e:
-        signum = _stopped_by(e)
-        err_console.print(
+        return summary
+
+    ending = run_to_end(
+        runner,
+        run,
+        interrupts=interrupts,
+        on_error=report_error,
+        on_stop=lambda signum: err_console.print(
             f"[bold red]interrupted[/] by {signum.name}: stopping; devices are being restored; outputs of the finished recurrences follow"
-        )
-        code = SIGNAL_EXIT[signum]
-    finally:
-        with interrupts.deferring():
-            try:
-                runner.close()
-            except RunFailed as e:
-                err_console.print(f"[bold red]error while restoring devices:[/] {escape(str(e))}")
-                code = code or EXIT_FAILED
-    if interrupts.pending is not None and code not in SIGNAL_EXIT.values():  # came while the devices were restored
-        code = SIGNAL_EXIT[signal.Signals(interrupts.pending)]
+        ),
+        on_close_error=lambda e: err_console.print(f"[bold red]error while restoring devices:[/] {escape(str(e))}"),
+    )
+    code = ending.code
     if not runner.leads:  # another rank of a launched job: rank 0 reports and writes the outputs
         sys.exit(code)
-    if summary is None and (partial or (code in SIGNAL_EXIT.values() and "workload" in runner.parts)):
-        try:
-            summary = runner.summary()  # what finished before the signal (or the partial error) is kept
-        except StoreError as e:
-            err_console.print(f"[bold red]error:[/] cannot read the results back: {escape(str(e))}")
-    if summary is None:
+    if ending.summary_error is not None:
+        err_console.print(f"[bold red]error:[/] cannot read the results back: {escape(str(ending.summary_error))}")
+    if ending.summary is None:
         sys.exit(code)
     try:
-        finished = _finish(runner, summary, output, "run", started, fresh)
+        finished = _finish(runner, ending.summary, output, "run", started, fresh)
         code = code or finished
-    except (KeyboardInterrupt, _Terminated) as e:
-        signum = _stopped_by(e)
+    except (KeyboardInterrupt, Terminated) as e:
+        signum = stopped_by(e)
         err_console.print(f"[bold red]interrupted[/] by {signum.name} while the outputs were written: summary.json records those written")
         code = SIGNAL_EXIT[signum]
     sys.exit(code)
@@ -771,7 +697,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
     except SystemExit:
         runner.close()
         raise
-    interrupts = _Interrupts().install()
+    interrupts = Interrupts().install()
     try:
         sys.exit(_report_and_finish(runner, output, started, interrupts))
     finally:
@@ -781,7 +707,7 @@ def report_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None) -> No
             interrupts.uninstall()
 
 
-def _report_and_finish(runner: Runner, output: Path | None, started: datetime, interrupts: _Interrupts) -> int:
+def _report_and_finish(runner: Runner, output: Path | None, started: datetime, interrupts: Interrupts) -> int:
     """``zeus report`` once its store is open, with ``interrupts`` installed: a signal stops it with the
     signal's exit status (128 + its number); one while the outputs are written stops the writing, and
     summary.json records what was written, as for ``zeus run``."""
@@ -797,8 +723,8 @@ def _report_and_finish(runner: Runner, output: Path | None, started: datetime, i
                 runner.close()
         writing = output is not None
         code = _finish(runner, summary, output, "report", started)
-    except (KeyboardInterrupt, _Terminated) as e:
-        signum = _stopped_by(e)
+    except (KeyboardInterrupt, Terminated) as e:
+        signum = stopped_by(e)
         during = " while the outputs were written: summary.json records those written" if writing else ""
         err_console.print(f"[bold red]interrupted[/] by {signum.name}{during}")
         return SIGNAL_EXIT[signum]

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from zeus_core.engine.lifecycle import SIGNAL_EXIT
 from zeus_core.engine.provenance import KEY as PROVENANCE
 from zeus_core.engine.provenance import provenance
 from zeus_core.files import write_atomic
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
 
     from zeus_core.engine.runner import Runner
 
-#: The signals held (blocked) while summary.json is written, so that it is never half-written.
-HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: The signals held (blocked) while summary.json is written, so that it is never half-written: those that stop a run.
+HELD_SIGNALS = tuple(SIGNAL_EXIT)
 
 
 def write_outputs(runner: Runner, summary: JobSummary, out: Path, *, command: str, started: datetime, fresh: bool = False) -> list[Path]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from zeus_core import JobSummary
+from zeus_core.engine.lifecycle import run_to_end
 from zeus_core.engine.outputs import write_outputs
 from zeus_core.engine.provenance import now
 from zeus_core.engine.registry import get_registry
@@ -47,11 +48,19 @@ def run_job(
     reg = get_registry()
     spec = load_job(job_file, reg, sets)
     runner = Runner(spec, reg, console, fresh=fresh)
-    try:
+
+    def run() -> JobSummary:
         runner.build()
-        summary = runner.run()
-    finally:
-        runner.close()
+        return runner.run()
+
+    ending = run_to_end(runner, run)  # the parts are closed (devices restored) whatever happened
+    if ending.stopped is not None:  # Ctrl-C in the user's script: theirs to handle
+        raise KeyboardInterrupt
+    for failure in (ending.error, ending.close_error):
+        if failure is not None:
+            raise failure
+    summary = ending.summary
+    assert summary is not None  # a run that raised nothing has its summary
     if output is not None and runner.leads:
         write_outputs(runner, summary, Path(output), command="zeus_plugins_torch.run_job", started=started, fresh=fresh)
     return summary
