@@ -310,3 +310,32 @@ def test_set_into_a_value_is_a_clear_error(reg, job):
     r = run_cli(reg, "validate", str(job), "--set", "job.name.first=x")
     assert r.exit_code == 2
     assert "'name' is a value, not a table" in r.output
+
+
+def test_zeus_run_opens_its_store_once_and_dry_run_leaves_none_open(reg, job, monkeypatch):
+    """The job's validation checks its store; the run takes that store rather than opening it again."""
+    from zeus_core.engine import assembly, validation
+    from zeus_core.engine.stores import locations
+
+    opened: list = []
+    closed: list = []
+    real = locations.open_store
+
+    def counting(*args, **kwargs):
+        store = real(*args, **kwargs)
+        opened.append(store)
+        close = store.close
+        store.close = lambda: (closed.append(store), close())
+        return store
+
+    monkeypatch.setattr(validation, "open_store", counting)
+    monkeypatch.setattr(assembly, "open_store", counting)
+    r = run_cli(reg, "run", str(job), "--set", "job.recurrences=2")
+    assert r.exit_code == 0, r.output
+    assert len(opened) == 1
+    assert closed == opened  # by the run, at its end
+    opened.clear()
+    closed.clear()
+    r = run_cli(reg, "run", str(job), "--dry-run")
+    assert r.exit_code == 0, r.output
+    assert len(opened) == 1 and closed == opened  # the check's store, closed: a dry run leaves none open

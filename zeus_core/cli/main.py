@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from zeus_core.backends import JobStore
     from zeus_core.engine.runner import Runner
     from zeus_core.engine.validation import JobError
     from zeus_core.job import JobSpec
@@ -431,11 +432,12 @@ def _check_output(output: Path | None) -> None:
         fail(f"--output {output}: cannot write there ({e.strerror or e}); choose a folder you can write", EXIT_BAD_INPUT)
 
 
-def _load(job_file: Path, sets: tuple[str, ...]) -> JobSpec:
+def _load(job_file: Path, sets: tuple[str, ...], keep: list[JobStore] | None = None) -> JobSpec:
+    """The validated job (every problem printed, exit 2); ``keep``: receives the store its check opened."""
     from zeus_core.engine.validation import JobError, load_job
 
     try:
-        return load_job(job_file, registry(), sets)
+        return load_job(job_file, registry(), sets, keep=keep)
     except JobError as e:
         print_job_errors(e)
         sys.exit(EXIT_BAD_INPUT)
@@ -590,14 +592,20 @@ def run_cmd(job_file: Path, sets: tuple[str, ...], output: Path | None, dry_run:
     from zeus_core.engine.provenance import now
 
     started = now()
-    spec = _load(job_file, sets)
-    if dry_run:
-        _dry_run(spec)
-        return
-    _check_output(output)
-    if wait and not fresh:
-        fail("--wait waits to start the job over: it goes with --fresh", EXIT_BAD_INPUT)
-    runner = _make_runner(spec, fresh=fresh, wait=wait)
+    kept: list[JobStore] = []  # the store the job's validation opened: the run's, opened once
+    spec = _load(job_file, sets, keep=kept)
+    store = kept[0] if kept else None
+    try:
+        if dry_run:
+            _dry_run(spec)
+            return
+        _check_output(output)
+        if wait and not fresh:
+            fail("--wait waits to start the job over: it goes with --fresh", EXIT_BAD_INPUT)
+    finally:
+        if store is not None and (dry_run or sys.exc_info()[0] is not None):
+            store.close()
+    runner = _make_runner(spec, fresh=fresh, wait=wait, store=store)
     interrupts = Interrupts().install()
     try:
         _run_and_finish(runner, spec, output, fresh, started, interrupts)

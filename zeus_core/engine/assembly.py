@@ -202,9 +202,13 @@ class Assembly:
         fresh: bool = False,
     ) -> Assembly:
         """A job file's assembly: the ranks a launcher started join (``job.processes`` is their
-        number) and rank 0 opens the job's store; every other rank keeps none."""
+        number) and rank 0 opens the job's store (or takes ``store``, the one the job's validation
+        opened); every other rank keeps none (closing ``store``)."""
         joined = join_ranks(spec, registry, group) if "workload" in spec.parts else SINGLE
-        if joined.rank == 0 and store is None:
+        if joined.rank != 0 and store is not None:
+            store.close()
+            store = None
+        elif joined.rank == 0 and store is None:
             store = open_job_store(spec, registry)
         return cls(spec, registry, store=store, console=console, group=joined, fresh=fresh)
 

@@ -25,7 +25,7 @@ import attrs
 import cattrs
 
 from zeus_core import catalog
-from zeus_core.backends import StoreError, StoreUnavailable
+from zeus_core.backends import JobStore, StoreError, StoreUnavailable
 from zeus_core.engine.registry import SECTION_KIND, Registry
 from zeus_core.engine.stores.locations import mask, open_store
 from zeus_core.engine.tomllines import find_line, line_index
@@ -266,13 +266,15 @@ def _origin(overrides: dict[tuple, str], path: tuple) -> str:
     return "file"
 
 
-def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()) -> JobSpec:
+def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = (), *, keep: list[JobStore] | None = None) -> JobSpec:
     """Read, override and validate a job file. Raises :class:`JobError` with every problem.
 
     The job's store is inspected too (read-only): a store that cannot be used is a
     problem; one that learned another job is a note (:attr:`JobSpec.deferred`), since
     ``zeus run --fresh`` may start it over: the run checks it
-    (:meth:`~zeus_core.engine.assembly.Assembly.check_identity`)."""
+    (:meth:`~zeus_core.engine.assembly.Assembly.check_identity`). ``keep``: a list that
+    receives the store the check opened, left open for the run that follows (``zeus run``
+    opens its store once); without it the store is closed after the check."""
     path = Path(path)
     source = str(path)
     try:
@@ -315,7 +317,7 @@ def load_job(path: str | Path, registry: Registry, overrides: Sequence[str] = ()
     shape = shape_problems(raw)
     if shape:
         raise JobError(source, [attrs.evolve(p, origin=_origin(applied, p.path)) for p in shape], lines)
-    return validate(raw, registry, source=source, path=path, lines=lines, overrides=applied, raw_file=raw_file)
+    return validate(raw, registry, source=source, path=path, lines=lines, overrides=applied, raw_file=raw_file, keep=keep)
 
 
 def read_bounded(path: Path, limit: int | None = None) -> bytes:
@@ -371,6 +373,7 @@ def validate(
     lines: dict[tuple, int] | None = None,
     overrides: dict[tuple, str] | None = None,
     raw_file: dict[str, Any] | None = None,
+    keep: list[JobStore] | None = None,
 ) -> JobSpec:
     lines = lines or {}
     overrides = overrides or {}
@@ -463,7 +466,7 @@ def validate(
             deferred=deferred,
             grid=grid,
         )
-        problems += _store_problems(spec, registry, complete=not problems)
+        problems += _store_problems(spec, registry, complete=not problems, keep=keep)
     problems = [attrs.evolve(p, origin=_origin(overrides, p.path)) for p in problems]
     if problems:
         raise JobError(source, problems, lines)
@@ -496,9 +499,10 @@ def _file_problems(parts: dict[str, PartSpec], job: JobOptions | None, job_dir: 
     return problems, deferred
 
 
-def _store_problems(spec: JobSpec, registry: Registry, complete: bool) -> list[Problem]:
+def _store_problems(spec: JobSpec, registry: Registry, complete: bool, keep: list[JobStore] | None = None) -> list[Problem]:
     """The job's store, read without changing it: a problem when it cannot be used; for a complete
-    job, a note when it learned another job (``zeus run`` refuses it unless given ``--fresh``)."""
+    job, a note when it learned another job (``zeus run`` refuses it unless given ``--fresh``).
+    ``keep``: receives the store, left open, when the job has no problem (else it is closed)."""
     where = (CORE_SECTION, "store") if spec.job.store else (CORE_SECTION, "name")
     try:
         store = open_store(spec.store_location(), registry, job=spec.job.name)
@@ -507,9 +511,10 @@ def _store_problems(spec: JobSpec, registry: Registry, complete: bool) -> list[P
         return []
     except StoreError as e:
         return [Problem(where, str(e))]
-    try:
-        stored = store.info.identity
-    finally:
+    stored = store.info.identity
+    if keep is not None and complete:
+        keep.append(store)
+    else:
         store.close()
     if complete and stored is not None:
         diffs = differences(stored, spec.identity())
