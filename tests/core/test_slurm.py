@@ -4,7 +4,7 @@ Every test talks to a real ``zeus daemon`` process serving two simulated GPUs th
 320 W (so a job charged the wrong GPU is caught). The first tests run the prolog and the epilog as
 processes with the environment Slurm gives them; the last starts a real Slurm on loopback in a
 temporary folder (``munged`` with its own key, ``slurmctld``, ``slurmd`` with two GPU GRES on
-device nodes made here) and runs jobs through it: ``sbatch`` and ``srun``, one failing, one
+links to /dev/null) and runs jobs through it: ``sbatch`` and ``srun``, one failing, one
 cancelled mid-run with ``scancel``. Slurm needs root and its Debian packages (``slurmctld``,
 ``slurmd``, ``slurm-client``, ``munge``): without them that test skips, or fails where
 ``ZEUS_REQUIRE_SERVERS=1`` (CI installs them).
@@ -212,7 +212,7 @@ def _free_port() -> int:
 
 
 class Slurm:
-    """munged, slurmctld and slurmd on loopback in ``root``, with two GPU GRES on device nodes made there."""
+    """munged, slurmctld and slurmd on loopback in ``root``, with two GPU GRES (files linked to /dev/null)."""
 
     def __init__(self, root: Path, prolog: Path, epilog: Path) -> None:
         self.root = root
@@ -220,8 +220,8 @@ class Slurm:
         self.procs: list[subprocess.Popen] = []
         for sub in ("state", "spool", "log", "dev"):
             (root / sub).mkdir()
-        for i in range(2):  # slurmd wants character devices for GRES files (they are never opened)
-            os.mknod(root / "dev" / f"nvidia{i}", 0o600 | 0o020000, os.makedev(1, 3))
+        for i in range(2):  # slurmd wants a character device behind each GRES file (never opened): /dev/null's
+            (root / "dev" / f"nvidia{i}").symlink_to("/dev/null")
         (root / "munge.key").write_bytes(os.urandom(1024))
         (root / "munge.key").chmod(0o600)
         ctld_port, d_port = _free_port(), _free_port()
@@ -379,6 +379,9 @@ def test_a_real_slurm_charges_each_job(node, slurm):
         assert rec["energy_j"] == rec["gpu_energy_j"][str(gpu)] > 0, rec
         assert DRAW_W[gpu] / 2 < rec["energy_j"] / rec["duration_s"] < DRAW_W[gpu] * 2, rec
     assert got[broken]["exit_code"] == "3:0" and got[long]["exit_code"].startswith("0:")
+    a, b = got[train], got[broken]
+    if a["start"] < b["end"] and b["start"] < a["end"]:  # held at the same time: Slurm gave them different GPUs
+        assert {a["gpus"][0], b["gpus"][0]} == {0, 1}, (a, b)
     assert got[long]["duration_s"] >= 1.5
     assert list((node.root / "state").iterdir()) == []  # every job's start readings gone with it
     r = subprocess.run([*ZEUS, "slurm", "report", str(path)], capture_output=True, text=True, timeout=60)
