@@ -14,6 +14,7 @@ today's layout: the file is not to be regenerated.)
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -137,7 +138,12 @@ def test_a_state_stored_before_compositions_goes_on_as_it_would_have(key):
     assert state["explorer"]["state"] == (final["guided"] if name == "guided" else final["pruning"])
     assert state["sampler"]["state"] == final["bandit"]
     assert state["history"] == final["history"]
-    assert json.loads(json.dumps(policy.summary(None))) == old["summary"]
+    # The summary says the same, but for a batch size never tried: the old code wrote its posterior mean
+    # as -0.0, today's writes null (issue 38: summary.json never shows a negative zero).
+    summary = copy.deepcopy(old["summary"])
+    means = summary["posterior_mean_cost"]
+    summary["posterior_mean_cost"] = {bs: (None if v == 0.0 and math.copysign(1.0, v) < 0 else v) for bs, v in means.items()}
+    assert json.loads(json.dumps(policy.summary(None))) == summary
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
