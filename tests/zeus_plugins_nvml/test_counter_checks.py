@@ -163,3 +163,15 @@ def test_an_averaged_power_reading_that_lags_a_load_step_does_not_refuse_a_good_
             assert dev.energy_sources == {"gpu0": "counter"}
             got, elapsed = energy_window(dev, 0.3)
     assert got["gpu0"] == pytest.approx(60.0 * elapsed, rel=0.05)
+
+
+def test_without_the_instant_power_field_the_default_reading_judges_the_counter(fake_nvml):
+    """An older driver without NVML's power field values: the check falls back to nvmlDeviceGetPowerUsage."""
+    nvml = fake_nvml([FakeGpu(demand_w=250.0, counter_quirk="frozen", power_fields=False)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with NvmlGpus(NvmlOptions(poll_interval_s=0.01, counter_confirm_s=0.3), nvml) as dev:
+            got, elapsed = energy_window(dev, 0.6)
+            assert dev.energy_sources == {"gpu0": "polling"}
+    assert len([w for w in caught if "energy counter did not move" in str(w.message)]) == 1
+    assert got["gpu0"] == pytest.approx(250.0 * elapsed, rel=0.05)

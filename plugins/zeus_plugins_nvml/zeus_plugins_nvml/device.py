@@ -100,7 +100,12 @@ class NvmlGpu(DriverDevice):
         load that just changed; else the default reading; None where NVML reports neither."""
         try:
             instant = self.power_domains().get("instant")
-            return self.read_power() if instant is None else instant
+        except DeviceError:  # a driver without field values
+            instant = None
+        if instant is not None:
+            return instant
+        try:
+            return self.read_power()
         except DeviceError:
             return None
 
