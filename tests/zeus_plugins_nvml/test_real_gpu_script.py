@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+from zeus_test_helpers import ended, start
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "real_gpu.py"
 
@@ -48,21 +51,31 @@ SIMULATED = {
 }
 
 
-def _run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, list[str]]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEUS_", "CUDA_"))}
-    r = subprocess.run([sys.executable, str(SCRIPT), "--fake", *args], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ZEUS_", "CUDA_"))}
+
+
+def _rows(stdout: str) -> dict[str, list[str]]:
+    """The table's rows: check -> [measured, expected, result]."""
     rows = {}
-    for line in r.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.startswith("| ") and not line.startswith(("| check |", "| --- |")):
             cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
             assert len(cells) == 4, line
             rows[cells[0]] = cells[1:]
-    return r, rows
+    return rows
+
+
+def _run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, list[str]]]:
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--fake", *args], capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=300
+    )
+    return r, _rows(r.stdout)
 
 
 def test_fake_run_passes_every_check_and_says_which_are_simulated(tmp_path):
     r, rows = _run(tmp_path)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 0, [(check, *cells) for check, cells in rows.items() if cells[2] == "FAIL"] or r.stdout + r.stderr
     assert "SIMULATED GPU" in r.stdout and "NVIDIA driver: 550.54.15" in r.stdout  # the header names what was measured
     assert list(rows) == ROWS
     for check, (measured, _expected, result) in rows.items():
@@ -86,3 +99,27 @@ def test_a_spent_budget_stops_the_checks_fails_the_run_and_leaves_the_gpu_as_it_
 def test_a_budget_past_eight_minutes_is_refused(tmp_path):
     r, _ = _run(tmp_path, "--timeout", "600")
     assert r.returncode == 2 and "--timeout must be between 10 and 480 seconds, got 600" in r.stderr
+
+
+def test_ctrl_c_during_a_check_ends_the_run_with_130_and_the_gpu_as_it_was(tmp_path):
+    """Ctrl-C once the power-limit check has begun (the limit is changed within it): whichever
+    check it lands in, the run stops there, says so, and the last row finds the limit it began with."""
+    proc = start(
+        [sys.executable, str(SCRIPT), "--fake"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    with ended(proc):
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith("... power limit"):
+                proc.send_signal(signal.SIGINT)
+                break
+        else:
+            raise AssertionError("the power-limit check never began:\n" + "".join(seen))
+        stdout, stderr = proc.communicate(timeout=120)
+    rows = _rows(stdout)
+    assert proc.returncode == 130, stdout + stderr
+    assert rows["interrupted"][0].startswith("Ctrl-C during ") and rows["interrupted"][2] == "FAIL"
+    assert rows["GPU as it was after the run"] == ["power limit 400 W", "400 W (at start)", "pass"]
+    assert "daemon path: restored when the client exits" not in rows
