@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -70,6 +71,12 @@ def _isolated_state(tmp_path, monkeypatch):
     monkeypatch.delenv("ZEUSD_SOCK_PATH", raising=False)  # nor one named by upstream's variable
     monkeypatch.delenv("ZEUSD_HOST_PORT", raising=False)  # nor a TCP one (upstream's zeusd client reads it)
     monkeypatch.delenv("ZEUSD_TOKEN", raising=False)
+    # outside any scheduler (zeus_core.scheduler), so that a suite run in a Slurm job or a pod writes
+    # the same files; a test that wants a context sets it
+    for var in [v for v in os.environ if v.startswith("SLURM_")] + ["POD_NAME", "POD_NAMESPACE", "KUBERNETES_SERVICE_HOST"]:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
     monkeypatch.chdir(tmp_path)
 
 

@@ -1,6 +1,7 @@
 """The scheduler's context (zeus_core.scheduler): read from the environment as Slurm, Kubernetes and
 torchrun set it, recorded with every try (recurrences.csv columns after the others, summary.json) and
-every window of a monitor's log; nothing at all outside a scheduler."""
+every window of a monitor's log; nothing at all outside a scheduler (tests/conftest.py clears the
+scheduler's variables for every test)."""
 
 from __future__ import annotations
 
@@ -24,20 +25,6 @@ SLURM = {
     "SLURM_JOB_NAME": "train",
     "SLURM_CLUSTER_NAME": "hpc1",
 }
-
-
-@pytest.fixture
-def no_scheduler(monkeypatch):
-    """This process outside any scheduler, whatever the environment that runs the tests."""
-    for var in list(os.environ):
-        if var.startswith(("SLURM_", "POD_", "KUBERNETES_")) or var in (
-            "CONTAINER_NAME",
-            "RANK",
-            "LOCAL_RANK",
-            "WORLD_SIZE",
-            "TORCHELASTIC_RUN_ID",
-        ):
-            monkeypatch.delenv(var)
 
 
 def test_outside_any_scheduler_there_is_no_context(tmp_path):
@@ -79,7 +66,7 @@ def test_torchrun_ranks_with_slurm(tmp_path):
     assert (got["torch_rank"], got["torch_local_rank"], got["torch_world_size"], got["torch_run_id"]) == ("3", "1", "4", "r1")
 
 
-def test_every_try_carries_its_slurm_job(toy_plugin, tmp_path, monkeypatch, no_scheduler):
+def test_every_try_carries_its_slurm_job(toy_plugin, tmp_path, monkeypatch):
     reg = toy_registry(toy_plugin)
     job = write_job(tmp_path / "job.toml", TOY_JOB)
     assert run_cli(reg, "run", str(job), "--output", "plain").exit_code == 0
@@ -103,7 +90,7 @@ def test_every_try_carries_its_slurm_job(toy_plugin, tmp_path, monkeypatch, no_s
     ]
 
 
-def test_every_window_of_the_log_carries_the_pod(toy_plugin, tmp_path, monkeypatch, no_scheduler):
+def test_every_window_of_the_log_carries_the_pod(toy_plugin, tmp_path, monkeypatch):
     plain, podded = tmp_path / "plain.csv", tmp_path / "pod.csv"
     with Monitor(_devices(toy_plugin), log_file=plain) as mon:
         assert mon.scheduler == {}
@@ -112,6 +99,7 @@ def test_every_window_of_the_log_carries_the_pod(toy_plugin, tmp_path, monkeypat
     assert plain.read_text().splitlines()[0].endswith(",sources")
     monkeypatch.setenv("POD_NAME", "train-7f9c")
     monkeypatch.setenv("POD_NAMESPACE", "research")
+    monkeypatch.delenv("CONTAINER_NAME", raising=False)  # (set by some container tools outside any pod)
     with Monitor(_devices(toy_plugin), log_file=podded) as mon:
         for name in ("a", "b"):
             mon.begin_window(name)
