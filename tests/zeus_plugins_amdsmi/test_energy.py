@@ -97,6 +97,15 @@ def test_an_accumulator_that_fails_the_check_falls_back_to_polled_power(fake_amd
         gpus(energy="counter")
 
 
+def test_an_idle_gpus_still_accumulator_is_kept_for_nothing_judges_it(fake_amd):
+    """Under 5 W a still accumulator may just be idle (the old check refused it): kept, no warning."""
+    fake_amd([FakeAmdGpu(idle_w=1.0, demand_w=0.0, counter_mode="frozen")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with gpus(counter_check_s=0.3) as dev:
+            assert dev.energy_sources == {"gpu0": "counter"}
+
+
 def test_polling_when_asked_and_the_counter_when_it_is_sane(fake_amd):
     fake_amd([FakeAmdGpu(demand_w=200.0)])
     with gpus(energy="polling", poll_interval_s=0.01) as dev:

@@ -12,8 +12,9 @@ from zeus_core.validators import absolute_path_or_none, between, distinct_number
 class AmdsmiOptions:
     """``gpus``: HIP-visible indices to measure, as torch numbers them (all when left out).
 
-    ``energy``: ``auto`` (the GPU's energy accumulator where the check at start
-    finds it moving and agreeing with the reported power; polled power
+    ``energy``: ``auto`` (the GPU's energy accumulator where the check at start,
+    :func:`zeus_core.devicekit.check_counters`, finds it moving under load, never
+    going back or jumping, and agreeing with the reported power; polled power
     otherwise), ``counter`` (fail where the accumulator fails the check) or
     ``polling`` (always poll). ``counter_check_s``: how long that check watches
     the accumulator. ``poll_interval_s``: the power poller's period.
