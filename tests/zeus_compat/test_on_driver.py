@@ -62,15 +62,25 @@ def test_the_log_takes_any_window_name_as_upstream(driver, tmp_path):
     assert rows[1].split(",")[1:3] == ["('epoch'", " 1)"]
 
 
+def _just_after_a_counter_update(period_s: float) -> None:
+    """Wait until the simulated counter (which moves at multiples of ``period_s`` of this clock) has just moved."""
+    while time.monotonic() % period_s > 0.01:
+        time.sleep(0.002)
+
+
 def test_zero_energy_warns_with_upstreams_text_or_approximates(driver):
-    driver(gpus=1, counter_period_s=3600.0, demand_w=150.0)  # the counter moves once an hour
+    # the counter moves every 0.2 s: seen moving by the 0.3 s check at open (so trusted), and still
+    # within a window that begins just after a move and lasts well under 0.2 s
+    driver(gpus=1, counter_period_s=0.2, demand_w=150.0)
     monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
+    _just_after_a_counter_update(0.2)
     monitor.begin_window("short", sync_execution=False)
     with pytest.warns(UserWarning) as caught:
         m = monitor.end_window("short", sync_execution=False)
     assert str(caught[0].message) == ZERO_ENERGY_WARNING
     assert m.gpu_energy == {0: 0.0}
     approx = ZeusMonitor(gpu_indices=[0], cpu_indices=[], approx_instant_energy=True)
+    _just_after_a_counter_update(0.2)
     approx.begin_window("short", sync_execution=False)
     time.sleep(0.02)
     with warnings.catch_warnings():
