@@ -73,8 +73,15 @@ def core_origin() -> dict[str, Any] | None:
 
 
 def command_for(dist: str, origin: dict[str, Any] | None, *, upgrade: bool = False, cwd: Path | None = None) -> str:
-    """The install command for ``dist`` given zeus-core's ``direct_url.json`` (``origin``)."""
-    folder = read().get("folders", {}).get(dist)
+    """The install command for ``dist`` given zeus-core's ``direct_url.json`` (``origin``); ``dist`` may
+    name extras (``zeus-core[daemon]``), quoted in the command for the shell."""
+    base, bracket, extras = dist.partition("[")
+    suffix = bracket + extras
+
+    def quoted(target: str) -> str:
+        return f"'{target}{suffix}'" if suffix else target
+
+    folder = read().get("folders", {}).get(base)
     flag = "-U " if upgrade else ""
     url = (origin or {}).get("url", "")
     local = unquote(urlparse(url).path) if url.startswith("file:") else None
@@ -82,21 +89,21 @@ def command_for(dist: str, origin: dict[str, Any] | None, *, upgrade: bool = Fal
         path = Path(local) / folder
         if (path / "pyproject.toml").is_file():
             editable = origin["dir_info"].get("editable", False)
-            command = f"pip install {'-e ' if editable else flag}{_shown(path, cwd)}"
+            command = f"pip install {'-e ' if editable else flag}{quoted(_shown(path, cwd))}"
             return f"git -C {_shown(Path(local), cwd)} pull && {command}" if upgrade else command
     if origin is not None and "archive_info" in origin and local is not None:
-        return f"pip install {flag}--find-links {_shown(Path(local).parent, cwd)} {dist}"
+        return f"pip install {flag}--find-links {_shown(Path(local).parent, cwd)} {quoted(base)}"
     if origin is not None and "vcs_info" in origin and folder is not None:
         vcs = origin["vcs_info"]
         ref = f"@{vcs['commit_id']}" if vcs.get("commit_id") else ""
         sub = "" if folder == "." else f"#subdirectory={folder}"
-        return f'pip install {flag}"{dist} @ {vcs["vcs"]}+{url}{ref}{sub}"'
+        return f'pip install {flag}"{base}{suffix} @ {vcs["vcs"]}+{url}{ref}{sub}"'
     index = read().get("index", "")
     if not index:
-        return f"pip install {flag}{dist} (it is on no public index: add the --index-url or --find-links zeus-core came from)"
+        return f"pip install {flag}{quoted(base)} (it is on no public index: add the --index-url or --find-links zeus-core came from)"
     if index.rstrip("/") != PYPI:
-        return f"pip install {flag}--index-url {index} {dist}"
-    return f"pip install {flag}{dist}"
+        return f"pip install {flag}--index-url {index} {quoted(base)}"
+    return f"pip install {flag}{quoted(base)}"
 
 
 def _shown(path: Path, cwd: Path | None) -> str:

@@ -30,6 +30,13 @@ def test_a_copy_from_a_checkout_gets_the_folder_without_e():
     assert command_for("zeus-plugins-nvml", origin, cwd=REPO, upgrade=True) == "git -C . pull && pip install -U plugins/zeus_plugins_nvml"
 
 
+def test_an_extra_of_the_core_is_named_and_quoted_for_the_shell(tmp_path):
+    editable = {"url": REPO.as_uri(), "dir_info": {"editable": True}}
+    assert command_for("zeus-core[daemon]", editable, cwd=REPO) == "pip install -e '.[daemon]'"
+    wheel = {"url": (tmp_path / "dist" / "zeus_core-0.2.0-py3-none-any.whl").as_uri(), "archive_info": {}}
+    assert command_for("zeus-core[daemon]", wheel, cwd=tmp_path) == "pip install --find-links dist 'zeus-core[daemon]'"
+
+
 def test_a_wheel_from_a_folder_gets_that_folder_as_find_links(tmp_path):
     origin = {"url": (tmp_path / "dist" / "zeus_core-0.2.0-py3-none-any.whl").as_uri(), "archive_info": {}}
     assert command_for("zeus-plugins-trace", origin, cwd=tmp_path) == "pip install --find-links dist zeus-plugins-trace"

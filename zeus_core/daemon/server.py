@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from zeus_core import catalog
 from zeus_core.daemon.config import ResolvedConfig
 from zeus_core.daemon.overrides import Overrides
 from zeus_core.daemon.protocol import (
@@ -338,8 +339,8 @@ class Daemon:
         except ImportError as e:  # the core without its daemon extra: the private protocol only
             if self.config.raw.tcp or self.config.raw.auth:
                 self.close_services()
-                raise StartError(f"the HTTP API needs {e.name}: pip install 'zeus-core[daemon]'") from None
-            log.warning("the HTTP API is off: %s (pip install 'zeus-core[daemon]')", e)
+                raise StartError(f"the HTTP API needs {e.name}: {catalog.install_command('zeus-core[daemon]')}") from None
+            log.warning("the HTTP API is off: %s (%s)", e, catalog.install_command("zeus-core[daemon]"))
             return
         try:
             self.api = NodeApi(self)
