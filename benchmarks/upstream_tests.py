@@ -102,7 +102,13 @@ LABELS: dict[str, tuple[str, str]] = {
 }
 
 #: (test-id regex, reason) of every deliberate difference: a failing case that matches is expected
-DIFFERENCES: list[tuple[str, str]] = []
+DIFFERENCES: list[tuple[str, str]] = [
+    (
+        r"tests/utils/test_zeusd\.py::",
+        "zeus.utils.zeusd is upstream master's client, which requires `pci_address` in a daemon's /discover;"
+        " 0.16.0's tests answer /discover without it (README difference 20)",
+    ),
+]
 
 #: (test-id regex, label, reason) of single cases of otherwise passing files, labelled as files are
 CASE_LABELS: list[tuple[str, str, str]] = [

@@ -16,9 +16,9 @@ Two driver facts the scripted mock leaves out are filled in from the test's own 
 * a GPU older than Volta has no energy counter: ``nvmlDeviceGetTotalEnergyConsumption`` answers
   NotSupported where the scripted architecture is older than Volta (what a real driver does,
   and what upstream's own layer derives from the architecture);
-* zeus's plugin reads each counter once when it opens a GPU, to learn whether the GPU has one;
-  that probe is answered by the simulated driver, so the test's scripted counters advance only
-  at window edges, as its expectations assume.
+* zeus's plugin reads each counter when it opens a GPU, to learn whether the GPU has one and to
+  check it against the power drawn; those reads are answered by the simulated driver, so the
+  test's scripted counters advance only at window edges, as its expectations assume.
 """
 
 from __future__ import annotations
@@ -66,20 +66,22 @@ class _EnergyCounter(mock.MagicMock):
 _PROXY: list[Any] = []
 
 
-def _opening_probe(proxy: Any) -> Any:
-    """The plugin's open (``NvmlGpus.__init__``) with the probe flag up, so its counter probe reaches the driver."""
+def _opening_probe(proxy: Any, step: str) -> Any:
+    """A step of the plugin's open (``NvmlGpus.__init__``: ``_source``, its counter probe, and
+    ``_check_counters``, the counter check) with the probe flag up, so that its counter reads reach the
+    driver and not the test's scripted counters."""
     from zeus_plugins_nvml import device
 
-    original = device.NvmlGpus._source
+    original = getattr(device.NvmlGpus, step)
 
-    def source(self: Any, v: Any, mode: str) -> str:
+    def probing(self: Any, *args: Any, **kwargs: Any) -> Any:
         proxy._probing = True
         try:
-            return original(self, v, mode)
+            return original(self, *args, **kwargs)
         finally:
             proxy._probing = False
 
-    return source
+    return probing
 
 
 def simulated_pynvml(mocker: Any) -> Any:
@@ -108,7 +110,8 @@ def simulated_pynvml(mocker: Any) -> Any:
     sys.modules[fake.__name__] = proxy
     from zeus_plugins_nvml import device
 
-    mocker.patch.object(device.NvmlGpus, "_source", _opening_probe(proxy))
+    for step in ("_source", "_check_counters"):
+        mocker.patch.object(device.NvmlGpus, step, _opening_probe(proxy, step))
     return proxy
 
 
