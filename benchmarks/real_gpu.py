@@ -31,7 +31,7 @@ time budget, or on SIGTERM (the journal, ``zeus_core.journal``); after a SIGKILL
 
 ``--fake`` runs the same checks on the simulated driver (``zeus_plugins_nvml.fake_pynvml``,
 through ``ZEUS_FAKE_NVML``) with torch on the CPU and shorter durations, so that the script is
-checked on a machine without a GPU (``tests/zeus_plugins_nvml/test_real_gpu_script.py``). The simulated
+checked on a machine without a GPU (``tests/benchmarks/test_real_gpu_script.py``). The simulated
 GPU's counter moves in 100 ms steps for the counter checks, as a real one does; rows whose
 figures say nothing about hardware there say ``simulated``. A real run's table goes to
 ``docs/real-hardware.md``.

@@ -3,7 +3,8 @@
 The script is what a lent GPU machine runs in its one call, so it must work the first time
 there: here it runs as a user runs it (a subprocess, its own folder as the working directory,
 no ``ZEUS_*`` variable inherited), on the simulated driver with torch on the CPU, and its table
-must hold every check, each passed, with the GPU as it was at the end.
+must hold every check, each passed, with the GPU as it was at the end. (It lives with no plugin's
+tests: it needs the nvml, mab and perseus plugins and torch, which only the full environment has.)
 """
 
 from __future__ import annotations
