@@ -14,14 +14,14 @@
 * zeus inside the user's own loop: :class:`ZeusMonitor`, :class:`PowerLimitOptimizer`,
   :class:`BatchSizeOptimizer`, :func:`open_device`.
 
-The modules these names come from are the contract too, with the few helpers
-a specialised plugin needs beyond this list (``zeus_core.validators`` for
-options classes, ``zeus_core.datafiles`` for reading the data files a job names
-(size limits, UTF-8, CSV rows as wide as their header, JSON nesting, plausible
-numbers), ``zeus_core.daemon`` for privileged services). The engine
-that composes parts into a running job (runner, job-file validation,
-histories, stores, ranks, the registry) lives under :mod:`zeus_core.engine`,
-which plugins use only when they must (a store backend, a history service).
+Beyond this list, a specialised plugin imports the literal ``__all__`` of the
+toolkit modules that docs/architecture.md lists ("What a plugin may import"), e.g.
+``zeus_core.validators`` for options classes, ``zeus_core.datafiles`` for the data
+files a job names, ``zeus_core.devicekit`` and ``zeus_core.daemon`` for devices. The
+engine that composes parts into a running job (runner, job-file validation,
+histories, stores, ranks, the registry) lives under :mod:`zeus_core.engine`; plugins
+that must (a store backend, a history service) use only its door, the literal
+``zeus_core.engine.__all__``.
 
 The in-loop objects, measurement windows, allocations, savings and the
 early-stopping rule load on first use, so that ``import zeus_core`` (and every

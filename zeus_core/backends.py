@@ -190,3 +190,16 @@ class ProcessGroup(Protocol):
     def broadcast(self, obj: Any) -> Any: ...
 
     def gather(self, obj: Any) -> list[Any] | None: ...
+
+
+__all__ = [
+    "StoreError",
+    "StoreUnavailable",
+    "StoreWriteFailed",
+    "TransactionConflict",
+    "transact",
+    "StoreInfo",
+    "StoreTransaction",
+    "JobStore",
+    "ProcessGroup",
+]

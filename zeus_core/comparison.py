@@ -79,3 +79,6 @@ def comparison_table(
             _pct(savings(t, reference)["regret"]) if reference else "-",
         )
     return table
+
+
+__all__ = ["TOTAL_KEYS", "Row", "comparison_table", "savings"]

@@ -90,3 +90,6 @@ def lower_convex_hull(times: Sequence[float] | np.ndarray, energies: Sequence[fl
                 break
         hull.append(k)
     return idx[hull]
+
+
+__all__ = ["zeus_cost", "cost_per_iteration", "pareto_frontier", "lower_convex_hull", "check_eta"]

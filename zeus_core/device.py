@@ -373,3 +373,27 @@ def copy_capabilities(view: object, sources: dict[type, object]) -> None:
     for cap, source in sources.items():
         for name in capability_members(cap):
             setattr(view, name, getattr(source, name))
+
+
+__all__ = [
+    "DeviceGroup",
+    "PowerLimitControl",
+    "PerDevicePowerLimits",
+    "ClockControl",
+    "PowerReadings",
+    "PowerDomainReadings",
+    "TemperatureReadings",
+    "GpuSync",
+    "SupportedPowerLimits",
+    "ControlPaths",
+    "EnergyIncludes",
+    "DeviceModels",
+    "DriverVersions",
+    "EpochPrediction",
+    "EpochPredictor",
+    "SimulatedClock",
+    "NoDevices",
+    "DEVICE_CAPABILITIES",
+    "capability_members",
+    "copy_capabilities",
+]

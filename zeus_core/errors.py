@@ -73,3 +73,6 @@ class PluginError(BadInput):
 
 class RunFailed(ZeusError, RuntimeError):
     """A part failed while the job ran; earlier results stay in the store: exit 1."""
+
+
+__all__ = ["ZeusError", "BadInput", "PartMismatch", "DeviceError", "DeviceAbsent", "PluginError", "RunFailed"]

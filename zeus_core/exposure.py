@@ -37,3 +37,6 @@ def token_problem(token: str) -> str | None:
             "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
         )
     return None
+
+
+__all__ = ["MIN_TOKEN", "is_loopback", "token_problem"]

@@ -195,3 +195,6 @@ class FileChecks:
             path = self.path(field, target)
             if path is not None and not path.is_file():
                 self.problem(field, f"{field if isinstance(field, str) else field[-1]} file {path} not found")
+
+
+__all__ = ["FileChecks", "write_atomic", "atomic_path", "cannot_write", "is_busy", "connect_shared"]

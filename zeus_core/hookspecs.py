@@ -445,3 +445,16 @@ def zeus_on_job_end(summary: JobSummary) -> None:
         def zeus_on_job_end(summary):
             print(f"{summary.recurrences} recurrences, {summary.energy_j:.0f} J")
     """
+
+
+__all__ = [
+    "PROJECT",
+    "hookspec",
+    "hookimpl",
+    "PART_KINDS",
+    "RegisterPart",
+    "RegisterRestorer",
+    "RegisterStore",
+    "RegisterProcessGroup",
+    "RegisterGridSignal",
+]

@@ -161,3 +161,6 @@ def refuse_another_job(location: str, stored: Mapping[str, Any] | None, current:
     diffs = differences(stored, current)
     if diffs:
         raise IdentityMismatch(location, diffs, fixes=fixes)
+
+
+__all__ = ["NOT_IDENTITY", "option_identity", "with_facts", "merged", "Difference", "differences", "IdentityMismatch", "refuse_another_job"]

@@ -259,3 +259,30 @@ class JobSpec:
     deferred: list[str] = attrs.field(factory=list)
     #: The ``[grid]`` table (None: the job has none; nothing is charged).
     grid: GridOptions | None = None
+
+
+__all__ = [
+    "JobOptions",
+    "GridOptions",
+    "JobSpec",
+    "PartSpec",
+    "job_name",
+    "default_store",
+    "resolve_location",
+    "grid_bound_problem",
+    "GRID_BOUNDS",
+    "MAX_GRID_TIMEOUT_S",
+    "MAX_NAME",
+    "MAX_RECURRENCES",
+    "MAX_EPOCHS",
+    "MAX_TRIES",
+    "MAX_PROCESSES",
+    "MAX_SEED",
+    "CORE_SECTION",
+    "GRID_SECTION",
+    "PART_SECTIONS",
+    "BUILD_ORDER",
+    "PLAN_ORDER",
+    "RUN_ORDER",
+    "URL_SCHEME",
+]

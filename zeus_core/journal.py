@@ -426,3 +426,17 @@ def restore_pending(restorers: dict[str, Restorer], *, path: os.PathLike[str] | 
             logger.warning("restored %s %s to %r (left by a killed process)", owner, key, original)
             restored += 1
         return restored
+
+
+__all__ = [
+    "SettingsGuard",
+    "Restorer",
+    "RestoreError",
+    "Journal",
+    "JournalEntry",
+    "restore_pending",
+    "restore_all_guards",
+    "state_dir",
+    "journal_path",
+    "process_alive",
+]

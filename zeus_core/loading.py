@@ -124,3 +124,6 @@ def deferred_factory(target: str, help: str) -> Callable[[Any, Any], Any]:
     factory.__doc__ = help
     factory.__qualname__ = factory.__name__ = name
     return factory
+
+
+__all__ = ["load_callable", "lazy_exports", "deferred_factory", "imported_for_type_checking"]

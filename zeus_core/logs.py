@@ -137,3 +137,6 @@ def _show_warning(
 def level_name(level: int) -> str:
     """The lower-case name of ``level`` (a name of :data:`LEVELS`), as uvicorn's ``log_level`` takes it."""
     return logging.getLevelName(level).lower()
+
+
+__all__ = ["LEVELS", "DEFAULT", "ENV", "LogLevelError", "parse_level", "resolve_level", "level_name", "configure", "unconfigure"]

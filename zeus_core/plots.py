@@ -190,3 +190,6 @@ def place_labels(fig: Figure, ax: Axes, labels: Sequence[tuple[tuple[float, floa
                 break
             note.remove()
     return placed
+
+
+__all__ = ["COST_PER_RECURRENCE", "PARETO", "Level", "Mark", "cost_per_recurrence", "tradeoff", "tradeoff_figure", "place_labels"]

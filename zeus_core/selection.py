@@ -200,4 +200,13 @@ class MaxSlowdownConstraint(OptimumSelector):
         return min(m.power_limit for m in measurements if m.time <= self.factor * fastest)
 
 
-__all__ = ["Energy", "MaxSlowdownConstraint", "OptimumSelector", "PowerLimitMeasurement", "Time", "ZeusCost"]
+__all__ = [
+    "Energy",
+    "MaxSlowdownConstraint",
+    "OptimumSelector",
+    "PowerLimitMeasurement",
+    "Time",
+    "ZeusCost",
+    "check_measurements",
+    "read_power_profile",
+]

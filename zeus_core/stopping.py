@@ -55,3 +55,6 @@ def steady_state_cost(epoch_costs: Sequence[float], profiled: Sequence[bool], st
     if n == 0 or steady_epoch_cost is None:
         return None
     return sum(c for c, p in zip(epoch_costs, profiled) if not p) + steady_epoch_cost * n
+
+
+__all__ = ["SLACK", "fits", "epochs_within", "steady_state_cost"]

@@ -72,3 +72,6 @@ def money(amount: float, currency: str) -> str:
 def percent(fraction: float) -> str:
     """A fraction as a percentage to a tenth: ``57.4 %``."""
     return f"{100 * fraction:.1f} %"
+
+
+__all__ = ["J_PER_KWH", "significant", "si", "energy", "duration", "carbon", "money", "percent"]

@@ -33,3 +33,6 @@ def describe(field: Any, value: Any, job: Any) -> str | None:
         resolved = getattr(job, same_as.split(".", 1)[1])
         return f"{resolved!r} (unset: the same as {same_as})"
     return f"(unset: {said['meaning']})"
+
+
+__all__ = ["KEY", "unset", "describe"]

@@ -130,3 +130,20 @@ def absolute_path_or_none(_inst: Any, attribute: Any, value: Any) -> None:
 
     if value is not None and not os.path.isabs(str(value)):
         raise ValueError(f"{attribute.name} must be an absolute path (e.g. /run/zeus/daemon.sock), got {value!r}")
+
+
+__all__ = [
+    "Validator",
+    "positive",
+    "positive_or_none",
+    "nonnegative",
+    "finite",
+    "nonempty",
+    "at_least",
+    "between",
+    "one_of",
+    "positive_list",
+    "distinct_numbers",
+    "callable_spec",
+    "absolute_path_or_none",
+]

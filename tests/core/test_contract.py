@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -38,8 +39,57 @@ PACKAGES = (
     + [(p.parent, p.name) for root in PLUGIN_ROOTS[:-1] for p in sorted(root.glob("**/zeus_plugins_*")) if (p / "__init__.py").is_file()]
     + [(REPO / "plugins" / "zeus", "zeus")]
 )  # upstream's import package (zeus-compat)
-#: Modules of the core that are its application, not its API: no plugin imports them.
-APPLICATION_MODULES = ("zeus_core.cli.main", "zeus_core.cli.monitor", "zeus_core.cli.store", "zeus_core.docgen", "zeus_core.inloop.script")
+#: What a plugin may import from the core, besides the face (``zeus_core``'s ``__all__``): the
+#: engine's door (``zeus_core.engine``'s ``__all__``) and the toolkits a kind of plugin needs,
+#: each through its literal ``__all__``. Every other module (the engine's own, the commands,
+#: the daemon's server) is the core's implementation: no plugin imports it.
+PLUGIN_SURFACE = (
+    "zeus_core",
+    "zeus_core.engine",
+    # the contract beside the face: hooks, parts, devices, jobs, results, stores, errors
+    "zeus_core.hookspecs",
+    "zeus_core.device",
+    "zeus_core.job",
+    "zeus_core.results",
+    "zeus_core.errors",
+    "zeus_core.backends",
+    "zeus_core.identity",
+    "zeus_core.measurement",
+    "zeus_core.windows",
+    "zeus_core.scheduler",
+    "zeus_core.attribution",
+    # helpers for options, data files, files, logs and units
+    "zeus_core.validators",
+    "zeus_core.unset",
+    "zeus_core.loading",
+    "zeus_core.datafiles",
+    "zeus_core.files",
+    "zeus_core.journal",
+    "zeus_core.logs",
+    "zeus_core.units",
+    "zeus_core.exposure",
+    # the shared rules of the research systems, and what their reports draw
+    "zeus_core.cost",
+    "zeus_core.selection",
+    "zeus_core.stopping",
+    "zeus_core.allocation",
+    "zeus_core.comparison",
+    "zeus_core.grid",
+    "zeus_core.plots",
+    # device plugins (their drivers, simulated drivers and privileged services)
+    "zeus_core.devicekit",
+    "zeus_core.devicekit.simulated",
+    "zeus_core.daemon",
+    "zeus_core.daemon.nodeclient",
+    # the user's own loop (zeus-compat and the framework callbacks)
+    "zeus_core.inloop",
+    "zeus_core.inloop.monitor",
+    "zeus_core.inloop.timeline",
+    "zeus_core.inloop.trainer",
+    # plugins that add commands
+    "zeus_core.cli.consoles",
+    "zeus_core.cli.env",
+)
 
 
 def _python_files(root: Path):
@@ -54,24 +104,36 @@ def _core_module_exists(module: str) -> bool:
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
+def _listed_names(module: str) -> list[str] | None:
+    """The literal ``__all__`` of a core module, read from its source (None when it has none)."""
+    parts = module.split(".")
+    base = REPO.joinpath(*parts)
+    path = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            return [e.value for e in node.value.elts] if isinstance(node.value, ast.List) else None
+    return None
+
+
 def core_imports(path: Path) -> list[tuple[int, str]]:
-    """(line, what) of every import of the core in ``path`` that is not its public surface."""
+    """(line, what) of every import of the core in ``path`` that is not the plugins' surface."""
     bad = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "zeus_core":
-            if node.module == "zeus_core":
-                for alias in node.names:
-                    if alias.name not in zeus_core.__all__:
-                        bad.append((node.lineno, f"from zeus_core import {alias.name} (not a public name)"))
-            elif not _core_module_exists(node.module):
+            if not _core_module_exists(node.module):
                 bad.append((node.lineno, f"from {node.module} import ... (no such module)"))
-            elif node.module in APPLICATION_MODULES or any(p.startswith("_") for p in node.module.split(".")):
-                bad.append((node.lineno, f"from {node.module} import ... (not an API module)"))
+            elif node.module not in PLUGIN_SURFACE:
+                bad.append((node.lineno, f"from {node.module} import ... (the core's implementation)"))
             else:
-                bad += [(node.lineno, f"from {node.module} import {a.name} (a private name)") for a in node.names if a.name.startswith("_")]
+                listed = zeus_core.__all__ if node.module == "zeus_core" else _listed_names(node.module) or []
+                for alias in node.names:
+                    submodule = f"{node.module}.{alias.name}"
+                    if alias.name in listed or (submodule in PLUGIN_SURFACE and _core_module_exists(submodule)):
+                        continue
+                    bad.append((node.lineno, f"from {node.module} import {alias.name} (not in its __all__)"))
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith("zeus_core.") and (alias.name in APPLICATION_MODULES or not _core_module_exists(alias.name)):
+                if alias.name.startswith("zeus_core.") and alias.name not in PLUGIN_SURFACE:
                     bad.append((node.lineno, f"import {alias.name}"))
     return bad
 
@@ -85,20 +147,45 @@ def test_plugins_use_only_the_public_api():
 
 
 def test_the_public_api_check_catches_an_internal_import(tmp_path):
-    # The check above must be able to fail: internals, private names and unknown modules are caught.
+    # The check above must be able to fail: internals, names outside a module's __all__, private
+    # names, the engine's modules behind its door and unknown modules are caught.
     f = tmp_path / "p.py"
     f.write_text(
         "from zeus_core.runner import Runner\nfrom zeus_core import Runner, hookimpl\n"
-        "from zeus_core.engine.validation import _suggest\nfrom zeus_core.cli.main import main\n"
-        "from zeus_core.engine.runner import Runner\n"
+        "from zeus_core.engine.validation import load_job\nfrom zeus_core.cli.main import main\n"
+        "from zeus_core.engine import Runner, _suggest\nfrom zeus_core.validators import positive, Any\n"
+        "from zeus_core.devicekit import simulated, drivers\nimport zeus_core.engine.runner\n"
     )
     got = [what for _, what in core_imports(f)]
     assert got == [
         "from zeus_core.runner import ... (no such module)",
-        "from zeus_core import Runner (not a public name)",
-        "from zeus_core.engine.validation import _suggest (a private name)",
-        "from zeus_core.cli.main import ... (not an API module)",
+        "from zeus_core import Runner (not in its __all__)",
+        "from zeus_core.engine.validation import ... (the core's implementation)",
+        "from zeus_core.cli.main import ... (the core's implementation)",
+        "from zeus_core.engine import _suggest (not in its __all__)",
+        "from zeus_core.validators import Any (not in its __all__)",
+        "from zeus_core.devicekit import drivers (not in its __all__)",
+        "import zeus_core.engine.runner",
     ]
+
+
+def test_every_module_of_the_plugins_surface_lists_its_names_literally():
+    for module in PLUGIN_SURFACE:
+        listed = _listed_names(module)
+        assert listed, f"{module} needs a literal __all__: it is what plugins may import from it"
+        assert len(listed) == len(set(listed)), module
+        loaded = importlib.import_module(module)
+        for name in listed:
+            assert getattr(loaded, name, None) is not None, f"{module}.__all__ names {name}, which it does not have"
+
+
+def test_the_engines_door_is_literal_small_and_loads_lazily():
+    import zeus_core.engine
+
+    listed, eager, checking = _top_level_bindings(ast.parse(Path(zeus_core.engine.__file__).read_text()))
+    assert listed == zeus_core.engine.__all__ and len(listed) == len(set(listed)) <= 48, len(listed)
+    assert set(listed) == checking and not eager - {"TYPE_CHECKING", "annotations"}, (set(listed) ^ checking, eager)
+    assert all(not name.startswith("_") for name in listed)
 
 
 def _top_level_bindings(tree: ast.Module) -> tuple[list[str], set[str], set[str]]:

@@ -125,3 +125,6 @@ def verbosity_options(command: F) -> F:
         help=f"Log more, one level a -v (info, then debug); or set ${logs.ENV} to {'|'.join(logs.LEVELS)}.",
     )(command)
     return command
+
+
+__all__ = ["make_console", "requested_level", "verbosity_options", "set_quiet", "is_quiet", "PIPE_WIDTH"]

@@ -479,3 +479,6 @@ def env_command(as_json: bool, devices: tuple[str, ...], sets: tuple[str, ...]) 
         click.echo(json.dumps(report, indent=2))
     else:
         print_report(report, console)
+
+
+__all__ = ["Probe", "probe_devices", "close_probes", "describe_devices", "daemon_status"]

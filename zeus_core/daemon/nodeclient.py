@@ -550,3 +550,23 @@ class Fleet:
             node.client.close()
         for t in self._threads:
             t.join(5.0)
+
+
+__all__ = [
+    "ENV_SOCK",
+    "ENV_HOST_PORT",
+    "ENV_TOKEN",
+    "DEFAULT_PORT",
+    "STREAM_READ_TIMEOUT_S",
+    "NodeError",
+    "Endpoint",
+    "NodeClient",
+    "NodeStream",
+    "Reading",
+    "Node",
+    "Fleet",
+    "error_text",
+    "event_data",
+    "sse_data",
+    "sample_readings",
+]

@@ -208,3 +208,18 @@ def parse_command_line(parser: argparse.ArgumentParser, argv: list[str] | None) 
     if args.gpus < 1:
         parser.error(f"--gpus must be at least 1, got {args.gpus}")
     return args, "root" if args.root_only else bool(args.privileged)
+
+
+__all__ = [
+    "PRIVILEGE_MODES",
+    "SharedState",
+    "check_privilege_mode",
+    "may_change",
+    "write_state",
+    "reads",
+    "read_since",
+    "install",
+    "unsimulated",
+    "command_line",
+    "parse_command_line",
+]

@@ -6,3 +6,5 @@ scripts reach them."""
 #: The device plugin whose GPUs ``ZeusMonitor`` (and the power and temperature monitors) measure
 #: where GPUs of several plugins open (a machine with NVIDIA and AMD GPUs), e.g. ``ZEUS_GPU_DEVICE=nvml``.
 GPU_DEVICE_ENV = "ZEUS_GPU_DEVICE"
+
+__all__ = ["GPU_DEVICE_ENV"]

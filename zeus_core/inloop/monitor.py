@@ -353,4 +353,4 @@ class ZeusMonitor(Monitor):
         return self
 
 
-__all__ = ["NoDevices", "ZeusMonitor"]
+__all__ = ["NoDevices", "ZeusMonitor", "open_gpus"]

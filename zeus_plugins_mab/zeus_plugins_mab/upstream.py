@@ -42,7 +42,7 @@ from typing import Any
 
 from zeus_core import PowerLimitOptimizer, ZeusMonitor, write_atomic, zeus_cost
 from zeus_core.datafiles import DataFileError
-from zeus_core.engine.ranks import process_group
+from zeus_core.engine import process_group
 from zeus_core.selection import Energy, MaxSlowdownConstraint, OptimumSelector, PowerLimitMeasurement, Time, ZeusCost, read_power_profile
 
 BUILT_IN = (ZeusCost, Energy, Time, MaxSlowdownConstraint)

@@ -190,7 +190,7 @@ def p2p_power_command(device_name, sets, duration, backend, gpus) -> None:
     import functools
 
     from zeus_core import open_device
-    from zeus_core.engine.validation import parse_override
+    from zeus_core.engine import parse_override
     from zeus_plugins_perseus.p2p import P2PError, measure_blocking_power
 
     options = {}
@@ -200,7 +200,7 @@ def p2p_power_command(device_name, sets, duration, backend, gpus) -> None:
             if len(path) != 1:
                 raise ValueError(f"--set {text!r}: expected KEY=VALUE of the device's table, e.g. gpus=[0]")
             options[path[0]] = value
-        from zeus_core.engine.registry import get_registry
+        from zeus_core.engine import get_registry
 
         known = get_registry().names("device")
         if device_name not in known:

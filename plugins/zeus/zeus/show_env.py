@@ -42,7 +42,7 @@ def _framework_line(label: str, check: Any, module: str, cuda_aware: bool = True
 
 
 def _packages() -> str:
-    from zeus_core.engine.registry import CORE_PLUGIN, get_registry
+    from zeus_core.engine import CORE_PLUGIN, get_registry
 
     core = get_registry().distribution_of(CORE_PLUGIN)[1] or "unknown"
     text = f"  Python version: {platform.python_version()}\n  Zeus: {zeus.__version__} (zeus-compat on zeus-core {core})\n"
@@ -109,7 +109,7 @@ def _soc() -> str:
     from rich.console import Console
 
     from zeus_core.cli.env import close_probes, probe_devices
-    from zeus_core.engine.registry import get_registry
+    from zeus_core.engine import get_registry
 
     reg = get_registry()
     names = [n for n in SOC_PLUGINS if n in reg.names("device")]

@@ -32,7 +32,7 @@ The same promises as the SQLite store (``zeus_core.engine.stores.sqlite``):
 Besides libpq's own URL parameters (``sslmode``, ``connect_timeout``, ...),
 the URL takes ``schema`` and ``reconnect_s`` (default 10), which are zeus's.
 Put the password in ``~/.pgpass`` or ``PGPASSWORD`` rather than in the URL; a
-password in the URL is never shown (:func:`zeus_core.engine.stores.locations.mask`).
+password in the URL is never shown (:func:`zeus_core.engine.mask_secrets`).
 """
 
 from __future__ import annotations
@@ -50,8 +50,7 @@ from psycopg import sql
 
 from zeus_core import TryRecord
 from zeus_core.backends import StoreError, StoreInfo, StoreUnavailable, StoreWriteFailed
-from zeus_core.engine.stores.checks import TRY_FIELDS, content_problems
-from zeus_core.engine.stores.locations import mask, parse_url
+from zeus_core.engine import TRY_FIELDS, content_problems, mask_secrets, parse_url
 
 APPLICATION = "zeus"
 #: The schema this plugin writes.
@@ -108,7 +107,7 @@ def split_location(location: str) -> tuple[str, str, float]:
     schema = own.get("schema", "zeus")
     if not _SCHEMA_NAME.match(schema):
         raise StoreError(
-            f"job.store {mask(location)}: schema {schema!r} is not a plain PostgreSQL name "
+            f"job.store {mask_secrets(location)}: schema {schema!r} is not a plain PostgreSQL name "
             "(letters, digits and _, not starting with a digit)"
         )
     try:
@@ -116,7 +115,7 @@ def split_location(location: str) -> tuple[str, str, float]:
         if not 0 <= reconnect_s <= 3600:
             raise ValueError
     except ValueError:
-        raise StoreError(f"job.store {mask(location)}: reconnect_s must be a number of seconds in 0..3600") from None
+        raise StoreError(f"job.store {mask_secrets(location)}: reconnect_s must be a number of seconds in 0..3600") from None
     scheme = "postgresql" if parts.scheme.lower() in ("postgres", "postgresql") else parts.scheme
     return urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), parts.fragment)), schema, reconnect_s
 
@@ -222,7 +221,7 @@ class PostgresStore:
     """One job's store in a PostgreSQL database (see the module docstring)."""
 
     def __init__(self, location: str, job: str | None, timeout_s: float = 60.0) -> None:
-        self.location = mask(location)
+        self.location = mask_secrets(location)
         if not job:
             raise StoreError(
                 f"job.store {self.location}: a PostgreSQL store holds many jobs, and no job name was given "
@@ -246,7 +245,7 @@ class PostgresStore:
     def _failure(self, e: psycopg.Error, doing: str) -> StoreError:
         """A psycopg error as zeus's: unavailable (exit 1) when the server cannot be reached or went
         away, else a refusal that says what the server said."""
-        text = mask(" ".join(str(e).split()))
+        text = mask_secrets(" ".join(str(e).split()))
         state = getattr(e, "sqlstate", None)
         if state in _DISK:
             return StoreWriteFailed(
@@ -476,7 +475,7 @@ class PostgresStore:
             if isinstance(e, psycopg.OperationalError) and getattr(e, "sqlstate", None) not in _DISK:
                 raise StoreUnavailable(
                     f"{self._where()}: the database server cannot be reached: the connection was lost while committing, "
-                    f"so the last transaction may or may not be stored, whole ({mask(' '.join(str(e).split()))}). Run the "
+                    f"so the last transaction may or may not be stored, whole ({mask_secrets(' '.join(str(e).split()))}). Run the "
                     "job again when the server is back: it continues from what was committed"
                 ) from None
             raise self._failure(e, "committing") from None

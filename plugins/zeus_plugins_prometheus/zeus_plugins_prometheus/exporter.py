@@ -45,7 +45,7 @@ from urllib.parse import urlsplit, urlunsplit
 from prometheus_client import CollectorRegistry, Counter, Gauge, disable_created_metrics, make_wsgi_app, push_to_gateway
 from prometheus_client.exposition import basic_auth_handler, default_handler
 
-from zeus_core.engine.stores.locations import mask
+from zeus_core.engine import mask_secrets
 from zeus_core.grid import CARBON_COLUMN, INTENSITY_COLUMN
 
 #: What goes wrong while exporting (the job goes on), below the ``zeus`` loggers (``-q`` hides it).
@@ -126,7 +126,7 @@ class Exporter:
     def _warn(self, what: str, message: str) -> None:
         if what not in self._warned:
             self._warned.add(what)
-            log.warning("%s", mask(message))
+            log.warning("%s", mask_secrets(message))
 
     # -- events --
 

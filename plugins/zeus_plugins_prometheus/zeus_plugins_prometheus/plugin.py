@@ -57,7 +57,7 @@ class ExporterConfig:
 
 def read_config(env: dict[str, str]) -> ExporterConfig | None:
     """The exporter's configuration from ``env``; None when it is off; PartMismatch for a bad value."""
-    from zeus_core.engine.stores.locations import mask, parse_url  # with a job: no zeus command else needs them
+    from zeus_core.engine import mask_secrets, parse_url  # with a job: no zeus command else needs them
 
     address = env.get("ZEUS_METRICS_ADDRESS", "").strip()
     gateway = env.get("ZEUS_PUSHGATEWAY", "").strip()
@@ -99,7 +99,7 @@ def read_config(env: dict[str, str]) -> ExporterConfig | None:
         except ValueError as e:
             raise PartMismatch(f"ZEUS_PUSHGATEWAY: {e}: expected an http(s) URL such as http://pushgateway:9091") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise PartMismatch(f"ZEUS_PUSHGATEWAY={mask(gateway)!r}: expected an http(s) URL such as http://pushgateway:9091")
+            raise PartMismatch(f"ZEUS_PUSHGATEWAY={mask_secrets(gateway)!r}: expected an http(s) URL such as http://pushgateway:9091")
     names = env.get("ZEUS_METRICS_NAMES", "").strip() or "zeus"
     if names not in NAMES:
         raise PartMismatch(f"ZEUS_METRICS_NAMES={names!r}: expected one of {', '.join(NAMES)} (the names /metrics serves)")

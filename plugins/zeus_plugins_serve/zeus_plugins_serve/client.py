@@ -39,10 +39,17 @@ import httpx
 
 from zeus_core import PolicyContext, RunFailed, TryRecord
 from zeus_core.backends import StoreError, StoreInfo, StoreUnavailable, TransactionConflict
-from zeus_core.engine.history import FreshRefused, TryPlan, claim_waiting, gone_reason, merge_power_state
-from zeus_core.engine.owner import this_process
-from zeus_core.engine.remote import HistorySetup
-from zeus_core.engine.stores.locations import mask, parse_url
+from zeus_core.engine import (
+    FreshRefused,
+    HistorySetup,
+    TryPlan,
+    claim_waiting,
+    gone_reason,
+    mask_secrets,
+    merge_power_state,
+    parse_url,
+    this_process,
+)
 
 log = logging.getLogger("zeus.serve")
 
@@ -84,7 +91,7 @@ def split_url(location: str) -> tuple[str, str | None, float]:
         if retry is not None and not 0 <= retry_s <= 86400:
             raise ValueError
     except ValueError:
-        raise StoreError(f"job.store {mask(location)}: retry_s must be a number of seconds in 0..86400") from None
+        raise StoreError(f"job.store {mask_secrets(location)}: retry_s must be a number of seconds in 0..86400") from None
     token = unquote(parts.password) if parts.password else None
     host = parts.hostname or ""
     if ":" in host:
@@ -98,7 +105,7 @@ class ServiceClient:
     """HTTP calls to one service, with retries while it cannot be reached."""
 
     def __init__(self, location: str, timeout_s: float) -> None:
-        self.location = mask(location)
+        self.location = mask_secrets(location)
         self.base, url_token, self.retry_s = split_url(location)
         token = url_token or os.environ.get("ZEUS_SERVE_TOKEN") or None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -142,7 +149,7 @@ class ServiceClient:
             now = time.monotonic()
             if now + delay > deadline:
                 raise StoreUnavailable(
-                    f"{self.location}: zeus serve did not answer for {retry_s:g} s ({mask(why)}). Start it again "
+                    f"{self.location}: zeus serve did not answer for {retry_s:g} s ({mask_secrets(why)}). Start it again "
                     "(what was committed is kept in its store) and run the job again, or raise ?retry_s="
                 )
             if now - warned >= WARN_EVERY_S:
@@ -152,7 +159,7 @@ class ServiceClient:
                     "on job.store gives up after N s)",
                     self.location,
                     now - start,
-                    mask(why)[:200],
+                    mask_secrets(why)[:200],
                     "" if math.isinf(retry_s) else f" for up to {retry_s:g} s",
                 )
             time.sleep(delay * random.uniform(0.5, 1.5))
@@ -176,17 +183,17 @@ class ServiceClient:
         if r.status_code == 409 and "power_state" in body:
             raise _Conflict(body)
         if r.status_code == 409 and body.get("code") in _CONFLICT_CODES:
-            raise TransactionConflict(f"{self.location}: {mask(detail)}")
+            raise TransactionConflict(f"{self.location}: {mask_secrets(detail)}")
         if r.status_code == 409 and body.get("code") == "fresh_refused":
             live = body.get("live")
             if not isinstance(live, dict):
                 live = {}
             raise FreshRefused(self.location, {int(rec): owner for rec, owner in live.items() if str(rec).isdigit()})
         if r.status_code == 409 and body.get("code") == "policy_failed":
-            raise RunFailed(f"{self.location}: {mask(detail)}")
+            raise RunFailed(f"{self.location}: {mask_secrets(detail)}")
         if r.status_code == 404:
             raise StoreError(f"{self.location}: not a zeus serve endpoint ({r.request.method} {r.request.url.path}: 404)")
-        raise StoreError(f"{self.location}: zeus serve answered {r.status_code}: {mask(detail)}")
+        raise StoreError(f"{self.location}: zeus serve answered {r.status_code}: {mask_secrets(detail)}")
 
 
 def _json(r: httpx.Response) -> dict:
@@ -265,7 +272,7 @@ class ServiceStore:
     """The job ``job``'s store behind ``zeus serve`` at ``location`` (see the module docstring)."""
 
     def __init__(self, location: str, job: str | None, timeout_s: float = 60.0) -> None:
-        self.location = mask(location)
+        self.location = mask_secrets(location)
         if not job:
             raise StoreError(f"job.store {self.location}: zeus serve holds many jobs, and no job name was given")
         self.job = job

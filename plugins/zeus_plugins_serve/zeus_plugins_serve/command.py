@@ -55,17 +55,19 @@ def read_token(token_file: Path | None) -> str | None:
 def _check_store(store: str) -> str:
     """The store location: a URL some installed plugin serves (opened read-only once), or a folder."""
     from zeus_core.backends import StoreError, StoreUnavailable
-    from zeus_core.engine.registry import get_registry
-    from zeus_core.engine.stores.locations import mask, open_store
+    from zeus_core.engine import get_registry, mask_secrets, open_store
 
     if "://" in store:
         scheme = store.split("://", 1)[0].lower()
         reg = get_registry()
         if scheme not in reg.stores:
             hint = " (pip install zeus-plugins-postgres)" if scheme in ("postgresql", "postgres") else ""
-            _fail(f"--store {mask(store)}: no installed plugin serves {scheme}:// stores{hint}; installed: {', '.join(sorted(reg.stores))}")
+            _fail(
+                f"--store {mask_secrets(store)}: no installed plugin serves {scheme}:// stores{hint}; "
+                f"installed: {', '.join(sorted(reg.stores))}"
+            )
         if scheme in ("http", "https"):
-            _fail(f"--store {mask(store)}: a service in front of another service; give the database's URL or a folder")
+            _fail(f"--store {mask_secrets(store)}: a service in front of another service; give the database's URL or a folder")
         try:
             open_store(store, reg, job="zeus-serve-check").close()  # reads what the store is; writes nothing
         except StoreUnavailable as e:
@@ -137,7 +139,7 @@ def serve_command(store: str, host: str, port: int, token_file: Path | None, max
     """
     from importlib.metadata import version
 
-    from zeus_core.engine.stores.locations import mask
+    from zeus_core.engine import mask_secrets
 
     level = requested_level(click.get_current_context())
     token = read_token(token_file)
@@ -159,7 +161,7 @@ def serve_command(store: str, host: str, port: int, token_file: Path | None, max
     shown = f"[{host}]" if ":" in host else host
     # where it listens is what this command gives (the port --port 0 chose): printed at any level
     err.print(
-        f"zeus serve: listening on http://{shown}:{bound} (store {escape(mask(location))}; "
+        f"zeus serve: listening on http://{shown}:{bound} (store {escape(mask_secrets(location))}; "
         f"{'bearer token required' if token else 'no token: loopback only'})",
         highlight=False,
     )

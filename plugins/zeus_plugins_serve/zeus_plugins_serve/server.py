@@ -42,12 +42,22 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from zeus_core import JobOptions, RunFailed, TryRecord
 from zeus_core.backends import StoreError, StoreUnavailable
-from zeus_core.engine.assembly import build_history
-from zeus_core.engine.history import FreshRefused, History, StalePowerState, TryPlan, TryRecorded, state_digest
-from zeus_core.engine.registry import Registry, get_registry
-from zeus_core.engine.remote import HistorySetup, SetupError
-from zeus_core.engine.statekeys import OPEN_KEY
-from zeus_core.engine.stores.locations import mask, open_store
+from zeus_core.engine import (
+    OPEN_KEY,
+    FreshRefused,
+    History,
+    HistorySetup,
+    Registry,
+    SetupError,
+    StalePowerState,
+    TryPlan,
+    TryRecorded,
+    build_history,
+    get_registry,
+    mask_secrets,
+    open_store,
+    state_digest,
+)
 from zeus_core.identity import IdentityMismatch
 from zeus_plugins_serve import api, upstream_bso
 
@@ -259,7 +269,7 @@ def _answering(fn: Callable[[JobEntry], Any], entry: JobEntry) -> Any:
     except StoreUnavailable as e:
         raise Problem(503, str(e), code="store_unavailable") from None
     except StoreError as e:
-        raise Problem(409, mask(str(e)), code="store_refused") from None
+        raise Problem(409, mask_secrets(str(e)), code="store_refused") from None
     except IdentityMismatch as e:
         raise Problem(409, str(e), code="identity_mismatch") from None
     except SetupError as e:
@@ -267,12 +277,12 @@ def _answering(fn: Callable[[JobEntry], Any], entry: JobEntry) -> Any:
     except StalePowerState:  # the results endpoint answers it with the state to merge onto
         raise
     except RunFailed as e:  # the job's own policy failed (it could not choose): the client's run fails with it
-        raise Problem(409, mask(str(e)), code="policy_failed") from None
+        raise Problem(409, mask_secrets(str(e)), code="policy_failed") from None
     except FreshRefused as e:  # a --fresh client while other runners hold open recurrences: it may wait and ask again
         live = {str(rec): owner for rec, owner in e.live.items()}
-        raise Problem(409, mask(str(e)), code="fresh_refused", live=live) from None
+        raise Problem(409, mask_secrets(str(e)), code="fresh_refused", live=live) from None
     except ValueError as e:  # a policy that refuses the stored state (another setup), a value a store refuses
-        raise Problem(409, f"the job's policy or store refused: {mask(str(e))}", code="refused") from None
+        raise Problem(409, f"the job's policy or store refused: {mask_secrets(str(e))}", code="refused") from None
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -379,7 +389,7 @@ def create_app(
 
     @app.get("/v1", response_model=api.ServiceInfo, tags=["service"], **v1)
     async def info() -> api.ServiceInfo:
-        return api.ServiceInfo(version=version, store=mask(store))
+        return api.ServiceInfo(version=version, store=mask_secrets(store))
 
     @app.get("/v1/jobs/{job}", response_model=api.JobInfo, tags=["jobs"], **v1)
     async def job_info(job: JobParam) -> api.JobInfo:

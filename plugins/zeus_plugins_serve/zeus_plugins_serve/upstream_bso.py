@@ -29,8 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from zeus_core import JobOptions, TryRecord, zeus_cost
-from zeus_core.engine.history import History, TryPlan
-from zeus_core.engine.remote import HistorySetup
+from zeus_core.engine import History, HistorySetup, TryPlan
 
 #: The batch-size policy that upstream's protocol drives (Zeus's MAB).
 POLICY = "mab"

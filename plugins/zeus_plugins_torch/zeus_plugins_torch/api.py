@@ -8,12 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from zeus_core import JobSummary
-from zeus_core.engine.lifecycle import run_to_end
-from zeus_core.engine.outputs import write_outputs
-from zeus_core.engine.provenance import now
-from zeus_core.engine.registry import get_registry
-from zeus_core.engine.runner import Runner
-from zeus_core.engine.validation import load_job
+from zeus_core.engine import Runner, get_registry, load_job, run_to_end, utc_now, write_outputs
 
 
 def run_job(
@@ -44,7 +39,7 @@ def run_job(
     sets = list(overrides)
     if train is not None:
         sets += ['workload.plugin="torch"', f'workload.entry="{train.__module__}:{train.__qualname__}"']
-    started = now()
+    started = utc_now()
     reg = get_registry()
     spec = load_job(job_file, reg, sets)
     runner = Runner(spec, reg, console, fresh=fresh)

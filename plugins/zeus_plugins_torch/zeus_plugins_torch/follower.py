@@ -50,7 +50,7 @@ import torch.distributed as dist
 
 from zeus_core import AllocationPlan, Measurement, Monitor
 from zeus_core.backends import ProcessGroup
-from zeus_core.engine.ranks import Follower
+from zeus_core.engine import Follower
 from zeus_plugins_torch.accelerator import torch_device
 from zeus_plugins_torch.allocated import LimitHolder
 from zeus_plugins_torch.group import TorchProcessGroup, is_secondary
@@ -223,9 +223,7 @@ def follower_main(cfg: FollowerConfig, queue: Any) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = cfg.cuda_visible
     from rich.console import Console
 
-    from zeus_core.engine.assembly import Assembly
-    from zeus_core.engine.registry import load as load_plugins
-    from zeus_core.engine.validation import load_job
+    from zeus_core.engine import Assembly, load_job, load_plugins
     from zeus_plugins_torch.entry import load_entry
 
     code, device, joined = 1, None, False

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from zeus_core.engine.ranks import LeaderFailed, ProtocolError
+from zeus_core.engine import LeaderFailed, ProtocolError
 from zeus_core.errors import RunFailed
 
 #: How long a rank waits for the others at one of zeus's collectives (``ZEUS_DIST_TIMEOUT_S``).

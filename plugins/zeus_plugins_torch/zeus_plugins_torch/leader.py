@@ -55,7 +55,7 @@ import torch.multiprocessing as mp
 
 from zeus_core import Measurement
 from zeus_core.backends import ProcessGroup
-from zeus_core.engine.ranks import combine_measurements, lead
+from zeus_core.engine import combine_measurements, lead
 from zeus_core.journal import restore_pending
 from zeus_plugins_torch.follower import FollowerConfig, describe, follower_main
 from zeus_plugins_torch.group import TorchProcessGroup, is_secondary
@@ -63,7 +63,7 @@ from zeus_plugins_torch.loop import install_synced_policy, iterate_session
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core import AllocationPlan, BuildContext
-    from zeus_core.engine.session import RunSession
+    from zeus_core.engine import RunSession
     from zeus_plugins_torch.loop import SyncedPolicy
 
 

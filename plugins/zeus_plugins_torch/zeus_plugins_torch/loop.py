@@ -26,7 +26,7 @@ from zeus_plugins_torch import lr as _lr
 
 if TYPE_CHECKING:  # annotations only
     from zeus_core import AllocationPlan, PowerPolicy
-    from zeus_core.engine.session import RunSession
+    from zeus_core.engine import RunSession
     from zeus_plugins_torch.progress import TryProgress
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # annotations only
     from rich.console import Console
 
     from zeus_core import AllocationPlan, BuildContext, JobSummary
-    from zeus_core.engine.session import RunSession
+    from zeus_core.engine import RunSession
 
 
 class TorchWorkload:

@@ -93,7 +93,7 @@ class AlibabaReplay:
         """A factory of fresh policies for groups replayed on ``wt``, seeded per group (``job.seed``);
         built as the runner builds a part (the engine's assembly), beside a trace device that can
         predict epochs."""
-        from zeus_core.engine.assembly import Assembly
+        from zeus_core.engine import Assembly
 
         ctx = self.context
         spec = ctx.spec

@@ -115,9 +115,7 @@ def run_point(job_file: str, overrides: list[str]) -> list[dict[str, Any]]:
     """The rows of one point: the job file with ``overrides``, simulated. Runs in a worker process."""
     from rich.console import Console
 
-    from zeus_core.engine.assembly import Assembly
-    from zeus_core.engine.registry import get_registry
-    from zeus_core.engine.validation import load_job
+    from zeus_core.engine import Assembly, get_registry, load_job
     from zeus_core.errors import BadInput
 
     registry = get_registry()
@@ -302,8 +300,7 @@ def sweep(
     progress: Callable[[int], None] | None = None,
 ) -> str:
     """Run every point and return the table (CSV text). Raises SweepError for a bad point."""
-    from zeus_core.engine.registry import get_registry
-    from zeus_core.engine.validation import JobError, load_job
+    from zeus_core.engine import JobError, get_registry, load_job
 
     job_file = Path(job_file).resolve()
     grid = list(points(axes))

@@ -100,8 +100,7 @@ def open_grid_value(value: Any, quantity: str, currency: str = "") -> GridSignal
     sources (the core's registry); raises ``zeus_core.errors.BadInput`` naming the value's problem."""
     from pathlib import Path
 
-    from zeus_core.engine.registry import get_registry
-    from zeus_core.engine.signals import open_grid
+    from zeus_core.engine import get_registry, open_grid
     from zeus_core.errors import BadInput
     from zeus_core.job import GridOptions
 

@@ -30,7 +30,7 @@ from zeus.device.gpu.common import (
     translate,
 )
 from zeus.utils.multiprocessing import warn_if_global_in_subprocess
-from zeus_core.engine.assembly import DeviceOpenError
+from zeus_core.engine import DeviceOpenError
 from zeus_core.errors import DeviceError
 from zeus_core.inloop import timeline as _core
 

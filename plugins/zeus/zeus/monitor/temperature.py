@@ -14,7 +14,7 @@ from typing import Any
 from zeus.device.gpu.common import ZeusGPUInitError, translate
 from zeus.monitor.power import check_homogeneous
 from zeus.utils.multiprocessing import warn_if_global_in_subprocess
-from zeus_core.engine.assembly import DeviceOpenError
+from zeus_core.engine import DeviceOpenError
 from zeus_core.errors import DeviceError
 from zeus_core.inloop import timeline as _core
 

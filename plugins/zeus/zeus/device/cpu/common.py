@@ -69,8 +69,7 @@ class CPUs(metaclass=DeprecatedAliasABCMeta):
     def __init__(self, registry: Any = None) -> None:
         from rich.console import Console
 
-        from zeus_core.engine.assembly import build_device
-        from zeus_core.engine.registry import get_registry
+        from zeus_core.engine import build_device, get_registry
 
         registry = registry if registry is not None else get_registry()
         why = []

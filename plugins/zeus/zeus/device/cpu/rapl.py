@@ -131,7 +131,7 @@ class RAPLCPUs(CPUs):
         from zeus.device.gpu.nvidia import OnePlugin
         from zeus.exception import ZeusBaseError
         from zeus.utils.zeusd import ZeusdClient, ZeusdConfig
-        from zeus_core.engine.registry import get_registry
+        from zeus_core.engine import get_registry
 
         config = ZeusdConfig.from_env()
         if config is not None and config.socket_path is None:

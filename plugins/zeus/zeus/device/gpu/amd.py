@@ -38,7 +38,7 @@ class AMDGPUs(GPUs):
     _gpu_class = AMDGPU
 
     def __init__(self, ensure_homogeneous: bool = False, registry: Any = None) -> None:
-        from zeus_core.engine.registry import get_registry
+        from zeus_core.engine import get_registry
 
         if not _installed(PLUGIN):
             raise ZeusGPUInitError("AMDSMI is unavailable: pip install zeus-plugins-amdsmi")

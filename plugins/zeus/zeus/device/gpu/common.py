@@ -324,7 +324,7 @@ class GPUs:
         def get_gpu_temperature(self, gpu_index: int) -> int: ...
 
     def __init__(self, ensure_homogeneous: bool = False, registry: Any = None) -> None:
-        from zeus_core.engine.registry import get_registry
+        from zeus_core.engine import get_registry
         from zeus_core.inloop.monitor import open_gpus
 
         self._open_gpus = open_gpus

@@ -15,7 +15,7 @@ PLUGIN = "nvml"
 
 
 def _installed(name: str) -> bool:
-    from zeus_core.engine.registry import get_registry
+    from zeus_core.engine import get_registry
 
     return name in get_registry().names("device")
 
@@ -63,7 +63,7 @@ class NVIDIAGPUs(GPUs):
     _gpu_class = NVIDIAGPU
 
     def __init__(self, ensure_homogeneous: bool = False, registry: Any = None) -> None:
-        from zeus_core.engine.registry import get_registry
+        from zeus_core.engine import get_registry
 
         if not _installed(PLUGIN):
             raise ZeusGPUInitError("NVML is unavailable: pip install zeus-plugins-nvml")

@@ -56,8 +56,7 @@ class Jetson(SoC):
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         from rich.console import Console
 
-        from zeus_core.engine.assembly import build_device
-        from zeus_core.engine.registry import get_registry
+        from zeus_core.engine import build_device, get_registry
 
         try:
             self.group, _ = build_device(get_registry(), PLUGIN, dict(options or {}), Console(stderr=True))

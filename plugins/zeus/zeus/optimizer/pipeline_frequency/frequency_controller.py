@@ -23,7 +23,7 @@ def _device_factory(device_id: int) -> tuple[Any, list[int]]:
     from zeus.device import get_gpus
     from zeus.device.gpu import ZeusGPUNotSupportedError
     from zeus_core import open_device
-    from zeus_core.engine.registry import get_registry
+    from zeus_core.engine import get_registry
 
     gpus = get_gpus()
     gpu = gpus._gpu(device_id)
