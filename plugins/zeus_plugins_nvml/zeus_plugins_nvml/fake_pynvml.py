@@ -11,6 +11,12 @@ code that runs on a real GPU. It behaves like the driver where that matters:
   its faults (``counter_quirk``: frozen, backwards, jump; :data:`COUNTER_QUIRKS`),
   and a power reading averaged over a trailing window (``power_average_s``), all
   off by default;
+* temperature-dependent power (``thermal_tau_s`` > 0; off by default): the die heats and
+  cools towards ``ambient_c + thermal_c_per_w x draw`` with time constant ``thermal_tau_s``,
+  and leakage adds ``leakage_w_per_c`` per degree above ``ambient_c`` to the draw, within the
+  power limit (a capped GPU spends it on leakage instead of work: :func:`useful_w`). So GPUs
+  measured back to back draw more the later they come (ML.ENERGY's "thermally stable
+  profiling", upstream's ``zeus.profile``; issue 37); :mod:`zeus_core.profiling` is the answer;
 * ``NVMLError_NoPermission`` for every setter unless the driver state is
   ``privileged``: ``True`` (every process may, as if all ran as root),
   ``False`` (none may), or ``"root"`` (like the real driver: only a process
@@ -46,6 +52,7 @@ of a GPU is ``min(demand, limit)`` scaled by its locked SM clock; a test sets
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -105,9 +112,16 @@ class FakeGpu:
     # Yang et al., SC'24); the POWER_INSTANT field stays instant. 0: every reading is instant.
     power_average_s: float = 0.0
     prev_draw_w: float | None = None  # the draw before the last change of state (what an average still holds)
-    temperature_c: int = 45
+    temperature_c: float = 45
     power_fields: bool = True  # False: a driver without the POWER_INSTANT/AVERAGE field values (NotSupported)
     memory_power_w: float | None = None  # the memory domain (H100-class boards); None: NotSupported
+    # > 0: the die's thermal time constant (s), and temperature-dependent power (see the module docstring):
+    # temperature_c is then the die's at the anchor, relaxing towards ambient_c + thermal_c_per_w x draw;
+    # real boards: tens of seconds, about 0.1-0.2 degrees per watt, leakage of a watt or so per degree
+    thermal_tau_s: float = 0.0
+    ambient_c: float = 45.0
+    thermal_c_per_w: float = 0.12
+    leakage_w_per_c: float = 1.0
 
 
 def _uuid(i: int) -> str:
@@ -175,9 +189,66 @@ COUNTER_QUIRKS = {
 }
 
 
+def _thermal(g: dict) -> tuple[float, float, float, float] | None:
+    """With the temperature quirk: (A, B, tau, cap) of the draw ``min(A + B exp(-t/tau), cap)`` t seconds after the anchor."""
+    tau = g.get("thermal_tau_s", 0.0)
+    if tau <= 0:
+        return None
+    base, amb, leak = _draw_w(g), g["ambient_c"], g["leakage_w_per_c"]
+    steady = amb + g["thermal_c_per_w"] * base  # the temperature the draw without leakage heats towards
+    return base + leak * (steady - amb), leak * (g["temperature_c"] - steady), tau, max(base, g["limit_w"])
+
+
+def temperature_at(g: dict, now: float) -> float:
+    """The die's temperature at ``now`` (°C; constant without the temperature quirk)."""
+    tau = g.get("thermal_tau_s", 0.0)
+    if tau <= 0:
+        return float(g["temperature_c"])
+    steady = g["ambient_c"] + g["thermal_c_per_w"] * _draw_w(g)
+    return steady + (g["temperature_c"] - steady) * math.exp(-max(0.0, now - g["anchor_t"]) / tau)
+
+
+def _power_at(g: dict, now: float) -> float:
+    """The draw at ``now`` (W): :func:`_draw_w`, plus leakage with the temperature quirk."""
+    th = _thermal(g)
+    if th is None:
+        return _draw_w(g)
+    a, b, tau, cap = th
+    return min(a + b * math.exp(-max(0.0, now - g["anchor_t"]) / tau), cap)
+
+
+def _drawn_j(g: dict, now: float) -> float:
+    """The energy drawn from the anchor to ``now`` (J): the integral of :func:`_power_at`, in closed form."""
+    t = max(0.0, now - g["anchor_t"])
+    th = _thermal(g)
+    if th is None:
+        return _draw_w(g) * t
+    a, b, tau, cap = th
+
+    def free(lo: float, hi: float) -> float:  # the integral of a + b exp(-x/tau) over [lo, hi]
+        return a * (hi - lo) + b * tau * (math.exp(-lo / tau) - math.exp(-hi / tau))
+
+    # a + b exp(-x/tau) is monotone, so it crosses the cap at most once
+    cross = -tau * math.log((cap - a) / b) if b != 0 and 0 < (cap - a) / b < 1 else None
+    edges = [0.0, *([cross] if cross is not None and cross < t else []), t]
+    total = 0.0
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        mid = (lo + hi) / 2
+        total += cap * (hi - lo) if a + b * math.exp(-mid / tau) > cap else free(lo, hi)
+    return total
+
+
+def useful_w(index: int) -> float:
+    """What GPU ``index`` spends on work now (W): its draw less leakage (a simulated workload's speed follows it)."""
+    g = _state()["gpus"][index]
+    now = time.monotonic()
+    leak = g["leakage_w_per_c"] * (temperature_at(g, now) - g["ambient_c"]) if g.get("thermal_tau_s", 0.0) > 0 else 0.0
+    return _power_at(g, now) - leak
+
+
 def _counted_mj(g: dict, now: float) -> float:
     """What the counter has counted by ``now`` (the energy drawn, or what its quirk makes of it)."""
-    drawn = _draw_w(g) * 1000.0 * max(0.0, now - g["anchor_t"])
+    drawn = _drawn_j(g, now) * 1000.0
     quirk = g.get("counter_quirk", "")
     if quirk:
         drawn *= {"frozen": 0.0, "backwards": -1.0, "jump": 1000.0}[quirk]
@@ -192,7 +263,7 @@ def _energy_mj(g: dict, now: float) -> float:
 
 def _reading_w(g: dict) -> float:
     """The power reading: the draw, or its average over the trailing ``power_average_s``."""
-    draw, window = _draw_w(g), g.get("power_average_s", 0.0)
+    draw, window = _power_at(g, time.monotonic()), g.get("power_average_s", 0.0)
     since = time.monotonic() - g["anchor_t"]
     if window <= 0 or g.get("prev_draw_w") is None or since >= window:
         return draw
@@ -203,7 +274,9 @@ def _reanchor(g: dict) -> None:
     """Fold the energy drawn so far into the counter before the draw changes."""
     now = time.monotonic()
     g["energy_mj"] = _counted_mj(g, now)
-    g["prev_draw_w"] = _draw_w(g)
+    g["prev_draw_w"] = _power_at(g, now)
+    if g.get("thermal_tau_s", 0.0) > 0:
+        g["temperature_c"] = temperature_at(g, now)
     g["anchor_t"] = now
 
 
@@ -395,7 +468,7 @@ def nvmlDeviceGetFieldValues(handle: _Handle, fieldIds: list) -> list:
         memory = g.get("memory_power_w")
         if power_field and scope == _real.NVML_POWER_SCOPE_GPU:
             v.nvmlReturn = _real.NVML_SUCCESS
-            watts = _draw_w(g) if fid == _real.NVML_FI_DEV_POWER_INSTANT else _reading_w(g)
+            watts = _power_at(g, time.monotonic()) if fid == _real.NVML_FI_DEV_POWER_INSTANT else _reading_w(g)
             v.value = types.SimpleNamespace(uiVal=int(watts * 1000))
         elif power_field and fid == _real.NVML_FI_DEV_POWER_AVERAGE and scope == _real.NVML_POWER_SCOPE_MEMORY and memory is not None:
             v.nvmlReturn = _real.NVML_SUCCESS
@@ -507,7 +580,7 @@ def nvmlDeviceGetMaxClockInfo(handle: _Handle, clock_type: int) -> int:
 def nvmlDeviceGetTemperature(handle: _Handle, sensor: int) -> int:
     if sensor != _real.NVML_TEMPERATURE_GPU:
         raise _err(_real.NVML_ERROR_INVALID_ARGUMENT)
-    return int(_gpu(handle)["temperature_c"])
+    return int(temperature_at(_gpu(handle), time.monotonic()))
 
 
 def nvmlDeviceGetPersistenceMode(handle: _Handle) -> int:
