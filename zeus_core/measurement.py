@@ -18,6 +18,7 @@ import re
 
 import attrs
 
+from zeus_core.attribution import Attribution
 from zeus_core.errors import DeviceError
 
 SOURCES = ("counter", "polling", "estimate")
@@ -54,6 +55,9 @@ class Measurement:
     time: float
     energy: dict[str, float]
     sources: dict[str, str] = attrs.field(factory=dict)
+    #: per device, its energy split among the processes on it (an estimate: :mod:`zeus_core.attribution`);
+    #: empty where the device cannot say who ran on it or attribution is off
+    attribution: dict[str, Attribution] = attrs.field(factory=dict, eq=False)
 
     @property
     def gpu_energy(self) -> dict[int, float]:

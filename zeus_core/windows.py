@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
+from zeus_core.attribution import DeviceActivity, ProcessActivityReadings, attribute_all
 from zeus_core.device import DeviceGroup, GpuSync, PowerReadings
 from zeus_core.measurement import Measurement
 from zeus_core.scheduler import context as scheduler_context
@@ -66,6 +67,15 @@ class DeviceSet:
         for g in self.groups:
             if isinstance(g, PowerReadings):
                 out.update(g.read_power())
+        return out
+
+    def read_process_activity(self, since: float) -> dict[str, DeviceActivity]:
+        """Who ran on each device since ``since`` (:class:`~zeus_core.attribution.ProcessActivityReadings`),
+        from the groups that can say."""
+        out: dict[str, DeviceActivity] = {}
+        for g in self.groups:
+            if isinstance(g, ProcessActivityReadings):
+                out.update(g.read_process_activity(since))
         return out
 
     def close(self) -> None:
@@ -212,7 +222,12 @@ class Monitor:
     counter's update period) with instant power x time, marked ``estimate``.
     ``scheduler`` is the scheduler's context the monitor runs in (read once,
     when it is made: :func:`zeus_core.scheduler.context`), written with every
-    window of the log. Not thread-safe: use one monitor per thread.
+    window of the log. ``attribute``: attach to each window's measurement the
+    split of each device's energy among the processes on it
+    (:mod:`zeus_core.attribution`, an estimate), where the devices can say who
+    ran on them (:class:`~zeus_core.attribution.ProcessActivityReadings`); on
+    by default there, one driver query per device at each window's end.
+    Not thread-safe: use one monitor per thread.
     """
 
     def __init__(
@@ -222,6 +237,7 @@ class Monitor:
         on_measurement: Callable[[str, Measurement], Any] | None = None,
         log_file: str | os.PathLike[str] | None = None,
         approx_instant_energy: bool = False,
+        attribute: bool = True,
     ) -> None:
         self.devices = as_device_group(devices)
         self._sync = make_sync(sync, self.devices.sync_indices if isinstance(self.devices, GpuSync) else None)
@@ -235,6 +251,7 @@ class Monitor:
         self._open: dict[str, tuple[float, float, dict[str, float]]] = {}
         self.scheduler = scheduler_context()
         self._log = WindowLog(log_file, self._names, self.scheduler) if log_file is not None else None
+        self._read_activity = self._activity_reader() if attribute else None
 
     # -- windows --
 
@@ -253,7 +270,7 @@ class Monitor:
             raise ValueError(f"Measurement window {name!r} already exists; end it first or pass restart=True")
         if sync_execution:
             self._sync()
-        wall = time.time() if self._log is not None else 0.0
+        wall = time.time() if self._log is not None or self._read_activity is not None else 0.0
         t = self.devices.clock()
         self._open[name] = (t, wall, self.devices.read_energy())
 
@@ -294,7 +311,8 @@ class Monitor:
                     "energy counter's update period; make the window longer or pass approx_instant_energy=True",
                     stacklevel=2,
                 )
-        m = Measurement(elapsed, energy, sources)
+        attribution = attribute_all(energy, elapsed, self._read_activity(wall0)) if self._read_activity is not None else {}
+        m = Measurement(elapsed, energy, sources, attribution=attribution)
         if self._log is not None:
             self._log.write(wall0, name, m)
         if self._on_measurement is not None:
@@ -304,6 +322,12 @@ class Monitor:
     def reset_windows(self) -> None:
         """Drop every open window."""
         self._open.clear()
+
+    def _activity_reader(self) -> Callable[[float], dict[str, DeviceActivity]] | None:
+        devices = self.devices
+        if isinstance(devices, DeviceSet) and not any(isinstance(g, ProcessActivityReadings) for g in devices.groups):
+            return None
+        return devices.read_process_activity if isinstance(devices, ProcessActivityReadings) else None
 
     def _instant_power(self) -> dict[str, float] | None:
         return self._read_power() if self._read_power is not None else None

@@ -57,6 +57,7 @@ PLUGIN_SURFACE = (
     "zeus_core.measurement",
     "zeus_core.windows",
     "zeus_core.scheduler",
+    "zeus_core.attribution",
     # helpers for options, data files, files, logs and units
     "zeus_core.validators",
     "zeus_core.unset",

@@ -26,6 +26,7 @@ import warnings
 from typing import Any
 
 from zeus_core import DeviceError
+from zeus_core.attribution import DeviceActivity
 from zeus_core.daemon import CAP_SYS_ADMIN
 from zeus_core.devicekit import ConfirmedCounter, CounterProbe, DriverDevice, GpuGroup, SettingsPath, check_counters
 from zeus_core.errors import DeviceAbsent
@@ -42,6 +43,7 @@ from zeus_plugins_nvml.control import (
 )
 from zeus_plugins_nvml.options import NvmlOptions
 from zeus_plugins_nvml.poller import PollerError, PowerPoller
+from zeus_plugins_nvml.processes import ProcessSampler
 from zeus_plugins_nvml.visible import VisibleDevicesError, VisibleGpu, visible_gpus
 
 #: NVIDIA's energy counter updates about every 100 ms (Yang et al., SC'24)
@@ -323,6 +325,7 @@ class NvmlGpus(GpuGroup):
         self.max_power_w = self._max_power(options.max_power_w)
         self._counter = [(g.name, g.handle) for g in self.gpus if g.source == "counter" and g.name not in self._confirming]
         self._get_energy = nvml.nvmlDeviceGetTotalEnergyConsumption
+        self._processes = ProcessSampler(nvml, self.gpus, options.idle_power_w)
         polled = [g for g in self.gpus if g.source == "polling"]
         self._polled = [(g.name, slot) for slot, g in enumerate(polled)]
         if polled:
@@ -453,6 +456,11 @@ class NvmlGpus(GpuGroup):
             for name, slot in self._polled:
                 out[name] = energy[slot]
         return out
+
+    def read_process_activity(self, since: float) -> dict[str, DeviceActivity]:
+        """Who ran on each GPU since ``since`` (Unix seconds), for energy attribution
+        (:class:`~zeus_core.attribution.ProcessActivityReadings`; :mod:`zeus_plugins_nvml.processes`)."""
+        return self._processes.activity(since)
 
     # -- control --
 

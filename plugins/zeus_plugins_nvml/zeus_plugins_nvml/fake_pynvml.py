@@ -33,7 +33,17 @@ code that runs on a real GPU. It behaves like the driver where that matters:
   boards refuse it): ``NVMLError_NotSupported`` otherwise, checked after the
   permission like the driver; a clock not in ``mem_clocks`` is an invalid argument;
   ``NVMLError_LibraryNotFound`` from ``nvmlInit`` when no driver state exists
-  (a machine without the NVIDIA driver).
+  (a machine without the NVIDIA driver);
+* the compute processes on a GPU (``processes``: PID, SM utilisation in percent, MIG slice;
+  :func:`set_processes`), listed by ``nvmlDeviceGetComputeRunningProcesses`` (with their GPU
+  instance on MIG) and sampled by ``nvmlDeviceGetProcessUtilization`` /
+  ``nvmlDeviceGetProcessesUtilizationInfo`` as the driver does: a sample every
+  ``process_sample_period_s`` of the host's clock, a buffer of ``process_sample_buffer_s``, one
+  entry per process with SM activity and a sample newer than ``lastSeenTimeStamp`` (µs), stamped
+  with its latest sample, ``NVML_ERROR_NOT_FOUND`` when there is none; on a GPU in MIG mode the
+  whole-GPU handle answers ``NOT_SUPPORTED``, and so does each MIG instance's handle unless
+  ``mig_process_utilization`` (a driver that samples per instance); ``nvmlDeviceGetAttributes``
+  gives a MIG instance's slice count (``mig_slice_counts``).
 
 Outside tests, ``ZEUS_FAKE_NVML=PATH`` makes the ``nvml`` device use this
 module instead of ``pynvml`` (:func:`zeus_plugins_nvml.control.nvml_module`),
@@ -115,6 +125,12 @@ class FakeGpu:
     temperature_c: float = 45
     power_fields: bool = True  # False: a driver without the POWER_INSTANT/AVERAGE field values (NotSupported)
     memory_power_w: float | None = None  # the memory domain (H100-class boards); None: NotSupported
+    # compute processes: {"pid": int, "sm": SM utilisation in percent, "mig": MIG slice index or None}
+    processes: list[dict] = attrs.field(factory=list)
+    process_sample_period_s: float = 0.1  # how often the driver samples per-process utilisation
+    process_sample_buffer_s: float = 60.0  # how far back its sample buffer reaches
+    mig_process_utilization: bool = False  # True: MIG instances' handles answer per-process utilisation
+    mig_slice_counts: list[int] = attrs.field(factory=list)  # each MIG instance's GPU-instance slices (default 1 each)
     # > 0: the die's thermal time constant (s), and temperature-dependent power (see the module docstring):
     # temperature_c is then the die's at the anchor, relaxing towards ambient_c + thermal_c_per_w x draw;
     # real boards: tens of seconds, about 0.1-0.2 degrees per watt, leakage of a watt or so per degree
@@ -286,6 +302,12 @@ def set_demand(index: int, watts: float) -> None:
         g = state["gpus"][index]
         _reanchor(g)
         g["demand_w"] = float(watts)
+
+
+def set_processes(index: int, processes: list[dict]) -> None:
+    """The compute processes on GPU ``index``: ``{"pid", "sm" (percent), "mig" (slice index, optional)}`` each."""
+    with _mutate() as state:
+        state["gpus"][index]["processes"] = [{"pid": int(p["pid"]), "sm": float(p.get("sm", 0.0)), "mig": p.get("mig")} for p in processes]
 
 
 def read_state(path: str | os.PathLike[str] | None = None) -> dict:
@@ -591,6 +613,81 @@ def nvmlDeviceGetPersistenceMode(handle: _Handle) -> int:
 def nvmlDeviceGetC2cModeInfoV(handle: _Handle) -> Any:
     _gpu(handle)
     raise _err(_real.NVML_ERROR_NOT_SUPPORTED)
+
+
+def _processes_of(handle: _Handle) -> tuple[dict, list[dict]]:
+    g = _gpu(handle, allow_mig=True)
+    procs = g.get("processes", [])
+    return g, procs if handle.mig is None else [p for p in procs if p.get("mig") == handle.mig]
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle: _Handle) -> list[Any]:
+    """The compute processes (on a MIG instance's handle, that instance's; on MIG, each with its instance)."""
+    _, procs = _processes_of(handle)
+    none = _real.NVML_VALUE_NOT_AVAILABLE_uint.value
+    return [
+        types.SimpleNamespace(
+            pid=p["pid"],
+            usedGpuMemory=1 << 30,
+            gpuInstanceId=none if p.get("mig") is None else p["mig"],
+            computeInstanceId=none if p.get("mig") is None else 0,
+        )
+        for p in procs
+    ]
+
+
+def _utilisation(handle: _Handle, last_seen_us: int) -> list[tuple[int, int, int]]:
+    """(pid, timestamp in µs, smUtil) of each process with a sample newer than ``last_seen_us``."""
+    g, procs = _processes_of(handle)
+    if g["arch"] < _real.NVML_DEVICE_ARCH_MAXWELL:
+        raise _err(_real.NVML_ERROR_NOT_SUPPORTED)
+    if g["mig_slices"] and (handle.mig is None or not g.get("mig_process_utilization", False)):
+        raise _err(_real.NVML_ERROR_NOT_SUPPORTED)
+    period = g.get("process_sample_period_s", 0.1)
+    now = time.time()
+    latest = int(now / period)  # the number of the latest sample
+    first = int(max(last_seen_us / 1e6, now - g.get("process_sample_buffer_s", 60.0)) / period) + 1
+    active = [p for p in procs if p["sm"] > 0]
+    if first > latest or not active:
+        raise _err(_real.NVML_ERROR_NOT_FOUND)
+    stamp = int(latest * period * 1e6)
+    return [(p["pid"], stamp, int(round(p["sm"]))) for p in active]
+
+
+def nvmlDeviceGetProcessUtilization(handle: _Handle, timeStamp: int) -> list[Any]:
+    return [
+        _real.c_nvmlProcessUtilizationSample_t(pid=pid, timeStamp=t, smUtil=sm, memUtil=0, encUtil=0, decUtil=0)
+        for pid, t, sm in _utilisation(handle, timeStamp)
+    ]
+
+
+def nvmlDeviceGetProcessesUtilizationInfo(handle: _Handle, timeStamp: int) -> list[Any]:
+    return [
+        _real.c_nvmlProcessUtilizationInfo_v1_t(timeStamp=t, pid=pid, smUtil=sm, memUtil=0, encUtil=0, decUtil=0, jpgUtil=0, ofaUtil=0)
+        for pid, t, sm in _utilisation(handle, timeStamp)
+    ]
+
+
+def nvmlDeviceGetAttributes(handle: _Handle) -> Any:
+    """A device's attributes; the slice counts are those of a MIG instance (the whole GPU: 0)."""
+    g = _gpu(handle, allow_mig=True)
+    counts = g.get("mig_slice_counts") or [1] * len(g["mig_slices"])
+    slices = counts[handle.mig] if handle.mig is not None else 0
+    sms = 108 if handle.mig is None else 14 * slices
+    return _real.c_nvmlDeviceAttributes(
+        multiprocessorCount=sms, gpuInstanceSliceCount=slices, computeInstanceSliceCount=slices, memorySizeMB=40960
+    )
+
+
+nvmlDeviceGetAttributes_v2 = nvmlDeviceGetAttributes
+
+
+def nvmlDeviceGetGpuInstanceId(handle: _Handle) -> int:
+    """A MIG instance's GPU-instance id (its slice index here); the whole GPU's handle: invalid argument."""
+    _gpu(handle, allow_mig=True)
+    if handle.mig is None:
+        raise _err(_real.NVML_ERROR_INVALID_ARGUMENT)
+    return handle.mig
 
 
 def _nvmlGetFunctionPointer(name: str) -> Any:

@@ -27,6 +27,9 @@ class NvmlOptions:
     default each GPU's maximum power limit. ``daemon_socket``: the socket of
     ``zeus daemon``, through which a process without CAP_SYS_ADMIN changes power
     limits and clocks (default ``$ZEUS_DAEMON_SOCKET``; reads always stay local).
+    ``idle_power_w``: each GPU's power with no process on it, the idle part of energy
+    attribution (:mod:`zeus_core.attribution`); default learned: the lowest power
+    read while no compute process held the GPU.
     """
 
     gpus: list[int] | None = attrs.field(
@@ -39,3 +42,4 @@ class NvmlOptions:
     mig: str = attrs.field(default="error", validator=one_of("error", "parent"))
     max_power_w: float | None = attrs.field(default=None, validator=positive_or_none)
     daemon_socket: str | None = attrs.field(default=None, validator=absolute_path_or_none, metadata=NOT_IDENTITY)
+    idle_power_w: float | None = attrs.field(default=None, validator=positive_or_none, metadata=NOT_IDENTITY)

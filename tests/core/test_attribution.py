@@ -1,0 +1,96 @@
+"""Energy attribution's split (zeus_core.attribution): idle and active, the active part by SM share."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from zeus_core.attribution import DeviceActivity, ProcessActivity, attribute, attribute_all, describe_process
+
+
+def _sums_to_total(a):
+    assert a.idle_j + a.active_j == pytest.approx(a.total_j)
+    assert sum(p.energy_j for p in a.processes) + a.unattributed_j == pytest.approx(a.total_j)
+
+
+def test_two_processes_at_3_to_1_share_the_active_energy_3_to_1_and_sum_with_idle_to_the_total():
+    act = DeviceActivity((ProcessActivity(10, sm=60.0), ProcessActivity(11, sm=20.0)), idle_w=50.0, idle_source="configured")
+    a = attribute(1000.0, 4.0, act)  # 200 J idle over 4 s at 50 W
+    assert (a.idle_j, a.active_j) == (200.0, 800.0)
+    by_pid = {p.pid: p for p in a.processes}
+    assert by_pid[10].active_j == pytest.approx(600.0) and by_pid[11].active_j == pytest.approx(200.0)
+    assert by_pid[10].idle_j == pytest.approx(150.0) and by_pid[11].idle_j == pytest.approx(50.0)
+    assert (a.basis, a.scope, a.idle_source, a.estimate) == ("sm", "process", "configured", True)
+    assert a.charged_j([10]) == pytest.approx(750.0) and a.charged_j([10, 11]) == pytest.approx(1000.0)
+    _sums_to_total(a)
+
+
+def test_a_lone_process_gets_all_the_active_energy_whatever_its_utilisation():
+    a = attribute(500.0, 2.0, DeviceActivity((ProcessActivity(7, sm=5.0),), idle_w=60.0, idle_source="learned"))
+    (p,) = a.processes
+    assert (p.active_j, p.share, a.active_j) == (pytest.approx(380.0), 1.0, pytest.approx(380.0))
+    assert p.energy_j == pytest.approx(500.0) and a.unattributed_j == 0.0
+    assert a.idle_source == "learned"
+
+
+def test_idle_never_exceeds_the_measured_energy():
+    a = attribute(50.0, 10.0, DeviceActivity((ProcessActivity(1, sm=10.0),), idle_w=60.0, idle_source="configured"))
+    assert (a.idle_j, a.active_j) == (50.0, 0.0)
+    _sums_to_total(a)
+
+
+def test_without_an_idle_power_every_joule_is_active_and_said_so():
+    a = attribute(90.0, 3.0, DeviceActivity((ProcessActivity(1, sm=10.0),)))
+    assert (a.idle_j, a.active_j, a.idle_source) == (0.0, 90.0, "none")
+
+
+def test_no_samples_but_processes_holding_the_gpu_share_equally_flagged_equal():
+    act = DeviceActivity((ProcessActivity(1), ProcessActivity(2), ProcessActivity(3)), idle_w=10.0, idle_source="configured")
+    a = attribute(130.0, 1.0, act)
+    assert a.basis == "equal"
+    assert [p.active_j for p in a.processes] == [pytest.approx(40.0)] * 3
+    _sums_to_total(a)
+
+
+def test_no_process_at_all_charges_nothing_and_leaves_the_energy_unattributed():
+    a = attribute(100.0, 1.0, DeviceActivity((), idle_w=30.0, idle_source="configured"))
+    assert (a.basis, a.processes, a.unattributed_j, a.idle_j) == ("none", (), 100.0, 30.0)
+    assert a.charged_j([1, 2]) == 0.0
+
+
+def test_whole_gpu_scope_ignores_sm_weights_and_is_flagged():
+    act = DeviceActivity((ProcessActivity(1, sm=90.0), ProcessActivity(2, sm=10.0)), scope="whole-gpu", note="MIG")
+    a = attribute(100.0, 1.0, act)
+    assert a.whole_gpu and a.basis == "equal"
+    assert [p.energy_j for p in a.processes] == [pytest.approx(50.0)] * 2
+    assert a.as_json()["scope"] == "whole-gpu" and a.as_json()["estimate"] is True
+
+
+def test_a_pid_listed_twice_has_its_weights_summed():
+    act = DeviceActivity(
+        (ProcessActivity(1, sm=10.0, instance="a"), ProcessActivity(1, sm=20.0, instance="b"), ProcessActivity(2, sm=30.0))
+    )
+    a = attribute(60.0, 1.0, act)
+    assert [(p.pid, p.active_j) for p in a.processes] == [(1, pytest.approx(30.0)), (2, pytest.approx(30.0))]
+
+
+def test_attribute_all_covers_the_measured_devices_only():
+    got = attribute_all({"gpu0": 10.0}, 1.0, {"gpu0": DeviceActivity((ProcessActivity(1, sm=1.0),)), "gpu9": DeviceActivity()})
+    assert list(got) == ["gpu0"] and got["gpu0"].charged_j([1]) == pytest.approx(10.0)
+
+
+def test_describe_process_reads_a_real_processs_user_and_command():
+    code = "import sys, time; print('ready', flush=True); time.sleep(30)"
+    child = subprocess.Popen([sys.executable, "-c", code, "marker-arg"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"  # past exec: its /proc entry is the new program's
+        user, command = describe_process(child.pid)
+        assert "marker-arg" in command and user  # the uid's name (or the uid where it has none)
+        assert user == describe_process(os.getpid())[0]
+    finally:
+        child.kill()
+        child.wait()
+    assert describe_process(child.pid) == ("", "")  # gone: nothing to say

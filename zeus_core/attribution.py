@@ -1,0 +1,254 @@
+"""A device's energy charged to the processes on it: idle and active, the active part by SM share.
+
+Why an estimate, and which one: NVML measures a whole GPU (a MIG slice has no energy counter of
+its own), so when several processes share a GPU -- time slicing, MPS, MIG, a notebook beside a
+training job -- no driver says how much each one drew. This module splits a window's measured
+energy the way Kepler does (and says so on every figure: :attr:`Attribution.estimate`):
+
+* **idle**: ``idle_w x the window's duration`` (never more than the energy measured). ``idle_w`` is
+  the device's power with no process on it: a value the operator configured, else the lowest power
+  the device plugin saw while no compute process ran (learned per device), else unknown, and then
+  everything counts as active (:attr:`Attribution.idle_source` says which).
+* **active**: the rest, ``total - idle``, shared among the processes by their SM utilisation over
+  the window (NVML's per-process samples: each process's ``smUtil`` summed over the samples the
+  driver kept since the window began, :class:`ProcessActivity.sm`). A process at 30 % and one at
+  10 % share the active energy 3:1 whatever the GPU's total utilisation.
+* each process's **idle** part is the idle energy in proportion to its active share (a GPU held by
+  one job idles for that job), so the processes' figures and :attr:`Attribution.unattributed_j`
+  sum to the energy measured.
+
+Fallbacks, each flagged by :attr:`Attribution.basis`: no per-process sample in the window (NVML's
+``NOT_FOUND``: nothing ran on the SMs, or the window was shorter than the driver's sampling) but
+processes hold the GPU: the active energy is split equally among them (``equal``); no process at
+all: nothing is charged and the whole energy is :attr:`~Attribution.unattributed_j` (``none``).
+On MIG (:attr:`Attribution.scope`): ``mig-instance`` where the driver gives per-process samples
+on each instance (a process's share is its ``smUtil`` weighted by its instance's share of the
+GPU's slices); ``whole-gpu`` where it refuses them (``NOT_SUPPORTED``, most drivers), and then the
+GPU's processes share its active energy equally.
+
+Limits, said here once: SM utilisation is the fraction of time a kernel ran, not the power a
+kernel drew (a memory-bound kernel counts as much as a compute-bound one); memory, copy engines
+and the idle floor are charged through the same SM share; NVML keeps a bounded buffer of samples
+(a few seconds to minutes, by driver), so in a window longer than that only its last part sets
+the shares; a process in another PID namespace (a container) appears with the host's PID.
+
+This is a contract module: attrs only, nothing of the engine. A device group that can say who ran
+on it implements :class:`ProcessActivityReadings`; :class:`zeus_core.windows.Monitor` then attaches
+an :class:`Attribution` per device to each window's :class:`~zeus_core.measurement.Measurement`.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+#: where the per-process figures come from: ``process`` (per-process samples of a whole GPU),
+#: ``mig-instance`` (per-process samples of each MIG instance) or ``whole-gpu`` (no per-process
+#: samples: MIG on a driver that refuses them; the processes share equally)
+SCOPES = ("process", "mig-instance", "whole-gpu")
+#: how the active energy was shared: ``sm`` (SM utilisation), ``equal`` (no samples: equal shares
+#: among the processes holding the device), ``none`` (no process: nothing charged)
+BASES = ("sm", "equal", "none")
+#: where the idle power came from: ``configured``, ``learned`` (the lowest power seen with no
+#: process on the device) or ``none`` (unknown: every joule counts as active)
+IDLE_SOURCES = ("configured", "learned", "none")
+
+
+@attrs.frozen
+class ProcessActivity:
+    """What the driver says of one process on a device over a window.
+
+    ``sm``: its SM-utilisation weight, ``smUtil`` (percent) summed over the samples of the window,
+    already scaled to the whole device on MIG; 0 when the driver gave no sample of it.
+    ``instance``: its MIG instance (``""`` outside MIG). ``user`` and ``command``: from ``/proc``
+    when this process may read them (:func:`describe_process`), ``""`` otherwise."""
+
+    pid: int
+    sm: float = 0.0
+    instance: str = ""
+    user: str = ""
+    command: str = ""
+
+
+@attrs.frozen
+class DeviceActivity:
+    """Who ran on one device over a window, and its idle power (see the module's docstring)."""
+
+    processes: tuple[ProcessActivity, ...] = ()
+    scope: str = "process"
+    idle_w: float | None = None
+    idle_source: str = "none"
+    note: str = ""
+
+
+@attrs.frozen
+class ProcessEnergy:
+    """One process's share of a device's energy in a window, in joules (an estimate)."""
+
+    pid: int
+    active_j: float
+    idle_j: float
+    share: float  # its fraction of the active energy
+    user: str = ""
+    command: str = ""
+    instance: str = ""
+
+    @property
+    def energy_j(self) -> float:
+        """Its active and idle parts together."""
+        return self.active_j + self.idle_j
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "energy_j": self.energy_j,
+            "active_j": self.active_j,
+            "idle_j": self.idle_j,
+            "share": self.share,
+            "user": self.user,
+            "command": self.command,
+            "instance": self.instance,
+        }
+
+
+@attrs.frozen
+class Attribution:
+    """One device's energy in one window, split (:func:`attribute`; every figure an estimate).
+
+    ``total_j = idle_j + active_j = sum(process energy_j) + unattributed_j``."""
+
+    total_j: float
+    idle_j: float
+    active_j: float
+    processes: tuple[ProcessEnergy, ...] = ()
+    unattributed_j: float = 0.0
+    scope: str = "process"
+    basis: str = "none"
+    idle_source: str = "none"
+    note: str = ""
+    estimate: bool = True
+
+    @property
+    def whole_gpu(self) -> bool:
+        """True where the driver gave no per-process samples on a MIG GPU (equal shares)."""
+        return self.scope == "whole-gpu"
+
+    def charged_j(self, pids: Iterable[int]) -> float:
+        """The energy charged to the processes ``pids`` (their active and idle parts)."""
+        wanted = set(pids)
+        return float(sum(p.energy_j for p in self.processes if p.pid in wanted))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "total_j": self.total_j,
+            "idle_j": self.idle_j,
+            "active_j": self.active_j,
+            "unattributed_j": self.unattributed_j,
+            "scope": self.scope,
+            "basis": self.basis,
+            "idle_source": self.idle_source,
+            "estimate": self.estimate,
+            "note": self.note,
+            "processes": [p.as_json() for p in self.processes],
+        }
+
+
+@runtime_checkable
+class ProcessActivityReadings(Protocol):
+    """A device group that can say which processes ran on each device since a moment.
+
+    ``read_process_activity(since)``: per device name, a :class:`DeviceActivity` over the time
+    since ``since`` (Unix time, seconds: NVML's samples are stamped with the host's clock). A
+    device it knows nothing of is left out.
+
+    Example::
+
+        def read_process_activity(self, since: float) -> dict[str, DeviceActivity]:
+            return {"gpu0": DeviceActivity((ProcessActivity(pid=1234, sm=75.0),), idle_w=60.0, idle_source="configured")}
+    """
+
+    def read_process_activity(self, since: float) -> dict[str, DeviceActivity]: ...
+
+
+def attribute(total_j: float, elapsed_s: float, activity: DeviceActivity) -> Attribution:
+    """Split ``total_j``, measured over ``elapsed_s`` seconds, among ``activity``'s processes
+    (the model and its fallbacks: the module's docstring)."""
+    total = max(0.0, float(total_j))
+    idle_w = activity.idle_w if activity.idle_w is not None and activity.idle_w > 0 else None
+    idle = min(total, idle_w * max(0.0, elapsed_s)) if idle_w is not None else 0.0
+    active = total - idle
+    procs = _merge(activity.processes)
+    weights = {p.pid: max(0.0, p.sm) for p in procs} if activity.scope != "whole-gpu" else {}
+    if sum(weights.values()) > 0:
+        basis = "sm"
+    elif procs:
+        basis, weights = "equal", {p.pid: 1.0 for p in procs}
+    else:
+        return Attribution(
+            total, idle, active, (), total, activity.scope, "none", activity.idle_source if idle_w else "none", activity.note
+        )
+    whole = sum(weights.values())
+    charged = tuple(
+        ProcessEnergy(
+            p.pid, active * weights[p.pid] / whole, idle * weights[p.pid] / whole, weights[p.pid] / whole, p.user, p.command, p.instance
+        )
+        for p in procs
+        if weights[p.pid] > 0
+    )
+    return Attribution(total, idle, active, charged, 0.0, activity.scope, basis, activity.idle_source if idle_w else "none", activity.note)
+
+
+def _merge(processes: Iterable[ProcessActivity]) -> list[ProcessActivity]:
+    """One entry per PID (a PID listed twice, e.g. by two MIG instances, has its weights summed), by PID."""
+    out: dict[int, ProcessActivity] = {}
+    for p in processes:
+        seen = out.get(p.pid)
+        out[p.pid] = (
+            p if seen is None else attrs.evolve(seen, sm=seen.sm + p.sm, user=seen.user or p.user, command=seen.command or p.command)
+        )
+    return [out[pid] for pid in sorted(out)]
+
+
+def attribute_all(energy: Mapping[str, float], elapsed_s: float, activity: Mapping[str, DeviceActivity]) -> dict[str, Attribution]:
+    """:func:`attribute` for every device of ``energy`` that ``activity`` describes."""
+    return {name: attribute(energy[name], elapsed_s, act) for name, act in activity.items() if name in energy}
+
+
+def describe_process(pid: int, proc: str = "/proc") -> tuple[str, str]:
+    """(user name, command line) of ``pid`` from ``/proc``; ``""`` for what cannot be read (a
+    process gone, another PID namespace, a ``/proc`` mounted with ``hidepid``)."""
+    user = command = ""
+    try:
+        with open(os.path.join(proc, str(pid), "status")) as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    uid = int(line.split()[1])
+                    try:
+                        user = pwd.getpwuid(uid).pw_name
+                    except KeyError:
+                        user = str(uid)
+                    break
+        with open(os.path.join(proc, str(pid), "cmdline"), "rb") as fb:
+            command = fb.read(4096).replace(b"\0", b" ").decode(errors="replace").strip()
+    except (OSError, ValueError, IndexError):
+        pass
+    return user, command
+
+
+__all__ = [
+    "BASES",
+    "IDLE_SOURCES",
+    "SCOPES",
+    "Attribution",
+    "DeviceActivity",
+    "ProcessActivity",
+    "ProcessActivityReadings",
+    "ProcessEnergy",
+    "attribute",
+    "attribute_all",
+    "describe_process",
+]
