@@ -276,6 +276,98 @@ class DriverVersions(Protocol):
     driver_versions: dict[str, str]
 
 
+#: What a device's energy covers (:attr:`Precision.scope`): the GPU alone; a module whose counter
+#: includes its CPU and memory (GH200/GB200 superchips report module power); one SoC rail (a
+#: Jetson's); a CPU package (RAPL ``package``); DRAM (RAPL ``dram``); any other device.
+SCOPES = ("gpu", "module", "soc_rail", "cpu_package", "dram", "device")
+
+
+class Precision(NamedTuple):
+    """How one device's energy is measured, enough to bound a window's error in joules (:meth:`bound_j`).
+
+    ``method``: ``counter`` (a hardware energy counter), ``polling`` (power polled and
+    integrated) or ``estimate`` (a model). ``scope``: one of :data:`SCOPES`. ``max_w``: the
+    most the device can draw (W), what the worst case assumes between readings.
+
+    A counter: ``period_s`` is its update period (inferred when the device opens; NVIDIA's is
+    about 100 ms) and ``resolution_j`` its step. Each edge of a window reads it up to one
+    period late and truncated to a step, and both edges err the same way, so a window's error
+    is at most ``max_w * period_s + resolution_j`` whatever its length.
+
+    Polled power: ``period_s`` is the polling period; ``sensor_period_s`` how often the power
+    reading refreshes; ``coverage`` the part of each refresh period the reading covers (A100
+    and H100: 25 ms of 100 ms, Yang et al., SC'24); ``average_s`` > 0 says the reading is a
+    trailing average over that long (GA100's default reading; 1 s on other Ampere-and-later
+    boards), 0 that it is instant. The bound adds the power held at each edge over a polling
+    period and the sensor's refresh (``2 * max_w * (period_s + sensor_period_s)``), the lag of
+    an averaged reading (``max_w * average_s / 2``), and the draw the reading never saw: the
+    uncovered part of each refresh period, or of each polling period when the polls are
+    further apart than the refreshes, at up to ``max_w`` (``(1 - covered) * max_w * seconds``).
+    An instant reading without a ``sensor_period_s`` is taken to follow the draw between polls.
+
+    An estimate: ``relative`` is its declared relative error (a fraction of the energy); NaN
+    where it declares none (its error is unknown, never claimed small).
+    """
+
+    method: str
+    scope: str
+    max_w: float
+    period_s: float = 0.0
+    resolution_j: float = 0.0
+    sensor_period_s: float = 0.0
+    coverage: float = 1.0
+    average_s: float = 0.0
+    relative: float = float("nan")
+
+    def covered(self) -> float:
+        """The part of a window's time the polled readings saw (1.0 for a counter)."""
+        if self.method != "polling":
+            return 1.0
+        if self.average_s > 0:  # each poll reports the trailing average_s, of which the sensor saw coverage
+            return self.coverage * min(1.0, self.average_s / self.period_s) if self.period_s > 0 else self.coverage
+        if self.sensor_period_s > 0:  # each poll reports the latest refresh: coverage of one sensor period
+            return self.coverage * min(1.0, self.sensor_period_s / self.period_s) if self.period_s > 0 else self.coverage
+        return 1.0
+
+    def bound_j(self, seconds: float, joules: float) -> float:
+        """The most a window of ``seconds`` that measured ``joules`` can be off (J, a +/- bound)."""
+        if self.method == "counter":
+            return self.max_w * self.period_s + self.resolution_j
+        if self.method == "polling":
+            edges = 2.0 * self.max_w * (self.period_s + self.sensor_period_s)
+            return edges + self.max_w * self.average_s / 2.0 + (1.0 - self.covered()) * self.max_w * max(seconds, 0.0)
+        return abs(joules) * self.relative
+
+    def min_window_s(self, relative: float, watts: float) -> float:
+        """The shortest window whose bound is at most ``relative`` of its energy at a mean draw of
+        ``watts``; inf where no window length meets it (the uncovered draw grows with the window)."""
+        if not relative > 0 or not watts > 0:
+            return float("inf")
+        if self.method == "counter":
+            return self.bound_j(0.0, 0.0) / (relative * watts)
+        if self.method == "polling":
+            fixed = self.bound_j(0.0, 0.0)
+            per_s = relative * watts - (1.0 - self.covered()) * self.max_w
+            return fixed / per_s if per_s > 0 else float("inf")
+        return 0.0 if self.relative <= relative else float("inf")
+
+
+@runtime_checkable
+class EnergyPrecision(Protocol):
+    """A device group that says, per device name, how its energy is measured (a :class:`Precision`):
+    its method, its scope and what bounds a window's error. Windows carry the bound
+    (:attr:`~zeus_core.measurement.Measurement.errors`); a device without it gets NaN (unknown).
+
+    Example::
+
+        @property
+        def energy_precision(self) -> dict[str, Precision]:
+            return {"gpu0": Precision("counter", "gpu", max_w=400.0, period_s=0.1, resolution_j=0.001)}
+    """
+
+    energy_precision: dict[str, Precision]
+
+
 class EpochPrediction(NamedTuple):
     """One epoch at one power limit, predicted before it runs."""
 
@@ -353,6 +445,7 @@ DEVICE_CAPABILITIES: tuple[type, ...] = (
     DeviceModels,
     DriverVersions,
     SimulatedClock,
+    EnergyPrecision,
 )
 
 
@@ -392,6 +485,9 @@ __all__ = [
     "EpochPrediction",
     "EpochPredictor",
     "SimulatedClock",
+    "EnergyPrecision",
+    "Precision",
+    "SCOPES",
     "NoDevices",
     "DEVICE_CAPABILITIES",
     "capability_members",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 
 import attrs
 
@@ -55,6 +56,10 @@ class Measurement:
     time: float
     energy: dict[str, float]
     sources: dict[str, str] = attrs.field(factory=dict)
+    #: what each device's energy covers (:data:`zeus_core.device.SCOPES`: ``gpu``, ``module``, ...)
+    scopes: dict[str, str] = attrs.field(factory=dict)
+    #: a +/- bound (J) on each device's energy (:meth:`zeus_core.device.Precision.bound_j`); NaN: unknown
+    errors: dict[str, float] = attrs.field(factory=dict)
     #: per device, its energy split among the processes on it (an estimate: :mod:`zeus_core.attribution`);
     #: empty where the device cannot say who ran on it or attribution is off
     attribution: dict[str, Attribution] = attrs.field(factory=dict, eq=False)
@@ -87,9 +92,55 @@ class Measurement:
         return float(sum(self.energy.values()))
 
     @property
+    def method(self) -> str:
+        """How the window's devices were measured, in one word (:func:`energy_method`)."""
+        return energy_method(self.sources.get(n, "") for n in self.energy)
+
+    def error_j(self, names: Iterable[str] | None = None) -> float:
+        """The +/- bound (J) on the energy of ``names`` summed (default: every device, the bound on
+        :attr:`total_system_energy`); NaN where a device's bound is unknown."""
+        return float(sum(self.errors.get(n, math.nan) for n in (self.energy if names is None else names)))
+
+    @property
     def estimated(self) -> list[str]:
         """Names of devices whose energy is an estimate, not a measurement."""
         return [n for n, s in self.sources.items() if s == "estimate"]
+
+
+def default_scope(name: str) -> str:
+    """The scope a device's name implies where its group does not say (:data:`zeus_core.device.SCOPES`):
+    ``gpu<i>`` a GPU, ``cpu<i>-package`` a CPU package, ``cpu<i>-dram`` DRAM, anything else ``device``."""
+    if _GPU.match(name):
+        return "gpu"
+    if _CPU.match(name):
+        return "cpu_package"
+    if _DRAM.match(name):
+        return "dram"
+    return "device"
+
+
+def energy_method(sources: Iterable[str]) -> str:
+    """One word for how several devices (or windows) were measured: the method they share
+    (``counter``, ``polling``, ``estimate``), ``mixed:`` and the methods sorted and joined by ``+``
+    where they differ (``mixed:counter+polling``), or "" for none (``recurrences.csv``'s and
+    ``summary.json``'s ``energy_method``). A ``mixed:`` figure given again is split into its methods."""
+    seen: set[str] = set()
+    for s in sources:
+        seen.update(s.removeprefix("mixed:").split("+") if s else ())
+    if len(seen) <= 1:
+        return next(iter(seen), "")
+    return "mixed:" + "+".join(sorted(seen))
+
+
+def format_bound(joules: float, error_j: float) -> str:
+    """An energy with its +/- bound, for tables: ``1.234 kJ ± 3 J`` (the bound to two significant
+    figures; ``± ?`` where it is unknown)."""
+    if not math.isfinite(error_j):
+        return f"{format_joules(joules)} ± ?"
+    for unit, scale in (("MJ", 1e6), ("kJ", 1e3), ("J", 1.0)):
+        if abs(error_j) >= scale or unit == "J":
+            return f"{format_joules(joules)} ± {error_j / scale:.2g} {unit}"
+    raise AssertionError("unreachable")
 
 
 # --------------------------------------------------------------------------- helpers for device plugins
@@ -105,4 +156,4 @@ def format_joules(j: float) -> str:
     return f"{j:.3f} J"
 
 
-__all__ = ["SOURCES", "DeviceError", "Measurement", "format_joules"]
+__all__ = ["SOURCES", "DeviceError", "Measurement", "default_scope", "energy_method", "format_bound", "format_joules"]

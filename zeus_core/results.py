@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from zeus_core.measurement import energy_method
 from zeus_core.scheduler import ordered
 
 #: Columns of ``recurrences.csv``, in order (contract: extend, never rename). A job with ``[grid]``
@@ -18,6 +19,13 @@ from zeus_core.scheduler import ordered
 #: repeats ``power_limit`` under a name that says its unit (watts), as ``time_s`` and ``energy_j`` do.
 TRY_COLUMNS = ("recurrence", "try", "batch_size", "power_limit", "epochs", "time_s", "energy_j", "cost", "reached", "power_limit_w")
 
+#: The columns that follow every other (the scheduler's included) in ``recurrences.csv``, and the keys
+#: that follow every other in ``summary.json``: how the energy was measured (``counter``, ``polling``,
+#: ``estimate``, or ``mixed:`` and the methods joined by ``+``: :func:`zeus_core.measurement.energy_method`)
+#: and a +/- bound in joules on ``energy_j`` (empty in the CSV, null in JSON, where unknown).
+ENERGY_COLUMNS = ("energy_method", "energy_error_j")
+#: The key of ``TryRecord.extra`` under which the core keeps a try's ``method`` and ``error_j`` (None: unknown).
+ENERGY_KEY = "energy_accuracy"
 #: The key of ``TryRecord.extra`` under which the core keeps a try's grid columns.
 GRID_KEY = "grid"
 #: The key of ``TryRecord.extra`` under which the core keeps the scheduler's context of a try
@@ -35,7 +43,7 @@ def try_columns(records: list[TryRecord]) -> list[str]:
     for r in records:
         extra.update(dict.fromkeys(r.grid))
         context.update(r.scheduler)
-    return [*TRY_COLUMNS, *extra, *ordered(context)]
+    return [*TRY_COLUMNS, *extra, *ordered(context), *ENERGY_COLUMNS]
 
 
 @attrs.define
@@ -82,8 +90,22 @@ class TryRecord:
         got = self.extra.get(SCHEDULER_KEY)
         return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else {}
 
+    @property
+    def energy_method(self) -> str:
+        """How the try's energy was measured (:data:`ENERGY_COLUMNS`); "" where it was not recorded."""
+        got = self.extra.get(ENERGY_KEY)
+        return str(got.get("method") or "") if isinstance(got, dict) else ""
+
+    @property
+    def energy_error_j(self) -> float | None:
+        """The +/- bound (J) on :attr:`energy_j`; None where it is unknown."""
+        got = self.extra.get(ENERGY_KEY)
+        value = got.get("error_j") if isinstance(got, dict) else None
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
     def row(self) -> dict[str, Any]:
-        """The ``recurrences.csv`` row of this try (its grid columns after the others, then its scheduler's)."""
+        """The ``recurrences.csv`` row of this try (its grid columns after the others, then its scheduler's,
+        then how its energy was measured and its bound)."""
         limit = "" if self.power_limit is None else self.power_limit
         return {
             "recurrence": self.recurrence,
@@ -98,6 +120,8 @@ class TryRecord:
             "power_limit_w": limit,
             **self.grid,
             **self.scheduler,
+            "energy_method": self.energy_method,
+            "energy_error_j": "" if self.energy_error_j is None else self.energy_error_j,
         }
 
 
@@ -191,7 +215,16 @@ class JobSummary:
         if contexts:
             out["scheduler"] = contexts
         out.update(self.extra)
+        out["energy_method"], out["energy_error_j"] = self.energy_accuracy()
         return out
 
+    def energy_accuracy(self) -> tuple[str, float | None]:
+        """How the job's energy was measured, over its tries, and the +/- bound (J) on ``energy_j``:
+        the sum of the tries' bounds (None where a try's is unknown, or without tries)."""
+        errors = [r.energy_error_j for r in self.records]
+        known = [e for e in errors if e is not None]
+        total = float(sum(known)) if known and len(known) == len(errors) else None
+        return energy_method(r.energy_method for r in self.records), total
 
-__all__ = ["TryRecord", "JobSummary", "ThisRun", "TRY_COLUMNS", "try_columns", "GRID_KEY", "SCHEDULER_KEY"]
+
+__all__ = ["TryRecord", "JobSummary", "ThisRun", "TRY_COLUMNS", "ENERGY_COLUMNS", "ENERGY_KEY", "try_columns", "GRID_KEY", "SCHEDULER_KEY"]

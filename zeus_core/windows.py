@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import math
 import os
 import sys
 import time
@@ -24,8 +25,8 @@ from types import TracebackType
 from typing import Any, cast
 
 from zeus_core.attribution import DeviceActivity, ProcessActivityReadings, attribute_all
-from zeus_core.device import DeviceGroup, GpuSync, PowerReadings
-from zeus_core.measurement import Measurement
+from zeus_core.device import DeviceGroup, EnergyPrecision, GpuSync, PowerReadings, Precision
+from zeus_core.measurement import Measurement, default_scope, format_joules
 from zeus_core.scheduler import context as scheduler_context
 
 # --------------------------------------------------------------------------- device sets
@@ -51,6 +52,9 @@ class DeviceSet:
         self.groups = list(groups)
         self.names = [n for g in groups for n in g.names]
         self.energy_sources = {n: s for g in groups for n, s in g.energy_sources.items()}
+        #: each device's :class:`~zeus_core.device.Precision`, from the groups that say it (the
+        #: groups' own dicts are read at each window, so a source a group changes is seen)
+        self._precisions = [g.energy_precision for g in groups if isinstance(g, EnergyPrecision)]
         self.max_power_w = float(sum(g.max_power_w for g in groups))
         self.clock = groups[0].clock
         idx = [i for g in groups if isinstance(g, GpuSync) for i in (g.sync_indices or ())]
@@ -60,6 +64,13 @@ class DeviceSet:
         out: dict[str, float] = {}
         for g in self.groups:
             out.update(g.read_energy())
+        return out
+
+    @property
+    def energy_precision(self) -> dict[str, Precision]:
+        out: dict[str, Precision] = {}
+        for p in self._precisions:
+            out.update(p)
         return out
 
     def read_power(self) -> dict[str, float]:
@@ -222,7 +233,13 @@ class Monitor:
     counter's update period) with instant power x time, marked ``estimate``.
     ``scheduler`` is the scheduler's context the monitor runs in (read once,
     when it is made: :func:`zeus_core.scheduler.context`), written with every
-    window of the log. ``attribute``: attach to each window's measurement the
+    window of the log. Each window carries per device its scope and a +/- bound
+    in joules (:attr:`Measurement.errors`) from the device's
+    :class:`~zeus_core.device.Precision` (NaN where the device says none).
+    ``target_error`` is the bound asked of a window, as a fraction of its energy
+    (default 1 %): a window whose bound is larger warns, once per device for each
+    monitor, naming the shortest window that meets it (None: never warn).
+    ``attribute``: attach to each window's measurement the
     split of each device's energy among the processes on it
     (:mod:`zeus_core.attribution`, an estimate), where the devices can say who
     ran on them (:class:`~zeus_core.attribution.ProcessActivityReadings`); on
@@ -238,8 +255,13 @@ class Monitor:
         log_file: str | os.PathLike[str] | None = None,
         approx_instant_energy: bool = False,
         attribute: bool = True,
+        target_error: float | None = 0.01,
     ) -> None:
+        if target_error is not None and not target_error > 0:
+            raise ValueError(f"target_error must be a positive fraction of a window's energy (0.01 for 1 %) or None, got {target_error!r}")
         self.devices = as_device_group(devices)
+        self.target_error = target_error
+        self._warned: set[str] = set()  # devices already warned of a window too short for target_error
         self._sync = make_sync(sync, self.devices.sync_indices if isinstance(self.devices, GpuSync) else None)
         # Capability checks once here, not per window (end_window is the per-step hot path).
         self._read_power = self.devices.read_power if isinstance(self.devices, PowerReadings) else None
@@ -247,6 +269,9 @@ class Monitor:
         self.approx_instant_energy = approx_instant_energy
         self._names = list(self.devices.names)
         self._sources = dict(self.devices.energy_sources)
+        self._scopes = {n: default_scope(n) for n in self._names}
+        precision = self.devices.energy_precision if isinstance(self.devices, EnergyPrecision) else {}
+        self._scopes.update({n: p.scope for n, p in precision.items() if n in self._scopes})
         # name -> (clock at begin, Unix time at begin or 0.0 without a log, energy at begin)
         self._open: dict[str, tuple[float, float, dict[str, float]]] = {}
         self.scheduler = scheduler_context()
@@ -312,12 +337,45 @@ class Monitor:
                     stacklevel=2,
                 )
         attribution = attribute_all(energy, elapsed, self._read_activity(wall0)) if self._read_activity is not None else {}
-        m = Measurement(elapsed, energy, sources, attribution=attribution)
+        errors = self._errors(name, elapsed, energy, sources)
+        m = Measurement(elapsed, energy, sources, scopes=dict(self._scopes), errors=errors, attribution=attribution)
         if self._log is not None:
             self._log.write(wall0, name, m)
         if self._on_measurement is not None:
             self._on_measurement(name, m)
         return m
+
+    def _errors(self, window: str, elapsed: float, energy: dict[str, float], sources: dict[str, str]) -> dict[str, float]:
+        """The +/- bound (J) of each device's energy over a window (NaN: the device says none), and
+        the warning for a window too short for :attr:`target_error`."""
+        devices = self.devices
+        precision: dict[str, Precision] = devices.energy_precision if isinstance(devices, EnergyPrecision) else {}
+        errors = {}
+        for k in self._names:
+            p = precision.get(k)
+            if p is None:
+                errors[k] = math.nan
+            elif sources.get(k) == "estimate" and p.method != "estimate":  # a short window's instant power x time
+                errors[k] = p.max_w * elapsed
+            else:
+                errors[k] = p.bound_j(elapsed, energy[k])
+        target = self.target_error
+        if target is not None and elapsed > 0:
+            for k, err in errors.items():
+                joules = energy[k]
+                if k in self._warned or not err > target * abs(joules) or not joules > 0:
+                    continue
+                self._warned.add(k)
+                p = precision[k]
+                shortest = p.min_window_s(target, joules / elapsed)
+                need = f"windows of at least {shortest:.3g} s meet it" if math.isfinite(shortest) else "no window length meets it"
+                warnings.warn(
+                    f"window {window!r} on {k}: its energy {format_joules(joules)} is known to +/- {format_joules(err)} "
+                    f"({err / joules:.1%}), more than the {target:.1%} asked (target_error); at its draw "
+                    f"({joules / elapsed:.0f} W, {p.method}) {need}",
+                    stacklevel=3,
+                )
+        return errors
 
     def reset_windows(self) -> None:
         """Drop every open window."""

@@ -15,7 +15,7 @@ import pytest
 from zeus_test_helpers import TOY_JOB, run_cli, toy_registry, write_job
 
 from zeus_core import Monitor
-from zeus_core.results import TRY_COLUMNS
+from zeus_core.results import ENERGY_COLUMNS, TRY_COLUMNS
 from zeus_core.scheduler import ALL_COLUMNS, context
 
 SLURM = {
@@ -71,7 +71,8 @@ def test_every_try_carries_its_slurm_job(toy_plugin, tmp_path, monkeypatch):
     job = write_job(tmp_path / "job.toml", TOY_JOB)
     assert run_cli(reg, "run", str(job), "--output", "plain").exit_code == 0
     plain = (Path("plain") / "recurrences.csv").read_text()
-    assert plain.splitlines()[0] == ",".join(TRY_COLUMNS)  # outside a scheduler: the file as before
+    # outside a scheduler: the file as before, then how the energy was measured and its bound (issue 37)
+    assert plain.splitlines()[0] == ",".join([*TRY_COLUMNS, *ENERGY_COLUMNS])
     assert "scheduler" not in json.loads((Path("plain") / "summary.json").read_text())
 
     for var, value in SLURM.items():
@@ -80,7 +81,15 @@ def test_every_try_carries_its_slurm_job(toy_plugin, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     with open("out/recurrences.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == [*TRY_COLUMNS, "slurm_job_id", "slurm_step_id", "slurm_user", "slurm_job_name", "slurm_cluster"]
+    assert list(rows[0]) == [
+        *TRY_COLUMNS,
+        "slurm_job_id",
+        "slurm_step_id",
+        "slurm_user",
+        "slurm_job_name",
+        "slurm_cluster",
+        *ENERGY_COLUMNS,
+    ]
     # the first run's three tries ran outside Slurm (empty cells), this run's two in job 4242
     assert [r["slurm_job_id"] for r in rows] == ["", "", "", "4242", "4242"]
     assert {(r["slurm_user"], r["slurm_job_name"], r["slurm_cluster"]) for r in rows[3:]} == {("alice", "train", "hpc1")}

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from zeus_core import DeviceError, hookimpl
 from zeus_core.cli.main import cli
+from zeus_core.device import Precision
 from zeus_core.engine import registry as zreg
 
 
@@ -59,6 +60,11 @@ class Board(Constant):
         super().__init__(options)
         self.names = ["in", "gpu0"]
         self.energy_sources = {"in": "counter", "gpu0": "counter"}
+        # the rail's counter updates every 0.1 s; the GPU's is polled every 0.05 s (issue 37: the bound shown)
+        self.energy_precision = {
+            "in": Precision("counter", "soc_rail", 300.0, period_s=0.1, resolution_j=0.001),
+            "gpu0": Precision("polling", "gpu", 20.0, period_s=0.05),
+        }
 
     def read_energy(self):
         t = time.monotonic() - self.t0
@@ -110,7 +116,9 @@ def test_monitor_shows_real_devices_logs_samples_and_closes(reg, tmp_path):
     assert "summary over 0.7 s" in r.output
     assert "50.0 W" in r.output  # average power of the constant device
     rows = list(csv.DictReader(out.open()))
-    assert rows[0].keys() == {"time", "elapsed_s", "gpu0_power_w", "gpu0_energy_j"}
+    assert rows[0].keys() == {"time", "elapsed_s", "gpu0_power_w", "gpu0_energy_j", "gpu0_energy_error_j"}
+    assert rows[-1]["gpu0_energy_error_j"] == ""  # the device does not say how it measures: unknown, never 0
+    assert "± ?" in r.output
     assert 3 <= len(rows) <= 5  # every 0.2 s, and the last at 0.7 s (a loaded machine may skip one)
     assert 0.7 <= float(rows[-1]["elapsed_s"]) < 1.5
     assert float(rows[1]["gpu0_power_w"]) == pytest.approx(50.0, rel=1e-3)
@@ -179,13 +187,20 @@ def test_temperatures_power_domains_and_a_total_that_adds_each_device_once(tmp_p
         "elapsed_s",
         "in_power_w",
         "in_energy_j",
+        "in_energy_error_j",
         "gpu0_power_w",
         "gpu0_energy_j",
+        "gpu0_energy_error_j",
         "gpu0_temperature_c",
         "gpu0_power_instant_w",
         "gpu0_power_memory_w",
     ]
     assert rows[-1]["gpu0_temperature_c"] == "61.50" and float(rows[-1]["gpu0_power_memory_w"]) == 1.5
+    # each energy's +/- bound beside it: the counter's one update period at its maximum power, whatever the
+    # length; the polled GPU's a polling period at each edge
+    assert float(rows[-1]["in_energy_error_j"]) == pytest.approx(300.0 * 0.1 + 0.001)
+    assert float(rows[-1]["gpu0_energy_error_j"]) == pytest.approx(2 * 20.0 * 0.05)
+    assert "± 30 J" in r.output and "± 2 J" in r.output
     summary = r.output[r.output.index("summary over") :]
     total = next(line for line in summary.splitlines() if "total" in line and "W" in line)
     assert "10.0 W" in total and "14.0 W" not in total  # gpu0 is inside the rail: counted once

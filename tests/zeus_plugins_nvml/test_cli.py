@@ -37,6 +37,15 @@ def test_zeus_monitor_shows_counter_and_polled_gpus(fake_nvml, tmp_path, monkeyp
     assert float(last["gpu0_energy_j"]) == pytest.approx(300.0 * t, rel=0.03)
     assert float(last["gpu1_energy_j"]) == pytest.approx(120.0 * t, rel=0.1)
     assert float(rows[1]["gpu0_power_w"]) == pytest.approx(300.0, rel=0.03)
+    # each energy's +/- bound beside it (issue 37): the counter's a period at the board's maximum power, the polled
+    # GPU's growing with its window; both hold what the GPUs drew
+    header = list(last)
+    assert header[header.index("gpu0_energy_j") + 1] == "gpu0_energy_error_j"
+    assert header[header.index("gpu1_energy_j") + 1] == "gpu1_energy_error_j"
+    assert float(last["gpu0_energy_error_j"]) > 0
+    for name, watts in (("gpu0", 300.0), ("gpu1", 120.0)):
+        assert abs(float(last[f"{name}_energy_j"]) - watts * t) <= float(last[f"{name}_energy_error_j"])
+    assert r.output.count(" ± ") >= 3  # each GPU and the total
 
 
 KILLED = textwrap.dedent(

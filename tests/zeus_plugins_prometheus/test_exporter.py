@@ -8,6 +8,7 @@ is bad input before anything runs; unconfigured, the plugin imports nothing.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -43,6 +44,10 @@ def _check(series: dict, summary: dict, job: str = "zeus-cifar100") -> None:
     devices = {labels for name, labels in series if name == "zeus_device_energy_joules_total"}
     assert devices == {(("device", "gpu0"), *j)}
     assert series[("zeus_device_power_watts", (("device", "gpu0"), *j))] > 0
+    # each energy's +/- bound beside it (issue 37): the job's is summary.json's (null: unknown, served as NaN)
+    bound = series[("zeus_job_energy_error_joules", j)]
+    assert math.isnan(bound) if summary["energy_error_j"] is None else bound == pytest.approx(summary["energy_error_j"], rel=1e-12)
+    assert {labels for name, labels in series if name == "zeus_device_energy_error_joules"} == devices
 
 
 def test_scraped_over_loopback_after_a_job_the_series_match_summary_json(tmp_path):

@@ -32,7 +32,7 @@ from zeus_core.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, PluginError, 
 from zeus_core.files import cannot_write
 from zeus_core.journal import journal_path, restore_pending
 from zeus_core.parts import Reports
-from zeus_core.results import JobSummary
+from zeus_core.results import JobSummary, TryRecord
 
 # What only some commands need (the job-file validation, rich's tables, provenance) loads in those
 # commands, so that ``zeus --help`` and ``zeus plugins`` start fast.
@@ -352,7 +352,7 @@ def _closing_table(summary: JobSummary) -> Table:
             "-" if last.power_limit is None else f"{last.power_limit:g}",
             str(sum(r.epochs for r in rs)),
             units.duration(sum(r.time_s for r in rs)),
-            units.energy(sum(r.energy_j for r in rs)),
+            _energy_cell(rs),
             *(_grid_cell(rs, key) for key, _ in grid),
             units.si(sum(r.cost for r in rs), "J"),
             "yes" if last.reached else "no",
@@ -365,12 +365,22 @@ def _closing_table(summary: JobSummary) -> Table:
         "",
         str(sum(r.epochs for r in summary.records)),
         units.duration(summary.time_s),
-        units.energy(summary.energy_j),
+        _energy_cell(summary.records, summary.energy_j),
         *(_grid_text(key, summary.grid[key]) for key, _ in grid),
         units.si(summary.cost, "J"),
         "",
     )
     return table
+
+
+def _energy_cell(records: list[TryRecord], joules: float | None = None) -> str:
+    """The tries' energy, with its +/- bound (the sum of theirs: ``4.45 MJ ± 3 kJ``) where every try
+    recorded one (issue 37); ``joules`` is their total where the caller has it summed already."""
+    text = units.energy(sum(r.energy_j for r in records) if joules is None else joules)
+    errors = [e for e in (r.energy_error_j for r in records) if e is not None]
+    if records and len(errors) == len(records):
+        text += f" ± {units.si(sum(errors), 'J')}"
+    return text
 
 
 def _grid_labels(summary: JobSummary) -> list[tuple[str, str]]:

@@ -18,8 +18,13 @@ named (:class:`~zeus_core.device.PowerDomainReadings`: ``instant``, ``average``,
 measured device includes (:class:`~zeus_core.device.EnergyIncludes`, a Jetson's
 input rail) is left out of it.
 
-The CSV has ``time``, ``elapsed_s``, then per device ``<name>_power_w`` and
-``<name>_energy_j`` and, beside them where the device reads them,
+The energy since start shows its +/- bound (``1.234 kJ ± 3 J``; ``± ?`` where the device does
+not say how it measures: :class:`~zeus_core.device.EnergyPrecision`), the total row the sum of
+the bounds it adds.
+
+The CSV has ``time``, ``elapsed_s``, then per device ``<name>_power_w``,
+``<name>_energy_j`` and ``<name>_energy_error_j`` (its +/- bound in joules, empty where
+unknown) and, beside them where the device reads them,
 ``<name>_temperature_c`` and ``<name>_power_<domain>_w``; the columns are fixed
 by the first reading, and a value a device does not give at a sample is empty. It is written
 to a hidden temporary file beside it and put in place when the monitor ends
@@ -39,6 +44,7 @@ at each refresh, written atomically as above.
 from __future__ import annotations
 
 import csv
+import math
 import signal
 import sys
 import threading
@@ -52,9 +58,9 @@ from rich.markup import escape
 
 from zeus_core.cli.consoles import make_console
 from zeus_core.cli.env import chosen_devices, close_probes, device_options, probe_devices
-from zeus_core.device import ControlPaths, EnergyIncludes, PowerDomainReadings, TemperatureReadings
+from zeus_core.device import ControlPaths, EnergyIncludes, EnergyPrecision, PowerDomainReadings, TemperatureReadings
 from zeus_core.files import atomic_path, cannot_write
-from zeus_core.measurement import format_joules
+from zeus_core.measurement import format_bound, format_joules
 
 if TYPE_CHECKING:  # rich's live display and tables load when the command runs
     from rich.table import Table
@@ -112,6 +118,8 @@ class Sampler:
         self.t_prev, self.e_prev = self.t0, dict(self.e0)
         self.power: dict[str, float | None] = {n: None for _, n, _ in self.rows}
         self.energy: dict[str, float] = {n: 0.0 for _, n, _ in self.rows}
+        #: per row, the +/- bound (J) on its energy since start (NaN: the device does not say)
+        self.errors: dict[str, float] = {n: self._bound(n, 0.0, 0.0) for _, n, _ in self.rows}
         self.elapsed = 0.0
 
     def _read_extras(self) -> None:
@@ -151,7 +159,15 @@ class Sampler:
             self.energy[n] = e[n] - self.e0[n]
         self.t_prev, self.e_prev = t, e
         self.elapsed = t - self.t0
+        for n in e:
+            self.errors[n] = self._bound(n, self.elapsed, self.energy[n])
         self._read_extras()
+
+    def _bound(self, key: str, seconds: float, joules: float) -> float:
+        """The +/- bound (J) on a row's energy over ``seconds`` (:class:`~zeus_core.device.Precision`; NaN: unknown)."""
+        g, n = self._via[key]
+        precision = g.energy_precision.get(n) if isinstance(g, EnergyPrecision) else None
+        return math.nan if precision is None else precision.bound_j(seconds, joules)
 
     def via(self, key: str) -> str:
         """``local`` or ``daemon``: the path the device's privileged operations take (``-``: none)."""
@@ -176,18 +192,19 @@ class Sampler:
             t.add_column("temp", justify="right")
         if domains and not final:
             t.add_column("power domains")
-        total_p, total_e = 0.0, 0.0
+        total_p, total_e, total_err = 0.0, 0.0, 0.0
         for plugin, n, source in self.rows:
             p = self.power[n]
             avg = self.energy[n] / self.elapsed if self.elapsed > 0 else None
             if n not in self.included:
                 total_p += p or 0.0
                 total_e += self.energy[n]
+                total_err += self.errors[n]
             src = Text(source, style="yellow") if source == "estimate" else Text(source)
             cells: list[str | Text] = [plugin, n, src, self.via(n)]
             if not final:
                 cells.append("-" if p is None else f"{p:.1f} W")
-            cells += ["-" if avg is None else f"{avg:.1f} W", format_joules(self.energy[n])]
+            cells += ["-" if avg is None else f"{avg:.1f} W", format_bound(self.energy[n], self.errors[n])]
             if temps and not final:
                 c = self.temperature.get(n)
                 cells.append("-" if c is None else f"{c:.0f} °C")
@@ -196,7 +213,9 @@ class Sampler:
                 cells.append(", ".join(f"{k} {d[k]:.1f} W" for k in _ordered(d)) or "-")
             t.add_row(*cells)
         avg_total = total_e / self.elapsed if self.elapsed > 0 else 0.0
-        footer = ["total", "", "", ""] + ([f"{total_p:.1f} W"] if not final else []) + [f"{avg_total:.1f} W", format_joules(total_e)]
+        footer = (
+            ["total", "", "", ""] + ([f"{total_p:.1f} W"] if not final else []) + [f"{avg_total:.1f} W", format_bound(total_e, total_err)]
+        )
         footer += [""] * (len(t.columns) - len(footer))
         t.add_section()
         t.add_row(*footer, style="bold")
@@ -219,7 +238,8 @@ def _cell(value: float | None, digits: int) -> str:
 
 
 class SampleLog:
-    """CSV of every sample: time, elapsed_s, then per device ``<name>_power_w``, ``<name>_energy_j`` and,
+    """CSV of every sample: time, elapsed_s, then per device ``<name>_power_w``, ``<name>_energy_j``,
+    ``<name>_energy_error_j`` (its +/- bound; empty where unknown) and,
     where the device reads them, ``<name>_temperature_c`` and ``<name>_power_<domain>_w``.
 
     Written to a temporary file beside ``path`` (:func:`~zeus_core.files.atomic_path`) and put in
@@ -245,7 +265,7 @@ class SampleLog:
         self._domains = s.domain_rows
         header = ["time", "elapsed_s"]
         for n in self.names:
-            header += [f"{n}_power_w", f"{n}_energy_j"]
+            header += [f"{n}_power_w", f"{n}_energy_j", f"{n}_energy_error_j"]
             header += [f"{n}_temperature_c"] if n in self._temps else []
             header += [f"{n}_power_{d}_w" for d in self._domains.get(n, ())]
         self._w.writerow(header)
@@ -254,7 +274,8 @@ class SampleLog:
     def write(self, s: Sampler) -> None:
         cells: list[str] = [f"{s.wall0 + s.elapsed:.3f}", f"{s.elapsed:.3f}"]
         for n in self.names:
-            cells += [_cell(s.power[n], 3), f"{s.energy[n]:.6f}"]
+            error = s.errors.get(n, math.nan)
+            cells += [_cell(s.power[n], 3), f"{s.energy[n]:.6f}", f"{error:.6f}" if math.isfinite(error) else ""]
             if n in self._temps:
                 cells.append(_cell(s.temperature.get(n), 2))
             domains = s.domains.get(n) or {}
@@ -457,7 +478,13 @@ def _close_groups(opened: list[tuple[str, Any]], err: Any) -> None:
 @click.option(
     "--interval", default=1.0, show_default=True, type=click.FloatRange(0.05, 3600), help="Seconds between samples and table refreshes."
 )
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), help="Write every sample to this CSV file.")
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write every sample to this CSV file: per device <name>_power_w, <name>_energy_j and <name>_energy_error_j "
+    "(the energy's +/- bound in joules, empty where the device does not say), then temperatures and power domains.",
+)
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds (default: until Ctrl-C).")
 @click.option(
     "--node",
@@ -482,7 +509,11 @@ def monitor_command(
     nodes: tuple[str, ...],
     token: str | None,
 ) -> None:
-    """Show live power, energy and temperature of every device; Ctrl-C ends with a summary."""
+    """Show live power, energy and temperature of every device; Ctrl-C ends with a summary.
+
+    Each energy shows its +/- bound (1.234 kJ ± 3 J): from the counter's update period, or the
+    polling period and the power reading's coverage; "± ?" where the device does not say.
+    """
     if nodes:
         if devices or sets:
             err = make_console(stderr=True)

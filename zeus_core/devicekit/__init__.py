@@ -9,7 +9,8 @@ pieces; each lives here so that no two plugins hold near-copies of it:
   extended past its wraparounds (RAPL, a 32-bit AMD accumulator), and
   :func:`watch_period`, how often to read such counters; :func:`check_counters`, the check a
   counter passes when its device opens (:class:`CounterProbe`) before it is trusted, and
-  :class:`ConfirmedCounter`, one it saw stand still under load, watched longer;
+  :class:`ConfirmedCounter`, one it saw stand still under load, watched longer; :func:`update_period`
+  and :func:`model_update_period`, a counter's update period as the check saw it, kept per model;
 * :mod:`~zeus_core.devicekit.settings`: :class:`SettingsPath`, setting changes made in
   this process (journaled) or through ``zeus daemon``;
 * :mod:`~zeus_core.devicekit.drivers`: :class:`DriverErrors` and :class:`DriverDevice`,
@@ -29,7 +30,15 @@ from typing import TYPE_CHECKING
 from zeus_core.loading import lazy_exports
 
 if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
-    from zeus_core.devicekit.counters import ConfirmedCounter, CounterProbe, WrappingCounter, check_counters, watch_period
+    from zeus_core.devicekit.counters import (
+        ConfirmedCounter,
+        CounterProbe,
+        WrappingCounter,
+        check_counters,
+        model_update_period,
+        update_period,
+        watch_period,
+    )
     from zeus_core.devicekit.drivers import DriverDevice, DriverErrors
     from zeus_core.devicekit.groups import ClosedOnExit, GpuGroup
     from zeus_core.devicekit.polling import PowerIntegral, Sampler
@@ -56,7 +65,9 @@ __all__ = [
     "all_or_list",
     "check_counters",
     "deferred_factory",
+    "model_update_period",
     "select_gpus",
+    "update_period",
     "watch_period",
 ]
 __getattr__ = lazy_exports(__name__)

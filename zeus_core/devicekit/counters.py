@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -201,7 +201,12 @@ class _Watch:
 
 
 def check_counters(
-    probes: Mapping[str, CounterProbe], seconds: float, kind: str = "device", step_s: float = 0.01, confirm: set[str] | None = None
+    probes: Mapping[str, CounterProbe],
+    seconds: float,
+    kind: str = "device",
+    step_s: float = 0.01,
+    confirm: set[str] | None = None,
+    periods: dict[str, float] | None = None,
 ) -> dict[str, str]:
     """Which counters cannot be trusted, with what was seen, after watching all of them at once
     for at most ``seconds`` (less once each is decided): one that runs backwards (a reset, a
@@ -212,7 +217,10 @@ def check_counters(
     shorter than three update periods, says nothing against it. ``kind`` names the device in
     the reasons ("GPU"). With a ``confirm`` set, a counter that only stood still under load is
     not refused but named there: the caller watches it longer (:class:`ConfirmedCounter`), since
-    a counter that updates less often than the check lasts looks the same.
+    a counter that updates less often than the check lasts looks the same. With a ``periods``
+    dict, each trusted counter seen moving at least three times gets there its update period as
+    the check saw it (:func:`update_period`), as upstream's ``infer_counter_update_period``
+    infers it, at no extra cost since the check reads the counter anyway.
     """
     now = time.monotonic
     watches = {name: _Watch(p, now()) for name, p in probes.items()}
@@ -228,10 +236,38 @@ def check_counters(
         time.sleep(min(step_s, max(0.0, deadline - t)))
     t = now()
     verdicts = {name: w.verdict(t, kind) for name, w in watches.items()}
+    if periods is not None:
+        for name, w in watches.items():
+            seen = update_period([c for c, _ in w.changes], step_s)
+            if verdicts[name] is None and seen is not None:
+                periods[name] = seen
     if confirm is not None:
         confirm.update(name for name, w in watches.items() if w.flat)
         return {name: why for name, why in verdicts.items() if why is not None and name not in confirm}
     return {name: why for name, why in verdicts.items() if why is not None}
+
+
+def update_period(changes: Sequence[float], step_s: float = 0.0) -> float | None:
+    """A counter's update period from the times it was seen to change (read every ``step_s``):
+    the longest interval between two changes plus one step, an upper bound on the period (a
+    change is seen up to a step late, and a counter that moves in coarse steps looks as slow as
+    its steps); None from fewer than three changes (two intervals)."""
+    intervals = [b - a for a, b in zip(changes, changes[1:])]
+    return max(intervals) + step_s if len(intervals) >= 2 else None
+
+
+#: Update periods inferred so far in this process, per device model (:func:`model_update_period`).
+_PERIODS: dict[str, float] = {}
+
+
+def model_update_period(model: str, seen: float | None = None) -> float | None:
+    """The update period kept for counters of ``model`` (None: none inferred yet), after keeping
+    ``seen`` (a period just inferred, :func:`check_counters`): the longest seen for the model, so
+    that every device of a model shares one bound, and a device whose check saw too few changes
+    (an idle one) uses what another of its model showed."""
+    if seen is not None:
+        _PERIODS[model] = max(seen, _PERIODS.get(model, 0.0))
+    return _PERIODS.get(model)
 
 
 class ConfirmedCounter:

@@ -148,6 +148,7 @@ def combine_measurements(measurements: Sequence[Measurement]) -> Measurement:
         return first
     energy = dict(first.energy)
     sources = dict(first.sources)
+    scopes, errors = dict(first.scopes), dict(first.errors)
     offset = max((int(g.group(1)) + 1 for n in first.energy if (g := _GPU.match(n))), default=0)
     for r, theirs in enumerate(measurements[1:], start=1):
         gpus = sorted(int(g.group(1)) for n in theirs.energy if (g := _GPU.match(n)))
@@ -157,8 +158,12 @@ def combine_measurements(measurements: Sequence[Measurement]) -> Measurement:
             energy[new] = joules
             if name in theirs.sources:
                 sources[new] = theirs.sources[name]
+            if name in theirs.scopes:
+                scopes[new] = theirs.scopes[name]
+            if name in theirs.errors:
+                errors[new] = theirs.errors[name]
         offset += len(gpus)
-    return Measurement(max(m.time for m in measurements), energy, sources)
+    return Measurement(max(m.time for m in measurements), energy, sources, scopes=scopes, errors=errors)
 
 
 def agree(group: ProcessGroup, facts: dict[str, Any], what: str) -> None:

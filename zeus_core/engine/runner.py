@@ -28,6 +28,7 @@ bad allocation) stops the job on every rank with its message.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -42,9 +43,9 @@ from zeus_core.engine.session import RunSession
 from zeus_core.errors import DeviceError, PartMismatch, RunFailed
 from zeus_core.grid import job_totals, record_currency
 from zeus_core.job import BUILD_ORDER, PLAN_ORDER, JobSpec
-from zeus_core.measurement import Measurement
+from zeus_core.measurement import Measurement, energy_method
 from zeus_core.parts import Summarizes
-from zeus_core.results import GRID_KEY, SCHEDULER_KEY, JobSummary, ThisRun, TryRecord
+from zeus_core.results import ENERGY_KEY, GRID_KEY, SCHEDULER_KEY, JobSummary, ThisRun, TryRecord
 from zeus_core.scheduler import context as scheduler_context
 from zeus_core.windows import Monitor
 
@@ -267,8 +268,12 @@ class Runner:
         if session.epoch_measurements:
             time_s = float(sum(m.time for m in session.epoch_measurements))
             energy_j = float(sum(m.total_system_energy for m in session.epoch_measurements))
+            # the bound of a sum of windows is the sum of their bounds
+            method = energy_method(m.method for m in session.epoch_measurements)
+            error_j = float(sum(m.error_j() for m in session.epoch_measurements))
         else:
             time_s, energy_j = whole.time, whole.total_system_energy
+            method, error_j = whole.method, whole.error_j()
             if session.grid_meter is not None and session.grid is not None:  # no epochs: the run is one interval
                 end = session.grid.now(session.devices)
                 session.grid_meter.add(end - whole.time, end, energy_j)
@@ -287,6 +292,8 @@ class Runner:
             extra={k: v for k, v in session.extra.items()} | ({"metric": session.metric} if session.metric is not None else {}),
             steady_cost=session.steady_cost(),
         )
+        if method:  # how the energy was measured, and its +/- bound (None: unknown): recurrences.csv's last columns
+            record.extra[ENERGY_KEY] = {"method": method, "error_j": error_j if math.isfinite(error_j) else None}
         if session.grid_meter is not None:
             figures = session.grid_meter.figures(energy_j)
             if figures:

@@ -129,6 +129,8 @@ class TrainerHooks:
         self._time = 0.0
         self._energy_so_far: dict[str, float] = {}
         self._sources: dict[str, str] = {}
+        self._scopes: dict[str, str] = {}
+        self._errors_so_far: dict[str, float] = {}
         self._running = False
 
     # -- the trainer's events --
@@ -247,7 +249,12 @@ class TrainerHooks:
         for k, v in m.energy.items():
             self._energy_so_far[k] = self._energy_so_far.get(k, 0.0) + v
         self._sources.update(m.sources)
-        return Measurement(self._time, dict(self._energy_so_far), dict(self._sources))
+        self._scopes.update(m.scopes)
+        for k, v in m.errors.items():  # the bound of a sum of windows: the sum of their bounds
+            self._errors_so_far[k] = self._errors_so_far.get(k, 0.0) + v
+        return Measurement(
+            self._time, dict(self._energy_so_far), dict(self._sources), scopes=dict(self._scopes), errors=dict(self._errors_so_far)
+        )
 
 
 class TrainerCallbackMixin:

@@ -28,7 +28,8 @@ from typing import Any
 from zeus_core import DeviceError
 from zeus_core.attribution import DeviceActivity
 from zeus_core.daemon import CAP_SYS_ADMIN
-from zeus_core.devicekit import ConfirmedCounter, CounterProbe, DriverDevice, GpuGroup, SettingsPath, check_counters
+from zeus_core.device import Precision
+from zeus_core.devicekit import ConfirmedCounter, CounterProbe, DriverDevice, GpuGroup, SettingsPath, check_counters, model_update_period
 from zeus_core.errors import DeviceAbsent
 from zeus_plugins_nvml.control import (
     DAEMON_OPS,
@@ -44,6 +45,7 @@ from zeus_plugins_nvml.control import (
 from zeus_plugins_nvml.options import NvmlOptions
 from zeus_plugins_nvml.poller import PollerError, PowerPoller
 from zeus_plugins_nvml.processes import ProcessSampler
+from zeus_plugins_nvml.sensors import counter_precision, polling_precision
 from zeus_plugins_nvml.visible import VisibleDevicesError, VisibleGpu, visible_gpus
 
 #: NVIDIA's energy counter updates about every 100 ms (Yang et al., SC'24)
@@ -323,6 +325,7 @@ class NvmlGpus(GpuGroup):
         self.energy_sources = {g.name: g.source for g in self.gpus}
         self.sync_indices = [g.cuda_index for g in self.gpus]
         self.max_power_w = self._max_power(options.max_power_w)
+        self._precisions = self._precision_table(options)
         self._counter = [(g.name, g.handle) for g in self.gpus if g.source == "counter" and g.name not in self._confirming]
         self._get_energy = nvml.nvmlDeviceGetTotalEnergyConsumption
         self._processes = ProcessSampler(nvml, self.gpus, options.idle_power_w)
@@ -390,7 +393,10 @@ class NvmlGpus(GpuGroup):
             for g in checked
         }
         flat: set[str] | None = None if options.energy == "counter" else set()
-        bad = check_counters(probes, options.counter_check_s, kind="GPU", confirm=flat)
+        periods: dict[str, float] = {}
+        bad = check_counters(probes, options.counter_check_s, kind="GPU", confirm=flat, periods=periods)
+        for g in checked:  # the update period as the check saw it, kept per model (the longest seen)
+            model_update_period(g.model, periods.get(g.name))
         for g in checked:
             if flat and g.name in flat:
                 self._confirming[g.name] = ConfirmedCounter(g.label, probes[g.name], options.counter_confirm_s, options.poll_interval_s)
@@ -403,6 +409,32 @@ class NvmlGpus(GpuGroup):
                 )
             warnings.warn(f"{g.label}: its energy counter {bad[g.name]}; refused, its energy is polled power instead", stacklevel=4)
             g.source = "polling"
+
+    def _precision_table(self, options: NvmlOptions) -> dict[str, dict[str, Precision]]:
+        """Per GPU, its precision when counted and when polled (:mod:`zeus_plugins_nvml.sensors`)."""
+        table = {}
+        for g in self.gpus:
+            try:
+                arch: int | None = int(self._nvml.nvmlDeviceGetArchitecture(g.handle))
+            except (self._nvml.NVMLError, AttributeError):
+                arch = None
+            max_w = self._board_max_w(g) or self.max_power_w / len(self.gpus)
+            table[g.name] = {
+                "counter": counter_precision(g.model, max_w, model_update_period(g.model)),
+                "polling": polling_precision(g.model, arch, max_w, options.poll_interval_s),
+            }
+        return table
+
+    @property
+    def energy_precision(self) -> dict[str, Precision]:
+        """How each GPU's energy is measured and how sure it is (:class:`zeus_core.device.EnergyPrecision`):
+        its counter's, or its polled power's while the counter is refused or not yet confirmed."""
+        out = {}
+        for name, both in self._precisions.items():
+            confirming = self._confirming.get(name)
+            source = "polling" if confirming is not None and confirming.state != "kept" else self.energy_sources[name]
+            out[name] = both.get(source, both["polling"])
+        return out
 
     def _board_max_w(self, g: NvmlGpu) -> float:
         """The most GPU ``g`` may draw (its highest power limit; 0 where NVML says neither)."""

@@ -11,6 +11,11 @@ code that runs on a real GPU. It behaves like the driver where that matters:
   its faults (``counter_quirk``: frozen, backwards, jump; :data:`COUNTER_QUIRKS`),
   and a power reading averaged over a trailing window (``power_average_s``), all
   off by default;
+* the measurement quirks of issue 37 (each off by default; :data:`MEASUREMENT_QUIRKS` says what each
+  models and its source): a counter that moves in coarse steps (``counter_step_mj``), a power
+  reading refreshed every ``power_period_s`` from the first ``power_coverage`` of each period
+  (A100/H100: 25 ms of 100 ms), and a load that comes and goes (``load_wave``: [period s, busy
+  fraction]; idle the rest), which is what makes a partial coverage miss energy;
 * temperature-dependent power (``thermal_tau_s`` > 0; off by default): the die heats and
   cools towards ``ambient_c + thermal_c_per_w x draw`` with time constant ``thermal_tau_s``,
   and leakage adds ``leakage_w_per_c`` per degree above ``ambient_c`` to the draw, within the
@@ -121,16 +126,18 @@ class FakeGpu:
     # window (GA100's default reading is an average; other Ampere-and-later boards average over 1 s:
     # Yang et al., SC'24); the POWER_INSTANT field stays instant. 0: every reading is instant.
     power_average_s: float = 0.0
+    # > 0: nvmlDeviceGetPowerUsage (when not averaged) refreshes every power_period_s and reports the mean draw over
+    # the first power_coverage of the latest whole period (A100/H100: 25 ms of each 100 ms, Yang et al., SC'24)
+    power_period_s: float = 0.0
+    power_coverage: float = 1.0
+    counter_step_mj: float = 0.0  # > 0: the counter moves in steps of this many mJ (a coarse counter)
+    # [period s, busy fraction]: the GPU draws its draw for the first busy fraction of each period (of the host's
+    # monotonic clock) and idle_w for the rest; None: a steady draw. Not combined with thermal_tau_s.
+    load_wave: list[float] | None = None
     prev_draw_w: float | None = None  # the draw before the last change of state (what an average still holds)
     temperature_c: float = 45
     power_fields: bool = True  # False: a driver without the POWER_INSTANT/AVERAGE field values (NotSupported)
     memory_power_w: float | None = None  # the memory domain (H100-class boards); None: NotSupported
-    # compute processes: {"pid": int, "sm": SM utilisation in percent, "mig": MIG slice index or None}
-    processes: list[dict] = attrs.field(factory=list)
-    process_sample_period_s: float = 0.1  # how often the driver samples per-process utilisation
-    process_sample_buffer_s: float = 60.0  # how far back its sample buffer reaches
-    mig_process_utilization: bool = False  # True: MIG instances' handles answer per-process utilisation
-    mig_slice_counts: list[int] = attrs.field(factory=list)  # each MIG instance's GPU-instance slices (default 1 each)
     # > 0: the die's thermal time constant (s), and temperature-dependent power (see the module docstring):
     # temperature_c is then the die's at the anchor, relaxing towards ambient_c + thermal_c_per_w x draw;
     # real boards: tens of seconds, about 0.1-0.2 degrees per watt, leakage of a watt or so per degree
@@ -138,6 +145,12 @@ class FakeGpu:
     ambient_c: float = 45.0
     thermal_c_per_w: float = 0.12
     leakage_w_per_c: float = 1.0
+    # compute processes: {"pid": int, "sm": SM utilisation in percent, "mig": MIG slice index or None}
+    processes: list[dict] = attrs.field(factory=list)
+    process_sample_period_s: float = 0.1  # how often the driver samples per-process utilisation
+    process_sample_buffer_s: float = 60.0  # how far back its sample buffer reaches
+    mig_process_utilization: bool = False  # True: MIG instances' handles answer per-process utilisation
+    mig_slice_counts: list[int] = attrs.field(factory=list)  # each MIG instance's GPU-instance slices (default 1 each)
 
 
 def _uuid(i: int) -> str:
@@ -226,6 +239,8 @@ def temperature_at(g: dict, now: float) -> float:
 
 def _power_at(g: dict, now: float) -> float:
     """The draw at ``now`` (W): :func:`_draw_w`, plus leakage with the temperature quirk."""
+    if g.get("load_wave"):
+        return _wave_w(g, now)
     th = _thermal(g)
     if th is None:
         return _draw_w(g)
@@ -236,6 +251,8 @@ def _power_at(g: dict, now: float) -> float:
 def _drawn_j(g: dict, now: float) -> float:
     """The energy drawn from the anchor to ``now`` (J): the integral of :func:`_power_at`, in closed form."""
     t = max(0.0, now - g["anchor_t"])
+    if g.get("load_wave"):
+        return _wave_j(g, g["anchor_t"], g["anchor_t"] + t)
     th = _thermal(g)
     if th is None:
         return _draw_w(g) * t
@@ -252,6 +269,53 @@ def _drawn_j(g: dict, now: float) -> float:
         mid = (lo + hi) / 2
         total += cap * (hi - lo) if a + b * math.exp(-mid / tau) > cap else free(lo, hi)
     return total
+
+
+#: The measurement quirks (issue 37 item 2) and their sources; each is off by default and switched on by
+#: the FakeGpu fields named. Missing counters (``arch`` before Volta) and faulty ones (``counter_quirk``)
+#: are :data:`COUNTER_QUIRKS`'.
+MEASUREMENT_QUIRKS = {
+    "counter_period_s": "the energy counter updates about every 100 ms (Yang et al., SC'24, 70+ GPUs against an external meter)",
+    "counter_step_mj": "a counter that moves in coarse steps: a window sees its energy only to a step",
+    "power_period_s": "the power reading refreshes every period from its first power_coverage (A100/H100: 25 ms of 100 ms; SC'24)",
+    "power_average_s": "the default power reading is a trailing average (GA100; 1 s on other Ampere-and-later boards; SC'24)",
+    "load_wave": "a load that comes and goes within a refresh period, which a part-time reading sees only in part",
+}
+
+
+def _busy_s(period: float, duty: float, t: float) -> float:
+    """Seconds of busy phase in [0, t] of a wave busy for the first ``duty`` of each ``period``."""
+    whole, rest = divmod(t, period)
+    return whole * duty * period + min(rest, duty * period)
+
+
+def _wave_j(g: dict, t0: float, t1: float) -> float:
+    """Energy (J) the wave draws over [t0, t1] (monotonic seconds)."""
+    period, duty = g["load_wave"][0], g["load_wave"][1]
+    busy = _busy_s(period, duty, t1) - _busy_s(period, duty, t0)
+    return _draw_w(g) * busy + g["idle_w"] * (t1 - t0 - busy)
+
+
+def _wave_w(g: dict, now: float) -> float:
+    period, duty = g["load_wave"][0], g["load_wave"][1]
+    return _draw_w(g) if now % period < duty * period else float(g["idle_w"])
+
+
+def _covered_w(g: dict, now: float) -> float:
+    """A part-time reading: the mean draw over the first ``power_coverage`` of the latest whole refresh period."""
+    period, part = g["power_period_s"], g.get("power_coverage", 1.0)
+    start = (now // period - 1) * period
+    if not g.get("load_wave"):
+        return _power_at(g, start)
+    return _wave_j(g, start, start + part * period) / (part * period)
+
+
+def true_energy_j(index: int, now: float | None = None) -> float:
+    """The energy GPU ``index`` has drawn (J) since the driver state's counter origin, at ``now`` (default: now):
+    what a counter without update period or steps would read (tests compare figures against it; not
+    with a ``counter_quirk``, whose counter counts something else)."""
+    g = _state()["gpus"][index]
+    return g["energy_mj"] / 1000.0 + _drawn_j(g, time.monotonic() if now is None else now)
 
 
 def useful_w(index: int) -> float:
@@ -274,11 +338,17 @@ def _counted_mj(g: dict, now: float) -> float:
 def _energy_mj(g: dict, now: float) -> float:
     if g["counter_period_s"] > 0:
         now = now - (now % g["counter_period_s"])
+    step = g.get("counter_step_mj", 0.0)
+    if step > 0:
+        counted = _counted_mj(g, now)
+        return counted - counted % step
     return _counted_mj(g, now)
 
 
 def _reading_w(g: dict) -> float:
-    """The power reading: the draw, or its average over the trailing ``power_average_s``."""
+    """The power reading: the draw, or its average over the trailing ``power_average_s``, or a part-time reading."""
+    if g.get("power_period_s", 0.0) > 0 and g.get("power_average_s", 0.0) <= 0:
+        return _covered_w(g, time.monotonic())
     draw, window = _power_at(g, time.monotonic()), g.get("power_average_s", 0.0)
     since = time.monotonic() - g["anchor_t"]
     if window <= 0 or g.get("prev_draw_w") is None or since >= window:

@@ -11,6 +11,11 @@ From each try of this process (counters):
   (the tries' ``energy_j``, ``time_s``, ``cost``, as in ``recurrences.csv``);
 * ``zeus_device_energy_joules_total{device}``: each device's energy over its tries.
 
+Beside each energy, its +/- bound in joules (issue 37), a gauge since a bound is not counted
+events: ``zeus_device_energy_error_joules{device}`` (the sum of the tries' windows' bounds,
+NaN once one was unknown), ``zeus_energy_error_joules`` (the tries' ``energy_error_j``) and,
+at the job's end, ``zeus_job_energy_error_joules`` (``summary.json``'s).
+
 Gauges: ``zeus_batch_size`` and ``zeus_power_limit_watts`` (the last try's
 knobs), ``zeus_recurrence`` (its number), ``zeus_device_power_watts{device}``
 (the mean power of the last epoch); and, at the job's end, the job's totals as
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import math
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -67,6 +73,15 @@ class Exporter:
         self.time = Counter("zeus_time_seconds", "Time of the tries (s)", L, registry=r)
         self.cost = Counter("zeus_cost", "Cost of the tries (zeus cost metric)", L, registry=r)
         self.device_energy = Counter("zeus_device_energy_joules", "Energy per device over the tries (J)", D, registry=r)
+        self.device_error = Gauge(
+            "zeus_device_energy_error_joules", "+/- bound on zeus_device_energy_joules_total per device (J; NaN: unknown)", D, registry=r
+        )
+        self.energy_error = Gauge("zeus_energy_error_joules", "+/- bound on zeus_energy_joules_total (J; NaN: unknown)", L, registry=r)
+        self.job_energy_error = Gauge(
+            "zeus_job_energy_error_joules", "+/- bound on zeus_job_energy_joules, as summary.json (J; NaN: unknown)", L, registry=r
+        )
+        self._device_errors: dict[str, float] = {}
+        self._tries_error = 0.0
         self.batch_size = Gauge("zeus_batch_size", "Batch size of the last try", L, registry=r)
         self.power_limit = Gauge("zeus_power_limit_watts", "Power limit the last try held (W)", L, registry=r)
         self.recurrence = Gauge("zeus_recurrence", "Number of the last recurrence", L, registry=r)
@@ -132,9 +147,13 @@ class Exporter:
 
     def measurement(self, name: str, m: Any) -> None:
         if name == "run":
+            errors = getattr(m, "errors", {})
             for device, joules in m.energy.items():
                 if joules >= 0:
                     self.device_energy.labels(self.job, device).inc(joules)
+                    bound = self._device_errors.get(device, 0.0) + float(errors.get(device, math.nan))
+                    self._device_errors[device] = bound
+                    self.device_error.labels(self.job, device).set(bound)
         elif name.startswith("epoch-") and m.time > 0:
             for device, joules in m.energy.items():
                 self.device_power.labels(self.job, device).set(joules / m.time)
@@ -142,6 +161,9 @@ class Exporter:
     def try_end(self, r: Any) -> None:
         self.tries.labels(self.job, "true" if r.reached else "false").inc()
         self.energy.labels(self.job).inc(max(float(r.energy_j), 0.0))
+        error = getattr(r, "energy_error_j", None)
+        self._tries_error += math.nan if error is None else float(error)
+        self.energy_error.labels(self.job).set(self._tries_error)
         self.time.labels(self.job).inc(max(float(r.time_s), 0.0))
         self.cost.labels(self.job).inc(max(float(r.cost), 0.0))
         self.batch_size.labels(self.job).set(r.batch_size)
@@ -163,6 +185,10 @@ class Exporter:
     def job_end(self, summary: Any) -> None:
         for key, gauge in self.job_totals.items():
             gauge.labels(self.job).set(float(getattr(summary, key)))
+        accuracy = getattr(summary, "energy_accuracy", None)
+        if accuracy is not None:
+            error = accuracy()[1]
+            self.job_energy_error.labels(self.job).set(math.nan if error is None else float(error))
         for key, value in (getattr(summary, "grid", None) or {}).items():
             if key == CARBON_COLUMN:
                 self.job_carbon.labels(self.job).set(float(value))
