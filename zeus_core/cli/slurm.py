@@ -18,6 +18,15 @@ record file; ``zeus slurm report`` tabulates that file.
   prolog's readings (default ``/run/zeus-slurm``).
 * The job's context: :func:`zeus_core.scheduler.context` (``slurm_job_id``, ``slurm_user``, ...);
   what a Prolog's environment lacks (the job's name, its exit code) comes from ``scontrol show job``.
+* Several jobs on one GPU (time slicing, MPS, MIG): the daemon charges each GPU's energy to the
+  processes and Slurm jobs on it as it goes (``/gpu/get_attributed_energy``, an estimate by SM share:
+  :mod:`zeus_core.daemon.accounting`). The epilog charges the job, per GPU, its own share where
+  another job's processes drew energy on that GPU during the job (``charge`` ``estimate``), and the
+  GPU's whole measured energy where the job was alone on it (``measured``); a daemon without the
+  route, or a shared GPU on which the job's own processes could not be told apart (no
+  ``SLURM_JOB_ID`` in their environment, no Slurm cgroup), is charged the measured energy
+  (``measured-whole-gpu`` for the latter). ``charged_energy_j`` is what a site should bill;
+  ``energy_j`` stays the GPUs' measured energy.
 * The prolog and the epilog exit 0 whatever happens (a failing Prolog drains the node and requeues
   the job; a failing Epilog drains the node): a failure goes to stderr (slurmd's log) and into the
   job's record as ``error``, with its energy ``null``.
@@ -67,7 +76,17 @@ FIELDS = (
     "energy_j",
     "gpu_energy_j",
     "error",
+    "charged_energy_j",
+    "gpu_charged_energy_j",
+    "charge",
 )
+#: what ``charge`` says of ``charged_energy_j``: ``measured`` (the job was alone on its GPUs: their
+#: whole energy), ``estimate`` (a GPU shared with another job: the job's share of it by SM
+#: utilisation), ``measured-whole-gpu`` (a shared GPU on which the job's processes could not be told
+#: apart: its whole energy), ``none`` (no energy measured)
+CHARGES = ("measured", "estimate", "measured-whole-gpu", "none")
+#: energy charged to other jobs' processes on a GPU during a job below which the GPU counts as the job's alone (J)
+SHARED_MIN_J = 0.5
 
 
 class SlurmError(click.ClickException):
@@ -171,6 +190,48 @@ def read_counters(env: Mapping[str, str], gpus: list[int] | None) -> tuple[list[
     return gpus, {int(k): float(v["energy_mj"]) / 1000.0 for k, v in got.items()}
 
 
+def read_attribution(env: Mapping[str, str], gpus: list[int]) -> dict[int, dict[str, Any]] | None:
+    """The daemon's energy accounting of ``gpus`` (``/gpu/get_attributed_energy``); None where the
+    daemon has none (an older daemon, GPUs whose service cannot list processes)."""
+    if not gpus:
+        return None
+    client = _client(env)
+    try:
+        got = client.get("/gpu/get_attributed_energy", gpu_ids=",".join(map(str, gpus)))
+    except NodeError as e:
+        if e.status in (400, 404):
+            return None
+        raise
+    finally:
+        client.close()
+    return {int(k): v for k, v in got.items()}
+
+
+def charge(
+    job: str, per_gpu: dict[str, float], start: Mapping[str, Any] | None, end: Mapping[int, Mapping[str, Any]] | None
+) -> tuple[dict[str, float], str]:
+    """(per GPU the energy charged to ``job``, how: :data:`CHARGES`) from its GPUs' measured energy
+    and the daemon's accounting at the job's start (``{gpu: {"processes_j", "job_j"}}``) and end."""
+    if end is None or start is None:
+        return dict(per_gpu), "measured"
+    out, how = {}, "measured"
+    for g, measured in per_gpu.items():
+        now, then = end.get(int(g)), start.get(g)
+        if now is None or then is None:
+            out[g] = measured
+            continue
+        mine = float(now.get("jobs", {}).get(job, 0.0)) - float(then.get("job_j", 0.0))
+        others = float(now["processes_j"]) - float(then["processes_j"]) - mine
+        if others <= SHARED_MIN_J:
+            out[g] = measured
+        elif mine > 0:
+            out[g], how = min(mine, measured), "estimate"
+        else:
+            out[g] = measured
+            how = how if how == "estimate" else "measured-whole-gpu"
+    return out, how
+
+
 # --------------------------------------------------------------------------- files
 
 
@@ -267,6 +328,11 @@ def prolog_command(state_dir: Path | None) -> None:
     try:
         gpus, counters = read_counters(env, job_gpus(env))
         state.update(gpus=gpus, counters={str(k): v for k, v in counters.items()})
+        accounted = read_attribution(env, gpus)
+        if accounted is not None:
+            state["attributed"] = {
+                str(k): {"processes_j": v["processes_j"], "job_j": v["jobs"].get(job, 0.0)} for k, v in accounted.items()
+            }
     except (NodeError, SlurmError, OSError, ValueError, KeyError, TypeError) as e:
         state["error"] = f"at the job's start: {e}"
         _warn("prolog", f"job {job}: {state['error']}")
@@ -304,6 +370,7 @@ def epilog_command(state_dir: Path | None, record_path: Path) -> None:
         errors.append(str(start["error"]))
     gpus = start.get("gpus")
     per_gpu: dict[str, float] | None = None
+    accounted: dict[int, dict[str, Any]] | None = None
     if "counters" in start:
         try:
             gpus, now = read_counters(env, gpus)
@@ -312,6 +379,8 @@ def epilog_command(state_dir: Path | None, record_path: Path) -> None:
             if any(not math.isfinite(v) or v < 0 for v in per_gpu.values()):  # a counter reset (driver reload)
                 errors.append(f"an energy counter went back during the job: {per_gpu}")
                 per_gpu = None
+            elif "attributed" in start:
+                accounted = read_attribution(env, gpus)
         except (NodeError, SlurmError, OSError, ValueError, KeyError, TypeError) as e:
             errors.append(f"at the job's end: {e}")
     info = scontrol_job(job)
@@ -336,6 +405,12 @@ def epilog_command(state_dir: Path | None, record_path: Path) -> None:
         "gpu_energy_j": per_gpu,
         "error": "; ".join(errors) or None,
     }
+    charged, how = charge(job, per_gpu, start.get("attributed"), accounted) if per_gpu is not None else ({}, "none")
+    record.update(
+        charged_energy_j=sum(charged.values()) if per_gpu is not None else None,
+        gpu_charged_energy_j=charged if per_gpu is not None else None,
+        charge=how,
+    )
     for problem in errors:
         _warn("epilog", f"job {job}: {problem}")
     try:
@@ -356,12 +431,13 @@ def _energy(j: float | None) -> str:
 @click.option("--user", help="Only this user's jobs.")
 @click.option("--json", "as_json", is_flag=True, help="The records as one JSON array (with the totals by user) instead of a table.")
 def report_command(record_file: Path, user: str | None, as_json: bool) -> None:
-    """Tabulate a record file of zeus slurm epilog: each job's energy, and the totals by user."""
+    """Tabulate a record file of zeus slurm epilog: each job's charged energy, and the totals by user."""
     records = [r for r in read_records(record_file) if user is None or r.get("user") == user]
     totals: dict[str, float] = {}
     for r in records:
-        if isinstance(r.get("energy_j"), int | float):
-            totals[str(r.get("user", ""))] = totals.get(str(r.get("user", "")), 0.0) + float(r["energy_j"])
+        billed = r.get("charged_energy_j", r.get("energy_j"))  # records from before charged_energy_j: the measured energy
+        if isinstance(billed, int | float):
+            totals[str(r.get("user", ""))] = totals.get(str(r.get("user", "")), 0.0) + float(billed)
     if as_json:
         click.echo(json.dumps({"jobs": records, "energy_j_by_user": totals}, indent=2))
         return
@@ -379,7 +455,7 @@ def report_command(record_file: Path, user: str | None, as_json: bool) -> None:
             str(r.get("start", "")),
             f"{float(r.get('duration_s') or 0):.1f}",
             ",".join(map(str, r.get("gpus") or [])) or "-",
-            _energy(r.get("energy_j")),
+            _energy(r.get("charged_energy_j", r.get("energy_j"))) + ("*" if r.get("charge") == "estimate" else ""),
         )
         for r in records
     ]
@@ -387,6 +463,8 @@ def report_command(record_file: Path, user: str | None, as_json: bool) -> None:
     for row in (head, *rows):
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     failed = [r for r in records if r.get("error")]
+    if any(r.get("charge") == "estimate" for r in records):
+        click.echo("* the job's share of GPUs it shared with other jobs (an estimate by SM utilisation)")
     click.echo("")
     for name, joules in sorted(totals.items()):
         click.echo(f"total {name}: {_energy(joules)} kJ")

@@ -35,6 +35,9 @@ Where this daemon deliberately differs from upstream (each said in the README to
   someone else (400).
 * Over TCP without ``auth``, the control routes answer 403: the Unix socket knows its peer
   (``SO_PEERCRED``, the allow-list), a TCP connection does not.
+* ``GET /gpu/get_attributed_energy`` (``gpu_ids`` optional) is an addition: each GPU's energy
+  since the daemon started, charged to the processes and Slurm jobs on it (an estimate:
+  :mod:`zeus_core.daemon.accounting`); 400 for a GPU whose service cannot list its processes.
 * ``POST /gpu/set_persistence_mode`` answers 400 (not supported) unless the GPU service
   offers it; ``block=false`` runs the write before answering all the same (there is no
   queue to hand it to), and reports its errors.
@@ -121,6 +124,7 @@ ROUTES: tuple[Route, ...] = (
     _gpu_read("/gpu/get_power_limit_constraints", "gpu_power_limit_constraints"),
     _gpu_read("/gpu/get_persistence_mode", "gpu_persistence_mode"),
     _gpu_read("/gpu/stream_power", "gpu_stream", stream=True),
+    _gpu_read("/gpu/get_attributed_energy", "gpu_attributed_energy"),
     _cpu_read("/cpu/get_cumulative_energy", "cpu_energy", Param("cpu", "bool"), Param("dram", "bool")),
     _cpu_read("/cpu/get_power", "cpu_power"),
     _cpu_read("/cpu/stream_power", "cpu_stream", stream=True),

@@ -33,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 import h11
 
 from zeus_core.daemon import tokens
+from zeus_core.daemon.accounting import Accountant
 from zeus_core.daemon.api import BY_PATH, MAX_REQUEST_BYTES, HttpError, Route, aggregate, parse_params, status_of
 from zeus_core.daemon.streams import PowerFeed, Subscriber
 from zeus_core.privileged import ClientSession
@@ -94,6 +95,7 @@ class NodeApi:
         self.gpu_feed = PowerFeed("gpu", self._gpu_samples, cfg.stream_interval_s)
         self.cpu_feed = PowerFeed("cpu", self._cpu_samples, cfg.stream_interval_s)
         self._cpu_last: dict[int, tuple[float, dict[str, Any]]] = {}
+        self.accountant = self._accountant()
 
     # -- the devices --
 
@@ -336,7 +338,26 @@ class NodeApi:
             )
         return out
 
+    def _accountant(self) -> Accountant:
+        """Energy accounting (:mod:`zeus_core.daemon.accounting`) on the GPUs whose service lists their processes."""
+
+        def read(i: int, since: float) -> dict[str, Any]:
+            g = self.gpus[i]
+            return dict(self.call(self.daemon.system_session, f"{g['service']}.read_processes", gpu=g["uuid"], since=since))
+
+        ops = self.daemon.operations
+        return Accountant([i for i, g in self.gpus.items() if f"{g['service']}.read_processes" in ops], read)
+
+    def gpu_attributed_energy(self, session: Connection, params: dict[str, Any], claims: Any) -> Any:
+        ids = self._ids(params, "gpu_ids", self.gpus, "GPU")
+        missing = [i for i in ids if i not in self.accountant.gpus]
+        if missing:
+            g = self.gpus[missing[0]]
+            raise HttpError(400, f"GPU {missing[0]} ({g['service']}) cannot list the processes on it: no energy attribution")
+        return self.accountant.totals(ids)
+
     def close(self) -> None:
+        self.accountant.close()
         self.gpu_feed.close()
         self.cpu_feed.close()
 

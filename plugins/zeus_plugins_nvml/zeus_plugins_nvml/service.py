@@ -24,6 +24,7 @@ import attrs
 from zeus_core.daemon import Refused, operation
 from zeus_core.devicekit import GpuArgs, GpuService, all_or_list, select_gpus
 from zeus_plugins_nvml.control import OWNER, apply, driver_errors, key_for, nvml_module
+from zeus_plugins_nvml.processes import ProcessSampler
 
 
 @attrs.define
@@ -41,6 +42,12 @@ class PowerLimit:
 
 
 @attrs.define
+class ProcessesSince:
+    gpu: str
+    since: float  # Unix seconds
+
+
+@attrs.define
 class ClockRange:
     gpu: str
     min_mhz: int
@@ -55,6 +62,7 @@ class NvmlService(GpuService):
     def start_library(self) -> None:
         self._nvml = nvml = nvml_module()
         self._errors = driver_errors(nvml)
+        self._samplers: dict[str, ProcessSampler] = {}  # per GPU, for read_processes (each keeps its learned idle power)
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as e:
@@ -209,3 +217,28 @@ class NvmlService(GpuService):
         h = self.gpus.handle(args.gpu)
         with self._errors.served("read the persistence mode", f"GPU {args.gpu}"):
             return {"enabled": bool(self._nvml.nvmlDeviceGetPersistenceMode(h))}
+
+    @operation(ProcessesSince, changes=False)
+    def read_processes(self, args: ProcessesSince, client: Any) -> dict[str, Any]:
+        """A GPU's energy counter (mJ) and who ran on it since ``since`` (Unix seconds): its compute
+        processes with their SM weights, for the daemon's energy attribution
+        (:mod:`zeus_core.daemon.accounting`)."""
+        h = self.gpus.handle(args.gpu)
+        nvml = self._nvml
+        sampler = self._samplers.get(args.gpu)
+        if sampler is None:
+            sampler = self._samplers[args.gpu] = ProcessSampler(nvml, [_ServedGpu(args.gpu, h, nvml)])
+        with self._errors.served("read the processes", f"GPU {args.gpu}"):
+            energy = int(nvml.nvmlDeviceGetTotalEnergyConsumption(h))
+            activity = sampler.activity(args.since)[args.gpu]
+        return {"energy_mj": energy, "activity": attrs.asdict(activity)}
+
+
+class _ServedGpu:
+    """A served GPU as :class:`~zeus_plugins_nvml.processes.ProcessSampler` reads one."""
+
+    def __init__(self, uuid: str, handle: Any, nvml: Any) -> None:
+        self.name, self.handle, self._nvml = uuid, handle, nvml
+
+    def read_power(self) -> float:
+        return float(self._nvml.nvmlDeviceGetPowerUsage(self.handle)) / 1000.0
