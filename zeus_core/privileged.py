@@ -119,8 +119,8 @@ def operations_of(cls: Any) -> dict[str, Operation]:
     return out
 
 
-class ClientSession(Protocol):
-    """The client a request came from, as an operation sees it.
+class Connection(Protocol):
+    """The client connection a request came from, as an operation sees it.
 
     ``pid``/``uid``/``gid`` come from the kernel (``SO_PEERCRED``), not from the
     client. ``change`` journals and applies a setting for this client;
@@ -139,6 +139,10 @@ class ClientSession(Protocol):
     def release(self, owner: str, key: str, reset: Callable[[], Any] | None = None) -> str: ...
 
     def holds(self, owner: str, key: str) -> bool: ...
+
+
+#: :class:`Connection`'s earlier name, kept for plugins that import it.
+ClientSession = Connection
 
 
 @attrs.define

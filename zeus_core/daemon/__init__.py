@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
     from zeus_core.daemon.client import CAP_SYS_ADMIN, ENV, DaemonClient, DaemonError, has_capability, socket_path
     from zeus_core.privileged import (
         ClientSession,
+        Connection,
         NoArgs,
         OperationFailed,
         Refused,
@@ -41,6 +42,7 @@ __all__ = [
     "CAP_SYS_ADMIN",
     "ENV",
     "ClientSession",
+    "Connection",
     "DaemonClient",
     "DaemonError",
     "NoArgs",

@@ -1,4 +1,4 @@
-"""The client of ``zeus serve``: a job store at ``http://host:port`` that serves trials.
+"""The client of ``zeus serve``: a job store at ``http://host:port`` that serves tries.
 
 ``job.store = "http://127.0.0.1:8020"`` (or ``https://``) makes the job's store
 the service: :class:`ServiceStore` is a :class:`~zeus_core.backends.JobStore` (reads of
@@ -339,7 +339,7 @@ class ServiceStore:
 
 
 class RemoteTrials:
-    """A job's trials kept by the service (a :class:`~zeus_core.engine.history.HistoryService`); the power policy
+    """A job's tries kept by the service (a :class:`~zeus_core.engine.history.HistoryService`); the power policy
     runs here, and what it learns is merged here onto the committed state (409: merge again)."""
 
     def __init__(self, store: ServiceStore, setup: HistorySetup, power_policy: Any = None) -> None:

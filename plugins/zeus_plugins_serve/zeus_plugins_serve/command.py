@@ -132,7 +132,7 @@ def _bind(host: str, port: int) -> socket.socket:
 @click.option("--access-log", is_flag=True, help="Log every request (as -v does, at any level).")
 @verbosity_options
 def serve_command(store: str, host: str, port: int, token_file: Path | None, max_body: int, lease_s: float, access_log: bool) -> None:
-    """Serve jobs' trials over HTTP: jobs register, ask for their next trial, report results, read their history.
+    """Serve jobs' tries over HTTP: jobs register, ask for their next try, report results, read their history.
 
     Clients: `zeus run` with job.store = "http://HOST:PORT" (and ZEUS_SERVE_TOKEN), or a script's optimizer
     with the same URL. The API (OpenAPI) is at /openapi.json, its pages at /docs.

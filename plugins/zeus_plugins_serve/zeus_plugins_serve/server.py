@@ -186,17 +186,19 @@ class JobEntry:
         self.executor.shutdown(wait=True)
 
 
-class Session:
+class ClientJob:
+    """One client's use of one job: its setup, and the job's history built for it on first use."""
+
     def __init__(self, client: str, job: str, setup: HistorySetup) -> None:
         self.client = client
         self.job = job
         self.setup = setup
-        self.trials: History | None = None
+        self.history: History | None = None
 
-    def trials_for(self, store: Any, registry: Any) -> History:
-        if self.trials is None:
-            self.trials = build_history(self.setup, store, registry)
-        return self.trials
+    def history_for(self, store: Any, registry: Any) -> History:
+        if self.history is None:
+            self.history = build_history(self.setup, store, registry)
+        return self.history
 
 
 class Hub:
@@ -207,7 +209,7 @@ class Hub:
         self.registry = registry if registry is not None else get_registry()
         self.lease_s = lease_s
         self.jobs: OrderedDict[str, JobEntry] = OrderedDict()
-        self.sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
+        self.sessions: OrderedDict[tuple[str, str], ClientJob] = OrderedDict()
         self._guard = threading.Lock()
 
     def location(self, job: str) -> str:
@@ -241,14 +243,14 @@ class Hub:
             with self._guard:
                 entry.busy -= 1
 
-    def session(self, job: str, client: str) -> Session:
+    def session(self, job: str, client: str) -> ClientJob:
         s = self.sessions.get((job, client))
         if s is None:
             raise Problem(404, "unknown session (the service restarted, or forgot it): register again", code="unknown_session")
         self.sessions.move_to_end((job, client))
         return s
 
-    def add_session(self, s: Session) -> None:
+    def add_session(self, s: ClientJob) -> None:
         self.sessions[(s.job, s.client)] = s
         self.sessions.move_to_end((s.job, s.client))
         while len(self.sessions) > MAX_SESSIONS:
@@ -304,27 +306,27 @@ def _replay(logged: Any, op: str, request: str) -> Any:
     return logged["response"]
 
 
-def _step(hub: Hub, session: Session, request: str, op: str, do: Callable[[History, Any], Any]) -> Callable[[JobEntry], Any]:
+def _step(hub: Hub, session: ClientJob, request: str, op: str, do: Callable[[History, Any], Any]) -> Callable[[JobEntry], Any]:
     """A step of ``session``'s job, once: replayed from the store when ``request`` was answered before."""
 
     def fn(entry: JobEntry) -> Any:
         store = entry.open()
-        trials = session.trials_for(store, hub.registry)
+        history = session.history_for(store, hub.registry)
         try:
             with store.transaction() as tx:
                 logged = tx.get(_log_key(session.client))
                 if logged is not None:
-                    trials.fresh = False  # this client's first write is done (its --fresh with it)
+                    history.fresh = False  # this client's first write is done (its --fresh with it)
                     answer = _replay(logged, op, request)
                     if answer is not None:
                         return answer
-                answer = do(trials, tx)
+                answer = do(history, tx)
                 tx.set(_log_key(session.client), {"op": op, "request": request, "response": answer})
                 return answer
         except StalePowerState:
             raise
         except BaseException:
-            session.trials = None  # its policy may hold what was rolled back: build it again
+            session.history = None  # its policy may hold what was rolled back: build it again
             raise
 
     return fn
@@ -418,13 +420,13 @@ def create_app(
             raise _unprocessable(
                 [(("job", "name"), f"the setup is of job {setup.job.name!r}, the path names {job!r}")], prefix=("body", "setup")
             )
-        session = Session(body.client, job, setup)
+        session = ClientJob(body.client, job, setup)
 
         def fn(entry: JobEntry) -> api.SessionOut:
             store = entry.open()
-            trials = session.trials_for(store, hub.registry)  # checks the store learned this job
+            history = session.history_for(store, hub.registry)  # checks the store learned this job
             opened = {} if setup.fresh else store.get(OPEN_KEY) or {}
-            return api.SessionOut(session=body.client, next_recurrence=trials.next_recurrence(), open=opened)
+            return api.SessionOut(session=body.client, next_recurrence=history.next_recurrence(), open=opened)
 
         out = await hub.run(job, fn)
         hub.add_session(session)
@@ -555,7 +557,7 @@ def create_app(
                 tx.set(_log_key(body.client), {"op": "clear", "request": body.request, "response": {"committed": True}})
             for (j, _), s in list(hub.sessions.items()):
                 if j == job:
-                    s.trials = None
+                    s.history = None
             return {"committed": True}
 
         return await hub.run(job, fn)
@@ -631,7 +633,7 @@ def create_app(
         await hub.entry(job_name(job)).lock.release(tx)
         return {"committed": False}
 
-    upstream_bso.add_routes(app, hub, Problem, Session, job_name)  # upstream Zeus's batch-size protocol
+    upstream_bso.add_routes(app, hub, Problem, ClientJob, job_name)  # upstream Zeus's batch-size protocol
     return app
 
 

@@ -142,8 +142,8 @@ class _Trial:
         self.converged: bool | None = None
 
 
-def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any) -> None:  # noqa: N803 - a class
-    """Upstream's routes on ``app``, over ``hub``'s job stores (the service's ``Problem``, ``Session`` and ``job_name``
+def add_routes(app: FastAPI, hub: Any, problem: Any, ClientJob: Any, job_name: Any) -> None:  # noqa: N803 - a class
+    """Upstream's routes on ``app``, over ``hub``'s job stores (the service's ``Problem``, ``ClientJob`` and ``job_name``
     are passed in: this module is the service's, and imports nothing of it)."""
 
     trials: dict[tuple[str, int], _Trial] = {}
@@ -177,11 +177,11 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
                     raise problem(409, f"job {name!r} is registered with another configuration: {known}", code="job_mismatch")
                 if known is None:
                     tx.set(SPEC_KEY, wanted)
-            Session(CLIENT, name, setup).trials_for(store, hub.registry)  # the policy can be built, the store fits
+            ClientJob(CLIENT, name, setup).history_for(store, hub.registry)  # the policy can be built, the store fits
             return wanted
 
         out = await hub.run(name, fn)
-        hub.add_session(Session(CLIENT, name, setup))
+        hub.add_session(ClientJob(CLIENT, name, setup))
         return out
 
     @app.delete("/jobs", tags=["upstream"])
@@ -197,7 +197,7 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
         session = session_of(job_id)
 
         def fn(entry: Any) -> dict:
-            history: History = session.trials_for(entry.open(), hub.registry)
+            history: History = session.history_for(entry.open(), hub.registry)
             with entry.store.transaction() as tx:
                 waiting = open_recurrences.get(job_id)
                 if waiting:
@@ -216,7 +216,7 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
         return await hub.run(job_name(job_id), fn)
 
     def _record(entry: Any, session: Any, job_id: str, trial: _Trial, reached: bool, stopped: str | None) -> None:
-        history: History = session.trials_for(entry.open(), hub.registry)
+        history: History = session.history_for(entry.open(), hub.registry)
         last = trial.last
         epochs, time_s, energy_j = (last.current_epoch, last.time, last.energy) if last else (0, 0.0, 0.0)
         spec = session.setup
@@ -228,7 +228,7 @@ def add_routes(app: FastAPI, hub: Any, problem: Any, Session: Any, job_name: Any
         try:
             history.record(trial.plan, record, recurrence_cost=previous + cost if reached else None)
         except RuntimeError as e:  # the policy cannot learn this try (e.g. pruning goes one batch size at a time)
-            session.trials = None  # it may hold what was rolled back: built again on the next request
+            session.history = None  # it may hold what was rolled back: built again on the next request
             raise problem(
                 409,
                 f"the job's batch-size policy cannot take trial {trial.number}'s result: {e}. While it prunes "
