@@ -41,7 +41,12 @@ PAGES = {
 }
 GENERATED = {"hooks.md": "Hooks", "parts.md": "Parts and capabilities", "api.md": "Public names"}
 #: Pages written by hand in docs/ that the READMEs may link to (``docs/architecture.md``).
-WRITTEN = {"architecture.md": "Architecture", "floors.md": "Dependency floors", "real-hardware.md": "Real hardware"}
+WRITTEN = {
+    "architecture.md": "Architecture",
+    "floors.md": "Dependency floors",
+    "real-hardware.md": "Real hardware",
+    "measurement.md": "How sure a figure is",
+}
 #: The core's modules with no API page: the engine and the CLI sit behind the contract; docgen is a tool.
 NOT_API = ("engine", "cli", "docgen", "__main__")
 #: The contract's modules in reading order; every other public module of the core follows, by name.
@@ -170,6 +175,7 @@ def navigation() -> str:
     nav.append(f"* [{titles['layout.md']}](layout.md)")
     nav.append(f"* [{WRITTEN['floors.md']}](floors.md)")  # docs/floors.md, written by hand
     nav.append(f"* [{WRITTEN['real-hardware.md']}](real-hardware.md)")  # docs/real-hardware.md, written by hand
+    nav.append(f"* [{WRITTEN['measurement.md']}](measurement.md)")  # docs/measurement.md, written by hand
     missing = set(titles) - {p for names in groups.values() for p in names} - {"layout.md"}
     if missing:
         raise SystemExit(f"pages in no navigation group: {sorted(missing)}")

@@ -49,7 +49,11 @@ def test_run_writes_contract_outputs(reg, job):
         "cost",
         "reached",
         "power_limit_w",
+        "energy_method",
+        "energy_error_j",
     ]
+    # how the energy was measured (the toy's counter) and its bound, unknown: the toy does not say how precise it is
+    assert all(x["energy_method"] == "counter" and x["energy_error_j"] == "" for x in rows)
     assert [int(x["recurrence"]) for x in rows] == [1, 2, 3]
     assert all(x["reached"] == "True" and x["batch_size"] == "32" and float(x["power_limit"]) == 200 for x in rows)
     # toy: bs 32 -> 6 epochs; energy = time * min(limit, 250) W
@@ -57,6 +61,7 @@ def test_run_writes_contract_outputs(reg, job):
     assert float(rows[0]["energy_j"]) == pytest.approx(float(rows[0]["time_s"]) * 200)
     assert float(rows[0]["cost"]) == pytest.approx(0.5 * float(rows[0]["energy_j"]) + 0.5 * 300 * float(rows[0]["time_s"]))
     summary = json.loads(Path("out/summary.json").read_text())
+    assert (summary["energy_method"], summary["energy_error_j"]) == ("counter", None)
     assert summary["energy_j"] == pytest.approx(sum(float(x["energy_j"]) for x in rows))
     assert summary["time_s"] == pytest.approx(sum(float(x["time_s"]) for x in rows))
     assert summary["cost"] == pytest.approx(sum(float(x["cost"]) for x in rows))

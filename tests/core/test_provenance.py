@@ -64,6 +64,8 @@ def test_summary_says_what_produced_it_and_columns_say_their_units(tmp_path):
         "cost",
         "reached",
         "power_limit_w",
+        "energy_method",
+        "energy_error_j",
     ]
     assert len(rows) == 2 and all(row["power_limit_w"] == row["power_limit"] and float(row["power_limit_w"]) > 0 for row in rows)
 

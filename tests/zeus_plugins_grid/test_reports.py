@@ -51,7 +51,10 @@ def test_a_constant_intensity_and_price_give_exact_columns_next_to_energy_in_eve
         "carbon_intensity_g_per_kwh",
         "cost_eur",
         "price_eur_per_kwh",
+        "energy_method",
+        "energy_error_j",
     ]
+    assert {r["energy_method"] for r in got} == {"estimate"}  # the trace device's energy is a replayed estimate
     for r in got:
         assert float(r["carbon_g"]) == float(r["energy_j"]) * 437.5 / 3.6e6
         assert float(r["cost_eur"]) == float(r["energy_j"]) * 0.25 / 3.6e6
