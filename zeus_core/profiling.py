@@ -49,6 +49,8 @@ from typing import Generic, NamedTuple, TypeVar
 
 import attrs
 
+from zeus_core.device import PowerReadings, TemperatureReadings
+
 C = TypeVar("C", bound=Hashable)
 
 
@@ -62,6 +64,21 @@ class Reading(NamedTuple):
 #: A probe that reads nothing (a device without power or temperature readings): settles at once.
 def no_probe() -> Reading:
     return Reading(None, None)
+
+
+def device_probe(devices: object) -> Callable[[], Reading]:
+    """A probe over a device group: its power (summed, :class:`~zeus_core.device.PowerReadings`) and its
+    hottest temperature (:class:`~zeus_core.device.TemperatureReadings`), each None where the group has no
+    such reading (a group with neither settles at once)."""
+    power = devices.read_power if isinstance(devices, PowerReadings) else None
+    temps = devices.read_temperatures if isinstance(devices, TemperatureReadings) else None
+
+    def probe() -> Reading:
+        p = power() if power is not None else {}
+        t = temps() if temps is not None else {}
+        return Reading(sum(p.values()) if p else None, max(t.values()) if t else None)
+
+    return probe
 
 
 def _positive(_: object, attribute: attrs.Attribute, value: float) -> None:
@@ -355,6 +372,7 @@ __all__ = [
     "TrialSample",
     "confidence_interval",
     "cool_down",
+    "device_probe",
     "no_probe",
     "trial_order",
     "warm_up",

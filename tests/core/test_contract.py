@@ -76,6 +76,7 @@ PLUGIN_SURFACE = (
     "zeus_core.comparison",
     "zeus_core.grid",
     "zeus_core.plots",
+    "zeus_core.profiling",
     # device plugins (their drivers, simulated drivers and privileged services)
     "zeus_core.devicekit",
     "zeus_core.devicekit.simulated",

@@ -30,6 +30,13 @@ the highest (upstream Zeus's optimum selectors); a Python callable in
 does not drive (``zeus_core.PowerLimitOptimizer``) the epoch's length may be
 unknown: windows then follow each other from ``wait_iters`` on, and one the
 epoch end cuts is measured again in the next epoch.
+
+With ``thermally_stable`` the warm-up of each limit lasts until the devices'
+power and temperature have settled (:mod:`zeus_core.profiling`, read once per
+iteration), so a limit measured after a hotter one is not charged for its heat
+and the first is not measured cold; the windows after it move later by as many
+iterations (one the epoch end then cuts is measured next epoch, as above).
+Where readings do not change, the warm-up is ``warmup_iters`` as without it.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from typing import Any
 import attrs
 
 from zeus_core import JobSummary, Measurement, PowerLimitControl, Session, SupportedPowerLimits, zeus_cost
+from zeus_core.profiling import Reading, Settler, Settling, device_probe
 from zeus_plugins_mab.options import JitOptions
 
 WINDOW = "jit-power-limit"
@@ -86,6 +94,8 @@ class _Profile:
     slots: list[_Slot] = attrs.field(factory=list)
     open: _Slot | None = None
     profiled_epochs: int = 0
+    settler: Settler | None = None  # with thermally_stable: the warm-up in progress
+    probe: Callable[[], Reading] | None = None
 
     @property
     def remaining(self) -> list[float]:
@@ -181,11 +191,33 @@ class JitPowerPolicy:
         for slot in run.slots:
             if iteration == slot.start:
                 power_control(session).set_power_limit(slot.limit)
+                if self.options.thermally_stable:
+                    run.settler = self._settler()
+            if self.options.thermally_stable and slot.start <= iteration <= slot.begin and not self._settled(session, run, slot, iteration):
+                break  # the warm-up goes on: this slot and those after it move one iteration later
             if iteration == slot.begin:
                 session.monitor.begin_window(WINDOW)
                 run.open = slot
         if run.open is None and not run.remaining:
             self._decide(session)
+
+    def _settler(self) -> Settler:
+        o = self.options
+        return Settler(Settling(readings=o.settle_readings, temperature_c=o.settle_temperature_c, power_rel=o.settle_power_rel))
+
+    def _settled(self, session: Session, run: _Profile, slot: _Slot, iteration: int) -> bool:
+        """A reading of the warm-up of ``slot``; at its last iteration, whether it may end (else it grows by one)."""
+        if run.settler is None:
+            run.settler = self._settler()
+        if run.probe is None:
+            run.probe = device_probe(session.devices)
+        settled = run.settler.add(run.probe())
+        if iteration < slot.begin or settled or slot.warmup >= self.options.max_warmup_iters:
+            return True
+        slot.warmup += 1
+        for later in run.slots[run.slots.index(slot) + 1 :]:
+            later.start += 1
+        return False
 
     def _close(self, session: Session) -> None:
         run = self._run

@@ -111,6 +111,13 @@ class JitOptions:
     which profiled limit to hold: ``cost`` (the job's cost metric), ``energy``,
     ``time`` (the lowest per iteration), or ``max-slowdown`` (the lowest limit
     whose time per iteration is within ``max_slowdown`` x the highest limit's).
+    ``thermally_stable``: each limit's warm-up goes on past ``warmup_iters`` until
+    the GPUs' power and temperature have settled (:class:`zeus_core.profiling.Settling`:
+    the last ``settle_readings`` readings, one per iteration, within
+    ``settle_temperature_c`` degrees and ``settle_power_rel`` of their mean), for at
+    most ``max_warmup_iters``, so no limit is measured colder than it runs; off by
+    default (today's profiles, and where power and temperature are constant it adds
+    no iteration).
     """
 
     step_w: float = attrs.field(default=25.0, validator=at_least(1.0))
@@ -123,6 +130,11 @@ class JitOptions:
     wait_iters: int = attrs.field(default=0, validator=at_least(0))
     select: str = attrs.field(default="cost", validator=one_of(*SELECTS))
     max_slowdown: float = attrs.field(default=1.1, validator=at_least(1.0))
+    thermally_stable: bool = False
+    max_warmup_iters: int = attrs.field(default=1000, validator=at_least(1))
+    settle_readings: int = attrs.field(default=5, validator=at_least(2))
+    settle_temperature_c: float = attrs.field(default=1.0, validator=at_least(0.01))
+    settle_power_rel: float = attrs.field(default=0.05, validator=at_least(0.0001))
 
 
 @attrs.define
