@@ -218,6 +218,21 @@ def attribute_all(energy: Mapping[str, float], elapsed_s: float, activity: Mappi
     return {name: attribute(energy[name], elapsed_s, act) for name, act in activity.items() if name in energy}
 
 
+def charged_to(windows: Iterable[Mapping[str, Attribution]], pids: Iterable[int]) -> dict[str, Any] | None:
+    """What processes ``pids`` were charged over ``windows`` (each window's attributions by device):
+    ``{"energy_j", "basis"}`` (the windows' bases joined by ``+``, ``whole-gpu`` for that scope); None
+    where no window listed any of them (a driver that lists no process, a process it does not see)."""
+    wanted = set(pids)
+    total, bases, seen = 0.0, set(), False
+    for window in windows:
+        for att in window.values():
+            if any(p.pid in wanted for p in att.processes):
+                seen = True
+                total += att.charged_j(wanted)
+                bases.add("whole-gpu" if att.whole_gpu else att.basis)
+    return {"energy_j": total, "basis": "+".join(sorted(bases))} if seen else None
+
+
 def describe_process(pid: int, proc: str = "/proc") -> tuple[str, str]:
     """(user name, command line) of ``pid`` from ``/proc``; ``""`` for what cannot be read (a
     process gone, another PID namespace, a ``/proc`` mounted with ``hidepid``)."""
@@ -250,5 +265,6 @@ __all__ = [
     "ProcessEnergy",
     "attribute",
     "attribute_all",
+    "charged_to",
     "describe_process",
 ]

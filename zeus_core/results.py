@@ -31,6 +31,14 @@ GRID_KEY = "grid"
 #: The key of ``TryRecord.extra`` under which the core keeps the scheduler's context of a try
 #: (:func:`zeus_core.scheduler.context`: Slurm job, Kubernetes pod, torchrun rank).
 SCHEDULER_KEY = "scheduler"
+#: The columns that follow :data:`ENERGY_COLUMNS` in ``recurrences.csv`` (and keys in ``summary.json``)
+#: where a try's own process was seen on its GPUs: the energy charged to it by energy attribution (an
+#: estimate: :mod:`zeus_core.attribution`; it ran beside other processes) and how the shares were made
+#: (``sm``, ``equal``, ``whole-gpu``, joined by ``+``). Absent where no try's process was seen (a
+#: driver that lists no process: the file is as before).
+ATTRIBUTION_COLUMNS = ("energy_attributed_j", "energy_attribution")
+#: The key of ``TryRecord.extra`` under which the core keeps a try's ``energy_j`` and ``basis`` charged by attribution.
+ATTRIBUTION_KEY = "attribution"
 
 
 def try_columns(records: list[TryRecord]) -> list[str]:
@@ -43,7 +51,8 @@ def try_columns(records: list[TryRecord]) -> list[str]:
     for r in records:
         extra.update(dict.fromkeys(r.grid))
         context.update(r.scheduler)
-    return [*TRY_COLUMNS, *extra, *ordered(context), *ENERGY_COLUMNS]
+    attributed = [*ATTRIBUTION_COLUMNS] if any(r.attributed is not None for r in records) else []
+    return [*TRY_COLUMNS, *extra, *ordered(context), *ENERGY_COLUMNS, *attributed]
 
 
 @attrs.define
@@ -103,6 +112,13 @@ class TryRecord:
         value = got.get("error_j") if isinstance(got, dict) else None
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
+    @property
+    def attributed(self) -> dict[str, Any] | None:
+        """The energy charged to the try's own process by attribution (``energy_j``, ``basis``:
+        :data:`ATTRIBUTION_COLUMNS`); None where its process was not seen on its GPUs."""
+        got = self.extra.get(ATTRIBUTION_KEY)
+        return dict(got) if isinstance(got, dict) and isinstance(got.get("energy_j"), (int, float)) else None
+
     def row(self) -> dict[str, Any]:
         """The ``recurrences.csv`` row of this try (its grid columns after the others, then its scheduler's,
         then how its energy was measured and its bound)."""
@@ -122,7 +138,11 @@ class TryRecord:
             **self.scheduler,
             "energy_method": self.energy_method,
             "energy_error_j": "" if self.energy_error_j is None else self.energy_error_j,
-        }
+        } | self._attributed_cells()
+
+    def _attributed_cells(self) -> dict[str, Any]:
+        got = self.attributed
+        return {} if got is None else {"energy_attributed_j": got["energy_j"], "energy_attribution": got.get("basis", "")}
 
 
 @attrs.define
@@ -216,6 +236,10 @@ class JobSummary:
             out["scheduler"] = contexts
         out.update(self.extra)
         out["energy_method"], out["energy_error_j"] = self.energy_accuracy()
+        charged = [r.attributed for r in self.records if r.attributed is not None]
+        if charged:  # an estimate: the tries' own processes' share of GPUs they shared (ATTRIBUTION_COLUMNS)
+            out["energy_attributed_j"] = float(sum(c["energy_j"] for c in charged))
+            out["energy_attribution"] = "+".join(sorted({b for c in charged for b in str(c.get("basis", "")).split("+") if b}))
         return out
 
     def energy_accuracy(self) -> tuple[str, float | None]:
@@ -227,4 +251,16 @@ class JobSummary:
         return energy_method(r.energy_method for r in self.records), total
 
 
-__all__ = ["TryRecord", "JobSummary", "ThisRun", "TRY_COLUMNS", "ENERGY_COLUMNS", "ENERGY_KEY", "try_columns", "GRID_KEY", "SCHEDULER_KEY"]
+__all__ = [
+    "TryRecord",
+    "JobSummary",
+    "ThisRun",
+    "TRY_COLUMNS",
+    "ENERGY_COLUMNS",
+    "ENERGY_KEY",
+    "try_columns",
+    "GRID_KEY",
+    "SCHEDULER_KEY",
+    "ATTRIBUTION_COLUMNS",
+    "ATTRIBUTION_KEY",
+]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from zeus_core.attribution import DeviceActivity, ProcessActivity, attribute, attribute_all, describe_process
+from zeus_core.attribution import DeviceActivity, ProcessActivity, attribute, attribute_all, charged_to, describe_process
 
 
 def _sums_to_total(a):
@@ -94,3 +97,39 @@ def test_describe_process_reads_a_real_processs_user_and_command():
         child.kill()
         child.wait()
     assert describe_process(child.pid) == ("", "")  # gone: nothing to say
+
+
+def test_charged_to_sums_what_some_processes_were_charged_over_windows_and_is_none_where_unseen():
+    w1 = {"gpu0": attribute(100.0, 1.0, DeviceActivity((ProcessActivity(5, sm=30.0), ProcessActivity(6, sm=10.0))))}
+    w2 = {"gpu0": attribute(40.0, 1.0, DeviceActivity((ProcessActivity(5), ProcessActivity(6)), scope="whole-gpu"))}
+    got = charged_to([w1, w2], [5])
+    assert got == {"energy_j": pytest.approx(75.0 + 20.0), "basis": "sm+whole-gpu"}
+    assert charged_to([w1, w2], [99]) is None and charged_to([], [5]) is None
+
+
+def test_a_try_records_its_own_processs_share_after_every_other_column(toy_plugin, tmp_path, monkeypatch):
+    """The runner charges each try its own process's share (3 of 4 here: this process at 30 % SM beside
+    another at 10 %), in recurrences.csv's last columns and summary.json; without any process seen the
+    file is as before (tests/core/test_scheduler_context.py checks that)."""
+    from zeus_test_helpers import TOY_JOB, run_cli, toy_registry, write_job
+
+    from zeus_core.results import ATTRIBUTION_COLUMNS, ENERGY_COLUMNS, TRY_COLUMNS
+
+    class SharedToyDevice(toy_plugin.ToyDevice):  # a class of its own: isinstance caches a protocol's answer per class
+        def read_process_activity(self, since):
+            procs = (ProcessActivity(os.getpid(), sm=30.0, command="zeus run"), ProcessActivity(1, sm=10.0))
+            return {"toy0": DeviceActivity(procs, idle_w=None)}
+
+    monkeypatch.setattr(toy_plugin, "ToyDevice", SharedToyDevice)  # what its registration hook registers as "toy"
+    job = write_job(tmp_path / "job.toml", TOY_JOB)
+    r = run_cli(toy_registry(toy_plugin), "run", str(job), "--output", "out")
+    assert r.exit_code == 0, r.output
+    with open("out/recurrences.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == [*TRY_COLUMNS, *ENERGY_COLUMNS, *ATTRIBUTION_COLUMNS]
+    for row in rows:
+        assert float(row["energy_attributed_j"]) == pytest.approx(0.75 * float(row["energy_j"]), rel=1e-6)
+        assert row["energy_attribution"] == "sm"
+    summary = json.loads(Path("out/summary.json").read_text())
+    assert summary["energy_attributed_j"] == pytest.approx(sum(float(r["energy_attributed_j"]) for r in rows))
+    assert summary["energy_attribution"] == "sm"

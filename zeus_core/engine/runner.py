@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
 
+from zeus_core.attribution import charged_to
 from zeus_core.backends import JobStore, ProcessGroup
 from zeus_core.contexts import BuildContext
 from zeus_core.engine.assembly import Assembly
@@ -45,7 +47,7 @@ from zeus_core.grid import job_totals, record_currency
 from zeus_core.job import BUILD_ORDER, PLAN_ORDER, JobSpec
 from zeus_core.measurement import Measurement, energy_method
 from zeus_core.parts import Summarizes
-from zeus_core.results import ENERGY_KEY, GRID_KEY, SCHEDULER_KEY, JobSummary, ThisRun, TryRecord
+from zeus_core.results import ATTRIBUTION_KEY, ENERGY_KEY, GRID_KEY, SCHEDULER_KEY, JobSummary, ThisRun, TryRecord
 from zeus_core.scheduler import context as scheduler_context
 from zeus_core.windows import Monitor
 
@@ -303,6 +305,10 @@ class Runner:
         context = scheduler_context()  # the Slurm job, pod or rank the try ran in
         if context:
             record.extra[SCHEDULER_KEY] = context
+        # this process's share of the GPUs it shared, where the driver listed it (epochs: shorter windows, finer shares)
+        charged = charged_to([m.attribution for m in (session.epoch_measurements or [whole])], [os.getpid()])
+        if charged is not None:
+            record.extra[ATTRIBUTION_KEY] = charged
         log.debug(
             "recurrence %d, try %d: batch size %d at %s W, %d epoch(s), %.6g s, %.6g J, cost %.6g, %s",
             rec,
