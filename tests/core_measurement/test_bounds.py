@@ -115,3 +115,14 @@ def test_recurrences_csv_and_summary_json_append_method_and_bound_after_everythi
     older = [*records, _record(3, None)]
     assert older[2].row()["energy_method"] == "" and older[2].row()["energy_error_j"] == ""
     assert JobSummary("j", 1, 3, 3000.0, 30.0, 3.0, {}, records=older).to_json()["energy_error_j"] is None
+
+
+def test_update_period_from_the_changes_seen():
+    """The core's inference (the nvml device's at open, and zeus-compat's upstream ``infer_counter_update_period``)."""
+    from zeus_core.devicekit import update_period
+
+    changes = [0.0, 0.1, 0.25, 0.35]
+    assert update_period(changes, 0.01) == pytest.approx(0.16)  # the longest interval and a step: an upper bound
+    assert update_period(changes, shortest=True) == pytest.approx(0.1)  # upstream's choice
+    assert update_period([0.0, 0.1], 0.01) is None and update_period([0.0, 0.1], shortest=True) == pytest.approx(0.1)
+    assert update_period([0.0], shortest=True) is None

@@ -72,6 +72,20 @@ def test_wraparound_mid_window(powercap):
     dev.close()
 
 
+def test_each_window_says_its_scope_and_bound(powercap):
+    """Issue 37: a package's and its DRAM's energy each with their scope and a +/- bound of one
+    millisecond update at the package's limit, plus a microjoule."""
+    dev = RaplCpus(RaplOptions(powercap_root=str(powercap), packages=[0]))
+    mon = Monitor(dev, sync="none", target_error=None)
+    mon.begin_window("w")
+    set_uj(powercap, "intel-rapl:0", 3_000_000)
+    m = mon.end_window("w")
+    dev.close()
+    assert m.scopes == {"cpu0-package": "cpu_package", "cpu0-dram": "dram"}
+    assert m.errors == pytest.approx({"cpu0-package": 165.0 * 0.001 + 1e-6, "cpu0-dram": 165.0 * 0.001 + 1e-6})
+    assert m.method == "counter"
+
+
 def test_many_wraps_in_a_long_window_are_all_counted(powercap):
     rng = 10_000_000  # a 10 J counter wraps every 10 ms at 1000 W
     zone(powercap / "intel-rapl:3", "package-2", 9_000_000, rng=rng, limit_uw=100_000_000)

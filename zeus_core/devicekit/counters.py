@@ -247,12 +247,16 @@ def check_counters(
     return {name: why for name, why in verdicts.items() if why is not None}
 
 
-def update_period(changes: Sequence[float], step_s: float = 0.0) -> float | None:
+def update_period(changes: Sequence[float], step_s: float = 0.0, *, shortest: bool = False) -> float | None:
     """A counter's update period from the times it was seen to change (read every ``step_s``):
     the longest interval between two changes plus one step, an upper bound on the period (a
     change is seen up to a step late, and a counter that moves in coarse steps looks as slow as
-    its steps); None from fewer than three changes (two intervals)."""
+    its steps); None from fewer than three changes (two intervals). With ``shortest``, the
+    shortest interval instead, from two changes on: what upstream's ``infer_counter_update_period``
+    takes, to poll each update at least once (zeus-compat's uses this)."""
     intervals = [b - a for a, b in zip(changes, changes[1:])]
+    if shortest:
+        return min(intervals) if intervals else None
     return max(intervals) + step_s if len(intervals) >= 2 else None
 
 

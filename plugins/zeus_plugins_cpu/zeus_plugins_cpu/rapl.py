@@ -34,6 +34,7 @@ import attrs
 
 from zeus_core import DeviceError
 from zeus_core.daemon import DaemonClient, socket_path
+from zeus_core.device import Precision
 from zeus_core.devicekit import Sampler, WrappingCounter, watch_period
 from zeus_core.errors import DeviceAbsent
 from zeus_plugins_cpu.options import RaplOptions
@@ -173,6 +174,10 @@ def _package_limit_w(zone: Path) -> float | None:
     return None
 
 
+#: RAPL's energy counters update about every millisecond (Intel SDM, vol. 3B, 15.10.3)
+RAPL_UPDATE_PERIOD_S = 0.001
+
+
 class RaplCpus:
     """The ``rapl`` device group: ``cpu<K>-package`` and ``cpu<K>-dram`` energy counters."""
 
@@ -204,6 +209,20 @@ class RaplCpus:
         self.names = [c.name for c in self.counters]
         self.energy_sources = {n: "counter" for n in self.names}
         self.max_power_w = self._max_power(options.max_power_w, [zones[p]["package"] for p in wanted])
+        # How sure a window is (issue 37; zeus_core.device.Precision): a counter that updates about every
+        # millisecond (Intel SDM, MSR_PKG_ENERGY_STATUS) in microjoules; a package draws at most its limit, and
+        # its DRAM no more than that
+        per_package = self.max_power_w / len(wanted)
+        self.energy_precision = {
+            c.name: Precision(
+                "counter",
+                "dram" if c.name.endswith("-dram") else "cpu_package",
+                per_package,
+                period_s=RAPL_UPDATE_PERIOD_S,
+                resolution_j=c.joules_per_count,
+            )
+            for c in self.counters
+        }
         self.device_models = dict.fromkeys(self.names, model) if (model := cpu_model()) else {}
         self.wrap_check_s = options.wrap_check_s or watch_period(self.counters)
         self._sampler = Sampler(self.wrap_check_s, self.poll, "zeus-rapl-wrap-watch")

@@ -30,6 +30,7 @@ from zeus.device.gpu.common import (
     translate,
 )
 from zeus.utils.multiprocessing import warn_if_global_in_subprocess
+from zeus_core.devicekit import update_period
 from zeus_core.engine import DeviceOpenError
 from zeus_core.errors import DeviceError
 from zeus_core.inloop import timeline as _core
@@ -94,8 +95,8 @@ def _infer_counter_update_period_single(gpu_index: int) -> float:
         if mw != last:
             changes.append(t)
             last = mw
-    intervals = [b - a for a, b in zip(changes, changes[1:])]
-    return min(intervals) if intervals else 0.1
+    period = update_period(changes, shortest=True)  # the core's inference, upstream's choice of interval
+    return 0.1 if period is None else period
 
 
 def infer_counter_update_period(gpu_indicies: list[int]) -> float:
