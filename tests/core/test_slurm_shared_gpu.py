@@ -43,7 +43,7 @@ def task():
     started = []
 
     def start(job: str) -> int:
-        env = {**os.environ, "SLURM_JOB_ID": job}
+        env = {**os.environ, "SLURM_JOB_ID": job, "POD_NAME": f"pod-{job}", "POD_NAMESPACE": "research"}
         code = "import time; print('ready', flush=True); time.sleep(60)"
         p = subprocess.Popen([sys.executable, "-c", code, f"task-of-{job}"], env=env, stdout=subprocess.PIPE, text=True)
         started.append(p)
@@ -104,6 +104,7 @@ def test_two_jobs_sharing_a_gpu_are_each_charged_their_share_and_a_lone_job_its_
     by_pid = {p["pid"]: p for p in got["processes"]}
     assert (by_pid[a]["slurm_job_id"], by_pid[b]["slurm_job_id"]) == ("301", "302")
     assert "task-of-301" in by_pid[a]["command"] and by_pid[a]["user"]
+    assert by_pid[b]["scheduler"]["slurm_job_id"] == "302" and by_pid[b]["scheduler"]["k8s_pod"] == "pod-302"
     assert got["total_j"] == pytest.approx(got["idle_j"] + got["active_j"])
     assert got["jobs"]["301"] == pytest.approx(3 * got["jobs"]["302"], rel=1e-6)
     # the jobs' processes end; their samples were charged as they ran

@@ -9,16 +9,17 @@ since the last time) every :data:`INTERVAL_S`, and once more before each answer,
 energy drawn since by :func:`zeus_core.attribution.attribute` (idle and active, the active part
 by SM share; every figure an estimate; a reading without samples, closer to the last than the
 driver's sampling period, keeps the last samples' shares) and adds each process's part to its running total and to
-its Slurm job's. A process's job is read once, while it runs, from ``/proc/<pid>/environ``
-(``SLURM_JOB_ID``) or its cgroup (``.../job_<id>/...``, Slurm's cgroup plugin); the daemon runs
-as root, so it may read them.
+its Slurm job's. A process's scheduler context (:func:`zeus_core.scheduler.context`: Slurm job,
+Kubernetes pod and namespace where the pod spec gives them, torchrun rank) is read once, while it
+runs, from ``/proc/<pid>/environ``, its Slurm job from its cgroup (``.../job_<id>/...``, Slurm's
+cgroup plugin) where the environment does not say; the daemon runs as root, so it may read them.
 
 ``GET /gpu/get_attributed_energy`` (``gpu_ids`` optional; an addition to upstream's API) answers
 each GPU's totals since the accountant started: ``total_j``, ``idle_j``, ``active_j``,
 ``unattributed_j`` (energy drawn while no process held the GPU), ``processes_j`` (charged to
 processes), ``bases`` and ``scopes`` (how the shares were made: :data:`zeus_core.attribution.BASES`,
 :data:`~zeus_core.attribution.SCOPES`), ``processes`` (``pid``, ``user``, ``command``,
-``slurm_job_id``, ``energy_j``), ``jobs`` (``{job id: J}``) and ``estimate: true``. The totals start
+``slurm_job_id``, ``scheduler``: its whole context, ``energy_j``), ``jobs`` (``{job id: J}``) and ``estimate: true``. The totals start
 when the daemon does: a job that began before it is charged from then on.
 """
 
@@ -29,11 +30,13 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
 
 from zeus_core.attribution import DeviceActivity, ProcessActivity, attribute
+from zeus_core.scheduler import context
 
 log = logging.getLogger("zeus.daemon")
 
@@ -44,24 +47,34 @@ MAX_PROCESSES = 4096
 _CGROUP_JOB = re.compile(r"/job_(\d+)(?:/|$)")
 
 
-def slurm_job_of(pid: int, proc: str = "/proc") -> str:
-    """The Slurm job a process runs in (``""`` where none or unreadable): its cgroup's ``job_<id>``,
-    else ``SLURM_JOB_ID`` in its environment."""
-    try:
-        with open(f"{proc}/{pid}/cgroup") as f:
-            m = _CGROUP_JOB.search(f.read())
-        if m:
-            return m.group(1)
-    except OSError:
-        pass
+def scheduler_of(pid: int, proc: str = "/proc") -> dict[str, str]:
+    """The scheduler's context of a process (:func:`zeus_core.scheduler.context` of its environment:
+    Slurm job, Kubernetes pod, torchrun rank; ``{}`` where none or unreadable), its Slurm job from its
+    cgroup (``.../job_<id>/...``) where its environment does not say."""
+    env: dict[str, str] = {}
     try:
         with open(f"{proc}/{pid}/environ", "rb") as fb:
             for entry in fb.read(1 << 20).split(b"\0"):
-                if entry.startswith(b"SLURM_JOB_ID="):
-                    return entry.split(b"=", 1)[1].decode(errors="replace").strip()
+                key, sep, value = entry.decode(errors="replace").partition("=")
+                if sep:
+                    env[key] = value
     except OSError:
         pass
-    return ""
+    if not env.get("SLURM_JOB_ID"):
+        try:
+            with open(f"{proc}/{pid}/cgroup") as f:
+                m = _CGROUP_JOB.search(f.read())
+            if m:
+                env["SLURM_JOB_ID"] = m.group(1)
+        except OSError:
+            pass
+    # the pod's own service account is not the daemon's: no namespace file is read for it
+    return context(env, service_account=Path("/nonexistent")) if env else {}
+
+
+def slurm_job_of(pid: int, proc: str = "/proc") -> str:
+    """The Slurm job a process runs in (``""`` where none or unreadable)."""
+    return scheduler_of(pid, proc).get("slurm_job_id", "")
 
 
 class _Gpu:
@@ -100,7 +113,7 @@ class Accountant:
         self._gpus = {i: _Gpu() for i in gpus}
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._jobs_of: dict[int, str] = {}
+        self._context_of: dict[int, dict[str, str]] = {}
         self.interval_s = interval_s
         self._thread: threading.Thread | None = None
         if gpus:
@@ -159,18 +172,25 @@ class Accountant:
         g.bases.add(att.basis)
         g.scopes.add(att.scope)
         for p in att.processes:
-            job = self._jobs_of.get(p.pid)
-            if job is None:
-                job = self._jobs_of[p.pid] = slurm_job_of(p.pid)
-            seen = g.processes.pop(p.pid, None) or {"user": p.user, "command": p.command, "slurm_job_id": job, "energy_j": 0.0}
+            ctx = self._context_of.get(p.pid)
+            if ctx is None:
+                ctx = self._context_of[p.pid] = scheduler_of(p.pid)
+            job = ctx.get("slurm_job_id", "")
+            seen = g.processes.pop(p.pid, None) or {
+                "user": p.user,
+                "command": p.command,
+                "slurm_job_id": job,
+                "scheduler": ctx,
+                "energy_j": 0.0,
+            }
             seen["energy_j"] += p.energy_j
             g.processes[p.pid] = seen  # the most recently charged last: the oldest are dropped first
             if job:
                 g.jobs[job] = g.jobs.get(job, 0.0) + p.energy_j
         while len(g.processes) > MAX_PROCESSES:
             g.processes.pop(next(iter(g.processes)))
-        if len(self._jobs_of) > 4 * MAX_PROCESSES:
-            self._jobs_of.clear()
+        if len(self._context_of) > 4 * MAX_PROCESSES:
+            self._context_of.clear()
 
     def totals(self, ids: list[int]) -> dict[str, Any]:
         """The totals of GPUs ``ids`` (brought up to date first), as the route answers them."""
@@ -184,4 +204,4 @@ class Accountant:
             self._thread.join(timeout=5)
 
 
-__all__ = ["INTERVAL_S", "Accountant", "slurm_job_of"]
+__all__ = ["INTERVAL_S", "Accountant", "scheduler_of", "slurm_job_of"]
