@@ -10,6 +10,7 @@ dashboard in ``contrib/`` may use only series and labels the exporter emits.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -179,6 +180,14 @@ def test_a_running_job_serves_dcgm_exporter_names_types_units_and_labels(tmp_pat
         assert scraped["before"][i] - 1 <= values["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] <= scraped["after"][i] + 1
     # both: the project's own series are served too, unchanged
     assert families["zeus_device_energy_joules"].type == "counter"
+    # issue 37: on NVIDIA GPUs counted by their counters, every energy figure says so and carries a finite bound
+    with open(tmp_path / "out" / "recurrences.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(r["energy_method"] == "counter" and float(r["energy_error_j"]) > 0 for r in rows)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["energy_method"] == "counter"
+    assert summary["energy_error_j"] == pytest.approx(sum(float(r["energy_error_j"]) for r in rows))
+    assert families["zeus_device_energy_error_joules"].type == "gauge"  # set as each try's window ends (scraped here mid-try)
 
 
 def _energy(text: str) -> dict[str, float]:
