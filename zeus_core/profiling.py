@@ -49,7 +49,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 import attrs
 
-from zeus_core.device import PowerReadings, TemperatureReadings
+from zeus_core.device import EnergyPrecision, PowerReadings, TemperatureReadings
 
 C = TypeVar("C", bound=Hashable)
 
@@ -79,6 +79,24 @@ def device_probe(devices: object) -> Callable[[], Reading]:
         return Reading(sum(p.values()) if p else None, max(t.values()) if t else None)
 
     return probe
+
+
+def bound_window(devices: object, target_error: float) -> Callable[[Sample], float]:
+    """The shortest window whose energy is known to ``target_error`` (a fraction) on ``devices``, at the
+    draw a first run measured: the longest of the devices' own (:meth:`~zeus_core.device.Precision.min_window_s`,
+    each device taken to draw an equal share); 0 for a group that says nothing of its precision, inf where
+    no window length meets it."""
+    if not target_error > 0:
+        raise ValueError(f"target_error must be a positive fraction (0.01 for 1 %), got {target_error!r}")
+    precision = list(devices.energy_precision.values()) if isinstance(devices, EnergyPrecision) else []
+
+    def need(first: Sample) -> float:
+        if not precision or not first.time_s > 0:
+            return 0.0
+        share = first.energy_j / first.time_s / len(precision)
+        return max(p.min_window_s(target_error, share) for p in precision)
+
+    return need
 
 
 def _positive(_: object, attribute: attrs.Attribute, value: float) -> None:
@@ -247,7 +265,12 @@ def confidence_interval(values: Sequence[float], confidence: float = 0.95) -> In
     mean = statistics.fmean(xs)
     if len(xs) == 1:
         return Interval(mean, -math.inf, math.inf, 1)
-    from scipy import stats  # only where intervals are taken: importing scipy takes a while
+    try:
+        from scipy import stats  # only where intervals are taken: importing scipy takes a while
+    except ImportError:
+        raise ModuleNotFoundError(
+            "confidence intervals need scipy: pip install 'zeus-core[profile]' (or scipy), or run one trial"
+        ) from None
 
     sem = statistics.stdev(xs) / math.sqrt(len(xs))
     half = float(stats.t.ppf((1 + confidence) / 2, len(xs) - 1)) * sem
@@ -319,10 +342,13 @@ class ThermalProfiler:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], object] = time.sleep,
         on_trial: Callable[[TrialSample], object] | None = None,
+        window_need: Callable[[Sample], float] | None = None,
     ) -> list[ConfigResult[C]]:
         """Every trial of ``configs``: ``prepare(c)`` applies a configuration (sets a limit), ``work(c)``
         runs its work unmeasured (the warm-up; None: ``measure`` is run and its result dropped),
-        ``measure(c)`` runs it once in a measured window. Results in the order of ``configs``."""
+        ``measure(c)`` runs it once in a measured window. ``window_need``: the window a bound asks
+        for, from the first run's time and energy (:func:`bound_window`); a window is the longer of
+        it and ``min_window_s`` (capped by ``max_runs``). Results in the order of ``configs``."""
         configs = list(configs)
         baseline = probe().temperature_c if self.cooldown is not None else None
         samples: dict[C, list[TrialSample]] = {c: [] for c in configs}
@@ -334,7 +360,7 @@ class ThermalProfiler:
             settled, warm = True, 0
             if self.settling is not None:
                 settled, warm = warm_up(functools.partial(work or measure, config), probe, self.settling, clock, sleep)
-            sample = self._window(config, measure, clock)
+            sample = self._window(config, measure, window_need)
             got = TrialSample(config, k, sample[0].time_s, sample[0].energy_j, sample[1], settled, cooled, warm, probe().temperature_c)
             samples[config].append(got)
             if on_trial is not None:
@@ -349,14 +375,17 @@ class ThermalProfiler:
             for c in configs
         ]
 
-    def _window(self, config: C, measure: Callable[[C], Sample], clock: Callable[[], float]) -> tuple[Sample, int]:
-        """Runs of ``measure`` until their times add up to ``min_window_s``: the mean per run, and how many."""
+    def _window(self, config: C, measure: Callable[[C], Sample], need: Callable[[Sample], float] | None) -> tuple[Sample, int]:
+        """Runs of ``measure`` until their times add up to the window asked: the mean per run, and how many."""
         t = e = 0.0
         runs = 0
+        length = self.min_window_s
         while True:
             got = measure(config)
             t, e, runs = t + got.time_s, e + got.energy_j, runs + 1
-            if t >= self.min_window_s or runs >= self.max_runs:
+            if runs == 1 and need is not None:
+                length = max(length, need(got))
+            if t >= length or runs >= self.max_runs:
                 return Sample(t / runs, e / runs), runs
 
 
@@ -370,6 +399,7 @@ __all__ = [
     "Settling",
     "ThermalProfiler",
     "TrialSample",
+    "bound_window",
     "confidence_interval",
     "cool_down",
     "device_probe",

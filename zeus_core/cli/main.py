@@ -95,6 +95,7 @@ LAZY_COMMANDS = {
     "store": "zeus_core.cli.store:store_group",
     "daemon": "zeus_core.cli.daemon:daemon_command",
     "slurm": "zeus_core.cli.slurm:slurm_group",
+    "profile": "zeus_core.cli.profile:profile_command",
 }
 #: Registries whose plugins have added their commands (``zeus_register_commands``) to the group.
 _commands_added: weakref.WeakSet[Registry] = weakref.WeakSet()
