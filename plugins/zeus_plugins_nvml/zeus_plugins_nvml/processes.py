@@ -36,6 +36,7 @@ class ProcessSampler:
         self._idle_configured = idle_power_w
         self._idle_learned: dict[str, float] = {}
         self._mig: dict[str, bool] = {}
+        self._described: dict[int, tuple[str, str]] = {}  # pid -> (user, command), read from /proc once
 
     def activity(self, since: float) -> dict[str, DeviceActivity]:
         """Each GPU's processes and their SM weights since ``since`` (Unix seconds)."""
@@ -57,7 +58,7 @@ class ProcessSampler:
             return self._mig_activity(g, since_us, running, idle_w, idle_source)
         weights = self._weights(g.handle, since_us)
         note = "" if weights else "no per-process sample in the window (NVML: Not Found)"
-        procs = _described({p.pid: "" for p in running}, weights)
+        procs = self._describe({p.pid: "" for p in running}, weights)
         return DeviceActivity(procs, "process", idle_w, idle_source, note)
 
     def _in_mig(self, g: Any) -> bool:
@@ -107,8 +108,22 @@ class ProcessSampler:
                     holders.setdefault(pid, names[gi])
         except nvml.NVMLError_NotSupported:
             note = "MIG: the driver gives no per-process utilisation; the GPU's processes share its active energy equally"
-            return DeviceActivity(_described(holders, {}), "whole-gpu", idle_w, idle_source, note)
-        return DeviceActivity(_described(holders, weights), "mig-instance", idle_w, idle_source)
+            return DeviceActivity(self._describe(holders, {}), "whole-gpu", idle_w, idle_source, note)
+        return DeviceActivity(self._describe(holders, weights), "mig-instance", idle_w, idle_source)
+
+    def _describe(self, holders: dict[int, str], weights: dict[int, float]) -> tuple[ProcessActivity, ...]:
+        """Every process that holds the GPU or has samples (one that ended in the window still has its
+        samples), with its weight, MIG instance, user and command (read once per PID: a window's end
+        is a training loop's hot path)."""
+        out = []
+        for pid in sorted(set(holders) | set(weights)):
+            if pid not in self._described:
+                if len(self._described) > 4096:
+                    self._described.clear()
+                self._described[pid] = describe_process(pid)
+            user, command = self._described[pid]
+            out.append(ProcessActivity(pid, weights.get(pid, 0.0), holders.get(pid, ""), user, command))
+        return tuple(out)
 
     def _idle(self, g: Any, running: list[Any]) -> tuple[float | None, str]:
         if self._idle_configured is not None:
@@ -122,16 +137,6 @@ class ProcessSampler:
                 self._idle_learned[g.name] = min(now, self._idle_learned.get(g.name, now))
         learned = self._idle_learned.get(g.name)
         return (learned, "learned") if learned is not None else (None, "none")
-
-
-def _described(holders: dict[int, str], weights: dict[int, float]) -> tuple[ProcessActivity, ...]:
-    """Every process that holds the GPU or has samples (one that ended in the window still has its
-    samples), with its weight, MIG instance, user and command."""
-    out = []
-    for pid in sorted(set(holders) | set(weights)):
-        user, command = describe_process(pid)
-        out.append(ProcessActivity(pid, weights.get(pid, 0.0), holders.get(pid, ""), user, command))
-    return tuple(out)
 
 
 def _text(value: Any) -> str:
