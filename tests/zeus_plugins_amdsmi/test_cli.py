@@ -49,7 +49,7 @@ def test_zeus_monitor_shows_accumulator_and_polled_gpus(fake_amd, tmp_path):
     assert "counter" in rows["gpu0"] and "polling" in rows["gpu1"] and "local" in rows["gpu0"]
     table = list(csv.DictReader(out.open()))
     # today's columns, and beside each GPU's the temperature and amdsmi's power domains, named
-    gpu = ["power_w", "energy_j", "temperature_c", "power_instant_w", "power_average_w"]
+    gpu = ["power_w", "energy_j", "energy_error_j", "temperature_c", "power_instant_w", "power_average_w"]
     assert list(table[0]) == ["time", "elapsed_s", *(f"gpu{i}_{c}" for i in (0, 1) for c in gpu)]
     assert float(table[-1]["gpu0_temperature_c"]) == 62.0  # the hotspot sensor, in °C as amdsmi gives it
     assert float(table[-1]["gpu1_power_instant_w"]) == float(table[-1]["gpu1_power_average_w"]) == 230.0
@@ -58,6 +58,7 @@ def test_zeus_monitor_shows_accumulator_and_polled_gpus(fake_amd, tmp_path):
     assert float(last["gpu0_energy_j"]) == pytest.approx(420.0 * t, rel=0.03)  # 15.3 uJ counts, in joules
     assert float(last["gpu1_energy_j"]) == pytest.approx(230.0 * t, rel=0.05)  # polled whole watts, integrated
     assert float(table[1]["gpu0_power_w"]) == pytest.approx(420.0, rel=0.03)
+    assert last["gpu0_energy_error_j"] == last["gpu1_energy_error_j"] == ""  # the amdsmi device does not say its bound yet
 
 
 def test_zeus_monitor_without_the_driver_exits_2_with_the_fix(tmp_path):

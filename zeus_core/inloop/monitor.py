@@ -186,7 +186,9 @@ class ZeusMonitor(Monitor):
     ``jax``, ``cupy``, ``none`` or a callable): as upstream.
     ``device``: a device plugin by name instead of the automatic GPU and CPU
     choice, with ``options`` its options table (as in a ``[device]`` table).
-    ``registry``: the plugins (default: the installed ones).
+    ``registry``: the plugins (default: the installed ones). ``target_error``: the bound asked
+    of a window, as a fraction of its energy (default 1 %; None: never warn), as
+    :class:`~zeus_core.windows.Monitor`'s; each window's ``errors`` hold its +/- bound per device.
 
     :meth:`close` (or ``with``) closes the devices it opened, which puts back any
     setting changed through them (a power limit); so does process exit.
@@ -203,6 +205,7 @@ class ZeusMonitor(Monitor):
         device: str | None = None,
         options: dict[str, Any] | None = None,
         registry: Registry | None = None,
+        target_error: float | None = 0.01,
     ) -> None:
         from zeus_core.engine.registry import get_registry
         from zeus_core.journal import restore_pending
@@ -235,7 +238,13 @@ class ZeusMonitor(Monitor):
             if not groups:
                 _warn_no_device(gpu, cpu, self._not_opened)
             devices = groups[0] if len(groups) == 1 else DeviceSet(groups) if groups else NoDevices()
-            super().__init__(devices, sync=sync_execution_with, log_file=log_file, approx_instant_energy=approx_instant_energy)
+            super().__init__(
+                devices,
+                sync=sync_execution_with,
+                log_file=log_file,
+                approx_instant_energy=approx_instant_energy,
+                target_error=target_error,
+            )
         except BaseException:
             self._close_groups()
             raise
