@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
-from zeus_core.attribution import DeviceActivity, ProcessActivityReadings, attribute_all
+from zeus_core.attribution import Attribution, DeviceActivity, ProcessActivityReadings, attribute_all
 from zeus_core.device import DeviceGroup, EnergyPrecision, GpuSync, PowerReadings, Precision
 from zeus_core.measurement import Measurement, default_scope, format_joules
 from zeus_core.scheduler import context as scheduler_context
@@ -336,7 +336,7 @@ class Monitor:
                     "energy counter's update period; make the window longer or pass approx_instant_energy=True",
                     stacklevel=2,
                 )
-        attribution = attribute_all(energy, elapsed, self._read_activity(wall0)) if self._read_activity is not None else {}
+        attribution = self._attribution(energy, elapsed, wall0) if self._read_activity is not None else {}
         errors = self._errors(name, elapsed, energy, sources)
         m = Measurement(elapsed, energy, sources, scopes=dict(self._scopes), errors=errors, attribution=attribution)
         if self._log is not None:
@@ -380,6 +380,17 @@ class Monitor:
     def reset_windows(self) -> None:
         """Drop every open window."""
         self._open.clear()
+
+    def _attribution(self, energy: dict[str, float], elapsed: float, since: float) -> dict[str, Attribution]:
+        """Each device's energy split among its processes; a device that fails to say who ran on it
+        warns once and attribution stops, never the window (an estimate is not worth a lost measurement)."""
+        assert self._read_activity is not None
+        try:
+            return attribute_all(energy, elapsed, self._read_activity(since))
+        except Exception as e:  # noqa: BLE001 - a third party's device: whatever it raises
+            warnings.warn(f"energy attribution is off for this monitor: the devices cannot say who ran on them ({e})", stacklevel=3)
+            self._read_activity = None
+            return {}
 
     def _activity_reader(self) -> Callable[[float], dict[str, DeviceActivity]] | None:
         devices = self.devices

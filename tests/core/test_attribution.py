@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,37 @@ def test_a_try_records_its_own_processs_share_after_every_other_column(toy_plugi
     summary = json.loads(Path("out/summary.json").read_text())
     assert summary["energy_attributed_j"] == pytest.approx(sum(float(r["energy_attributed_j"]) for r in rows))
     assert summary["energy_attribution"] == "sm"
+
+
+def test_a_device_that_fails_to_say_who_ran_warns_once_and_never_costs_the_window():
+    from zeus_core import Monitor
+
+    class Failing:
+        names = ["gpu0"]
+        energy_sources = {"gpu0": "counter"}
+        max_power_w = 300.0
+        calls = 0
+
+        def clock(self):
+            return float(self.calls)
+
+        def read_energy(self):
+            self.calls += 1
+            return {"gpu0": 100.0 * self.calls}
+
+        def close(self):
+            pass
+
+        def read_process_activity(self, since):
+            raise RuntimeError("driver gone")
+
+    mon = Monitor(Failing(), sync="none")
+    mon.begin_window("a")
+    with pytest.warns(UserWarning, match="energy attribution is off.*driver gone"):
+        m = mon.end_window("a")
+    assert m.energy == {"gpu0": 100.0} and m.attribution == {}
+    mon.begin_window("b")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert mon.end_window("b").attribution == {}
+    assert not [w for w in seen if "attribution" in str(w.message)]  # off from then on: no second warning
