@@ -73,8 +73,11 @@ class ProcessSampler:
         nvml = self._nvml
         try:
             samples = nvml.nvmlDeviceGetProcessUtilization(handle, since_us)
-        except nvml.NVMLError_NotFound:
-            return {}
+        except nvml.NVMLError as e:
+            # NOT_FOUND: no sample; pynvml raises even SUCCESS when the driver's first answer is "none at all"
+            if getattr(e, "value", None) in (nvml.NVML_ERROR_NOT_FOUND, nvml.NVML_SUCCESS):
+                return {}
+            raise
         out: dict[int, float] = {}
         for s in samples:
             out[int(s.pid)] = out.get(int(s.pid), 0.0) + float(s.smUtil) * scale
