@@ -11,11 +11,12 @@ profiler, ``zeus profile``, ``zeus.profile`` in zeus-compat, and any profiler pl
 
 * **Warm-up until settled** (:class:`Settling`, :class:`Settler`): readings of power
   and temperature are taken while a configuration warms up; it has settled when the
-  last ``readings`` of them (at least two, taken since the configuration began) differ
-  by less than ``temperature_c`` degrees and less than ``power_rel`` of their mean
-  power. Where temperature and power are constant (a simulated driver without its
-  temperature quirk) that holds at the first comparison, so a profiler adds nothing:
-  no extra iteration, no extra window. A warm-up that has not settled by
+  last ``readings`` of them (taken since the configuration began) differ by less than
+  ``temperature_c`` degrees and less than ``power_rel`` of their mean power. Fewer
+  readings cannot tell a slow drift from none, so before there are ``readings`` of them
+  only readings that have not moved at all count as settled. Where temperature and
+  power are constant (a simulated driver without its temperature quirk) that holds at
+  the second reading, so a profiler adds nothing: no extra iteration, no extra window. A warm-up that has not settled by
   ``timeout_s`` ends anyway, and says so (:attr:`TrialSample.settled`).
 * **Windows long enough for the bound asked**: a trial repeats its work until its
   window lasts ``min_window_s`` (the counter's update period makes shorter windows
@@ -111,9 +112,10 @@ def _non_negative(_: object, attribute: attrs.Attribute, value: float) -> None:
 
 @attrs.frozen
 class Settling:
-    """When a configuration has warmed up: the last ``readings`` readings (at least two, since the
-    configuration began) differ by less than ``temperature_c`` °C and by less than ``power_rel`` of
-    their mean power. ``timeout_s``: the longest warm-up (it then ends unsettled). ``interval_s``:
+    """When a configuration has warmed up: the last ``readings`` readings (since the configuration
+    began) differ by less than ``temperature_c`` °C and by less than ``power_rel`` of their mean
+    power; before there are that many, readings that have not moved at all. ``timeout_s``: the
+    longest warm-up (it then ends unsettled). ``interval_s``:
     the time between readings where the caller waits rather than works (``zeus profile``)."""
 
     readings: int = attrs.field(default=5, validator=attrs.validators.ge(2))
@@ -132,6 +134,10 @@ class Settler:
         self._temperature: deque[float] = deque(maxlen=self.settling.readings)
         self.count = 0
 
+    @staticmethod
+    def _still(values: deque[float]) -> bool:
+        return not values or max(values) == min(values)
+
     def add(self, reading: Reading) -> bool:
         """One more reading; returns :attr:`settled`."""
         self.count += 1
@@ -143,11 +149,14 @@ class Settler:
 
     @property
     def settled(self) -> bool:
-        """At least two readings, and the last ones within both tolerances (what is not read does not hold it back)."""
+        """Readings that have not changed at all since the first: settled at the second. Otherwise the last
+        ``readings`` of them within both tolerances (what is not read does not hold it back)."""
         if self.count < 2:
             return False
         s = self.settling
         t, p = self._temperature, self._power
+        if self.count < s.readings:  # too few to see a slow drift: only readings that stand still will do
+            return self._still(t) and self._still(p)
         if len(t) >= 2 and not max(t) - min(t) < s.temperature_c:
             return False
         if len(p) >= 2:

@@ -11,6 +11,7 @@
     profile_steps = 3                # per clock, measured
     min_frequency = 0                # MHz; default: every clock the device supports
     stop_after_rises = 0             # stop once every instruction's energy rose this many clocks in a row
+    thermally_stable = false         # warm up each clock until power and temperature settle (at most max_warmup_steps more)
     save_to = "profile-stage0.csv"   # relative to the job file's folder
 
 The step factory receives an :class:`OnlineProfiler`, whose hooks the step
@@ -60,6 +61,8 @@ class StageProfiler:
             stop_after_rises=o.stop_after_rises,
             min_frequency=o.min_frequency,
             names=o.devices or None,
+            thermally_stable=o.thermally_stable,
+            max_warmup_steps=o.max_warmup_steps,
         )
         self.saved: Path | None = None
 

@@ -12,6 +12,12 @@ the profiled steps. After the last clock, or once the energy of every
 instruction rose ``stop_after_rises`` clocks in a row (lower clocks would only
 cost more), the clocks are reset and the hooks do nothing more.
 
+With ``thermally_stable`` the warm-up at each clock goes on past ``warmup_steps`` (at
+most ``max_warmup_steps`` more) until the devices' power and temperature have settled
+(:mod:`zeus_core.profiling`: a reading when the clock is locked and after each warm-up
+step), so a clock measured after a hotter one is not charged for its heat. Where the
+readings do not change it adds no step (it needs ``warmup_steps`` >= 1 to act).
+
 ``rows()`` gives ``(stage, instruction, MHz, seconds, joules)`` for the profile
 CSV (``to_csv``) and ``measurements()`` the same without the stage for
 :meth:`PlanClient.upload_profile`.
@@ -25,6 +31,7 @@ from typing import Any
 
 from zeus_core import Monitor
 from zeus_core.devicekit import simulated
+from zeus_core.profiling import Settler, Settling, device_probe
 from zeus_plugins_perseus.profile import InstructionProfile
 from zeus_plugins_perseus.runtime.hooks import ScheduleError
 
@@ -45,6 +52,9 @@ class OnlineProfiler:
         set_frequency: Callable[[int], Any] | None = None,
         reset: Callable[[], Any] | None = None,
         monitor: Monitor | None = None,
+        thermally_stable: bool = False,
+        max_warmup_steps: int = 100,
+        settling: Settling | None = None,
     ) -> None:
         if warmup_steps < 0 or profile_steps < 1:
             raise ValueError(f"need warmup_steps >= 0 and profile_steps >= 1, got {warmup_steps} and {profile_steps}")
@@ -75,6 +85,14 @@ class OnlineProfiler:
         if unknown:
             raise ValueError(f"devices {unknown} are not in the device group (it has {', '.join(devices.names)})")
         self.monitor = monitor or Monitor(devices)
+        self.thermally_stable = thermally_stable
+        self.max_warmup_steps = max_warmup_steps
+        self._settling = settling or Settling()
+        self._probe = device_probe(devices) if thermally_stable else None
+        self._settler: Settler | None = None
+        self._extra = 0  # warm-up steps added at the current clock
+        #: warm-up steps added at each clock (thermally_stable): MHz -> steps
+        self.extra_warmup: dict[int, int] = {}
         self._index = 0  # into self.frequencies
         self._step = 0  # steps done at the current clock
         self._in_step = False
@@ -91,8 +109,9 @@ class OnlineProfiler:
 
     @property
     def total_steps(self) -> int:
-        """Steps the sweep takes if it does not stop early."""
-        return len(self.frequencies) * (self.warmup_steps + self.profile_steps)
+        """Steps the sweep takes if it does not stop early (at most, with ``thermally_stable``)."""
+        extra = self.max_warmup_steps if self.thermally_stable and self.warmup_steps else 0
+        return len(self.frequencies) * (self.warmup_steps + extra + self.profile_steps)
 
     def _measuring(self) -> bool:
         return not self.done and self._step >= self.warmup_steps
@@ -103,8 +122,11 @@ class OnlineProfiler:
         if self._in_step:
             raise ScheduleError("on_step_begin called twice without on_step_end")
         self._in_step = True
-        if not self.done and self._step == 0:
+        if not self.done and self._step == 0 and self._extra == 0:
             self._set(self.frequencies[self._index])
+            if self._probe is not None:
+                self._settler = Settler(self._settling)
+                self._settler.add(self._probe())
 
     def on_instruction_begin(self, name: str, microbatch: int | None = None) -> None:
         if not self._in_step:
@@ -134,6 +156,14 @@ class OnlineProfiler:
         if self.done:
             return
         self._step += 1
+        if self._step == self.warmup_steps and self._probe is not None and self._settler is not None:
+            if not self._settler.add(self._probe()) and self._extra < self.max_warmup_steps:
+                self._step -= 1  # one more warm-up step at this clock
+                self._extra += 1
+                self.extra_warmup[self.frequencies[self._index]] = self._extra
+                return
+        elif self._probe is not None and self._settler is not None and self._step < self.warmup_steps:
+            self._settler.add(self._probe())
         if self._step == self.warmup_steps + self.profile_steps:
             self._next_frequency()
 
@@ -165,6 +195,7 @@ class OnlineProfiler:
             self._rises = self._rises + 1 if rose else 0
         self._index += 1
         self._step = 0
+        self._extra = 0
         if self._index == len(self.frequencies) or (self.stop_after_rises and self._rises >= self.stop_after_rises):
             self.close()
 
