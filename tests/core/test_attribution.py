@@ -168,3 +168,16 @@ def test_a_device_that_fails_to_say_who_ran_warns_once_and_never_costs_the_windo
         warnings.simplefilter("always")
         assert mon.end_window("b").attribution == {}
     assert not [w for w in seen if "attribution" in str(w.message)]  # off from then on: no second warning
+
+
+def test_ranks_combined_keep_each_gpus_attribution_under_its_new_name():
+    from zeus_core.engine.ranks import combine_measurements
+    from zeus_core.measurement import Measurement
+
+    def one(pid):
+        att = attribute(10.0, 1.0, DeviceActivity((ProcessActivity(pid, sm=50.0),)))
+        return Measurement(1.0, {"gpu0": 10.0}, {"gpu0": "counter"}, attribution={"gpu0": att})
+
+    both = combine_measurements([one(100), one(200)])
+    assert set(both.energy) == set(both.attribution) == {"gpu0", "gpu1"}
+    assert [p.pid for p in both.attribution["gpu1"].processes] == [200]

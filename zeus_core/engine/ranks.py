@@ -149,6 +149,7 @@ def combine_measurements(measurements: Sequence[Measurement]) -> Measurement:
     energy = dict(first.energy)
     sources = dict(first.sources)
     scopes, errors = dict(first.scopes), dict(first.errors)
+    attribution = dict(first.attribution)  # each GPU's split among its processes (zeus_core.attribution), renamed as its energy
     offset = max((int(g.group(1)) + 1 for n in first.energy if (g := _GPU.match(n))), default=0)
     for r, theirs in enumerate(measurements[1:], start=1):
         gpus = sorted(int(g.group(1)) for n in theirs.energy if (g := _GPU.match(n)))
@@ -162,8 +163,10 @@ def combine_measurements(measurements: Sequence[Measurement]) -> Measurement:
                 scopes[new] = theirs.scopes[name]
             if name in theirs.errors:
                 errors[new] = theirs.errors[name]
+            if name in theirs.attribution:
+                attribution[new] = theirs.attribution[name]
         offset += len(gpus)
-    return Measurement(max(m.time for m in measurements), energy, sources, scopes=scopes, errors=errors)
+    return Measurement(max(m.time for m in measurements), energy, sources, scopes=scopes, errors=errors, attribution=attribution)
 
 
 def agree(group: ProcessGroup, facts: dict[str, Any], what: str) -> None:

@@ -305,8 +305,10 @@ class Runner:
         context = scheduler_context()  # the Slurm job, pod or rank the try ran in
         if context:
             record.extra[SCHEDULER_KEY] = context
-        # this process's share of the GPUs it shared, where the driver listed it (epochs: shorter windows, finer shares)
-        charged = charged_to([m.attribution for m in (session.epoch_measurements or [whole])], [os.getpid()])
+        # this process's share of the GPUs it shared, where the driver listed it (epochs: shorter windows, finer
+        # shares); a try over several ranks has none: rank 0 does not know the other ranks' processes
+        windows = session.epoch_measurements or [whole]
+        charged = charged_to([m.attribution for m in windows], [os.getpid()]) if session.ranks is None else None
         if charged is not None:
             record.extra[ATTRIBUTION_KEY] = charged
         log.debug(
