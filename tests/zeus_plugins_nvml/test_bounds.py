@@ -158,10 +158,11 @@ def test_a_window_too_short_for_the_bound_asked_warns_once_naming_the_length_tha
         mon = Monitor(dev, sync="none")  # target_error: 1 % by default
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            measured = []
             for _ in range(2):
                 mon.begin_window("step")
                 time.sleep(0.2)
-                m = mon.end_window("step")
+                measured.append(mon.end_window("step"))
         precision = dev.energy_precision["gpu0"]
         quiet = Monitor(dev, sync="none", target_error=None)
         with warnings.catch_warnings():
@@ -171,7 +172,8 @@ def test_a_window_too_short_for_the_bound_asked_warns_once_naming_the_length_tha
             quiet.end_window("w")
     ours = [str(w.message) for w in caught if "target_error" in str(w.message)]
     assert len(ours) == 1, ours  # once per device, however many windows
-    watts = m.energy["gpu0"] / m.time
+    first = measured[0]  # the window that warned
+    watts = first.energy["gpu0"] / first.time
     shortest = precision.min_window_s(0.01, watts)
     assert f"windows of at least {shortest:.3g} s meet it" in ours[0] and "window 'step' on gpu0" in ours[0]
     # that length meets the bound asked, and a tenth shorter does not
