@@ -183,12 +183,15 @@ def test_zeus_monitor_with_sysfs_root_set_on_the_command_line(tmp_path):
     assert list(rows[0])[2:] == [
         "vdd_in_power_w",
         "vdd_in_energy_j",
+        "vdd_in_energy_error_j",
         "vdd_in_temperature_c",
         "vdd_cpu_gpu_cv_power_w",
         "vdd_cpu_gpu_cv_energy_j",
+        "vdd_cpu_gpu_cv_energy_error_j",
         "vdd_cpu_gpu_cv_temperature_c",
         "vdd_soc_power_w",
         "vdd_soc_energy_j",
+        "vdd_soc_energy_error_j",
     ]
     assert float(rows[-1]["vdd_in_temperature_c"]) == 44.25  # the junction zone, m°C -> °C
     # the input rail holds the others: the total counts it once (7.5 W), not 7.5 + 2.5 + 1.8 W
