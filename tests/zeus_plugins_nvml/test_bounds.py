@@ -189,3 +189,23 @@ def test_partial_coverage_can_make_a_bound_unreachable_and_the_warning_says_so()
     p = Precision("polling", "gpu", 400.0, period_s=0.01, sensor_period_s=0.1, coverage=0.25)
     assert p.min_window_s(0.01, 250.0) == float("inf")
     assert Precision("polling", "gpu", 400.0, period_s=0.01).min_window_s(0.01, 250.0) == pytest.approx(2 * 400 * 0.01 / 2.5)
+
+
+def test_a_counter_refused_at_open_is_polled_and_its_bound_is_pollings(fake_nvml):
+    """A counter that counts 1000 times the energy (COUNTER_QUIRKS "jump") is refused by the check at open
+    (zeus_core.devicekit.check_counters); the GPU's figure is then polled power with polling's bound, and
+    holds what it drew. Trusted, the counter would have been off by far more than a counter's bound."""
+    nvml = fake_nvml([FakeGpu(name="NVIDIA A100 jumping-counter test", demand_w=250.0, counter_quirk="jump")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the refusal's own warning: tests/zeus_plugins_nvml/test_counter_checks.py
+        dev = NvmlGpus(NvmlOptions(poll_interval_s=0.01), nvml)
+    with dev:
+        precision = dev.energy_precision["gpu0"]
+        assert precision.method == "polling"
+        h = nvml.nvmlDeviceGetHandleByIndex(0)
+        raw0 = nvml.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0
+        m, truth = measure(dev, lambda: time.sleep(1.0))
+        raw = nvml.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0 - raw0
+    assert m.sources == {"gpu0": "polling"} and off_by(m, truth) <= m.errors["gpu0"]
+    counter = Precision("counter", "gpu", precision.max_w, period_s=0.1, resolution_j=0.001)
+    assert raw - truth[1] > counter.bound_j(m.time, raw)  # the raw counter, trusted, breaks any counter's bound
