@@ -46,6 +46,7 @@ WRITTEN = {
     "floors.md": "Dependency floors",
     "real-hardware.md": "Real hardware",
     "measurement.md": "How sure a figure is",
+    "profiling.md": "Thermally stable profiling",
 }
 #: The core's modules with no API page: the engine and the CLI sit behind the contract; docgen is a tool.
 NOT_API = ("engine", "cli", "docgen", "__main__")
@@ -176,6 +177,7 @@ def navigation() -> str:
     nav.append(f"* [{WRITTEN['floors.md']}](floors.md)")  # docs/floors.md, written by hand
     nav.append(f"* [{WRITTEN['real-hardware.md']}](real-hardware.md)")  # docs/real-hardware.md, written by hand
     nav.append(f"* [{WRITTEN['measurement.md']}](measurement.md)")  # docs/measurement.md, written by hand
+    nav.append(f"* [{WRITTEN['profiling.md']}](profiling.md)")  # docs/profiling.md, written by hand
     missing = set(titles) - {p for names in groups.values() for p in names} - {"layout.md"}
     if missing:
         raise SystemExit(f"pages in no navigation group: {sorted(missing)}")
