@@ -328,7 +328,8 @@ def useful_w(index: int) -> float:
 
 def _counted_mj(g: dict, now: float) -> float:
     """What the counter has counted by ``now`` (the energy drawn, or what its quirk makes of it)."""
-    drawn = _drawn_j(g, now) * 1000.0
+    # without the temperature quirk, the product as it always was (the same figures to the last bit)
+    drawn = _drawn_j(g, now) * 1000.0 if _thermal(g) is not None else _draw_w(g) * 1000.0 * max(0.0, now - g["anchor_t"])
     quirk = g.get("counter_quirk", "")
     if quirk:
         drawn *= {"frozen": 0.0, "backwards": -1.0, "jump": 1000.0}[quirk]
