@@ -394,7 +394,7 @@ class ThermalProfiler:
             t, e, runs = t + got.time_s, e + got.energy_j, runs + 1
             if runs == 1 and need is not None:
                 length = max(length, need(got))
-            if t >= length or runs >= self.max_runs:
+            if t >= length or runs >= self.max_runs or not got.time_s > 0:  # a run that takes no time cannot fill a window
                 return Sample(t / runs, e / runs), runs
 
 

@@ -106,7 +106,9 @@ def test_warm_up_on_a_heating_gpu_runs_until_its_steady_state():
 def test_warm_up_that_never_settles_ends_at_its_timeout():
     clock = Clock()
     readings = iter(range(10_000))
-    settled, runs = warm_up(lambda: clock.sleep(1.0), lambda: Reading(None, float(next(readings))), Settling(timeout_s=5), clock, clock.sleep)
+    settled, runs = warm_up(
+        lambda: clock.sleep(1.0), lambda: Reading(None, float(next(readings))), Settling(timeout_s=5), clock, clock.sleep
+    )
     assert not settled and runs == 5
 
 
@@ -134,9 +136,7 @@ def test_the_t_interval_is_scipys_and_covers_the_mean_as_often_as_it_says():
     import random
 
     rng = random.Random(1)
-    covered = sum(
-        1 for _ in range(2000) if (ci := confidence_interval([rng.gauss(3.0, 2.0) for _ in range(5)], 0.9)).low <= 3.0 <= ci.high
-    )
+    covered = sum(1 for _ in range(2000) if (ci := confidence_interval([rng.gauss(3.0, 2.0) for _ in range(5)], 0.9)).low <= 3.0 <= ci.high)
     assert 0.87 < covered / 2000 < 0.93  # coverage 90 % (binomial sd 0.7 %): a z interval would cover about 80 %
     with pytest.raises(ValueError, match="confidence"):
         confidence_interval(xs, 1.5)
@@ -204,6 +204,14 @@ def test_a_window_repeats_its_work_until_it_lasts_min_window_s():
         clock.sleep(0.3)
         return Sample(0.3, 30.0)
 
-    res = ThermalProfiler(trials=2, min_window_s=1.0, settling=None, cooldown=None).run([1], lambda c: None, measure, clock=clock, sleep=clock.sleep)
+    res = ThermalProfiler(trials=2, min_window_s=1.0, settling=None, cooldown=None).run(
+        [1], lambda c: None, measure, clock=clock, sleep=clock.sleep
+    )
     assert len(calls) == 8 and [s.runs for s in res[0].trials] == [4, 4]  # 4 x 0.3 s >= 1 s, per trial
     assert res[0].energy_j.mean == 30.0 and res[0].time_s.mean == pytest.approx(0.3)
+
+
+def test_a_run_that_takes_no_time_ends_its_window_instead_of_repeating_forever():
+    # a device on a virtual clock the work does not advance (the trace replay): one run per window
+    res = ThermalProfiler(trials=1, min_window_s=5.0, settling=None, cooldown=None).run([1], lambda c: None, lambda c: Sample(0.0, 0.0))
+    assert res[0].trials[0].runs == 1
