@@ -142,3 +142,22 @@ def test_profiles_from_the_sweep_drive_the_allocator(toy_plugin, tmp_path):
     assert (big["local_batch"], small["local_batch"]) == (64, 32)
     assert big["power_limit"] == 150 and small["power_limit"] == 200
     assert data["iteration_time_s"] == pytest.approx(32 * 0.001 * 1.5**0.5 * 2.5)
+
+
+def test_thermally_stable_sweep_gives_the_same_profile_where_temperature_does_not_matter(toy_plugin, tmp_path):
+    # issue 37 item 3: the toy device's power and time do not depend on temperature, so the trials in their
+    # balanced order, each after its cooldown and warm-up, give the plain sweep's profile figure for figure
+    reg = _registry(toy_plugin)
+    job = _sweep_job(tmp_path, "stable", 1.0, 300, extra="thermally_stable = true\ntrials = 2\nseed = 5")
+    result = run_cli(reg, "run", str(job), "--output", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    prof = Profile.load(tmp_path / "profiles" / "stable.json", profile_steps=4)
+    assert prof.power_limits.tolist() == [300, 250, 200, 150, 100]
+    for i, b in enumerate(prof.batch_sizes):
+        for j, p in enumerate(prof.power_limits):
+            t, e = _expected(b, p, 1.0, 4)
+            assert prof.time[i, j] == pytest.approx(t, rel=1e-12)
+            assert prof.energy[i, j] == pytest.approx(e, rel=1e-12)
+    bad = _sweep_job(tmp_path, "bad", 1.0, 300, extra="thermally_stable = true\ntrials = 0")
+    result = run_cli(reg, "run", str(bad))
+    assert result.exit_code == 2 and "trials" in result.output

@@ -96,6 +96,14 @@ class PowerSweepOptions:
     profile_steps: int = attrs.field(default=10, validator=at_least(1))
     devices: list[str] = attrs.field(factory=list)
     save_to: str = ""
+    #: profile thermally stably (zeus_core.profiling): per batch size, ``trials`` rounds over the limits in a
+    #: balanced seeded order, a cooldown to ``cooldown_band_c`` over the first temperature before each, and a
+    #: warm-up past ``warmup_steps`` until power and temperature settle; each figure the mean of its trials
+    thermally_stable: bool = False
+    trials: int = attrs.field(default=3, validator=at_least(1))
+    seed: int = 0
+    cooldown_band_c: float = attrs.field(default=2.0, validator=at_least(0))
+    cooldown_timeout_s: float = attrs.field(default=60.0, validator=at_least(0))
 
     def check_files(self, files: FileChecks) -> None:
         files.callable_file("step", self.step)

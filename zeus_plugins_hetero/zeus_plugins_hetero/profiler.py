@@ -13,6 +13,12 @@ as ``function(batch_size)`` or, when it takes two arguments,
 ``function(batch_size, devices)`` and returns a callable that runs one training
 iteration. Energy is summed over the group's devices (or over ``devices`` when
 given), so profile one GPU type with a group holding only those GPUs.
+
+With ``thermally_stable`` each batch size's limits are measured as
+:class:`zeus_core.profiling.ThermalProfiler` measures (``trials`` rounds in a balanced
+seeded order, a cooldown to the temperature band before each trial, a warm-up past
+``warmup_steps`` until power and temperature settle), and each figure is the mean of
+its trials. Off by default: the sweep, and the profiles it writes, are as before.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zeus_core import BuildContext, DeviceGroup, JobSummary, Monitor, PowerLimitControl, RunFailed, load_callable
+from zeus_core.profiling import Cooldown, Sample, Settling, ThermalProfiler, device_probe
 from zeus_plugins_hetero.options import PowerSweepOptions
 from zeus_plugins_hetero.profile import Profile
 
@@ -92,6 +99,9 @@ class PowerSweep:
                     step = self.step_factory(b, devices) if _takes_devices(self.step_factory) else self.step_factory(b)
                 except Exception as exc:
                     raise RunFailed(f"power-sweep: the step factory failed for batch size {b}: {type(exc).__name__}: {exc}") from exc
+                if o.thermally_stable:
+                    time[i], energy[i] = self._stable(b, step, monitor)
+                    continue
                 for j, limit in enumerate(self.limits):
                     devices.set_power_limit(limit)
                     try:
@@ -112,6 +122,33 @@ class PowerSweep:
         self.profile = Profile(batches, self.limits, time, energy, o.profile_steps, source=source)
         if o.save_to:
             self.saved = self.profile.save(self.context.resolve_path(o.save_to))
+
+    def _stable(self, batch: int, step: Callable[[], Any], monitor: Monitor) -> tuple[list[float], list[float]]:
+        """One batch size's window time and energy at each limit, thermally stable (the means of the trials)."""
+        o, devices = self.options, self.devices
+        assert isinstance(devices, PowerLimitControl)
+
+        def prepare(limit: float) -> None:
+            devices.set_power_limit(limit)
+            for _ in range(o.warmup_steps):
+                step()
+
+        def measure(limit: float) -> Sample:
+            monitor.begin_window("power-sweep")
+            for _ in range(o.profile_steps):
+                step()
+            m = monitor.end_window("power-sweep")
+            return Sample(m.time, sum(m.energy[n] for n in self.names))
+
+        profiler = ThermalProfiler(
+            trials=o.trials, settling=Settling(), cooldown=Cooldown(band_c=o.cooldown_band_c, timeout_s=o.cooldown_timeout_s), seed=o.seed
+        )
+        try:
+            results = profiler.run(self.limits, prepare, measure, work=lambda _limit: step(), probe=device_probe(devices))
+        except Exception as exc:
+            monitor.reset_windows()
+            raise RunFailed(f"power-sweep: a step failed at batch size {batch}: {type(exc).__name__}: {exc}") from exc
+        return [r.time_s.mean for r in results], [r.energy_j.mean for r in results]
 
     def write_outputs(self, out_dir: Path, job: JobSummary) -> list[Path]:
         if self.profile is None:
