@@ -3,11 +3,6 @@ SIGKILL at the next zeus start, and refused with the fix without the privilege."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 from zeus_core import DeviceError
@@ -80,30 +75,12 @@ def test_the_restorer_in_the_same_process_leaves_the_devices_amdsmi_running(fake
         assert dev.read_energy()["gpu0"] >= 0 and dev.read_power()["gpu0"] > 0  # still initialised
 
 
-KILLED = textwrap.dedent("""
-    import sys, time
-    from zeus_plugins_amdsmi import fake_amdsmi
-    fake_amdsmi.install(sys.argv[1])
-    from zeus_plugins_amdsmi.device import AmdGpus
-    from zeus_plugins_amdsmi.options import AmdsmiOptions
-    AmdGpus(AmdsmiOptions(counter_check_s=0.02)).set_power_limit(250)
-    print("changed", flush=True)
-    time.sleep(60)
-""")
-
-
-def test_the_next_zeus_start_restores_the_cap_a_sigkilled_process_left(fake_amd):
+def test_the_next_zeus_start_restores_the_cap_a_sigkilled_process_left(fake_amd, killed_then_restarted):
     fake_amd(1, privileged=True)
-    path = os.environ[fake_amdsmi.ENV]
-    child = subprocess.Popen([sys.executable, "-c", KILLED, path], stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "changed"
-    finally:
-        child.kill()
-        child.wait()
-    assert caps() == [250.0]
-    env = dict(os.environ, ZEUS_DISABLED_PLUGINS="torch,perseus,hetero,mab,trace")
-    r = subprocess.run([sys.executable, "-m", "zeus_core", "plugins", "--json"], capture_output=True, text=True, timeout=60, env=env)
-    assert r.returncode == 0, r.stderr
-    assert "restored amdsmi gpu:" in r.stderr and "power_cap to 750000000" in r.stderr
+
+    def left() -> None:
+        assert caps() == [250.0]
+
+    stderr = killed_then_restarted("set_power_limit(250)", left)
+    assert "restored amdsmi gpu:" in stderr and "power_cap to 750000000" in stderr
     assert caps() == [750.0] and journal() == []

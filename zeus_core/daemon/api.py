@@ -183,6 +183,8 @@ def parse_params(route: Route, query: dict[str, list[str]]) -> dict[str, Any]:
 
 #: NVML's error codes (``detail.nvml_error`` of a failed operation) that are the caller's doing, as statuses
 _NVML_STATUS = {2: 400, 3: 400, 4: 403}  # INVALID_ARGUMENT, NOT_SUPPORTED, NO_PERMISSION
+#: amdsmi's status codes (``detail.amdsmi_error``) likewise: AMDSMI_STATUS_INVAL, _NOT_SUPPORTED, _NO_PERM
+_AMDSMI_STATUS = {1: 400, 2: 400, 10: 403}
 
 
 def status_of(reply: dict[str, Any]) -> int:
@@ -193,8 +195,12 @@ def status_of(reply: dict[str, Any]) -> int:
         return 400
     if code == "forbidden":
         return 403
-    nvml = (err.get("detail") or {}).get("nvml_error")
-    return _NVML_STATUS.get(nvml, 500) if isinstance(nvml, int) else 500
+    detail = err.get("detail") or {}
+    for key, statuses in (("nvml_error", _NVML_STATUS), ("amdsmi_error", _AMDSMI_STATUS)):
+        code = detail.get(key)
+        if isinstance(code, int):
+            return statuses.get(code, 500)
+    return 500
 
 
 def aggregate(errors: dict[int, tuple[int, str]]) -> HttpError:

@@ -136,3 +136,37 @@ class GpuGroup(ClosedOnExit):
         for g in self.gpus:
             if g.name in watts:
                 g.set_power_limit(watts[g.name])
+
+
+def check_clock(mhz: int, supported: list[int], what: str, note: str = "") -> None:
+    """A ``ValueError`` naming the nearest supported clocks unless ``mhz`` is one of ``supported``;
+    ``what`` names the clock and its GPU ("SM clock of gpu0 (...)"), ``note`` adds how the list is made."""
+    if mhz not in supported:
+        near = sorted(supported, key=lambda c: abs(c - mhz))[:3]
+        raise ValueError(
+            f"{mhz} MHz is not a supported {what}; nearest: {', '.join(map(str, sorted(near)))} MHz "
+            f"(range {min(supported)}..{max(supported)}{note})"
+        )
+
+
+class GpuClocks:
+    """:class:`~zeus_core.device.ClockControl` for a :class:`GpuGroup` whose GPUs each lock their SM clock
+    (``supported_clocks()``, ``lock_clocks(mhz)``, ``reset_clocks()`` per GPU): the clocks every GPU
+    supports, one lock on every GPU. A mixin, so that only groups that can lock clocks declare it."""
+
+    gpus: list[Any]
+
+    def supported_clocks(self) -> list[int]:
+        """SM clocks (MHz, highest first) that every GPU supports."""
+        common = set(self.gpus[0].supported_clocks())
+        for g in self.gpus[1:]:
+            common &= set(g.supported_clocks())
+        return sorted(common, reverse=True)
+
+    def lock_clocks(self, mhz: int) -> None:
+        for g in self.gpus:
+            g.lock_clocks(mhz)
+
+    def reset_clocks(self) -> None:
+        for g in self.gpus:
+            g.reset_clocks()

@@ -1,8 +1,17 @@
-"""The ``amdsmi`` module this process uses, and putting power caps back (in-process and after a crash).
+"""The ``amdsmi`` module this process uses, and putting power caps and clocks back (in-process and after a crash).
 
 Journal keys are ``gpu:<UUID>:power_cap`` with the original cap in µW (amdsmi's
-unit). GPUs are addressed by amdsmi's device UUID, which survives reboots and
-``HIP_VISIBLE_DEVICES``, unlike indices.
+unit), and ``gpu:<UUID>:locked_clocks`` (the GFX clock) and
+``gpu:<UUID>:locked_memory_clocks`` with the soft limits in force before the
+change, ``[min_mhz, max_mhz]``. GPUs are addressed by amdsmi's device UUID,
+which survives reboots and ``HIP_VISIBLE_DEVICES``, unlike indices.
+
+Why clocks are put back as a range rather than by switching the performance
+level back to ``AUTO``: ``AUTO`` drops the soft limits of every clock at once,
+so resetting the GFX clock would also drop a memory-clock lock someone still
+holds. The range read before the change is exact (the hardware range, or the
+lock that stood). The performance level stays ``MANUAL`` (the driver switched it
+when the first range was set); with the limits back, the clocks move as before.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from zeus_core.errors import DeviceAbsent
 
 OWNER = "amdsmi"
 SETTING = "power_cap"
+#: clock settings (journal key suffix) -> the AmdSmiClkType member they set
+CLOCK_SETTINGS = {"locked_clocks": "SYS", "locked_memory_clocks": "MEM"}
 
 #: Set to a driver-state file, this makes the plugin use the simulated driver
 #: (:mod:`zeus_plugins_amdsmi.fake_amdsmi`) instead of ``amdsmi``.
@@ -33,7 +44,7 @@ STATUS_NO_PERM = 10
 
 
 PERMISSION_FIX = (
-    "Setting AMD GPU power caps writes root-owned sysfs files (hwmon power1_cap). "
+    "Setting AMD GPU power caps and clocks writes root-owned sysfs files (hwmon power1_cap, pp_od_clk_voltage). "
     "Fix: let the privileged helper `zeus daemon` (started as root, with a [serve.amdsmi] table) set them: "
     "set ZEUS_DAEMON_SOCKET (or daemon_socket in [device]) to its socket (README: Running without root); "
     'or run zeus as root; or keep the caps as they are with [power] plugin = "max"'
@@ -121,8 +132,20 @@ def session(smi: Any) -> Iterator[None]:
         release(smi)
 
 
-def key_for(uuid: str) -> str:
-    return f"gpu:{uuid}:{SETTING}"
+def key_for(uuid: str, setting: str = SETTING) -> str:
+    return f"gpu:{uuid}:{setting}"
+
+
+def clock_range(smi: Any, handle: Any, setting: str) -> list[int]:
+    """The soft limits in force on a clock (MHz): the hardware range, or the lock that stands
+    (amdsmi reads back the current limits, never the hardware's once a lock is set)."""
+    info = smi.amdsmi_get_clock_info(handle, smi.AmdSmiClkType[CLOCK_SETTINGS[setting]])
+    return [int(info["min_clk"]), int(info["max_clk"])]
+
+
+def set_clock_range(smi: Any, handle: Any, setting: str, min_mhz: int, max_mhz: int) -> None:
+    """Set a clock's soft limits (MHz; the driver needs min < max, both inside the hardware range)."""
+    smi.amdsmi_set_gpu_clk_range(handle, int(min_mhz), int(max_mhz), smi.AmdSmiClkType[CLOCK_SETTINGS[setting]])
 
 
 def handle_by_uuid(smi: Any, uuid: str) -> Any:
@@ -141,15 +164,21 @@ def set_cap(smi: Any, handle: Any, microwatts: int) -> None:
 def restore_setting(key: str, original: Any) -> None:
     """Restorer registered for owner ``amdsmi``: put the cap of ``key`` back to ``original`` µW."""
     parts = key.split(":")
-    if len(parts) != 3 or parts[0] != "gpu" or parts[2] != SETTING:
+    if len(parts) != 3 or parts[0] != "gpu" or parts[2] not in (SETTING, *CLOCK_SETTINGS):
         raise ValueError(f"not an amdsmi journal key: {key!r}")
     smi = smi_module()
+    setting = parts[2]
     with session(smi):
         try:
-            set_cap(smi, handle_by_uuid(smi, parts[1]), int(original))
+            handle = handle_by_uuid(smi, parts[1])
+            if setting == SETTING:
+                set_cap(smi, handle, int(original))
+            else:
+                set_clock_range(smi, handle, setting, int(original[0]), int(original[1]))
         except smi.AmdSmiLibraryException as e:
             if e.get_error_code() == STATUS_NO_PERM:
+                what = "power cap" if setting == SETTING else setting.replace("_", " ")
                 raise DeviceError(
-                    f"cannot restore the power cap of GPU {parts[1]}: amdsmi refused (no permission). {PERMISSION_FIX}"
+                    f"cannot restore the {what} of GPU {parts[1]}: amdsmi refused (no permission). {PERMISSION_FIX}"
                 ) from None
             raise

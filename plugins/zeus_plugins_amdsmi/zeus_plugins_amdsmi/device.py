@@ -10,6 +10,17 @@ first) and put back exactly as NVML's limits (:class:`zeus_core.devicekit.Settin
 Power domains are amdsmi's ``instant`` (``current_socket_power``, MI300 on) and
 ``average`` (``average_socket_power``); amdsmi reports no memory power.
 Temperatures are the hotspot (junction) sensor, else the edge sensor.
+
+Clocks (:class:`zeus_core.device.ClockControl`, what Perseus's frequency plans
+lock): amdsmi sets a clock's soft limits, a range whose minimum must lie below
+its maximum, not one frequency as NVML locks. Locking the GFX clock at ``f``
+sets the range ``[hardware minimum, f]``: a busy GPU runs at its ceiling, so ``f``
+is the clock it computes at, as under NVML's lock. The supported clocks are the
+hardware range from its maximum down in :data:`CLOCK_STEP_MHZ` steps (AMD's
+fine-grained DPM takes any value in the range), read before this group locks
+anything: amdsmi reads back the limits in force, never the hardware's once a
+lock is set. The range before the change is journaled and put back like the
+cap; the memory clock is left alone.
 """
 
 from __future__ import annotations
@@ -24,11 +35,13 @@ from zeus_core.devicekit import (
     CAP_DAC_OVERRIDE,
     CounterProbe,
     DriverDevice,
+    GpuClocks,
     GpuGroup,
     PowerIntegral,
     Sampler,
     SettingsPath,
     WrappingCounter,
+    check_clock,
     check_counters,
     watch_period,
 )
@@ -39,11 +52,13 @@ from zeus_plugins_amdsmi.control import (
     STATUS_INVAL,
     STATUS_NOT_SUPPORTED,
     acquire,
+    clock_range,
     driver_errors,
     key_for,
     release,
     restore_setting,
     set_cap,
+    set_clock_range,
     smi_module,
 )
 from zeus_plugins_amdsmi.energy import WRAP_COUNTS
@@ -52,6 +67,9 @@ from zeus_plugins_amdsmi.visible import AmdGpuRef, VisibleDevicesError, visible_
 
 #: no GPU draws more; bounds how fast a 32-bit accumulator can wrap when the caps cannot be read
 ASSUMED_MAX_W = 3000.0
+
+#: the step between the GFX clocks offered to frequency plans (MHz): NVIDIA's between its supported SM clocks
+CLOCK_STEP_MHZ = 15
 
 #: amdsmi_init's status where the machine has no amdgpu driver to talk to
 _NO_DRIVER = (18, 34)  # AMDSMI_STATUS_INIT_ERROR, AMDSMI_STATUS_DRIVER_NOT_LOADED
@@ -74,6 +92,7 @@ class AmdGpu(DriverDevice):
         self.model = "AMD GPU"  # until amdsmi names it (for a message about naming it)
         self.handle = ref.handle
         self._settings = settings
+        self._hardware_clocks: dict[str, tuple[int, int]] = {}  # setting -> the hardware range (MHz), read before any lock
         self.model = str(self.call("read the model", smi.amdsmi_get_gpu_asic_info, ref.handle)["market_name"])
 
     # -- reads --
@@ -119,6 +138,59 @@ class AmdGpu(DriverDevice):
                     raise self.explain("read the temperature", e) from None
         return None
 
+    # -- clocks --
+
+    def hardware_clock_range(self, setting: str = "locked_clocks") -> tuple[int, int]:
+        """The hardware range (MHz) of the GFX clock (or ``locked_memory_clocks``), read once, before this
+        group locks it."""
+        if setting not in self._hardware_clocks:
+            what = "GFX" if setting == "locked_clocks" else "memory"
+            lo, hi = self.call(f"read the {what} clock range", clock_range, self._smi, self.handle, setting)
+            self._hardware_clocks[setting] = (lo, hi)
+        return self._hardware_clocks[setting]
+
+    def supported_clocks(self) -> list[int]:
+        """GFX clocks (MHz, highest first): the hardware maximum, then every :data:`CLOCK_STEP_MHZ` down to
+        just above the minimum (a lock's ceiling must lie above the range's floor)."""
+        lo, hi = self.hardware_clock_range()
+        return list(range(hi, lo, -CLOCK_STEP_MHZ))
+
+    def lock_clocks(self, mhz: int) -> None:
+        """Hold the GFX clock at ``mhz`` or below: soft limits ``[hardware minimum, mhz]`` (journaled)."""
+        check_clock(mhz, self.supported_clocks(), f"GFX clock of {self.label}", f", every {CLOCK_STEP_MHZ} MHz down from the maximum")
+        self.lock_clock_range("locked_clocks", self.hardware_clock_range()[0], mhz)
+
+    def lock_clock_range(self, setting: str, min_mhz: int, max_mhz: int) -> None:
+        """Set a clock's soft limits (journaled: the limits in force before are put back)."""
+        self.hardware_clock_range(setting)  # known before the first lock narrows what amdsmi reads
+        what = "GFX clock" if setting == "locked_clocks" else "memory clock"
+        smi = self._smi
+        original = self.call(f"read the {what} range", clock_range, smi, self.handle, setting)
+        op = "lock_clocks" if setting == "locked_clocks" else "lock_memory_clocks"
+        self.call(
+            f"lock the {what} to {min_mhz}..{max_mhz} MHz",
+            self._settings.change,
+            key_for(self.uuid, setting),
+            original,
+            lambda: set_clock_range(smi, self.handle, setting, min_mhz, max_mhz),
+            (f"amdsmi.{op}", {"gpu": self.uuid, "min_mhz": int(min_mhz), "max_mhz": int(max_mhz)}),
+            (f"amdsmi.{op.replace('lock', 'reset')}", {"gpu": self.uuid}),
+        )
+
+    def reset_clocks(self, setting: str = "locked_clocks") -> None:
+        """Put a clock's soft limits back if this group set them, else back to the hardware range."""
+        smi = self._smi
+        lo, hi = self.hardware_clock_range(setting)
+        op = "reset_clocks" if setting == "locked_clocks" else "reset_memory_clocks"
+        what = "GFX clock" if setting == "locked_clocks" else "memory clock"
+        self.call(
+            f"reset the {what}",
+            self._settings.reset,
+            key_for(self.uuid, setting),
+            lambda: set_clock_range(smi, self.handle, setting, lo, hi),
+            (f"amdsmi.{op}", {"gpu": self.uuid}),
+        )
+
     # -- control (journaled) --
 
     def set_power_limit(self, watts: float) -> None:
@@ -146,11 +218,12 @@ class AmdGpu(DriverDevice):
             raise self.explain("set the power cap", e) from None
 
 
-class AmdGpus(GpuGroup):
+class AmdGpus(GpuClocks, GpuGroup):
     """The ``amdsmi`` device group: HIP-visible AMD GPUs, named ``gpu<i>`` with ``i`` torch's index.
 
     Group-level control applies one cap to every GPU; ``set_power_limits`` sets
-    one per GPU (allocators over mixed GPUs).
+    one per GPU (allocators over mixed GPUs). Clock locks (:class:`~zeus_core.devicekit.GpuClocks`)
+    lock every GPU's GFX clock.
     """
 
     clock = staticmethod(time.monotonic)

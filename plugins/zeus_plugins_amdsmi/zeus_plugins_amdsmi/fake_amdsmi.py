@@ -29,7 +29,18 @@ package (ROCm amdsmi 7.0, ``amdsmi_interface.py`` and ``amdsmi_exception.py``):
   the board's maximum power allows, as a wrong resolution or a torn read gives;
   upstream validates AMD counters at start for these reasons), and
   ``reports_power = false`` (the
-  odd die of a dual-die MI250X, whose power and energy its sibling reports).
+  odd die of a dual-die MI250X, whose power and energy its sibling reports);
+* clocks in MHz (``amdsmi_get_clock_info``, ``amdsmi_set_gpu_clk_range``, the
+  ``AmdSmiClkType`` SYS (= GFX) and MEM), as the driver's soft limits behave:
+  a range must lie inside the GPU's hardware range with its minimum below its
+  maximum (``AMDSMI_STATUS_INVAL`` otherwise: the library asserts
+  ``min < max``), setting one switches the performance level to ``MANUAL``,
+  ``amdsmi_set_gpu_perf_level(AUTO)`` drops every soft limit, and -- the quirk
+  that matters -- ``min_clk``/``max_clk`` read back the *current* soft limits
+  (the range of ``pp_dpm_sclk`` narrows to a lock), so the hardware range can
+  only be read before a lock. The current clock (``clk``) is the top of the
+  range in force (a busy GPU runs at its ceiling). Clock setters need the same
+  privilege as caps (``pp_od_clk_voltage`` is a root-owned sysfs file).
 
 The driver state is a JSON file shared by every process, like a real driver: a
 cap set by a process that is then SIGKILLed stays set for the next one. Energy
@@ -87,6 +98,33 @@ class AmdSmiInitFlags(IntEnum):
     INIT_NON_AMD_CPUS = 4
     INIT_NON_AMD_GPUS = 8
     INIT_AMD_APUS = 3
+
+
+class AmdSmiClkType(IntEnum):
+    SYS = 0
+    GFX = 0  # an alias of SYS, as in amdsmi_wrapper
+    DF = 1
+    DCEF = 2
+    SOC = 3
+    MEM = 4
+    PCIE = 5
+    VCLK0 = 6
+    VCLK1 = 7
+    DCLK0 = 8
+    DCLK1 = 9
+
+
+class AmdSmiDevPerfLevel(IntEnum):
+    AUTO = 0
+    LOW = 1
+    HIGH = 2
+    MANUAL = 3
+    STABLE_STD = 4
+    STABLE_PEAK = 5
+    STABLE_MIN_MCLK = 6
+    STABLE_MIN_SCLK = 7
+    DETERMINISM = 8
+    UNKNOWN = 0x100
 
 
 class AmdSmiTemperatureType(IntEnum):
@@ -209,6 +247,12 @@ class FakeAmdGpu:
     energy_uj: float = 0.0  # true energy since the state was written, at the anchor
     anchor_t: float | None = None
     cap_history_w: list[float] = attrs.field(factory=list)  # every cap set, in order (for tests)
+    sys_clock_range_mhz: list[int] = attrs.field(factory=lambda: [500, 2100])  # the hardware's GFX range (MI300X)
+    mem_clock_range_mhz: list[int] = attrs.field(factory=lambda: [900, 1300])  # the hardware's memory (UCLK) range
+    sys_clock_lock_mhz: list[int] | None = None  # the soft limits set, None: the hardware range
+    mem_clock_lock_mhz: list[int] | None = None
+    perf_level: str = "AUTO"
+    clock_history: list[list[Any]] = attrs.field(factory=list)  # every range set: [type, min, max] or ["AUTO"] (for tests)
 
 
 def create(
@@ -455,6 +499,74 @@ def amdsmi_get_temp_metric(processor_handle: Any, sensor_type: AmdSmiTemperature
     if value is None or metric != AmdSmiTemperatureMetric.CURRENT:
         raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)
     return int(value)
+
+
+_CLOCKS = {AmdSmiClkType.SYS: "sys", AmdSmiClkType.MEM: "mem"}
+
+
+def _clock_kind(clk_type: Any) -> str:
+    if not isinstance(clk_type, AmdSmiClkType):
+        raise AmdSmiParameterException(clk_type, AmdSmiClkType)
+    kind = _CLOCKS.get(clk_type)
+    if kind is None:  # DF, SOC, ... read and set through other files: not simulated
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)
+    return kind
+
+
+def _clock_range(g: dict, kind: str) -> list[int]:
+    """The soft limits in force: the lock, else the hardware range."""
+    return list(g[f"{kind}_clock_lock_mhz"] or g[f"{kind}_clock_range_mhz"])
+
+
+def amdsmi_get_clock_info(processor_handle: Any, clock_type: AmdSmiClkType) -> dict[str, Any]:
+    g = _gpu(processor_handle)
+    kind = _clock_kind(clock_type)
+    lo, hi = _clock_range(g, kind)
+    return {
+        "clk": hi,
+        "min_clk": lo,
+        "max_clk": hi,
+        "clk_locked": (g["sys_clock_lock_mhz"] is not None) if kind == "sys" else "N/A",
+        "clk_deep_sleep": "N/A",
+    }
+
+
+def amdsmi_set_gpu_clk_range(processor_handle: Any, min_clk_value: int, max_clk_value: int, clk_type: AmdSmiClkType) -> None:
+    _gpu(processor_handle)
+    for value in (min_clk_value, max_clk_value):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise AmdSmiParameterException(value, int)
+    kind = _clock_kind(clk_type)
+    if not simulated.may_change(_read()["privileged"], CAP_DAC_OVERRIDE):
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NO_PERM)
+    with _changing() as state:
+        g = state["gpus"][processor_handle.index]
+        lo, hi = g[f"{kind}_clock_range_mhz"]
+        if not lo <= min_clk_value < max_clk_value <= hi:
+            raise AmdSmiLibraryException(AMDSMI_STATUS_INVAL)
+        g[f"{kind}_clock_lock_mhz"] = [min_clk_value, max_clk_value]
+        g["perf_level"] = "MANUAL"
+        g["clock_history"].append([kind, min_clk_value, max_clk_value])
+
+
+def amdsmi_get_gpu_perf_level(processor_handle: Any) -> str:
+    return f"AMDSMI_DEV_PERF_LEVEL_{_gpu(processor_handle)['perf_level']}"
+
+
+def amdsmi_set_gpu_perf_level(processor_handle: Any, perf_level: AmdSmiDevPerfLevel) -> None:
+    _gpu(processor_handle)
+    if not isinstance(perf_level, AmdSmiDevPerfLevel):
+        raise AmdSmiParameterException(perf_level, AmdSmiDevPerfLevel)
+    if not simulated.may_change(_read()["privileged"], CAP_DAC_OVERRIDE):
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NO_PERM)
+    if perf_level not in (AmdSmiDevPerfLevel.AUTO, AmdSmiDevPerfLevel.MANUAL):
+        raise AmdSmiLibraryException(AMDSMI_STATUS_NOT_SUPPORTED)
+    with _changing() as state:
+        g = state["gpus"][processor_handle.index]
+        g["perf_level"] = perf_level.name
+        if perf_level == AmdSmiDevPerfLevel.AUTO:  # the driver drops every soft limit
+            g["sys_clock_lock_mhz"] = g["mem_clock_lock_mhz"] = None
+            g["clock_history"].append(["AUTO"])
 
 
 __getattr__ = simulated.unsimulated(__name__, "amdsmi_")  # anything not simulated fails loudly instead of pretending

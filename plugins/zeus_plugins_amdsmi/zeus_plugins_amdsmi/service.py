@@ -19,6 +19,15 @@ with, as the ``nvml`` service's serve NVIDIA ones, in the API's units (mW, mJ); 
 ``set_power_limit`` / ``reset_power_limit`` (mW) are the HTTP API's power-limit routes on an AMD
 GPU, the same caps as ``set_power_cap`` (µW). Persistence mode is NVML's alone: reading it is
 refused (400), as upstream zeusd answers for AMD GPUs.
+
+``lock_clocks`` / ``lock_memory_clocks`` (MHz) set the GFX or memory clock's soft limits
+(``amdsmi_set_gpu_clk_range``), the HTTP API's ``set_gpu_locked_clocks`` and
+``set_mem_locked_clocks`` on an AMD GPU; ``reset_clocks`` / ``reset_memory_clocks`` put back
+the limits that stood before this client's change (journaled under the same restorer). amdsmi
+takes a range, never one frequency: a range whose minimum is not below its maximum, or that
+leaves the GPU's hardware range, is refused (400) before amdsmi is asked. The hardware range is
+read once per GPU and clock, before this daemon's first lock of it (amdsmi reads back the
+limits in force, so a lock hides the hardware's).
 """
 
 from __future__ import annotations
@@ -29,7 +38,17 @@ import attrs
 
 from zeus_core.daemon import Refused, operation
 from zeus_core.devicekit import GpuArgs, GpuService, all_or_list, select_gpus
-from zeus_plugins_amdsmi.control import OWNER, acquire, driver_errors, key_for, release, set_cap, smi_module
+from zeus_plugins_amdsmi.control import (
+    OWNER,
+    acquire,
+    clock_range,
+    driver_errors,
+    key_for,
+    release,
+    set_cap,
+    set_clock_range,
+    smi_module,
+)
 
 
 @attrs.define
@@ -53,6 +72,13 @@ class PowerLimit:
     milliwatts: int
 
 
+@attrs.define
+class ClockRange:
+    gpu: str
+    min_mhz: int
+    max_mhz: int
+
+
 def _number(value: Any) -> float | None:
     """An amdsmi reading, or None where it says ``"N/A"``."""
     return float(value) if isinstance(value, (int, float)) else None
@@ -64,6 +90,7 @@ class AmdsmiService(GpuService):
     section = "serve.amdsmi"
 
     def start_library(self) -> None:
+        self._hardware_clocks: dict[tuple[str, str], list[int]] = {}  # (UUID, setting) -> the hardware range (MHz)
         self._smi = smi = smi_module()
         self._errors = driver_errors(smi)
         try:
@@ -126,6 +153,53 @@ class AmdsmiService(GpuService):
     def reset_power_limit(self, args: GpuArgs, client: Any) -> dict[str, Any]:
         """Put back the cap the GPU had before this client changed it."""
         return self.reset_power_cap(args, client)
+
+    def _lock(self, args: ClockRange, client: Any, setting: str, what: str) -> dict[str, Any]:
+        """Set ``setting``'s soft limits to ``args``' range, inside the GPU's hardware range."""
+        h = self.gpus.handle(args.gpu)
+        smi = self._smi
+        with self._errors.served(f"lock the {what}", f"GPU {args.gpu}"):
+            hardware = self._hardware_clocks.get((args.gpu, setting))
+            if hardware is None:  # before this daemon's first lock of it: what amdsmi reads is the hardware's
+                hardware = self._hardware_clocks[(args.gpu, setting)] = clock_range(smi, h, setting)
+            lo, hi = hardware
+            if not lo <= args.min_mhz < args.max_mhz <= hi:
+                raise Refused(
+                    f"{what} {args.min_mhz}..{args.max_mhz} MHz is not a range AMD GPU {args.gpu} takes: the minimum below "
+                    f"the maximum, both within {lo}..{hi} MHz (amdsmi sets a clock's limits; it cannot hold one frequency)"
+                )
+            current = clock_range(smi, h, setting)
+            client.change(OWNER, key_for(args.gpu, setting), current, lambda: set_clock_range(smi, h, setting, args.min_mhz, args.max_mhz))
+        return {"min_mhz": args.min_mhz, "max_mhz": args.max_mhz}
+
+    def _unlock(self, args: GpuArgs, client: Any, setting: str, what: str) -> dict[str, Any]:
+        """Put back the limits this client's lock replaced; for a client that holds none, the hardware range
+        (where this daemon has read it)."""
+        h = self.gpus.handle(args.gpu)
+        hardware = self._hardware_clocks.get((args.gpu, setting))
+        reset = (lambda: set_clock_range(self._smi, h, setting, *hardware)) if hardware else None
+        with self._errors.served(f"reset the {what}", f"GPU {args.gpu}"):
+            return {"outcome": client.release(OWNER, key_for(args.gpu, setting), reset)}
+
+    @operation(ClockRange)
+    def lock_clocks(self, args: ClockRange, client: Any) -> dict[str, Any]:
+        """Set a GPU's GFX clock limits (MHz): the minimum below the maximum, inside the hardware range."""
+        return self._lock(args, client, "locked_clocks", "GFX clock")
+
+    @operation(GpuArgs)
+    def reset_clocks(self, args: GpuArgs, client: Any) -> dict[str, Any]:
+        """Put back the GFX clock limits the GPU had before this client changed them."""
+        return self._unlock(args, client, "locked_clocks", "GFX clock")
+
+    @operation(ClockRange)
+    def lock_memory_clocks(self, args: ClockRange, client: Any) -> dict[str, Any]:
+        """Set a GPU's memory clock limits (MHz): the minimum below the maximum, inside the hardware range."""
+        return self._lock(args, client, "locked_memory_clocks", "memory clock")
+
+    @operation(GpuArgs)
+    def reset_memory_clocks(self, args: GpuArgs, client: Any) -> dict[str, Any]:
+        """Put back the memory clock limits the GPU had before this client changed them."""
+        return self._unlock(args, client, "locked_memory_clocks", "memory clock")
 
     # -- reads (the HTTP API's /gpu/get_* and stream_power; zeus_core.daemon.http) --
 

@@ -29,7 +29,17 @@ from zeus_core import DeviceError
 from zeus_core.attribution import DeviceActivity
 from zeus_core.daemon import CAP_SYS_ADMIN
 from zeus_core.device import Precision
-from zeus_core.devicekit import ConfirmedCounter, CounterProbe, DriverDevice, GpuGroup, SettingsPath, check_counters, model_update_period
+from zeus_core.devicekit import (
+    ConfirmedCounter,
+    CounterProbe,
+    DriverDevice,
+    GpuClocks,
+    GpuGroup,
+    SettingsPath,
+    check_clock,
+    check_counters,
+    model_update_period,
+)
 from zeus_core.errors import DeviceAbsent
 from zeus_plugins_nvml.control import (
     DAEMON_OPS,
@@ -169,13 +179,7 @@ class NvmlGpu(DriverDevice):
 
     def lock_clocks(self, mhz: int) -> None:
         self._require_whole_gpu("lock the SM clock")
-        supported = self.supported_clocks()
-        if mhz not in supported:
-            near = sorted(supported, key=lambda c: abs(c - mhz))[:3]
-            raise ValueError(
-                f"{mhz} MHz is not a supported SM clock of {self.label}; nearest: {', '.join(map(str, sorted(near)))} MHz "
-                f"(range {min(supported)}..{max(supported)})"
-            )
+        check_clock(mhz, self.supported_clocks(), f"SM clock of {self.label}")
         new_memory_lock = self._lock_memory_clock()
         try:
             self.call("lock the SM clock", self._change, "locked_clocks", None, [mhz, mhz])
@@ -267,7 +271,7 @@ class NvmlGpu(DriverDevice):
         self._reset("memory clock", "locked_memory_clocks")
 
 
-class NvmlGpus(GpuGroup):
+class NvmlGpus(GpuClocks, GpuGroup):
     """The ``nvml`` device group (:class:`zeus_core.parts.DeviceGroup`): CUDA-visible GPUs.
 
     ``names`` are ``gpu<i>`` with ``i`` the CUDA-visible index. Group-level
@@ -508,21 +512,6 @@ class NvmlGpus(GpuGroup):
         except (nvml.NVMLError, AttributeError, TypeError, ValueError):
             pass
         return out
-
-    def supported_clocks(self) -> list[int]:
-        """SM clocks (MHz, highest first) that every GPU supports."""
-        common = set(self.gpus[0].supported_clocks())
-        for g in self.gpus[1:]:
-            common &= set(g.supported_clocks())
-        return sorted(common, reverse=True)
-
-    def lock_clocks(self, mhz: int) -> None:
-        for g in self.gpus:
-            g.lock_clocks(mhz)
-
-    def reset_clocks(self) -> None:
-        for g in self.gpus:
-            g.reset_clocks()
 
     # Clock ranges and memory clocks, every GPU at once (what zeus-compat's upstream clock API calls).
 
