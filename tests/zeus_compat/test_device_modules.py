@@ -18,7 +18,7 @@ from zeus.device.cpu.rapl import (
     get_current_rapl_zone_id,
     rapl_is_available,
 )
-from zeus.device.gpu import GPUs, ZeusGPUInitError, ZeusGPUNotSupportedError
+from zeus.device.gpu import GPUs, ZeusGPUInitError, ZeusGPUInvalidArgError
 from zeus.device.gpu.amd import AMDGPU, AMDGPUs, amdsmi_is_available
 from zeus.device.gpu.nvidia import NVIDIAGPU, NVIDIAGPUs, nvml_is_available
 from zeus.device.soc import SoC, ZeusSoCInitError
@@ -66,10 +66,19 @@ def test_amd_gpus_through_the_amdsmi_plugin(tmp_path, monkeypatch):
     gpus = get_gpus()
     assert type(gpus) is AMDGPUs and type(gpus.gpus[0]) is AMDGPU and len(gpus) == 2
     assert gpus.get_power_management_limit(0) > 0
-    with pytest.raises(ZeusGPUNotSupportedError):  # the amdsmi plugin does not lock clocks
-        gpus.set_gpu_locked_clocks(0, 1000, 1500)
-    with pytest.raises(ZeusGPUNotSupportedError):
-        gpus.get_supported_memory_clocks(0)
+    # clocks as upstream's AMD GPU sets them: amdsmi's soft limits, left set when the process ends
+    assert gpus.get_supported_memory_clocks(0) == [1300, 900]  # the hardware range, maximum first, as upstream lists it
+    assert gpus.get_supported_graphics_clocks(0)[:2] == [2100, 2085]
+    gpus.set_gpu_locked_clocks(0, 1000, 1500)
+    gpus.set_memory_locked_clocks(1, 900, 1100)
+    state = fake_amdsmi.read_state()["gpus"]
+    assert [(g["sys_clock_lock_mhz"], g["mem_clock_lock_mhz"]) for g in state] == [([1000, 1500], None), (None, [900, 1100])]
+    with pytest.raises(ZeusGPUInvalidArgError):  # amdsmi takes a range, not one frequency (AMDSMI_STATUS_INVAL)
+        gpus.set_gpu_locked_clocks(0, 1200, 1200)
+    gpus.reset_locked_clocks(0)
+    gpus.reset_memory_locked_clocks(1)
+    state = fake_amdsmi.read_state()["gpus"]
+    assert [(g["sys_clock_lock_mhz"], g["mem_clock_lock_mhz"]) for g in state] == [([500, 2100], [900, 1300]), (None, [900, 1300])]
 
 
 def test_rapl_names_and_zone_lookup(monkeypatch):

@@ -18,8 +18,9 @@ pieces; each lives here so that no two plugins hold near-copies of it:
 * :mod:`~zeus_core.devicekit.served`: the GPUs a daemon service serves, and :class:`GpuService`;
 * :mod:`~zeus_core.devicekit.simulated`: the shared state of a simulated driver;
 * :mod:`~zeus_core.devicekit.groups`: :class:`ClosedOnExit`, and :class:`GpuGroup`, what a
-  group of GPUs does with all of them at once, and :class:`GpuClocks`, its clock locks (:func:`check_clock`); :func:`deferred_factory` (from
-  :mod:`zeus_core.loading`), a device factory that loads the device's code when a device opens.
+  group of GPUs does with all of them at once, and :class:`GpuClocks` and :class:`GpuClockRanges`,
+  its clock locks (:func:`check_clock`); :func:`deferred_factory` (from :mod:`zeus_core.loading`),
+  a device factory that loads the device's code when a device opens.
 
 What a device group *is* and may declare stays in :mod:`zeus_core.device`. The names load on
 first use, so that a plugin's entry point that names one (``deferred_factory``) loads only its module.
@@ -40,7 +41,7 @@ if TYPE_CHECKING:  # loaded on first use (lazy_exports reads this list)
         watch_period,
     )
     from zeus_core.devicekit.drivers import DriverDevice, DriverErrors
-    from zeus_core.devicekit.groups import ClosedOnExit, GpuClocks, GpuGroup, check_clock
+    from zeus_core.devicekit.groups import ClosedOnExit, GpuClockRanges, GpuClocks, GpuGroup, check_clock
     from zeus_core.devicekit.polling import PowerIntegral, Sampler
     from zeus_core.devicekit.served import GpuArgs, GpuService, ServedGpus, all_or_list, select_gpus
     from zeus_core.devicekit.settings import CAP_DAC_OVERRIDE, DaemonCall, SettingsPath
@@ -55,6 +56,7 @@ __all__ = [
     "DriverDevice",
     "DriverErrors",
     "GpuArgs",
+    "GpuClockRanges",
     "GpuClocks",
     "GpuGroup",
     "GpuService",

@@ -35,7 +35,7 @@ from zeus_core.devicekit import (
     CAP_DAC_OVERRIDE,
     CounterProbe,
     DriverDevice,
-    GpuClocks,
+    GpuClockRanges,
     GpuGroup,
     PowerIntegral,
     Sampler,
@@ -158,12 +158,17 @@ class AmdGpu(DriverDevice):
     def lock_clocks(self, mhz: int) -> None:
         """Hold the GFX clock at ``mhz`` or below: soft limits ``[hardware minimum, mhz]`` (journaled)."""
         check_clock(mhz, self.supported_clocks(), f"GFX clock of {self.label}", f", every {CLOCK_STEP_MHZ} MHz down from the maximum")
-        self.lock_clock_range("locked_clocks", self.hardware_clock_range()[0], mhz)
+        self._lock_range("locked_clocks", self.hardware_clock_range()[0], mhz)
 
-    def lock_clock_range(self, setting: str, min_mhz: int, max_mhz: int) -> None:
+    def _lock_range(self, setting: str, min_mhz: int, max_mhz: int) -> None:
         """Set a clock's soft limits (journaled: the limits in force before are put back)."""
-        self.hardware_clock_range(setting)  # known before the first lock narrows what amdsmi reads
+        lo, hi = self.hardware_clock_range(setting)  # known before the first lock narrows what amdsmi reads
         what = "GFX clock" if setting == "locked_clocks" else "memory clock"
+        if not lo <= min_mhz < max_mhz <= hi:
+            raise ValueError(
+                f"{what} {min_mhz}..{max_mhz} MHz is not a range {self.label} takes: the minimum below the maximum, "
+                f"both within {lo}..{hi} MHz (amdsmi sets a clock's limits; it cannot hold one frequency)"
+            )
         smi = self._smi
         original = self.call(f"read the {what} range", clock_range, smi, self.handle, setting)
         op = "lock_clocks" if setting == "locked_clocks" else "lock_memory_clocks"
@@ -177,7 +182,11 @@ class AmdGpu(DriverDevice):
             (f"amdsmi.{op.replace('lock', 'reset')}", {"gpu": self.uuid}),
         )
 
-    def reset_clocks(self, setting: str = "locked_clocks") -> None:
+    def reset_clocks(self) -> None:
+        """Put the GFX clock's limits back if this group set them, else back to the hardware range."""
+        self._reset_range("locked_clocks")
+
+    def _reset_range(self, setting: str) -> None:
         """Put a clock's soft limits back if this group set them, else back to the hardware range."""
         smi = self._smi
         lo, hi = self.hardware_clock_range(setting)
@@ -190,6 +199,31 @@ class AmdGpu(DriverDevice):
             lambda: set_clock_range(smi, self.handle, setting, lo, hi),
             (f"amdsmi.{op}", {"gpu": self.uuid}),
         )
+
+    # -- clock ranges (upstream Zeus's clock API, zeus-compat): the limits as given, amdsmi checks them --
+
+    def supported_memory_clocks(self) -> list[int]:
+        """The memory clock's hardware range as ``[maximum, minimum]`` (MHz), as upstream lists an AMD GPU's."""
+        lo, hi = self.hardware_clock_range("locked_memory_clocks")
+        return [hi, lo]
+
+    def supported_graphics_clocks(self, memory_mhz: int) -> list[int]:
+        """The GFX clocks of :meth:`supported_clocks`, whatever the memory clock (an AMD GPU's do not depend on it)."""
+        return self.supported_clocks()
+
+    def lock_clock_range(self, min_mhz: int, max_mhz: int) -> None:
+        """Set the GFX clock's limits to ``[min_mhz, max_mhz]`` (journaled)."""
+        self._lock_range("locked_clocks", min_mhz, max_mhz)
+
+    def lock_memory_clock_range(self, min_mhz: int, max_mhz: int) -> None:
+        """Set the memory clock's limits to ``[min_mhz, max_mhz]`` (journaled)."""
+        self._lock_range("locked_memory_clocks", min_mhz, max_mhz)
+
+    def reset_sm_clocks(self) -> None:
+        self._reset_range("locked_clocks")
+
+    def reset_memory_clocks(self) -> None:
+        self._reset_range("locked_memory_clocks")
 
     # -- control (journaled) --
 
@@ -218,12 +252,12 @@ class AmdGpu(DriverDevice):
             raise self.explain("set the power cap", e) from None
 
 
-class AmdGpus(GpuClocks, GpuGroup):
+class AmdGpus(GpuClockRanges, GpuGroup):
     """The ``amdsmi`` device group: HIP-visible AMD GPUs, named ``gpu<i>`` with ``i`` torch's index.
 
     Group-level control applies one cap to every GPU; ``set_power_limits`` sets
-    one per GPU (allocators over mixed GPUs). Clock locks (:class:`~zeus_core.devicekit.GpuClocks`)
-    lock every GPU's GFX clock.
+    one per GPU (allocators over mixed GPUs). Clock locks and ranges (:class:`~zeus_core.devicekit.GpuClockRanges`)
+    apply to every GPU.
     """
 
     clock = staticmethod(time.monotonic)

@@ -33,7 +33,7 @@ from zeus_core.devicekit import (
     ConfirmedCounter,
     CounterProbe,
     DriverDevice,
-    GpuClocks,
+    GpuClockRanges,
     GpuGroup,
     SettingsPath,
     check_clock,
@@ -271,7 +271,7 @@ class NvmlGpu(DriverDevice):
         self._reset("memory clock", "locked_memory_clocks")
 
 
-class NvmlGpus(GpuClocks, GpuGroup):
+class NvmlGpus(GpuClockRanges, GpuGroup):
     """The ``nvml`` device group (:class:`zeus_core.parts.DeviceGroup`): CUDA-visible GPUs.
 
     ``names`` are ``gpu<i>`` with ``i`` the CUDA-visible index. Group-level
@@ -512,34 +512,6 @@ class NvmlGpus(GpuClocks, GpuGroup):
         except (nvml.NVMLError, AttributeError, TypeError, ValueError):
             pass
         return out
-
-    # Clock ranges and memory clocks, every GPU at once (what zeus-compat's upstream clock API calls).
-
-    def supported_memory_clocks(self) -> list[int]:
-        """Memory clocks (MHz) every GPU supports, in the first GPU's order."""
-        common = set.intersection(*(set(g.supported_memory_clocks()) for g in self.gpus))
-        return [m for m in self.gpus[0].supported_memory_clocks() if m in common]
-
-    def supported_graphics_clocks(self, memory_mhz: int) -> list[int]:
-        """SM clocks (MHz) every GPU supports at memory clock ``memory_mhz``, in the first GPU's order."""
-        common = set.intersection(*(set(g.supported_graphics_clocks(memory_mhz)) for g in self.gpus))
-        return [c for c in self.gpus[0].supported_graphics_clocks(memory_mhz) if c in common]
-
-    def lock_clock_range(self, min_mhz: int, max_mhz: int) -> None:
-        for g in self.gpus:
-            g.lock_clock_range(min_mhz, max_mhz)
-
-    def lock_memory_clock_range(self, min_mhz: int, max_mhz: int) -> None:
-        for g in self.gpus:
-            g.lock_memory_clock_range(min_mhz, max_mhz)
-
-    def reset_sm_clocks(self) -> None:
-        for g in self.gpus:
-            g.reset_sm_clocks()
-
-    def reset_memory_clocks(self) -> None:
-        for g in self.gpus:
-            g.reset_memory_clocks()
 
     # -- lifetime --
 

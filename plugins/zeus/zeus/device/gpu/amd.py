@@ -1,7 +1,9 @@
 """AMD GPUs (upstream's ``zeus.device.gpu.amd``), opened through zeus's ``amdsmi`` device plugin.
 
-The plugin reads energy and power and sets power caps; it does not lock clocks, so the clock
-methods raise ``ZeusGPUNotSupportedError`` on AMD GPUs here (upstream locks them through amdsmi).
+The plugin reads energy and power, sets power caps and sets clock limits through amdsmi as
+upstream does (``amdsmi_set_gpu_clk_range``: a range whose minimum lies below its maximum, so
+locking one frequency is an invalid argument on AMD, as upstream's); a reset puts back the range
+the hardware had, read before any lock, where upstream reads back the lock's own limits.
 """
 
 from __future__ import annotations
