@@ -20,10 +20,15 @@ profiler, ``zeus profile``, ``zeus.profile`` in zeus-compat, and any profiler pl
   ``timeout_s`` ends anyway, and says so (:attr:`TrialSample.settled`).
 * **Windows long enough for the bound asked**: a trial repeats its work until its
   window lasts ``min_window_s`` (the counter's update period makes shorter windows
-  coarse), and reports the totals divided by the repetitions.
+  coarse), and reports the totals divided by the repetitions. With a run's time
+  known beforehand (:func:`calibrate`, ``ThermalProfiler.run_s``) the window is sized
+  before it opens (:func:`runs_to_fill`) and measured as one (upstream's window).
+  A fixed number of unmeasured runs (``ThermalProfiler.warmup_runs``, upstream's
+  ``num_warmup_iterations``) comes before the warm-up until settled, or replaces it.
 * **Cooldown to a band** (:class:`Cooldown`): before each trial, wait (``interval_s``
   between readings) until the temperature is at most ``band_c`` above the one read
-  before the first trial, or ``timeout_s`` passed (recorded, never fatal).
+  before the first trial, or ``timeout_s`` passed (recorded, never fatal). Or, as
+  upstream's ``zeus.profile`` does, a fixed idle time (``Cooldown(duration_s=...)``).
 * **Repeated trials with a confidence interval** (:func:`confidence_interval`:
   Student's t interval of the mean, ``scipy.stats.t``).
 * **An order that favours no configuration** (:func:`trial_order`): trials run in
@@ -34,7 +39,9 @@ profiler, ``zeus profile``, ``zeus.profile`` in zeus-compat, and any profiler pl
 
 Everything here is plain logic over injected callables (``clock``, ``sleep``, a
 ``probe`` that reads power and temperature, the work of a trial), so it is tested
-without a device and reused on any.
+without a device and reused on any. Upstream's semantics (zeus-compat's ``zeus.profile``:
+a fixed cooldown, a fixed warm-up count, a calibrated window, each value's trials back to
+back) are this profiler with those settings (:meth:`ThermalProfiler.run`).
 """
 
 from __future__ import annotations
@@ -110,6 +117,11 @@ def _non_negative(_: object, attribute: attrs.Attribute, value: float) -> None:
         raise ValueError(f"{attribute.name} must be zero or more, got {value!r}")
 
 
+def _fraction(_: object, attribute: attrs.Attribute, value: float | None) -> None:
+    if value is not None and not 0 < value < 1:
+        raise ValueError(f"{attribute.name} must be between 0 and 1 (0.95 for 95 %), got {value!r}")
+
+
 @attrs.frozen
 class Settling:
     """When a configuration has warmed up: the last ``readings`` readings (since the configuration
@@ -169,11 +181,14 @@ class Settler:
 @attrs.frozen
 class Cooldown:
     """Before each trial, wait until the temperature is at most ``band_c`` above the one read before
-    the first trial (checked every ``interval_s``), for at most ``timeout_s``."""
+    the first trial (checked every ``interval_s``), for at most ``timeout_s``. ``duration_s``: idle that
+    long instead, reading nothing (upstream ``zeus.profile``'s ``cooldown_duration``: on a device
+    without a temperature reading, or to reproduce upstream's trials); 0 waits not at all."""
 
     band_c: float = attrs.field(default=2.0, validator=_non_negative)
     timeout_s: float = attrs.field(default=60.0, validator=_non_negative)
     interval_s: float = attrs.field(default=0.5, validator=_positive)
+    duration_s: float | None = attrs.field(default=None, validator=attrs.validators.optional(_non_negative))
 
 
 def cool_down(
@@ -185,7 +200,12 @@ def cool_down(
 ) -> tuple[bool, float]:
     """Wait until the temperature is back in the band over ``baseline_c``: (reached, seconds waited).
 
-    Without a baseline or a temperature reading there is nothing to wait for (reached at once)."""
+    Without a baseline or a temperature reading there is nothing to wait for (reached at once). A fixed
+    cooldown (``duration_s``) sleeps that long once (not at all for 0), reading neither probe nor clock."""
+    if cooldown.duration_s is not None:
+        if cooldown.duration_s > 0:
+            sleep(cooldown.duration_s)
+        return True, cooldown.duration_s
     start = clock()
     while True:
         t = probe().temperature_c
@@ -200,16 +220,28 @@ def cool_down(
 def warm_up(
     work: Callable[[], object] | None,
     probe: Callable[[], Reading],
-    settling: Settling,
+    settling: Settling | None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], object] = time.sleep,
+    min_runs: int = 0,
 ) -> tuple[bool, int]:
     """Run ``work`` (or wait ``interval_s``, without work) until the readings settle: (settled, runs of ``work``).
 
-    A reading is taken before the first run and after each, so a device whose readings do not change
-    settles after one run (the least a warm-up does)."""
+    ``min_runs`` runs of ``work`` come first, unread (a fixed warm-up: upstream's
+    ``num_warmup_iterations``, the JIT's ``warmup_iters``); ``settling`` None ends the warm-up there.
+    After them a reading is taken before the next run and after each, so a device whose readings do
+    not change settles after one more run (the least a settling warm-up does)."""
+    if min_runs < 0:
+        raise ValueError(f"min_runs must be zero or more, got {min_runs!r}")
+    if min_runs:
+        if work is None:
+            raise ValueError("a fixed number of warm-up runs needs the work to run")
+        for _ in range(min_runs):
+            work()
+    if settling is None:
+        return True, min_runs
     settler = Settler(settling)
-    start, runs = clock(), 0
+    start, runs = clock(), min_runs
     settler.add(probe())
     while True:
         if work is not None:
@@ -221,6 +253,38 @@ def warm_up(
             return True, runs
         if clock() - start >= settling.timeout_s:
             return False, runs
+
+
+def runs_to_fill(duration_s: float, run_s: float) -> int:
+    """How many runs of ``run_s`` seconds fill ``duration_s``: at least one (upstream ``zeus.profile``'s
+    ``max(1, ceil(duration / iteration))``). A run that takes no time cannot fill anything: one."""
+    if run_s == 0:
+        return 1
+    return max(1, math.ceil(duration_s / run_s))
+
+
+def calibrate(
+    work: Callable[[], object],
+    runs: int,
+    warmup_runs: int = 0,
+    clock: Callable[[], float] = time.monotonic,
+    sync: Callable[[], object] | None = None,
+) -> float:
+    """Seconds one run of ``work`` takes: ``warmup_runs`` runs untimed, then ``runs`` timed on ``clock``
+    (``sync`` before and after the timed runs: asynchronous work is waited for, upstream's
+    ``sync_execution``). For sizing a window before it opens (``ThermalProfiler.run_s``)."""
+    if runs < 1:
+        raise ValueError(f"calibration needs at least one run, got {runs!r}")
+    for _ in range(warmup_runs):
+        work()
+    if sync is not None:
+        sync()
+    start = clock()
+    for _ in range(runs):
+        work()
+    if sync is not None:
+        sync()
+    return (clock() - start) / runs
 
 
 def trial_order(configs: Sequence[C], trials: int, seed: int | None = 0) -> list[tuple[C, int]]:
@@ -331,15 +395,22 @@ class ThermalProfiler:
     """Profile configurations thermally stably (module docstring). ``trials``: per configuration;
     ``min_window_s``: the shortest measurement window (a trial repeats its work to fill it);
     ``settling`` / ``cooldown``: None turns that step off; ``seed``: the trial order's
-    (:func:`trial_order`); ``confidence``: the intervals'."""
+    (:func:`trial_order`); ``confidence``: the intervals' (None: none taken, ``low`` and ``high`` are
+    nan; for callers that judge their trials otherwise, as upstream's sweeps do). ``warmup_runs``: runs of the work before
+    the warm-up until settled (the whole warm-up where ``settling`` is None). ``run_s``: a run's time
+    known beforehand (:func:`calibrate`): each window is then :func:`runs_to_fill` of ``min_window_s``
+    runs, sized before it opens and measured as one window (``measure_runs``), not capped by
+    ``max_runs`` (which caps the window that repeats until it is long enough)."""
 
     trials: int = attrs.field(default=3, validator=attrs.validators.ge(1))
     min_window_s: float = attrs.field(default=0.0, validator=_non_negative)
     settling: Settling | None = attrs.field(factory=Settling)
     cooldown: Cooldown | None = attrs.field(factory=Cooldown)
     seed: int | None = 0
-    confidence: float = attrs.field(default=0.95, validator=attrs.validators.and_(attrs.validators.gt(0), attrs.validators.lt(1)))
+    confidence: float | None = attrs.field(default=0.95, validator=_fraction)
     max_runs: int = attrs.field(default=1_000_000, validator=attrs.validators.ge(1))
+    warmup_runs: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    run_s: float | None = None
 
     def run(
         self,
@@ -352,14 +423,22 @@ class ThermalProfiler:
         sleep: Callable[[float], object] = time.sleep,
         on_trial: Callable[[TrialSample], object] | None = None,
         window_need: Callable[[Sample], float] | None = None,
+        measure_runs: Callable[[C, int], Sample] | None = None,
     ) -> list[ConfigResult[C]]:
-        """Every trial of ``configs``: ``prepare(c)`` applies a configuration (sets a limit), ``work(c)``
-        runs its work unmeasured (the warm-up; None: ``measure`` is run and its result dropped),
-        ``measure(c)`` runs it once in a measured window. ``window_need``: the window a bound asks
-        for, from the first run's time and energy (:func:`bound_window`); a window is the longer of
-        it and ``min_window_s`` (capped by ``max_runs``). Results in the order of ``configs``."""
+        """Every trial of ``configs``, in the order of :func:`trial_order`. Each trial: the cooldown,
+        ``prepare(c)`` (applies a configuration: sets a limit), the warm-up (``warmup_runs`` runs of
+        ``work(c)``, then until settled; ``work`` None: ``measure`` is run and its result dropped), then
+        the window: ``measure(c)`` runs the work once, measured, and is repeated until the window is the
+        longer of ``min_window_s`` and ``window_need`` (the window a bound asks for, from the first run's
+        time and energy: :func:`bound_window`), capped by ``max_runs``. With ``run_s`` the window's runs
+        are decided before it opens, and ``measure_runs(c, n)`` measures ``n`` runs as one window (None:
+        ``n`` calls of ``measure`` added up). Results in the order of ``configs``, each with its trials in
+        the order run and the intervals of their time and energy per run (``confidence``)."""
+        if self.run_s is not None and window_need is not None:
+            raise ValueError("a window sized before it opens (run_s) cannot also follow a bound (window_need)")
         configs = list(configs)
-        baseline = probe().temperature_c if self.cooldown is not None else None
+        fixed = self.cooldown is None or self.cooldown.duration_s is not None
+        baseline = None if fixed else probe().temperature_c
         samples: dict[C, list[TrialSample]] = {c: [] for c in configs}
         for config, k in trial_order(configs, self.trials, self.seed):
             cooled = True
@@ -367,25 +446,42 @@ class ThermalProfiler:
                 cooled, _ = cool_down(probe, baseline, self.cooldown, clock, sleep)
             prepare(config)
             settled, warm = True, 0
-            if self.settling is not None:
-                settled, warm = warm_up(functools.partial(work or measure, config), probe, self.settling, clock, sleep)
-            sample = self._window(config, measure, window_need)
-            got = TrialSample(config, k, sample[0].time_s, sample[0].energy_j, sample[1], settled, cooled, warm, probe().temperature_c)
+            if self.settling is not None or self.warmup_runs:
+                once = functools.partial(work or measure, config)
+                settled, warm = warm_up(once, probe, self.settling, clock, sleep, min_runs=self.warmup_runs)
+            sample, runs = self._window(config, measure, window_need, measure_runs)
+            got = TrialSample(config, k, sample.time_s, sample.energy_j, runs, settled, cooled, warm, probe().temperature_c)
             samples[config].append(got)
             if on_trial is not None:
                 on_trial(got)
         return [
             ConfigResult(
-                c,
-                tuple(samples[c]),
-                confidence_interval([s.time_s for s in samples[c]], self.confidence),
-                confidence_interval([s.energy_j for s in samples[c]], self.confidence),
+                c, tuple(samples[c]), self._interval([s.time_s for s in samples[c]]), self._interval([s.energy_j for s in samples[c]])
             )
             for c in configs
         ]
 
-    def _window(self, config: C, measure: Callable[[C], Sample], need: Callable[[Sample], float] | None) -> tuple[Sample, int]:
-        """Runs of ``measure`` until their times add up to the window asked: the mean per run, and how many."""
+    def _interval(self, values: list[float]) -> Interval:
+        if self.confidence is None:  # no interval asked: the mean alone (and no scipy)
+            return Interval(statistics.fmean(values), math.nan, math.nan, len(values))
+        return confidence_interval(values, self.confidence)
+
+    def _window(
+        self,
+        config: C,
+        measure: Callable[[C], Sample],
+        need: Callable[[Sample], float] | None,
+        measure_runs: Callable[[C, int], Sample] | None,
+    ) -> tuple[Sample, int]:
+        """The window's runs of the work: the mean per run, and how many."""
+        if self.run_s is not None:  # sized beforehand: one window of n runs
+            n = runs_to_fill(self.min_window_s, self.run_s)
+            if measure_runs is not None:
+                got = measure_runs(config, n)
+            else:
+                parts = [measure(config) for _ in range(n)]
+                got = Sample(sum(p.time_s for p in parts), sum(p.energy_j for p in parts))
+            return Sample(got.time_s / n, got.energy_j / n), n
         t = e = 0.0
         runs = 0
         length = self.min_window_s
@@ -409,10 +505,12 @@ __all__ = [
     "ThermalProfiler",
     "TrialSample",
     "bound_window",
+    "calibrate",
     "confidence_interval",
     "cool_down",
     "device_probe",
     "no_probe",
+    "runs_to_fill",
     "trial_order",
     "warm_up",
 ]

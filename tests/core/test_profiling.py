@@ -17,8 +17,10 @@ from zeus_core.profiling import (
     Settler,
     Settling,
     ThermalProfiler,
+    calibrate,
     confidence_interval,
     cool_down,
+    runs_to_fill,
     trial_order,
     warm_up,
 )
@@ -215,3 +217,79 @@ def test_a_run_that_takes_no_time_ends_its_window_instead_of_repeating_forever()
     # a device on a virtual clock the work does not advance (the trace replay): one run per window
     res = ThermalProfiler(trials=1, min_window_s=5.0, settling=None, cooldown=None).run([1], lambda c: None, lambda c: Sample(0.0, 0.0))
     assert res[0].trials[0].runs == 1
+
+
+def test_a_fixed_cooldown_sleeps_its_duration_once_and_reads_nothing():
+    slept: list[float] = []
+
+    def probe() -> Reading:
+        raise AssertionError("a fixed cooldown reads no temperature")
+
+    def clock() -> float:
+        raise AssertionError("a fixed cooldown reads no clock")
+
+    assert cool_down(probe, 40.0, Cooldown(duration_s=0.25), clock, slept.append) == (True, 0.25)
+    assert cool_down(probe, None, Cooldown(duration_s=0.0), clock, slept.append) == (True, 0.0)
+    assert slept == [0.25]  # 0 s: no sleep at all
+    with pytest.raises(ValueError, match="duration_s"):
+        Cooldown(duration_s=-1.0)
+
+
+def test_a_fixed_warm_up_count_comes_before_settling_or_replaces_it():
+    runs: list[int] = []
+    reads: list[int] = []
+
+    def probe() -> Reading:
+        reads.append(len(runs))
+        return Reading(100.0, 50.0)
+
+    assert warm_up(lambda: runs.append(1), probe, None, min_runs=4) == (True, 4)
+    assert len(runs) == 4 and reads == []  # no settling: nothing read
+    runs.clear()
+    assert warm_up(lambda: runs.append(1), probe, Settling(), min_runs=3) == (True, 4)  # 3 fixed, then one to settle
+    assert reads == [3, 4]  # the first reading after the fixed runs, then one after the run that settled
+    with pytest.raises(ValueError, match="needs the work"):
+        warm_up(None, probe, None, min_runs=1)
+
+
+def test_a_window_sized_beforehand_is_measured_as_one():
+    clock = Clock()
+    events: list[object] = []
+
+    def window(c: str, n: int) -> Sample:
+        events.append(("window", c, n))
+        clock.sleep(0.02 * n)
+        return Sample(0.02 * n, 3.0 * n)
+
+    profiler = ThermalProfiler(
+        trials=2, min_window_s=0.1, settling=None, cooldown=Cooldown(duration_s=1.0), seed=None, confidence=None, warmup_runs=2, run_s=0.03
+    )
+    a, b = profiler.run(
+        ["a", "b"],
+        prepare=lambda c: events.append(("prepare", c)),
+        measure=lambda c: pytest.fail("the window is measure_runs'"),
+        work=lambda c: events.append(("work", c)),
+        clock=clock,
+        sleep=lambda s: events.append(("sleep", s)),
+        measure_runs=window,
+    )
+    one = [("sleep", 1.0), ("prepare", "a"), ("work", "a"), ("work", "a"), ("window", "a", 4)]  # ceil(0.1 / 0.03) runs
+    assert events[:5] == one and len(events) == 20
+    assert [e[1] for e in events if e[0] == "window"] == ["a", "b", "b", "a"]  # seed None: given order, then reversed
+    got = a.trials + b.trials
+    assert all(t.runs == 4 and t.time_s == pytest.approx(0.02) and t.energy_j == 3.0 and t.warmup_runs == 2 for t in got)
+    assert a.energy_j.mean == 3.0 and math.isnan(a.energy_j.low) and a.energy_j.n == 2  # confidence None: the mean, no interval
+    with pytest.raises(ValueError, match="window_need"):
+        profiler.run(["a"], lambda c: None, lambda c: Sample(1.0, 1.0), window_need=lambda s: 1.0)
+
+
+def test_runs_to_fill_and_calibrate_are_upstreams_arithmetic():
+    assert runs_to_fill(0.1, 0.004) == math.ceil(0.1 / 0.004) == 25
+    assert runs_to_fill(0.0, 0.5) == runs_to_fill(-1.0, 0.5) == runs_to_fill(1.0, -0.5) == 1  # at least one
+    assert runs_to_fill(1.0, 0.0) == 1  # a run that takes no time fills nothing: one
+    clock = Clock()
+    calls: list[str] = []
+    seconds = calibrate(lambda: (calls.append("run"), clock.sleep(0.5)), 4, warmup_runs=2, clock=clock, sync=lambda: calls.append("sync"))
+    assert seconds == 0.5 and calls == ["run"] * 2 + ["sync"] + ["run"] * 4 + ["sync"]
+    with pytest.raises(ValueError, match="at least one run"):
+        calibrate(lambda: None, 0)

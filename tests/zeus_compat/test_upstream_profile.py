@@ -175,3 +175,24 @@ def test_a_sweep_is_invalid_above_the_threshold(monitor, sleeps):
 
 def test_default_search_range_is_one_to_ten_seconds():
     assert profile.DEFAULT_SEARCH_RANGE == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]
+
+
+def test_each_trial_cools_down_warms_up_then_measures_one_window_between_two_temperature_reads(monitor, monkeypatch):
+    # upstream's trial, step by step (zeus_core.profiling's trial loop with upstream's settings)
+    events: list[str] = []
+    monkeypatch.setattr(profile, "time", types.SimpleNamespace(monotonic=time.monotonic, sleep=lambda s: events.append(f"sleep {s}")))
+    for name in ("begin_window", "end_window"):
+        real = getattr(monitor, name)
+        monkeypatch.setattr(monitor, name, lambda *a, _real=real, _name=name, **k: (events.append(_name), _real(*a, **k))[1])
+    real_temp = monitor.gpus.get_gpu_temperature
+    monkeypatch.setattr(monitor.gpus, "get_gpu_temperature", lambda i: (events.append("temperature"), real_temp(i))[1])
+    durations = {"cooldown_duration_search_range": [0.5, 0.25], "measurement_duration": 0.01, "iteration_duration": 0.004}
+    report = profile.profile_cooldown_duration(
+        lambda: events.append("call"), monitor, num_trials=2, num_warmup_trials=1, num_warmup_iterations=2, **durations
+    )
+    window = ["temperature", "begin_window"] + ["call"] * 3 + ["end_window", "temperature"]  # ceil(0.01 / 0.004) iterations
+    warmup_trial = window  # no cooldown, no warm-up iterations
+    trial = [["sleep 0.5"], ["sleep 0.25"]]
+    expected = warmup_trial + 2 * (trial[0] + ["call"] * 2 + window) + 2 * (trial[1] + ["call"] * 2 + window)
+    assert events == expected
+    assert [[t.iterations for t in e.trials] for e in report.entries] == [[3, 3], [3, 3]]

@@ -12,8 +12,15 @@ a value *valid* where the sample standard deviation of the energy per iteration 
 ``trial_stddev_threshold`` joules. :func:`profile_parameters` runs both sweeps;
 :func:`measure` runs one trial with durations already chosen.
 
-The windows, temperatures and execution sync are the engine's (the monitor's GPUs come from
-the device plugins). In a distributed job every rank runs the workload on its own monitor
+The trial loop is :mod:`zeus_core.profiling`'s, the one every profiler here uses, set to
+upstream's semantics: the calibration is :func:`~zeus_core.profiling.calibrate`, the cooldown a
+fixed :class:`~zeus_core.profiling.Cooldown` (``duration_s``), the warm-up a fixed count
+(``ThermalProfiler.warmup_runs``, no settling), the window sized before it opens from the
+calibrated iteration time (``ThermalProfiler.run_s``, :func:`~zeus_core.profiling.runs_to_fill`)
+and measured as one, and each value's trials run back to back
+(:meth:`~zeus_core.profiling.ThermalProfiler.run`, one value at a time). The windows,
+temperatures and execution sync are the engine's (the monitor's GPUs come from the device
+plugins). In a distributed job every rank runs the workload on its own monitor
 (``gpu_indices=[local_rank]``); the results are reduced over ranks (energy summed, time the
 maximum, temperatures averaged) and rank 0 alone logs.
 """
@@ -21,7 +28,6 @@ maximum, temperatures averaged) and rank 0 alone logs.
 from __future__ import annotations
 
 import logging
-import math
 import statistics
 import time
 from collections.abc import Callable
@@ -30,6 +36,7 @@ from typing import Any, Literal
 
 from zeus.monitor.energy import ZeusMonitor
 from zeus.utils.framework import all_reduce, get_rank, get_world_size, sync_execution
+from zeus_core.profiling import Cooldown, Sample, ThermalProfiler, TrialSample, calibrate, runs_to_fill
 
 logger = logging.getLogger(__name__)
 
@@ -117,14 +124,14 @@ def _calibrate_iteration_duration(
 ) -> float:
     """Seconds one call of ``target_function`` takes (after ``num_warmup_iterations`` calls), the
     slowest rank's, timed over ``num_calibration_iterations`` calls."""
-    for _ in range(num_warmup_iterations):
-        target_function()
-    _sync(zeus_monitor)
-    began = time.monotonic()
-    for _ in range(num_calibration_iterations):
-        target_function()
-    _sync(zeus_monitor)
-    [seconds] = all_reduce([(time.monotonic() - began) / num_calibration_iterations], "max")
+    mine = calibrate(
+        target_function,
+        num_calibration_iterations,
+        warmup_runs=num_warmup_iterations,
+        clock=lambda: time.monotonic(),  # looked up at each call: the module's clock
+        sync=lambda: _sync(zeus_monitor),
+    )
+    [seconds] = all_reduce([mine], "max")
     logger.info("Calibrated iteration duration: %.3f ms", seconds * 1000)
     return float(seconds)
 
@@ -137,40 +144,76 @@ def _mean_temperature(zeus_monitor: ZeusMonitor) -> float:
     return sum(readings) / len(readings)
 
 
-def _run_trial(
+def _run_trials(
     target_function: Callable[[], Any],
     zeus_monitor: ZeusMonitor,
     cooldown_duration: float,
     measurement_duration: float,
     num_warmup_iterations: int,
     iteration_duration: float,
-) -> TrialResult:
-    """Cool down, warm up, then measure enough iterations to fill ``measurement_duration``."""
-    iterations = max(1, math.ceil(measurement_duration / iteration_duration))
-    if cooldown_duration > 0:
-        time.sleep(cooldown_duration)
-    for _ in range(num_warmup_iterations):
-        target_function()
-    _sync(zeus_monitor)
-    before = _mean_temperature(zeus_monitor)
-    zeus_monitor.begin_window(TRIAL_WINDOW, sync_execution=False)  # synced just above
-    for _ in range(iterations):
-        target_function()
-    measured = zeus_monitor.end_window(TRIAL_WINDOW)
-    after = _mean_temperature(zeus_monitor)
-    [energy] = all_reduce([measured.total_energy], "sum")
-    [elapsed] = all_reduce([measured.time], "max")
-    [before_sum, after_sum] = all_reduce([before, after], "sum")
-    ranks = get_world_size()
-    return TrialResult(
-        energy_per_iter=energy / iterations,
-        time_per_iter=elapsed / iterations,
-        total_energy=energy,
-        total_time=elapsed,
-        iterations=iterations,
-        temperature_before=before_sum / ranks,
-        temperature_after=after_sum / ranks,
+    count: int,
+    done: Callable[[int], object] = lambda i: None,
+) -> list[TrialResult]:
+    """``count`` trials, each: cool down, warm up, then measure enough iterations to fill
+    ``measurement_duration`` in one window (``done(i)`` after trial ``i``, from 0).
+
+    zeus_core.profiling's profiler runs them; this function supplies the window (the monitor's, its
+    temperatures before and after, reduced over ranks) and turns each into a :class:`TrialResult`."""
+    if count < 1:
+        return []  # upstream runs no trial (and its summary then finds no value to average)
+    windows: list[tuple[float, float, float, float]] = []  # per trial: total energy, total time, temperatures
+
+    def window(_: float, iterations: int) -> Sample:
+        _sync(zeus_monitor)  # the warm-up's work is done before the temperature and the window
+        before = _mean_temperature(zeus_monitor)
+        zeus_monitor.begin_window(TRIAL_WINDOW, sync_execution=False)  # synced just above
+        for _ in range(iterations):
+            target_function()
+        measured = zeus_monitor.end_window(TRIAL_WINDOW)
+        after = _mean_temperature(zeus_monitor)
+        [energy] = all_reduce([measured.total_energy], "sum")
+        [elapsed] = all_reduce([measured.time], "max")
+        [before_sum, after_sum] = all_reduce([before, after], "sum")
+        windows.append((energy, elapsed, before_sum, after_sum))
+        return Sample(elapsed, energy)
+
+    profiler = ThermalProfiler(
+        trials=count,
+        # upstream's durations and counts as it takes them: a cooldown that is not positive waits not at
+        # all, a negative measurement duration measures one iteration, a negative count warms up not at all
+        min_window_s=0.0 if measurement_duration < 0 else measurement_duration,
+        settling=None,
+        cooldown=Cooldown(duration_s=cooldown_duration if cooldown_duration > 0 else 0.0),
+        seed=None,
+        confidence=None,  # upstream judges a sweep by its standard deviation, not an interval
+        warmup_runs=max(0, num_warmup_iterations),
+        run_s=iteration_duration,
     )
+    ranks = get_world_size()
+
+    def result(t: TrialSample) -> TrialResult:
+        energy, elapsed, before_sum, after_sum = windows[t.trial]
+        return TrialResult(
+            energy_per_iter=t.energy_j,  # the profiler's window divided by its runs: energy / iterations
+            time_per_iter=t.time_s,
+            total_energy=energy,
+            total_time=elapsed,
+            iterations=t.runs,
+            temperature_before=before_sum / ranks,
+            temperature_after=after_sum / ranks,
+        )
+
+    [trials] = profiler.run(
+        [measurement_duration],
+        prepare=lambda _: None,
+        measure=lambda _: Sample(0.0, 0.0),  # every window is measure_runs': one per trial
+        work=lambda _: target_function(),
+        clock=lambda: time.monotonic(),  # looked up at each call: the module's clock and sleep
+        sleep=lambda s: time.sleep(s),
+        on_trial=lambda t: done(t.trial),
+        measure_runs=window,
+    )
+    return [result(t) for t in trials.trials]
 
 
 def _summarize(
@@ -210,17 +253,30 @@ def _sweep(
     cooldowns = sweep_type == "cooldown_duration"
     if num_warmup_trials > 0:
         _log("Running %d warmup trial(s)", num_warmup_trials)
-        for i in range(num_warmup_trials):
-            _run_trial(target_function, zeus_monitor, 0.0, fixed_value if cooldowns else max(sweep_values), 0, iteration_duration)
-            _log("Warmup trial %d/%d done", i + 1, num_warmup_trials)
+        _run_trials(
+            target_function,
+            zeus_monitor,
+            0.0,
+            fixed_value if cooldowns else max(sweep_values),
+            0,
+            iteration_duration,
+            num_warmup_trials,
+            lambda i: _log("Warmup trial %d/%d done", i + 1, num_warmup_trials),
+        )
     entries = []
     for value in sweep_values:
         cooldown, measurement = (value, fixed_value) if cooldowns else (fixed_value, value)
         _log("Starting %s=%.1f s  [%d trials]", sweep_type, value, num_trials)
-        trials = []
-        for i in range(num_trials):
-            trials.append(_run_trial(target_function, zeus_monitor, cooldown, measurement, num_warmup_iterations, iteration_duration))
-            _log("Trial %d/%d done", i + 1, num_trials)
+        trials = _run_trials(
+            target_function,
+            zeus_monitor,
+            cooldown,
+            measurement,
+            num_warmup_iterations,
+            iteration_duration,
+            num_trials,
+            lambda i: _log("Trial %d/%d done", i + 1, num_trials),
+        )
         entries.append(_summarize(measurement, cooldown, trials, trial_stddev_threshold))
     fixed = "measurement_duration" if cooldowns else "cooldown_duration"
     return SweepReport(sweep_param=(sweep_type, list(sweep_values)), fixed_param=(fixed, fixed_value), entries=entries)
@@ -377,8 +433,9 @@ def measure(
         raise ValueError("warmup_settle_duration must be non-negative")
     iteration = _calibrate_iteration_duration(target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations)
     if warmup_settle_duration is not None:
-        num_warmup_iterations = max(1, math.ceil(warmup_settle_duration / iteration))
-    return _run_trial(target_function, zeus_monitor, cooldown_duration, measurement_duration, num_warmup_iterations, iteration)
+        num_warmup_iterations = runs_to_fill(warmup_settle_duration, iteration)
+    [trial] = _run_trials(target_function, zeus_monitor, cooldown_duration, measurement_duration, num_warmup_iterations, iteration, 1)
+    return trial
 
 
 __all__ = [
