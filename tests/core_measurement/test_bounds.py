@@ -126,3 +126,20 @@ def test_update_period_from_the_changes_seen():
     assert update_period(changes, shortest=True) == pytest.approx(0.1)  # upstream's choice
     assert update_period([0.0, 0.1], 0.01) is None and update_period([0.0, 0.1], shortest=True) == pytest.approx(0.1)
     assert update_period([0.0], shortest=True) is None
+
+
+def test_the_closing_table_of_zeus_run_and_zeus_report_shows_the_bound_where_every_try_has_one():
+    from rich.console import Console
+
+    from zeus_core.cli.main import _closing_table
+
+    def shown(records: list[TryRecord]) -> str:
+        console = Console(record=True, width=200)
+        console.print(_closing_table(JobSummary("j", 1, len(records), 1000.0 * len(records), 10.0, 1.0, {}, records=records)))
+        return console.export_text()
+
+    known = shown([_record(1, {"method": "counter", "error_j": 4.0}), _record(2, {"method": "counter", "error_j": 6.0})])
+    total = next(line for line in known.splitlines() if "total" in line)
+    assert "2.00 kJ ± 10.0 J" in total  # the sum of the tries' bounds
+    unknown = shown([_record(1, {"method": "counter", "error_j": 4.0}), _record(2, None)])
+    assert "±" not in unknown  # one try without a bound: no bound claimed for the sum
