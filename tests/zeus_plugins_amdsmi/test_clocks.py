@@ -72,8 +72,8 @@ def test_the_next_zeus_start_restores_the_clocks_a_sigkilled_process_locked(fake
     fake_amd([FakeAmdGpu(sys_clock_lock_mhz=[700, 1900])], privileged=True)  # a lock that stood before: it comes back
 
     def left() -> None:
-        assert locks() == [[700, 1300]]  # the floor of the range it read (the lock in force hides the hardware's)
+        assert locks() == [[700, 1305]]  # the floor of the range it read (the lock in force hides the hardware's)
 
-    stderr = killed_then_restarted("lock_clocks(1300)", left)
+    stderr = killed_then_restarted("lock_clocks(1305)", left)
     assert "restored amdsmi gpu:" in stderr and "locked_clocks to [700, 1900]" in stderr
     assert locks() == [[700, 1900]] and journal() == []

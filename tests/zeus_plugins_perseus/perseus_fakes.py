@@ -187,6 +187,18 @@ def nvml_device(driver_path: str, gpus=None):
     return NvmlGpus(NvmlOptions(gpus=list(gpus)) if gpus is not None else None)
 
 
+def amd_device(driver_path: str):
+    """The real ``amdsmi`` device plugin on the simulated AMD driver at ``driver_path`` (module level, for
+    the frequency controller's spawned process)."""
+    from zeus_plugins_amdsmi import fake_amdsmi
+
+    fake_amdsmi.install(driver_path)
+    from zeus_plugins_amdsmi.device import AmdGpus
+    from zeus_plugins_amdsmi.options import AmdsmiOptions
+
+    return AmdGpus(AmdsmiOptions(counter_check_s=0.02))
+
+
 def nvml_clocks(driver_path: str, index: int = 0):
     """(locked SM clock, locked memory clock) of simulated GPU ``index``; None where not locked."""
     from zeus_plugins_nvml import fake_pynvml

@@ -13,7 +13,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # perseus_fakes must be importable in the controller's spawned process
 
-from perseus_fakes import FakeClockDevice, journal_keys, locked, log, nvml_clocks, nvml_device  # noqa: E402
+from perseus_fakes import FakeClockDevice, amd_device, journal_keys, locked, log, nvml_clocks, nvml_device  # noqa: E402
 
 from zeus_plugins_perseus.runtime import FrequencyController, PerseusHooks, ScheduleError, load_stage_schedule  # noqa: E402
 from zeus_plugins_perseus.runtime.controller import ControllerError  # noqa: E402
@@ -88,6 +88,27 @@ NEXT_ZEUS_START = (
     "from zeus_core.cli.main import main\n"
     "main(['plugins', '--json'])\n"
 )
+
+
+def test_controller_on_amd_gpus_holds_the_gfx_clock_under_the_plans_frequency(tmp_path, monkeypatch):
+    """A plan's frequency on an AMD GPU is the ceiling of its GFX clock's soft limits (amdsmi takes ranges)."""
+    from zeus_plugins_amdsmi import fake_amdsmi
+    from zeus_plugins_amdsmi.fake_amdsmi import FakeAmdGpu
+
+    for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(var, raising=False)
+    driver = str(fake_amdsmi.create(tmp_path / "amd.json", [FakeAmdGpu(), FakeAmdGpu(sys_clock_range_mhz=[800, 1700])], privileged=True))
+
+    def gfx() -> list:
+        return [g["sys_clock_lock_mhz"] for g in fake_amdsmi.read_state(driver)["gpus"]]
+
+    with FrequencyController(functools.partial(amd_device, driver)) as c:
+        assert c.supported_clocks[0] == 1695 and c.supported_clocks[-1] == 810  # the multiples of 15 MHz both GPUs take
+        c.set_frequency(1395)
+        assert gfx() == [[500, 1395], [800, 1395]]
+        c.set_frequency(1095)
+        assert gfx() == [[500, 1095], [800, 1095]]
+    assert gfx() == [[500, 2100], [800, 1700]] and journal_keys() == []
 
 
 def test_sigkilled_controller_leaves_clocks_the_next_zeus_start_resets(nvml_driver):

@@ -16,7 +16,7 @@ lock): amdsmi sets a clock's soft limits, a range whose minimum must lie below
 its maximum, not one frequency as NVML locks. Locking the GFX clock at ``f``
 sets the range ``[hardware minimum, f]``: a busy GPU runs at its ceiling, so ``f``
 is the clock it computes at, as under NVML's lock. The supported clocks are the
-hardware range from its maximum down in :data:`CLOCK_STEP_MHZ` steps (AMD's
+hardware maximum and every multiple of :data:`CLOCK_STEP_MHZ` below it (AMD's
 fine-grained DPM takes any value in the range), read before this group locks
 anything: amdsmi reads back the limits in force, never the hardware's once a
 lock is set. The range before the change is journaled and put back like the
@@ -150,14 +150,18 @@ class AmdGpu(DriverDevice):
         return self._hardware_clocks[setting]
 
     def supported_clocks(self) -> list[int]:
-        """GFX clocks (MHz, highest first): the hardware maximum, then every :data:`CLOCK_STEP_MHZ` down to
-        just above the minimum (a lock's ceiling must lie above the range's floor)."""
+        """GFX clocks (MHz, highest first): the hardware maximum, then every multiple of :data:`CLOCK_STEP_MHZ`
+        below it down to just above the minimum (a lock's ceiling must lie above the range's floor). Multiples,
+        not steps from each GPU's maximum, so that GPUs with different ranges share the clocks they both take."""
         lo, hi = self.hardware_clock_range()
-        return list(range(hi, lo, -CLOCK_STEP_MHZ))
+        below = hi - 1 - (hi - 1) % CLOCK_STEP_MHZ
+        return [hi, *(c for c in range(below, lo, -CLOCK_STEP_MHZ))] if hi > lo else []
 
     def lock_clocks(self, mhz: int) -> None:
         """Hold the GFX clock at ``mhz`` or below: soft limits ``[hardware minimum, mhz]`` (journaled)."""
-        check_clock(mhz, self.supported_clocks(), f"GFX clock of {self.label}", f", every {CLOCK_STEP_MHZ} MHz down from the maximum")
+        check_clock(
+            mhz, self.supported_clocks(), f"GFX clock of {self.label}", f", every multiple of {CLOCK_STEP_MHZ} MHz below the maximum"
+        )
         self._lock_range("locked_clocks", self.hardware_clock_range()[0], mhz)
 
     def _lock_range(self, setting: str, min_mhz: int, max_mhz: int) -> None:
