@@ -186,6 +186,21 @@ class TemperatureReadings(Protocol):
 
 
 @runtime_checkable
+class ClockReadings(Protocol):
+    """A device group that reads its devices' current clocks, in MHz: ``{device name: {clock: MHz}}``.
+    Clocks are ``sm`` (NVIDIA's SM clock, AMD's GFX clock) and ``memory``; a clock the device does not
+    report is absent, never zero (what exporters serve as ``DCGM_FI_DEV_SM_CLOCK`` and ``..._MEM_CLOCK``).
+
+    Example::
+
+        def read_clocks(self) -> dict[str, dict[str, float]]:
+            return {"gpu0": {"sm": self._driver.sm_mhz(0), "memory": self._driver.memory_mhz(0)}}
+    """
+
+    def read_clocks(self) -> dict[str, dict[str, float]]: ...
+
+
+@runtime_checkable
 class GpuSync(Protocol):
     """A device group with GPUs: the CUDA indices a measurement window synchronises
     before each timestamp, so that kernels in flight are paid for by their window.
@@ -437,6 +452,7 @@ DEVICE_CAPABILITIES: tuple[type, ...] = (
     PowerReadings,
     PowerDomainReadings,
     TemperatureReadings,
+    ClockReadings,
     GpuSync,
     SupportedPowerLimits,
     EpochPredictor,
@@ -476,6 +492,7 @@ __all__ = [
     "PowerReadings",
     "PowerDomainReadings",
     "TemperatureReadings",
+    "ClockReadings",
     "GpuSync",
     "SupportedPowerLimits",
     "ControlPaths",

@@ -153,8 +153,11 @@ def test_a_running_job_serves_dcgm_exporter_names_types_units_and_labels(tmp_pat
         "DCGM_FI_DEV_POWER_USAGE": "gauge",
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter",
         "DCGM_FI_DEV_POWER_MGMT_LIMIT": "gauge",
+        "DCGM_FI_DEV_SM_CLOCK": "gauge",
+        "DCGM_FI_DEV_MEM_CLOCK": "gauge",
     }
     assert "(in W)" in families["DCGM_FI_DEV_POWER_USAGE"].documentation
+    assert "(in MHz)" in families["DCGM_FI_DEV_SM_CLOCK"].documentation
     state = fake_pynvml.read_state(tmp_path / "nvml.json")["gpus"]
     for i, g in enumerate(state):
         want = {
@@ -176,6 +179,8 @@ def test_a_running_job_serves_dcgm_exporter_names_types_units_and_labels(tmp_pat
         assert values["DCGM_FI_DEV_POWER_USAGE"] == pytest.approx(draw)  # W, not mW
         assert values["DCGM_FI_DEV_POWER_MGMT_LIMIT"] == g["limit_w"]
         assert values["DCGM_FI_DEV_GPU_TEMP"] == g["temperature_c"]
+        # MHz, as the driver reports them (nothing locked: the GPU's highest clocks)
+        assert (values["DCGM_FI_DEV_SM_CLOCK"], values["DCGM_FI_DEV_MEM_CLOCK"]) == (max(g["graphics_clocks"]), max(g["mem_clocks"]))
         # mJ since the driver loaded, as NVML's counter: read between two reads of the driver's counter
         assert scraped["before"][i] - 1 <= values["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] <= scraped["after"][i] + 1
     # both: the project's own series are served too, unchanged
@@ -252,3 +257,29 @@ def test_the_grafana_dashboard_reads_only_what_the_exporter_emits():
         if var.get("type") == "query":
             m = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", text.strip())
             assert m and m.group(1) in dcgm.FIELD_NAMES and m.group(2) in dcgm.ALL_LABELS, text
+
+
+def test_amd_gpus_serve_their_gfx_and_memory_clocks_as_dcgms_clock_fields(tmp_path, monkeypatch):
+    """The amdsmi device's clocks on dcgm-exporter's names: the GFX clock is the SM clock's field, and a
+    lock (a frequency plan's ceiling) shows in the next scrape."""
+    from zeus_plugins_amdsmi import fake_amdsmi
+    from zeus_plugins_amdsmi.device import AmdGpus
+    from zeus_plugins_amdsmi.options import AmdsmiOptions
+
+    for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ZEUS_STATE_DIR", str(tmp_path / "state"))
+    fake_amdsmi.install(fake_amdsmi.create(tmp_path / "amd.json", 2, privileged=True), monkeypatch)
+
+    def clocks(series: dcgm.DcgmSeries) -> dict[str, dict[str, float]]:
+        families = {f.name: f for f in text_string_to_metric_families(series.render())}
+        assert families["DCGM_FI_DEV_SM_CLOCK"].type == "gauge" and "(in MHz)" in families["DCGM_FI_DEV_MEM_CLOCK"].documentation
+        return {
+            name: {s.labels["gpu"]: s.value for s in families[name].samples} for name in ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK")
+        }
+
+    with AmdGpus(AmdsmiOptions(counter_check_s=0.02)) as dev:
+        series = dcgm.DcgmSeries(dev, "amd-job", {"NODE_NAME": "node-b"}, plugin="amdsmi")
+        assert clocks(series) == {"DCGM_FI_DEV_SM_CLOCK": {"0": 2100.0, "1": 2100.0}, "DCGM_FI_DEV_MEM_CLOCK": {"0": 1300.0, "1": 1300.0}}
+        dev.gpus[1].lock_clocks(1395)
+        assert clocks(series)["DCGM_FI_DEV_SM_CLOCK"] == {"0": 2100.0, "1": 1395.0}

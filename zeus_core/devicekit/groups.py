@@ -152,7 +152,9 @@ def check_clock(mhz: int, supported: list[int], what: str, note: str = "") -> No
 class GpuClocks:
     """:class:`~zeus_core.device.ClockControl` for a :class:`GpuGroup` whose GPUs each lock their SM clock
     (``supported_clocks()``, ``lock_clocks(mhz)``, ``reset_clocks()`` per GPU): the clocks every GPU
-    supports, one lock on every GPU. A mixin, so that only groups that can lock clocks declare it."""
+    supports, one lock on every GPU; and :class:`~zeus_core.device.ClockReadings` from each GPU's
+    ``clocks()`` (``{"sm": MHz, "memory": MHz}``, each where the GPU reports it). A mixin, so that only
+    groups that can lock and read clocks declare it."""
 
     gpus: list[Any]
 
@@ -170,6 +172,10 @@ class GpuClocks:
     def reset_clocks(self) -> None:
         for g in self.gpus:
             g.reset_clocks()
+
+    def read_clocks(self) -> dict[str, dict[str, float]]:
+        """The current SM (GFX) and memory clocks (MHz) per GPU; a GPU that reports neither is absent."""
+        return {g.name: c for g in self.gpus if (c := g.clocks())}
 
 
 class GpuClockRanges(GpuClocks):

@@ -149,6 +149,22 @@ class AmdGpu(DriverDevice):
             self._hardware_clocks[setting] = (lo, hi)
         return self._hardware_clocks[setting]
 
+    def clocks(self) -> dict[str, float]:
+        """The current GFX (``sm``) and memory clocks (MHz, ``amdsmi_get_clock_info``'s ``clk``), each where
+        the GPU reports it."""
+        smi = self._smi
+        out = {}
+        for clock, kind in (("sm", smi.AmdSmiClkType.SYS), ("memory", smi.AmdSmiClkType.MEM)):
+            try:
+                mhz = smi.amdsmi_get_clock_info(self.handle, kind)["clk"]
+            except smi.AmdSmiLibraryException as e:
+                if e.get_error_code() != STATUS_NOT_SUPPORTED:
+                    raise self.explain(f"read the {clock} clock", e) from None
+                continue
+            if isinstance(mhz, (int, float)) and not isinstance(mhz, bool):  # "N/A" where the GPU does not say
+                out[clock] = float(mhz)
+        return out
+
     def supported_clocks(self) -> list[int]:
         """GFX clocks (MHz, highest first): the hardware maximum, then every multiple of :data:`CLOCK_STEP_MHZ`
         below it down to just above the minimum (a lock's ceiling must lie above the range's floor). Multiples,

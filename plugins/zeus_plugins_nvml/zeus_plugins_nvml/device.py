@@ -140,6 +140,19 @@ class NvmlGpu(DriverDevice):
         """The GPU die's temperature (°C)."""
         return float(self.call("read the temperature", self._nvml.nvmlDeviceGetTemperature, self.handle, self._nvml.NVML_TEMPERATURE_GPU))
 
+    def clocks(self) -> dict[str, float]:
+        """The current SM and memory clocks (MHz, ``nvmlDeviceGetClockInfo``), each where the GPU reports it."""
+        nvml = self._nvml
+        out = {}
+        for clock, kind in (("sm", nvml.NVML_CLOCK_SM), ("memory", nvml.NVML_CLOCK_MEM)):
+            try:
+                out[clock] = float(nvml.nvmlDeviceGetClockInfo(self.handle, kind))
+            except nvml.NVMLError_NotSupported:
+                pass
+            except nvml.NVMLError as e:
+                raise self.explain(f"read the {clock} clock", e) from None
+        return out
+
     def power_limit_range(self) -> tuple[float, float]:
         lo, hi = self.call("read the power-limit range", self._nvml.nvmlDeviceGetPowerManagementLimitConstraints, self.handle)
         return lo / 1000.0, hi / 1000.0

@@ -16,15 +16,15 @@ device group reads is served, each field where the group offers it:
   driver loaded where the GPU has an energy counter (as DCGM), else since the job opened
   the device (a counter that restarts with the process: ``rate()``/``increase()`` handle it);
 * ``DCGM_FI_DEV_GPU_TEMP`` (gauge, C): :class:`~zeus_core.device.TemperatureReadings`;
-* ``DCGM_FI_DEV_POWER_MGMT_LIMIT`` (gauge, W): :class:`~zeus_core.device.PerDevicePowerLimits`.
-
-The SM and memory clocks (``DCGM_FI_DEV_SM_CLOCK``, ``DCGM_FI_DEV_MEM_CLOCK``) are not
-served: no device group reads its current clocks, and a value made up would be worse
-than none.
+* ``DCGM_FI_DEV_POWER_MGMT_LIMIT`` (gauge, W): :class:`~zeus_core.device.PerDevicePowerLimits`;
+* ``DCGM_FI_DEV_SM_CLOCK`` and ``DCGM_FI_DEV_MEM_CLOCK`` (gauges, MHz):
+  :class:`~zeus_core.device.ClockReadings` (the ``nvml`` device's SM clock, the ``amdsmi``
+  device's GFX clock), each where the GPU reports it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import socket
@@ -33,13 +33,15 @@ from typing import Any
 
 from prometheus_client.utils import floatToGoString
 
-from zeus_core.device import PerDevicePowerLimits, PowerReadings, TemperatureReadings
+from zeus_core.device import ClockReadings, PerDevicePowerLimits, PowerReadings, TemperatureReadings
 from zeus_core.scheduler import context
 
 log = logging.getLogger("zeus.prometheus")
 
 #: (name, type, help) of each field served, as dcgm-exporter's default-counters.csv has them
 FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
     ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
     ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
     ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ)."),
@@ -133,6 +135,10 @@ class DcgmSeries:
             readers.append(("DCGM_FI_DEV_GPU_TEMP", d.read_temperatures, 1.0))
         if isinstance(d, PerDevicePowerLimits):
             readers.append(("DCGM_FI_DEV_POWER_MGMT_LIMIT", d.power_limits, 1.0))
+        if isinstance(d, ClockReadings):
+            clocks = functools.cache(d.read_clocks)  # one driver call per scrape serves both fields
+            for field, clock in (("DCGM_FI_DEV_SM_CLOCK", "sm"), ("DCGM_FI_DEV_MEM_CLOCK", "memory")):
+                readers.append((field, functools.partial(_clock, clocks, clock), 1.0))
         out: dict[str, dict[str, float]] = {}
         for field, reader, scale in readers:
             try:
@@ -169,6 +175,11 @@ class DcgmSeries:
                 text = str(round(value)) if kind == "counter" else floatToGoString(value)
                 lines.append(f"{name}{{{labels}}} {text}")
         return "\n".join(lines) + "\n" if lines else ""
+
+
+def _clock(read: Callable[[], Mapping[str, Mapping[str, float]]], clock: str) -> dict[str, float]:
+    """One clock (``sm`` or ``memory``) of :meth:`~zeus_core.device.ClockReadings.read_clocks`, per GPU that reports it."""
+    return {gpu: clocks[clock] for gpu, clocks in read().items() if clock in clocks}
 
 
 def _safe(fn: Callable[[], Any], default: Any) -> Any:
