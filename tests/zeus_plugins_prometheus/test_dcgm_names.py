@@ -100,10 +100,10 @@ JOB_LABELS = {
 }
 
 
-def _run_job(tmp_path: Path, names: str, linger: bool = False) -> dict:
+def _run_job(tmp_path: Path, names: str, linger: bool = False, entry: str = ENTRY) -> dict:
     gpus = [fake_pynvml.FakeGpu(demand_w=250.0, temperature_c=51), fake_pynvml.FakeGpu(demand_w=180.0, temperature_c=47)]
     driver = fake_pynvml.create(tmp_path / "nvml.json", gpus, privileged=True)
-    (tmp_path / "scrape_entry.py").write_text(textwrap.dedent(ENTRY))
+    (tmp_path / "scrape_entry.py").write_text(textwrap.dedent(entry))
     job = tmp_path / "job.toml"
     job.write_text(JOB.format(support=tmp_path))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEUS_METRICS", "ZEUS_PUSHGATEWAY", "SLURM_", "POD_", "CUDA_"))}
@@ -283,3 +283,29 @@ def test_amd_gpus_serve_their_gfx_and_memory_clocks_as_dcgms_clock_fields(tmp_pa
         assert clocks(series) == {"DCGM_FI_DEV_SM_CLOCK": {"0": 2100.0, "1": 2100.0}, "DCGM_FI_DEV_MEM_CLOCK": {"0": 1300.0, "1": 1300.0}}
         dev.gpus[1].lock_clocks(1395)
         assert clocks(series)["DCGM_FI_DEV_SM_CLOCK"] == {"0": 2100.0, "1": 1395.0}
+
+
+#: the job's process beside another on GPU 0 at 30 % and 10 % SM: the driver lists both, so each try is charged its share
+SHARED_ENTRY = ENTRY.replace(
+    "def train(batch_size, zeus):\n",
+    "def train(batch_size, zeus):\n    fake_pynvml.set_processes(0, [{'pid': os.getpid(), 'sm': 30.0}, {'pid': 1, 'sm': 10.0}])\n",
+)
+
+
+def test_the_tries_attributed_energy_is_served_with_the_schedulers_labels_and_marked_an_estimate(tmp_path):
+    """Issue 36 item 7 with item 5's labels: the energy charged to the job's own process on the GPU it shared,
+    as recurrences.csv and summary.json have it, labelled with its pod and Slurm job, its HELP an estimate."""
+    scraped = _run_job(tmp_path, "both", linger=True, entry=SHARED_ENTRY)
+    families = {f.name: f for f in text_string_to_metric_families(scraped["after_end"])}
+    family = families["zeus_attributed_energy_joules"]
+    assert family.type == "counter" and family.documentation.startswith("Estimate")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    with open(tmp_path / "out" / "recurrences.csv") as f:
+        rows = list(csv.DictReader(f))
+    # one series per basis the tries were charged by (sm, or equal shares where the driver had no SM sample yet)
+    assert {s.labels["basis"] for s in family.samples} == {r["energy_attribution"] for r in rows}
+    assert all({k: v for k, v in s.labels.items() if k != "basis"} == {"zeus_job": "dcgm-job", **JOB_LABELS} for s in family.samples)
+    served = sum(s.value for s in family.samples)
+    assert served == pytest.approx(summary["energy_attributed_j"], rel=1e-9)
+    assert served == pytest.approx(sum(float(r["energy_attributed_j"]) for r in rows), rel=1e-9)
+    assert 0 < served < summary["energy_j"]  # a share of the two GPUs' energy, not all of it

@@ -11,6 +11,14 @@ From each try of this process (counters):
   (the tries' ``energy_j``, ``time_s``, ``cost``, as in ``recurrences.csv``);
 * ``zeus_device_energy_joules_total{device}``: each device's energy over its tries.
 
+Where the device says who ran on its GPUs (energy attribution, issue 36), each try's own
+process's share as ``recurrences.csv``'s ``energy_attributed_j`` has it, an estimate:
+``zeus_attributed_energy_joules_total{basis, pod, namespace, container, hpc_job, slurm_step,
+slurm_user}``, labelled with the try's scheduler context (dcgm-exporter's names for Kubernetes and
+its HPC job mapping, then Slurm's step and user; ``""`` where unknown) and how the shares were made
+(``sm``, ``equal``, ``whole-gpu``). Registered at the first attributed try: a job whose device
+cannot say who ran serves no such series.
+
 Beside each energy, its +/- bound in joules (issue 37), a gauge since a bound is not counted
 events: ``zeus_device_energy_error_joules{device}`` (the sum of the tries' windows' bounds,
 NaN once one was unknown), ``zeus_energy_error_joules`` (the tries' ``energy_error_j``) and,
@@ -53,6 +61,7 @@ from prometheus_client.exposition import basic_auth_handler, default_handler
 
 from zeus_core.engine import mask_secrets
 from zeus_core.grid import CARBON_COLUMN, INTENSITY_COLUMN
+from zeus_plugins_prometheus.dcgm import JOB_LABELS
 
 #: What goes wrong while exporting (the job goes on), below the ``zeus`` loggers (``-q`` hides it).
 log = logging.getLogger("zeus.prometheus")
@@ -115,6 +124,7 @@ class Exporter:
         self.job_money = Gauge(
             "zeus_job_energy_cost", "The job's energy cost over every try in its store, as summary.json", L + ["currency"], registry=r
         )
+        self._attributed: Counter | None = None  # registered at the first attributed try
         self._warned: set[str] = set()
         self._server = None
         self._ended = False
@@ -170,6 +180,11 @@ class Exporter:
         if r.power_limit is not None:
             self.power_limit.labels(self.job).set(r.power_limit)
         self.recurrence.labels(self.job).set(r.recurrence)
+        attributed = getattr(r, "attributed", None)
+        if attributed is not None:
+            context = getattr(r, "scheduler", None) or {}
+            labels = [self.job, str(attributed.get("basis", "")), *(str(context.get(column, "")) for _, column in JOB_LABELS)]
+            self._attributed_counter().labels(*labels).inc(max(float(attributed["energy_j"]), 0.0))
         for key, value in r.grid.items():
             if key == CARBON_COLUMN:
                 self.carbon.labels(self.job).inc(max(float(value), 0.0))
@@ -177,6 +192,17 @@ class Exporter:
                 self.intensity.labels(self.job).set(float(value))
             elif key.startswith("cost_"):
                 self.money.labels(self.job, key[len("cost_") :].upper()).inc(float(value))
+
+    def _attributed_counter(self) -> Counter:
+        if self._attributed is None:
+            self._attributed = Counter(
+                "zeus_attributed_energy_joules",
+                "Estimate (zeus_core.attribution): energy of the GPUs the tries' process shared, charged to it "
+                "(its SM share of the active energy and its part of the idle), as recurrences.csv's energy_attributed_j (J)",
+                ["zeus_job", "basis", *(label for label, _ in JOB_LABELS)],
+                registry=self.registry,
+            )
+        return self._attributed
 
     def recurrence_end(self, recurrence: int, records: list) -> None:
         self.recurrences.labels(self.job).inc()
