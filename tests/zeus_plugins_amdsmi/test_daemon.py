@@ -74,6 +74,37 @@ def test_an_unprivileged_client_sets_caps_through_the_daemon_and_a_sigkill_puts_
     assert f"uid {NOBODY} nobody): amdsmi.set_power_cap {{'gpu': '{uuid(node, 0)}', 'microwatts': 300000000}}" in node.log.read_text()
 
 
+CLOCK_CLIENT = """
+import time
+from zeus_plugins_amdsmi.device import AmdGpus
+from zeus_plugins_amdsmi.options import AmdsmiOptions
+dev = AmdGpus(AmdsmiOptions(gpus=[0], counter_check_s=0.05))
+dev.lock_clocks(1395)
+print("locked", dev.supported_clocks()[0], flush=True)
+time.sleep(120)
+"""
+
+
+def test_an_unprivileged_client_locks_the_gfx_clock_through_the_daemon_and_a_sigkill_puts_it_back(node):
+    """A Perseus plan's lock on an AMD GPU from a training user's process: amdsmi.lock_clocks in the daemon."""
+    make_node(node)
+    node.start()
+    client = node.popen_as(CLOCK_CLIENT, env=node.client_env(ZEUS_DAEMON_SOCKET=str(node.socket)))
+    try:
+        assert client.stdout.readline().strip() == "locked 2100", client.stderr.read()
+        state = fake_amdsmi.read_state(node.driver)["gpus"]
+        assert [g["sys_clock_lock_mhz"] for g in state] == [[500, 1395], None]
+    finally:
+        client.kill()
+        client.wait()
+    restored = f"restored amdsmi gpu:{uuid(node, 0)}:locked_clocks to [500, 2100]"
+    wait_until(
+        lambda: fake_amdsmi.read_state(node.driver)["gpus"][0]["sys_clock_lock_mhz"] == [500, 2100] and restored in node.log.read_text(),
+        what="the daemon to put GPU 0's GFX clock range back",
+    )
+    assert f"amdsmi.lock_clocks {{'gpu': '{uuid(node, 0)}', 'min_mhz': 500, 'max_mhz': 1395}}" in node.log.read_text()
+
+
 def test_without_a_daemon_the_client_is_told_the_fix(node):
     make_node(node)
     r = node.run_as(
