@@ -48,3 +48,20 @@ def test_amd_gpus_are_discovered_read_and_capped_over_http(amd):
         c.get_persistence_mode([0])  # 400, as upstream zeusd answers for AMD GPUs
     NodeClient(Endpoint.parse(amd.address, token=amd.token("gpu-control"))).post("/gpu/reset_power_limit", gpu_ids=[1], block=True)
     assert _caps(amd) == [750.0, 750.0]
+
+
+def test_amd_clocks_are_locked_and_reset_through_upstreams_client(amd):
+    """upstream's ZeusdClient clock setters on AMD GPUs: amdsmi's soft limits, ZeusdError for one frequency."""
+    c = ZeusdClient(ZeusdConfig.tcp("127.0.0.1", amd.port, token=amd.token("gpu-read", "gpu-control")))
+
+    def clocks() -> list[tuple]:
+        return [(g["sys_clock_lock_mhz"], g["mem_clock_lock_mhz"]) for g in fake_amdsmi.read_state(amd.driver)["gpus"]]
+
+    c.set_gpu_locked_clocks([0], 500, 1500)
+    c.set_mem_locked_clocks([0], 900, 1200)
+    assert clocks() == [([500, 1500], [900, 1200]), (None, None)]
+    with pytest.raises(ZeusdError, match="cannot hold one frequency"):
+        c.set_gpu_locked_clocks([1], 1500, 1500)
+    c.reset_gpu_locked_clocks([0])
+    c.reset_mem_locked_clocks([0])
+    assert clocks() == [([500, 2100], [900, 1300]), (None, None)]
