@@ -31,6 +31,7 @@ import warnings
 from typing import Any
 
 from zeus_core import DeviceError
+from zeus_core.device import Precision
 from zeus_core.devicekit import (
     CAP_DAC_OVERRIDE,
     CounterProbe,
@@ -43,6 +44,7 @@ from zeus_core.devicekit import (
     WrappingCounter,
     check_clock,
     check_counters,
+    model_update_period,
     watch_period,
 )
 from zeus_core.errors import DeviceAbsent
@@ -63,6 +65,7 @@ from zeus_plugins_amdsmi.control import (
 )
 from zeus_plugins_amdsmi.energy import WRAP_COUNTS
 from zeus_plugins_amdsmi.options import AmdsmiOptions
+from zeus_plugins_amdsmi.sensors import counter_precision, polling_precision
 from zeus_plugins_amdsmi.visible import AmdGpuRef, VisibleDevicesError, visible_gpus
 
 #: no GPU draws more; bounds how fast a 32-bit accumulator can wrap when the caps cannot be read
@@ -331,6 +334,7 @@ class AmdGpus(GpuClockRanges, GpuGroup):
         self.sync_indices = [g.hip_index for g in self.gpus]
         self.max_power_w = self._max_power(options.max_power_w)
         self.energy_sources = self._sources(options)
+        self._precisions = self._precision_table(options)
         self._polled = PowerIntegral()
         self._counters: dict[str, WrappingCounter] = {}
         for g in self.gpus:
@@ -383,7 +387,10 @@ class AmdGpus(GpuClockRanges, GpuGroup):
             return {g.name: "polling" for g in self.gpus}
         try:
             probes = {g.name: self._probe(g) for g in self.gpus}
-            bad = check_counters(probes, options.counter_check_s, kind="GPU")
+            periods: dict[str, float] = {}
+            bad = check_counters(probes, options.counter_check_s, kind="GPU", periods=periods)
+            for g in self.gpus:  # the update period as the check saw it, kept per model (the longest seen)
+                model_update_period(g.model, periods.get(g.name))
         except self._smi.AmdSmiLibraryException as e:
             if options.energy == "counter" or e.get_error_code() != STATUS_NOT_SUPPORTED:
                 raise DeviceError(f"cannot read the energy accumulators ({e.get_error_info()})") from None
@@ -468,6 +475,25 @@ class AmdGpus(GpuClockRanges, GpuGroup):
             except self._smi.AmdSmiLibraryException as e:
                 raise g.explain("read the energy", e) from None
         return out
+
+    def _precision_table(self, options: AmdsmiOptions) -> dict[str, Precision]:
+        """Per GPU, how its energy is measured and how sure it is (:mod:`zeus_plugins_amdsmi.sensors`)."""
+        table = {}
+        for g in self.gpus:
+            max_w = self._cap_or(g, ASSUMED_MAX_W)
+            period = model_update_period(g.model)
+            if self.energy_sources[g.name] == "counter":
+                resolution_uj = float(self._smi.amdsmi_get_energy_count(g.handle)["counter_resolution"])
+                table[g.name] = counter_precision(max_w, period, resolution_uj)
+            else:
+                instant = "instant" in g.power_domains()
+                table[g.name] = polling_precision(max_w, options.poll_interval_s, instant, period)
+        return table
+
+    @property
+    def energy_precision(self) -> dict[str, Precision]:
+        """How each GPU's energy is measured and how sure it is (:class:`zeus_core.device.EnergyPrecision`)."""
+        return dict(self._precisions)
 
     def _polled_names(self) -> list[str]:
         return [n for n, s in self.energy_sources.items() if s == "polling"]

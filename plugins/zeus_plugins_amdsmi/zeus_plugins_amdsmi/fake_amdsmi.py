@@ -30,6 +30,11 @@ package (ROCm amdsmi 7.0, ``amdsmi_interface.py`` and ``amdsmi_exception.py``):
   upstream validates AMD counters at start for these reasons), and
   ``reports_power = false`` (the
   odd die of a dual-die MI250X, whose power and energy its sibling reports);
+* the measurement quirk, off by default: ``counter_period_s`` > 0 renews the
+  accumulator (and its ``timestamp``) only at each multiple of that period, as
+  the GPU metrics table it comes from is renewed by the firmware and cached by
+  the kernel (:mod:`zeus_plugins_amdsmi.sensors` names the sources); a window
+  read between two renewals misses up to a period's energy;
 * clocks in MHz (``amdsmi_get_clock_info``, ``amdsmi_set_gpu_clk_range``, the
   ``AmdSmiClkType`` SYS (= GFX) and MEM), as the driver's soft limits behave:
   a range must lie inside the GPU's hardware range with its minimum below its
@@ -243,6 +248,9 @@ class FakeAmdGpu:
     counter_start: int = 4_000_000_000  # counts when the state is written (a driver up for a while)
     counter_mode: str = "ok"  # "ok", "frozen", "scaled", "backwards" or "jump"
     counter_scale: float = 1.0  # with "scaled": the counter's rate against the true one
+    # the measurement quirk (0: off, every read counts to the moment): the accumulator renews only every
+    # counter_period_s, as the metrics table the firmware renews and the kernel caches (zeus_plugins_amdsmi.sensors)
+    counter_period_s: float = 0.0
     temperatures_c: dict[str, float] = attrs.field(factory=lambda: {"hotspot": 62.0, "vram": 55.0})
     energy_uj: float = 0.0  # true energy since the state was written, at the anchor
     anchor_t: float | None = None
@@ -451,6 +459,9 @@ def amdsmi_get_energy_count(processor_handle: Any) -> dict[str, Any]:
     g = _gpu(processor_handle)
     now = time.monotonic()
     res = _float32(g["counter_resolution_uj"])
+    period = g.get("counter_period_s", 0.0)
+    if period > 0:  # the table as last renewed: at the last multiple of the period (time.monotonic's phase)
+        now = now - now % period
     if g["counter_mode"] == "frozen" or not g["reports_power"]:
         counts = g["counter_start"]
     else:
