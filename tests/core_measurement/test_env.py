@@ -88,7 +88,8 @@ def test_every_simulated_device_plugin_is_described(machine, monkeypatch):
 
     amd = plugins["amdsmi"]["devices"][0]
     assert amd["model"] == "AMD Instinct MI300X" and amd["energy_source"] == "counter"
-    assert amd["power_limit"] == {"min_w": 200.0, "max_w": 750.0, "current_w": 750.0} and amd["clocks"] is None
+    assert amd["power_limit"] == {"min_w": 200.0, "max_w": 750.0, "current_w": 750.0}
+    assert amd["clocks"] == {"min_mhz": 510, "max_mhz": 2100, "count": 107}  # the GFX ceilings a plan may lock: every 15 MHz
     assert amd["changes"] == "read-only" and amd["temperature_c"] == 62.0
     assert amd["power_domains"] == {"instant": 300.0, "average": 300.0}
     assert plugins["amdsmi"]["drivers"] == {"amdgpu driver": "6.10.5", "amdsmi library": "26.0.2"}
