@@ -6,6 +6,17 @@ channel the chip does not have. Each channel present when the device opens is
 one device name: ``cpu`` (all CPU clusters), ``gpu``, ``gpu-sram``, ``ane``
 (the Neural Engine) and ``dram``. Per-core and per-cluster channels are inside
 ``cpu`` and are not separate names.
+
+How sure a figure is (``energy_precision``): every channel is a ``counter`` in
+whole millijoules (zeus-apple-silicon's ``AppleEnergyMetrics`` fields are
+``int64_t`` mJ; ``apple_energy.hpp`` divides the GPU channel's nJ by 1e6), so its
+step is 1 mJ. Apple documents neither how often IOReport's "Energy Model"
+channels are renewed nor their error: the update period is inferred when the
+device opens, from the moves the counter check sees (as upstream's
+``infer_counter_update_period``), and kept per chip; a channel the check did not
+see move three times has an unknown bound (NaN) until a later open of the same
+chip sees one. The most a channel may draw is ``max_power_w``, else
+:data:`CHIP_MAX_W`.
 """
 
 from __future__ import annotations
@@ -16,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from zeus_core import DeviceError
-from zeus_core.devicekit import ClosedOnExit, CounterProbe, check_counters
+from zeus_core.device import Precision
+from zeus_core.devicekit import ClosedOnExit, CounterProbe, check_counters, model_update_period
 from zeus_plugins_apple_silicon.control import apple_module, chip_name
 from zeus_plugins_apple_silicon.options import AppleSiliconOptions
 
@@ -29,6 +41,10 @@ CHIP_MAX_W = 500.0
 
 #: device name -> AppleEnergyMetrics field
 CHANNELS = {"cpu": "cpu_total_mj", "gpu": "gpu_mj", "gpu-sram": "gpu_sram_mj", "ane": "ane_mj", "dram": "dram_mj"}
+#: what each channel's energy covers (zeus_core.device.SCOPES): the CPU clusters, the GPU, DRAM; the rest ``device``
+SCOPES = {"cpu": "cpu_package", "gpu": "gpu", "dram": "dram"}
+#: zeus-apple-silicon reports whole millijoules: a channel's step (J)
+RESOLUTION_J = 0.001
 
 
 class AppleSilicon(ClosedOnExit):
@@ -54,6 +70,23 @@ class AppleSilicon(ClosedOnExit):
         self.names = list(self._fields)
         self.energy_sources = dict.fromkeys(self.names, "counter")
         self.max_power_w = float(options.max_power_w or 0.0)
+        period = model_update_period(self._period_key())
+        max_w = options.max_power_w or CHIP_MAX_W
+        #: how each channel is measured and how sure it is (zeus_core.device.EnergyPrecision): NaN period where none was seen
+        self.energy_precision = {
+            name: Precision(
+                "counter",
+                SCOPES.get(name, "device"),
+                max_w,
+                period_s=float("nan") if period is None else period,
+                resolution_j=RESOLUTION_J,
+            )
+            for name in self.names
+        }
+
+    def _period_key(self) -> str:
+        """Update periods are kept per chip (every channel of a chip is one IOReport subscription)."""
+        return f"apple-silicon {self.model or 'unknown chip'}"
 
     def _check_counters(self, options: AppleSiliconOptions) -> None:
         """Watch every channel's counter for :data:`CHECK_S` before trusting it: one that runs backwards
@@ -62,7 +95,11 @@ class AppleSilicon(ClosedOnExit):
         idle channel (the check keeps it)."""
         max_w = options.max_power_w or CHIP_MAX_W
         probes = {name: CounterProbe(self._channel_j(field), lambda: None, max_w, period_s=0.001) for name, field in self._fields.items()}
-        for name, why in check_counters(probes, CHECK_S, kind="chip").items():
+        periods: dict[str, float] = {}
+        refused = check_counters(probes, CHECK_S, kind="chip", periods=periods)
+        for seen in periods.values():  # the update period as the check saw it, kept per chip (the longest seen)
+            model_update_period(self._period_key(), seen)
+        for name, why in refused.items():
             warnings.warn(
                 f"{self.model or 'Apple Silicon'} {name} channel ({self._fields[name]}): its energy counter {why}; "
                 "refused, and left out: IOReport reports no power to poll instead",

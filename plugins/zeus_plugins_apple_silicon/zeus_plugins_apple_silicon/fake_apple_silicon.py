@@ -19,6 +19,13 @@ written by :func:`create` or ``python -m zeus_plugins_apple_silicon.fake_apple_s
 energy is that power times the time since the state was written, plus what the
 counters held then. A channel's counter can be made faulty (``quirks``:
 :data:`COUNTER_QUIRKS`), to test the check the plugin makes when it opens.
+Readings are whole millijoules, as the real package's ``int64_t`` fields.
+
+The measurement quirk, off by default: ``update_s`` > 0 renews every channel
+only at each multiple of that period (``time.monotonic``'s phase), as IOReport's
+channels are renewed by the system rather than on each read (how often Apple
+does not document: the plugin infers it when it opens); a window read between
+two renewals misses up to a period's energy.
 """
 
 from __future__ import annotations
@@ -64,6 +71,7 @@ def create(
     chip: str = "Apple M2 Max",
     subscribe_fails: bool = False,
     quirks: dict[str, str] | None = None,
+    update_s: float = 0.0,
 ) -> Path:
     """Write a state: ``watts`` maps AppleEnergyMetrics fields to constant power (W), None where absent;
     ``quirks`` maps scalar fields to a counter fault of :data:`COUNTER_QUIRKS` (none by default)."""
@@ -82,6 +90,7 @@ def create(
         "start_mj": 3_600_000_000,
         "watts": {f: watts.get(f) for f in (*SCALAR_FIELDS, *LIST_FIELDS)},
         "quirks": quirks,
+        "update_s": float(update_s),
     }
     p = Path(path)
     p.write_text(json.dumps(state))
@@ -96,6 +105,12 @@ def _state() -> dict:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise RuntimeError("Failed to create IOReport subscription.") from None
+
+
+def true_energy_j(field: str) -> float:
+    """The energy channel ``field`` really drew since the state was written (J; what a test compares with)."""
+    state = _state()
+    return float(state["watts"][field]) * max(0.0, time.monotonic() - state["anchor_t"])
 
 
 def chip() -> str:
@@ -116,6 +131,9 @@ class AppleEnergyMetrics:
 
 def _reading(state: dict, now: float) -> AppleEnergyMetrics:
     m = AppleEnergyMetrics()
+    period = state.get("update_s", 0.0)
+    if period > 0:  # the channels as last renewed
+        now = now - now % period
     elapsed = max(0.0, now - state["anchor_t"])
     for f, w in state["watts"].items():
         if w is None:
