@@ -73,7 +73,7 @@ def cost_per_recurrence(path: Path, records: Sequence[Any], levels: Sequence[Lev
         ax.axhline(level.cost, color=level.color, ls="--", label=level.label)
     ax.set_xlabel("recurrence")
     ax.set_ylabel(ylabel)
-    ax.set_yscale("log")
+    ax.set_yscale(_scale(costs + [level.cost for level in levels]))
     return _save(fig, ax, title, path, legend_size=8)
 
 
@@ -121,8 +121,8 @@ def tradeoff_figure(
     for k, count in top:
         ax.plot(*shown[k], "o", color="tab:blue", ms=4 + 8 * count / most, alpha=0.5, zorder=3)
     ax.plot([], [], "o", color="tab:blue", alpha=0.5, label="chosen by this run (size: how often)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set_xscale(_scale(t))
+    ax.set_yscale(_scale(e))
     ax.margins(0.12)  # room for the labels of points at the edges
     _plain_log_ticks(ax)
     ax.set_xlabel(time_label)
@@ -135,6 +135,12 @@ def tradeoff_figure(
     return fig
 
 
+def _scale(values: Sequence[float]) -> str:
+    """``log`` where every value is positive (costs and energies span decades), else ``linear``: a log
+    axis cannot show zero or less (a job on a device that measured no energy draws a flat zero line)."""
+    return "log" if values and min(values) > 0 else "linear"
+
+
 def _plain_log_ticks(ax: Axes) -> None:
     """Log axes ticked at 1, 2 and 5 of each decade, in plain numbers (``300``, ``1,000``), the other
     minor ticks unlabelled: the default labels every minor tick in scientific notation, and they collide."""
@@ -142,6 +148,8 @@ def _plain_log_ticks(ax: Axes) -> None:
 
     plain = FuncFormatter(lambda v, _pos: f"{v:,.0f}" if v >= 1000 else f"{v:.3g}")
     for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        if axis.get_scale() != "log":
+            continue  # a linear axis (values of zero or less) keeps matplotlib's ticks
         lo, hi = sorted(limits)
         # under a decade or so wide, 1-2-5 leaves one tick or none: there evenly spaced round numbers instead
         narrow = lo > 0 and hi / lo < 8

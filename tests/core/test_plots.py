@@ -86,3 +86,24 @@ def test_tick_labels_are_plain_distinct_and_apart_on_wide_and_narrow_ranges():
             assert not any("10^" in s or "times" in s for s in texts), texts  # plain numbers, not 3 x 10^2
             boxes = [t.get_window_extent(renderer) for t in ticks]
             assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]), texts
+
+
+def test_zero_energies_draw_on_a_linear_axis_without_a_warning(tmp_path, recwarn):
+    # A device that measured nothing (a CPU-only run on a device without counters) gives energies of 0:
+    # a log axis cannot show them (matplotlib warns and draws an empty axis), a linear one can.
+    zeros = {k: (t, 0.0) for k, (t, _) in POINTS.items()}
+    fig = tradeoff_figure(zeros, marks=[], chosen={}, name=str, title="t", points_label="p")
+    ax = fig.axes[0]
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "linear")
+    FigureCanvasAgg(fig).draw()
+    from zeus_core.plots import Level, cost_per_recurrence
+
+    class Try:
+        def __init__(self, recurrence: int, cost: float) -> None:
+            self.recurrence, self.cost = recurrence, cost
+
+    out = cost_per_recurrence(tmp_path / "c.png", [Try(1, 0.0), Try(2, 0.0)], [Level("default", 0.0, "red")], title="t", ylabel="J")
+    assert out.stat().st_size > 0
+    assert not [w for w in recwarn if "log" in str(w.message)], [str(w.message) for w in recwarn]
+    # positive values keep the log axes
+    assert _figure().axes[0].get_yscale() == "log"
