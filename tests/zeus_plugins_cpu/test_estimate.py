@@ -68,6 +68,19 @@ def test_energy_is_tdp_times_utilisation_per_package(tmp_path):
     assert m.cpu_energy == {0: pytest.approx(1500.0), 1: pytest.approx(500.0)}
 
 
+def test_an_estimate_says_so_and_claims_no_bound(tmp_path):
+    """A model's figure is an estimate whose error nobody published: its bound is unknown (NaN), never 0."""
+    fm = FakeMachine(tmp_path)
+    dev = fm.device(tdp_w=100.0)
+    assert {p.method for p in dev.energy_precision.values()} == {"estimate"}
+    mon = Monitor(dev, sync="none")
+    mon.begin_window("w")
+    fm.run(10.0, [1.0, 1.0, 0.5, 0.5])
+    m = mon.end_window("w")
+    assert m.scopes == {"cpu0-package": "cpu_package", "cpu1-package": "cpu_package"} and m.method == "estimate"
+    assert all(math.isnan(e) for e in m.errors.values()) and math.isnan(m.error_j())
+
+
 def test_idle_floor_and_max_power_option(tmp_path):
     fm = FakeMachine(tmp_path)
     dev = fm.device(tdp_w=120.0, idle_w=20.0, max_power_w=150.0)

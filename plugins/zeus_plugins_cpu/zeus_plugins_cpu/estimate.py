@@ -12,6 +12,14 @@ reads ``/proc/stat`` (``system`` scope) or the process's CPU times
 Every device name is marked ``estimate`` in ``energy_sources``, so each
 Measurement and report says the figure was not measured.
 
+How sure a figure is (``energy_precision``): method ``estimate``, scope
+``cpu_package``, with no relative error declared, so its bound is unknown (NaN),
+never claimed small. The model's error against a package's real draw is
+published nowhere we know of (CodeCarbon documents TDP x load as a fallback,
+not its accuracy), and TDP is no ceiling either: a package may draw above it
+while turbo lasts (Intel's PL2, AMD's PPT), so not even ``tdp_w x seconds``
+bounds a window.
+
 Utilisation in ``system`` scope counts every process on the package's CPUs
 (what RAPL would see); a VM or container sees only its own vCPUs in
 ``/proc/stat``, so set ``tdp_w`` to the share of the package it has.
@@ -27,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from zeus_core import DeviceError
+from zeus_core.device import Precision
 from zeus_plugins_cpu.options import EstimateOptions
 from zeus_plugins_cpu.rapl import cpu_model
 
@@ -99,6 +108,8 @@ class CpuEstimate:
         self.n_cpus = len(stat)
         self.names = [f"cpu{p}-package" for p in self._packages]
         self.energy_sources = {n: "estimate" for n in self.names}
+        #: an estimate without a declared relative error: its bound is unknown (the module says why)
+        self.energy_precision = {n: Precision("estimate", "cpu_package", options.tdp_w) for n in self.names}
         n = len(self._packages)
         self.max_power_w = options.max_power_w if options.max_power_w is not None else options.tdp_w * n
         self._energy = {name: 0.0 for name in self.names}

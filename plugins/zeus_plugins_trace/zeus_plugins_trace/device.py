@@ -11,6 +11,15 @@ largest limit anywhere in its power trace, as in the paper's simulator.
 
 The trace itself is loaded by the workload (which knows the dataset, model and
 trace folder) and handed over with :meth:`TraceDevice.attach`.
+
+How sure a figure is (``energy_precision``): every figure is a replay of a
+published measurement (the power trace's ``average_power`` times
+``time_per_epoch``), so its method is ``estimate``. Its error is the error of
+that measurement, and the trace's README (Zeus, NSDI'23, ``summary_power_<gpu>.csv``)
+says how the figures were taken only as "profiled ... measured once", naming
+neither the method (counter or polled power) nor an error, so no relative error
+is declared and the bound is unknown (NaN). The replay itself adds nothing:
+each epoch draws exactly the traced energy.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from zeus_core import EpochPrediction
+from zeus_core.device import Precision
 from zeus_plugins_trace.options import TraceDeviceOptions
 from zeus_plugins_trace.traces import WorkloadTrace
 
@@ -29,6 +39,8 @@ class TraceDevice:
 
     names = ["gpu0"]
     energy_sources = {"gpu0": "estimate"}
+    #: a replayed measurement whose source states no error: an estimate with an unknown bound (the module says why)
+    energy_precision = {"gpu0": Precision("estimate", "gpu", 0.0)}
 
     def __init__(self, options: TraceDeviceOptions, context: Any = None) -> None:
         self.gpu = options.gpu
