@@ -81,6 +81,7 @@ def test_old_gpu_is_polled_in_a_process_that_stops_with_the_device(fake_nvml, mo
     finally:
         dev.close()
     assert proc.poll() is not None  # the poller ended with the device
+    assert proc.stdout.closed and proc.stderr.closed and proc.stdin.closed  # no pipe left to the garbage collector
 
 
 def test_poller_never_outlives_a_sigkilled_parent(fake_nvml, tmp_path):

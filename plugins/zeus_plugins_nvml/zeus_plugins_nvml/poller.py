@@ -143,16 +143,19 @@ class PowerPoller:
         return self.proc.poll() is None
 
     def _stop_and_stderr(self) -> str:
-        self.stop()
+        self.stop(close_stderr=False)
         stderr = self.proc.stderr
         assert stderr is not None  # started with stderr=PIPE
         try:
             return stderr.read().decode(errors="replace").strip()[-2000:]
         except (OSError, ValueError):
             return ""
+        finally:
+            stderr.close()
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Close the child's stdin (it exits within one interval) and reap it."""
+    def stop(self, timeout_s: float = 5.0, close_stderr: bool = True) -> None:
+        """Close the child's stdin (it exits within one interval), reap it, and close its pipes
+        (``close_stderr=False`` leaves its message to read)."""
         if self.proc.stdin and not self.proc.stdin.closed:
             try:
                 self.proc.stdin.close()
@@ -166,6 +169,8 @@ class PowerPoller:
         self._thread.join(timeout_s)
         if self.proc.stdout:
             self.proc.stdout.close()
+        if close_stderr and self.proc.stderr:
+            self.proc.stderr.close()
 
     def __del__(self) -> None:  # last resort; close() is the way
         try:
