@@ -19,7 +19,10 @@ many conversions it is averaged (``samples``): ``update_periods_s`` and
 ``averaging_samples``, per rail, where the driver gives them; ``current_steps_a``
 the step a rail's current moves in (40 µV over its shunt resistor). A chip's
 summation channel (``curr4_input``) is no rail: :meth:`JetsonRails.read_current_sums`
-reads it as the total current it is.
+reads it as the total current it is. From these, each rail's bound
+(``energy_precision``, :mod:`zeus_plugins_jetson.sensors`): polling's, with the
+reading renewed every ``update_interval`` and covering its shunt's conversions
+only (a sixth of it with three channels on).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from zeus_core.devicekit import ClosedOnExit, PowerIntegral, Sampler
 from zeus_core.errors import DeviceAbsent
 from zeus_plugins_jetson.options import JetsonOptions
 from zeus_plugins_jetson.rails import Rail, board_model, current_sums, discover, read_number, thermal_zones
+from zeus_plugins_jetson.sensors import rail_precision
 
 #: thermal zone type prefix per rail role
 _ZONE_OF_ROLE = {"gpu": ("gpu",), "cpu": ("cpu",), "total": ("tj", "tboard")}
@@ -100,6 +104,8 @@ class JetsonRails(ClosedOnExit):
         #: the smallest change of current a rail reports (A; hwmon, from ``shunt<i>_resistor``): times the
         #: bus voltage, the resolution of its power
         self.current_steps_a = {r.name: step for r in rails if (step := r.current_step_a) is not None}
+        #: how each rail is measured and how sure it is (zeus_core.device.EnergyPrecision; NaN bound on the iio driver)
+        self.energy_precision = {r.name: rail_precision(r, options.poll_interval_s, options.max_power_w) for r in rails}
         self._sums = current_sums(root)
         self.max_power_w = float(options.max_power_w or 0.0)
         self.model = board_model(root)

@@ -24,6 +24,14 @@ names its source in the driver:
   ``warn_current_limit_<i>`` ("<n> ma"), ``ui_input_<i>`` ("<mV> <mA>"),
   ``running_mode``. No summation channel.
 
+The measurement quirk, off by default: :func:`set_load_wave` puts on a hwmon rail a load
+that is busy while the chip converts that rail's shunt voltage and idle for the rest of each
+``update_interval`` (the chip converts the enabled channels one after another, bus then shunt,
+``ina3221_reg_to_interval_us``: the shunt's part is ``1 / (2 x enabled channels)``). The rail
+then reads the busy draw at every renewal while it draws far less on average: the worst case
+of a reading that sees only part of each interval. :func:`true_power_w` is what a rail truly
+draws (its reading where no wave is on).
+
 Rails are spread three to a chip (``1-0040``, ``1-0041``, ...) as on the boards.
 Every rail's bus voltage is 5 V; its current is chosen so that voltage times
 current is the power asked for (to 1 mA), or, with ``quantize``, rounded as the
@@ -279,6 +287,40 @@ def set_rails(root: str | Path, watts: dict[str, float], power_files: bool | Non
     for folder, layout in touched.items():
         if layout == "hwmon":
             _write_summation(root, folder)
+    state = _load_state(root)
+    if any(label in state.get("waves", {}) for label in watts):  # a load set plainly ends its wave
+        state["waves"] = {k: v for k, v in state["waves"].items() if k not in watts}
+        (root / _STATE).write_text(json.dumps(state))
+
+
+def set_load_wave(root: str | Path, label: str, busy_w: float, idle_w: float) -> float:
+    """Put a load on hwmon rail ``label`` that draws ``busy_w`` while the chip converts its shunt and
+    ``idle_w`` otherwise (see the module): the rail reads ``busy_w``; returns the mean it truly draws."""
+    root = Path(root)
+    places = [(f, ch) for layout, f, ch in _rail_files(root).get(label, []) if layout == "hwmon"]
+    if not places:
+        raise KeyError(f"no hwmon rail labelled {label!r} in {root}")
+    folder, _ = places[0]
+    enabled = sum(c["enabled"] for c in _load_state(root)[str(folder.relative_to(root))]["channels"])
+    share = 1.0 / (2 * max(enabled, 1))
+    mean = busy_w * share + idle_w * (1.0 - share)
+    set_rails(root, {label: busy_w})
+    state = _load_state(root)
+    state.setdefault("waves", {})[label] = mean
+    (root / _STATE).write_text(json.dumps(state))
+    return mean
+
+
+def true_power_w(root: str | Path, label: str) -> float:
+    """What rail ``label`` truly draws (W): the mean of its load wave where one is on, else its reading."""
+    root = Path(root)
+    wave = _load_state(root).get("waves", {}).get(label)
+    if wave is not None:
+        return float(wave)
+    _layout, folder, ch = _rail_files(root)[label][0]
+    if _layout == "hwmon":
+        return float((folder / f"in{ch}_input").read_text()) * float((folder / f"curr{ch}_input").read_text()) / 1e6
+    return float((folder / f"in_voltage{ch}_input").read_text()) * float((folder / f"in_current{ch}_input").read_text()) / 1e6
 
 
 def _set_channel(root: Path, layout: str, folder: Path, ch: int, w: float, power_files: bool | None) -> None:
