@@ -281,3 +281,56 @@ def test_the_documented_examples_are_valid_overrides():
     documented = tomllib.loads(block)
     assert set(table) == {"set_power_limit", "set_gpu_locked_clocks", "reset_gpu_locked_clocks"} <= set(documented["overrides"])
     assert problems(table) == [] and problems(documented["overrides"]) == []
+
+
+def test_overrides_drive_only_their_services_gpus():
+    # nvidia-smi drives NVIDIA GPUs only: on a node that serves another vendor's GPUs too, a
+    # setting of that service goes through its own library, and its restorer is left as it is.
+    from zeus_core.daemon.overrides import Overrides
+
+    ran: list[tuple[str, str, dict]] = []
+    ov = Overrides({"set_power_limit": ["true"], "set_gpu_locked_clocks": ["true"], "reset_gpu_locked_clocks": ["true"]}, 2, dict, "nvml")
+    ov.run = lambda name, uuid, values: ran.append((name, uuid, values))  # type: ignore[method-assign]
+
+    def library() -> str:
+        return "library"
+
+    ov._args = {"milliwatts": 300000}
+    ov.setter("nvml", "gpu:GPU-1:power_limit", library)()
+    assert ran == [("set_power_limit", "GPU-1", {"milliwatts": 300000, "watts": 300})]
+    assert ov.setter("amdsmi", "gpu:GPU-2:power_limit", library) is library
+    ov._args = {"min_mhz": 900, "max_mhz": 1500}
+    assert ov.setter("amdsmi", "gpu:GPU-2:locked_clocks", library) is library
+    assert ov.resetter("amdsmi", "gpu:GPU-2:locked_clocks", library) is library
+    ov.resetter("nvml", "gpu:GPU-1:locked_clocks", library)()  # type: ignore[misc]
+    assert ran[-1] == ("reset_gpu_locked_clocks", "GPU-1", {})
+
+    def amd_restorer(key: str, original: object) -> str:
+        return "amd library"
+
+    wrapped = ov.wrap({"amdsmi": amd_restorer, "nvml": amd_restorer})
+    assert wrapped["amdsmi"] is amd_restorer and wrapped["nvml"] is not amd_restorer
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("", 'say whose GPUs its commands drive, e.g. override_service = "amdsmi"'),
+        ('override_service = "nvidia"\n', "override_service = 'nvidia' is not served here; the served services are amdsmi, nvml"),
+    ],
+)
+def test_overrides_with_several_services_name_the_one_they_drive(tmp_path, extra, message):
+    path = _config(tmp_path, extra + _overrides(tmp_path))
+    path.write_text(path.read_text() + '\n[serve.amdsmi]\ngpus = "all"\n')
+    cfg, problems, lines, _ = read_config(path)
+    assert cfg is not None, problems
+    reg = zreg.load(only=["nvml", "amdsmi"])
+    with pytest.raises(ConfigError) as e:
+        resolve(cfg, {n: r.options for n, r in reg.services.items()}, path, lines)
+    assert message in str(e.value), str(e.value)
+    # naming it is enough
+    path.write_text(path.read_text().replace(extra, "") if extra else path.read_text())
+    text = path.read_text().replace("override_timeout_s = 2", 'override_timeout_s = 2\noverride_service = "nvml"', 1)
+    path.write_text(text)
+    cfg, problems, lines, _ = read_config(path)
+    assert resolve(cfg, {n: r.options for n, r in reg.services.items()}, path, lines).raw.override_service == "nvml"

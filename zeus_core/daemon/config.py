@@ -142,7 +142,9 @@ class DaemonConfig:
 
     ``overrides``: setter name -> the command (argv list, placeholders such as ``{index}``
     and ``{watts}``) run instead of the vendor library (:mod:`zeus_core.daemon.overrides`);
-    ``override_timeout_s``: how long one may run.
+    ``override_timeout_s``: how long one may run; ``override_service``: the served service
+    whose GPUs the commands drive (``nvidia-smi`` drives NVIDIA GPUs only; required when
+    more than one service is served, else that one).
     """
 
     socket: str = attrs.field(default=DEFAULT_SOCKET, validator=_absolute)
@@ -167,6 +169,7 @@ class DaemonConfig:
     stream_interval_s: float = attrs.field(default=0.1, validator=_interval)
     overrides: dict[str, Any] = attrs.field(factory=dict)
     override_timeout_s: float = attrs.field(default=30.0, validator=_first_frame)  # the same bounds
+    override_service: str | None = None
 
     @property
     def secret_path(self) -> Path:
@@ -190,6 +193,30 @@ class ResolvedConfig:
     @property
     def journal_path(self) -> Path:
         return Path(self.raw.journal_dir) / "journal.sqlite"
+
+
+def _override_service_problems(cfg: DaemonConfig) -> list[Problem]:
+    """``override_service`` names a served service; with overrides and several services, it must be given."""
+    served = sorted(cfg.serve) if isinstance(cfg.serve, dict) else []
+    if cfg.override_service is not None:
+        if cfg.override_service not in served:
+            return [
+                Problem(
+                    ("override_service",),
+                    f"override_service = {cfg.override_service!r} is not served here; the served services are "
+                    f"{', '.join(served) or 'none'} (a [serve.<name>] table each)",
+                )
+            ]
+        return []
+    if cfg.overrides and len(served) > 1:
+        return [
+            Problem(
+                ("overrides",),
+                f"[overrides] with several services served ({', '.join(served)}): say whose GPUs its commands drive, "
+                f'e.g. override_service = "{served[0]}" (a command such as nvidia-smi drives one vendor\'s GPUs only)',
+            )
+        ]
+    return []
 
 
 class ConfigError(JobError):
@@ -361,6 +388,7 @@ def resolve(cfg: DaemonConfig, service_options: dict[str, type], path: Path, lin
             opts = structure(service_options[name], table, ("serve", name), problems)
             if opts is not None:
                 services[name] = opts
+    problems.extend(_override_service_problems(cfg))
     if problems:
         raise ConfigError(str(path), problems, lines)
     return ResolvedConfig(path, cfg, owner, gid_sock, mode, frozenset(uids), frozenset(gids), services, lines)  # type: ignore[arg-type]

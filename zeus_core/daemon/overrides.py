@@ -115,13 +115,19 @@ def problems(overrides: Any) -> list[Problem]:
 
 
 class Overrides:
-    """The configured overrides of one daemon. ``served()`` gives its services (built after this), whose
-    ``gpus.gpus`` tables map a GPU's UUID to its (index, handle)."""
+    """The configured overrides of one daemon, for the GPUs of its service ``service`` (the others'
+    settings go through their vendor library). ``served()`` gives its services (built after this),
+    whose ``gpus.gpus`` tables map a GPU's UUID to its (index, handle)."""
 
-    def __init__(self, commands: Mapping[str, list[str]], timeout_s: float, served: Callable[[], Mapping[str, Any]]) -> None:
+    def __init__(
+        self, commands: Mapping[str, list[str]], timeout_s: float, served: Callable[[], Mapping[str, Any]], service: str | None
+    ) -> None:
         self.commands = dict(commands)
         self.timeout_s = timeout_s
         self._served = served
+        #: the service (and journal owner) whose settings the commands change; the others' settings
+        #: go through their vendor library as without overrides
+        self.service = service
         self._args: dict[str, Any] | None = None  # the arguments of the operation running now (on the device thread)
 
     def __bool__(self) -> bool:
@@ -143,10 +149,10 @@ class Overrides:
 
         return run
 
-    def setter(self, key: str, apply: Callable[[], Any]) -> Callable[[], Any]:
-        """What a change of ``key`` runs: the override's command when one is set for it, else ``apply``."""
+    def setter(self, owner: str, key: str, apply: Callable[[], Any]) -> Callable[[], Any]:
+        """What a change of ``owner``'s ``key`` runs: the override's command when one is set for it, else ``apply``."""
         parsed = _key(key)
-        if parsed is None or self._args is None:
+        if parsed is None or self._args is None or owner != self.service:
             return apply
         uuid, setting = parsed
         name = next((n for n, s in SETTERS.items() if s.setting == setting and not s.resets and n in self.commands), None)
@@ -159,9 +165,9 @@ class Overrides:
             values = {"min_mhz": int(args["min_mhz"]), "max_mhz": int(args["max_mhz"])}
         return lambda: self.run(name, uuid, values)
 
-    def resetter(self, key: str, reset: Callable[[], Any] | None) -> Callable[[], Any] | None:
-        """What a reset of ``key`` nobody holds runs: the ``reset_*`` override when one is set, else ``reset``."""
-        parsed = _key(key)
+    def resetter(self, owner: str, key: str, reset: Callable[[], Any] | None) -> Callable[[], Any] | None:
+        """What a reset of ``owner``'s ``key`` nobody holds runs: the ``reset_*`` override when one is set, else ``reset``."""
+        parsed = _key(key) if owner == self.service else None
         name = self._reset_name(parsed[1]) if parsed is not None and reset is not None else None
         if name is None or parsed is None:
             return reset
@@ -171,7 +177,7 @@ class Overrides:
         """The restorers, each putting back an overridden setting through its command."""
         if not self.commands:
             return dict(restorers)
-        return {owner: self._restorer(fn) for owner, fn in restorers.items()}
+        return {owner: self._restorer(fn) if owner == self.service else fn for owner, fn in restorers.items()}
 
     def _restorer(self, fallback: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
         def restore(key: str, original: Any) -> Any:

@@ -162,10 +162,10 @@ class Connection:
         return f"client #{self.number} (pid {self.pid}, uid {self.uid} {self.user})"
 
     def change(self, owner: str, key: str, original: Any, apply: Callable[[], Any]) -> None:
-        self.daemon.holds.change(self, owner, key, original, self.daemon.overrides.setter(key, apply))
+        self.daemon.holds.change(self, owner, key, original, self.daemon.overrides.setter(owner, key, apply))
 
     def release(self, owner: str, key: str, reset: Callable[[], Any] | None = None) -> str:
-        return self.daemon.holds.release(self, owner, key, self.daemon.overrides.resetter(key, reset))
+        return self.daemon.holds.release(self, owner, key, self.daemon.overrides.resetter(owner, key, reset))
 
     def holds(self, owner: str, key: str) -> bool:
         return self.daemon.holds.held_by(self, owner, key)
@@ -269,7 +269,9 @@ class Daemon:
         self.services: dict[str, Any] = {}
         self.operations: dict[str, tuple[str, Operation]] = {}  # "svc.op" -> (service, operation)
         #: [overrides]: setters run as the site's allowed commands; the restorers put those settings back through them
-        self.overrides = Overrides(config.raw.overrides, config.raw.override_timeout_s, lambda: self.services)
+        served = list(config.services)
+        service = config.raw.override_service or (served[0] if len(served) == 1 else None)
+        self.overrides = Overrides(config.raw.overrides, config.raw.override_timeout_s, lambda: self.services, service)
         self._restorers = self.overrides.wrap(registry.restorers)
         self._restore_after_build = False
         self.holds = Holds(self._restorers, config.journal_path)
