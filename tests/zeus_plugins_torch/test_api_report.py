@@ -96,3 +96,44 @@ def test_comparison_uses_the_reached_tries_per_batch_size():
     assert out["vs_default"]["cost_saved"] == pytest.approx(1 - 330.0 / 400.0)
     assert out["vs_best_fixed"]["regret"] == pytest.approx(330.0 / 200.0 - 1)
     assert compare(records, default_batch_size=128).default is None  # never reached: no default row
+
+
+INTERRUPT_AT: list[int] = []  # the recurrence in which the user presses Ctrl-C (none: run through)
+
+
+def stoppable_train(batch_size, zeus):
+    """The user's loop; Ctrl-C pressed during recurrence INTERRUPT_AT arrives in it as a KeyboardInterrupt."""
+    for epoch in zeus.epochs():
+        if zeus.recurrence in INTERRUPT_AT:
+            raise KeyboardInterrupt
+        zeus.report_metric(epoch / 2)
+
+
+def test_ctrl_c_in_the_users_script_reaches_it_after_the_job_is_closed(tmp_path):
+    """run_job hands Ctrl-C back to the script that called it (a KeyboardInterrupt, not a RunFailed nor a
+    summary), after closing the job: its store is free and the next call continues the history."""
+    job = write_job(
+        tmp_path / "job.toml",
+        """
+        [job]
+        recurrences = 3
+        target_metric = 1.0
+        beta_knob = inf
+        store = "s.sqlite"
+        [device]
+        plugin = "cpu-estimate"
+        scope = "process"
+        [batch_size]
+        plugin = "fixed"
+        default = 8
+    """,
+    )
+    out = tmp_path / "out"
+    INTERRUPT_AT[:] = [2]
+    with pytest.raises(KeyboardInterrupt):
+        run_job(job, stoppable_train, output=out)
+    assert not out.exists()  # no summary of a run the user stopped
+    INTERRUPT_AT.clear()
+    summary = run_job(job, stoppable_train, overrides=["job.recurrences=1"])
+    reached = [r.recurrence for r in summary.records if r.reached]
+    assert reached[0] == 1 and len(reached) == 2  # recurrence 1 kept; the next call ran one more to its end
