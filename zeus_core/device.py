@@ -322,6 +322,10 @@ class Precision(NamedTuple):
 
     An estimate: ``relative`` is its declared relative error (a fraction of the energy); NaN
     where it declares none (its error is unknown, never claimed small).
+
+    ``scale``: a counter's known unit error, the fraction by which it may count too much or too
+    little whatever the window (AMD: the library multiplies counts of 2**-16 J by 15.3 µJ, 0.27 %
+    too much); it adds ``scale * |joules|`` to a counter's bound. 0 for a counter whose unit is exact.
     """
 
     method: str
@@ -333,6 +337,7 @@ class Precision(NamedTuple):
     coverage: float = 1.0
     average_s: float = 0.0
     relative: float = float("nan")
+    scale: float = 0.0
 
     def covered(self) -> float:
         """The part of a window's time the polled readings saw (1.0 for a counter)."""
@@ -347,7 +352,7 @@ class Precision(NamedTuple):
     def bound_j(self, seconds: float, joules: float) -> float:
         """The most a window of ``seconds`` that measured ``joules`` can be off (J, a +/- bound)."""
         if self.method == "counter":
-            return self.max_w * self.period_s + self.resolution_j
+            return self.max_w * self.period_s + self.resolution_j + self.scale * abs(joules)
         if self.method == "polling":
             edges = 2.0 * self.max_w * (self.period_s + self.sensor_period_s)
             return edges + self.max_w * self.average_s / 2.0 + (1.0 - self.covered()) * self.max_w * max(seconds, 0.0)
@@ -359,7 +364,8 @@ class Precision(NamedTuple):
         if not relative > 0 or not watts > 0:
             return float("inf")
         if self.method == "counter":
-            return self.bound_j(0.0, 0.0) / (relative * watts)
+            per_j = relative - self.scale  # what is left of the bound asked for the edges, per joule
+            return self.bound_j(0.0, 0.0) / (per_j * watts) if per_j > 0 else float("inf")
         if self.method == "polling":
             fixed = self.bound_j(0.0, 0.0)
             per_s = relative * watts - (1.0 - self.covered()) * self.max_w

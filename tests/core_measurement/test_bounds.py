@@ -143,3 +143,13 @@ def test_the_closing_table_of_zeus_run_and_zeus_report_shows_the_bound_where_eve
     assert "2.00 kJ ± 10.0 J" in total  # the sum of the tries' bounds
     unknown = shown([_record(1, {"method": "counter", "error_j": 4.0}), _record(2, None)])
     assert "±" not in unknown  # one try without a bound: no bound claimed for the sum
+
+
+def test_a_counters_unit_error_grows_with_its_energy_and_caps_the_bound_a_window_can_meet():
+    """A counter whose unit is off by ``scale`` (AMD: 15.3 µJ applied to counts of 2**-16 J) is off by that share of
+    any window's energy on top of its edges: a longer window meets a bound down to ``scale``, none below it."""
+    p = Precision("counter", "gpu", 400.0, period_s=0.1, resolution_j=0.001, scale=0.005)
+    assert p.bound_j(10.0, 1000.0) == pytest.approx(40.001 + 5.0)
+    assert p.min_window_s(0.01, 250.0) == pytest.approx(40.001 / (0.005 * 250.0))
+    assert p.min_window_s(0.005, 250.0) == math.inf
+    assert p._replace(scale=0.0).bound_j(10.0, 1000.0) == pytest.approx(40.001)  # an exact unit: the edges alone

@@ -20,7 +20,7 @@ from zeus_plugins_amdsmi import fake_amdsmi
 from zeus_plugins_amdsmi.device import AmdGpus
 from zeus_plugins_amdsmi.fake_amdsmi import FakeAmdGpu
 from zeus_plugins_amdsmi.options import AmdsmiOptions
-from zeus_plugins_amdsmi.sensors import COUNTER_PERIOD_S
+from zeus_plugins_amdsmi.sensors import COUNTER_PERIOD_S, FIRMWARE_UNIT_UJ
 
 
 def truth() -> float:
@@ -40,9 +40,26 @@ def test_an_accumulator_renewed_every_period(fake_amd):
     assert m.sources == {"gpu0": "counter"} and m.scopes == {"gpu0": "gpu"}
     assert seen[0] - m.energy["gpu0"] > 500.0 * 0.025  # most of a period's energy is missing
     assert off_by(m, "gpu0", seen) <= m.errors["gpu0"]
-    assert m.errors["gpu0"] == pytest.approx(750.0 * precision.period_s + 15.3e-6)
+    assert m.errors["gpu0"] == pytest.approx(750.0 * precision.period_s + 15.3e-6 + precision.scale * m.energy["gpu0"])
     step_only = precision._replace(period_s=0.0)
     assert off_by(m, "gpu0", seen) > step_only.bound_j(m.time, m.energy["gpu0"]), "a counter read the moment it counts would hold"
+
+
+def test_a_firmware_unit_the_library_rounds(fake_amd):
+    """The firmware counts in 2**-16 J and the library multiplies by 15.3 µJ: every window counts 0.27 % too
+    much. The counter's bound carries that share (``scale``); without it, a window long enough that 0.27 % of
+    its energy outgrows the edges' part of the bound breaks the bound (the window's length is set from that
+    part, so it is long enough whatever period the check at open inferred)."""
+    fake_amd([FakeAmdGpu(market_name="AMD Instinct MI300X unit test", demand_w=750.0, counter_unit_uj=FIRMWARE_UNIT_UJ)])
+    with AmdGpus(AmdsmiOptions(counter_check_s=1.0)) as dev:
+        precision = dev.energy_precision["gpu0"]
+        assert precision.scale == pytest.approx(15.3 / 15.2587890625 - 1, rel=1e-4)  # 0.27 % (15.3 as a C float)
+        seconds = 1.25 * precision.bound_j(0.0, 0.0) / (precision.scale * 750.0)
+        m, seen = measure(dev, truth, lambda: time.sleep(seconds))
+    assert m.energy["gpu0"] == pytest.approx(seen[1] * 15.3 / 15.2587890625, rel=1e-3)  # counted 0.27 % high
+    assert off_by(m, "gpu0", seen) <= m.errors["gpu0"]
+    exact_unit = precision._replace(scale=0.0)
+    assert off_by(m, "gpu0", seen) > exact_unit.bound_j(m.time, m.energy["gpu0"]), "a counter of exact unit would hold"
 
 
 def test_without_the_quirk_the_figure_and_its_bound_hold(fake_amd):

@@ -23,10 +23,12 @@ comes from these facts and from what the device saw when it opened:
   ``average_socket_power``, an average whose window AMD does not document: its lag, and so the
   bound of a window polled from it, is unknown (NaN), never guessed small.
 
-Not covered: on MI300 the firmware counts in 2**-16 J (15.259 µJ; kernel ``smu_v13_0_6_ppt.c``:
-"Energy counter reported in 15.259uJ (2^-16) units") while the library multiplies by 15.3 µJ, so
-counted energy is about 0.27 % high; a :class:`~zeus_core.device.Precision` bounds a counter's
-window by its period and step only, and the ``resolution`` the library reports is what is used.
+* the firmware counts in 2**-16 J (15.259 µJ; kernel ``smu_v13_0_6_ppt.c``: "Energy counter
+  reported in 15.259uJ (2^-16) units"; rocm_smi.cc hard-codes one resolution "since all ASICs have
+  same resolution") while the library multiplies by the 15.3 µJ it reports, so counted energy is
+  about 0.27 % high whatever the window: the counter's :attr:`~zeus_core.device.Precision.scale`,
+  from the resolution the library reports against :data:`FIRMWARE_UNIT_UJ` (0 should it report
+  the exact unit one day).
 """
 
 from __future__ import annotations
@@ -36,17 +38,21 @@ from zeus_core.device import Precision
 #: the oldest a metrics-table reading can be where the check at open saw too few moves: the kernel's
 #: 1 ms cache rounded up to two jiffies at HZ=100 (s)
 COUNTER_PERIOD_S = 0.02
+#: the unit the SMU firmware counts energy in (µJ): 2**-16 J
+FIRMWARE_UNIT_UJ = 1e6 / 65536
 
 
 def counter_precision(max_w: float, period_s: float | None, resolution_uj: float) -> Precision:
-    """An accumulator GPU's precision: its update period as inferred (else :data:`COUNTER_PERIOD_S`) and
-    the step the library reports (``counter_resolution``, µJ)."""
+    """An accumulator GPU's precision: its update period as inferred (else :data:`COUNTER_PERIOD_S`), the
+    step the library reports (``counter_resolution``, µJ), and how far that step is from the unit the
+    firmware counts in."""
     return Precision(
         "counter",
         "gpu",
         max_w,
         period_s=COUNTER_PERIOD_S if period_s is None else period_s,
         resolution_j=resolution_uj / 1e6,
+        scale=abs(resolution_uj / FIRMWARE_UNIT_UJ - 1.0),
     )
 
 
@@ -64,4 +70,4 @@ def polling_precision(max_w: float, poll_s: float, instant: bool, sensor_period_
     )
 
 
-__all__ = ["COUNTER_PERIOD_S", "counter_precision", "polling_precision"]
+__all__ = ["COUNTER_PERIOD_S", "FIRMWARE_UNIT_UJ", "counter_precision", "polling_precision"]
