@@ -17,13 +17,22 @@ more than ``--tolerance`` (1 %: limits closer than that are as good as each othe
 
 It prints, for each way, the wrong picks out of the seeds and the mean regret (extra steady
 cost of the pick), and the ratio of wrong picks (without / with). Figures come only from a run.
+
+Each JIT run is its own Python process on a **virtual clock** (:class:`VirtualClock`: the
+``time`` module's ``monotonic``, ``perf_counter`` and ``sleep`` replaced before zeus is
+imported): the simulated driver's heating and energy, the monitor's windows and the JIT's
+timing all read it, and only the training loop's steps advance it, each by its modelled
+length. The figures therefore do not move with the machine's load or speed: a run gives the
+same picks, regrets and ratio every time, on any machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,10 +42,28 @@ ETA = 0.5
 IDLE_W = 60.0
 
 
-def spin(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+class VirtualClock:
+    """Simulated time for a whole process (installed before zeus is imported): ``monotonic`` and
+    ``perf_counter`` read it, ``sleep`` and :meth:`advance` move it; nothing else does, so what the
+    process measures is what its model says, not how long this machine took."""
+
+    def __init__(self, start_s: float = 1000.0) -> None:
+        self.t = start_s
+
+    def now(self) -> float:
+        return self.t
+
+    def now_ns(self) -> int:
+        return int(self.t * 1e9)
+
+    def advance(self, seconds: float) -> None:
+        if seconds > 0:
+            self.t += seconds
+
+    def install(self) -> None:
+        time.monotonic = time.perf_counter = self.now  # type: ignore[assignment]
+        time.monotonic_ns = time.perf_counter_ns = self.now_ns  # type: ignore[assignment]
+        time.sleep = self.advance  # type: ignore[assignment]
 
 
 def gpu_params(seed: int, tau_s: float) -> dict[str, float]:
@@ -63,43 +90,88 @@ def run_jit(
     p: dict[str, float], stable: bool, args: argparse.Namespace, path: Path, min_limit_w: float = 100.0
 ) -> tuple[float, list[float]]:
     """The limit the JIT holds after its profiling epoch on the GPU ``p`` (from cold), and the limits it profiled."""
+    got = jit_run(p, stable, args, path, min_limit_w)
+    return got["chosen_w"], got["limits"]
+
+
+def jit_run(p: dict[str, float], stable: bool, args: argparse.Namespace, path: Path, min_limit_w: float = 100.0) -> dict:
+    """:func:`run_jit` with what the JIT measured: ``chosen_w``, ``limits``, ``profile`` (limit -> [seconds,
+    joules] per step), and the ``steps`` the loop ran until the JIT chose. The run is a fresh Python
+    process on a :class:`VirtualClock` (``path``: its simulated driver's state)."""
+    job = {
+        "gpu": p,
+        "stable": stable,
+        "path": str(path),
+        "min_limit_w": min_limit_w,
+        "options": {k: getattr(args, k) for k in ("step_w", "warmup_iters", "measure_iters", "settle_readings", "step_ms")},
+    }
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}  # the simulated GPU is index 0
+    got = subprocess.run(
+        [sys.executable, "-W", "ignore", str(Path(__file__).resolve()), "--one-run", json.dumps(job)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    if got.returncode != 0:
+        raise RuntimeError(f"the JIT run failed (exit {got.returncode}):\n{got.stderr}")
+    out = json.loads(got.stdout.strip().splitlines()[-1])
+    return {
+        "chosen_w": float(out["chosen_w"]),
+        "limits": [float(x) for x in out["limits"]],
+        "profile": out["profile"],
+        "steps": out["steps"],
+    }
+
+
+def _one_run(job: dict) -> dict:
+    """One JIT run on a virtual clock (this process's: installed here, before zeus is imported)."""
+    clock = VirtualClock()
+    clock.install()
     from zeus_core import PowerLimitOptimizer, ZeusMonitor
     from zeus_plugins_nvml import fake_pynvml
 
+    p, a = job["gpu"], job["options"]
     gpu = fake_pynvml.FakeGpu(
         ambient_c=40.0,
         temperature_c=40.0,
         idle_w=IDLE_W,
-        min_limit_w=min_limit_w,
+        min_limit_w=job["min_limit_w"],
         demand_w=p["demand_w"],
         thermal_c_per_w=p["thermal_c_per_w"],
         leakage_w_per_c=p["leakage_w_per_c"],
         thermal_tau_s=p["thermal_tau_s"],
     )
-    fake_pynvml.create(path, [gpu], privileged=True)
+    path = fake_pynvml.create(job["path"], [gpu], privileged=True)
     fake_pynvml.install(path)
-    options = {"step_w": args.step_w, "warmup_iters": args.warmup_iters, "measure_iters": args.measure_iters}
-    if stable:
-        options |= {"thermally_stable": True, "settle_readings": args.settle_readings, "max_warmup_iters": 100_000}
-    step_s = args.step_ms / 1000.0
+    # today's way is thermally_stable = false (the default is on), with the fixed warmup_iters
+    options = {
+        "step_w": a["step_w"],
+        "warmup_iters": a["warmup_iters"],
+        "measure_iters": a["measure_iters"],
+        "thermally_stable": job["stable"],
+    }
+    if job["stable"]:
+        options |= {"settle_readings": a["settle_readings"], "max_warmup_iters": 100_000}
+    step_s = a["step_ms"] / 1000.0
     mon = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
     try:
         with PowerLimitOptimizer(mon, policy="jit", options=options, eta_knob=ETA) as plo:
             limits = plo.policy.limits(plo.devices)
             plo.on_epoch_begin()  # one epoch of unknown length: windows back to back until the JIT has chosen
-            # steps end at deadlines, so the loop's own overhead (the readings) is inside each step's time
-            deadline = time.perf_counter()
+            steps = 0
             while not plo.policy.choices:
                 plo.on_step_begin()
-                deadline += step_s / (fake_pynvml.useful_w(0) / p["demand_w"]) ** (1 / 3)  # a late step is caught up by the next
-                spin(deadline - time.perf_counter())
+                clock.advance(step_s / (fake_pynvml.useful_w(0) / p["demand_w"]) ** (1 / 3))  # the step, at the speed it has now
                 plo.on_step_end()
+                steps += 1
             plo.on_epoch_end()
             chosen = plo.held_limit
+            profile = next(iter(plo.policy.choices.values()))["profile"]
     finally:
         mon.close()
     assert chosen is not None
-    return float(chosen), limits
+    return {"chosen_w": float(chosen), "limits": [float(x) for x in limits], "profile": profile, "steps": steps}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,7 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settle-readings", type=int, default=100, help="readings (one a step) that must agree (thermally stable)")
     ap.add_argument("--tolerance", type=float, default=0.01, help="a pick within this of the best steady cost is right")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--one-run", help=argparse.SUPPRESS)  # internal: one JIT run in this process (run_jit's child)
     args = ap.parse_args(argv)
+    if args.one_run is not None:
+        print(json.dumps(_one_run(json.loads(args.one_run))))
+        return 0
     if args.seeds < 1 or args.step_ms <= 0 or args.tau_s <= 0:
         ap.error("--seeds must be at least 1, --step-ms and --tau-s positive")
     rows = []

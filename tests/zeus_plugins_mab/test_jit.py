@@ -103,3 +103,13 @@ def test_choices_survive_a_restart():
     fresh = JitPowerPolicy(JitOptions(step_w=50.0), 0.5)
     fresh.set_state(jit.get_state())
     assert not run(fresh, gpu, 8).epoch_profiled[0]
+
+
+def test_thermally_stable_by_default_and_a_window_planned_without_warm_up_is_measured_as_planned():
+    assert JitOptions().thermally_stable
+    seen = []
+    for stable in (False, True):  # this device reads no power or temperature: settling has one reading per slot
+        gpu, jit = Gpu(), JitPowerPolicy(JitOptions(step_w=50.0, warmup_iters=0, thermally_stable=stable), 0.5)
+        s = run(jit, gpu, 8)
+        seen.append((gpu.history, s.epoch_measurements[0].time, s.epoch_measurements[0].total_system_energy, jit.choices))
+    assert seen[0] == seen[1]  # no iteration added to a slot that has no warm-up to extend

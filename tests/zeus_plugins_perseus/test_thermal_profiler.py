@@ -76,3 +76,12 @@ def test_the_stage_profiler_option_reaches_the_sweep():
     assert o.thermally_stable and o.max_warmup_steps == 7
     with pytest.raises(ValueError, match="max_warmup_steps"):
         StageProfilerOptions(step="x.py:f", max_warmup_steps=-1)
+
+
+def test_on_by_default_in_the_stage_part_and_its_step_cap_follows_the_warm_up_added():
+    assert StageProfilerOptions(step="x.py:f").thermally_stable  # the part's default; the hooks' own stays off
+    gpu = WarmingGPU(heat_s=0.5)
+    p = OnlineProfiler(gpu, stage=0, warmup_steps=1, profile_steps=2, thermally_stable=True)
+    assert p.planned_steps == 4 * (1 + 2)  # nothing added yet: what a sweep without it takes
+    _sweep(p, gpu)
+    assert p.planned_steps == p.steps == 4 * 3 + sum(p.extra_warmup.values()) <= p.total_steps

@@ -31,12 +31,15 @@ does not drive (``zeus_core.PowerLimitOptimizer``) the epoch's length may be
 unknown: windows then follow each other from ``wait_iters`` on, and one the
 epoch end cuts is measured again in the next epoch.
 
-With ``thermally_stable`` the warm-up of each limit lasts until the devices'
-power and temperature have settled (:mod:`zeus_core.profiling`, read once per
+With ``thermally_stable`` (the default) the warm-up of each limit lasts until the
+devices' power and temperature have settled (:mod:`zeus_core.profiling`, read once per
 iteration), so a limit measured after a hotter one is not charged for its heat
 and the first is not measured cold; the windows after it move later by as many
 iterations (one the epoch end then cuts is measured next epoch, as above).
-Where readings do not change, the warm-up is ``warmup_iters`` as without it.
+Where readings do not change, the warm-up is ``warmup_iters`` as without it. A
+window planned with no warm-up at all (``warmup_iters = 0``, or a short epoch
+spread over many limits) is measured as planned: settling compares two readings at
+least, and one taken as the limit is set is all such a slot has.
 """
 
 from __future__ import annotations
@@ -193,7 +196,9 @@ class JitPowerPolicy:
                 power_control(session).set_power_limit(slot.limit)
                 if self.options.thermally_stable:
                     run.settler = self._settler()
-            if self.options.thermally_stable and slot.start <= iteration <= slot.begin and not self._settled(session, run, slot, iteration):
+            # a slot planned without warm-up keeps none (settling needs two readings): as if off
+            warms = self.options.thermally_stable and slot.warmup > 0
+            if warms and slot.start <= iteration <= slot.begin and not self._settled(session, run, slot, iteration):
                 break  # the warm-up goes on: this slot and those after it move one iteration later
             if iteration == slot.begin:
                 session.monitor.begin_window(WINDOW)

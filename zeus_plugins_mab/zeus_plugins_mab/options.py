@@ -115,9 +115,10 @@ class JitOptions:
     the GPUs' power and temperature have settled (:class:`zeus_core.profiling.Settling`:
     the last ``settle_readings`` readings, one per iteration, within
     ``settle_temperature_c`` degrees and ``settle_power_rel`` of their mean), for at
-    most ``max_warmup_iters``, so no limit is measured colder than it runs; off by
-    default (today's profiles, and where power and temperature are constant it adds
-    no iteration).
+    most ``max_warmup_iters``, so no limit is measured colder than it runs. On by
+    default: where power and temperature are constant (every simulated driver unless
+    its temperature quirk is on) it adds no iteration and changes no figure, and a
+    window planned with no warm-up is measured as planned.
     """
 
     step_w: float = attrs.field(default=25.0, validator=at_least(1.0))
@@ -130,7 +131,7 @@ class JitOptions:
     wait_iters: int = attrs.field(default=0, validator=at_least(0))
     select: str = attrs.field(default="cost", validator=one_of(*SELECTS))
     max_slowdown: float = attrs.field(default=1.1, validator=at_least(1.0))
-    thermally_stable: bool = False
+    thermally_stable: bool = True
     max_warmup_iters: int = attrs.field(default=1000, validator=at_least(1))
     settle_readings: int = attrs.field(default=5, validator=at_least(2))
     settle_temperature_c: float = attrs.field(default=1.0, validator=at_least(0.01))

@@ -102,8 +102,9 @@ class StageProfilerOptions:
     devices: list[str] = attrs.field(factory=list)
     save_to: str = ""
     max_steps: int | None = attrs.field(default=None, validator=optional(at_least(1)))
-    #: warm up each clock until power and temperature settle (zeus_core.profiling), at most max_warmup_steps more
-    thermally_stable: bool = False
+    #: warm up each clock until power and temperature settle (zeus_core.profiling), at most max_warmup_steps more;
+    #: on by default: where they are constant (the simulated drivers without their temperature quirk) it adds no step
+    thermally_stable: bool = True
     max_warmup_steps: int = attrs.field(default=100, validator=nonnegative)
 
     def check_files(self, files: FileChecks) -> None:

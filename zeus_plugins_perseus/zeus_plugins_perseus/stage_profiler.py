@@ -11,7 +11,7 @@
     profile_steps = 3                # per clock, measured
     min_frequency = 0                # MHz; default: every clock the device supports
     stop_after_rises = 0             # stop once every instruction's energy rose this many clocks in a row
-    thermally_stable = false         # warm up each clock until power and temperature settle (at most max_warmup_steps more)
+    thermally_stable = true          # warm up each clock until power and temperature settle (at most max_warmup_steps more)
     save_to = "profile-stage0.csv"   # relative to the job file's folder
 
 The step factory receives an :class:`OnlineProfiler`, whose hooks the step
@@ -72,12 +72,13 @@ class StageProfiler:
             takes_devices = len(inspect.signature(self.step_factory).parameters) >= 2
         except (TypeError, ValueError):
             takes_devices = False
-        limit = o.max_steps or p.total_steps + 1
         calls = 0
         try:
             step = self.step_factory(p, self.devices) if takes_devices else self.step_factory(p)
             while not p.done:
-                if calls >= limit:
+                # the sweep's steps so far planned: a step that never calls the hooks is caught after as many
+                # steps as without thermally_stable, not after every warm-up step it might have added
+                if calls >= (o.max_steps or p.planned_steps + 1):
                     raise RunFailed(
                         f"perseus-stage: the sweep was not done after {calls} steps; the step must "
                         "call on_step_begin()/on_step_end() of the hooks it was given"

@@ -16,7 +16,11 @@ With ``thermally_stable`` the warm-up at each clock goes on past ``warmup_steps`
 most ``max_warmup_steps`` more) until the devices' power and temperature have settled
 (:mod:`zeus_core.profiling`: a reading when the clock is locked and after each warm-up
 step), so a clock measured after a hotter one is not charged for its heat. Where the
-readings do not change it adds no step (it needs ``warmup_steps`` >= 1 to act).
+readings do not change it adds no step (it needs ``warmup_steps`` >= 1 to act). The
+``perseus-stage`` part turns it on by default (``[profiler] thermally_stable``); these hooks
+take it as they are given it (off unless passed), so code that builds them itself (zeus-compat's
+``PipelineFrequencyOptimizer``, a script) and sizes its loop by :attr:`total_steps` keeps
+what it had.
 
 ``rows()`` gives ``(stage, instruction, MHz, seconds, joules)`` for the profile
 CSV (``to_csv``) and ``measurements()`` the same without the stage for
@@ -112,6 +116,12 @@ class OnlineProfiler:
         """Steps the sweep takes if it does not stop early (at most, with ``thermally_stable``)."""
         extra = self.max_warmup_steps if self.thermally_stable and self.warmup_steps else 0
         return len(self.frequencies) * (self.warmup_steps + extra + self.profile_steps)
+
+    @property
+    def planned_steps(self) -> int:
+        """Steps the sweep takes if it does not stop early, counting the warm-up steps added so far
+        (``thermally_stable``; never more than :attr:`total_steps`)."""
+        return len(self.frequencies) * (self.warmup_steps + self.profile_steps) + sum(self.extra_warmup.values())
 
     def _measuring(self) -> bool:
         return not self.done and self._step >= self.warmup_steps
