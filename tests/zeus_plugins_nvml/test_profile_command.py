@@ -161,3 +161,27 @@ def test_a_window_lasts_as_long_as_the_error_bound_asked_needs(gpu):
     )
     assert r.returncode == 0, r.stderr
     assert all(t["runs"] > 1 for t in json.loads(out.read_text())["points"][0]["trials"])
+
+
+def test_without_device_it_measures_the_one_gpu_plugin_that_opens_and_asks_when_several_do(gpu, tmp_path):
+    # As ZeusMonitor chooses: here NVIDIA's GPUs open and AMD's do not (no driver), so nvml measures.
+    def watts(r: subprocess.CompletedProcess) -> float:  # the trial's line: "trial 1: 6.016 J in 0.02005 s"
+        import re
+
+        joules, seconds = re.search(r"trial 1: ([\d.]+) J in ([\d.]+) s", r.stderr).groups()  # type: ignore[union-attr]
+        return float(joules) / float(seconds)
+
+    r = zeus(gpu, "--trials", "1", "--no-warmup", "--no-cooldown", "work_mod:step")
+    assert r.returncode == 0, r.stderr
+    assert watts(r) == pytest.approx(250.0, rel=0.1)  # the NVIDIA GPU's draw
+    # With an AMD driver too, both open: the command asks which, and $ZEUS_GPU_DEVICE answers.
+    from zeus_plugins_amdsmi import fake_amdsmi
+
+    amd = fake_amdsmi.create(tmp_path / "amd.json", [fake_amdsmi.FakeAmdGpu(demand_w=300.0)], privileged=True)
+    env = {**_env(gpu), "ZEUS_FAKE_AMDSMI": str(amd)}
+    run = [sys.executable, "-m", "zeus_core", "profile", "--trials", "1", "--no-warmup", "--no-cooldown", "work_mod:step"]
+    r = subprocess.run(run, capture_output=True, text=True, env=env, cwd=gpu.parent, timeout=120)
+    assert r.returncode == 2 and "the GPUs of several plugins open here (amdsmi, nvml)" in r.stderr, r.stderr
+    r = subprocess.run(run, capture_output=True, text=True, env={**env, "ZEUS_GPU_DEVICE": "amdsmi"}, cwd=gpu.parent, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert watts(r) == pytest.approx(300.0, rel=0.1)  # the AMD GPU's draw

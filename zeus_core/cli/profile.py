@@ -33,6 +33,7 @@ from zeus_core.cli.consoles import make_console
 from zeus_core.cli.env import chosen_devices, device_options
 from zeus_core.device import PowerLimitControl
 from zeus_core.errors import EXIT_BAD_INPUT
+from zeus_core.inloop import GPU_DEVICE_ENV
 from zeus_core.profiling import ConfigResult, Cooldown, Sample, Settling, ThermalProfiler, TrialSample, bound_window, device_probe
 from zeus_core.windows import Monitor
 
@@ -152,6 +153,38 @@ def _interval(ci: Any, digits: int = 3) -> str:
     return f"{ci.mean:.{digits}g} ± {ci.half_width:.2g}"
 
 
+def _open(reg: Any, device: str | None, tables: dict[str, dict], console: Any) -> tuple[str, Any]:
+    """(name, device group) that ``zeus profile`` measures with: ``device``, else (as ``ZeusMonitor``
+    chooses) the one installed plugin that measures GPUs and opens here (``$ZEUS_GPU_DEVICE`` names it
+    where several would)."""
+    from zeus_core.engine.assembly import open_device  # the engine loads only for a command that runs
+
+    candidates = [device] if device else [r.name for r in reg.measuring("gpu")]
+    named = os.environ.get(GPU_DEVICE_ENV)
+    if not device and named:
+        if named not in candidates:
+            installed = ", ".join(candidates) or "none"
+            raise BadInput(f"{GPU_DEVICE_ENV}={named}: no installed plugin of that name measures GPUs; installed: {installed}")
+        candidates = [named]
+    if not candidates:
+        raise BadInput("no installed device plugin measures GPUs (pip install zeus-plugins-nvml, for one); or name one with --device")
+    opened: list[tuple[str, Any]] = []
+    reasons: list[str] = []
+    for name in candidates:
+        try:
+            opened.append((name, open_device(name, tables.get(name, {}), registry=reg, console=console)))
+        except Exception as e:  # noqa: BLE001 - the plugin's reason, as an error
+            reasons.append(f"{name}: {e}")
+    if len(opened) == 1:
+        return opened[0]
+    for _, group in opened:
+        group.close()
+    if opened:
+        names = ", ".join(n for n, _ in opened)
+        raise BadInput(f"the GPUs of several plugins open here ({names}): name one with --device or {GPU_DEVICE_ENV}")
+    raise click.ClickException("cannot open a device to measure with: " + "; ".join(reasons))
+
+
 @click.command("profile", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.argument("target", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.option(
@@ -164,7 +197,12 @@ def _interval(ci: Any, digits: int = 3) -> str:
     "a keyword argument of the callable, or {NAME} in the command and $ZEUS_PARAM_<NAME> in its environment.",
 )
 @click.option(
-    "--device", "-d", default="nvml", show_default=True, metavar="NAME", help="The device plugin that measures (and sets power_limit)."
+    "--device",
+    "-d",
+    default=None,
+    metavar="NAME",
+    help="The device plugin that measures (and sets power_limit). Default: the one installed plugin that measures GPUs "
+    f"(${GPU_DEVICE_ENV} names one where several are).",
 )
 @click.option(
     "--set", "sets", multiple=True, metavar="DEVICE.KEY=VALUE", help="A device option, as in job.toml's [device] table, e.g. nvml.gpus=[0]."
@@ -197,7 +235,7 @@ def _interval(ci: Any, digits: int = 3) -> str:
 def profile_command(
     target: tuple[str, ...],
     params: tuple[str, ...],
-    device: str,
+    device: str | None,
     sets: tuple[str, ...],
     trials: int,
     seed: int,
@@ -238,18 +276,13 @@ def profile_command(
         raise BadInput("nothing to profile: give MODULE:FUNCTION or -- CMD ARGS...")
     runner = Target(target)
     runner.check(list(grid))
-    reg, wanted, unknown = chosen_devices((device,))
+    reg, wanted, unknown = chosen_devices((device,) if device else ())
     if unknown:
         raise BadInput(unknown)
     tables, errors = device_options(reg, sets)
     if errors:
         raise BadInput("; ".join(errors))
-    from zeus_core.engine.assembly import open_device  # the engine loads only for a command that runs
-
-    try:
-        devices = open_device(device, tables.get(device, {}), registry=reg, console=err)
-    except Exception as e:  # noqa: BLE001 - the plugin's reason, as an error
-        raise click.ClickException(f"cannot open device {device!r}: {e}") from None
+    device, devices = _open(reg, device, tables, err)
     configs = [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())] or [{}]
     monitor = Monitor(devices, target_error=None)
     try:
