@@ -13,6 +13,8 @@ energy the way Kepler does (and says so on every figure: :attr:`Attribution.esti
   the window (NVML's per-process samples: each process's ``smUtil`` summed over the samples the
   driver kept since the window began, :class:`ProcessActivity.sm`). A process at 30 % and one at
   10 % share the active energy 3:1 whatever the GPU's total utilisation.
+  On AMD GPUs the weights are each process's GFX engine time in the window instead (``gfx-time``:
+  the difference of the running totals amdsmi lists per process, :mod:`zeus_plugins_amdsmi.processes`).
 * each process's **idle** part is the idle energy in proportion to its active share (a GPU held by
   one job idles for that job), so the processes' figures and :attr:`Attribution.unattributed_j`
   sum to the energy measured.
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -50,9 +52,10 @@ import attrs
 #: ``mig-instance`` (per-process samples of each MIG instance) or ``whole-gpu`` (no per-process
 #: samples: MIG on a driver that refuses them; the processes share equally)
 SCOPES = ("process", "mig-instance", "whole-gpu")
-#: how the active energy was shared: ``sm`` (SM utilisation), ``equal`` (no samples: equal shares
-#: among the processes holding the device), ``none`` (no process: nothing charged)
-BASES = ("sm", "equal", "none")
+#: how the active energy was shared: ``sm`` (SM utilisation, NVML), ``gfx-time`` (each process's GFX
+#: engine time in the window, amdsmi), ``equal`` (no activity said: equal shares among the processes
+#: holding the device), ``none`` (no process: nothing charged)
+BASES = ("sm", "gfx-time", "equal", "none")
 #: where the idle power came from: ``configured``, ``learned`` (the lowest power seen with no
 #: process on the device) or ``none`` (unknown: every joule counts as active)
 IDLE_SOURCES = ("configured", "learned", "none")
@@ -62,8 +65,10 @@ IDLE_SOURCES = ("configured", "learned", "none")
 class ProcessActivity:
     """What the driver says of one process on a device over a window.
 
-    ``sm``: its SM-utilisation weight, ``smUtil`` (percent) summed over the samples of the window,
-    already scaled to the whole device on MIG; 0 when the driver gave no sample of it.
+    ``sm``: its activity weight in its device's basis (:attr:`DeviceActivity.basis`): for ``sm``, its
+    ``smUtil`` (percent) summed over the samples of the window, already scaled to the whole device on
+    MIG; for ``gfx-time``, the nanoseconds the GFX engine ran its work in the window; 0 when the
+    driver said nothing of it.
     ``instance``: its MIG instance (``""`` outside MIG). ``user`` and ``command``: from ``/proc``
     when this process may read them (:func:`describe_process`), ``""`` otherwise."""
 
@@ -76,13 +81,17 @@ class ProcessActivity:
 
 @attrs.frozen
 class DeviceActivity:
-    """Who ran on one device over a window, and its idle power (see the module's docstring)."""
+    """Who ran on one device over a window, and its idle power (see the module's docstring).
+
+    ``basis``: what the processes' weights measure, the :data:`BASES` their shares are made by when
+    any weight is positive (``sm``: NVML's SM utilisation; ``gfx-time``: amdsmi's GFX engine time)."""
 
     processes: tuple[ProcessActivity, ...] = ()
     scope: str = "process"
     idle_w: float | None = None
     idle_source: str = "none"
     note: str = ""
+    basis: str = "sm"
 
 
 @attrs.frozen
@@ -184,7 +193,7 @@ def attribute(total_j: float, elapsed_s: float, activity: DeviceActivity) -> Att
     procs = _merge(activity.processes)
     weights = {p.pid: max(0.0, p.sm) for p in procs} if activity.scope != "whole-gpu" else {}
     if sum(weights.values()) > 0:
-        basis = "sm"
+        basis = activity.basis
     elif procs:
         basis, weights = "equal", {p.pid: 1.0 for p in procs}
     else:
@@ -254,15 +263,58 @@ def describe_process(pid: int, proc: str = "/proc") -> tuple[str, str]:
     return user, command
 
 
+class IdlePower:
+    """Each device's idle power, the idle part of attribution: ``configured`` (the operator's value, for
+    every device) where given, else ``learned`` (the lowest power read while no process held the device:
+    a device plugin reads it at each window's end where the device is free), else unknown (``none``)."""
+
+    def __init__(self, configured_w: float | None = None) -> None:
+        self.configured_w = configured_w
+        self._learned: dict[str, float] = {}
+
+    def of(self, name: str, free: bool, read_power: Callable[[], float | None]) -> tuple[float | None, str]:
+        """(idle W or None, its source) of device ``name``; ``free``: no process holds it now, so a power
+        reading (``read_power()``, only then called) is an idle one."""
+        if self.configured_w is not None:
+            return self.configured_w, "configured"
+        if free:
+            try:
+                now = read_power()
+            except Exception:  # noqa: BLE001 - no power reading: nothing learned this time
+                now = None
+            if now is not None and now > 0:
+                self._learned[name] = min(now, self._learned.get(name, now))
+        learned = self._learned.get(name)
+        return (learned, "learned") if learned is not None else (None, "none")
+
+
+class ProcessNames:
+    """(user, command) of each PID (:func:`describe_process`), read from ``/proc`` once per PID: a
+    window's end is a training loop's hot path. Forgets everything past ``limit`` PIDs."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit = limit
+        self._known: dict[int, tuple[str, str]] = {}
+
+    def __call__(self, pid: int) -> tuple[str, str]:
+        if pid not in self._known:
+            if len(self._known) >= self.limit:
+                self._known.clear()
+            self._known[pid] = describe_process(pid)
+        return self._known[pid]
+
+
 __all__ = [
     "BASES",
     "IDLE_SOURCES",
     "SCOPES",
     "Attribution",
     "DeviceActivity",
+    "IdlePower",
     "ProcessActivity",
     "ProcessActivityReadings",
     "ProcessEnergy",
+    "ProcessNames",
     "attribute",
     "attribute_all",
     "charged_to",

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import getpass
-import subprocess
-import sys
 import time
 
 import pytest
+from process_helpers import assert_alone, assert_split_3_to_1, measure_window, sleeping_processes
 
 from zeus_core import Monitor
 from zeus_plugins_nvml import fake_pynvml
@@ -15,30 +13,11 @@ from zeus_plugins_nvml.device import NvmlGpus
 from zeus_plugins_nvml.fake_pynvml import FakeGpu
 from zeus_plugins_nvml.options import NvmlOptions
 
-
-@pytest.fixture
-def procs():
-    """``spawn(tag)`` starts a real process (to be listed on a GPU); all are killed at the end."""
-    started = []
-
-    def spawn(tag):
-        code = "import time; print('ready', flush=True); time.sleep(60)"
-        p = subprocess.Popen([sys.executable, "-c", code, tag], stdout=subprocess.PIPE, text=True)
-        started.append(p)
-        assert p.stdout is not None and p.stdout.readline() == "ready\n"  # past exec: /proc shows its command line
-        return p.pid
-
-    yield spawn
-    for p in started:
-        p.kill()
-        p.communicate()
+procs = pytest.fixture(sleeping_processes, name="procs")
 
 
 def window(dev, seconds=0.4):
-    mon = Monitor(dev)
-    mon.begin_window("w")
-    time.sleep(seconds)
-    return mon.end_window("w")
+    return measure_window(dev, seconds)
 
 
 def test_two_processes_sharing_a_gpu_3_to_1_split_its_active_energy_3_to_1(fake_nvml, procs):
@@ -47,14 +26,7 @@ def test_two_processes_sharing_a_gpu_3_to_1_split_its_active_energy_3_to_1(fake_
     fake_pynvml.set_processes(0, [{"pid": a, "sm": 60}, {"pid": b, "sm": 20}])
     with NvmlGpus(NvmlOptions(idle_power_w=60.0)) as dev:
         m = window(dev)
-    att = m.attribution["gpu0"]
-    assert att.total_j == pytest.approx(m.energy["gpu0"])
-    assert att.idle_j == pytest.approx(60.0 * m.time, rel=0.02)  # the configured idle power over the window
-    by_pid = {p.pid: p for p in att.processes}
-    assert by_pid[a].active_j == pytest.approx(3 * by_pid[b].active_j)
-    assert by_pid[a].energy_j + by_pid[b].energy_j == pytest.approx(m.energy["gpu0"])
-    assert "job-a" in by_pid[a].command and by_pid[a].user == getpass.getuser()
-    assert (att.basis, att.scope, att.idle_source, att.estimate) == ("sm", "process", "configured", True)
+    assert_split_3_to_1(m, a, b, 60.0, "sm")
 
 
 def test_a_lone_process_gets_all_the_active_energy_and_idle_is_learned_while_the_gpu_was_free(fake_nvml, procs):
@@ -66,10 +38,7 @@ def test_a_lone_process_gets_all_the_active_energy_and_idle_is_learned_while_the
         fake_pynvml.set_demand(0, 250.0)
         fake_pynvml.set_processes(0, [{"pid": pid, "sm": 35}])
         m = window(dev)
-    att = m.attribution["gpu0"]
-    (p,) = att.processes
-    assert p.pid == pid and p.share == 1.0 and p.energy_j == pytest.approx(m.energy["gpu0"])
-    assert att.idle_source == "learned" and att.idle_j == pytest.approx(60.0 * m.time, rel=0.02)
+    att = assert_alone(m, pid, 60.0, "sm")
     assert att.active_j == pytest.approx(190.0 * m.time, rel=0.05)
 
 

@@ -31,6 +31,7 @@ import warnings
 from typing import Any
 
 from zeus_core import DeviceError
+from zeus_core.attribution import DeviceActivity
 from zeus_core.device import Precision
 from zeus_core.devicekit import (
     CAP_DAC_OVERRIDE,
@@ -65,6 +66,7 @@ from zeus_plugins_amdsmi.control import (
 )
 from zeus_plugins_amdsmi.energy import WRAP_COUNTS
 from zeus_plugins_amdsmi.options import AmdsmiOptions
+from zeus_plugins_amdsmi.processes import GfxTimeSampler
 from zeus_plugins_amdsmi.sensors import counter_precision, polling_precision
 from zeus_plugins_amdsmi.visible import AmdGpuRef, VisibleDevicesError, visible_gpus
 
@@ -345,6 +347,7 @@ class AmdGpus(GpuClockRanges, GpuGroup):
         polled = any(s == "polling" for s in self.energy_sources.values())
         period = options.poll_interval_s if polled else watch_period(self._counters.values())
         self._sampler = Sampler(period, self._tick, "zeus-amdsmi-sampler")
+        self._processes = GfxTimeSampler(smi, self.gpus, options.idle_power_w)
 
     def _counter(self, g: AmdGpu) -> WrappingCounter:
         """GPU ``g``'s accumulator, extended past 32-bit wraps; a step above twice the GPU's maximum
@@ -494,6 +497,11 @@ class AmdGpus(GpuClockRanges, GpuGroup):
     def energy_precision(self) -> dict[str, Precision]:
         """How each GPU's energy is measured and how sure it is (:class:`zeus_core.device.EnergyPrecision`)."""
         return dict(self._precisions)
+
+    def read_process_activity(self, since: float) -> dict[str, DeviceActivity]:
+        """Who ran on each GPU since ``since`` (Unix seconds) and their GFX engine time, for energy
+        attribution (:class:`~zeus_core.attribution.ProcessActivityReadings`; :mod:`zeus_plugins_amdsmi.processes`)."""
+        return self._processes.activity(since)
 
     def _polled_names(self) -> list[str]:
         return [n for n, s in self.energy_sources.items() if s == "polling"]

@@ -47,7 +47,17 @@ package (ROCm amdsmi 7.0, ``amdsmi_interface.py`` and ``amdsmi_exception.py``):
   (the range of ``pp_dpm_sclk`` narrows to a lock), so the hardware range can
   only be read before a lock. The current clock (``clk``) is the top of the
   range in force (a busy GPU runs at its ceiling). Clock setters need the same
-  privilege as caps (``pp_od_clk_voltage`` is a root-owned sysfs file).
+  privilege as caps (``pp_od_clk_voltage`` is a root-owned sysfs file);
+* the processes on a GPU (``processes``: PID, name, the share of the GFX engine each keeps busy;
+  :func:`set_processes`), listed by ``amdsmi_get_gpu_process_list`` as amdsmi 7.0 lists them: a
+  dict per process with ``name`` (``"N/A"`` where unknown), ``pid``, ``mem``, ``engine_usage``
+  (``gfx`` and ``enc``: the nanoseconds each engine has run the process's work since it opened
+  the GPU, running totals that advance with time by its share), ``memory_usage`` (``gtt_mem``,
+  ``cpu_mem``, ``vram_mem``, bytes) and ``cu_occupancy``. The library reads them from each
+  process's ``/proc/<pid>/fdinfo``, which only the process's own user or a holder of
+  CAP_SYS_PTRACE (root) may read: another user's process is left out (``others_processes =
+  "hidden"``, amdsmi 7.0) or listed with its name ``"N/A"`` and no usage (``"redacted"``, later
+  releases).
 
 The driver state is a JSON file shared by every process, like a real driver: a
 cap set by a process that is then SIGKILLed stays set for the next one. Energy
@@ -266,6 +276,10 @@ class FakeAmdGpu:
     mem_clock_lock_mhz: list[int] | None = None
     perf_level: str = "AUTO"
     clock_history: list[list[Any]] = attrs.field(factory=list)  # every range set: [type, min, max] or ["AUTO"] (for tests)
+    # processes holding the GPU: {"pid", "name", "gfx": share of the GFX engine busy with it (0..1),
+    # "vram_mb", "gfx_ns": its GFX engine time at "t" (monotonic)}; set with set_processes
+    processes: list[dict] = attrs.field(factory=list)
+    others_processes: str = "hidden"  # another user's process, to a caller without CAP_SYS_PTRACE: "hidden" or "redacted"
 
 
 def create(
@@ -344,6 +358,31 @@ def reset_counter(index: int) -> None:
         g = state["gpus"][index]
         _fold(g)
         g["counter_start"] = -int(g["energy_uj"] / _float32(g["counter_resolution_uj"]))
+
+
+def set_processes(index: int, processes: list[dict]) -> None:
+    """The processes on GPU ``index``: ``{"pid", "gfx" (the share of the GFX engine it keeps busy,
+    0..1), "name" (optional), "vram_mb" (optional)}`` each. A process listed before keeps the GFX
+    time it has run (a running total, as the driver's)."""
+    with _changing() as state:
+        g = state["gpus"][index]
+        now = time.monotonic()
+        before = {p["pid"]: _gfx_ns(p, now) for p in g.get("processes", [])}
+        g["processes"] = [
+            {
+                "pid": int(p["pid"]),
+                "name": str(p.get("name", "")),
+                "gfx": float(p.get("gfx", 0.0)),
+                "vram_mb": int(p.get("vram_mb", 1024)),
+                "gfx_ns": before.get(int(p["pid"]), 0),
+                "t": now,
+            }
+            for p in processes
+        ]
+
+
+def _gfx_ns(p: dict, now: float) -> int:
+    return int(p["gfx_ns"] + p["gfx"] * max(0.0, now - p["t"]) * 1e9)
 
 
 def true_energy_j(index: int, path: str | os.PathLike[str] | None = None) -> float:
@@ -584,6 +623,44 @@ def amdsmi_set_gpu_perf_level(processor_handle: Any, perf_level: AmdSmiDevPerfLe
         if perf_level == AmdSmiDevPerfLevel.AUTO:  # the driver drops every soft limit
             g["sys_clock_lock_mhz"] = g["mem_clock_lock_mhz"] = None
             g["clock_history"].append(["AUTO"])
+
+
+#: the capability that lets a process read another user's /proc/<pid>/fdinfo
+CAP_SYS_PTRACE = 19
+
+
+def _uid_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def amdsmi_get_gpu_process_list(processor_handle: Any) -> list[dict[str, Any]]:
+    g = _gpu(processor_handle)
+    now = time.monotonic()
+    sees_all = simulated.may_change("root", CAP_SYS_PTRACE)  # the capability check the kernel makes
+    out = []
+    for p in g.get("processes", []):
+        own = sees_all or _uid_of(p["pid"]) in (None, os.geteuid())
+        if not own and g.get("others_processes", "hidden") == "hidden":
+            continue
+        vram = p["vram_mb"] << 20 if own else 0
+        out.append(
+            {
+                "name": (p["name"] or "N/A") if own else "N/A",
+                "pid": p["pid"],
+                "mem": vram,
+                "engine_usage": {"gfx": _gfx_ns(p, now) if own else 0, "enc": 0},
+                "memory_usage": {"gtt_mem": 0, "cpu_mem": 0, "vram_mem": vram},
+                "cu_occupancy": "N/A",
+            }
+        )
+    return out
 
 
 __getattr__ = simulated.unsimulated(__name__, "amdsmi_")  # anything not simulated fails loudly instead of pretending

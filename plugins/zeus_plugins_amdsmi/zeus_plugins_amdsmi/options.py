@@ -21,7 +21,10 @@ class AmdsmiOptions:
     ``max_power_w``: MAXPOWER of the cost metric, per GPU; default each GPU's
     maximum power cap. ``daemon_socket``: the socket of ``zeus daemon``, through
     which a process that may not write the caps sets them (default
-    ``$ZEUS_DAEMON_SOCKET``; reads always stay local).
+    ``$ZEUS_DAEMON_SOCKET``; reads always stay local). ``idle_power_w``: each GPU's
+    power with no process on it, the idle part of energy attribution
+    (:mod:`zeus_core.attribution`); default learned: the lowest power read while no
+    process held the GPU.
     """
 
     gpus: list[int] | None = attrs.field(
@@ -32,3 +35,4 @@ class AmdsmiOptions:
     poll_interval_s: float = attrs.field(default=0.1, validator=between(0.005, 5.0), metadata=NOT_IDENTITY)
     max_power_w: float | None = attrs.field(default=None, validator=positive_or_none)
     daemon_socket: str | None = attrs.field(default=None, validator=absolute_path_or_none, metadata=NOT_IDENTITY)
+    idle_power_w: float | None = attrs.field(default=None, validator=positive_or_none, metadata=NOT_IDENTITY)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeus_core.attribution import DeviceActivity, ProcessActivity, describe_process
+from zeus_core.attribution import DeviceActivity, IdlePower, ProcessActivity, ProcessNames
 
 
 class ProcessSampler:
@@ -33,10 +33,9 @@ class ProcessSampler:
     def __init__(self, nvml: Any, gpus: list[Any], idle_power_w: float | None = None) -> None:
         self._nvml = nvml
         self._gpus = gpus  # NvmlGpu objects: name, handle, read_power()
-        self._idle_configured = idle_power_w
-        self._idle_learned: dict[str, float] = {}
+        self._idle = IdlePower(idle_power_w)
         self._mig: dict[str, bool] = {}
-        self._described: dict[int, tuple[str, str]] = {}  # pid -> (user, command), read from /proc once
+        self._described = ProcessNames()
 
     def activity(self, since: float) -> dict[str, DeviceActivity]:
         """Each GPU's processes and their SM weights since ``since`` (Unix seconds)."""
@@ -53,7 +52,7 @@ class ProcessSampler:
     def _one(self, g: Any, since_us: int) -> DeviceActivity:
         nvml = self._nvml
         running = list(nvml.nvmlDeviceGetComputeRunningProcesses(g.handle))
-        idle_w, idle_source = self._idle(g, running)
+        idle_w, idle_source = self._idle.of(g.name, not running, g.read_power)
         if self._in_mig(g):
             return self._mig_activity(g, since_us, running, idle_w, idle_source)
         weights = self._weights(g.handle, since_us)
@@ -120,26 +119,9 @@ class ProcessSampler:
         is a training loop's hot path)."""
         out = []
         for pid in sorted(set(holders) | set(weights)):
-            if pid not in self._described:
-                if len(self._described) > 4096:
-                    self._described.clear()
-                self._described[pid] = describe_process(pid)
-            user, command = self._described[pid]
+            user, command = self._described(pid)
             out.append(ProcessActivity(pid, weights.get(pid, 0.0), holders.get(pid, ""), user, command))
         return tuple(out)
-
-    def _idle(self, g: Any, running: list[Any]) -> tuple[float | None, str]:
-        if self._idle_configured is not None:
-            return self._idle_configured, "configured"
-        if not running:
-            try:
-                now = g.read_power()
-            except Exception:  # noqa: BLE001 - no power reading: nothing learned this time
-                now = None
-            if now is not None and now > 0:
-                self._idle_learned[g.name] = min(now, self._idle_learned.get(g.name, now))
-        learned = self._idle_learned.get(g.name)
-        return (learned, "learned") if learned is not None else (None, "none")
 
 
 def _text(value: Any) -> str:
