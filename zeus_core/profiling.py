@@ -24,7 +24,8 @@ profiler, ``zeus profile``, ``zeus.profile`` in zeus-compat, and any profiler pl
   known beforehand (:func:`calibrate`, ``ThermalProfiler.run_s``) the window is sized
   before it opens (:func:`runs_to_fill`) and measured as one (upstream's window).
   A fixed number of unmeasured runs (``ThermalProfiler.warmup_runs``, upstream's
-  ``num_warmup_iterations``) comes before the warm-up until settled, or replaces it.
+  ``num_warmup_iterations``) is the least a warm-up runs (their readings count toward
+  settling), or, without settling, the whole warm-up.
 * **Cooldown to a band** (:class:`Cooldown`): before each trial, wait (``interval_s``
   between readings) until the temperature is at most ``band_c`` above the one read
   before the first trial, or ``timeout_s`` passed (recorded, never fatal). Or, as
@@ -227,21 +228,22 @@ def warm_up(
 ) -> tuple[bool, int]:
     """Run ``work`` (or wait ``interval_s``, without work) until the readings settle: (settled, runs of ``work``).
 
-    ``min_runs`` runs of ``work`` come first, unread (a fixed warm-up: upstream's
-    ``num_warmup_iterations``, the JIT's ``warmup_iters``); ``settling`` None ends the warm-up there.
-    After them a reading is taken before the next run and after each, so a device whose readings do
-    not change settles after one more run (the least a settling warm-up does)."""
+    At least ``min_runs`` runs (a fixed warm-up: upstream's ``num_warmup_iterations``, as the JIT's
+    ``warmup_iters``). With ``settling`` a reading is taken before the first run and after each
+    (the fixed ones too), and the warm-up goes on past ``min_runs`` until they have settled, so a
+    device whose readings do not change settles at the first run the warm-up has anyway (one
+    run at least). ``settling`` None: the ``min_runs`` runs alone, nothing read."""
     if min_runs < 0:
         raise ValueError(f"min_runs must be zero or more, got {min_runs!r}")
-    if min_runs:
-        if work is None:
-            raise ValueError("a fixed number of warm-up runs needs the work to run")
-        for _ in range(min_runs):
-            work()
+    if min_runs and work is None:
+        raise ValueError("a fixed number of warm-up runs needs the work to run")
     if settling is None:
+        if work is not None:  # always, where min_runs > 0 (checked above)
+            for _ in range(min_runs):
+                work()
         return True, min_runs
     settler = Settler(settling)
-    start, runs = clock(), min_runs
+    start, runs = clock(), 0
     settler.add(probe())
     while True:
         if work is not None:
@@ -249,9 +251,10 @@ def warm_up(
             runs += 1
         else:
             sleep(settling.interval_s)
-        if settler.add(probe()):
+        settled = settler.add(probe())
+        if runs >= min_runs and settled:
             return True, runs
-        if clock() - start >= settling.timeout_s:
+        if runs >= min_runs and clock() - start >= settling.timeout_s:
             return False, runs
 
 
@@ -396,8 +399,8 @@ class ThermalProfiler:
     ``min_window_s``: the shortest measurement window (a trial repeats its work to fill it);
     ``settling`` / ``cooldown``: None turns that step off; ``seed``: the trial order's
     (:func:`trial_order`); ``confidence``: the intervals' (None: none taken, ``low`` and ``high`` are
-    nan; for callers that judge their trials otherwise, as upstream's sweeps do). ``warmup_runs``: runs of the work before
-    the warm-up until settled (the whole warm-up where ``settling`` is None). ``run_s``: a run's time
+    nan; for callers that judge their trials otherwise, as upstream's sweeps do). ``warmup_runs``: the fewest runs of the work
+    a warm-up makes (the whole warm-up where ``settling`` is None). ``run_s``: a run's time
     known beforehand (:func:`calibrate`): each window is then :func:`runs_to_fill` of ``min_window_s``
     runs, sized before it opens and measured as one window (``measure_runs``), not capped by
     ``max_runs`` (which caps the window that repeats until it is long enough)."""
@@ -426,8 +429,8 @@ class ThermalProfiler:
         measure_runs: Callable[[C, int], Sample] | None = None,
     ) -> list[ConfigResult[C]]:
         """Every trial of ``configs``, in the order of :func:`trial_order`. Each trial: the cooldown,
-        ``prepare(c)`` (applies a configuration: sets a limit), the warm-up (``warmup_runs`` runs of
-        ``work(c)``, then until settled; ``work`` None: ``measure`` is run and its result dropped), then
+        ``prepare(c)`` (applies a configuration: sets a limit), the warm-up (runs of ``work(c)``,
+        ``warmup_runs`` at least, until settled; ``work`` None: ``measure`` is run and its result dropped), then
         the window: ``measure(c)`` runs the work once, measured, and is repeated until the window is the
         longer of ``min_window_s`` and ``window_need`` (the window a bound asks for, from the first run's
         time and energy: :func:`bound_window`), capped by ``max_runs``. With ``run_s`` the window's runs

@@ -235,7 +235,7 @@ def test_a_fixed_cooldown_sleeps_its_duration_once_and_reads_nothing():
         Cooldown(duration_s=-1.0)
 
 
-def test_a_fixed_warm_up_count_comes_before_settling_or_replaces_it():
+def test_a_fixed_warm_up_count_is_the_least_a_settling_warm_up_runs_or_the_whole_of_it():
     runs: list[int] = []
     reads: list[int] = []
 
@@ -246,8 +246,12 @@ def test_a_fixed_warm_up_count_comes_before_settling_or_replaces_it():
     assert warm_up(lambda: runs.append(1), probe, None, min_runs=4) == (True, 4)
     assert len(runs) == 4 and reads == []  # no settling: nothing read
     runs.clear()
-    assert warm_up(lambda: runs.append(1), probe, Settling(), min_runs=3) == (True, 4)  # 3 fixed, then one to settle
-    assert reads == [3, 4]  # the first reading after the fixed runs, then one after the run that settled
+    # readings before the first run and after each: constant ones have settled by the end of the fixed runs
+    assert warm_up(lambda: runs.append(1), probe, Settling(), min_runs=3) == (True, 3)
+    assert reads == [0, 1, 2, 3]
+    heating = iter(range(100))
+    settled, n = warm_up(lambda: None, lambda: Reading(None, float(min(next(heating), 6))), Settling(readings=2), min_runs=2)
+    assert settled and n == 7  # past the fixed runs until two readings agree (6 and 6: after the 7th run)
     with pytest.raises(ValueError, match="needs the work"):
         warm_up(None, probe, None, min_runs=1)
 
