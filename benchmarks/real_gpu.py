@@ -518,8 +518,11 @@ def check_jit(run: Run) -> None:
             max_limit = at_max.held_limit
         lo, hi = monitor.controllable()[0].power_limit_range()  # type: ignore[index]
         limits = math.floor((hi - lo) / run.sizes.jit_step_w) + 1
-        profile_steps = limits * (warmup + measure) + 2
-        options = {"step_w": run.sizes.jit_step_w, "warmup_iters": warmup, "measure_iters": measure}
+        # thermally stable profiling (the JIT's default) warms each limit up until power and temperature
+        # settle, here at most 3x the planned warm-up: the epoch has room for that, and steps left over
+        # run at the chosen limit
+        profile_steps = limits * (3 * warmup + measure) + 2
+        options = {"step_w": run.sizes.jit_step_w, "warmup_iters": warmup, "measure_iters": measure, "max_warmup_iters": 3 * warmup}
         with PowerLimitOptimizer(monitor, policy="jit", options=options) as plo:
             epoch(plo, profile_steps)
             profiled = plo.epochs[-1]
