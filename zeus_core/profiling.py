@@ -344,8 +344,10 @@ def confidence_interval(values: Sequence[float], confidence: float = 0.95) -> In
     try:
         from scipy import stats  # only where intervals are taken: importing scipy takes a while
     except ImportError:
+        from zeus_core import catalog
+
         raise ModuleNotFoundError(
-            "confidence intervals need scipy: pip install 'zeus-core[profile]' (or scipy), or run one trial"
+            f"confidence intervals need scipy: {catalog.install_command('zeus-core[profile]')} (or scipy), or run one trial"
         ) from None
 
     sem = statistics.stdev(xs) / math.sqrt(len(xs))

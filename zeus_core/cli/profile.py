@@ -29,6 +29,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from zeus_core import catalog
 from zeus_core.cli.consoles import make_console
 from zeus_core.cli.env import chosen_devices, device_options
 from zeus_core.device import PowerLimitControl
@@ -167,7 +168,7 @@ def _open(reg: Any, device: str | None, tables: dict[str, dict], console: Any) -
             raise BadInput(f"{GPU_DEVICE_ENV}={named}: no installed plugin of that name measures GPUs; installed: {installed}")
         candidates = [named]
     if not candidates:
-        raise BadInput("no installed device plugin measures GPUs (pip install zeus-plugins-nvml, for one); or name one with --device")
+        raise BadInput(f"no installed device plugin measures GPUs ({catalog.hint('device', 'nvml')}, for one); or name one with --device")
     opened: list[tuple[str, Any]] = []
     reasons: list[str] = []
     for name in candidates:
