@@ -128,7 +128,10 @@ class ProcessEnergy:
 class Attribution:
     """One device's energy in one window, split (:func:`attribute`; every figure an estimate).
 
-    ``total_j = idle_j + active_j = sum(process energy_j) + unattributed_j``."""
+    ``total_j = idle_j + active_j = sum(process energy_j) + unattributed_j``. ``observer``: the PID of
+    the process whose monitor measured the window (the job's own process on this device: on a window
+    combined across ranks, each GPU's rank's), so that rank 0 knows every rank's process; 0 where no
+    monitor did (the daemon's accounting)."""
 
     total_j: float
     idle_j: float
@@ -140,6 +143,7 @@ class Attribution:
     idle_source: str = "none"
     note: str = ""
     estimate: bool = True
+    observer: int = 0
 
     @property
     def whole_gpu(self) -> bool:
@@ -183,13 +187,14 @@ class ProcessActivityReadings(Protocol):
     def read_process_activity(self, since: float) -> dict[str, DeviceActivity]: ...
 
 
-def attribute(total_j: float, elapsed_s: float, activity: DeviceActivity) -> Attribution:
+def attribute(total_j: float, elapsed_s: float, activity: DeviceActivity, observer: int = 0) -> Attribution:
     """Split ``total_j``, measured over ``elapsed_s`` seconds, among ``activity``'s processes
-    (the model and its fallbacks: the module's docstring)."""
+    (the model and its fallbacks: the module's docstring); ``observer``: :attr:`Attribution.observer`."""
     total = max(0.0, float(total_j))
     idle_w = activity.idle_w if activity.idle_w is not None and activity.idle_w > 0 else None
     idle = min(total, idle_w * max(0.0, elapsed_s)) if idle_w is not None else 0.0
     active = total - idle
+    source = activity.idle_source if idle_w else "none"
     procs = _merge(activity.processes)
     weights = {p.pid: max(0.0, p.sm) for p in procs} if activity.scope != "whole-gpu" else {}
     if sum(weights.values()) > 0:
@@ -197,9 +202,7 @@ def attribute(total_j: float, elapsed_s: float, activity: DeviceActivity) -> Att
     elif procs:
         basis, weights = "equal", {p.pid: 1.0 for p in procs}
     else:
-        return Attribution(
-            total, idle, active, (), total, activity.scope, "none", activity.idle_source if idle_w else "none", activity.note
-        )
+        return Attribution(total, idle, active, (), total, activity.scope, "none", source, activity.note, True, observer)
     whole = sum(weights.values())
     charged = tuple(
         ProcessEnergy(
@@ -208,7 +211,7 @@ def attribute(total_j: float, elapsed_s: float, activity: DeviceActivity) -> Att
         for p in procs
         if weights[p.pid] > 0
     )
-    return Attribution(total, idle, active, charged, 0.0, activity.scope, basis, activity.idle_source if idle_w else "none", activity.note)
+    return Attribution(total, idle, active, charged, 0.0, activity.scope, basis, source, activity.note, True, observer)
 
 
 def _merge(processes: Iterable[ProcessActivity]) -> list[ProcessActivity]:
@@ -222,16 +225,21 @@ def _merge(processes: Iterable[ProcessActivity]) -> list[ProcessActivity]:
     return [out[pid] for pid in sorted(out)]
 
 
-def attribute_all(energy: Mapping[str, float], elapsed_s: float, activity: Mapping[str, DeviceActivity]) -> dict[str, Attribution]:
+def attribute_all(
+    energy: Mapping[str, float], elapsed_s: float, activity: Mapping[str, DeviceActivity], observer: int = 0
+) -> dict[str, Attribution]:
     """:func:`attribute` for every device of ``energy`` that ``activity`` describes."""
-    return {name: attribute(energy[name], elapsed_s, act) for name, act in activity.items() if name in energy}
+    return {name: attribute(energy[name], elapsed_s, act, observer) for name, act in activity.items() if name in energy}
 
 
-def charged_to(windows: Iterable[Mapping[str, Attribution]], pids: Iterable[int]) -> dict[str, Any] | None:
+def charged_to(windows: Iterable[Mapping[str, Attribution]], pids: Iterable[int] | None = None) -> dict[str, Any] | None:
     """What processes ``pids`` were charged over ``windows`` (each window's attributions by device):
     ``{"energy_j", "basis"}`` (the windows' bases joined by ``+``, ``whole-gpu`` for that scope); None
-    where no window listed any of them (a driver that lists no process, a process it does not see)."""
-    wanted = set(pids)
+    where no window listed any of them (a driver that lists no process, a process it does not see).
+    ``pids`` None: the windows' observers (:attr:`Attribution.observer`), the job's own processes --
+    every rank's, on windows combined across ranks."""
+    windows = [dict(w) for w in windows]
+    wanted = set(pids) if pids is not None else {a.observer for w in windows for a in w.values() if a.observer}
     total, bases, seen = 0.0, set(), False
     for window in windows:
         for att in window.values():

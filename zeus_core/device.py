@@ -19,6 +19,8 @@ from __future__ import annotations
 import time
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from zeus_core.attribution import ProcessActivityReadings
+
 
 @runtime_checkable
 class DeviceGroup(Protocol):
@@ -468,6 +470,7 @@ DEVICE_CAPABILITIES: tuple[type, ...] = (
     DriverVersions,
     SimulatedClock,
     EnergyPrecision,
+    ProcessActivityReadings,  # defined with energy attribution (zeus_core.attribution); a view forwards it like the others
 )
 
 

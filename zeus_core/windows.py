@@ -386,7 +386,7 @@ class Monitor:
         warns once and attribution stops, never the window (an estimate is not worth a lost measurement)."""
         assert self._read_activity is not None
         try:
-            return attribute_all(energy, elapsed, self._read_activity(since))
+            return attribute_all(energy, elapsed, self._read_activity(since), os.getpid())  # this process measured it
         except Exception as e:  # noqa: BLE001 - a third party's device: whatever it raises
             warnings.warn(f"energy attribution is off for this monitor: the devices cannot say who ran on them ({e})", stacklevel=3)
             self._read_activity = None

@@ -181,3 +181,17 @@ def test_ranks_combined_keep_each_gpus_attribution_under_its_new_name():
     both = combine_measurements([one(100), one(200)])
     assert set(both.energy) == set(both.attribution) == {"gpu0", "gpu1"}
     assert [p.pid for p in both.attribution["gpu1"].processes] == [200]
+
+
+def test_a_try_over_ranks_is_charged_every_ranks_process_and_nothing_where_a_rank_could_not_say():
+    from zeus_core.engine.ranks import combine_measurements, ranks_charged
+    from zeus_core.measurement import Measurement
+
+    def rank(pid, joules, attributed=True):
+        att = attribute(joules, 1.0, DeviceActivity((ProcessActivity(pid, sm=30.0), ProcessActivity(1, sm=10.0))), observer=pid)
+        return Measurement(1.0, {"gpu0": joules}, {"gpu0": "counter"}, attribution={"gpu0": att} if attributed else {})
+
+    both = combine_measurements([rank(100, 40.0), rank(200, 80.0)])
+    assert {a.observer for a in both.attribution.values()} == {100, 200}  # rank 0 knows rank 1's process
+    assert ranks_charged([both]) == {"energy_j": pytest.approx(0.75 * 120.0), "basis": "sm"}
+    assert ranks_charged([combine_measurements([rank(100, 40.0), rank(200, 80.0, attributed=False)])]) is None

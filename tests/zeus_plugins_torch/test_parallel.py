@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -83,6 +84,19 @@ def test_two_ranks_share_decisions_and_sum_energy(tmp_path, registry, write_trai
     dev1 = lines(tmp_path / "device-1.jsonl")
     assert {"rank": 1, "event": "set", "w": 200.0} in dev1 and dev1[-1]["event"] == "restore"
     assert lines(tmp_path / "device-0.jsonl")[-1] == {"rank": 0, "event": "restore", "w": 300.0}
+
+
+def test_a_try_over_two_ranks_is_charged_every_ranks_share_of_the_gpus_they_shared(tmp_path, registry, write_trainer):
+    """Each rank's process is 3/4 of its GPU's work beside a stranger; rank 1 draws twice rank 0's power, so
+    only every rank's process together makes 3/4 of the try's energy (rank 0's alone would be 1/4 of it)."""
+    path = ddp_job(tmp_path, write_trainer(tmp_path), recurrences=1)
+    path.write_text(path.read_text().replace('plugin = "wall"', 'plugin = "wall-shared"'))
+    result = run_cli(registry, "run", str(path), "--output", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    with open(tmp_path / "out" / "recurrences.csv") as f:
+        (row,) = list(csv.DictReader(f))
+    assert float(row["energy_attributed_j"]) == pytest.approx(0.75 * float(row["energy_j"]), rel=1e-6)
+    assert row["energy_attribution"] == "sm"
 
 
 def failed_run(tmp_path, registry, module, **job) -> str:

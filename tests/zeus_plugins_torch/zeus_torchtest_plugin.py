@@ -23,6 +23,7 @@ from pathlib import Path
 import attrs
 
 from zeus_core import SettingsGuard, hookimpl
+from zeus_core.attribution import DeviceActivity, ProcessActivity
 
 
 #: What a journaled limit is restored to after a kill (tests read the log).
@@ -93,6 +94,14 @@ class WallDevice:
         self.guard.forget(f"{self.log}|{self.rank}")
 
 
+class SharedWallDevice(WallDevice):
+    """Device ``wall-shared``: ``wall``, whose GPU each rank shares with a stranger (PID 1), the rank's own
+    process at 30 % SM beside it at 10 %: 3/4 of each rank's energy is its own (energy attribution)."""
+
+    def read_process_activity(self, since: float) -> dict[str, DeviceActivity]:
+        return {"gpu0": DeviceActivity((ProcessActivity(os.getpid(), sm=30.0), ProcessActivity(1, sm=10.0)))}
+
+
 def read_log(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
@@ -124,6 +133,7 @@ class AlwaysBatchSize:
 @hookimpl
 def zeus_register_devices(register):
     register("wall", WallDevice, options=WallOptions)
+    register("wall-shared", SharedWallDevice, options=WallOptions)
 
 
 @hookimpl

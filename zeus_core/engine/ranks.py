@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeus_core import catalog
+from zeus_core.attribution import charged_to
 from zeus_core.backends import ProcessGroup
 from zeus_core.device import DEVICE_CAPABILITIES, PowerLimitControl, copy_capabilities
 from zeus_core.errors import DeviceError, RunFailed
@@ -149,7 +150,9 @@ def combine_measurements(measurements: Sequence[Measurement]) -> Measurement:
     energy = dict(first.energy)
     sources = dict(first.sources)
     scopes, errors = dict(first.scopes), dict(first.errors)
-    attribution = dict(first.attribution)  # each GPU's split among its processes (zeus_core.attribution), renamed as its energy
+    # each GPU's split among its processes (zeus_core.attribution), renamed as its energy; each keeps its
+    # observer, the PID of the rank that measured it, so rank 0 knows every rank's process (ranks_charged)
+    attribution = dict(first.attribution)
     offset = max((int(g.group(1)) + 1 for n in first.energy if (g := _GPU.match(n))), default=0)
     for r, theirs in enumerate(measurements[1:], start=1):
         gpus = sorted(int(g.group(1)) for n in theirs.energy if (g := _GPU.match(n)))
@@ -167,6 +170,18 @@ def combine_measurements(measurements: Sequence[Measurement]) -> Measurement:
                 attribution[new] = theirs.attribution[name]
         offset += len(gpus)
     return Measurement(max(m.time for m in measurements), energy, sources, scopes=scopes, errors=errors, attribution=attribution)
+
+
+def ranks_charged(windows: Sequence[Measurement]) -> dict[str, Any] | None:
+    """What the processes of a try over several ranks were charged over ``windows`` (each combined across
+    the ranks: :func:`combine_measurements`), ``{"energy_j", "basis"}`` as :func:`~zeus_core.attribution.charged_to`:
+    every rank's process, known to rank 0 as the observer of its GPUs' attributions. None unless every GPU
+    of every window was attributed: a rank whose device cannot say who ran on it would leave its share
+    out, and the try's figure would understate it."""
+    for m in windows:
+        if any(_GPU.match(name) and name not in m.attribution for name in m.energy):
+            return None
+    return charged_to([m.attribution for m in windows])
 
 
 def agree(group: ProcessGroup, facts: dict[str, Any], what: str) -> None:
@@ -378,4 +393,5 @@ __all__ = [
     "launched_world_size",
     "lead",
     "process_group",
+    "ranks_charged",
 ]

@@ -40,6 +40,7 @@ from zeus_core.backends import JobStore, ProcessGroup
 from zeus_core.contexts import BuildContext
 from zeus_core.engine.assembly import Assembly
 from zeus_core.engine.history import History, HistoryService, TryPlan, ledger, load_policy_states
+from zeus_core.engine.ranks import ranks_charged
 from zeus_core.engine.registry import Registry
 from zeus_core.engine.session import RunSession
 from zeus_core.errors import DeviceError, PartMismatch, RunFailed
@@ -305,10 +306,11 @@ class Runner:
         context = scheduler_context()  # the Slurm job, pod or rank the try ran in
         if context:
             record.extra[SCHEDULER_KEY] = context
-        # this process's share of the GPUs it shared, where the driver listed it (epochs: shorter windows, finer
-        # shares); a try over several ranks has none: rank 0 does not know the other ranks' processes
+        # the try's own processes' share of the GPUs they shared, where the driver listed them (epochs: shorter
+        # windows, finer shares): this process's, or over several ranks every rank's (each rank's monitor stamps
+        # its PID on its GPUs' attributions, which reach rank 0 with its measurements)
         windows = session.epoch_measurements or [whole]
-        charged = charged_to([m.attribution for m in windows], [os.getpid()]) if session.ranks is None else None
+        charged = charged_to([m.attribution for m in windows], [os.getpid()]) if session.ranks is None else ranks_charged(windows)
         if charged is not None:
             record.extra[ATTRIBUTION_KEY] = charged
         log.debug(
