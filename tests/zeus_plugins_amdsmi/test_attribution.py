@@ -150,3 +150,30 @@ def test_without_cap_sys_ptrace_another_users_process_is_not_seen_and_the_note_s
     charged = {p["pid"]: p["share"] for p in att["processes"]}
     assert mine is not None and charged == {mine.pid: 1.0}  # root's process is hidden, or listed without usage: charged nothing
     assert "CAP_SYS_PTRACE" in att["note"] and att["basis"] == "gfx-time"
+
+
+def test_the_daemon_charges_an_amd_gpus_energy_to_its_processes_by_gfx_time(procs, monkeypatch):
+    """A real ``zeus daemon`` serving simulated AMD GPUs: its accountant reads the amdsmi service's
+    ``read_processes`` each second, and ``/gpu/get_attributed_energy`` splits GPU 1's energy 3:1."""
+    from http_nodes import HttpNode
+
+    from zeus_core.daemon.nodeclient import Endpoint, NodeClient
+
+    node = HttpNode(vendor="amdsmi")
+    try:
+        fake_amdsmi.install(node.driver, monkeypatch)
+        a, b = procs("job-a"), procs("job-b")
+        fake_amdsmi.set_processes(1, [{"pid": a, "gfx": 0.6}, {"pid": b, "gfx": 0.2}])
+        node.start()
+        time.sleep(2.5)  # the accountant's readings, a second apart
+        client = NodeClient(Endpoint(socket_path=str(node.socket)))
+        try:
+            got = client.get("/gpu/get_attributed_energy", gpu_ids="1")["1"]
+        finally:
+            client.close()
+    finally:
+        node.remove()
+    by_pid = {p["pid"]: p["energy_j"] for p in got["processes"]}
+    assert got["bases"] == ["gfx-time"] and got["estimate"] is True
+    assert by_pid[a] == pytest.approx(3 * by_pid[b], rel=0.02) and by_pid[a] > 0
+    assert by_pid[a] + by_pid[b] == pytest.approx(got["processes_j"]) and got["processes_j"] == pytest.approx(got["total_j"])

@@ -7,7 +7,7 @@ accountant asks each GPU service that can say who ran on its GPUs (an operation
 ``<service>.read_processes``: the energy counter and a :class:`~zeus_core.attribution.DeviceActivity`
 since the last time) every :data:`INTERVAL_S`, and once more before each answer, splits the
 energy drawn since by :func:`zeus_core.attribution.attribute` (idle and active, the active part
-by SM share; every figure an estimate; a reading without samples, closer to the last than the
+by SM share, on AMD GPUs by GFX engine time; every figure an estimate; a reading without samples, closer to the last than the
 driver's sampling period, keeps the last samples' shares) and adds each process's part to its running total and to
 its Slurm job's. A process's scheduler context (:func:`zeus_core.scheduler.context`: Slurm job,
 Kubernetes pod and namespace where the pod spec gives them, torchrun rank) is read once, while it

@@ -66,8 +66,9 @@ class GfxTimeSampler:
             except Exception:  # noqa: BLE001 - said at the first window's end, where the read fails again
                 pass
 
-    def activity(self, since: float) -> dict[str, DeviceActivity]:
-        """Each GPU's processes and their GFX time since ``since`` (Unix seconds)."""
+    def activity(self, since: float | None) -> dict[str, DeviceActivity]:
+        """Each GPU's processes and their GFX time since ``since`` (Unix seconds); None: since the last
+        reading (the daemon's accounting, which reads every GPU in turn and charges what was drawn since)."""
         out = {}
         for g in self._gpus:
             try:
@@ -89,12 +90,13 @@ class GfxTimeSampler:
             readings[:half] = readings[:half:2]
         return now, listed
 
-    def _one(self, g: Any, since: float) -> DeviceActivity:
+    def _one(self, g: Any, since: float | None) -> DeviceActivity:
         readings = self._readings[g.name]
-        base = next((r for r in reversed(readings) if r[0] <= since), None)
         notes = []
-        if base is None and readings:  # every reading before the window thinned out, or the window began before the open
-            base = readings[0]
+        if since is None:
+            base = readings[-1] if readings else None
+        elif (base := next((r for r in reversed(readings) if r[0] <= since), None)) is None and readings:
+            base = readings[0]  # every reading before the window thinned out, or the window began before the open
             notes.append(f"GFX time counted from {base[0] - since:.1f} s after the window began (no earlier reading)")
         elif base is not None and since - base[0] > STALE_S:
             notes.append(f"GFX time counted from {since - base[0]:.1f} s before the window began (the last reading before it)")

@@ -17,7 +17,9 @@ The read operations (``read_info``, ``read_power``, ``read_energy``, ``read_powe
 ``read_persistence_mode``) are what the daemon's HTTP API (upstream zeusd's) serves AMD GPUs
 with, as the ``nvml`` service's serve NVIDIA ones, in the API's units (mW, mJ); and
 ``set_power_limit`` / ``reset_power_limit`` (mW) are the HTTP API's power-limit routes on an AMD
-GPU, the same caps as ``set_power_cap`` (µW). Persistence mode is NVML's alone: reading it is
+GPU, the same caps as ``set_power_cap`` (µW). ``read_processes`` is the energy counter and who ran
+on a GPU since the last call, by GFX engine time (:mod:`zeus_plugins_amdsmi.processes`), for the
+daemon's energy accounting (``GET /gpu/get_attributed_energy``). Persistence mode is NVML's alone: reading it is
 refused (400), as upstream zeusd answers for AMD GPUs.
 
 ``lock_clocks`` / ``lock_memory_clocks`` (MHz) set the GFX or memory clock's soft limits
@@ -49,6 +51,7 @@ from zeus_plugins_amdsmi.control import (
     set_clock_range,
     smi_module,
 )
+from zeus_plugins_amdsmi.processes import GfxTimeSampler
 
 
 @attrs.define
@@ -73,6 +76,12 @@ class PowerLimit:
 
 
 @attrs.define
+class ProcessesSince:
+    gpu: str
+    since: float  # Unix seconds (the accountant's last reading: this service counts from its own last one)
+
+
+@attrs.define
 class ClockRange:
     gpu: str
     min_mhz: int
@@ -93,6 +102,7 @@ class AmdsmiService(GpuService):
         self._hardware_clocks: dict[tuple[str, str], list[int]] = {}  # (UUID, setting) -> the hardware range (MHz)
         self._smi = smi = smi_module()
         self._errors = driver_errors(smi)
+        self._samplers: dict[str, GfxTimeSampler] = {}  # per GPU, for read_processes (each keeps its readings and learned idle power)
         try:
             acquire(smi)
         except smi.AmdSmiLibraryException as e:
@@ -252,8 +262,33 @@ class AmdsmiService(GpuService):
             "max_power_limit_mw": caps["max_power_cap"] // 1000,
         }
 
+    @operation(ProcessesSince, changes=False)
+    def read_processes(self, args: ProcessesSince, client: Any) -> dict[str, Any]:
+        """A GPU's energy counter (mJ) and who ran on it since the last call: its processes with their GFX
+        engine time, for the daemon's energy attribution (:mod:`zeus_core.daemon.accounting`)."""
+        h = self.gpus.handle(args.gpu)
+        smi = self._smi
+        with self._errors.served("read the processes", f"GPU {args.gpu}"):
+            sampler = self._samplers.get(args.gpu)
+            if sampler is None:  # its first reading is the baseline of the next call
+                sampler = self._samplers[args.gpu] = GfxTimeSampler(smi, [_ServedGpu(args.gpu, h, smi)])
+            count = smi.amdsmi_get_energy_count(h)
+            activity = sampler.activity(None)[args.gpu]
+        return {"energy_mj": int(count["energy_accumulator"] * count["counter_resolution"] / 1000), "activity": attrs.asdict(activity)}
+
     @operation(GpuArgs, changes=False)
     def read_persistence_mode(self, args: GpuArgs, client: Any) -> dict[str, bool]:
         """Refused: persistence mode is an NVML setting; AMD GPUs have none (upstream zeusd answers 400 too)."""
         self.gpus.handle(args.gpu)
         raise Refused(f"GPU {args.gpu} is an AMD GPU: persistence mode is an NVIDIA (NVML) setting")
+
+
+class _ServedGpu:
+    """A served GPU as :class:`~zeus_plugins_amdsmi.processes.GfxTimeSampler` reads one."""
+
+    def __init__(self, uuid: str, handle: Any, smi: Any) -> None:
+        self.name, self.handle, self._smi = uuid, handle, smi
+
+    def read_power(self) -> float | None:
+        info = self._smi.amdsmi_get_power_info(self.handle)
+        return _number(info.get("current_socket_power")) or _number(info.get("average_socket_power"))
