@@ -236,13 +236,15 @@ def charged_to(windows: Iterable[Mapping[str, Attribution]], pids: Iterable[int]
     """What processes ``pids`` were charged over ``windows`` (each window's attributions by device):
     ``{"energy_j", "basis"}`` (the windows' bases joined by ``+``, ``whole-gpu`` for that scope); None
     where no window listed any of them (a driver that lists no process, a process it does not see).
-    ``pids`` None: the windows' observers (:attr:`Attribution.observer`), the job's own processes --
-    every rank's, on windows combined across ranks."""
-    windows = [dict(w) for w in windows]
-    wanted = set(pids) if pids is not None else {a.observer for w in windows for a in w.values() if a.observer}
+    ``pids`` None: each device's own observer (:attr:`Attribution.observer`), the job's process that
+    measured it -- every rank's, each on its own GPUs, on windows combined across ranks (a PID is matched
+    only on the devices its own rank measured: ranks on other nodes have PIDs of other namespaces, and
+    two ranks on one GPU each measured that GPU once)."""
+    given = set(pids) if pids is not None else None
     total, bases, seen = 0.0, set(), False
     for window in windows:
         for att in window.values():
+            wanted = given if given is not None else {att.observer}
             if any(p.pid in wanted for p in att.processes):
                 seen = True
                 total += att.charged_j(wanted)

@@ -195,3 +195,17 @@ def test_a_try_over_ranks_is_charged_every_ranks_process_and_nothing_where_a_ran
     assert {a.observer for a in both.attribution.values()} == {100, 200}  # rank 0 knows rank 1's process
     assert ranks_charged([both]) == {"energy_j": pytest.approx(0.75 * 120.0), "basis": "sm"}
     assert ranks_charged([combine_measurements([rank(100, 40.0), rank(200, 80.0, attributed=False)])]) is None
+
+
+def test_each_ranks_process_is_charged_only_on_the_gpus_its_own_rank_measured():
+    """Two ranks on one GPU: each measured it and lists both; each is charged its own share of its own
+    window (an observer's PID, matched elsewhere, would charge the GPU twice)."""
+    from zeus_core.engine.ranks import combine_measurements, ranks_charged
+    from zeus_core.measurement import Measurement
+
+    both_on_one = DeviceActivity((ProcessActivity(100, sm=30.0), ProcessActivity(200, sm=10.0)))
+
+    def rank(pid):
+        return Measurement(1.0, {"gpu0": 40.0}, {"gpu0": "counter"}, attribution={"gpu0": attribute(40.0, 1.0, both_on_one, observer=pid)})
+
+    assert ranks_charged([combine_measurements([rank(100), rank(200)])]) == {"energy_j": pytest.approx(30.0 + 10.0), "basis": "sm"}

@@ -175,7 +175,7 @@ def combine_measurements(measurements: Sequence[Measurement]) -> Measurement:
 def ranks_charged(windows: Sequence[Measurement]) -> dict[str, Any] | None:
     """What the processes of a try over several ranks were charged over ``windows`` (each combined across
     the ranks: :func:`combine_measurements`), ``{"energy_j", "basis"}`` as :func:`~zeus_core.attribution.charged_to`:
-    every rank's process, known to rank 0 as the observer of its GPUs' attributions. None unless every GPU
+    every rank's process on the GPUs it measured, known to rank 0 as their attributions' observer. None unless every GPU
     of every window was attributed: a rank whose device cannot say who ran on it would leave its share
     out, and the try's figure would understate it."""
     for m in windows:
