@@ -204,12 +204,12 @@ def api_md() -> tuple[str, list[str]]:
         GENERATED,
         "",
         "Everything a plugin or a user script needs is a top-level name of `zeus_core`",
-        "(`from zeus_core import Measurement`). The modules these come from are the contract too,",
-        "with the helpers a specialised plugin needs beyond this list (`zeus_core.validators` for",
-        "options classes, `zeus_core.datafiles` for reading the data files a job names, `zeus_core.daemon`",
-        "for privileged services). The engine that composes parts",
-        "into a running job lives under `zeus_core.engine`, which a plugin uses only when it must",
-        "(a store backend, a history service); see its module docstrings.",
+        "(`from zeus_core import Measurement`). Beyond these, a plugin imports only the literal `__all__`",
+        "of the engine's door, `zeus_core.engine` (below: for a store backend, a history service, a",
+        "launcher's ranks), and of the toolkit modules a kind of plugin needs (`zeus_core.validators`",
+        "for options classes, `zeus_core.datafiles` for the data files a job names, `zeus_core.devicekit`",
+        'and `zeus_core.daemon` for devices, ...: the list is in docs/architecture.md, "What a plugin may',
+        "import\"). The engine's modules behind the door are its own.",
         "",
         "| name | defined in | what it is |",
         "| --- | --- | --- |",
@@ -222,6 +222,17 @@ def api_md() -> tuple[str, list[str]]:
         module = imported_from.get(name) or getattr(obj, "__module__", None) or "zeus_core"
         doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj)) else _comment_doc(module, name)
         out.append(f"| `{name}` | `{module}` | {first_sentence(doc)} |")
+    from zeus_core.loading import imported_for_type_checking
+
+    engine = importlib.import_module("zeus_core.engine")
+    behind = imported_for_type_checking("zeus_core.engine")
+    out += ["", "## The engine's door: `zeus_core.engine`", "", "| name | defined in | what it is |", "| --- | --- | --- |"]
+    for name in engine.__all__:
+        obj = getattr(engine, name)
+        module, original = behind[name]
+        doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj)) else _comment_doc(module, original)
+        shown = f"`{name}`" if original == name else f"`{name}` (`{original}` there)"
+        out.append(f"| {shown} | `{module}` | {first_sentence(doc)} |")
     validators = importlib.import_module("zeus_core.validators")
     out += ["", "## `zeus_core.validators`", "", "| validator | what it checks |", "| --- | --- |"]
     for name, fn in vars(validators).items():

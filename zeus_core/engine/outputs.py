@@ -39,8 +39,8 @@ HELD_SIGNALS = tuple(SIGNAL_EXIT)
 
 
 def write_outputs(runner: Runner, summary: JobSummary, out: Path, *, command: str, started: datetime, fresh: bool = False) -> list[Path]:
-    """recurrences.csv, summary.json (with the provenance of ``command``, e.g. ``zeus run``, begun at
-    ``started``), the parts' files; ``fresh``: then the files an earlier run recorded here and this one
+    """Write a job's outputs to ``out``: recurrences.csv, summary.json (with the provenance of ``command``,
+    such as ``zeus run``, begun at ``started``) and the parts' files. ``fresh``: then the files an earlier run recorded here and this one
     did not write are removed (see the module). summary.json is written last, since it records the
     others, and also when a part's files fail; a signal while it is written waits for it. Raises the
     :class:`OSError` of a file that cannot be written (after summary.json records what was)."""
