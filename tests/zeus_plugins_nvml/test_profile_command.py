@@ -181,7 +181,9 @@ def test_without_device_it_measures_the_one_gpu_plugin_that_opens_and_asks_when_
     env = {**_env(gpu), "ZEUS_FAKE_AMDSMI": str(amd)}
     run = [sys.executable, "-m", "zeus_core", "profile", "--trials", "1", "--no-warmup", "--no-cooldown", "work_mod:step"]
     r = subprocess.run(run, capture_output=True, text=True, env=env, cwd=gpu.parent, timeout=120)
-    assert r.returncode == 2 and "the GPUs of several plugins open here (amdsmi, nvml)" in r.stderr, r.stderr
+    assert r.returncode == 2 and "GPUs of 2 device plugins open on this machine" in r.stderr and "ZEUS_GPU_DEVICE" in r.stderr, r.stderr
+    r = subprocess.run(run, capture_output=True, text=True, env={**env, "ZEUS_GPU_DEVICE": "nvidia"}, cwd=gpu.parent, timeout=120)
+    assert r.returncode == 2 and "ZEUS_GPU_DEVICE='nvidia' names no installed device plugin" in r.stderr, r.stderr
     r = subprocess.run(run, capture_output=True, text=True, env={**env, "ZEUS_GPU_DEVICE": "amdsmi"}, cwd=gpu.parent, timeout=120)
     assert r.returncode == 0, r.stderr
     assert watts(r) == pytest.approx(300.0, rel=0.1)  # the AMD GPU's draw

@@ -155,35 +155,30 @@ def _interval(ci: Any, digits: int = 3) -> str:
 
 
 def _open(reg: Any, device: str | None, tables: dict[str, dict], console: Any) -> tuple[str, Any]:
-    """(name, device group) that ``zeus profile`` measures with: ``device``, else (as ``ZeusMonitor``
-    chooses) the one installed plugin that measures GPUs and opens here (``$ZEUS_GPU_DEVICE`` names it
-    where several would)."""
-    from zeus_core.engine.assembly import open_device  # the engine loads only for a command that runs
+    """(name, device group) that ``zeus profile`` measures with: ``device`` (or the one ``--set`` names),
+    else the GPUs ``ZeusMonitor`` would measure (:func:`zeus_core.inloop.monitor.open_gpus`: the one
+    installed plugin whose GPUs open here; ``$ZEUS_GPU_DEVICE`` names it where several do)."""
+    from zeus_core.engine import DeviceOpenError  # the engine loads only for a command that runs
+    from zeus_core.engine.assembly import open_device
+    from zeus_core.inloop.monitor import open_gpus
 
-    candidates = [device] if device else [r.name for r in reg.measuring("gpu")]
-    named = os.environ.get(GPU_DEVICE_ENV)
-    if not device and named:
-        if named not in candidates:
-            installed = ", ".join(candidates) or "none"
-            raise BadInput(f"{GPU_DEVICE_ENV}={named}: no installed plugin of that name measures GPUs; installed: {installed}")
-        candidates = [named]
-    if not candidates:
-        raise BadInput(f"no installed device plugin measures GPUs ({catalog.hint('device', 'nvml')}, for one); or name one with --device")
-    opened: list[tuple[str, Any]] = []
-    reasons: list[str] = []
-    for name in candidates:
+    if device is None and len(tables) > 1:
+        raise BadInput(f"--set names {len(tables)} devices ({', '.join(sorted(tables))}): say which measures with --device")
+    device = device or next(iter(tables), None)
+    if device is not None:
         try:
-            opened.append((name, open_device(name, tables.get(name, {}), registry=reg, console=console)))
+            return device, open_device(device, tables.get(device, {}), registry=reg, console=console)
         except Exception as e:  # noqa: BLE001 - the plugin's reason, as an error
-            reasons.append(f"{name}: {e}")
-    if len(opened) == 1:
-        return opened[0]
-    for _, group in opened:
-        group.close()
-    if opened:
-        names = ", ".join(n for n, _ in opened)
-        raise BadInput(f"the GPUs of several plugins open here ({names}): name one with --device or {GPU_DEVICE_ENV}")
-    raise click.ClickException("cannot open a device to measure with: " + "; ".join(reasons))
+            raise click.ClickException(f"cannot open device {device!r}: {e}") from None
+    try:
+        choice = open_gpus(reg, None, console)
+    except DeviceOpenError as e:
+        raise BadInput(str(e)) from None
+    if choice.opened is None:
+        why = choice.why() or f"no installed device plugin measures GPUs ({catalog.hint('device', 'nvml')}, for one)"
+        raise click.ClickException(f"no GPU to measure with: {why}; or name a device with --device")
+    name, _identity, group = choice.opened
+    return name, group
 
 
 @click.command("profile", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
