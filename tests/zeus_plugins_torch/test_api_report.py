@@ -20,14 +20,16 @@ def my_train(batch_size, zeus):
     SEEN.append((zeus.recurrence, batch_size, zeus.reached))
 
 
-def test_run_job_drives_the_users_own_function(tmp_path):
-    job = write_job(
+def _cpu_job(tmp_path, recurrences: int):
+    """A job file for the user's own function: a fixed batch size of 8 on the CPU, to a metric of 1.0
+    (no early stop: a slow epoch under load must not end a recurrence), its store beside it."""
+    return write_job(
         tmp_path / "job.toml",
-        """
+        f"""
         [job]
-        recurrences = 2
+        recurrences = {recurrences}
         target_metric = 1.0
-        beta_knob = inf  # no early stop: a slow epoch under load must not end a recurrence
+        beta_knob = inf
         store = "s.sqlite"
         [device]
         plugin = "cpu-estimate"
@@ -37,6 +39,10 @@ def test_run_job_drives_the_users_own_function(tmp_path):
         default = 8
     """,
     )
+
+
+def test_run_job_drives_the_users_own_function(tmp_path):
+    job = _cpu_job(tmp_path, recurrences=2)
     SEEN.clear()
     summary = run_job(job, my_train)
     assert SEEN == [(1, 8, True), (2, 8, True)]
@@ -50,22 +56,7 @@ def test_run_job_writes_the_outputs_zeus_run_writes_and_fresh_starts_over_as_zeu
     naming run_job), and ``fresh`` has zeus run's one meaning: the job starts over in its first write."""
     import json
 
-    job = write_job(
-        tmp_path / "job.toml",
-        """
-        [job]
-        recurrences = 2
-        target_metric = 1.0
-        beta_knob = inf
-        store = "s.sqlite"
-        [device]
-        plugin = "cpu-estimate"
-        scope = "process"
-        [batch_size]
-        plugin = "fixed"
-        default = 8
-    """,
-    )
+    job = _cpu_job(tmp_path, recurrences=2)
     out = tmp_path / "out"
     run_job(job, my_train, output=out)
     rows = (out / "recurrences.csv").read_text().splitlines()
@@ -112,22 +103,7 @@ def stoppable_train(batch_size, zeus):
 def test_ctrl_c_in_the_users_script_reaches_it_after_the_job_is_closed(tmp_path):
     """run_job hands Ctrl-C back to the script that called it (a KeyboardInterrupt, not a RunFailed nor a
     summary), after closing the job: its store is free and the next call continues the history."""
-    job = write_job(
-        tmp_path / "job.toml",
-        """
-        [job]
-        recurrences = 3
-        target_metric = 1.0
-        beta_knob = inf
-        store = "s.sqlite"
-        [device]
-        plugin = "cpu-estimate"
-        scope = "process"
-        [batch_size]
-        plugin = "fixed"
-        default = 8
-    """,
-    )
+    job = _cpu_job(tmp_path, recurrences=3)
     out = tmp_path / "out"
     INTERRUPT_AT[:] = [2]
     with pytest.raises(KeyboardInterrupt):
