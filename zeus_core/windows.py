@@ -222,6 +222,14 @@ class WindowLog:
         self._f.close()
 
 
+def _precision_reader(devices: Any) -> Callable[[], dict[str, Precision]]:
+    """What reads ``devices``' precisions (none where it declares none)."""
+    if isinstance(devices, EnergyPrecision):
+        group = devices
+        return lambda: group.energy_precision
+    return dict
+
+
 class Monitor:
     """Named measurement windows over one or more device groups.
 
@@ -270,7 +278,10 @@ class Monitor:
         self._names = list(self.devices.names)
         self._sources = dict(self.devices.energy_sources)
         self._scopes = {n: default_scope(n) for n in self._names}
-        precision = self.devices.energy_precision if isinstance(self.devices, EnergyPrecision) else {}
+        # a runtime protocol check costs tens of microseconds: made once (the precisions themselves are read
+        # at each window's end, since a device's may change, as a counter confirmed after the open)
+        self._precision = _precision_reader(self.devices)
+        precision = self._precision()
         self._scopes.update({n: p.scope for n, p in precision.items() if n in self._scopes})
         # name -> (clock at begin, Unix time at begin or 0.0 without a log, energy at begin)
         self._open: dict[str, tuple[float, float, dict[str, float]]] = {}
@@ -348,8 +359,7 @@ class Monitor:
     def _errors(self, window: str, elapsed: float, energy: dict[str, float], sources: dict[str, str]) -> dict[str, float]:
         """The +/- bound (J) of each device's energy over a window (NaN: the device says none), and
         the warning for a window too short for :attr:`target_error`."""
-        devices = self.devices
-        precision: dict[str, Precision] = devices.energy_precision if isinstance(devices, EnergyPrecision) else {}
+        precision = self._precision()
         errors = {}
         for k in self._names:
             p = precision.get(k)
