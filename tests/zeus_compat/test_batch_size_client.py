@@ -42,6 +42,7 @@ def test_trials_through_zeus_serve(serve, driver):
         target_metric=0.9,
         max_epochs=3,
         mab_seed=1,
+        beta_knob=None,  # no early stop: the costs here are measured in real time, so only max_epochs may end a trial
     )
     bso = BatchSizeOptimizer(monitor, serve.url, spec)
     assert bso.job.job_id == "mnist-compat-1" and bso.job.max_power == 300 and bso.job.number_of_gpus == 1
@@ -65,7 +66,7 @@ def test_trials_through_zeus_serve(serve, driver):
     size = third.get_batch_size()
     with httpx.Client(base_url=serve.url) as http:
         ended = http.patch("/trials", content=f'{{"job_id": "mnist-compat-1", "batch_size": {size}, "trial_number": 3}}')
-        assert ended.status_code == 200
+        assert ended.status_code == 200, ended.text
         # the trials are the job's tries in the service's store: recurrence 2 holds the two failed ones
         tries = http.get("/v1/jobs/mnist-compat-1/history").json()["tries"]
     assert [(t["recurrence"], t["batch_size"], t["reached"], t["epochs"], t["stopped"]) for t in tries] == [
@@ -73,6 +74,48 @@ def test_trials_through_zeus_serve(serve, driver):
         (2, second, False, 3, "max-epochs"),
         (2, size, False, 0, "never-ran"),
     ]
+
+
+def test_a_trial_whose_cost_passes_beta_knob_times_the_cheapest_is_stopped_early(serve, driver):
+    """The reports carry the time and energy; with fixed ones the early stop is exact (cost = eta x E + (1 - eta) x P x T)."""
+    driver(gpus=1, max_limit_w=300.0)
+    spec = JobSpec(
+        job_id="mnist-compat-5",
+        job_id_prefix="mnist",
+        batch_sizes=[32, 64],
+        default_batch_size=32,
+        target_metric=0.9,
+        max_epochs=10,
+        eta_knob=0.5,
+        beta_knob=2.0,
+    )
+    monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
+
+    def report(bso: BatchSizeOptimizer, epoch: int, time: float, energy: float, metric: float) -> dict:
+        body = {
+            "job_id": spec.job_id,
+            "batch_size": bso.current_batch_size,
+            "trial_number": bso.trial_number,
+            "time": time,
+            "energy": energy,
+            "metric": metric,
+            "current_epoch": epoch,
+        }
+        with httpx.Client(base_url=serve.url) as http:
+            answer = http.post("/report", json=body)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    first = BatchSizeOptimizer(monitor, serve.url, spec)
+    first.get_batch_size()
+    assert report(first, 1, 10.0, 2000.0, 0.95)["converged"]  # cost 0.5 x 2000 + 0.5 x 300 x 10 = 2500
+    second = BatchSizeOptimizer(monitor, serve.url, spec)
+    second.get_batch_size()
+    under = report(second, 1, 10.0, 3000.0, 0.1)  # 3000 <= 2 x 2500: go on
+    assert (under["stop_train"], under["converged"]) == (False, False)
+    over = report(second, 2, 20.0, 4200.0, 0.2)  # 0.5 x 4200 + 0.5 x 300 x 20 = 5100 > 5000
+    assert (over["stop_train"], over["converged"]) == (True, False)
+    assert "Cost 5100 exceeded the early-stop threshold 5000" in over["message"]
 
 
 def test_registration_errors(serve, driver):

@@ -57,6 +57,23 @@ def test_never_ran_is_fed_back_as_a_large_penalty():
     assert p.history[-1] == (32, -100.0 * 2.0 * 11.0)
 
 
+@pytest.mark.parametrize("variant", ["paper", "improved"])
+def test_a_try_that_never_ran_without_a_finite_bound_teaches_the_explorer_only(variant):
+    """Upstream's clients end a trial before its first report (the process died); under
+    ``beta_knob = inf``, or before any recurrence finished, there is no bound to charge it."""
+    p = MabPolicy(MabOptions(variant=variant), 0)
+    c = ctx(1)  # min_cost inf: nothing finished yet
+    first = p.choose(c)
+    p.observe(c, TryRecord(1, 1, first, 200.0, 0, 0.0, 0.0, 0.0, False, "never-ran"))
+    assert p.history == []  # no cost learnt
+    assert p.choose(ctx(1)) != first  # the explorer moved on from the size that failed
+    boundless = PolicyContext(JobOptions(name="t", seed=5, beta_knob=float("inf")), 2, 1, 11.0, BSS, 64, 250.0)
+    p.observe(boundless, TryRecord(2, 1, p.choose(boundless), 200.0, 0, 0.0, 0.0, 0.0, False, "never-ran"))
+    assert p.history == []
+    with pytest.raises(ValueError, match="non-finite cost"):  # a try that ran with a non-finite cost is still refused
+        p.observe(boundless, TryRecord(2, 2, p.choose(boundless), 200.0, 2, float("nan"), 1.0, float("nan"), False, None))
+
+
 def test_improved_variant_learns_the_steady_cost():
     p = MabPolicy(MabOptions(), 0)
     p.choose(ctx(1))

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from zeus_core import JobSummary, PolicyContext, TryRecord
     from zeus_plugins_mab.options import MabOptions
 
-#: A try the cost bound did not let start is fed back as this many times the bound.
+#: A try the cost bound did not let start is fed back as this many times the bound
+#: (``beta x min_cost``); where that bound is infinite the try teaches only the explorer.
 NEVER_RAN_PENALTY = 100.0
 
 #: Where states written before the variants were compositions (issue #12) kept the
@@ -162,6 +163,12 @@ class MabPolicy:
         explorer = self._register(ctx) if self.explorer is None else self.explorer
         bs = int(record.batch_size)
         cost = self.cost_of(ctx, record)
+        if math.isinf(cost) and record.epochs == 0 and not record.reached:
+            # It never ran and no finite bound stopped it (a client whose process ended before its
+            # first report, under beta_knob = inf or before any recurrence finished): the explorer
+            # learns that it failed; there is no cost for the sampler to learn.
+            explorer.observe_try(record, cost)
+            return
         if not math.isfinite(cost):
             raise ValueError(f"try at batch size {bs} has a non-finite cost {cost!r}")
         self.history.append((bs, -cost))
