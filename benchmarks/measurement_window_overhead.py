@@ -5,8 +5,11 @@ Both monitors read the same simulated NVIDIA driver
 compare the Python around the NVML calls, which is what each project controls.
 Synchronisation is off for both (``sync_execution=False``): upstream's torch
 sync raises on a machine without CUDA, and a real sync costs the same for
-both. A second zeus row shows the default ``torch`` sync hook when torch has
-no CUDA work (it must be close to free).
+both. A second zeus column shows the default ``torch`` sync hook when torch has
+no CUDA work (it must be close to free), a third every window attributed to
+the GPU's processes (``attribute_min_s=0``: two more NVML queries per GPU at
+each window's end; by default only windows of 0.1 s or more are, so a pair of
+back-to-back calls, as here, is not).
 
 Upstream is PyPI ``zeus``. It pulls heavy dependencies, so install it aside:
 
@@ -70,7 +73,11 @@ def build_ours(n_gpus: int):
     mon = Monitor(dev, sync="none")
     plain = window_pair(lambda k: mon.begin_window(k, sync_execution=False), lambda k: mon.end_window(k, sync_execution=False))
     mon_sync = Monitor(dev)  # default: torch hook (torch not imported here -> nothing to wait for)
-    return dev, plain, window_pair(mon_sync.begin_window, mon_sync.end_window), [g.handle for g in dev.gpus]
+    attributed = Monitor(dev, sync="none", attribute_min_s=0.0)
+    every = window_pair(
+        lambda k: attributed.begin_window(k, sync_execution=False), lambda k: attributed.end_window(k, sync_execution=False)
+    )
+    return dev, plain, window_pair(mon_sync.begin_window, mon_sync.end_window), every, [g.handle for g in dev.gpus]
 
 
 def build_upstream(n_gpus: int):
@@ -94,9 +101,9 @@ def main() -> int:
     if extra:
         sys.path.append(extra)  # after site-packages: the project's numpy etc. win
     warnings.simplefilter("ignore")
-    console = Console()
+    console = Console(width=120)
     table = Table(title="one begin+end window pair over the simulated driver, us (best of interleaved repeats)")
-    for col in ("GPUs", "driver", "zeus", "zeus+sync", "upstream", "zeus ovh", "upstream ovh", "ovh ratio"):
+    for col in ("GPUs", "driver", "zeus", "zeus+sync", "zeus+attr", "upstream", "zeus ovh", "upstream ovh", "ovh ratio"):
         table.add_column(col, justify="right")
     ok, have_upstream = True, False
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,10 +111,10 @@ def main() -> int:
             # A draw high enough that the mJ counter moves within any window (no zero-energy warnings).
             gpus = [fake_pynvml.FakeGpu(max_limit_w=5000.0, default_limit_w=5000.0, demand_w=5000.0) for _ in range(n)]
             nvml = fake_pynvml.install(fake_pynvml.create(Path(tmp) / f"driver{n}.json", gpus))
-            dev, mine, mine_sync, handles = build_ours(n)
+            dev, mine, mine_sync, mine_attributed, handles = build_ours(n)
             theirs = build_upstream(n)
             have_upstream = theirs is not None
-            cases = {"driver": driver_pair(nvml, handles), "zeus": mine, "zeus_sync": mine_sync}
+            cases = {"driver": driver_pair(nvml, handles), "zeus": mine, "zeus_sync": mine_sync, "zeus_attr": mine_attributed}
             if theirs is not None:
                 cases["upstream"] = theirs
             runs: dict[str, list[float]] = {k: [] for k in cases}
@@ -118,7 +125,7 @@ def main() -> int:
             med = {k: min(v) for k, v in runs.items()}
             dev.close()
             over_mine = med["zeus"] - med["driver"]
-            row = [str(n), f"{med['driver']:.1f}", f"{med['zeus']:.1f}", f"{med['zeus_sync']:.1f}"]
+            row = [str(n), f"{med['driver']:.1f}", f"{med['zeus']:.1f}", f"{med['zeus_sync']:.1f}", f"{med['zeus_attr']:.1f}"]
             if theirs is not None:
                 over_theirs = med["upstream"] - med["driver"]
                 row += [f"{med['upstream']:.1f}", f"{over_mine:.1f}", f"{over_theirs:.1f}", f"{over_mine / over_theirs:.2f}"]
@@ -130,6 +137,7 @@ def main() -> int:
             table.add_row(*row)
     console.print(table)
     console.print("driver: the NVML calls alone (2 energy reads per GPU); zeus+sync: zeus with its default torch sync hook;")
+    console.print("zeus+attr: every window attributed (attribute_min_s=0: 2 more NVML queries per GPU, not in 'driver');")
     console.print("ovh (overhead) = pair time minus driver, all measured in the same run")
     if not have_upstream:
         console.print("[yellow]upstream not found[/]: pip install --target /tmp/upstream-zeus zeus, then set ZEUS_UPSTREAM_PATH")

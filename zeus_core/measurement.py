@@ -61,7 +61,8 @@ class Measurement:
     #: a +/- bound (J) on each device's energy (:meth:`zeus_core.device.Precision.bound_j`); NaN: unknown
     errors: dict[str, float] = attrs.field(factory=dict)
     #: per device, its energy split among the processes on it (an estimate: :mod:`zeus_core.attribution`);
-    #: empty where the device cannot say who ran on it or attribution is off
+    #: empty where the device cannot say who ran on it, attribution is off, or the window was shorter
+    #: than the monitor's ``attribute_min_s``
     attribution: dict[str, Attribution] = attrs.field(factory=dict, eq=False)
 
     @property

@@ -251,7 +251,12 @@ class Monitor:
     split of each device's energy among the processes on it
     (:mod:`zeus_core.attribution`, an estimate), where the devices can say who
     ran on them (:class:`~zeus_core.attribution.ProcessActivityReadings`); on
-    by default there, one driver query per device at each window's end.
+    by default there, one driver query per device at the end of each window of
+    at least ``attribute_min_s`` seconds. A shorter window carries none: the
+    drivers sample per-process activity every 1/6 s to 1 s (NVML), so a window
+    of a few milliseconds almost never holds a sample and its split would be a
+    guess, while the query would cost more than the rest of the window's end.
+    The default, 0.1 s, spares per-step windows; 0 attributes every window.
     Not thread-safe: use one monitor per thread.
     """
 
@@ -264,9 +269,13 @@ class Monitor:
         approx_instant_energy: bool = False,
         attribute: bool = True,
         target_error: float | None = 0.01,
+        attribute_min_s: float = 0.1,
     ) -> None:
         if target_error is not None and not target_error > 0:
             raise ValueError(f"target_error must be a positive fraction of a window's energy (0.01 for 1 %) or None, got {target_error!r}")
+        if not (isinstance(attribute_min_s, (int, float)) and 0 <= attribute_min_s < math.inf):
+            raise ValueError(f"attribute_min_s must be a duration in seconds, 0 or more (0: every window), got {attribute_min_s!r}")
+        self.attribute_min_s = float(attribute_min_s)
         self.devices = as_device_group(devices)
         self.target_error = target_error
         self._warned: set[str] = set()  # devices already warned of a window too short for target_error
@@ -347,7 +356,9 @@ class Monitor:
                     "energy counter's update period; make the window longer or pass approx_instant_energy=True",
                     stacklevel=2,
                 )
-        attribution = self._attribution(energy, elapsed, wall0) if self._read_activity is not None else {}
+        attribution: dict[str, Attribution] = {}
+        if self._read_activity is not None and elapsed >= self.attribute_min_s:
+            attribution = self._attribution(energy, elapsed, wall0)
         errors = self._errors(name, elapsed, energy, sources)
         m = Measurement(elapsed, energy, sources, scopes=dict(self._scopes), errors=errors, attribution=attribution)
         if self._log is not None:
@@ -370,7 +381,7 @@ class Monitor:
             else:
                 errors[k] = p.bound_j(elapsed, energy[k])
         target = self.target_error
-        if target is not None and elapsed > 0:
+        if target is not None and elapsed > 0 and len(self._warned) < len(errors):  # each device warns once
             for k, err in errors.items():
                 joules = energy[k]
                 if k in self._warned or not err > target * abs(joules) or not joules > 0:

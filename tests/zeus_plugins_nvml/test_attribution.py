@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -82,6 +83,32 @@ def test_mig_per_instance_where_the_driver_samples_each_weighs_by_the_instances_
     by_pid = {p.pid: p for p in att.processes}
     assert by_pid[a].active_j == pytest.approx(3 * by_pid[b].active_j)
     assert (by_pid[a].instance, by_pid[b].instance) == ("MIG-aaaa", "MIG-bbbb")
+
+
+def test_windows_shorter_than_attribute_min_s_carry_none_and_query_nothing(fake_nvml, procs, monkeypatch):
+    """Per-step windows: a few ms hold no per-process sample, and the process queries would cost more
+    than the rest of the window's end; 0 attributes every window."""
+    fake_nvml([FakeGpu()])
+    pid = procs("x")
+    fake_pynvml.set_processes(0, [{"pid": pid, "sm": 10}])
+    queries = []
+    listed = fake_pynvml.nvmlDeviceGetComputeRunningProcesses
+    monkeypatch.setattr(fake_pynvml, "nvmlDeviceGetComputeRunningProcesses", lambda h: queries.append(h) or listed(h))
+    with NvmlGpus() as dev:
+        short = Monitor(dev, target_error=None)
+        assert short.attribute_min_s == 0.1
+        for _ in range(3):
+            short.begin_window("step")
+            assert short.end_window("step").attribution == {}
+        assert queries == []
+        assert [p.pid for p in measure_window(dev, 0.15, target_error=None).attribution["gpu0"].processes] == [pid]
+        assert len(queries) == 1
+        every = Monitor(dev, target_error=None, attribute_min_s=0)
+        every.begin_window("step")
+        assert [p.pid for p in every.end_window("step").attribution["gpu0"].processes] == [pid]
+        for bad in (-1, math.inf, "0.1"):
+            with pytest.raises(ValueError, match="attribute_min_s must be a duration in seconds, 0 or more"):
+                Monitor(dev, attribute_min_s=bad)
 
 
 def test_attribution_can_be_turned_off(fake_nvml, procs):

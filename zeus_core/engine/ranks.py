@@ -290,7 +290,7 @@ class MirroredMonitor(Monitor):
     measurement is every rank's combined (energy summed, time of the slowest)."""
 
     def __init__(self, devices: Any, group: ProcessGroup, sync: Any) -> None:
-        super().__init__(devices, sync=sync)
+        super().__init__(devices, sync=sync, attribute_min_s=0.0)  # a try's epochs, whatever their length
         self.group = group
 
     def begin_window(self, name: str, sync_execution: bool = True, restart: bool = False) -> None:

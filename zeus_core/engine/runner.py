@@ -122,7 +122,7 @@ class Runner:
         if not self.leads:
             return
         if "device" in self.parts:
-            self.monitor = Monitor(self.parts["device"], on_measurement=self._on_measurement)
+            self.monitor = Monitor(self.parts["device"], on_measurement=self._on_measurement, attribute_min_s=0.0)
         self.assembly.check_identity()
         if "workload" in self.parts:
             self.history = self.assembly.history(wait=self.wait)

@@ -189,6 +189,8 @@ class ZeusMonitor(Monitor):
     ``registry``: the plugins (default: the installed ones). ``target_error``: the bound asked
     of a window, as a fraction of its energy (default 1 %; None: never warn), as
     :class:`~zeus_core.windows.Monitor`'s; each window's ``errors`` hold its +/- bound per device.
+    ``attribute_min_s``: windows at least this long (default 0.1 s) carry each device's energy
+    split among its processes, as :class:`~zeus_core.windows.Monitor`'s.
 
     :meth:`close` (or ``with``) closes the devices it opened, which puts back any
     setting changed through them (a power limit); so does process exit.
@@ -206,6 +208,7 @@ class ZeusMonitor(Monitor):
         options: dict[str, Any] | None = None,
         registry: Registry | None = None,
         target_error: float | None = 0.01,
+        attribute_min_s: float = 0.1,
     ) -> None:
         from zeus_core.engine.registry import get_registry
         from zeus_core.journal import restore_pending
@@ -244,6 +247,7 @@ class ZeusMonitor(Monitor):
                 log_file=log_file,
                 approx_instant_energy=approx_instant_energy,
                 target_error=target_error,
+                attribute_min_s=attribute_min_s,
             )
         except BaseException:
             self._close_groups()

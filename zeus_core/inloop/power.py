@@ -206,7 +206,9 @@ class PowerLimitOptimizer:
                 self.history = assembly.local_history(max_power_w=self.max_power_w)
             session_devices = MirroredDevices(self.devices, self.max_power_w, group)
             session_monitor = (
-                MirroredMonitor(session_devices, group, sync=sync) if group.world_size > 1 else Monitor(session_devices, sync=sync)
+                MirroredMonitor(session_devices, group, sync=sync)
+                if group.world_size > 1
+                else Monitor(session_devices, sync=sync, attribute_min_s=0.0)
             )
             self.session: RunSession | None = RunSession(
                 job=self.job,
@@ -224,7 +226,7 @@ class PowerLimitOptimizer:
             self._follower = None
         else:
             self.session = None
-            self._follower = Follower(group, self.devices, Monitor(self.devices, sync=sync))
+            self._follower = Follower(group, self.devices, Monitor(self.devices, sync=sync, attribute_min_s=0.0))
         # Can this process steer its device at all? Move the limit and back (journaled first, before
         # any training): a process without the privilege fails here, before anything is learned or
         # written, with the device plugin's fixes.

@@ -177,7 +177,7 @@ class ServingRank:
         self.accelerator = accelerator
         self.allocation = allocation
         self.holder = holder
-        self.monitor = Monitor(device)
+        self.monitor = Monitor(device, attribute_min_s=0.0)  # a try's energy is attributed whatever its epochs' length
         self.sync = device_sync(device)
         self.follower = Follower(group, devices=holder if holder is not None else device, monitor=self.monitor)
 
