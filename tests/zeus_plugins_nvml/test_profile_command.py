@@ -105,6 +105,11 @@ def test_a_command_gets_each_point_as_format_fields_and_environment(gpu):
         (["--no-warmup", "work_mod:boom"], 1, "the workload failed"),
         (["--no-warmup", "--", sys.executable, "-c", "raise SystemExit(3)"], 1, "the command exited with status 3"),
         (["--", "/no/such/program"], 2, "cannot run '/no/such/program'"),
+        (
+            ["--set", "nvml.gpus=[0]", "--set", "cpu-estimate.tdp_w=90", "work_mod:step"],
+            2,
+            "--set names 2 devices (cpu-estimate, nvml): say which",
+        ),
     ],
 )
 def test_bad_input_is_refused_with_what_to_fix(gpu, args, status, message):
