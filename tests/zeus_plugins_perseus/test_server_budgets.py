@@ -69,7 +69,8 @@ def test_a_profile_spanning_1e_9_to_60_s_is_refused_before_planning(gpt3_a100):
     started = time.monotonic()
     r = http.get(f"/jobs/{job_id}/schedule", params={"rank": 0})
     assert r.status_code == 422 and "max_units_per_instruction" in r.text and "60 s" in r.text
-    assert time.monotonic() - started < 2 and not manager.status(job_id)["planning"]
+    # refused at once (planning 1e-9..60 s units would take hours; 20 s: a loaded machine's slowest answer)
+    assert time.monotonic() - started < 20 and not manager.status(job_id)["planning"]
     # within the units per instruction, the frontier's size is the next limit
     _, small = server(gpt3_a100, max_frontier_cells=100_000)
     r = small.get(f"/jobs/{job(small)}/schedule", params={"rank": 0})
@@ -116,7 +117,7 @@ def test_planning_ends_when_its_job_is_deleted_and_plans_at_once_are_bounded(gpt
     r = http.get(f"/jobs/{other}/schedule", params={"rank": 0})
     assert r.status_code == 429 and "(max_planning)" in r.text
     assert http.delete(f"/jobs/{slow}").status_code == 200
-    asking.join(10)
+    asking.join(60)
     assert "cancelled" in outcome["error"] and planning.exit_status is not None  # the process is gone
     assert http.get(f"/jobs/{other}/schedule", params={"rank": 0}).status_code == 200  # the slot is free again
 
@@ -201,7 +202,7 @@ def test_planning_ends_when_the_client_leaves(tmp_path, gpt3_a100):
         job_id = job(http, microbatches=64)
         with pytest.raises(httpx.ReadTimeout):
             http.get(f"/jobs/{job_id}/schedule", params={"rank": 0}, timeout=0.5)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # a loaded machine's margin: planning on to the end would leave it planned
         while http.get(f"/jobs/{job_id}").json()["planning"]:
             assert time.monotonic() < deadline, "planning went on after its client left"
             time.sleep(0.1)
