@@ -142,10 +142,39 @@ def output_while_answering(cmd: list[str], url: str, env: dict[str, str], timeou
     return out
 
 
-def energy_window(device: DeviceGroup, seconds: float) -> tuple[dict[str, float], float]:
+class Between:
+    """Equal to any number from ``lo`` to ``hi`` (``assert got == Between(...)`` shows both on failure)."""
+
+    def __init__(self, lo: float, hi: float) -> None:
+        self.lo, self.hi = lo, hi
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, int | float) and self.lo <= other <= self.hi
+
+    def __repr__(self) -> str:
+        return f"Between({self.lo!r}, {self.hi!r})"
+
+
+class Elapsed:
+    """How long a window between two readings lasted: at least ``shortest`` (from the end of the first
+    reading's call to the start of the second's), at most ``longest`` (from the start of the first call
+    to the end of the second). Where in its call each reading fell is unknown, and on a loaded machine a
+    call can last many milliseconds, so a figure is checked against the pair, not one length."""
+
+    def __init__(self, shortest: float, longest: float) -> None:
+        self.shortest, self.longest = shortest, longest
+
+    def drawn(self, watts: float, rel: float = 0.0, abs: float = 0.0) -> Between:
+        """The energy (J) of a steady ``watts`` over the window, within ``rel`` and ``abs`` of it (the device's own error)."""
+        return Between(watts * self.shortest * (1 - rel) - abs, watts * self.longest * (1 + rel) + abs)
+
+
+def energy_window(device: DeviceGroup, seconds: float) -> tuple[dict[str, float], Elapsed]:
     """Energy per device name over a window of about ``seconds`` (two ``read_energy`` calls), and the window's length."""
     t0 = time.monotonic()
     e0 = device.read_energy()
+    t1 = time.monotonic()
     time.sleep(seconds)
+    t2 = time.monotonic()
     e1 = device.read_energy()
-    return {n: e1[n] - e0[n] for n in e0}, time.monotonic() - t0
+    return {n: e1[n] - e0[n] for n in e0}, Elapsed(t2 - t1, time.monotonic() - t0)

@@ -54,7 +54,7 @@ def test_a_faulty_counter_is_refused_with_one_warning_and_the_gpu_is_polled(fake
         assert dev.energy_sources == {"gpu0": "polling"}
         got, elapsed = energy_window(dev, 0.4)
     # polled power integrated: within 5% of what the GPU drew (250 W)
-    assert got["gpu0"] == pytest.approx(250.0 * elapsed, rel=0.05)
+    assert got["gpu0"] == elapsed.drawn(250.0, rel=0.05)
     # the raw counter, trusted, would have reported nothing, a negative figure, or 1000 times too much
     raw = raw_counter_j(nvml, 0.2)
     assert not 0.5 * 250.0 * 0.2 <= raw <= 2 * 250.0 * 0.2, raw
@@ -78,7 +78,7 @@ def test_a_frozen_counter_is_watched_longer_then_refused_and_its_gpu_polled_from
     assert len(ours) == 1 and re.search(
         r"gpu0 \(NVIDIA A100.*did not move in 0\.\d s while the device reported 250 W.*polled power", ours[0]
     )
-    assert got["gpu0"] == pytest.approx(250.0 * elapsed, rel=0.05)
+    assert got["gpu0"] == elapsed.drawn(250.0, rel=0.05)
     assert raw_counter_j(nvml, 0.2) == 0.0  # what the counter, trusted, would have reported
     with pytest.raises(DeviceError, match='gpu0 .*cannot be measured by its energy counter: it did not move.*energy = "auto"'):
         NvmlGpus(NvmlOptions(energy="counter"), nvml)
@@ -95,7 +95,7 @@ def test_a_counter_that_updates_less_often_than_the_check_lasts_is_kept(fake_nvm
             assert dev.energy_sources == {"gpu0": "counter"}
             confirming = dev._confirming.get("gpu0")
             assert confirming is None or confirming.state == "kept"
-    assert got["gpu0"] == pytest.approx(250.0 * elapsed, abs=250.0 * 0.5 + 1)  # within one update period
+    assert got["gpu0"] == elapsed.drawn(250.0, abs=250.0 * 0.5 + 1)  # within one update period
 
 
 def test_a_counter_that_updates_every_100_ms_is_kept_and_the_check_is_short(fake_nvml):
@@ -106,8 +106,8 @@ def test_a_counter_that_updates_every_100_ms_is_kept_and_the_check_is_short(fake
     with dev:
         assert dev.energy_sources == {"gpu0": "counter", "gpu1": "counter"}
         got, elapsed = energy_window(dev, 0.5)
-    assert got["gpu0"] == pytest.approx(300.0 * elapsed, abs=300.0 * 0.1 + 1)  # within one update period
-    assert got["gpu1"] == pytest.approx(200.0 * elapsed, rel=0.03)
+    assert got["gpu0"] == elapsed.drawn(300.0, abs=300.0 * 0.1 + 1)  # within one update period
+    assert got["gpu1"] == elapsed.drawn(200.0, rel=0.03)
 
 
 def test_a_check_that_cannot_decide_keeps_the_counter(fake_nvml):
@@ -120,7 +120,7 @@ def test_a_check_that_cannot_decide_keeps_the_counter(fake_nvml):
         with NvmlGpus(NvmlOptions(counter_check_s=0.05), nvml) as dev:
             assert dev.energy_sources == {"gpu0": "counter", "gpu1": "counter"}
             got, elapsed = energy_window(dev, 0.35)
-    assert got["gpu1"] == pytest.approx(250.0 * elapsed, abs=250.0 * 0.1 + 1)
+    assert got["gpu1"] == elapsed.drawn(250.0, abs=250.0 * 0.1 + 1)
 
 
 def test_a_gpu_without_a_counter_is_polled_without_a_warning(fake_nvml):
@@ -131,7 +131,7 @@ def test_a_gpu_without_a_counter_is_polled_without_a_warning(fake_nvml):
         with NvmlGpus(NvmlOptions(poll_interval_s=0.01), nvml) as dev:
             assert dev.energy_sources == {"gpu0": "polling"}
             got, elapsed = energy_window(dev, 0.3)
-    assert got["gpu0"] == pytest.approx(150.0 * elapsed, rel=0.05)
+    assert got["gpu0"] == elapsed.drawn(150.0, rel=0.05)
     nvml.nvmlInit()
     try:
         with pytest.raises(fake_pynvml._real.NVMLError_NotSupported):
@@ -162,7 +162,7 @@ def test_an_averaged_power_reading_that_lags_a_load_step_does_not_refuse_a_good_
         with NvmlGpus(NvmlOptions(), nvml) as dev:
             assert dev.energy_sources == {"gpu0": "counter"}
             got, elapsed = energy_window(dev, 0.3)
-    assert got["gpu0"] == pytest.approx(60.0 * elapsed, rel=0.05)
+    assert got["gpu0"] == elapsed.drawn(60.0, rel=0.05)
 
 
 def test_without_the_instant_power_field_the_default_reading_judges_the_counter(fake_nvml):
@@ -174,4 +174,4 @@ def test_without_the_instant_power_field_the_default_reading_judges_the_counter(
             got, elapsed = energy_window(dev, 0.6)
             assert dev.energy_sources == {"gpu0": "polling"}
     assert len([w for w in caught if "energy counter did not move" in str(w.message)]) == 1
-    assert got["gpu0"] == pytest.approx(250.0 * elapsed, rel=0.05)
+    assert got["gpu0"] == elapsed.drawn(250.0, rel=0.05)
