@@ -182,19 +182,45 @@ def test_cli_arguments_are_upstreams():
         build_parser().parse_args([])
 
 
-@pytest.mark.parametrize("argv", [["energy", "--gpu-indices", "0"], ["power", "--update-period", "0.1"]])
-def test_python_m_zeus_monitor_until_ctrl_c(driver, argv):
+#: ``python -m zeus.monitor ARGS`` as ``-m`` runs it (runpy), its main thread's waits of 0.1 s or more announced
+#: on stderr: the energy command's one wait comes after its window began, the power command's second after
+#: its first line. Ctrl-C before then (a loaded machine can take many seconds to import torch) would stop
+#: the import, not the monitor.
+ANNOUNCED = """
+import runpy, sys, threading, time
+sleep = time.sleep
+def announced(seconds):
+    if seconds >= 0.1 and threading.current_thread() is threading.main_thread():
+        print("zeus-test: waiting", file=sys.stderr, flush=True)
+    sleep(seconds)
+time.sleep = announced
+sys.argv[0] = "zeus.monitor"
+runpy.run_module("zeus.monitor", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize(("argv", "waits"), [(["energy", "--gpu-indices", "0"], 1), (["power", "--update-period", "0.1"], 2)])
+def test_python_m_zeus_monitor_until_ctrl_c(driver, argv, waits):
+    import threading
+
+    from zeus_test_helpers import ended, start
+
     driver(gpus=1, demand_w=150.0)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "zeus.monitor", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, COLUMNS="200"),
-    )
-    time.sleep(6.0)  # the interpreter and torch's import on a shared machine
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    err_lines: list[str] = []
+    # SIGINT at its default in the monitor (start), whatever this test runner was started with
+    args = [sys.executable, "-c", ANNOUNCED, *argv]
+    with ended(start(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, COLUMNS="200"))) as proc:
+        reader = threading.Thread(target=lambda: err_lines.extend(proc.stderr), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 120
+        while sum(line.startswith("zeus-test: waiting") for line in list(err_lines)) < waits:
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(err_lines)
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out = proc.stdout.read()
+        proc.wait(timeout=60)
+        reader.join(60)
+    err = "".join(line for line in err_lines if not line.startswith("zeus-test: waiting"))
     assert proc.returncode == 0, err
     if argv[0] == "energy":
         assert "Measurement(" in out and "gpu_energy={0:" in out
