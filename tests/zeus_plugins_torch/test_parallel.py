@@ -129,8 +129,10 @@ def test_a_killed_rank_fails_the_job_clearly(tmp_path, registry, write_trainer):
 def test_early_stop_ends_every_rank_and_records_not_reached(tmp_path, registry, write_trainer):
     # Recurrence 1 reaches the target; from recurrence 2 on the metric stalls, so each try
     # stops once its cost would pass beta x the first recurrence's (long before max_epochs).
+    # The costs are real time: recurrence 1's three epochs, slowed by a loaded machine, raise
+    # the bound; 400 epochs leave room for a first recurrence 60 times slower than the stalled ones.
     path = ddp_job(tmp_path, write_trainer(tmp_path), recurrences=2, beta="2.0", args="stall_from = 2")
-    result = run_cli(registry, "run", str(path), "--set", "job.max_tries=2", "--set", "job.max_epochs=50")
+    result = run_cli(registry, "run", str(path), "--set", "job.max_tries=2", "--set", "job.max_epochs=400")
     assert result.exit_code == 1 and "did not reach the target metric in 2 tries" in result.output
     tries = Store(tmp_path / "state.sqlite").tries()
     assert (tries[0].recurrence, tries[0].reached) == (1, True)
