@@ -74,7 +74,8 @@ def test_a_callable_over_a_power_limit_grid_prints_intervals_and_puts_the_limit_
     assert [(p["params"]["power_limit"], p["params"]["n"]) for p in points] == [(150, 1), (150, 2), (200, 1), (200, 2), (300, 1), (300, 2)]
     for p in points:
         assert p["power_w"] == pytest.approx(min(250.0, p["params"]["power_limit"]), rel=0.05)  # the limit was held
-        assert p["time_s"]["mean"] == pytest.approx(0.02 * p["params"]["n"], rel=0.3)
+        # a run is the step's 20 ms x n and what a loaded machine adds, less than one more run of it
+        assert 0.02 * p["params"]["n"] * 0.999 <= p["time_s"]["mean"] < 0.02 * p["params"]["n"] * 1.9
         assert p["energy_j"]["low"] <= p["energy_j"]["mean"] <= p["energy_j"]["high"] and len(p["trials"]) == 3
         assert all(t["settled"] and t["cooled"] for t in p["trials"])  # constant temperature: settled at once
     assert _limit(gpu) == 400.0  # back where it was
