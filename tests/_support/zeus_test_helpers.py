@@ -6,8 +6,10 @@ import signal
 import subprocess
 import textwrap
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from click.testing import CliRunner
 
@@ -38,6 +40,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def _ignore_here(_signum, _frame) -> None:
     """Ignores a signal in this process; a child started meanwhile gets the default action (a handler,
     unlike an ignored signal, is not inherited across exec)."""
+
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -167,6 +172,18 @@ class Elapsed:
     def drawn(self, watts: float, rel: float = 0.0, abs: float = 0.0) -> Between:
         """The energy (J) of a steady ``watts`` over the window, within ``rel`` and ``abs`` of it (the device's own error)."""
         return Between(watts * self.shortest * (1 - rel) - abs, watts * self.longest * (1 + rel) + abs)
+
+
+def timed_window(begin: Callable[[], object], end: Callable[[], T], seconds: float) -> tuple[T, Elapsed]:
+    """``begin()``, about ``seconds`` of sleep, ``end()`` (a monitor's window: ``end`` returns its measurement),
+    and how long the window between the two readings lasted, from the times around the two calls."""
+    t0 = time.monotonic()
+    begin()
+    t1 = time.monotonic()
+    time.sleep(seconds)
+    t2 = time.monotonic()
+    got = end()
+    return got, Elapsed(t2 - t1, time.monotonic() - t0)
 
 
 def energy_window(device: DeviceGroup, seconds: float) -> tuple[dict[str, float], Elapsed]:
