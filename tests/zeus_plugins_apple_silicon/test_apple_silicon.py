@@ -11,7 +11,7 @@ import time
 import warnings
 
 import pytest
-from zeus_test_helpers import energy_window
+from zeus_test_helpers import energy_window, timed_window
 
 from zeus_core import DeviceError, HasIdentity, ZeusMonitor
 from zeus_plugins_apple_silicon import fake_apple_silicon
@@ -50,10 +50,8 @@ def test_a_chip_without_dram_and_with_gpu_sram(chip):
 def test_windows_through_zeus_monitor(chip):
     chip(dict(M2_MAX, gpu_mj=20.0))
     with ZeusMonitor(device="apple-silicon", sync_execution_with="none") as mon:
-        mon.begin_window("w")
-        time.sleep(0.25)
-        m = mon.end_window("w")
-    assert m.energy["gpu"] == pytest.approx(20.0 * m.time, rel=0.05)
+        m, elapsed = timed_window(lambda: mon.begin_window("w"), lambda: mon.end_window("w"), 0.25)
+    assert m.time == elapsed.drawn(1.0) and m.energy["gpu"] == elapsed.drawn(20.0, rel=0.05)
     assert m.total_system_energy == pytest.approx(sum(m.energy.values()))
 
 

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from zeus_test_helpers import Elapsed, timed_window
 
 from zeus_core import DeviceError, HasIdentity, Monitor, PowerReadings, TemperatureReadings, ZeusMonitor, open_device
 from zeus_plugins_jetson import fake_sysfs
@@ -27,13 +28,12 @@ def rails(root, **options) -> JetsonRails:
     return JetsonRails(JetsonOptions(sysfs_root=str(root), poll_interval_s=options.pop("poll_interval_s", 0.01), **options))
 
 
-def window(dev: JetsonRails, seconds: float) -> tuple[dict[str, float], float]:
-    """Joules per rail over a core measurement window of about ``seconds``, and its length."""
+def window(dev: JetsonRails, seconds: float) -> tuple[dict[str, float], Elapsed]:
+    """Joules per rail over a core measurement window of about ``seconds``, and its shortest and longest length."""
     mon = Monitor(dev, sync="none")
-    mon.begin_window("w")
-    time.sleep(seconds)
-    m = mon.end_window("w")
-    return m.energy, m.time
+    m, elapsed = timed_window(lambda: mon.begin_window("w"), lambda: mon.end_window("w"), seconds)
+    assert m.time == elapsed.drawn(1.0)
+    return m.energy, elapsed
 
 
 def test_hwmon_layout_orin_agx_two_chips_voltage_times_current(tmp_path):
@@ -45,7 +45,7 @@ def test_hwmon_layout_orin_agx_two_chips_voltage_times_current(tmp_path):
         # mV x mA: 5000 mV x 1800 mA is 9 W, not 9 kW
         assert dev.read_power() == pytest.approx({"vdd_gpu_soc": 9.0, "vdd_cpu_cv": 3.2, "vin_sys_5v0": 4.4, "vddq_vdd2_1v8ao": 1.1})
         got, elapsed = window(dev, 0.3)
-        assert got["vdd_gpu_soc"] == pytest.approx(9.0 * elapsed, rel=0.05)
+        assert got["vdd_gpu_soc"] == elapsed.drawn(9.0, rel=0.05)
         assert dev.identity() == {
             "board_model": "NVIDIA Jetson Orin Nano Developer Kit",
             "rails": ["VDD_GPU_SOC", "VDD_CPU_CV", "VIN_SYS_5V0", "VDDQ_VDD2_1V8AO"],
@@ -60,7 +60,7 @@ def test_iio_layout_xavier_with_and_without_power_files(tmp_path, power_files):
         assert dev.rail_roles["gpu"] == "gpu" and dev.rail_roles["sys5v"] == "total" and dev.rail_roles["cpu"] == "cpu"
         assert dev.read_power()["gpu"] == pytest.approx(4.0) and dev.read_power()["sys5v"] == pytest.approx(9.5)
         got, elapsed = window(dev, 0.3)
-        assert got["gpu"] == pytest.approx(4.0 * elapsed, rel=0.05)
+        assert got["gpu"] == elapsed.drawn(4.0, rel=0.05)
 
 
 def test_iio_power_files_are_milliwatts_and_preferred(tmp_path):
@@ -358,7 +358,7 @@ def test_agx_orin_disconnected_channels_and_a_summation_that_leaves_the_input_ou
         assert dev.update_periods_s == {"vdd_gpu_soc": 0.007, "vdd_cpu_cv": 0.007, "vin_sys_5v0": 0.007, "vddq_vdd2_1v8ao": 0.002}
         assert dev.current_steps_a == pytest.approx(dict.fromkeys(dev.names, 0.02))  # 40 µV over 2 mΩ
         got, elapsed = window(dev, 0.2)
-        assert got["vddq_vdd2_1v8ao"] == pytest.approx(1.1 * elapsed, rel=0.1)
+        assert got["vddq_vdd2_1v8ao"] == elapsed.drawn(1.1, rel=0.1)
 
 
 def test_a_summation_over_differing_shunts_has_no_data_and_is_left_out(tmp_path, enodata):
