@@ -96,8 +96,12 @@ def test_two_jobs_sharing_a_gpu_are_each_charged_their_share_and_a_lone_job_its_
     a, b, c = task("301"), task("302"), task("303")
     fake_pynvml.set_processes(1, [{"pid": a, "sm": 60}, {"pid": b, "sm": 20}])  # jobs 301 and 302 share GPU 1, 3:1
     fake_pynvml.set_processes(0, [{"pid": c, "sm": 30}])  # job 303 alone on GPU 0
-    time.sleep(2.5)
-    got = attributed(node, gpu_ids="1")["1"]
+    # the accountant's readings, a second apart (later on a loaded machine): until they charged the
+    # processes at least the least the jobs' records must show below (about two seconds of GPU 1)
+    deadline = time.monotonic() + 60
+    while (got := attributed(node, gpu_ids="1")["1"])["processes_j"] <= 0.5 * 320.0 * 2.0:
+        assert time.monotonic() < deadline, got
+        time.sleep(0.2)
     # before the tasks: nobody to charge ("none", unattributed); then shares by SM utilisation
     assert got["estimate"] is True and got["bases"] == ["none", "sm"] and got["scopes"] == ["process"]
     assert got["unattributed_j"] > 0 and got["processes_j"] > 0
