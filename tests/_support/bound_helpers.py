@@ -33,20 +33,32 @@ def measure(
     end: Callable[[], bool] | None = None,
 ) -> tuple[Any, tuple[float, float]]:
     """One window over ``dev`` around ``body()`` (edges when ``begin()`` / ``end()`` hold): the measurement,
-    and the interval the true energy (``truth_j()``, read just before and after each edge) lies in."""
+    and the interval the true energy (``truth_j()``, read just before and after each edge) lies in.
+
+    An edge's reading must fall where its condition holds: it still holds after the edge (a loaded
+    machine can pause the process between the condition and the reading, past the phase), else the
+    window is measured again."""
     mon = Monitor(dev, sync="none", target_error=None)
-    if begin is not None:
-        wait_until(begin)
-    before_lo = truth_j()
-    mon.begin_window("w")
-    before_hi = truth_j()
-    body()
-    if end is not None:
-        wait_until(end)
-    after_lo = truth_j()
-    m = mon.end_window("w")
-    after_hi = truth_j()
-    return m, (after_lo - before_hi, after_hi - before_lo)
+    for _ in range(ATTEMPTS):
+        if begin is not None:
+            wait_until(begin)
+        before_lo = truth_j()
+        mon.begin_window("w")
+        before_hi = truth_j()
+        began = begin is None or begin()
+        body()
+        if end is not None:
+            wait_until(end)
+        after_lo = truth_j()
+        m = mon.end_window("w")
+        after_hi = truth_j()
+        if began and (end is None or end()):
+            return m, (after_lo - before_hi, after_hi - before_lo)
+    raise AssertionError(f"no window's edges fell where their conditions hold in {ATTEMPTS} attempts")
+
+
+#: windows :func:`measure` tries before it gives up placing the edges
+ATTEMPTS = 20
 
 
 def off_by(m: Any, name: str, truth: tuple[float, float]) -> float:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import time
 import warnings
 
+import bound_helpers
 import pytest
+from bound_helpers import phase_in
 
 from zeus_core.device import Precision
 from zeus_core.devicekit import model_update_period
@@ -25,34 +27,10 @@ from zeus_plugins_nvml.fake_pynvml import FakeGpu
 from zeus_plugins_nvml.options import NvmlOptions
 
 
-def wait_until(condition, timeout_s: float = 30.0) -> None:
-    """Poll ``condition()`` every half millisecond until it holds (a late wake-up only waits for the next chance)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.0005)
-
-
-def phase_in(period: float, lo: float, hi: float):
-    return lambda: lo <= time.monotonic() % period <= hi
-
-
 def measure(dev, body, begin=None, end=None):
-    """One window over ``dev`` around ``body()`` (edges when ``begin()`` / ``end()`` hold): the measurement,
-    and the interval the GPU's true energy over it lies in."""
-    mon = Monitor(dev, sync="none", target_error=None)
-    if begin is not None:
-        wait_until(begin)
-    before_lo = fake_pynvml.true_energy_j(0)
-    mon.begin_window("w")
-    before_hi = fake_pynvml.true_energy_j(0)
-    body()
-    if end is not None:
-        wait_until(end)
-    after_lo = fake_pynvml.true_energy_j(0)
-    m = mon.end_window("w")
-    after_hi = fake_pynvml.true_energy_j(0)
-    return m, (after_lo - before_hi, after_hi - before_lo)
+    """One window over ``dev`` around ``body()`` (edges when ``begin()`` / ``end()`` hold, each edge's reading
+    where its condition holds): the measurement, and the interval the GPU's true energy over it lies in."""
+    return bound_helpers.measure(dev, lambda: fake_pynvml.true_energy_j(0), body, begin, end)
 
 
 def off_by(m, truth) -> float:
