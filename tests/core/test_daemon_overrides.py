@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -269,6 +270,8 @@ def test_after_a_sigkill_the_next_start_puts_the_original_back_through_the_overr
         assert first.calls()[-1] == ["-i", "1", "-pl", "400"] and first.gpus()[1]["limit_w"] == 400.0
     finally:
         d.close_services()
+    # the HTTP API's accounting read through the services: it stops with them, not later against closed drivers
+    assert [t for t in threading.enumerate() if t.name == "zeus-accounting"] == []
 
 
 def _answers(path: Path) -> bool:

@@ -41,6 +41,9 @@ def _rank(rank: int, rendezvous: str, results) -> None:
         got.append("no error")
     except LostContact as e:
         got.append(str(e))
+    # leave the group before exit, as zeus's own launcher does: a gloo group whose peer is gone,
+    # left to the interpreter's exit, can abort this process ("terminate called without an active exception")
+    dist.destroy_process_group()
     results.put((rank, got))
 
 

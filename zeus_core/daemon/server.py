@@ -823,6 +823,10 @@ class Daemon:
         log.info("stopped")
 
     def close_services(self) -> None:
+        """Close every service, after the HTTP API whose accounting and power streams read through them
+        (left running, they would read closed drivers)."""
+        if self.api is not None:
+            self.api.close()
         for name, svc in self.services.items():
             close = getattr(svc, "close", None)
             if callable(close):
