@@ -251,8 +251,8 @@ class Monitor:
     split of each device's energy among the processes on it
     (:mod:`zeus_core.attribution`, an estimate), where the devices can say who
     ran on them (:class:`~zeus_core.attribution.ProcessActivityReadings`); on
-    by default there, one driver query per device at the end of each window of
-    at least ``attribute_min_s`` seconds. A shorter window carries none: the
+    by default there, the device's process queries (NVML: two per GPU) at the
+    end of each window of at least ``attribute_min_s`` seconds. A shorter window carries none: the
     drivers sample per-process activity every 1/6 s to 1 s (NVML), so a window
     of a few milliseconds almost never holds a sample and its split would be a
     guess, while the query would cost more than the rest of the window's end.

@@ -28,6 +28,11 @@ NEVER_RAN_PENALTY = 100.0
 _LEGACY = {"paper": ("pruning", "gaussian-ts"), "improved": ("walk", "relative-ts")}
 
 
+def _never_ran(record: TryRecord) -> bool:
+    """Whether a try stopped before its first epoch without reaching the target."""
+    return record.epochs == 0 and not record.reached
+
+
 def effective_default(batch_sizes: list[int], default: int) -> int:
     """The largest listed batch size not above ``default`` (the paper's min(b0, max bs))."""
     below = [b for b in batch_sizes if b <= default]
@@ -150,7 +155,7 @@ class MabPolicy:
     def cost_of(self, ctx: PolicyContext, record: TryRecord) -> float:
         """The cost the policy learns from: the try's, or a penalty when it never started."""
         o = self.options
-        if record.epochs == 0 and not record.reached:
+        if _never_ran(record):
             beta = o.beta_knob if o.beta_knob is not None else ctx.job.beta_knob
             return NEVER_RAN_PENALTY * beta * ctx.min_cost
         if self.composition.steady_cost and record.steady_cost is not None and o.eta_knob is None:
@@ -163,7 +168,7 @@ class MabPolicy:
         explorer = self._register(ctx) if self.explorer is None else self.explorer
         bs = int(record.batch_size)
         cost = self.cost_of(ctx, record)
-        if math.isinf(cost) and record.epochs == 0 and not record.reached:
+        if math.isinf(cost) and _never_ran(record):
             # It never ran and no finite bound stopped it (a client whose process ended before its
             # first report, under beta_knob = inf or before any recurrence finished): the explorer
             # learns that it failed; there is no cost for the sampler to learn.
