@@ -214,9 +214,12 @@ def _replay_rows(replay: Any, ctx: Any) -> list[dict[str, Any]]:
 
 
 def _run_pool(tasks: list[tuple[str, list[str]]], workers: int, done: Callable[[int, list[dict]], None]) -> None:
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    # Workers are started, not forked: a fork copies this process's threads' locks mid-use (a Ray
+    # client's, a monitor's), and a worker that inherits a held one dies or hangs.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(run_point, *t): i for i, t in enumerate(tasks)}
         for f in as_completed(futures):
             done(futures[f], f.result())
